@@ -1,0 +1,7 @@
+// Package storage groups rgit's durable state and the git pack layer:
+// the object store (storage/objstore and its backends), the per-repo ref
+// database (storage/refdb), git objects (storage/object), pack reading,
+// indexing and writing (storage/pack), object checks (storage/fsck),
+// reachability (storage/walk) and the local pack cache. Storage imports
+// nothing from actors/, transport/ or cluster/.
+package storage

@@ -1,0 +1,61 @@
+// Package objstore defines the object-store interface every durable byte in
+// rgit goes through, and opens a backend from RGIT_STORE_URL.
+//
+// Backends live in sub-packages (filestore, memstore, s3store); this package
+// holds only the interface, the sentinel errors, key helpers and the URL
+// opener. It may import the standard library and its own sub-packages only.
+package objstore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"time"
+)
+
+// Sentinel errors callers branch on. Backends wrap them with context.
+var (
+	// ErrNotFound: the key does not exist.
+	ErrNotFound = errors.New("object not found")
+	// ErrExists: a create-if-absent lost because the key already exists
+	// (S3 412 Precondition Failed, or 409 for a concurrent conditional write).
+	ErrExists = errors.New("object already exists")
+)
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+}
+
+// Store is the whole contract between rgit and its durable storage.
+//
+// Keys are '/'-separated relative paths without a leading slash, '.' or '..'
+// segments. Every method honours ctx cancellation and deadlines.
+type Store interface {
+	// Get opens the whole object. The caller closes the reader.
+	Get(ctx context.Context, key string) (io.ReadCloser, ObjectInfo, error)
+	// GetRange opens length bytes starting at off (length < 0: to the end).
+	GetRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, error)
+	// Head returns the object's metadata.
+	Head(ctx context.Context, key string) (ObjectInfo, error)
+	// Put stores r under key, replacing any existing object. size is the
+	// exact length when known, or -1; large or unknown-size bodies are
+	// streamed (multipart on S3) without being held in memory.
+	Put(ctx context.Context, key string, r io.Reader, size int64) error
+	// PutIfAbsent stores r under key only if key does not exist, atomically
+	// across processes; it returns ErrExists when another writer got there
+	// first. Exactly one of any set of concurrent creators succeeds.
+	PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) error
+	// Delete removes key. Deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// List yields every object whose key starts with prefix, in ascending
+	// key order, fetching pages lazily. startAfter, when non-empty, skips
+	// keys <= startAfter. Iteration stops at the first error.
+	List(ctx context.Context, prefix, startAfter string) iter.Seq2[ObjectInfo, error]
+	// Copy duplicates src to dst inside the store (server-side on S3: the
+	// bytes never pass through rgit).
+	Copy(ctx context.Context, src, dst string) error
+}
