@@ -1,9 +1,11 @@
 // Package objstore defines the object-store interface every durable byte in
-// rgit goes through, and opens a backend from RGIT_STORE_URL.
+// rgit goes through.
 //
-// Backends live in sub-packages (filestore, memstore, s3store); this package
-// holds only the interface, the sentinel errors, key helpers and the URL
-// opener. It may import the standard library and its own sub-packages only.
+// Backends live in sub-packages (filestore, memstore, s3store) and the
+// RGIT_STORE_URL opener in storeurl, because they import this package; this
+// package holds only the interface, the sentinel errors, key validation and
+// the WithTimeout wrapper. It imports the standard library and its own
+// internal/ctxio only.
 package objstore
 
 import (

@@ -12,6 +12,8 @@ package refdb
 import (
 	"errors"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Sentinel errors callers branch on.
@@ -29,6 +31,15 @@ var (
 	ErrCorrupt = errors.New("refdb: corrupt object")
 	// ErrNotExist: OpenFollower or OpenExisting found no database.
 	ErrNotExist = errors.New("refdb: database does not exist")
+	// ErrUncertain: the write carrying the transaction failed in a way
+	// that leaves its outcome unknown (it may have landed). The writer
+	// settles the outcome before writing anything else; the transaction
+	// was not acknowledged and may or may not be visible later, always
+	// whole or not at all.
+	ErrUncertain = errors.New("refdb: commit outcome unknown")
+	// ErrInvalidTxn: the transaction is malformed (empty key, unknown
+	// condition). Nothing was written.
+	ErrInvalidTxn = errors.New("refdb: invalid transaction")
 )
 
 // ConflictError names the key whose condition failed.
@@ -110,4 +121,26 @@ type Options struct {
 	PollInterval time.Duration
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// WriteTimeout bounds each log write; zero leaves it to the store's
+	// own per-request timeout. A timed-out write is ErrUncertain.
+	WriteTimeout time.Duration
+	// Logger receives background failures (snapshot, trim, follower
+	// polling); nil discards them.
+	Logger *zap.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.SnapshotEvery <= 0 {
+		o.SnapshotEvery = 256
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 200 * time.Millisecond
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	return o
 }

@@ -1,0 +1,71 @@
+# rgit — build, run, test, bench, lint.
+# `make run` starts a server on the embedded default store (./data);
+# `make test` installs what the tests need and runs the whole suite.
+
+GO      ?= go
+TOOLS   := $(CURDIR)/.tools
+BIN     := $(CURDIR)/bin
+VERSITYGW   := $(TOOLS)/versitygw
+STATICCHECK := $(TOOLS)/staticcheck
+export RGIT_VERSITYGW := $(VERSITYGW)
+export PATH := $(BIN):$(PATH)
+
+# Packages with real concurrency run under the race detector.
+RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./testkit/... ./storage/packcache/... ./storage/repo/... ./actors/... ./transport/...
+FUZZTIME  ?= 5s
+
+.PHONY: all build run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine lint generate clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/rgit ./cmd/rgit-admin
+
+run: build
+	$(BIN)/rgit serve
+
+## test: everything, with the services the tests need installed first.
+test: tools deps build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
+	$(MAKE) fuzz
+
+## fuzz: run every fuzz target briefly (FUZZTIME each).
+fuzz:
+	@FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
+
+tools: $(VERSITYGW) $(STATICCHECK)
+
+$(VERSITYGW):
+	@mkdir -p $(TOOLS)
+	@echo "building versitygw (S3 test server) into $(TOOLS); the first build takes a few minutes"
+	GOBIN=$(TOOLS) $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+
+$(STATICCHECK):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+## deps: Debian packages used by the interop tests (skipped loudly if apt is unavailable).
+deps:
+	@bash scripts/deps.sh
+
+bench: build tools bench-refdb bench-engine
+
+bench-refdb:
+	$(GO) run ./cmd/rgit-bench refdb
+
+bench-engine:
+	$(GO) run ./cmd/rgit-bench engine
+
+lint: $(STATICCHECK)
+	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+generate:
+	$(GO) generate ./...
+
+clean:
+	rm -rf $(BIN)

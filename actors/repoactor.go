@@ -1,0 +1,154 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/refdb"
+	"github.com/rgit/rgit/storage/repo"
+)
+
+// repoActor owns one open repository: its database handle, its session
+// count and its idle timer. Every write to the repository is a message here,
+// so writes are serialized by construction; sessions stream bytes on their
+// own goroutines with the snapshot they were handed.
+type repoActor struct {
+	node     *Node
+	key      repoKey
+	owner    string
+	name     string
+	repo     *repo.Repo
+	openErr  error
+	sessions int
+	closing  bool
+}
+
+func (a *repoActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.open()
+	case *actor.Restarting:
+		// A panic restarts the actor: drop the handle; Started reopens it.
+		a.node.log.Error("repo actor restarting after a panic", zap.String("repo", string(a.key)))
+		a.closeDB()
+	case *actor.Stopping:
+		a.closeDB()
+	case *actor.ReceiveTimeout:
+		if a.sessions == 0 {
+			a.goIdle(ctx, "idle ttl")
+		}
+	case *evictIfIdle:
+		if a.sessions == 0 {
+			a.goIdle(ctx, "max warm")
+		}
+	case *acquire:
+		if !a.ready(ctx) {
+			return
+		}
+		snap, err := a.repo.Snapshot(context.Background())
+		if err != nil {
+			a.fail(ctx, err)
+			return
+		}
+		a.sessions++
+		ctx.Respond(&acquired{snap: snap, info: a.repo.Info()})
+	case *release:
+		if a.sessions > 0 {
+			a.sessions--
+		}
+	case *call:
+		if !a.ready(ctx) {
+			return
+		}
+		v, err := m.fn(a.repo)
+		ctx.Respond(&callResult{v: v, err: err})
+		if errors.Is(err, refdb.ErrFenced) {
+			a.fenced(ctx)
+		}
+	case *closeRepo:
+		a.closeDB()
+		a.closing = true
+		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self()})
+		ctx.Respond(&callResult{})
+		ctx.Stop(ctx.Self())
+	}
+}
+
+// open opens the repository's database; a missing repository is remembered
+// as openErr (creating nothing) and reported to every request.
+func (a *repoActor) open() {
+	ctx, cancel := context.WithTimeout(context.Background(), a.node.cfg.OpenTimeout)
+	defer cancel()
+	start := time.Now()
+	r, err := repo.Open(ctx, a.node.cfg.Deps, a.owner, a.name)
+	if err != nil {
+		a.openErr = err
+		return
+	}
+	a.repo = r
+	a.node.metrics.openRepos.Inc()
+	a.node.metrics.openLatency.Observe(time.Since(start).Seconds())
+}
+
+// ready reports whether the actor can serve a request, answering it
+// otherwise: with the open error (and stopping), or errRetry when closing.
+func (a *repoActor) ready(ctx actor.Context) bool {
+	switch {
+	case a.closing:
+		ctx.Respond(&errRetry{})
+		return false
+	case a.openErr != nil:
+		ctx.Respond(&callResult{err: a.openErr})
+		a.closing = true
+		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self()})
+		ctx.Stop(ctx.Self())
+		return false
+	}
+	ctx.SetReceiveTimeout(a.node.cfg.WarmTTL)
+	return true
+}
+
+// fail answers a request with err; a fenced database stops the actor.
+func (a *repoActor) fail(ctx actor.Context, err error) {
+	ctx.Respond(&callResult{err: err})
+	if errors.Is(err, refdb.ErrFenced) {
+		a.fenced(ctx)
+	}
+}
+
+func (a *repoActor) fenced(ctx actor.Context) {
+	a.node.log.Error("repository database fenced by another writer; closing it",
+		zap.String("repo", string(a.key)))
+	a.node.metrics.fenced.Inc()
+	a.goIdle(ctx, "fenced")
+}
+
+// goIdle tells the supervisor first (so new requests spawn a fresh actor),
+// then closes the database and stops.
+func (a *repoActor) goIdle(ctx actor.Context, why string) {
+	if a.closing {
+		return
+	}
+	a.closing = true
+	a.node.log.Debug("closing repository", zap.String("repo", string(a.key)), zap.String("why", why))
+	ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self()})
+	a.closeDB()
+	ctx.Stop(ctx.Self())
+}
+
+func (a *repoActor) closeDB() {
+	if a.repo == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.node.cfg.OpenTimeout)
+	defer cancel()
+	if err := a.repo.Close(ctx); err != nil && !errors.Is(err, refdb.ErrFenced) {
+		a.node.log.Warn("close repository", zap.String("repo", string(a.key)), zap.Error(err))
+	}
+	a.repo = nil
+	a.node.metrics.openRepos.Dec()
+}

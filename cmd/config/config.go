@@ -1,0 +1,183 @@
+// Package config reads rgit's configuration from RGIT_* environment
+// variables (DESIGN.md §9). Bad values fail at start with an error naming
+// the variable. It imports only the standard library.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole server configuration.
+type Config struct {
+	StoreURL      string        // RGIT_STORE_URL
+	StoreTimeout  time.Duration // RGIT_STORE_TIMEOUT_SECS
+	CacheDir      string        // RGIT_CACHE_DIR
+	HTTPAddr      string        // RGIT_HTTP_ADDR
+	SSHAddr       string        // RGIT_SSH_ADDR
+	HostKey       string        // RGIT_HOST_KEY
+	PeerAddr      string        // RGIT_PEER_ADDR; the peer stream port is this port + 1
+	PeerSvc       string        // RGIT_PEER_SVC
+	Self          string        // RGIT_SELF
+	PeerSecret    string        // RGIT_PEER_SECRET
+	FlushInterval time.Duration // RGIT_FLUSH_INTERVAL_MS
+	WarmTTL       time.Duration // RGIT_WARM_TTL_SECS
+	MaxWarm       int           // RGIT_MAX_WARM
+	MaxBody       int64         // RGIT_MAX_BODY
+	FsckSkip      string        // RGIT_FSCK_SKIP
+	LogLevel      string        // RGIT_LOG_LEVEL
+	DrainTimeout  time.Duration // RGIT_DRAIN_SECS
+}
+
+// Var documents one variable; the README's configuration table is kept in
+// step with this list by a test.
+type Var struct {
+	Name, Default, Help string
+}
+
+// Vars lists every variable `rgit serve` reads.
+var Vars = []Var{
+	{"RGIT_STORE_URL", "file://./data", "object store: file:///abs/dir, file://./rel, s3://bucket[/prefix], mem:// (tests; nothing persists)"},
+	{"RGIT_STORE_TIMEOUT_SECS", "900", "per-request object store timeout"},
+	{"RGIT_CACHE_DIR", "./cache", "local pack cache; locked by one process at a time"},
+	{"RGIT_HTTP_ADDR", ":8080", "smart HTTP listen address (also /healthz, /ready, /metrics)"},
+	{"RGIT_SSH_ADDR", ":2222", "SSH listen address"},
+	{"RGIT_HOST_KEY", "./host_key", "SSH host key (OpenSSH format); generated if missing"},
+	{"RGIT_PEER_ADDR", ":8081", "peer HTTP listen address; the peer stream port (admin, actor messages) is this port + 1"},
+	{"RGIT_PEER_SVC", "", "headless service the peers hang off; unset means single node"},
+	{"RGIT_SELF", "", "this node's stable name (rgit-2); required with RGIT_PEER_SVC"},
+	{"RGIT_PEER_SECRET", "", "shared secret of the peer ports; generated into the store dir on a single node if unset"},
+	{"RGIT_FLUSH_INTERVAL_MS", "0", "minimum batching delay of ref-database writes"},
+	{"RGIT_WARM_TTL_SECS", "300", "idle time before a repository's database is closed"},
+	{"RGIT_MAX_WARM", "64", "maximum number of open repository databases"},
+	{"RGIT_MAX_BODY", "2147483648", "maximum HTTP request body in bytes, enforced before authentication"},
+	{"RGIT_FSCK_SKIP", "", "comma-separated cosmetic fsck checks to skip, e.g. zeroPaddedFilemode"},
+	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
+	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
+}
+
+// FromEnv reads the configuration from the process environment.
+func FromEnv() (*Config, error) { return Parse(os.Getenv) }
+
+// Parse reads the configuration through getenv (tests pass a map lookup).
+func Parse(getenv func(string) string) (*Config, error) {
+	p := parser{getenv: getenv}
+	c := &Config{
+		StoreURL:      p.str("RGIT_STORE_URL"),
+		StoreTimeout:  p.seconds("RGIT_STORE_TIMEOUT_SECS", 1),
+		CacheDir:      p.str("RGIT_CACHE_DIR"),
+		HTTPAddr:      p.addr("RGIT_HTTP_ADDR"),
+		SSHAddr:       p.addr("RGIT_SSH_ADDR"),
+		HostKey:       p.str("RGIT_HOST_KEY"),
+		PeerAddr:      p.addr("RGIT_PEER_ADDR"),
+		PeerSvc:       p.str("RGIT_PEER_SVC"),
+		Self:          p.str("RGIT_SELF"),
+		PeerSecret:    p.str("RGIT_PEER_SECRET"),
+		FlushInterval: time.Duration(p.int("RGIT_FLUSH_INTERVAL_MS", 0)) * time.Millisecond,
+		WarmTTL:       p.seconds("RGIT_WARM_TTL_SECS", 1),
+		MaxWarm:       int(p.int("RGIT_MAX_WARM", 1)),
+		MaxBody:       p.int("RGIT_MAX_BODY", 1),
+		FsckSkip:      p.str("RGIT_FSCK_SKIP"),
+		LogLevel:      p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
+		DrainTimeout:  p.seconds("RGIT_DRAIN_SECS", 0),
+	}
+	if c.PeerSvc != "" {
+		if c.Self == "" {
+			p.fail("RGIT_SELF", "required when RGIT_PEER_SVC is set")
+		}
+		if c.PeerSecret == "" {
+			p.fail("RGIT_PEER_SECRET", "required when RGIT_PEER_SVC is set")
+		}
+	}
+	if c.PeerSecret != "" && len(c.PeerSecret) < 16 {
+		p.fail("RGIT_PEER_SECRET", "must be at least 16 characters")
+	}
+	if len(p.errs) > 0 {
+		return nil, errors.Join(p.errs...)
+	}
+	return c, nil
+}
+
+// PeerStreamAddr is the peer stream listen address: the peer port plus one.
+func (c *Config) PeerStreamAddr() (string, error) { return PortPlusOne(c.PeerAddr) }
+
+// PortPlusOne returns addr with its port incremented by one.
+func PortPlusOne(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("address %q: %w", addr, err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n <= 0 || n >= 65535 {
+		return "", fmt.Errorf("address %q: port must be 1-65534", addr)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+1)), nil
+}
+
+type parser struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func defaultOf(name string) string {
+	for _, v := range Vars {
+		if v.Name == name {
+			return v.Default
+		}
+	}
+	panic("config: undocumented variable " + name)
+}
+
+func (p *parser) fail(name, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+}
+
+func (p *parser) str(name string) string {
+	if v := strings.TrimSpace(p.getenv(name)); v != "" {
+		return v
+	}
+	return defaultOf(name)
+}
+
+func (p *parser) int(name string, min int64) int64 {
+	s := p.str(name)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		p.fail(name, "%q is not an integer", s)
+		return 0
+	}
+	if n < min {
+		p.fail(name, "%d is below the minimum %d", n, min)
+	}
+	return n
+}
+
+func (p *parser) seconds(name string, min int64) time.Duration {
+	return time.Duration(p.int(name, min)) * time.Second
+}
+
+func (p *parser) addr(name string) string {
+	s := p.str(name)
+	if _, port, err := net.SplitHostPort(s); err != nil {
+		p.fail(name, "%q is not host:port", s)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		p.fail(name, "%q has a bad port", s)
+	}
+	return s
+}
+
+func (p *parser) oneOf(name string, allowed ...string) string {
+	s := p.str(name)
+	for _, a := range allowed {
+		if s == a {
+			return s
+		}
+	}
+	p.fail(name, "%q is not one of %s", s, strings.Join(allowed, ", "))
+	return s
+}

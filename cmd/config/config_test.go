@@ -1,0 +1,56 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StoreURL != "file://./data" || c.HTTPAddr != ":8080" || c.MaxWarm != 64 ||
+		c.WarmTTL != 300*time.Second || c.StoreTimeout != 900*time.Second || c.FlushInterval != 0 {
+		t.Fatalf("unexpected defaults: %+v", c)
+	}
+	if a, _ := c.PeerStreamAddr(); a != ":8082" {
+		t.Fatalf("peer stream addr = %q", a)
+	}
+}
+
+func TestBadValuesNameTheVariable(t *testing.T) {
+	cases := map[string]map[string]string{
+		"RGIT_MAX_WARM":          {"RGIT_MAX_WARM": "many"},
+		"RGIT_WARM_TTL_SECS":     {"RGIT_WARM_TTL_SECS": "0"},
+		"RGIT_HTTP_ADDR":         {"RGIT_HTTP_ADDR": "8080"},
+		"RGIT_SELF":              {"RGIT_PEER_SVC": "rgit.ns.svc", "RGIT_PEER_SECRET": "0123456789abcdef"},
+		"RGIT_PEER_SECRET":       {"RGIT_PEER_SECRET": "short"},
+		"RGIT_LOG_LEVEL":         {"RGIT_LOG_LEVEL": "loud"},
+		"RGIT_FLUSH_INTERVAL_MS": {"RGIT_FLUSH_INTERVAL_MS": "-1"},
+	}
+	for name, m := range cases {
+		_, err := Parse(env(m))
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %v does not name the variable", name, err)
+		}
+	}
+}
+
+// TestReadmeDocumentsEveryVariable keeps the README's configuration section
+// true: every variable the server reads must be described there.
+func TestReadmeDocumentsEveryVariable(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range Vars {
+		if !strings.Contains(string(readme), "`"+v.Name+"`") {
+			t.Errorf("README.md does not document %s", v.Name)
+		}
+	}
+}

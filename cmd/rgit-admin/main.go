@@ -1,0 +1,86 @@
+// Command rgit-admin administers a running rgit node: it sends each command
+// over the node's peer stream port (RGIT_ADMIN_ADDR, default
+// 127.0.0.1:8082), authenticated with the peer secret, and the node runs it
+// through the repository's actor — nothing has to be stopped.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/rgit/rgit/transport/admin"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("rgit-admin", flag.ContinueOnError)
+	addr := fs.String("addr", envOr("RGIT_ADMIN_ADDR", "127.0.0.1:8082"), "node's peer stream address (RGIT_ADMIN_ADDR)")
+	fs.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: rgit-admin [--addr host:port] <command> [args]\n\ncommands:")
+		for _, l := range admin.Usage() {
+			fmt.Fprintln(os.Stderr, "  "+l)
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	req := admin.Request{Command: fs.Arg(0), Args: fs.Args()[1:]}
+	if req.Command == "add-key" && len(req.Args) == 2 {
+		key, err := os.ReadFile(req.Args[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rgit-admin: read public key:", err)
+			return 1
+		}
+		req.Args, req.Body = req.Args[:1], string(key)
+	}
+	secret, err := peerSecret()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rgit-admin:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := admin.Call(ctx, *addr, secret, req, os.Stderr, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "rgit-admin:", err)
+		if errors.Is(err, admin.ErrCommand) && strings.Contains(err.Error(), "usage") {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// peerSecret is RGIT_PEER_SECRET, or the secret a single node generated in
+// its cache directory.
+func peerSecret() (string, error) {
+	if s := os.Getenv("RGIT_PEER_SECRET"); s != "" {
+		return s, nil
+	}
+	path := filepath.Join(envOr("RGIT_CACHE_DIR", "./cache"), "peer_secret")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("no RGIT_PEER_SECRET and no generated secret at %s: %w", path, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,302 @@
+// Package serve assembles a running rgit node from its configuration: the
+// object store, pack cache, actor system, git engine, HTTP, SSH and admin
+// listeners, health and metrics, and the SIGTERM drain. cmd/rgit runs it;
+// end-to-end tests start it in process. It may import everything.
+package serve
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/cmd/config"
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/fsck"
+	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/objstore/storeurl"
+	"github.com/rgit/rgit/storage/packcache"
+	"github.com/rgit/rgit/storage/refdb"
+	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/engine"
+	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/httpgit"
+	"github.com/rgit/rgit/transport/sshgit"
+)
+
+// Server is one running node.
+type Server struct {
+	cfg   *config.Config
+	log   *zap.Logger
+	store objstore.Store
+	cache *packcache.Cache
+	node  *actors.Node
+
+	httpSrv, adminSrv *http.Server
+	sshSrv            *sshgit.Server
+	// Bound addresses (useful when the configuration asks for port 0).
+	HTTPAddr, SSHAddr, AdminAddr string
+	// PeerSecret authenticates admin commands.
+	PeerSecret string
+
+	draining  atomic.Bool
+	storeDown atomic.Bool
+	stopProbe context.CancelFunc
+	serveErr  chan error
+}
+
+// Start opens the store and cache, starts the actors and every listener.
+func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 3)}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	skip, err := fsck.ParseSkipList(cfg.FsckSkip)
+	if err != nil {
+		return nil, fmt.Errorf("RGIT_FSCK_SKIP: %w", err)
+	}
+	s.store, err = storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{Timeout: cfg.StoreTimeout, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.cache, err = packcache.Open(cfg.CacheDir, s.store, log, packcache.WithMetrics(newCacheMetrics(reg)))
+	if err != nil {
+		return nil, fmt.Errorf("RGIT_CACHE_DIR: %w", err)
+	}
+	if s.PeerSecret, err = peerSecret(cfg); err != nil {
+		return nil, err
+	}
+	deps := repo.Deps{Store: s.store, Cache: s.cache, RefOpts: refdb.Options{FlushInterval: cfg.FlushInterval}, Log: log}
+	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Log: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip}, Log: log}
+	credentials := auth.NewStore(s.store)
+	pm, err := gitserve.NewPromMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+
+	gitHTTP, err := httpgit.New(httpgit.Config{Resolver: eng, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	gitHTTP.Register(mux)
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /ready", s.ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if s.HTTPAddr, err = s.listenHTTP(cfg.HTTPAddr, mux, &s.httpSrv); err != nil {
+		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
+	}
+
+	s.sshSrv, err = sshgit.NewServer(sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Keys: credentials, Logger: log, Metrics: pm.For("ssh")})
+	if err != nil {
+		return nil, fmt.Errorf("RGIT_SSH_ADDR/RGIT_HOST_KEY: %w", err)
+	}
+	sshLn, err := net.Listen("tcp", cfg.SSHAddr)
+	if err != nil {
+		return nil, fmt.Errorf("RGIT_SSH_ADDR: %w", err)
+	}
+	s.SSHAddr = sshLn.Addr().String()
+	go func() { s.serveErr <- ignoreClosed(s.sshSrv.Serve(sshLn), sshgit.ErrServerClosed) }()
+
+	streamAddr, err := cfg.PeerStreamAddr()
+	if err != nil {
+		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
+	}
+	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: time.Hour}
+	if s.AdminAddr, err = s.listenHTTP(streamAddr, adm, &s.adminSrv); err != nil {
+		return nil, fmt.Errorf("RGIT_PEER_ADDR (stream port %s): %w", streamAddr, err)
+	}
+
+	probeCtx, cancel := context.WithCancel(context.Background())
+	s.stopProbe = cancel
+	go s.probeStore(probeCtx)
+	log.Info("rgit serving", zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
+		zap.String("admin", s.AdminAddr), zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
+	ok = true
+	return s, nil
+}
+
+func (s *Server) listenHTTP(addr string, h http.Handler, dst **http.Server) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: zap.NewStdLog(s.log)}
+	*dst = srv
+	go func() { s.serveErr <- ignoreClosed(srv.Serve(ln), http.ErrServerClosed) }()
+	return ln.Addr().String(), nil
+}
+
+func ignoreClosed(err, closed error) error {
+	if errors.Is(err, closed) {
+		return nil
+	}
+	return err
+}
+
+// Err reports a listener that stopped unexpectedly.
+func (s *Server) Err() <-chan error { return s.serveErr }
+
+// Shutdown drains: /ready fails, listeners stop accepting, in-flight HTTP
+// requests and SSH sessions get until ctx's deadline, then every database
+// is closed cleanly.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	s.log.Info("draining")
+	var errs []error
+	for _, srv := range []*http.Server{s.httpSrv, s.adminSrv} {
+		if srv != nil {
+			if err := srv.Shutdown(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if s.sshSrv != nil {
+		if err := s.sshSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, s.close())
+	return errors.Join(errs...)
+}
+
+// close releases everything Start opened, in reverse order.
+func (s *Server) close() error {
+	var errs []error
+	if s.stopProbe != nil {
+		s.stopProbe()
+	}
+	if s.node != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		errs = append(errs, s.node.Shutdown(ctx))
+	}
+	if s.cache != nil {
+		errs = append(errs, s.cache.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// peerSecret is RGIT_PEER_SECRET, or on a single node a secret generated
+// once into the cache directory, where rgit-admin finds it.
+func peerSecret(cfg *config.Config) (string, error) {
+	if cfg.PeerSecret != "" {
+		return cfg.PeerSecret, nil
+	}
+	path := filepath.Join(cfg.CacheDir, "peer_secret")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 16 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return "", err
+	}
+	secret := hex.EncodeToString(buf)
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write generated peer secret: %w", err)
+	}
+	return secret, nil
+}
+
+// healthz is liveness: 503 while the object store fails its probes.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	open, _ := s.node.OpenRepos(r.Context())
+	if s.storeDown.Load() {
+		http.Error(w, fmt.Sprintf("object store unreachable\nopen_repos %d\n", len(open)), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintf(w, "ok\nopen_repos %d\n", len(open))
+}
+
+// ready is readiness: serving or draining.
+func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+	if s.draining.Load() {
+		http.Error(w, "draining", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "serving")
+}
+
+// probeStore marks the store down after three consecutive failed probes and
+// up again after one success.
+func (s *Server) probeStore(ctx context.Context) {
+	fails := 0
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := s.store.Head(pctx, "health/probe")
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			fails++
+			if fails == 3 {
+				s.log.Error("object store failed 3 probes in a row; reporting unhealthy", zap.Error(err))
+				s.storeDown.Store(true)
+			}
+		} else {
+			if s.storeDown.Load() {
+				s.log.Info("object store reachable again")
+			}
+			fails = 0
+			s.storeDown.Store(false)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// cacheMetrics adapts pack cache events to Prometheus.
+type cacheMetrics struct {
+	hits, misses, evictions, corrupt prometheus.Counter
+	fetched                          prometheus.Counter
+}
+
+func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
+	c := func(name, help string) prometheus.Counter {
+		m := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+		reg.MustRegister(m)
+		return m
+	}
+	return &cacheMetrics{
+		hits:      c("rgit_pack_cache_hits_total", "Pack cache lookups served locally."),
+		misses:    c("rgit_pack_cache_misses_total", "Pack cache lookups that downloaded the pack."),
+		evictions: c("rgit_pack_cache_evictions_total", "Packs evicted from the local cache."),
+		corrupt:   c("rgit_pack_cache_corrupt_total", "Cached or downloaded packs that failed verification."),
+		fetched:   c("rgit_pack_cache_fetched_bytes_total", "Bytes downloaded into the pack cache."),
+	}
+}
+
+func (m *cacheMetrics) Hit()              { m.hits.Inc() }
+func (m *cacheMetrics) Miss(bytes int64)  { m.misses.Inc(); m.fetched.Add(float64(bytes)) }
+func (m *cacheMetrics) Evict(bytes int64) { m.evictions.Inc() }
+func (m *cacheMetrics) Corrupt()          { m.corrupt.Inc() }

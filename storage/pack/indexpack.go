@@ -1,0 +1,562 @@
+package pack
+
+import (
+	"bufio"
+	"bytes"
+	"compress/zlib"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync/atomic"
+
+	"github.com/rgit/rgit/storage/object"
+)
+
+// Defaults for IndexOptions.
+const (
+	DefaultMaxDeltaDepth   = 10000
+	DefaultIndexCacheBytes = 64 << 20
+)
+
+// IndexOptions configure IndexPack.
+type IndexOptions struct {
+	// Base supplies repository objects used to complete thin packs; nil
+	// means thin packs are rejected.
+	Base object.Reader
+	// BaseHas, if set, is a cheap existence check consulted before Base.
+	BaseHas func(object.ID) bool
+	// MaxObjectSize and MaxPackSize cap object and pack sizes; 0 = no cap.
+	MaxObjectSize, MaxPackSize int64
+	// MaxDeltaDepth caps delta chains; 0 means DefaultMaxDeltaDepth.
+	MaxDeltaDepth int
+	// Threads resolving deltas; 0 means 2.
+	Threads int
+	// CacheBytes bounds the inflated bases held while resolving deltas,
+	// across all threads; 0 means DefaultIndexCacheBytes.
+	CacheBytes int64
+	// Progress, if set, is called with stages "receiving objects" and
+	// "resolving deltas".
+	Progress func(stage string, done, total uint64)
+}
+
+// Indexed describes a pack written by IndexPack.
+type Indexed struct {
+	PackPath, IdxPath string
+	Checksum          object.ID       // pack trailer
+	Name              string          // "pack-<checksum hex>"
+	Objects           []IndexedObject // in pack order
+	ThinFixed         int             // bases appended to complete a thin pack
+}
+
+// IndexedObject is one object of an indexed pack.
+type IndexedObject struct {
+	ID     object.ID
+	Type   object.Type // resolved: never a delta type
+	Size   int64       // object size
+	Offset int64
+	CRC    uint32
+}
+
+// ientry is the indexer's per-object record; kept small because there is
+// one per object and nothing else grows with the pack.
+type ientry struct {
+	off      int64
+	dataSize int64 // inflated entry data (the delta itself for deltas)
+	objSize  int64 // resolved object size
+	id       object.ID
+	base     int32 // OfsDelta: index of the base entry, else -1
+	crc      uint32
+	hdrLen   uint8
+	typ      object.Type // as stored
+	rtype    object.Type // resolved type, 0 until resolved
+	claimed  uint32      // atomic; 1 once a worker has taken this delta
+}
+
+type refDelta struct {
+	idx  int32
+	base object.ID
+}
+
+// indexer is the state of one IndexPack run.
+type indexer struct {
+	ctx     context.Context
+	opts    IndexOptions
+	f       *os.File
+	entries []ientry
+	refs    []refDelta            // REF_DELTA entries in pack order
+	refKids map[object.ID][]int32 // base id -> REF_DELTA entries
+	kidPos  []int32               // OFS_DELTA children CSR: kidPos[i]..kidPos[i+1]
+	kids    []int32
+	dataEnd int64 // end of the last entry (start of the trailer)
+
+	resolved atomic.Uint64
+	nDeltas  uint64
+}
+
+// IndexPack reads a pack from r, storing it in a temporary file in dir while
+// parsing, resolves its deltas (completing a thin pack from opts.Base) and
+// writes pack-<checksum>.pack and .idx into dir. Memory stays bounded by the
+// object count and opts.CacheBytes, never by the pack size.
+func IndexPack(ctx context.Context, r io.Reader, dir string, opts IndexOptions) (*Indexed, error) {
+	if opts.MaxDeltaDepth <= 0 {
+		opts.MaxDeltaDepth = DefaultMaxDeltaDepth
+	}
+	if opts.Threads <= 0 {
+		opts.Threads = 2
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = DefaultIndexCacheBytes
+	}
+	f, err := os.CreateTemp(dir, "tmp-pack-*")
+	if err != nil {
+		return nil, fmt.Errorf("index pack: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	ix := &indexer{ctx: ctx, opts: opts, f: f}
+	sum, err := ix.receive(r)
+	if err != nil {
+		return nil, err
+	}
+	thin, err := ix.resolveAll()
+	if err != nil {
+		return nil, err
+	}
+	if thin > 0 {
+		if sum, err = ix.rewriteTrailer(); err != nil {
+			return nil, err
+		}
+	}
+	res, err := ix.finish(dir, sum)
+	if err != nil {
+		return nil, err
+	}
+	res.ThinFixed = thin
+	ok = true
+	return res, nil
+}
+
+func (ix *indexer) progress(stage string, done, total uint64) {
+	if ix.opts.Progress != nil {
+		ix.opts.Progress(stage, done, total)
+	}
+}
+
+func (ix *indexer) checkSize(size int64, off int64) error {
+	if m := ix.opts.MaxObjectSize; m > 0 && size > m {
+		return fmt.Errorf("%w: object at offset %d: object exceeds max size (%d > %d)", ErrTooLarge, off, size, m)
+	}
+	return nil
+}
+
+// receive is pass 1: stream, hash, store and parse every entry.
+func (ix *indexer) receive(r io.Reader) (object.ID, error) {
+	var sum object.ID
+	sr := newStreamReader(r, ix.f, ix.opts.MaxPackSize)
+	var hdr [packHeaderLen]byte
+	if _, err := io.ReadFull(sr, hdr[:]); err != nil {
+		return sum, inputErr(err, "pack header", 0)
+	}
+	count, err := checkPackHeader(hdr[:])
+	if err != nil {
+		return sum, err
+	}
+	if count > 1<<31-1 {
+		return sum, corruptf("object count %d too large", count)
+	}
+	ix.entries = make([]ientry, 0, min(count, 1<<20))
+	var z io.ReadCloser
+	defer func() {
+		if z != nil {
+			putZlib(z)
+		}
+	}()
+	copyBuf := make([]byte, 64<<10)
+	var dhdr [20]byte
+	for i := uint32(0); i < count; i++ {
+		if i%256 == 0 {
+			if err := ix.ctx.Err(); err != nil {
+				return sum, err
+			}
+			if i%4096 == 0 {
+				ix.progress("receiving objects", uint64(i), uint64(count))
+			}
+		}
+		off := sr.offset()
+		sr.startEntry()
+		h, err := parseEntryHeader(sr.peek(maxEntryHeader), off)
+		if err != nil {
+			if len(sr.peek(1)) == 0 {
+				return sum, corruptf("truncated pack: object %d of %d missing at offset %d", i, count, off)
+			}
+			return sum, fmt.Errorf("object %d: %w", i, err)
+		}
+		sr.pos += h.hdrLen
+		e := ientry{off: off, dataSize: h.size, objSize: h.size, typ: h.typ, base: -1, hdrLen: uint8(h.hdrLen)}
+		switch h.typ {
+		case object.OfsDelta:
+			bi := sort.Search(len(ix.entries), func(j int) bool { return ix.entries[j].off >= h.baseOfs })
+			if bi == len(ix.entries) || ix.entries[bi].off != h.baseOfs {
+				return sum, corruptf("object %d at offset %d: delta base offset %d is not an object", i, off, h.baseOfs)
+			}
+			e.base = int32(bi)
+		case object.RefDelta:
+			ix.refs = append(ix.refs, refDelta{idx: int32(len(ix.entries)), base: h.baseID})
+		default:
+			if err := ix.checkSize(h.size, off); err != nil {
+				return sum, err
+			}
+		}
+		if z == nil {
+			z, err = getZlib(sr)
+		} else {
+			err = z.(zlib.Resetter).Reset(sr, nil)
+		}
+		if err != nil {
+			z = nil
+			return sum, ix.inflateErr(err, i, off)
+		}
+		var n int64
+		if h.typ < object.OfsDelta {
+			hw := object.NewHasher(h.typ, h.size)
+			n, err = io.CopyBuffer(hw, io.LimitReader(z, h.size+1), copyBuf)
+			hw.Sum(e.id[:0])
+			e.rtype = h.typ
+		} else {
+			// Only the delta header is needed now; the rest is re-read in
+			// pass 2, so it is inflated into a scratch buffer and dropped.
+			k, rerr := io.ReadFull(z, dhdr[:min(h.size+1, int64(len(dhdr)))])
+			n = int64(k)
+			if rerr == nil || errors.Is(rerr, io.ErrUnexpectedEOF) || errors.Is(rerr, io.EOF) {
+				var m int64
+				m, err = io.CopyBuffer(io.Discard, io.LimitReader(z, h.size+1-n), copyBuf)
+				n += m
+			} else {
+				err = rerr
+			}
+			if err == nil && n == h.size {
+				_, rs, _, derr := DeltaSizes(dhdr[:min(n, int64(len(dhdr)))])
+				if derr != nil {
+					return sum, fmt.Errorf("object %d at offset %d: %w", i, off, derr)
+				}
+				if err := ix.checkSize(rs, off); err != nil {
+					return sum, err
+				}
+				e.objSize = rs
+				ix.nDeltas++
+			}
+		}
+		if err != nil {
+			return sum, ix.inflateErr(err, i, off)
+		}
+		if n != h.size {
+			if n > h.size {
+				return sum, corruptf("object %d at offset %d: inflated size exceeds declared size %d", i, off, h.size)
+			}
+			return sum, corruptf("object %d at offset %d: inflated %d bytes, declared size %d", i, off, n, h.size)
+		}
+		sr.sync()
+		e.crc = sr.crc
+		ix.entries = append(ix.entries, e)
+	}
+	ix.progress("receiving objects", uint64(count), uint64(count))
+	sr.sync()
+	ix.dataEnd = sr.offset()
+	sr.sha.Sum(sum[:0])
+	sr.hashing = false
+	var trailer object.ID
+	if _, err := io.ReadFull(sr, trailer[:]); err != nil {
+		return sum, inputErr(err, "pack trailer", ix.dataEnd)
+	}
+	if trailer != sum {
+		return sum, kindf(ErrChecksum, "pack trailer %s, content hashes to %s", trailer, sum)
+	}
+	if len(sr.peek(1)) != 0 {
+		return sum, corruptf("trailing garbage after checksum")
+	}
+	if sr.rerr != nil && !errors.Is(sr.rerr, io.EOF) {
+		return sum, fmt.Errorf("read pack: %w", sr.rerr)
+	}
+	if err := sr.flush(); err != nil {
+		return sum, err
+	}
+	return sum, nil
+}
+
+func (ix *indexer) inflateErr(err error, i uint32, off int64) error {
+	if errors.Is(err, ErrTooLarge) {
+		return err
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return corruptf("truncated pack: object %d at offset %d", i, off)
+	}
+	if errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	var pe interface{ Timeout() bool }
+	if !errors.As(err, &pe) && (errors.Is(err, zlib.ErrChecksum) || errors.Is(err, zlib.ErrHeader) || isFlateErr(err)) {
+		return corruptf("object %d at offset %d: inflate: %v", i, off, err)
+	}
+	return fmt.Errorf("object %d at offset %d: %w", i, off, err)
+}
+
+// end returns where entry i's data ends.
+func (ix *indexer) end(i int32) int64 {
+	if int(i)+1 < len(ix.entries) {
+		return ix.entries[i+1].off
+	}
+	return ix.dataEnd
+}
+
+// buildTree links deltas to their bases.
+func (ix *indexer) buildTree() {
+	n := len(ix.entries)
+	ix.kidPos = make([]int32, n+1)
+	for i := range ix.entries {
+		if b := ix.entries[i].base; b >= 0 {
+			ix.kidPos[b+1]++
+		}
+	}
+	for i := 1; i <= n; i++ {
+		ix.kidPos[i] += ix.kidPos[i-1]
+	}
+	ix.kids = make([]int32, ix.kidPos[n])
+	fill := slices.Clone(ix.kidPos[:n])
+	for i := range ix.entries {
+		if b := ix.entries[i].base; b >= 0 {
+			ix.kids[fill[b]] = int32(i)
+			fill[b]++
+		}
+	}
+	ix.refKids = make(map[object.ID][]int32, len(ix.refs))
+	for _, r := range ix.refs {
+		ix.refKids[r.base] = append(ix.refKids[r.base], r.idx)
+	}
+}
+
+func (ix *indexer) hasKids(i int32) bool {
+	if i+1 < int32(len(ix.kidPos)) && ix.kidPos[i+1] > ix.kidPos[i] {
+		return true
+	}
+	return len(ix.refKids[ix.entries[i].id]) > 0
+}
+
+// resolveAll is pass 2. It returns the number of thin bases appended.
+func (ix *indexer) resolveAll() (int, error) {
+	ix.buildTree()
+	var roots []int32
+	for i := range ix.entries {
+		if ix.entries[i].typ < object.OfsDelta && ix.hasKids(int32(i)) {
+			roots = append(roots, int32(i))
+		}
+	}
+	if err := ix.runWorkers(roots); err != nil {
+		return 0, err
+	}
+	thin, err := ix.completeThin()
+	if err != nil {
+		return 0, err
+	}
+	for i := range ix.entries {
+		if ix.entries[i].rtype == 0 {
+			e := &ix.entries[i]
+			if e.typ == object.RefDelta {
+				for _, r := range ix.refs {
+					if r.idx == int32(i) {
+						return 0, fmt.Errorf("%w: ref-delta at offset %d: base %s (cycle or missing object)", ErrMissingBase, e.off, r.base)
+					}
+				}
+			}
+			return 0, fmt.Errorf("%w: delta at offset %d has no resolvable base", ErrMissingBase, e.off)
+		}
+	}
+	ix.progress("resolving deltas", ix.nDeltas, ix.nDeltas)
+	return thin, nil
+}
+
+// runWorkers resolves the delta trees below roots on opts.Threads workers.
+func (ix *indexer) runWorkers(roots []int32) error {
+	if len(roots) == 0 {
+		return nil
+	}
+	threads := min(ix.opts.Threads, len(roots))
+	var (
+		next    atomic.Int64
+		failed  atomic.Bool
+		errs    = make([]error, threads)
+		doneCh  = make(chan struct{}, threads)
+		perWork = ix.opts.CacheBytes / int64(threads)
+	)
+	for t := 0; t < threads; t++ {
+		go func() {
+			defer func() { doneCh <- struct{}{} }()
+			w := &resolver{ix: ix, budget: perWork}
+			for !failed.Load() {
+				k := next.Add(1) - 1
+				if k >= int64(len(roots)) {
+					return
+				}
+				if err := w.resolveRoot(roots[k]); err != nil {
+					errs[t] = err
+					failed.Store(true)
+					return
+				}
+			}
+		}()
+	}
+	for range threads {
+		<-doneCh
+	}
+	return errors.Join(errs...)
+}
+
+// completeThin appends REF_DELTA bases missing from the pack, taken from
+// opts.Base, and resolves their trees. Like git it goes through the
+// unresolved deltas in pack order one base at a time, so a base that turns
+// out to be produced by another delta in the pack is never appended twice.
+func (ix *indexer) completeThin() (int, error) {
+	var pending []refDelta
+	for _, r := range ix.refs {
+		if ix.entries[r.idx].rtype == 0 {
+			pending = append(pending, r)
+		}
+	}
+	if len(pending) == 0 {
+		return 0, nil
+	}
+	if ix.opts.Base == nil {
+		return 0, fmt.Errorf("%w: ref-delta at offset %d: base %s not in pack (thin pack without a repository)", ErrMissingBase, ix.entries[pending[0].idx].off, pending[0].base)
+	}
+	// Appended entries overwrite the trailer.
+	w := bufio.NewWriterSize(io.NewOffsetWriter(ix.f, ix.dataEnd), 1<<20)
+	appended := 0
+	var zbuf bytes.Buffer
+	zw := zlib.NewWriter(&zbuf)
+	for _, r := range pending {
+		if atomic.LoadUint32(&ix.entries[r.idx].claimed) != 0 {
+			continue
+		}
+		if ix.opts.BaseHas != nil && !ix.opts.BaseHas(r.base) {
+			continue
+		}
+		t, data, err := ix.opts.Base.ReadObject(r.base)
+		if errors.Is(err, object.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read thin base %s: %w", r.base, err)
+		}
+		if object.Hash(t, data) != r.base {
+			return 0, fmt.Errorf("thin base %s: repository returned an object with a different id", r.base)
+		}
+		zbuf.Reset()
+		zw.Reset(&zbuf)
+		hdr := appendEntryHeader(nil, t, int64(len(data)))
+		if _, err := zw.Write(data); err != nil {
+			return 0, fmt.Errorf("compress thin base: %w", err)
+		}
+		if err := zw.Close(); err != nil {
+			return 0, fmt.Errorf("compress thin base: %w", err)
+		}
+		crc := crc32Update(0, hdr)
+		crc = crc32Update(crc, zbuf.Bytes())
+		e := ientry{off: ix.dataEnd, dataSize: int64(len(data)), objSize: int64(len(data)), id: r.base,
+			base: -1, crc: crc, hdrLen: uint8(len(hdr)), typ: t, rtype: t}
+		w.Write(hdr)
+		w.Write(zbuf.Bytes())
+		if err := w.Flush(); err != nil {
+			return 0, fmt.Errorf("append thin base: %w", err)
+		}
+		ix.dataEnd += int64(len(hdr) + zbuf.Len())
+		ix.entries = append(ix.entries, e)
+		ix.kidPos = append(ix.kidPos, ix.kidPos[len(ix.kidPos)-1])
+		appended++
+		if err := ix.runWorkers([]int32{int32(len(ix.entries) - 1)}); err != nil {
+			return 0, err
+		}
+	}
+	return appended, nil
+}
+
+// rewriteTrailer fixes the object count and trailer after thin completion.
+func (ix *indexer) rewriteTrailer() (object.ID, error) {
+	var sum object.ID
+	if err := ix.f.Truncate(ix.dataEnd); err != nil {
+		return sum, fmt.Errorf("rewrite pack: %w", err)
+	}
+	var cnt [4]byte
+	binary.BigEndian.PutUint32(cnt[:], uint32(len(ix.entries)))
+	if _, err := ix.f.WriteAt(cnt[:], 8); err != nil {
+		return sum, fmt.Errorf("rewrite pack: %w", err)
+	}
+	h := newSHA1()
+	if _, err := io.Copy(h, io.NewSectionReader(ix.f, 0, ix.dataEnd)); err != nil {
+		return sum, fmt.Errorf("rewrite pack: %w", err)
+	}
+	h.Sum(sum[:0])
+	if _, err := ix.f.WriteAt(sum[:], ix.dataEnd); err != nil {
+		return sum, fmt.Errorf("rewrite pack: %w", err)
+	}
+	return sum, nil
+}
+
+// finish writes the index and moves both files to their final names.
+func (ix *indexer) finish(dir string, sum object.ID) (*Indexed, error) {
+	objs := make([]IndexedObject, len(ix.entries))
+	ents := make([]IndexEntry, len(ix.entries))
+	for i := range ix.entries {
+		e := &ix.entries[i]
+		objs[i] = IndexedObject{ID: e.id, Type: e.rtype, Size: e.objSize, Offset: e.off, CRC: e.crc}
+		ents[i] = IndexEntry{ID: e.id, Offset: e.off, CRC: e.crc}
+	}
+	ix.entries = nil
+	slices.SortFunc(ents, func(a, b IndexEntry) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	for i := 1; i < len(ents); i++ {
+		if ents[i].ID == ents[i-1].ID {
+			return nil, corruptf("object %s appears twice in the pack", ents[i].ID)
+		}
+	}
+	name := "pack-" + sum.String()
+	res := &Indexed{
+		PackPath: filepath.Join(dir, name+".pack"),
+		IdxPath:  filepath.Join(dir, name+".idx"),
+		Checksum: sum,
+		Name:     name,
+		Objects:  objs,
+	}
+	idxTmp, err := os.CreateTemp(dir, "tmp-idx-*")
+	if err != nil {
+		return nil, fmt.Errorf("write index: %w", err)
+	}
+	defer os.Remove(idxTmp.Name()) // no-op after the rename
+	bw := bufio.NewWriterSize(idxTmp, 256<<10)
+	if _, err := WriteIndex(bw, ents, sum); err != nil {
+		idxTmp.Close()
+		return nil, err
+	}
+	if err := errors.Join(bw.Flush(), idxTmp.Sync(), idxTmp.Close()); err != nil {
+		return nil, fmt.Errorf("write index: %w", err)
+	}
+	if err := errors.Join(ix.f.Sync(), ix.f.Close()); err != nil {
+		return nil, fmt.Errorf("write pack: %w", err)
+	}
+	if err := os.Rename(ix.f.Name(), res.PackPath); err != nil {
+		return nil, fmt.Errorf("install pack: %w", err)
+	}
+	if err := os.Rename(idxTmp.Name(), res.IdxPath); err != nil {
+		os.Remove(res.PackPath)
+		return nil, fmt.Errorf("install index: %w", err)
+	}
+	return res, nil
+}

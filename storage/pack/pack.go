@@ -1,0 +1,372 @@
+package pack
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/rgit/rgit/storage/object"
+)
+
+// DefaultCacheBytes is the default delta base cache budget of a Pack.
+const DefaultCacheBytes = 32 << 20
+
+// maxReadChain bounds delta chains followed while reading a stored pack.
+// Packs are validated by IndexPack with a smaller depth limit; this only
+// stops a corrupt pack (e.g. a REF_DELTA cycle) from looping forever.
+const maxReadChain = 10000
+
+// OpenOptions tune a Pack.
+type OpenOptions struct {
+	// CacheBytes is the delta base cache budget; 0 means DefaultCacheBytes.
+	CacheBytes int64
+}
+
+// Pack is a pack file with its index. Safe for concurrent use.
+type Pack struct {
+	f     *os.File
+	idx   *Index
+	name  string
+	size  int64
+	cache *baseCache
+
+	byOffOnce sync.Once
+	byOff     []uint32 // index positions sorted by pack offset
+	byOffErr  error
+}
+
+// Open opens a pack and its index and checks that they belong together.
+func Open(packPath, idxPath string) (*Pack, error) {
+	return OpenWith(packPath, idxPath, OpenOptions{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(packPath, idxPath string, opts OpenOptions) (*Pack, error) {
+	idx, err := OpenIndex(idxPath)
+	if err != nil {
+		return nil, err
+	}
+	p, err := openPack(packPath, idx, opts)
+	if err != nil {
+		idx.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func openPack(packPath string, idx *Index, opts OpenOptions) (*Pack, error) {
+	f, err := os.Open(packPath)
+	if err != nil {
+		return nil, fmt.Errorf("open pack: %w", err)
+	}
+	p, err := newPack(f, idx, opts)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("pack %s: %w", packPath, err)
+	}
+	return p, nil
+}
+
+func newPack(f *os.File, idx *Index, opts OpenOptions) (*Pack, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	if size < packHeaderLen+packTrailerLen {
+		return nil, corruptf("pack too short (%d bytes)", size)
+	}
+	var hdr [packHeaderLen]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil {
+		return nil, fmt.Errorf("read header: %w", err)
+	}
+	count, err := checkPackHeader(hdr[:])
+	if err != nil {
+		return nil, err
+	}
+	if int64(count) != int64(idx.Count()) {
+		return nil, corruptf("pack has %d objects, index has %d", count, idx.Count())
+	}
+	var sum object.ID
+	if _, err := f.ReadAt(sum[:], size-packTrailerLen); err != nil {
+		return nil, fmt.Errorf("read trailer: %w", err)
+	}
+	if sum != idx.PackChecksum() {
+		return nil, kindf(ErrChecksum, "pack trailer %s does not match index (%s)", sum, idx.PackChecksum())
+	}
+	limit := opts.CacheBytes
+	if limit <= 0 {
+		limit = DefaultCacheBytes
+	}
+	return &Pack{f: f, idx: idx, name: "pack-" + sum.String(), size: size, cache: newBaseCache(limit)}, nil
+}
+
+// checkPackHeader validates the 12-byte pack header and returns the count.
+func checkPackHeader(hdr []byte) (uint32, error) {
+	if !bytes.Equal(hdr[:4], packSignature) {
+		return 0, corruptf("bad signature")
+	}
+	if v := binary.BigEndian.Uint32(hdr[4:]); v != 2 && v != 3 {
+		return 0, corruptf("unsupported version %d", v)
+	}
+	return binary.BigEndian.Uint32(hdr[8:]), nil
+}
+
+// Name returns "pack-<checksum hex>".
+func (p *Pack) Name() string { return p.name }
+
+// Index returns the pack's index.
+func (p *Pack) Index() *Index { return p.idx }
+
+// Checksum returns the pack trailer checksum.
+func (p *Pack) Checksum() object.ID { return p.idx.PackChecksum() }
+
+// Size returns the pack file size in bytes.
+func (p *Pack) Size() int64 { return p.size }
+
+// Close closes the pack file and its index.
+func (p *Pack) Close() error {
+	return errors.Join(p.f.Close(), p.idx.Close())
+}
+
+// Has reports whether the pack contains id.
+func (p *Pack) Has(id object.ID) bool {
+	_, ok := p.idx.Find(id)
+	return ok
+}
+
+// ReadObject returns the type and full content of id, resolving deltas.
+func (p *Pack) ReadObject(id object.ID) (object.Type, []byte, error) {
+	off, ok := p.idx.Lookup(id)
+	if !ok {
+		return object.Invalid, nil, fmt.Errorf("%s: %w", id, object.ErrNotFound)
+	}
+	t, data, err := p.readAt(off)
+	if err != nil {
+		return object.Invalid, nil, fmt.Errorf("read %s from %s: %w", id, p.name, err)
+	}
+	return t, data, nil
+}
+
+// ReadHeader returns the type and size of id without inflating whole
+// objects; for deltas it inflates only the delta header and walks the chain
+// headers to find the type.
+func (p *Pack) ReadHeader(id object.ID) (object.Type, int64, error) {
+	off, ok := p.idx.Lookup(id)
+	if !ok {
+		return object.Invalid, 0, fmt.Errorf("%s: %w", id, object.ErrNotFound)
+	}
+	t, size, err := p.readHeaderAt(off)
+	if err != nil {
+		return object.Invalid, 0, fmt.Errorf("read header of %s from %s: %w", id, p.name, err)
+	}
+	return t, size, nil
+}
+
+func (p *Pack) readHeaderAt(off int64) (object.Type, int64, error) {
+	var size int64 = -1
+	for depth := 0; depth <= maxReadChain; depth++ {
+		h, err := p.entryHeader(off)
+		if err != nil {
+			return object.Invalid, 0, err
+		}
+		if h.typ < object.OfsDelta {
+			if size < 0 {
+				size = h.size
+			}
+			return h.typ, size, nil
+		}
+		if size < 0 {
+			if size, err = p.deltaResultSize(off, h); err != nil {
+				return object.Invalid, 0, err
+			}
+		}
+		if off, err = p.baseOffset(off, h); err != nil {
+			return object.Invalid, 0, err
+		}
+	}
+	return object.Invalid, 0, kindf(ErrDeltaDepth, "delta chain longer than %d at offset %d", maxReadChain, off)
+}
+
+// deltaResultSize inflates just enough of a delta to read its header.
+func (p *Pack) deltaResultSize(off int64, h entryHeader) (int64, error) {
+	z, err := getZlib(bufioReader(io.NewSectionReader(p.f, off+int64(h.hdrLen), p.size-off-int64(h.hdrLen))))
+	if err != nil {
+		return 0, corruptf("object at offset %d: bad zlib header: %v", off, err)
+	}
+	defer putZlib(z)
+	var buf [20]byte
+	n, err := io.ReadFull(z, buf[:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return 0, corruptf("object at offset %d: inflate: %v", off, err)
+	}
+	_, size, _, err := DeltaSizes(buf[:n])
+	if err != nil {
+		return 0, fmt.Errorf("object at offset %d: %w", off, err)
+	}
+	return size, nil
+}
+
+// entryHeader reads the entry header at off.
+func (p *Pack) entryHeader(off int64) (entryHeader, error) {
+	if off < packHeaderLen || off >= p.size-packTrailerLen {
+		return entryHeader{}, corruptf("object offset %d out of range", off)
+	}
+	var buf [maxEntryHeader]byte
+	n, err := p.f.ReadAt(buf[:min(int64(len(buf)), p.size-packTrailerLen-off)], off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return entryHeader{}, fmt.Errorf("read entry at %d: %w", off, err)
+	}
+	return parseEntryHeader(buf[:n], off)
+}
+
+// baseOffset returns the offset of a delta entry's base in this pack.
+func (p *Pack) baseOffset(off int64, h entryHeader) (int64, error) {
+	if h.typ == object.OfsDelta {
+		return h.baseOfs, nil
+	}
+	bo, ok := p.idx.Lookup(h.baseID)
+	if !ok {
+		return 0, fmt.Errorf("%w: ref-delta base %s of object at offset %d is not in the pack", ErrMissingBase, h.baseID, off)
+	}
+	return bo, nil
+}
+
+// entryEnd returns the offset where the entry starting at off ends.
+func (p *Pack) entryEnd(off int64) (int64, error) {
+	order, i, err := p.orderAt(off)
+	if err != nil {
+		return 0, err
+	}
+	if i+1 < len(order) {
+		return p.idx.Offset(int(order[i+1])), nil
+	}
+	return p.size - packTrailerLen, nil
+}
+
+// orderAt returns the offset order and the position in it of the entry
+// starting at off.
+func (p *Pack) orderAt(off int64) ([]uint32, int, error) {
+	order, err := p.offsetOrder()
+	if err != nil {
+		return nil, 0, err
+	}
+	i, found := slices.BinarySearchFunc(order, off, func(pos uint32, off int64) int {
+		return cmpInt64(p.idx.Offset(int(pos)), off)
+	})
+	if !found {
+		return nil, 0, corruptf("%s: no object starts at offset %d", p.name, off)
+	}
+	return order, i, nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// offsetOrder returns index positions sorted by pack offset, built once.
+func (p *Pack) offsetOrder() ([]uint32, error) {
+	p.byOffOnce.Do(func() {
+		n := p.idx.Count()
+		order := make([]uint32, n)
+		for i := range order {
+			order[i] = uint32(i)
+			if o := p.idx.Offset(i); o < packHeaderLen || o >= p.size-packTrailerLen {
+				p.byOffErr = corruptf("index offset %d of %s out of range", o, p.idx.ID(i))
+				return
+			}
+		}
+		slices.SortFunc(order, func(a, b uint32) int {
+			return cmpInt64(p.idx.Offset(int(a)), p.idx.Offset(int(b)))
+		})
+		for i := 1; i < n; i++ {
+			if p.idx.Offset(int(order[i])) == p.idx.Offset(int(order[i-1])) {
+				p.byOffErr = corruptf("two index entries share offset %d", p.idx.Offset(int(order[i])))
+				return
+			}
+		}
+		p.byOff = order
+	})
+	return p.byOff, p.byOffErr
+}
+
+// inflateEntry inflates the data of the entry at off with header h.
+func (p *Pack) inflateEntry(off int64, h entryHeader) ([]byte, error) {
+	end, err := p.entryEnd(off)
+	if err != nil {
+		return nil, err
+	}
+	return inflateAt(nil, p.f, off+int64(h.hdrLen), end, h.size, off)
+}
+
+// readAt returns the resolved object at off. The returned slice is owned by
+// the caller.
+func (p *Pack) readAt(off int64) (object.Type, []byte, error) {
+	type link struct {
+		off int64
+		h   entryHeader
+	}
+	var chain []link
+	var (
+		typ    object.Type
+		data   []byte
+		shared bool // data is owned by the cache
+	)
+	for cur := off; ; {
+		if len(chain) > maxReadChain {
+			return object.Invalid, nil, kindf(ErrDeltaDepth, "delta chain longer than %d at offset %d", maxReadChain, off)
+		}
+		if t, d, ok := p.cache.get(cur); ok {
+			typ, data, shared = t, d, true
+			break
+		}
+		h, err := p.entryHeader(cur)
+		if err != nil {
+			return object.Invalid, nil, err
+		}
+		if h.typ < object.OfsDelta {
+			if data, err = p.inflateEntry(cur, h); err != nil {
+				return object.Invalid, nil, err
+			}
+			typ = h.typ
+			if len(chain) > 0 {
+				p.cache.put(cur, typ, data)
+				shared = true
+			}
+			break
+		}
+		chain = append(chain, link{cur, h})
+		if cur, err = p.baseOffset(cur, h); err != nil {
+			return object.Invalid, nil, err
+		}
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		delta, err := p.inflateEntry(chain[i].off, chain[i].h)
+		if err != nil {
+			return object.Invalid, nil, err
+		}
+		if data, err = ApplyDelta(data, delta); err != nil {
+			return object.Invalid, nil, fmt.Errorf("object at offset %d: %w", chain[i].off, err)
+		}
+		shared = false
+		if i > 0 {
+			p.cache.put(chain[i].off, typ, data)
+			shared = true
+		}
+	}
+	if shared {
+		data = bytes.Clone(data)
+	}
+	return typ, data, nil
+}

@@ -1,0 +1,775 @@
+package packcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/pack"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrLocked: another process holds the cache directory.
+	ErrLocked = errors.New("packcache: cache directory locked by another process")
+	// ErrClosed: the cache was closed.
+	ErrClosed = errors.New("packcache: closed")
+)
+
+// Metrics receives cache events. Implementations must be safe for
+// concurrent use and fast (they are called on the read path). Storage keeps
+// no global registry: the server adapts this to Prometheus counters.
+type Metrics interface {
+	// Hit: a Get was served without downloading.
+	Hit()
+	// Miss: a Get downloaded the pack; bytes is what was fetched.
+	Miss(bytes int64)
+	// Evict: a pack was dropped to stay within the size budget.
+	Evict(bytes int64)
+	// Corrupt: a cached or downloaded file failed verification.
+	Corrupt()
+}
+
+// Stats is a point-in-time view of the cache.
+type Stats struct {
+	Hits, Misses, Evictions, Corrupt uint64
+	DownloadedBytes                  int64
+	Bytes                            int64 // on disk, pack + idx
+	Packs                            int   // cached pairs
+	Open                             int   // packs currently opened
+	InUse                            int   // packs with references
+}
+
+// Option tunes a Cache.
+type Option func(*options)
+
+type options struct {
+	maxBytes       int64
+	minIdle        time.Duration
+	now            func() time.Time
+	metrics        Metrics
+	verifyExisting bool
+}
+
+// WithMaxBytes sets the size budget (pack + idx bytes on disk). Zero, the
+// default, means unlimited.
+func WithMaxBytes(n int64) Option { return func(o *options) { o.maxBytes = n } }
+
+// WithMinIdle keeps a pack released less than d ago from being evicted.
+func WithMinIdle(d time.Duration) Option { return func(o *options) { o.minIdle = d } }
+
+// WithClock replaces time.Now (tests).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithMetrics installs an event sink.
+func WithMetrics(m Metrics) Option { return func(o *options) { o.metrics = m } }
+
+// WithVerifyExisting controls whether pack files found on disk from a
+// previous run are fully re-hashed on first use (default true). With false
+// only their trailers and the index checksum are checked.
+func WithVerifyExisting(full bool) Option { return func(o *options) { o.verifyExisting = full } }
+
+// Cache is the node-local pack cache. All methods are safe for concurrent use.
+type Cache struct {
+	dir, packDir, tmpDir string
+	store                objstore.Store
+	log                  *zap.Logger
+	opt                  options
+	lock                 *os.File
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[string]*entry
+	flights map[string]*flight
+	bytes   int64
+	stats   Stats
+
+	testOnWait func() // tests: called when a Get starts waiting on another's download
+}
+
+// entry is one cached pack pair. p is nil until first opened in this process.
+type entry struct {
+	name     string
+	size     int64
+	p        *pack.Pack
+	verified bool // content checked in this process (downloaded or re-hashed)
+	refs     int
+	lastUsed time.Time
+	detached bool // removed from the map; close p once refs reach zero
+}
+
+// flight is one in-progress download or open of a pack; concurrent Gets for
+// the same name wait on it instead of fetching again.
+type flight struct {
+	done  chan struct{}
+	err   error
+	stale bool // Remove was called meanwhile: do not publish the result
+}
+
+// Open opens (creating if needed) the cache in dir and locks it for this
+// process. A second process opening the same dir gets an error wrapping
+// ErrLocked that names the dir and the holder.
+func Open(dir string, store objstore.Store, log *zap.Logger, opts ...Option) (*Cache, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	c := &Cache{
+		dir:     dir,
+		packDir: filepath.Join(dir, "packs"),
+		tmpDir:  filepath.Join(dir, "tmp"),
+		store:   store,
+		log:     log,
+		opt:     options{now: time.Now, verifyExisting: true},
+		entries: make(map[string]*entry),
+		flights: make(map[string]*flight),
+	}
+	for _, o := range opts {
+		o(&c.opt)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("packcache: create %s: %w", dir, err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	c.lock = lock
+	if err := c.scan(); err != nil {
+		_ = unlockDir(lock)
+		return nil, err
+	}
+	return c, nil
+}
+
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, "LOCK")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("packcache: open %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := io.ReadAll(io.LimitReader(f, 256))
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			h := strings.TrimSpace(string(holder))
+			if h == "" {
+				h = "holder unknown"
+			}
+			return nil, fmt.Errorf("%w: %s (%s)", ErrLocked, dir, h)
+		}
+		return nil, fmt.Errorf("packcache: lock %s: %w", path, err)
+	}
+	// Best effort: the holder note only improves the error another process sees.
+	host, _ := os.Hostname()
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d on %s since %s\n", os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))), 0)
+	}
+	return f, nil
+}
+
+func unlockDir(f *os.File) error {
+	// Closing the descriptor releases the flock.
+	return f.Close()
+}
+
+// scan wipes partial downloads and registers the complete pairs on disk.
+func (c *Cache) scan() error {
+	if err := os.RemoveAll(c.tmpDir); err != nil {
+		return fmt.Errorf("packcache: clear %s: %w", c.tmpDir, err)
+	}
+	for _, d := range []string{c.packDir, c.tmpDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("packcache: create %s: %w", d, err)
+		}
+	}
+	des, err := os.ReadDir(c.packDir)
+	if err != nil {
+		return fmt.Errorf("packcache: list %s: %w", c.packDir, err)
+	}
+	files := make(map[string]os.FileInfo)
+	for _, de := range des {
+		if info, err := de.Info(); err == nil && info.Mode().IsRegular() {
+			files[de.Name()] = info
+		}
+	}
+	for fname, info := range files {
+		name, ext, ok := splitFile(fname)
+		other, hasOther := files[name+map[string]string{".pack": ".idx", ".idx": ".pack"}[ext]]
+		if !ok || !hasOther {
+			// A stray file: a crash between the two renames, or foreign junk.
+			c.log.Info("packcache: removing stray file", zap.String("file", fname))
+			_ = os.Remove(filepath.Join(c.packDir, fname))
+			continue
+		}
+		if ext != ".pack" {
+			continue
+		}
+		mt := info.ModTime()
+		if other.ModTime().After(mt) {
+			mt = other.ModTime()
+		}
+		e := &entry{name: name, size: info.Size() + other.Size(), lastUsed: mt}
+		c.entries[name] = e
+		c.bytes += e.size
+	}
+	return nil
+}
+
+// splitFile splits "pack-<hex>.pack" into name and extension.
+func splitFile(fname string) (name, ext string, ok bool) {
+	ext = filepath.Ext(fname)
+	name = strings.TrimSuffix(fname, ext)
+	if ext != ".pack" && ext != ".idx" {
+		return "", "", false
+	}
+	if _, err := nameHash(name); err != nil {
+		return "", "", false
+	}
+	return name, ext, true
+}
+
+func (c *Cache) paths(name string) (packPath, idxPath string) {
+	base := filepath.Join(c.packDir, name)
+	return base + ".pack", base + ".idx"
+}
+
+// TempDir is a directory on the cache's filesystem for files that will be
+// handed to Adopt (so adoption is a rename, not a copy).
+func (c *Cache) TempDir() string { return c.tmpDir }
+
+// Dir is the cache directory.
+func (c *Cache) Dir() string { return c.dir }
+
+// Get returns the open pack named name ("pack-<hex>"), downloading
+// packKey and idxKey from the store on first use. The caller must call
+// release exactly once when done with the pack (further calls are no-ops);
+// the pack stays open while anyone holds it.
+func (c *Cache) Get(ctx context.Context, packKey, idxKey, name string) (*pack.Pack, func(), error) {
+	want, err := nameHash(name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("packcache: get: %w", err)
+	}
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, nil, ErrClosed
+		}
+		e := c.entries[name]
+		if e != nil && e.p != nil {
+			e.refs++
+			e.lastUsed = c.opt.now()
+			c.stats.Hits++
+			c.mu.Unlock()
+			c.metricHit()
+			return e.p, c.releaser(e), nil
+		}
+		if f := c.flights[name]; f != nil {
+			c.mu.Unlock()
+			if c.testOnWait != nil {
+				c.testOnWait()
+			}
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return nil, nil, fmt.Errorf("packcache: wait for %s: %w", name, ctx.Err())
+			}
+			// A leader that failed only because its own ctx ended says
+			// nothing about ours: try again (possibly leading ourselves).
+			if f.err != nil && !(isCtxErr(f.err) && ctx.Err() == nil) {
+				return nil, nil, f.err
+			}
+			continue
+		}
+		f := &flight{done: make(chan struct{})}
+		c.flights[name] = f
+		onDisk := e != nil
+		verified := e != nil && e.verified
+		c.mu.Unlock()
+
+		p, size, downloaded, err := c.load(ctx, packKey, idxKey, name, want, onDisk, verified)
+		f.err = err
+		c.mu.Lock()
+		delete(c.flights, name)
+		if err != nil {
+			if old := c.entries[name]; old != nil && old.p == nil && !c.fileExists(name) {
+				// load deleted a corrupt pair.
+				c.bytes -= old.size
+				delete(c.entries, name)
+			}
+			c.mu.Unlock()
+			close(f.done)
+			return nil, nil, err
+		}
+		ne := c.publish(name, p, size, f.stale)
+		ne.refs++
+		ne.lastUsed = c.opt.now()
+		if downloaded {
+			c.stats.Misses++
+			c.stats.DownloadedBytes += size
+		} else {
+			c.stats.Hits++
+		}
+		c.mu.Unlock()
+		close(f.done)
+		if downloaded {
+			c.metricMiss(size)
+		} else {
+			c.metricHit()
+		}
+		c.evict()
+		return p, c.releaser(ne), nil
+	}
+}
+
+func (c *Cache) fileExists(name string) bool {
+	pp, _ := c.paths(name)
+	_, err := os.Stat(pp)
+	return err == nil
+}
+
+// publish records an opened pack. Called with c.mu held. A pack opened
+// after a concurrent Remove or Close is handed to its caller only: detached
+// and with its files already gone.
+func (c *Cache) publish(name string, p *pack.Pack, size int64, stale bool) *entry {
+	if stale || c.closed {
+		pp, ip := c.paths(name)
+		if stale {
+			_ = os.Remove(pp)
+			_ = os.Remove(ip)
+		}
+		return &entry{name: name, size: size, p: p, verified: true, detached: true}
+	}
+	e := c.entries[name]
+	if e == nil {
+		e = &entry{name: name}
+		c.entries[name] = e
+	} else {
+		c.bytes -= e.size
+	}
+	e.size, e.p, e.verified = size, p, true
+	c.bytes += size
+	return e
+}
+
+func (c *Cache) releaser(e *entry) func() {
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			e.refs--
+			e.lastUsed = c.opt.now()
+			var toClose *pack.Pack
+			if e.detached && e.refs == 0 && e.p != nil {
+				toClose, e.p = e.p, nil
+			}
+			c.mu.Unlock()
+			if toClose != nil {
+				c.closePack(toClose)
+			}
+			c.evict()
+		})
+	}
+}
+
+func (c *Cache) closePack(p *pack.Pack) {
+	if err := p.Close(); err != nil {
+		c.log.Warn("packcache: close pack", zap.String("pack", p.Name()), zap.Error(err))
+	}
+}
+
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// load opens the pack from disk if a verified copy is there, otherwise
+// downloads it. A corrupt cached copy is deleted and downloaded again once.
+func (c *Cache) load(ctx context.Context, packKey, idxKey, name string, want object.ID, onDisk, verified bool) (p *pack.Pack, size int64, downloaded bool, err error) {
+	pp, ip := c.paths(name)
+	if onDisk {
+		size, err := c.checkExisting(pp, ip, want, !verified && c.opt.verifyExisting)
+		if err == nil {
+			p, err = pack.Open(pp, ip)
+		}
+		if err == nil {
+			return p, size, false, nil
+		}
+		c.noteCorrupt()
+		c.log.Warn("packcache: cached pack unusable, downloading again", zap.String("pack", name), zap.Error(err))
+		_ = os.Remove(pp)
+		_ = os.Remove(ip)
+	}
+	size, err = c.download(ctx, packKey, idxKey, pp, ip, want)
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			c.noteCorrupt()
+		}
+		return nil, 0, false, fmt.Errorf("packcache: fetch %s: %w", name, err)
+	}
+	p, err = pack.Open(pp, ip)
+	if err != nil {
+		_ = os.Remove(pp)
+		_ = os.Remove(ip)
+		return nil, 0, false, fmt.Errorf("packcache: open %s: %w", name, err)
+	}
+	return p, size, true, nil
+}
+
+func (c *Cache) checkExisting(pp, ip string, want object.ID, full bool) (int64, error) {
+	if err := verifyPackFile(pp, want, full); err != nil {
+		return 0, err
+	}
+	if err := verifyIdxFile(ip, want); err != nil {
+		return 0, err
+	}
+	var size int64
+	for _, path := range []string{pp, ip} {
+		st, err := os.Stat(path)
+		if err != nil {
+			return 0, fmt.Errorf("stat %s: %w", path, err)
+		}
+		size += st.Size()
+	}
+	return size, nil
+}
+
+// download fetches both objects into temp files, verifies them while
+// streaming, and publishes them by rename (idx last: a pack without its
+// idx is a stray that scan removes).
+func (c *Cache) download(ctx context.Context, packKey, idxKey, pp, ip string, want object.ID) (int64, error) {
+	th := newTrailerHasher()
+	tmpPack, packSize, err := c.fetch(ctx, packKey, th)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmpPack) // no-op once renamed
+	if err := th.check(want); err != nil {
+		return 0, fmt.Errorf("%s: %w", packKey, err)
+	}
+	tmpIdx, idxSize, err := c.fetch(ctx, idxKey, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmpIdx)
+	if err := verifyIdxFile(tmpIdx, want); err != nil {
+		return 0, fmt.Errorf("%s: %w", idxKey, err)
+	}
+	if err := os.Rename(tmpPack, pp); err != nil {
+		return 0, fmt.Errorf("publish %s: %w", pp, err)
+	}
+	if err := os.Rename(tmpIdx, ip); err != nil {
+		_ = os.Remove(pp)
+		return 0, fmt.Errorf("publish %s: %w", ip, err)
+	}
+	return packSize + idxSize, nil
+}
+
+// fetch copies one object into a synced temp file, teeing it into tee.
+func (c *Cache) fetch(ctx context.Context, key string, tee io.Writer) (path string, n int64, err error) {
+	rc, info, err := c.store.Get(ctx, key)
+	if err != nil {
+		return "", 0, fmt.Errorf("get %s: %w", key, err)
+	}
+	defer rc.Close()
+	f, err := os.CreateTemp(c.tmpDir, "dl-*")
+	if err != nil {
+		return "", 0, fmt.Errorf("create temp for %s: %w", key, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	var w io.Writer = f
+	if tee != nil {
+		w = io.MultiWriter(f, tee)
+	}
+	n, err = io.Copy(w, rc)
+	if err != nil {
+		return "", 0, fmt.Errorf("download %s: %w", key, err)
+	}
+	if info.Size >= 0 && n != info.Size {
+		return "", 0, fmt.Errorf("%w: %s: got %d bytes, store says %d", ErrCorrupt, key, n, info.Size)
+	}
+	// Synced so a crash cannot leave a published file with missing blocks;
+	// reuse after a restart re-verifies anyway.
+	if err = f.Sync(); err != nil {
+		return "", 0, fmt.Errorf("sync %s: %w", f.Name(), err)
+	}
+	if err = f.Close(); err != nil {
+		return "", 0, fmt.Errorf("close %s: %w", f.Name(), err)
+	}
+	return f.Name(), n, nil
+}
+
+// Adopt moves a locally produced pack pair (e.g. just indexed from a push)
+// into the cache under name, so the first Get needs no download. The files
+// are renamed (copied if on another filesystem) and gone from their old
+// paths afterwards, also when the pack was already cached.
+func (c *Cache) Adopt(localPackPath, localIdxPath, name string) error {
+	want, err := nameHash(name)
+	if err != nil {
+		return fmt.Errorf("packcache: adopt: %w", err)
+	}
+	// The producer hashed the pack while writing it; check identity cheaply.
+	if err := verifyPackFile(localPackPath, want, false); err != nil {
+		return fmt.Errorf("packcache: adopt %s: %w", name, err)
+	}
+	if err := verifyIdxFile(localIdxPath, want); err != nil {
+		return fmt.Errorf("packcache: adopt %s: %w", name, err)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	if c.entries[name] != nil || c.flights[name] != nil {
+		c.mu.Unlock()
+		// Already cached or being fetched: identical content by name.
+		return errors.Join(removeIfExists(localPackPath), removeIfExists(localIdxPath))
+	}
+	f := &flight{done: make(chan struct{})}
+	c.flights[name] = f
+	c.mu.Unlock()
+
+	pp, ip := c.paths(name)
+	size, err := adoptFile(localPackPath, pp, c.tmpDir)
+	if err == nil {
+		var n int64
+		n, err = adoptFile(localIdxPath, ip, c.tmpDir)
+		size += n
+	}
+	if err != nil {
+		_ = os.Remove(pp)
+		_ = os.Remove(ip)
+		err = fmt.Errorf("packcache: adopt %s: %w", name, err)
+	}
+	c.mu.Lock()
+	delete(c.flights, name)
+	f.err = err
+	if err == nil && !f.stale && !c.closed {
+		c.entries[name] = &entry{name: name, size: size, verified: true, lastUsed: c.opt.now()}
+		c.bytes += size
+	} else if err == nil && f.stale {
+		_ = os.Remove(pp)
+		_ = os.Remove(ip)
+	}
+	c.mu.Unlock()
+	close(f.done)
+	if err == nil {
+		c.evict()
+	}
+	return err
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
+
+// adoptFile renames src to dst, falling back to copy + rename through
+// tmpDir when they are on different filesystems.
+func adoptFile(src, dst, tmpDir string) (int64, error) {
+	st, err := os.Stat(src)
+	if err != nil {
+		return 0, fmt.Errorf("stat %s: %w", src, err)
+	}
+	err = os.Rename(src, dst)
+	if err == nil {
+		return st.Size(), nil
+	}
+	if !errors.Is(err, syscall.EXDEV) {
+		return 0, fmt.Errorf("rename %s: %w", src, err)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", src, err)
+	}
+	defer in.Close()
+	out, err := os.CreateTemp(tmpDir, "adopt-*")
+	if err != nil {
+		return 0, fmt.Errorf("create temp: %w", err)
+	}
+	defer os.Remove(out.Name())
+	n, err := io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("copy %s: %w", src, err)
+	}
+	if err := os.Rename(out.Name(), dst); err != nil {
+		return 0, fmt.Errorf("rename to %s: %w", dst, err)
+	}
+	return n, removeIfExists(src)
+}
+
+// Remove drops a pack from the cache and deletes its files. Current users
+// keep their open handle (the pack is closed when the last one releases);
+// the next Get downloads it again.
+func (c *Cache) Remove(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.flights[name]; f != nil {
+		f.stale = true
+	}
+	e := c.entries[name]
+	if e == nil {
+		return nil
+	}
+	c.dropLocked(e)
+	pp, ip := c.paths(name)
+	return errors.Join(removeIfExists(pp), removeIfExists(ip))
+}
+
+// dropLocked unregisters e; its pack closes now if unused, else on last release.
+func (c *Cache) dropLocked(e *entry) {
+	delete(c.entries, e.name)
+	c.bytes -= e.size
+	e.detached = true
+	if e.refs == 0 && e.p != nil {
+		c.closePack(e.p)
+		e.p = nil
+	}
+}
+
+// Evict drops least recently used unreferenced packs until the cache fits
+// its budget, and returns the bytes freed. It runs automatically after
+// downloads, adoptions and releases.
+func (c *Cache) Evict() int64 {
+	return c.evict()
+}
+
+func (c *Cache) evict() int64 {
+	c.mu.Lock()
+	if c.opt.maxBytes <= 0 || c.bytes <= c.opt.maxBytes || c.closed {
+		c.mu.Unlock()
+		return 0
+	}
+	victims := pickVictims(c.entries, c.bytes, c.opt.maxBytes, c.opt.now().Add(-c.opt.minIdle))
+	var freed int64
+	for _, e := range victims {
+		c.dropLocked(e)
+		pp, ip := c.paths(e.name)
+		if err := errors.Join(removeIfExists(pp), removeIfExists(ip)); err != nil {
+			c.log.Warn("packcache: evict", zap.String("pack", e.name), zap.Error(err))
+		}
+		freed += e.size
+		c.stats.Evictions++
+	}
+	c.mu.Unlock()
+	if c.opt.metrics != nil {
+		for _, e := range victims {
+			c.opt.metrics.Evict(e.size)
+		}
+	}
+	return freed
+}
+
+// pickVictims chooses, oldest use first, unreferenced entries idle since
+// before idleBefore, until total fits max. Pure: the policy in one place.
+func pickVictims(entries map[string]*entry, total, max int64, idleBefore time.Time) []*entry {
+	var cands []*entry
+	for _, e := range entries {
+		if e.refs == 0 && !e.lastUsed.After(idleBefore) {
+			cands = append(cands, e)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if !cands[i].lastUsed.Equal(cands[j].lastUsed) {
+			return cands[i].lastUsed.Before(cands[j].lastUsed)
+		}
+		return cands[i].name < cands[j].name
+	})
+	var out []*entry
+	for _, e := range cands {
+		if total <= max {
+			break
+		}
+		out = append(out, e)
+		total -= e.size
+	}
+	return out
+}
+
+// Stats returns counters and sizes.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Bytes = c.bytes
+	s.Packs = len(c.entries)
+	for _, e := range c.entries {
+		if e.p != nil {
+			s.Open++
+		}
+		if e.refs > 0 {
+			s.InUse++
+		}
+	}
+	return s
+}
+
+func (c *Cache) metricHit() {
+	if c.opt.metrics != nil {
+		c.opt.metrics.Hit()
+	}
+}
+
+func (c *Cache) metricMiss(n int64) {
+	if c.opt.metrics != nil {
+		c.opt.metrics.Miss(n)
+	}
+}
+
+func (c *Cache) noteCorrupt() {
+	c.mu.Lock()
+	c.stats.Corrupt++
+	c.mu.Unlock()
+	if c.opt.metrics != nil {
+		c.opt.metrics.Corrupt()
+	}
+}
+
+// Close closes every unreferenced pack and releases the directory lock.
+// Packs still held are closed when their users release them. Files stay
+// on disk for the next Open.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	for _, e := range c.entries {
+		e.detached = true
+		if e.refs == 0 && e.p != nil {
+			c.closePack(e.p)
+			e.p = nil
+		}
+	}
+	c.entries = map[string]*entry{}
+	c.mu.Unlock()
+	if err := unlockDir(c.lock); err != nil {
+		return fmt.Errorf("packcache: unlock %s: %w", c.dir, err)
+	}
+	return nil
+}

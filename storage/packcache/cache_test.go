@@ -1,0 +1,402 @@
+package packcache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/objstore/memstore"
+)
+
+// countingStore counts Gets and can hold them until released.
+type countingStore struct {
+	objstore.Store
+	gets atomic.Int64
+	hold chan struct{} // when non-nil, Get waits for it to close
+}
+
+func (s *countingStore) Get(ctx context.Context, key string) (io.ReadCloser, objstore.ObjectInfo, error) {
+	s.gets.Add(1)
+	if s.hold != nil {
+		select {
+		case <-s.hold:
+		case <-ctx.Done():
+			return nil, objstore.ObjectInfo{}, ctx.Err()
+		}
+	}
+	return s.Store.Get(ctx, key)
+}
+
+type fixture struct {
+	name     string
+	pack     []byte
+	idx      []byte
+	blobs    map[object.ID][]byte
+	packPath string // a local copy of the pair, for Adopt
+	idxPath  string
+}
+
+func git(t *testing.T, dir string, stdin []byte, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t",
+		"GIT_AUTHOR_DATE=2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2020-01-01T00:00:00Z")
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+// makePack builds a small repository whose content depends on seed and
+// packs all of it with git.
+func makePack(t *testing.T, seed string) fixture {
+	t.Helper()
+	dir := t.TempDir()
+	git(t, dir, nil, "init", "-q", "-b", "main")
+	fx := fixture{blobs: map[object.ID][]byte{}}
+	for i := 0; i < 3; i++ {
+		content := []byte(strings.Repeat(seed+" line\n", 50+i))
+		if err := os.WriteFile(filepath.Join(dir, "f.txt"), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fx.blobs[object.Hash(object.Blob, content)] = content
+		git(t, dir, nil, "add", ".")
+		git(t, dir, nil, "commit", "-q", "-m", seed)
+	}
+	list := git(t, dir, nil, "rev-list", "--objects", "--all")
+	out := t.TempDir()
+	hash := strings.TrimSpace(string(git(t, dir, list, "pack-objects", "-q", filepath.Join(out, "pack"))))
+	fx.name = "pack-" + hash
+	fx.packPath = filepath.Join(out, fx.name+".pack")
+	fx.idxPath = filepath.Join(out, fx.name+".idx")
+	var err error
+	if fx.pack, err = os.ReadFile(fx.packPath); err != nil {
+		t.Fatal(err)
+	}
+	if fx.idx, err = os.ReadFile(fx.idxPath); err != nil {
+		t.Fatal(err)
+	}
+	return fx
+}
+
+func keys(fx fixture) (string, string) {
+	return "objects/o/r/pack/" + fx.name + ".pack", "objects/o/r/pack/" + fx.name + ".idx"
+}
+
+func upload(t *testing.T, st objstore.Store, fx fixture) {
+	t.Helper()
+	pk, ik := keys(fx)
+	ctx := context.Background()
+	if err := st.Put(ctx, pk, bytes.NewReader(fx.pack), int64(len(fx.pack))); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, ik, bytes.NewReader(fx.idx), int64(len(fx.idx))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openCache(t *testing.T, dir string, st objstore.Store, opts ...Option) *Cache {
+	t.Helper()
+	c, err := Open(dir, st, nil, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func get(t *testing.T, c *Cache, fx fixture) func() {
+	t.Helper()
+	pk, ik := keys(fx)
+	p, release, err := c.Get(context.Background(), pk, ik, fx.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name() != fx.name {
+		t.Fatalf("pack name %q, want %q", p.Name(), fx.name)
+	}
+	for id, want := range fx.blobs {
+		typ, data, err := p.ReadObject(id)
+		if err != nil || typ != object.Blob || !bytes.Equal(data, want) {
+			t.Fatalf("ReadObject(%s) = %v, %d bytes, %v", id, typ, len(data), err)
+		}
+	}
+	return release
+}
+
+func TestGetDownloadsOnceAndReusesAcrossRestarts(t *testing.T) {
+	fx := makePack(t, "a")
+	st := &countingStore{Store: memstore.New()}
+	upload(t, st, fx)
+	dir := t.TempDir()
+	c := openCache(t, dir, st)
+	get(t, c, fx)()
+	get(t, c, fx)()
+	if n := st.gets.Load(); n != 2 {
+		t.Fatalf("store Gets after two cache Gets = %d, want 2 (pack + idx once)", n)
+	}
+	if s := c.Stats(); s.Misses != 1 || s.Hits != 1 {
+		t.Fatalf("stats = %+v, want 1 miss 1 hit", s)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c2 := openCache(t, dir, st)
+	get(t, c2, fx)()
+	if n := st.gets.Load(); n != 2 {
+		t.Fatalf("store Gets after restart = %d, want still 2", n)
+	}
+}
+
+func TestCorruptCachedFileIsDownloadedAgain(t *testing.T) {
+	fx := makePack(t, "b")
+	st := &countingStore{Store: memstore.New()}
+	upload(t, st, fx)
+	dir := t.TempDir()
+	c := openCache(t, dir, st)
+	get(t, c, fx)()
+	c.Close()
+	// Flip one byte inside the pack body: only a full re-hash notices.
+	path := filepath.Join(dir, "packs", fx.name+".pack")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c2 := openCache(t, dir, st)
+	get(t, c2, fx)()
+	if n := st.gets.Load(); n != 4 {
+		t.Fatalf("store Gets = %d, want 4 (downloaded again)", n)
+	}
+	if s := c2.Stats(); s.Corrupt != 1 || s.Misses != 1 {
+		t.Fatalf("stats = %+v, want 1 corrupt, 1 miss", s)
+	}
+}
+
+func TestCorruptStoreObjectIsRejected(t *testing.T) {
+	fx := makePack(t, "c")
+	st := memstore.New()
+	bad := fx
+	bad.pack = append([]byte(nil), fx.pack...)
+	bad.pack[20] ^= 0xff
+	upload(t, st, bad)
+	c := openCache(t, t.TempDir(), st)
+	pk, ik := keys(fx)
+	_, _, err := c.Get(context.Background(), pk, ik, fx.name)
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Get of corrupt pack: %v, want ErrCorrupt", err)
+	}
+	if des, _ := os.ReadDir(filepath.Join(c.Dir(), "packs")); len(des) != 0 {
+		t.Fatalf("corrupt download left files: %v", des)
+	}
+	if des, _ := os.ReadDir(c.TempDir()); len(des) != 0 {
+		t.Fatalf("corrupt download left temp files: %v", des)
+	}
+	// A pack stored under the wrong name is rejected as well.
+	other := makePack(t, "d")
+	pk2, ik2 := keys(other)
+	if _, _, err := c.Get(context.Background(), pk2, ik2, fx.name); err == nil {
+		t.Fatal("Get with missing keys succeeded")
+	}
+}
+
+func TestSecondOpenOfDirFails(t *testing.T) {
+	dir := t.TempDir()
+	openCache(t, dir, memstore.New())
+	_, err := Open(dir, memstore.New(), nil)
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open: %v, want ErrLocked", err)
+	}
+	if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "pid") {
+		t.Fatalf("error %q should name the dir and the holder", err)
+	}
+}
+
+func TestConcurrentGetsDownloadOnce(t *testing.T) {
+	fx := makePack(t, "e")
+	st := &countingStore{Store: memstore.New(), hold: make(chan struct{})}
+	upload(t, st, fx)
+	c := openCache(t, t.TempDir(), st)
+	const n = 8
+	var waiting sync.WaitGroup
+	waiting.Add(n - 1)
+	c.testOnWait = func() { waiting.Done() }
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pk, ik := keys(fx)
+			p, release, err := c.Get(context.Background(), pk, ik, fx.name)
+			if err == nil {
+				if _, _, err = p.ReadObject(firstID(fx)); err == nil {
+					release()
+				}
+			}
+			errs <- err
+		}()
+	}
+	// Every Get but the leader is parked on the flight: now let the
+	// download proceed.
+	waiting.Wait()
+	close(st.hold)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := st.gets.Load(); g != 2 {
+		t.Fatalf("store Gets = %d, want 2", g)
+	}
+	if s := c.Stats(); s.Misses != 1 || s.InUse != 0 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+func firstID(fx fixture) object.ID {
+	for id := range fx.blobs {
+		return id
+	}
+	return object.ID{}
+}
+
+func TestAdoptAvoidsDownload(t *testing.T) {
+	fx := makePack(t, "f")
+	st := &countingStore{Store: memstore.New()}
+	c := openCache(t, t.TempDir(), st)
+	if err := c.Adopt(fx.packPath, fx.idxPath, fx.name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(fx.packPath); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("adopted pack still at its old path: %v", err)
+	}
+	get(t, c, fx)() // nothing uploaded: a download would fail
+	if n := st.gets.Load(); n != 0 {
+		t.Fatalf("store Gets = %d, want 0", n)
+	}
+	if err := c.Adopt(fx.packPath, fx.idxPath, "pack-"+strings.Repeat("0", 40)); err == nil {
+		t.Fatal("Adopt of missing files succeeded")
+	}
+}
+
+func TestAdoptRejectsWrongName(t *testing.T) {
+	fx := makePack(t, "g")
+	c := openCache(t, t.TempDir(), memstore.New())
+	err := c.Adopt(fx.packPath, fx.idxPath, "pack-"+strings.Repeat("1", 40))
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Adopt under a wrong name: %v, want ErrCorrupt", err)
+	}
+}
+
+func TestRemoveWhileInUse(t *testing.T) {
+	fx := makePack(t, "h")
+	st := &countingStore{Store: memstore.New()}
+	upload(t, st, fx)
+	c := openCache(t, t.TempDir(), st)
+	pk, ik := keys(fx)
+	p, release, err := c.Get(context.Background(), pk, ik, fx.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(fx.name); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.ReadObject(firstID(fx)); err != nil {
+		t.Fatalf("read from a removed but held pack: %v", err)
+	}
+	release()
+	release() // idempotent
+	get(t, c, fx)()
+	if n := st.gets.Load(); n != 4 {
+		t.Fatalf("store Gets = %d, want 4 (downloaded again after Remove)", n)
+	}
+}
+
+func TestEvictionKeepsBudgetAndSparesHeldPacks(t *testing.T) {
+	a, b := makePack(t, "i"), makePack(t, "j")
+	st := memstore.New()
+	upload(t, st, a)
+	upload(t, st, b)
+	now := time.Unix(1000, 0)
+	budget := int64(len(a.pack)+len(a.idx)) + 1 // room for one pair
+	c := openCache(t, t.TempDir(), st, WithMaxBytes(budget), WithClock(func() time.Time { return now }))
+	relA := get(t, c, a)
+	now = now.Add(time.Second)
+	relB := get(t, c, b) // over budget, but both are held
+	if s := c.Stats(); s.Packs != 2 || s.Evictions != 0 {
+		t.Fatalf("stats = %+v, want both kept while held", s)
+	}
+	now = now.Add(time.Second)
+	relA()
+	if s := c.Stats(); s.Packs != 1 || s.Evictions != 1 {
+		t.Fatalf("stats after release = %+v, want a evicted", s)
+	}
+	relB()
+	if _, err := os.Stat(filepath.Join(c.Dir(), "packs", a.name+".pack")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("evicted pack file still present: %v", err)
+	}
+}
+
+func TestPickVictimsOrder(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	es := map[string]*entry{
+		"old":    {name: "old", size: 10, lastUsed: t0},
+		"mid":    {name: "mid", size: 10, lastUsed: t0.Add(time.Minute)},
+		"held":   {name: "held", size: 10, lastUsed: t0, refs: 1},
+		"recent": {name: "recent", size: 10, lastUsed: t0.Add(time.Hour)},
+	}
+	got := pickVictims(es, 40, 20, t0.Add(30*time.Minute))
+	var names []string
+	for _, e := range got {
+		names = append(names, e.name)
+	}
+	// "held" is in use and "recent" not idle long enough: only two fit the
+	// rules, and both are needed to get from 40 to 20.
+	if strings.Join(names, ",") != "old,mid" {
+		t.Fatalf("victims = %v, want old,mid", names)
+	}
+	if got := pickVictims(es, 40, 35, t0.Add(2*time.Hour)); len(got) != 1 || got[0].name != "old" {
+		t.Fatalf("victims for a small overshoot = %v, want [old]", got)
+	}
+}
+
+func TestStrayFilesRemovedAtOpen(t *testing.T) {
+	fx := makePack(t, "k")
+	dir := t.TempDir()
+	c := openCache(t, dir, memstore.New())
+	c.Close()
+	stray := filepath.Join(dir, "packs", fx.name+".pack")
+	if err := os.WriteFile(stray, fx.pack, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c2 := openCache(t, dir, memstore.New())
+	if _, err := os.Stat(stray); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("pack without idx survived Open: %v", err)
+	}
+	if s := c2.Stats(); s.Packs != 0 {
+		t.Fatalf("stats = %+v", s)
+	}
+}

@@ -1,0 +1,14 @@
+// Package packcache is the node-local pack cache (RGIT_CACHE_DIR): pack and
+// index files downloaded once from the object store, verified, kept on
+// local disk across opens and restarts, and shared as reference-counted
+// open *pack.Pack handles by concurrent readers.
+//
+// One process owns a cache directory at a time (an flock on dir/LOCK).
+// Layout: dir/LOCK, dir/packs/pack-<hex>.{pack,idx}, dir/tmp/ (partial
+// downloads, wiped at open). Files are only ever published by rename, so a
+// crash leaves either a complete pair or a stray file that Open removes;
+// pairs found at open are fully re-verified on first use.
+//
+// It may import storage/objstore, storage/pack, storage/object, zap and the
+// standard library.
+package packcache

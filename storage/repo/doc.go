@@ -1,0 +1,15 @@
+// Package repo is one git repository as rgit stores it (DESIGN.md §3–4):
+// its fenced database under "repo/{owner}/{name}" (refs, HEAD, visibility,
+// pack list) and its immutable packs under
+// "objects/{owner}/{name}/pack/". It implements create/open/delete/fork,
+// consistent read snapshots backed by the local pack cache, staging a
+// pushed pack and committing ref updates with compare-and-set, repack and
+// garbage collection.
+//
+// A *Repo is the writer handle: opening one fences every earlier writer of
+// the same repository, so a node opens it only while it owns the repo (the
+// repo actor serializes writes). It may import storage/refdb,
+// storage/objstore, storage/pack, storage/packcache, storage/walk,
+// storage/object, zap
+// and the standard library.
+package repo

@@ -1,0 +1,151 @@
+package repo
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/refdb"
+)
+
+// Delete destroys the repository: its database, every object under
+// objects/{owner}/{name}/, and its packs in the local cache. It is
+// retryable: a repeat finishes a half-done delete. ErrNotFound only when
+// nothing at all was left. The caller must have stopped the repository's
+// writer (the database is destroyed underneath it).
+func Delete(ctx context.Context, d Deps, owner, name string) error {
+	if err := ValidateName(owner, name); err != nil {
+		return err
+	}
+	exists, err := refdb.Exists(ctx, d.Store, dbPrefix(owner, name))
+	if err != nil {
+		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
+	}
+	// The database goes first so the repository disappears as a whole;
+	// leftover objects are then only garbage.
+	if exists {
+		if err := refdb.Destroy(ctx, d.Store, dbPrefix(owner, name)); err != nil {
+			return fmt.Errorf("delete %s/%s: destroy database: %w", owner, name, err)
+		}
+	}
+	n, err := deleteObjects(ctx, d, objectsPrefix(owner, name))
+	if err != nil {
+		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
+	}
+	if !exists && n == 0 {
+		return fmt.Errorf("delete %s/%s: %w", owner, name, ErrNotFound)
+	}
+	d.log().Info("repository deleted", zap.String("repo", owner+"/"+name), zap.Int("objects", n))
+	return nil
+}
+
+// deleteObjects deletes every key under prefix, dropping deleted packs
+// from the cache, and returns how many keys it deleted.
+func deleteObjects(ctx context.Context, d Deps, prefix string) (int, error) {
+	var keys []string
+	for info, err := range d.Store.List(ctx, prefix, "") {
+		if err != nil {
+			return 0, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		keys = append(keys, info.Key)
+	}
+	for _, k := range keys {
+		if err := deleteKey(ctx, d, k); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
+}
+
+// deleteKey deletes one object and, for a pack, its cached copy. A fork
+// shares pack names with its source, so a fork may re-download afterwards;
+// correct, just not free.
+func deleteKey(ctx context.Context, d Deps, key string) error {
+	if err := d.Store.Delete(ctx, key); err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	if name, ok := packNameOfKey(key); ok && d.Cache != nil && strings.HasSuffix(key, ".pack") {
+		if err := d.Cache.Remove(name); err != nil {
+			d.log().Warn("drop cached pack", zap.String("pack", name), zap.Error(err))
+		}
+	}
+	return nil
+}
+
+// packNameOfKey maps ".../pack/pack-<hex>.pack|.idx" to "pack-<hex>".
+func packNameOfKey(key string) (string, bool) {
+	base := key[strings.LastIndexByte(key, '/')+1:]
+	for _, ext := range []string{".pack", ".idx"} {
+		if n, ok := strings.CutSuffix(base, ext); ok && strings.HasPrefix(n, "pack-") {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+// Fork creates dstOwner/dstName as a copy of src: every listed pack and
+// index is copied inside the store (server-side on S3), then the new
+// database is created with the same refs, HEAD and pack list, private.
+// The fork shares no objects with its source afterwards. ErrExists if dst
+// exists.
+func Fork(ctx context.Context, d Deps, src *Snapshot, dstOwner, dstName string) error {
+	if err := ValidateName(dstOwner, dstName); err != nil {
+		return err
+	}
+	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(dstOwner, dstName))
+	if err != nil {
+		return fmt.Errorf("fork %s/%s to %s/%s: %w", src.Owner, src.Name, dstOwner, dstName, err)
+	}
+	if ok {
+		return fmt.Errorf("fork to %s/%s: %w", dstOwner, dstName, ErrExists)
+	}
+	for _, p := range src.Packs {
+		sp, si := PackKeys(src.Owner, src.Name, p.Name)
+		dp, di := PackKeys(dstOwner, dstName, p.Name)
+		// Index last, as a push uploads: a pack key implies nothing yet.
+		for _, kv := range [][2]string{{sp, dp}, {si, di}} {
+			if err := d.Store.Copy(ctx, kv[0], kv[1]); err != nil {
+				return fmt.Errorf("fork %s/%s to %s/%s: copy %s: %w", src.Owner, src.Name, dstOwner, dstName, kv[0], err)
+			}
+		}
+	}
+	// A failure from here leaves copied packs no database lists: GC (or a
+	// Delete of the name) removes them.
+	txn := refdb.Txn{
+		refdb.Create(keyCreated, []byte(d.now().UTC().Format(time.RFC3339))),
+		refdb.Create(keyHead, []byte(src.Head)),
+		refdb.Create(keyVisibility, []byte(visPrivate)),
+	}
+	for _, ref := range src.Refs {
+		txn = append(txn, refdb.Create(prefixRef+ref.Name, []byte(ref.ID.String())))
+	}
+	for _, p := range src.Packs {
+		txn = append(txn, refdb.Create(prefixPack+p.Name, p.encode()))
+	}
+	return createDB(ctx, d, dstOwner, dstName, txn)
+}
+
+// List returns the name ("owner/name") of every repository, sorted.
+func List(ctx context.Context, d Deps) ([]string, error) {
+	seen := map[string]bool{}
+	var names []string
+	for info, err := range d.Store.List(ctx, "repo/", "") {
+		if err != nil {
+			return nil, fmt.Errorf("list repositories: %w", err)
+		}
+		parts := strings.SplitN(strings.TrimPrefix(info.Key, "repo/"), "/", 3)
+		if len(parts) < 3 {
+			continue
+		}
+		if n := parts[0] + "/" + parts[1]; !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}

@@ -1,0 +1,223 @@
+package repo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/packcache"
+	"github.com/rgit/rgit/storage/refdb"
+)
+
+// Deps are the shared services a repository works with.
+type Deps struct {
+	Store   objstore.Store
+	Cache   *packcache.Cache
+	RefOpts refdb.Options
+	Log     *zap.Logger
+}
+
+func (d Deps) log() *zap.Logger {
+	if d.Log == nil {
+		return zap.NewNop()
+	}
+	return d.Log
+}
+
+func (d Deps) now() time.Time {
+	if d.RefOpts.Now != nil {
+		return d.RefOpts.Now()
+	}
+	return time.Now()
+}
+
+// RepoInfo is a repository's settings.
+type RepoInfo struct {
+	Owner, Name string
+	Public      bool
+	Head        string
+	Created     time.Time
+}
+
+// PackInfo describes one pack of a repository (the "pack/{name}" entry).
+type PackInfo struct {
+	Name    string    `json:"-"`
+	Size    int64     `json:"size"`
+	IdxSize int64     `json:"idxSize"`
+	Objects int       `json:"objects"`
+	Created time.Time `json:"created"`
+}
+
+func (p PackInfo) encode() []byte {
+	b, _ := json.Marshal(p) // cannot fail: plain fields only
+	return b
+}
+
+func decodePackInfo(name string, b []byte) (PackInfo, error) {
+	var p PackInfo
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("pack entry %s: %w", name, err)
+	}
+	p.Name = name
+	return p, nil
+}
+
+// Repo is the writer handle of one repository. Methods are safe for
+// concurrent use, but writes are meant to come from one owner (the repo
+// actor).
+type Repo struct {
+	d           Deps
+	owner, name string
+	db          *refdb.DB
+	log         *zap.Logger
+
+	mu     sync.Mutex
+	closed bool
+	state  *state     // parsed view, reused while the database seq is unchanged
+	set    *sharedSet // current pack set; the Repo holds one reference
+}
+
+// Create creates an empty repository: HEAD → refs/heads/main, private.
+// ErrExists if it exists.
+func Create(ctx context.Context, d Deps, owner, name string) error {
+	if err := ValidateName(owner, name); err != nil {
+		return err
+	}
+	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(owner, name))
+	if err != nil {
+		return fmt.Errorf("create %s/%s: %w", owner, name, err)
+	}
+	if ok {
+		return fmt.Errorf("create %s/%s: %w", owner, name, ErrExists)
+	}
+	txn := refdb.Txn{
+		refdb.Create(keyCreated, []byte(d.now().UTC().Format(time.RFC3339))),
+		refdb.Create(keyHead, []byte(defaultHead)),
+		refdb.Create(keyVisibility, []byte(visPrivate)),
+	}
+	return createDB(ctx, d, owner, name, txn)
+}
+
+// createDB opens (creating) the database and commits txn, whose first op
+// must be Create(keyCreated): losing that race means someone else created
+// the repository.
+func createDB(ctx context.Context, d Deps, owner, name string, txn refdb.Txn) error {
+	db, err := refdb.Open(ctx, d.Store, dbPrefix(owner, name), d.RefOpts)
+	if err != nil {
+		return fmt.Errorf("create %s/%s: open database: %w", owner, name, err)
+	}
+	_, err = db.Commit(ctx, txn)
+	cerr := db.Close(ctx)
+	var ce *refdb.ConflictError
+	if errors.As(err, &ce) {
+		return fmt.Errorf("create %s/%s: %w", owner, name, ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("create %s/%s: %w", owner, name, err)
+	}
+	if cerr != nil {
+		return fmt.Errorf("create %s/%s: close database: %w", owner, name, cerr)
+	}
+	return nil
+}
+
+// Exists reports whether the repository's database exists.
+func Exists(ctx context.Context, d Deps, owner, name string) (bool, error) {
+	if err := ValidateName(owner, name); err != nil {
+		return false, err
+	}
+	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(owner, name))
+	if err != nil {
+		return false, fmt.Errorf("exists %s/%s: %w", owner, name, err)
+	}
+	return ok, nil
+}
+
+// Open opens the repository as its writer, fencing any earlier writer.
+// ErrNotFound if it does not exist; it never creates anything. The caller
+// must Close it.
+func Open(ctx context.Context, d Deps, owner, name string) (*Repo, error) {
+	if err := ValidateName(owner, name); err != nil {
+		return nil, err
+	}
+	db, err := refdb.OpenExisting(ctx, d.Store, dbPrefix(owner, name), d.RefOpts)
+	if errors.Is(err, refdb.ErrNotExist) {
+		return nil, fmt.Errorf("open %s/%s: %w", owner, name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s/%s: %w", owner, name, err)
+	}
+	return &Repo{d: d, owner: owner, name: name, db: db,
+		log: d.log().With(zap.String("repo", owner+"/"+name))}, nil
+}
+
+// Owner and Name identify the repository.
+func (r *Repo) Owner() string { return r.owner }
+
+// Name is the repository name.
+func (r *Repo) Name() string { return r.name }
+
+// Close releases the pack set and closes the database handle. Snapshots
+// taken earlier stay usable until they are closed.
+func (r *Repo) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	set := r.set
+	r.set, r.state, r.closed = nil, nil, true
+	r.mu.Unlock()
+	if set != nil {
+		set.release()
+	}
+	if err := r.db.Close(ctx); err != nil {
+		return fmt.Errorf("close %s/%s: %w", r.owner, r.name, err)
+	}
+	return nil
+}
+
+// Info returns the current settings.
+func (r *Repo) Info() RepoInfo {
+	info := RepoInfo{Owner: r.owner, Name: r.name, Head: defaultHead}
+	if v, ok := r.db.Get(keyHead); ok {
+		info.Head = string(v)
+	}
+	if v, ok := r.db.Get(keyVisibility); ok {
+		info.Public = string(v) == visPublic
+	}
+	if v, ok := r.db.Get(keyCreated); ok {
+		info.Created, _ = time.Parse(time.RFC3339, string(v))
+	}
+	return info
+}
+
+// SetHead points HEAD at target (a full ref name; it need not exist yet).
+func (r *Repo) SetHead(ctx context.Context, target string) error {
+	if err := validateRefName(target); err != nil {
+		return fmt.Errorf("set head of %s/%s: %w", r.owner, r.name, err)
+	}
+	return r.commit(ctx, "set head", refdb.Txn{refdb.Set(keyHead, []byte(target))})
+}
+
+// SetVisibility makes the repository public or private.
+func (r *Repo) SetVisibility(ctx context.Context, public bool) error {
+	v := visPrivate
+	if public {
+		v = visPublic
+	}
+	return r.commit(ctx, "set visibility", refdb.Txn{refdb.Set(keyVisibility, []byte(v))})
+}
+
+func (r *Repo) commit(ctx context.Context, what string, txn refdb.Txn) error {
+	if _, err := r.db.Commit(ctx, txn); err != nil {
+		return fmt.Errorf("%s of %s/%s: %w", what, r.owner, r.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/refdb"
+)
+
+// Ref is one stored ref.
+type Ref struct {
+	Name string // full name, e.g. "refs/heads/main"
+	ID   object.ID
+}
+
+// Snapshot is a consistent read view of a repository: refs, settings and
+// pack list as of one database sequence, plus the objects of those packs.
+// It is immutable apart from a lazily filled peel cache, safe for
+// concurrent use, and must be closed.
+type Snapshot struct {
+	Owner, Name string
+	Seq         uint64
+	Refs        []Ref // sorted by name
+	Head        string
+	Public      bool
+	Packs       []PackInfo // sorted by name
+
+	st        *state
+	set       *sharedSet
+	closeOnce sync.Once
+}
+
+// state is the parsed form of one database view, shared by snapshots of
+// the same sequence number.
+type state struct {
+	seq     uint64
+	refs    []Ref
+	head    string
+	public  bool
+	packs   []PackInfo
+	packRaw map[string][]byte // exact stored values, for compare-and-set
+	setKey  string
+	refGen  []byte // keyRefGen's value; nil if no ref was ever updated
+
+	peelMu sync.Mutex
+	peeled map[object.ID]peelResult
+}
+
+type peelResult struct {
+	id    object.ID
+	isTag bool
+}
+
+func parseState(v *refdb.View) (*state, error) {
+	st := &state{seq: v.Seq(), head: defaultHead, packRaw: map[string][]byte{}, peeled: map[object.ID]peelResult{}}
+	if h, ok := v.Get(keyHead); ok {
+		st.head = string(h)
+	}
+	if gen, ok := v.Get(keyRefGen); ok {
+		st.refGen = gen
+	}
+	if vis, ok := v.Get(keyVisibility); ok {
+		st.public = string(vis) == visPublic
+	}
+	for k, val := range v.Scan(prefixRef) {
+		id, err := object.ParseID(string(val))
+		if err != nil {
+			return nil, fmt.Errorf("ref %s: %w", k, err)
+		}
+		st.refs = append(st.refs, Ref{Name: strings.TrimPrefix(k, prefixRef), ID: id})
+	}
+	sort.Slice(st.refs, func(i, j int) bool { return st.refs[i].Name < st.refs[j].Name })
+	names := make([]string, 0)
+	for k, val := range v.Scan(prefixPack) {
+		name := strings.TrimPrefix(k, prefixPack)
+		p, err := decodePackInfo(name, val)
+		if err != nil {
+			return nil, err
+		}
+		st.packs = append(st.packs, p)
+		st.packRaw[name] = val
+		names = append(names, name)
+	}
+	sort.Slice(st.packs, func(i, j int) bool { return st.packs[i].Name < st.packs[j].Name })
+	sort.Strings(names)
+	st.setKey = strings.Join(names, ",")
+	return st, nil
+}
+
+// sharedSet is a reference-counted pack set: the packs stay acquired from
+// the cache until the Repo and every Snapshot using the set let go.
+type sharedSet struct {
+	key      string
+	set      *pack.Set
+	releases []func()
+
+	mu   sync.Mutex
+	refs int
+}
+
+func (s *sharedSet) acquire() {
+	s.mu.Lock()
+	s.refs++
+	s.mu.Unlock()
+}
+
+func (s *sharedSet) release() {
+	s.mu.Lock()
+	s.refs--
+	last := s.refs == 0
+	s.mu.Unlock()
+	if last {
+		for _, rel := range s.releases {
+			rel()
+		}
+	}
+}
+
+// openSet acquires every listed pack from the cache. On error nothing
+// stays acquired.
+func openSet(ctx context.Context, d Deps, owner, name string, st *state) (*sharedSet, error) {
+	if d.Cache == nil && len(st.packs) > 0 {
+		return nil, errors.New("no pack cache configured")
+	}
+	s := &sharedSet{key: st.setKey}
+	packs := make([]*pack.Pack, 0, len(st.packs))
+	for _, p := range st.packs {
+		pk, ik := PackKeys(owner, name, p.Name)
+		pk2, rel, err := d.Cache.Get(ctx, pk, ik, p.Name)
+		if err != nil {
+			for _, r := range s.releases {
+				r()
+			}
+			return nil, fmt.Errorf("pack %s: %w", p.Name, err)
+		}
+		packs = append(packs, pk2)
+		s.releases = append(s.releases, rel)
+	}
+	s.set = pack.NewSet(packs...)
+	return s, nil
+}
+
+// Snapshot returns a consistent view. It reuses the parsed state and the
+// open pack set while nothing changed, so it is cheap to call per request.
+func (r *Repo) Snapshot(ctx context.Context) (*Snapshot, error) {
+	v := r.db.View()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("snapshot %s/%s: %w", r.owner, r.name, refdb.ErrClosed)
+	}
+	st := r.state
+	if st == nil || st.seq != v.Seq() {
+		var err error
+		if st, err = parseState(v); err != nil {
+			return nil, fmt.Errorf("snapshot %s/%s: %w", r.owner, r.name, err)
+		}
+	}
+	set := r.set
+	if set == nil || set.key != st.setKey {
+		var err error
+		if set, err = openSet(ctx, r.d, r.owner, r.name, st); err != nil {
+			return nil, fmt.Errorf("snapshot %s/%s: %w", r.owner, r.name, err)
+		}
+		set.acquire() // the Repo's reference
+		if r.set != nil {
+			r.set.release()
+		}
+		r.set = set
+	}
+	r.state = st
+	set.acquire()
+	return newSnapshot(r.owner, r.name, st, set), nil
+}
+
+func newSnapshot(owner, name string, st *state, set *sharedSet) *Snapshot {
+	return &Snapshot{
+		Owner: owner, Name: name, Seq: st.seq,
+		Refs: st.refs, Head: st.head, Public: st.public, Packs: st.packs,
+		st: st, set: set,
+	}
+}
+
+// Objects is the snapshot's object view. Valid until Close.
+func (s *Snapshot) Objects() *pack.Set { return s.set.set }
+
+// Ref looks up one ref by full name.
+func (s *Snapshot) Ref(name string) (object.ID, bool) {
+	i := sort.Search(len(s.Refs), func(i int) bool { return s.Refs[i].Name >= name })
+	if i < len(s.Refs) && s.Refs[i].Name == name {
+		return s.Refs[i].ID, true
+	}
+	return object.ID{}, false
+}
+
+// Close releases the snapshot's packs. Idempotent.
+func (s *Snapshot) Close() {
+	s.closeOnce.Do(s.set.release)
+}
+
+// maxTagChain bounds tag-of-tag chains when peeling.
+const maxTagChain = 32
+
+// Peeled returns what id peels to when it is an annotated tag (following
+// tag-of-tag chains), with isTag false for any other object. Results are
+// cached for snapshots of the same state.
+func (s *Snapshot) Peeled(id object.ID) (peeled object.ID, isTag bool, err error) {
+	s.st.peelMu.Lock()
+	res, ok := s.st.peeled[id]
+	s.st.peelMu.Unlock()
+	if ok {
+		return res.id, res.isTag, nil
+	}
+	res, err = peel(s.set.set, id)
+	if err != nil {
+		return object.ID{}, false, fmt.Errorf("peel %s in %s/%s: %w", id, s.Owner, s.Name, err)
+	}
+	s.st.peelMu.Lock()
+	s.st.peeled[id] = res
+	s.st.peelMu.Unlock()
+	return res.id, res.isTag, nil
+}
+
+func peel(set *pack.Set, id object.ID) (peelResult, error) {
+	cur := id
+	for depth := 0; ; depth++ {
+		// Header only: peeling every ref must not inflate every commit.
+		t, _, err := set.ReadHeader(cur)
+		if err != nil {
+			return peelResult{}, err
+		}
+		if t != object.Tag {
+			return peelResult{id: cur, isTag: depth > 0}, nil
+		}
+		if depth == maxTagChain {
+			return peelResult{}, fmt.Errorf("tag chain longer than %d", maxTagChain)
+		}
+		_, data, err := set.ReadObject(cur)
+		if err != nil {
+			return peelResult{}, err
+		}
+		tag, err := object.ParseTag(data)
+		if err != nil {
+			return peelResult{}, fmt.Errorf("tag %s: %w", cur, err)
+		}
+		cur = tag.Object
+	}
+}

@@ -1,0 +1,280 @@
+// Package s3local runs a real S3-compatible server (versitygw with its
+// POSIX backend) on loopback for tests and benchmarks.
+//
+// The binary is found through RGIT_VERSITYGW, then <repo root>/.tools/
+// versitygw (built by `make tools`), then PATH. Start skips the test when it
+// is missing, loudly, unless CI=true or RGIT_REQUIRE_S3=1, where it fails.
+//
+// It may import anything (it is testkit); nothing outside tests imports it.
+package s3local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/rgit/rgit/storage/objstore/s3store"
+)
+
+// Fixed test credentials and names.
+const (
+	AccessKey = "rgit-test-access"
+	SecretKey = "rgit-test-secret-key"
+	Region    = "us-east-1"
+	Bucket    = "rgit-test"
+)
+
+// ErrNoBinary: versitygw was not found.
+var ErrNoBinary = errors.New("versitygw binary not found (run `make tools`, or set RGIT_VERSITYGW)")
+
+// Server is a running versitygw.
+type Server struct {
+	Endpoint  string // http://127.0.0.1:port
+	Bucket    string
+	AccessKey string
+	SecretKey string
+	Region    string
+
+	cmd     *exec.Cmd
+	dir     string
+	log     *syncBuffer
+	exited  chan struct{}
+	stopped sync.Once
+}
+
+// Config returns an s3store.Config for the server's bucket under prefix.
+func (s *Server) Config(prefix string) s3store.Config {
+	return s3store.Config{
+		Bucket:          s.Bucket,
+		Prefix:          prefix,
+		Endpoint:        s.Endpoint,
+		Region:          s.Region,
+		AccessKeyID:     s.AccessKey,
+		SecretAccessKey: s.SecretKey,
+	}
+}
+
+// Env returns the AWS_* environment (KEY=value) that points an
+// s3://<bucket> store URL at this server.
+func (s *Server) Env() []string {
+	return []string{
+		"AWS_ENDPOINT=" + s.Endpoint,
+		"AWS_REGION=" + s.Region,
+		"AWS_ACCESS_KEY_ID=" + s.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + s.SecretKey,
+	}
+}
+
+// Binary returns the path of versitygw, or ErrNoBinary.
+func Binary() (string, error) {
+	if p := os.Getenv("RGIT_VERSITYGW"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("RGIT_VERSITYGW=%s: %w", p, err)
+		}
+		return p, nil
+	}
+	if root, ok := repoRoot(); ok {
+		p := filepath.Join(root, ".tools", "versitygw")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p, nil
+	}
+	return "", ErrNoBinary
+}
+
+// repoRoot finds the nearest directory above the working directory that
+// holds go.mod.
+func repoRoot() (string, bool) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", false
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
+}
+
+// Start runs a server for the test, with its data in a test temp dir, and
+// stops it at cleanup. See the package doc for what happens when the
+// binary is missing.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if _, err := Binary(); errors.Is(err, ErrNoBinary) {
+		if os.Getenv("CI") == "true" || os.Getenv("RGIT_REQUIRE_S3") == "1" {
+			t.Fatalf("S3 tests required (CI or RGIT_REQUIRE_S3=1) but %v", err)
+		}
+		t.Skipf("\n*** SKIPPING S3 TESTS: %v ***\n*** These tests did NOT run. ***", err)
+	}
+	s, err := StartProcess(t.TempDir())
+	if err != nil {
+		t.Fatalf("start versitygw: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("stop versitygw: %v", err)
+		}
+	})
+	return s
+}
+
+// StartProcess runs a server with its data under dir (which must exist)
+// and creates the test bucket. The caller must Close it.
+func StartProcess(dir string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	// A free port can be taken by someone else between probing and binding;
+	// try a few ports before giving up.
+	for attempt := 0; ; attempt++ {
+		s, err := start(bin, dir)
+		if err == nil {
+			return s, nil
+		}
+		if attempt == 2 {
+			return nil, err
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func start(bin, dir string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("find a free port: %w", err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	log := &syncBuffer{}
+	cmd := exec.Command(bin, "--port", addr, "--access", AccessKey, "--secret", SecretKey,
+		"--region", Region, "--quiet", "posix", dir)
+	cmd.Env = os.Environ()
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("run %s: %w", bin, err)
+	}
+	s := &Server{
+		Endpoint:  "http://" + addr,
+		Bucket:    Bucket,
+		AccessKey: AccessKey,
+		SecretKey: SecretKey,
+		Region:    Region,
+		cmd:       cmd,
+		dir:       dir,
+		log:       log,
+		exited:    make(chan struct{}),
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
+	if err := s.waitReady(addr, 15*time.Second); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("versitygw on %s: %w; output:\n%s", addr, err, log.String())
+	}
+	if err := s.createBucket(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("versitygw on %s: create bucket: %w; output:\n%s", addr, err, log.String())
+	}
+	return s, nil
+}
+
+// waitReady polls until the server answers HTTP, or it exits, or timeout.
+func (s *Server) waitReady(addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	for {
+		resp, err := client.Get("http://" + addr + "/")
+		if err == nil {
+			resp.Body.Close()
+			return nil // any answer (403 unauthenticated) means it is serving
+		}
+		select {
+		case <-s.exited:
+			return errors.New("exited before answering")
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not answering after %v: %w", timeout, err)
+		}
+	}
+}
+
+func (s *Server) createBucket() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := s3store.New(ctx, s.Config(""))
+	if err != nil {
+		return err
+	}
+	_, err = st.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &s.Bucket})
+	return err
+}
+
+// Output returns what the server has printed so far.
+func (s *Server) Output() string { return s.log.String() }
+
+// Close stops the server. Its data directory is left to the caller.
+func (s *Server) Close() error {
+	var err error
+	s.stopped.Do(func() {
+		if s.cmd.Process == nil {
+			return
+		}
+		_ = s.cmd.Process.Kill()
+		select {
+		case <-s.exited:
+		case <-time.After(10 * time.Second):
+			err = errors.New("versitygw did not exit after kill")
+		}
+	})
+	return err
+}
+
+// syncBuffer collects process output; the process writes from its own
+// goroutines while an error path may read it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,361 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/fsck"
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/refdb"
+	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/storage/walk"
+	"github.com/rgit/rgit/transport/gitproto"
+	"github.com/rgit/rgit/transport/pktline"
+)
+
+// backend is gitproto.Backend for one session on one repository.
+type backend struct {
+	e    *Engine
+	sess *actors.Session
+	snap *repo.Snapshot
+
+	graphOnce sync.Once
+	graph     *walk.Graph
+}
+
+var _ gitproto.Backend = (*backend)(nil)
+
+func newBackend(e *Engine, s *actors.Session) *backend {
+	return &backend{e: e, sess: s, snap: s.Snapshot}
+}
+
+func (b *backend) close() { b.sess.Release() }
+
+func (b *backend) log() *zap.Logger {
+	return b.e.Log.With(zap.String("repo", b.snap.Owner+"/"+b.snap.Name))
+}
+
+// walkGraph is the session's commit-graph cache over the snapshot's objects.
+func (b *backend) walkGraph() *walk.Graph {
+	b.graphOnce.Do(func() {
+		n := b.e.MaxCommits
+		if n <= 0 {
+			n = 1 << 20
+		}
+		b.graph = walk.NewGraph(b.snap.Objects(), n)
+	})
+	return b.graph
+}
+
+// Snapshot advertises the session's read view, with annotated tags peeled.
+func (b *backend) Snapshot(ctx context.Context) (gitproto.RefSnapshot, error) {
+	rs := gitproto.RefSnapshot{Head: b.snap.Head, Refs: make([]gitproto.Ref, 0, len(b.snap.Refs))}
+	for _, r := range b.snap.Refs {
+		ref := gitproto.Ref{Name: r.Name, ID: r.ID}
+		peeled, isTag, err := b.snap.Peeled(r.ID)
+		if err != nil {
+			return rs, fmt.Errorf("peel %s: %w", r.Name, err)
+		}
+		if isTag {
+			ref.Peeled = peeled
+		}
+		rs.Refs = append(rs.Refs, ref)
+	}
+	return rs, nil
+}
+
+func (b *backend) HasCommit(_ context.Context, id object.ID) bool { return b.snap.Objects().Has(id) }
+
+// CheckWants allows ref tips and anything reachable from them.
+func (b *backend) CheckWants(ctx context.Context, snap gitproto.RefSnapshot, wants []object.ID) error {
+	tips := make(map[object.ID]bool, len(snap.Refs))
+	var tipList []object.ID
+	for _, r := range snap.Refs {
+		tips[r.ID] = true
+		tipList = append(tipList, r.ID)
+	}
+	var rest []object.ID
+	for _, w := range wants {
+		if !tips[w] {
+			rest = append(rest, w)
+		}
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	missing, err := walk.ReachableFrom(ctx, b.walkGraph(), tipList, rest)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return &gitproto.NotOurRefError{ID: missing[0]}
+	}
+	return nil
+}
+
+func (b *backend) OkToGiveUp(ctx context.Context, wants, common []object.ID) bool {
+	return walk.OkToGiveUp(ctx, b.walkGraph(), wants, common)
+}
+
+// PlanFetch computes the objects to send.
+func (b *backend) PlanFetch(ctx context.Context, req gitproto.FetchRequest) (gitproto.FetchPlan, error) {
+	var filter walk.Filter
+	if req.Filter != "" {
+		f, err := walk.ParseFilter(req.Filter)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", gitproto.ErrProtocol, err)
+		}
+		filter = f
+	}
+	wr := walk.Request{
+		Wants: req.Wants, Haves: req.Haves, ClientShallow: req.ClientShallow,
+		Depth: req.Depth, DeepenSince: req.DeepenSince, DeepenNot: req.DeepenNot,
+		DeepenRelative: req.DeepenRelative, Filter: filter,
+	}
+	if req.IncludeTag {
+		for _, r := range req.Snapshot.Refs {
+			if !r.Peeled.IsZero() {
+				wr.IncludeTags = append(wr.IncludeTags, walk.TagRef{Tag: r.ID, Peeled: r.Peeled})
+			}
+		}
+	}
+	res, err := walk.Objects(ctx, b.walkGraph(), wr)
+	if err != nil {
+		return nil, err
+	}
+	return &plan{b: b, req: req, res: res}, nil
+}
+
+type plan struct {
+	b   *backend
+	req gitproto.FetchRequest
+	res *walk.Result
+}
+
+func (p *plan) Shallow() []object.ID   { return p.res.Shallow }
+func (p *plan) Unshallow() []object.ID { return p.res.Unshallow }
+func (p *plan) Close() error           { return nil }
+
+func (p *plan) WritePack(ctx context.Context, w io.Writer, progress io.Writer) error {
+	opts := pack.WriteOptions{OfsDelta: p.req.OfsDelta, Progress: progressFunc(progress)}
+	if p.req.Thin && len(p.req.Haves) > 0 {
+		// Objects the client certainly has: the haves themselves. Deltas
+		// against anything else are expanded.
+		have := make(map[object.ID]bool, len(p.req.Haves))
+		for _, h := range p.req.Haves {
+			have[h] = true
+		}
+		opts.Thin, opts.ClientHas = true, func(id object.ID) bool { return have[id] }
+	}
+	_, err := p.b.snap.Objects().WritePack(ctx, w, p.res.Objects, opts)
+	return err
+}
+
+// progressFunc renders stage progress as git-style meters on w.
+func progressFunc(w io.Writer) func(stage string, done, total uint64) {
+	if w == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	var cur string
+	var meter *pktline.Progress
+	return func(stage string, done, total uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stage != cur {
+			meter.Done()
+			cur, meter = stage, pktline.NewProgress(w, capitalize(stage), total)
+		}
+		meter.Set(done)
+		if total > 0 && done == total {
+			meter.Done()
+		}
+	}
+}
+
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
+// Push indexes and checks the pack, uploads it, and commits the ref updates
+// with the pack entry in one transaction through the repo actor.
+func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.PushResult, error) {
+	res := gitproto.PushResult{Results: make([]gitproto.CommandResult, len(req.Commands))}
+	for i, c := range req.Commands {
+		res.Results[i].Name = c.Name
+	}
+	var staged *repo.PackInfo
+	var newPack *pack.Pack
+	if req.Pack != nil {
+		ix, err := b.index(ctx, req.Pack, req.Progress)
+		if err != nil {
+			b.log().Warn("push rejected: bad pack", zap.Error(err))
+			res.UnpackErr = err
+			return res, nil
+		}
+		defer removeFiles(ix.PackPath, ix.IdxPath)
+		if len(ix.Objects) > 0 {
+			newPack, err = pack.Open(ix.PackPath, ix.IdxPath)
+			if err != nil {
+				return res, fmt.Errorf("open received pack: %w", err)
+			}
+			defer newPack.Close()
+			if err := b.fsck(newPack, ix); err != nil {
+				b.log().Warn("push rejected by fsck", zap.Error(err))
+				res.UnpackErr = err
+				return res, nil
+			}
+		}
+		// Connectivity per command, so one bad ref does not hide the rest.
+		reader := b.snap.Objects()
+		if newPack != nil {
+			reader = pack.NewSet(append([]*pack.Pack{newPack}, b.snap.Objects().Packs()...)...)
+		}
+		for i, c := range req.Commands {
+			if c.New.IsZero() {
+				continue
+			}
+			if err := walk.CheckConnected(ctx, reader, []object.ID{c.New}, b.snap.Objects().Has); err != nil {
+				b.log().Warn("push command rejected: not connected", zap.String("ref", c.Name), zap.Error(err))
+				res.Results[i].Err = "missing necessary objects"
+			}
+		}
+		if len(ix.Objects) > 0 && anyOK(res.Results) {
+			info, err := repo.StagePack(ctx, b.e.Deps, b.snap.Owner, b.snap.Name, ix)
+			if err != nil {
+				return res, fmt.Errorf("store pack: %w", err)
+			}
+			staged = &info
+		}
+	} else {
+		for i, c := range req.Commands {
+			if !c.New.IsZero() && !b.snap.Objects().Has(c.New) {
+				res.Results[i].Err = "missing necessary objects"
+			}
+		}
+	}
+	return res, b.update(ctx, req, staged, res.Results)
+}
+
+// index streams the pack into IncomingDir and indexes it.
+func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer) (*pack.Indexed, error) {
+	set := b.snap.Objects()
+	return pack.IndexPack(ctx, r, b.e.IncomingDir, pack.IndexOptions{
+		Base: set, BaseHas: set.Has,
+		MaxObjectSize: b.e.MaxObjectSize, MaxPackSize: b.e.MaxPackSize,
+		Progress: progressFunc(progress),
+	})
+}
+
+// fsck checks every object of the received pack, then the .gitmodules
+// blobs its trees named.
+func (b *backend) fsck(p *pack.Pack, ix *pack.Indexed) error {
+	c := fsck.NewChecker(b.e.Fsck)
+	for _, o := range ix.Objects {
+		if o.Type == object.Blob {
+			continue
+		}
+		t, data, err := p.ReadObject(o.ID)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", o.ID, err)
+		}
+		if err := c.Check(o.ID, t, data); err != nil {
+			return err
+		}
+	}
+	for _, id := range c.GitmodulesBlobs() {
+		if !p.Has(id) {
+			continue // already in the repository, checked when it arrived
+		}
+		_, data, err := p.ReadObject(id)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", id, err)
+		}
+		if err := c.CheckGitmodules(id, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// update commits the commands that passed the checks.
+func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *repo.PackInfo, results []gitproto.CommandResult) error {
+	var cmds []repo.RefUpdate
+	var idx []int
+	for i, c := range req.Commands {
+		if results[i].Err != "" {
+			continue
+		}
+		cmds = append(cmds, repo.RefUpdate{Name: c.Name, Old: c.Old, New: c.New})
+		idx = append(idx, i)
+	}
+	if req.Atomic && len(idx) < len(req.Commands) {
+		for i := range results {
+			if results[i].Err == "" {
+				results[i].Err = "atomic push failed"
+			}
+		}
+		return nil
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	v, err := b.sess.Call(ctx, func(r *repo.Repo) (any, error) {
+		errs, err := r.UpdateRefs(ctx, staged, cmds, req.Atomic)
+		return errs, err
+	})
+	if err != nil {
+		if errors.Is(err, refdb.ErrFenced) {
+			b.log().Error("push not acknowledged: repository fenced by another writer", zap.Error(err))
+		}
+		for _, i := range idx {
+			results[i].Err = "failed to update ref"
+		}
+		return fmt.Errorf("update refs: %w", err)
+	}
+	for k, e := range v.([]error) {
+		if e != nil {
+			results[idx[k]].Err = reason(e)
+		}
+	}
+	return nil
+}
+
+// reason maps a per-command error to git's wording.
+func reason(err error) string {
+	switch {
+	case errors.Is(err, repo.ErrStale):
+		return "fetch first"
+	case errors.Is(err, repo.ErrAtomicFailed):
+		return "atomic push failed"
+	case errors.Is(err, repo.ErrInvalidUpdate):
+		return "funny refname"
+	}
+	return "failed to update ref"
+}
+
+func anyOK(rs []gitproto.CommandResult) bool {
+	for _, r := range rs {
+		if r.Err == "" {
+			return true
+		}
+	}
+	return false
+}
+
+func removeFiles(paths ...string) {
+	for _, p := range paths {
+		os.Remove(p)
+	}
+}

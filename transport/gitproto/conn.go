@@ -1,0 +1,145 @@
+package gitproto
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/transport/pktline"
+)
+
+// conn is one session's framed input and buffered output. Output is
+// flushed before every read that may wait for the client (full duplex)
+// and at the end of the session.
+type conn struct {
+	in    *bufio.Reader
+	pr    *pktline.Reader
+	out   *bufio.Writer
+	pw    *pktline.Writer
+	mux   *pktline.Muxer // non-nil once side-band framing of the response began
+	wrote bool
+}
+
+func newConn(in io.Reader, out io.Writer) *conn {
+	br := bufio.NewReaderSize(in, 64<<10)
+	bw := bufio.NewWriterSize(out, 64<<10)
+	return &conn{in: br, pr: pktline.NewReader(br), out: bw, pw: pktline.NewWriter(bw)}
+}
+
+// line is one read packet with data packets as text without the optional
+// trailing LF.
+type line struct {
+	kind pktline.Kind
+	text string
+}
+
+// read flushes pending output and reads one packet. Framing errors wrap
+// ErrProtocol; a clean EOF is returned as io.EOF.
+func (c *conn) read() (line, error) {
+	if err := c.flush(); err != nil {
+		return line{}, err
+	}
+	k, p, err := c.pr.ReadPacket()
+	if err != nil {
+		if err == io.EOF {
+			return line{}, io.EOF
+		}
+		if errors.Is(err, pktline.ErrInvalidLength) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return line{}, fmt.Errorf("%w: %w", ErrProtocol, err)
+		}
+		return line{}, fmt.Errorf("read request: %w", err)
+	}
+	return line{kind: k, text: strings.TrimSuffix(string(p), "\n")}, nil
+}
+
+// readData reads a packet where EOF is a protocol error (the client hung up
+// mid-request).
+func (c *conn) readData() (line, error) {
+	l, err := c.read()
+	if err == io.EOF {
+		return l, fmt.Errorf("%w: unexpected end of request", ErrProtocol)
+	}
+	return l, err
+}
+
+func (c *conn) flush() error {
+	if err := c.out.Flush(); err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	return nil
+}
+
+func (c *conn) printf(format string, args ...any) error {
+	c.wrote = true
+	if err := c.pw.Writef(format, args...); err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	return nil
+}
+
+func (c *conn) flushPkt() error {
+	c.wrote = true
+	if err := c.pw.Flush(); err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	return nil
+}
+
+func (c *conn) delimPkt() error {
+	c.wrote = true
+	if err := c.pw.Delim(); err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	return nil
+}
+
+// fail reports msg to the client (band 3 once side-band framing began, an
+// ERR packet otherwise), flushes, and returns err. Write failures while
+// reporting are ignored: the original error matters more.
+func (c *conn) fail(msg string, err error) error {
+	if c.mux != nil {
+		_ = c.mux.Fatal(msg + "\n")
+	} else {
+		_ = c.pw.WriteString("ERR " + msg + "\n")
+	}
+	c.wrote = true
+	_ = c.out.Flush()
+	return err
+}
+
+// protoErr builds an ErrProtocol error and reports it to the client with
+// the given prefix (e.g. "upload-pack: ").
+func (c *conn) protoErr(prefix, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return c.fail(prefix+msg, fmt.Errorf("%w: %s", ErrProtocol, msg))
+}
+
+// internalErr reports a generic failure to the client, keeping details in
+// the returned error only.
+func (c *conn) internalErr(prefix string, err error) error {
+	return c.fail(prefix+"internal server error", err)
+}
+
+// parseID parses a 40-hex id argument.
+func parseID(s string) (object.ID, bool) {
+	if len(s) != 2*object.IDSize {
+		return object.ID{}, false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return object.ID{}, false
+		}
+	}
+	id, err := object.ParseID(s)
+	return id, err == nil
+}
+
+// sideband starts side-band framing on the response.
+func (c *conn) sideband(mode pktline.SidebandMode) *pktline.Muxer {
+	c.mux = pktline.NewMuxer(c.pw, mode)
+	c.wrote = true
+	return c.mux
+}

@@ -1,0 +1,344 @@
+package gitproto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/transport/pktline"
+)
+
+// v0UploadCapabilities follow the first advertised ref (before agent and
+// symref).
+var v0UploadCapabilities = []string{
+	"multi_ack", "thin-pack", "side-band", "side-band-64k", "ofs-delta",
+	"shallow", "deepen-since", "deepen-not", "deepen-relative", "no-progress",
+	"include-tag", "multi_ack_detailed", "allow-tip-sha1-in-want",
+	"allow-reachable-sha1-in-want", "no-done", "filter", "object-format=sha1",
+}
+
+func isProtocol(err error) bool { return errors.Is(err, ErrProtocol) }
+
+// advertiseRefsV0 writes a v0/v1 advertisement: the "version 1" line when
+// asked, then refs with capabilities after a NUL on the first line (or the
+// capabilities^{} placeholder for an empty list), then a flush.
+func advertiseRefsV0(c *conn, version int, refs []Ref, caps string, withPeeled bool) error {
+	if version == 1 {
+		if err := c.printf("version 1\n"); err != nil {
+			return err
+		}
+	}
+	if len(refs) == 0 {
+		if err := c.printf("%s capabilities^{}\x00%s\n", object.ZeroID, caps); err != nil {
+			return err
+		}
+		return c.flushPkt()
+	}
+	for i, r := range refs {
+		var err error
+		if i == 0 {
+			err = c.printf("%s %s\x00%s\n", r.ID, r.Name, caps)
+		} else {
+			err = c.printf("%s %s\n", r.ID, r.Name)
+		}
+		if err != nil {
+			return err
+		}
+		if withPeeled && !r.Peeled.IsZero() {
+			if err := c.printf("%s %s^{}\n", r.Peeled, r.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return c.flushPkt()
+}
+
+func uploadPackV0(ctx context.Context, b Backend, c *conn, opt Options) error {
+	snap, err := b.Snapshot(ctx)
+	if err != nil {
+		return c.internalErr(upErrPrefix, fmt.Errorf("snapshot: %w", err))
+	}
+	ix := newRefIndex(snap)
+	if !opt.StatelessRPC || opt.AdvertiseOnly {
+		refs := snap.Refs
+		caps := strings.Join(v0UploadCapabilities, " ")
+		if h, ok := ix.head(); ok {
+			refs = append([]Ref{{Name: "HEAD", ID: h.ID}}, refs...)
+			caps += " symref=HEAD:" + snap.Head
+		}
+		caps += " agent=" + opt.agent()
+		if err := advertiseRefsV0(c, opt.Protocol, refs, caps, true); err != nil {
+			return err
+		}
+		if opt.AdvertiseOnly {
+			return nil
+		}
+	}
+	s := &v0session{b: b, c: c, opt: opt, ix: ix}
+	return s.run(ctx)
+}
+
+// v0session is one v0/v1 upload-pack exchange.
+type v0session struct {
+	b   Backend
+	c   *conn
+	opt Options
+	ix  *refIndex
+
+	args       fetchArgs
+	multiAck   int // 0 none, 1 multi_ack, 2 multi_ack_detailed
+	noDone     bool
+	sideband   pktline.SidebandMode
+	common     []object.ID
+	seen       map[object.ID]bool
+	sentReady  bool
+	gotCommon  bool
+	gotOther   bool
+	lastCommon object.ID
+	wants      []object.ID
+}
+
+func (s *v0session) run(ctx context.Context) error {
+	done, err := s.readWants()
+	if err != nil || done {
+		return err
+	}
+	if msg, err := checkWants(ctx, s.b, s.ix, s.wants); err != nil {
+		return s.c.fail(upErrPrefix+msg, err)
+	}
+	if err := s.args.finish(s.ix); err != nil {
+		return s.c.protoErr(upErrPrefix, "%s", err.Error())
+	}
+	s.args.req.Snapshot = s.ix.snap
+	s.args.req.Wants = s.wants
+	if s.args.req.Deepen() {
+		// The shallow list precedes negotiation; it depends only on the
+		// wants and the depth, so a plan without haves gives it.
+		plan, err := s.b.PlanFetch(ctx, s.args.req)
+		if err != nil {
+			return s.c.internalErr(upErrPrefix, fmt.Errorf("plan shallow: %w", err))
+		}
+		err = writeShallowInfo(s.c, plan)
+		if cerr := plan.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close fetch plan: %w", cerr)
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.c.flushPkt(); err != nil {
+			return err
+		}
+	}
+	send, err := s.negotiate(ctx)
+	if err != nil || !send {
+		return err
+	}
+	s.args.req.Haves = s.common
+	plan, err := s.b.PlanFetch(ctx, s.args.req)
+	if err != nil {
+		return s.c.internalErr(upErrPrefix, fmt.Errorf("plan fetch: %w", err))
+	}
+	return sendPackV0(ctx, s.c, plan, s.sideband, s.args.noProgress)
+}
+
+// readWants reads the want list and shallow/deepen lines up to the flush.
+// done is true when the client wants nothing (ls-remote, or nothing new).
+func (s *v0session) readWants() (done bool, err error) {
+	c := s.c
+	max := orDefault(s.opt.MaxWants, DefaultMaxWants)
+	for first := true; ; first = false {
+		l, err := c.read()
+		if err == io.EOF && first {
+			return true, nil
+		}
+		if err == io.EOF {
+			err = fmt.Errorf("%w: unexpected end of want list", ErrProtocol)
+		}
+		if err != nil {
+			return true, c.failRead(err)
+		}
+		if l.kind == pktline.Flush {
+			return len(s.wants) == 0, nil
+		}
+		if l.kind != pktline.Data {
+			return true, c.protoErr(upErrPrefix, "protocol error: unexpected %s", l.kind)
+		}
+		if rest, ok := strings.CutPrefix(l.text, "want "); ok {
+			idText, caps, hasCaps := strings.Cut(rest, " ")
+			id, ok := parseID(idText)
+			if !ok {
+				return true, c.protoErr(upErrPrefix, "protocol error, expected to get object ID, not '%s'", l.text)
+			}
+			if hasCaps && len(s.wants) == 0 {
+				s.parseCaps(caps)
+			}
+			if len(s.wants) >= max {
+				return true, c.protoErr(upErrPrefix, "too many wants")
+			}
+			s.wants = append(s.wants, id)
+			continue
+		}
+		handled, perr := s.args.parseShallowArg(l.text)
+		if perr != nil {
+			return true, c.protoErr(upErrPrefix, "%s", perr.Error())
+		}
+		if !handled {
+			return true, c.protoErr(upErrPrefix, "protocol error, expected to get object ID, not '%s'", l.text)
+		}
+	}
+}
+
+func (s *v0session) parseCaps(caps string) {
+	for _, cp := range strings.Fields(caps) {
+		switch cp {
+		case "multi_ack":
+			s.multiAck = max(s.multiAck, 1)
+		case "multi_ack_detailed":
+			s.multiAck = 2
+		case "no-done":
+			s.noDone = true
+		case "side-band":
+			if s.sideband == 0 {
+				s.sideband = pktline.SideBand
+			}
+		case "side-band-64k":
+			s.sideband = pktline.SideBand64k
+		case "thin-pack":
+			s.args.req.Thin = true
+		case "ofs-delta":
+			s.args.req.OfsDelta = true
+		case "include-tag":
+			s.args.req.IncludeTag = true
+		case "no-progress":
+			s.args.noProgress = true
+		case "deepen-relative":
+			s.args.req.DeepenRelative = true
+		}
+	}
+}
+
+// negotiate runs git's get_common_commits over the have lines. It returns
+// send=true when the pack should follow.
+func (s *v0session) negotiate(ctx context.Context) (send bool, err error) {
+	c := s.c
+	s.seen = make(map[object.ID]bool)
+	max := orDefault(s.opt.MaxWants, DefaultMaxWants)
+	nHaves := 0
+	for {
+		l, err := c.read()
+		if err == io.EOF {
+			// A stateless client may stop after the want list.
+			if s.opt.StatelessRPC && nHaves == 0 {
+				return false, nil
+			}
+			return false, fmt.Errorf("%w: unexpected end of have list", ErrProtocol)
+		}
+		if err != nil {
+			return false, c.failRead(err)
+		}
+		switch {
+		case l.kind == pktline.Flush:
+			if s.multiAck == 2 && s.gotCommon && !s.gotOther && s.okToGiveUp(ctx) {
+				s.sentReady = true
+				if err := c.printf("ACK %s ready\n", s.lastCommon); err != nil {
+					return false, err
+				}
+			}
+			if len(s.common) == 0 || s.multiAck > 0 {
+				if err := c.printf("NAK\n"); err != nil {
+					return false, err
+				}
+			}
+			if s.noDone && s.sentReady {
+				return true, c.printf("ACK %s\n", s.lastCommon)
+			}
+			if s.opt.StatelessRPC {
+				return false, nil
+			}
+			s.gotCommon, s.gotOther = false, false
+		case l.kind != pktline.Data:
+			return false, c.protoErr(upErrPrefix, "protocol error: unexpected %s", l.kind)
+		case strings.HasPrefix(l.text, "have "):
+			id, ok := parseID(l.text[len("have "):])
+			if !ok {
+				return false, c.protoErr(upErrPrefix, "protocol error, expected to get object ID, not '%s'", l.text)
+			}
+			if nHaves++; nHaves > max {
+				return false, c.protoErr(upErrPrefix, "too many haves")
+			}
+			if err := s.have(ctx, id); err != nil {
+				return false, err
+			}
+		case l.text == "done":
+			if len(s.common) > 0 {
+				if s.multiAck > 0 {
+					return true, c.printf("ACK %s\n", s.lastCommon)
+				}
+				return true, nil
+			}
+			return true, c.printf("NAK\n")
+		default:
+			return false, c.protoErr(upErrPrefix, "git upload-pack: expected SHA1 list, got '%s'", l.text)
+		}
+	}
+}
+
+func (s *v0session) have(ctx context.Context, id object.ID) error {
+	c := s.c
+	if !s.b.HasCommit(ctx, id) {
+		s.gotOther = true
+		if s.multiAck > 0 && s.okToGiveUp(ctx) {
+			if s.multiAck == 2 {
+				s.sentReady = true
+				return c.printf("ACK %s ready\n", id)
+			}
+			return c.printf("ACK %s continue\n", id)
+		}
+		return nil
+	}
+	s.gotCommon = true
+	s.lastCommon = id
+	if !s.seen[id] {
+		s.seen[id] = true
+		s.common = append(s.common, id)
+	}
+	switch {
+	case s.multiAck == 2:
+		return c.printf("ACK %s common\n", id)
+	case s.multiAck == 1:
+		return c.printf("ACK %s continue\n", id)
+	case len(s.common) == 1:
+		return c.printf("ACK %s\n", id)
+	}
+	return nil
+}
+
+func (s *v0session) okToGiveUp(ctx context.Context) bool {
+	return len(s.common) > 0 && s.b.OkToGiveUp(ctx, s.wants, s.common)
+}
+
+// sendPackV0 streams the pack raw or inside side-band packets followed by
+// a flush.
+func sendPackV0(ctx context.Context, c *conn, plan FetchPlan, mode pktline.SidebandMode, noProgress bool) (err error) {
+	defer func() {
+		if cerr := plan.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close fetch plan: %w", cerr)
+		}
+	}()
+	if mode == 0 {
+		c.wrote = true
+		return writePack(ctx, c, plan, c.out, nil)
+	}
+	mux := c.sideband(mode)
+	var progress io.Writer
+	if !noProgress {
+		progress = mux.Progress()
+	}
+	if err := writePack(ctx, c, plan, mux.Data(), progress); err != nil {
+		return err
+	}
+	return c.flushPkt()
+}

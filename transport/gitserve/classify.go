@@ -1,0 +1,97 @@
+package gitserve
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/transport/gitproto"
+)
+
+// Class is the client-visible kind of a session outcome. HTTP maps it to a
+// status code, SSH to a message and exit status, metrics to a label.
+type Class int
+
+const (
+	OK Class = iota
+	// Unauthorized: anonymous caller; credentials could help (HTTP 401).
+	Unauthorized
+	// NotFound: missing, or hidden from this caller (HTTP 404).
+	NotFound
+	// Forbidden: visible but not allowed (HTTP 403).
+	Forbidden
+	// BadRequest: the client broke the protocol (HTTP 400).
+	BadRequest
+	// TooLarge: the request body exceeded the limit (HTTP 413).
+	TooLarge
+	// Unavailable: try again later (HTTP 503).
+	Unavailable
+	// Canceled: the client went away or the server is shutting down.
+	Canceled
+	// Internal: a server-side failure (HTTP 500).
+	Internal
+)
+
+var classNames = [...]string{"ok", "unauthorized", "not_found", "forbidden", "bad_request", "too_large", "unavailable", "canceled", "internal"}
+
+// String is a short label, used in metrics and logs.
+func (c Class) String() string {
+	if c < 0 || int(c) >= len(classNames) {
+		return "unknown"
+	}
+	return classNames[c]
+}
+
+// Classify maps an error from Open, Run or a front end to its Class.
+func Classify(err error) Class {
+	var denied *DeniedError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case err == nil:
+		return OK
+	case errors.As(err, &denied):
+		switch denied.Decision {
+		case auth.Unauthorized:
+			return Unauthorized
+		case auth.Forbidden:
+			return Forbidden
+		default:
+			return NotFound
+		}
+	case errors.As(err, &tooLarge):
+		return TooLarge
+	case errors.Is(err, gitproto.ErrProtocol):
+		return BadRequest
+	case errors.Is(err, ErrUnavailable):
+		return Unavailable
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Canceled
+	}
+	return Internal
+}
+
+// Message is the short text shown to clients (HTTP body, SSH stderr after
+// "ERROR: "). It never includes error details, which may name private
+// repositories or internal hosts; those go to the log.
+func (c Class) Message() string {
+	switch c {
+	case OK:
+		return "ok"
+	case Unauthorized, NotFound:
+		// Same text for both, so the message reveals no more than the
+		// decision does.
+		return "repository not found (or you are not authorized to access it)"
+	case Forbidden:
+		return "permission denied: only the repository owner may push"
+	case BadRequest:
+		return "malformed git protocol request"
+	case TooLarge:
+		return "request body too large"
+	case Unavailable:
+		return "repository temporarily unavailable, try again"
+	case Canceled:
+		return "request canceled"
+	}
+	return "internal server error"
+}

@@ -1,0 +1,464 @@
+// Package httpgit is rgit's smart HTTP front end (git's http-backend
+// protocol): GET /{owner}/{name}[.git]/info/refs?service=…, POST
+// …/git-upload-pack and …/git-receive-pack. Authentication is HTTP Basic
+// with any username and a token as the password. Access decisions, repo
+// resolution and the protocol engine come from transport/gitserve.
+//
+// Both directions stream: the request body is read incrementally (gzip
+// decoded on the fly) and the response is flushed as the engine writes.
+//
+// It imports transport/gitserve, transport/gitproto, storage/auth, zap and
+// the standard library.
+package httpgit
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/transport/gitproto"
+	"github.com/rgit/rgit/transport/gitserve"
+)
+
+// TokenLookup maps a token to its owner; *auth.Store implements it. An
+// unknown token is an error wrapping auth.ErrUnknownCredential.
+type TokenLookup interface {
+	LookupToken(ctx context.Context, token string) (owner string, err error)
+}
+
+// DefaultMaxBody is the request body limit when Config.MaxBody is 0.
+const DefaultMaxBody = 2 << 30
+
+// Config configures the handler.
+type Config struct {
+	// Resolver finds repositories and opens sessions. Required.
+	Resolver gitserve.Resolver
+	// Auth looks up tokens. Required.
+	Auth TokenLookup
+	// Engine runs the git protocol; nil means gitserve.ProtoEngine.
+	Engine gitserve.Engine
+	// MaxBody bounds a POST body (RGIT_MAX_BODY), compressed and
+	// decompressed alike. 0 means DefaultMaxBody; negative means no limit.
+	MaxBody int64
+	// Agent is advertised to clients; "" means the engine default.
+	Agent  string
+	Logger *zap.Logger
+	// Metrics records each request; nil means none. Use
+	// (*gitserve.PromMetrics).For("http").
+	Metrics gitserve.Metrics
+}
+
+// Realm is the HTTP Basic realm of 401 answers.
+const Realm = "rgit"
+
+type handler struct {
+	gate    *gitserve.Gate
+	auth    TokenLookup
+	maxBody int64
+	log     *zap.Logger
+	metrics gitserve.Metrics
+}
+
+// Patterns are the net/http.ServeMux patterns the front end serves.
+var Patterns = []string{
+	"GET /{owner}/{repo}/info/refs",
+	"POST /{owner}/{repo}/git-upload-pack",
+	"POST /{owner}/{repo}/git-receive-pack",
+}
+
+// Server is the smart HTTP front end. It is an http.Handler serving only
+// its Patterns (anything else is 404); Register mounts it on another mux.
+type Server struct {
+	h   *handler
+	mux *http.ServeMux
+}
+
+// New validates cfg and returns the front end.
+func New(cfg Config) (*Server, error) {
+	h, err := newHandler(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{h: h, mux: http.NewServeMux()}
+	s.Register(s.mux)
+	return s, nil
+}
+
+// Handler is New for callers that cannot handle an error: an invalid
+// Config yields a handler that answers 500 to everything and logs why.
+func Handler(cfg Config) http.Handler {
+	s, err := New(cfg)
+	if err == nil {
+		return s
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log.Error("git http front end misconfigured", zap.Error(err))
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "git front end misconfigured", http.StatusInternalServerError)
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Register adds the smart HTTP routes (Patterns) to mux. They coexist with
+// fixed paths such as /healthz or /metrics; ServeMux panics at registration
+// on an ambiguous overlap (e.g. a method-less "/x/{rest...}").
+func (s *Server) Register(mux *http.ServeMux) {
+	h := s.h
+	mux.HandleFunc(Patterns[0], h.infoRefs)
+	mux.HandleFunc(Patterns[1], func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.UploadPack) })
+	mux.HandleFunc(Patterns[2], func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.ReceivePack) })
+}
+
+func newHandler(cfg Config) (*handler, error) {
+	if cfg.Auth == nil {
+		return nil, errors.New("httpgit: Config.Auth is required")
+	}
+	gate, err := gitserve.NewGate(cfg.Resolver, cfg.Engine, cfg.Agent)
+	if err != nil {
+		return nil, fmt.Errorf("httpgit: %w", err)
+	}
+	h := &handler{gate: gate, auth: cfg.Auth, maxBody: cfg.MaxBody, log: cfg.Logger, metrics: cfg.Metrics}
+	if h.maxBody == 0 {
+		h.maxBody = DefaultMaxBody
+	}
+	if h.log == nil {
+		h.log = zap.NewNop()
+	}
+	if h.metrics == nil {
+		h.metrics = gitserve.NopMetrics{}
+	}
+	return h, nil
+}
+
+// request is the per-request state shared by the two endpoints.
+type request struct {
+	h     *handler
+	w     http.ResponseWriter
+	r     *http.Request
+	op    string
+	start time.Time
+	out   *streamWriter
+	stats gitserve.Stats
+}
+
+func (h *handler) begin(w http.ResponseWriter, r *http.Request, op string) *request {
+	// Identity headers are reserved for the peer port; nothing arriving on
+	// the public port may carry them further.
+	for k := range r.Header {
+		if strings.HasPrefix(k, "X-Rgit-") {
+			delete(r.Header, k)
+		}
+	}
+	return &request{h: h, w: w, r: r, op: op, start: time.Now()}
+}
+
+// finish logs and records the request. err is the failure, if any; once the
+// response has started only logging is possible.
+func (q *request) finish(err error) {
+	class := gitserve.Classify(err)
+	status := http.StatusOK
+	if q.out == nil || !q.out.started {
+		status = statusOf(class)
+		if err != nil {
+			q.fail(status, class.Message())
+		}
+	}
+	q.h.metrics.Observe(q.op, strconv.Itoa(status), time.Since(q.start), q.stats.BytesIn, q.stats.BytesOut)
+	if err == nil {
+		return
+	}
+	fields := []zap.Field{
+		zap.String("op", q.op), zap.String("path", q.r.URL.Path), zap.String("remote", q.r.RemoteAddr),
+		zap.Int("status", status), zap.String("class", class.String()), zap.Error(err),
+	}
+	switch class {
+	case gitserve.Internal:
+		q.h.log.Error("git http request failed", fields...)
+	case gitserve.Unavailable:
+		q.h.log.Warn("git http request failed", fields...)
+	case gitserve.Unauthorized:
+		// git's first request is routinely anonymous; this is the
+		// credential challenge, not an incident.
+		q.h.log.Debug("git http request needs credentials", fields...)
+	default:
+		q.h.log.Info("git http request refused", fields...)
+	}
+}
+
+// fail writes a short text error.
+func (q *request) fail(status int, msg string) {
+	h := q.w.Header()
+	if status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Basic realm="`+Realm+`"`)
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	noCache(h)
+	q.w.WriteHeader(status)
+	io.WriteString(q.w, msg+"\n")
+}
+
+func statusOf(c gitserve.Class) int {
+	switch c {
+	case gitserve.OK:
+		return http.StatusOK
+	case gitserve.Unauthorized:
+		return http.StatusUnauthorized
+	case gitserve.NotFound:
+		return http.StatusNotFound
+	case gitserve.Forbidden:
+		return http.StatusForbidden
+	case gitserve.BadRequest:
+		return http.StatusBadRequest
+	case gitserve.TooLarge:
+		return http.StatusRequestEntityTooLarge
+	case gitserve.Unavailable:
+		return http.StatusServiceUnavailable
+	case gitserve.Canceled:
+		// The client is most likely gone; nginx's 499 is not standard, and
+		// this status is mostly for logs and metrics.
+		return http.StatusRequestTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+// refuse answers a request rejected before authentication and records it.
+func (q *request) refuse(status int, msg string) {
+	q.fail(status, msg)
+	q.h.metrics.Observe(q.op, strconv.Itoa(status), time.Since(q.start), 0, 0)
+	q.h.log.Info("git http request refused", zap.String("op", q.op), zap.String("path", q.r.URL.Path),
+		zap.String("remote", q.r.RemoteAddr), zap.Int("status", status), zap.String("reason", msg))
+}
+
+// identity authenticates the caller. No Authorization header means
+// anonymous; a header with a bad token is an error (the client meant to
+// authenticate, so it gets 401 and can retry, not a silent downgrade).
+func (h *handler) identity(r *http.Request) (auth.Identity, error) {
+	if r.Header.Get("Authorization") == "" {
+		return auth.Anonymous, nil
+	}
+	_, token, ok := r.BasicAuth()
+	if !ok || token == "" {
+		return auth.Anonymous, errInvalidCredentials
+	}
+	owner, err := h.auth.LookupToken(r.Context(), token)
+	if errors.Is(err, auth.ErrUnknownCredential) {
+		return auth.Anonymous, errInvalidCredentials
+	}
+	if err != nil {
+		return auth.Anonymous, fmt.Errorf("token lookup: %w: %w", gitserve.ErrUnavailable, err)
+	}
+	return auth.Identity{Owner: owner, Authenticated: true}, nil
+}
+
+var errInvalidCredentials = errors.New("invalid credentials")
+
+// open authenticates the caller and opens a session for svc on the
+// request's repository. On failure it has already answered and returns nil.
+func (h *handler) open(q *request, svc gitserve.Service) *gitserve.Session {
+	owner, repo := q.r.PathValue("owner"), q.r.PathValue("repo")
+	id, err := h.identity(q.r)
+	if errors.Is(err, errInvalidCredentials) {
+		err = &gitserve.DeniedError{Decision: auth.Unauthorized, Service: svc, Owner: owner, Name: repo, Err: err}
+	}
+	if err != nil {
+		q.finish(err)
+		return nil
+	}
+	sess, err := h.gate.Open(q.r.Context(), svc, owner, repo, id)
+	if err != nil {
+		q.finish(err)
+		return nil
+	}
+	return sess
+}
+
+func noCache(h http.Header) {
+	// As git-http-backend does: no cache may reuse an advertisement or a
+	// result.
+	h.Set("Expires", "Fri, 01 Jan 1980 00:00:00 GMT")
+	h.Set("Pragma", "no-cache")
+	h.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
+}
+
+func (h *handler) infoRefs(w http.ResponseWriter, r *http.Request) {
+	svcName := r.URL.Query().Get("service")
+	q := h.begin(w, r, "info-refs")
+	if svcName == "" {
+		q.refuse(http.StatusForbidden, "dumb HTTP is not supported: use a git client that speaks smart HTTP")
+		return
+	}
+	svc, ok := gitserve.ParseService(svcName)
+	if !ok {
+		q.refuse(http.StatusForbidden, "unsupported service: "+svcName)
+		return
+	}
+	q.op = "info-refs-" + strings.TrimPrefix(svcName, "git-")
+	sess := h.open(q, svc)
+	if sess == nil {
+		return
+	}
+	defer sess.Close()
+	proto := gitproto.ParseProtocol(r.Header.Get("Git-Protocol"))
+	q.out = newStreamWriter(w, "application/x-"+svcName+"-advertisement")
+	if proto < 2 || svc == gitserve.ReceivePack {
+		// Smart HTTP v0/v1 prefixes the advertisement with the service
+		// line; v2 (upload-pack only: git has no v2 push) does not.
+		if err := writePreamble(q.out, svcName); err != nil {
+			q.finish(fmt.Errorf("write preamble: %w", err))
+			return
+		}
+	}
+	var err error
+	q.stats, err = sess.Run(r.Context(), nil, q.out, gitproto.Options{Protocol: proto, StatelessRPC: true, AdvertiseOnly: true})
+	q.stats.BytesOut = q.out.n // includes the preamble
+	q.finish(err)
+}
+
+func writePreamble(w io.Writer, svcName string) error {
+	line := "# service=" + svcName + "\n"
+	_, err := fmt.Fprintf(w, "%04x%s0000", len(line)+4, line)
+	return err
+}
+
+func (h *handler) rpc(w http.ResponseWriter, r *http.Request, svc gitserve.Service) {
+	q := h.begin(w, r, strings.TrimPrefix(svc.String(), "git-"))
+	// Cheap checks first, all before authentication and before anything
+	// reads the body: a too-large body is refused without resolving the
+	// repository, and with Expect: 100-continue the client never sends it.
+	if h.maxBody > 0 && r.ContentLength > h.maxBody {
+		q.refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large (limit %d bytes)", h.maxBody))
+		return
+	}
+	wantType := "application/x-" + svc.String() + "-request"
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != wantType {
+		q.refuse(http.StatusUnsupportedMediaType, "content type must be "+wantType)
+		return
+	}
+	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	if enc != "" && enc != "identity" && enc != "gzip" && enc != "x-gzip" {
+		q.refuse(http.StatusUnsupportedMediaType, "unsupported content encoding: "+enc)
+		return
+	}
+	sess := h.open(q, svc)
+	if sess == nil {
+		return
+	}
+	defer sess.Close()
+
+	// The engine may write (progress, keepalives) before it has read the
+	// whole request; HTTP/1 needs full duplex enabled for that. HTTP/2
+	// always is, and returns ErrNotSupported, which is fine.
+	_ = http.NewResponseController(w).EnableFullDuplex()
+
+	var body io.Reader = r.Body
+	if h.maxBody > 0 {
+		body = http.MaxBytesReader(w, r.Body, h.maxBody)
+	}
+	if enc == "gzip" || enc == "x-gzip" {
+		gz, err := gzip.NewReader(body)
+		if err != nil {
+			q.finish(bodyError("gzip request body", err))
+			return
+		}
+		defer gz.Close()
+		body = gz
+		if h.maxBody > 0 {
+			// The limit also applies after decompression: a small gzip
+			// body may expand enormously.
+			body = &limitReader{r: gz, left: h.maxBody, limit: h.maxBody}
+		}
+	}
+	proto := gitproto.ParseProtocol(r.Header.Get("Git-Protocol"))
+	q.out = newStreamWriter(w, "application/x-"+svc.String()+"-result")
+	var err error
+	q.stats, err = sess.Run(r.Context(), body, q.out, gitproto.Options{Protocol: proto, StatelessRPC: true})
+	q.finish(err)
+}
+
+// bodyError classifies a failure to read the request body: the size limit
+// keeps its own class, anything else is the client's fault.
+func bodyError(what string, err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %w: %w", what, gitproto.ErrProtocol, err)
+}
+
+// limitReader fails with *http.MaxBytesError once more than limit bytes
+// have been read, so a decompressed body over the limit is classified like
+// a raw one.
+type limitReader struct {
+	r     io.Reader
+	left  int64
+	limit int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// Probe for one more byte: exactly-at-the-limit bodies are fine.
+		var one [1]byte
+		n, err := l.r.Read(one[:])
+		if n > 0 {
+			return 0, &http.MaxBytesError{Limit: l.limit}
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// streamWriter sends the success headers on the first write (so an engine
+// that fails before writing anything still gets a proper error status) and
+// flushes after every write so progress and pack data reach the client as
+// they are produced.
+type streamWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	ctype   string
+	started bool
+	n       int64
+}
+
+func newStreamWriter(w http.ResponseWriter, ctype string) *streamWriter {
+	return &streamWriter{w: w, rc: http.NewResponseController(w), ctype: ctype}
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	if !s.started {
+		h := s.w.Header()
+		h.Set("Content-Type", s.ctype)
+		noCache(h)
+		s.w.WriteHeader(http.StatusOK)
+		s.started = true
+	}
+	n, err := s.w.Write(p)
+	s.n += int64(n)
+	if err != nil {
+		return n, err
+	}
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return n, fmt.Errorf("flush response: %w", err)
+	}
+	return n, nil
+}

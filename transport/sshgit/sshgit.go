@@ -1,0 +1,355 @@
+// Package sshgit is rgit's SSH front end (gliderlabs/ssh): it accepts
+// public-key authentication only and runs exactly two commands,
+// `git-upload-pack '<path>'` and `git-receive-pack '<path>'`, through the
+// shared transport/gitserve gate. Shells, ptys, subsystems and any other
+// command are refused with a message on stderr and exit status 1.
+//
+// Identity: every public key may connect. A key registered to an owner
+// (Config.Keys) authenticates as that owner; an unknown key connects as
+// anonymous, which can read public repositories and nothing else. This lets
+// anyone clone public repos over SSH (as over HTTP) without an account,
+// while private repos and pushes still need a registered key. Denials for
+// anonymous and for other users read the same ("repository not found"), so
+// SSH reveals no more than HTTP does.
+//
+// It imports transport/gitserve, transport/gitproto, storage/auth,
+// gliderlabs/ssh, x/crypto/ssh, zap and the standard library.
+package sshgit
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gliderlabs/ssh"
+	"go.uber.org/zap"
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/transport/gitproto"
+	"github.com/rgit/rgit/transport/gitserve"
+)
+
+// KeyLookup maps a public key to its owner; *auth.Store implements it. An
+// unknown key is an error wrapping auth.ErrUnknownCredential.
+type KeyLookup interface {
+	LookupKey(ctx context.Context, pub gossh.PublicKey) (owner string, err error)
+}
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = ssh.ErrServerClosed
+
+// DefaultIdleTimeout closes connections that move no data for this long.
+const DefaultIdleTimeout = 5 * time.Minute
+
+// Config configures the SSH server.
+type Config struct {
+	// Addr is the listen address for ListenAndServe (RGIT_SSH_ADDR,
+	// default ":2222").
+	Addr string
+	// HostKeyPath is the host private key (RGIT_HOST_KEY). If the file does
+	// not exist an ed25519 key is generated and written there (OpenSSH
+	// PEM, mode 0600). Required.
+	HostKeyPath string
+	// Resolver finds repositories and opens sessions. Required.
+	Resolver gitserve.Resolver
+	// Keys maps public keys to owners. Required.
+	Keys KeyLookup
+	// Engine runs the git protocol; nil means gitserve.ProtoEngine.
+	Engine gitserve.Engine
+	// Agent is advertised to clients; "" means the engine default.
+	Agent string
+	// IdleTimeout closes idle connections; 0 means DefaultIdleTimeout,
+	// negative means never.
+	IdleTimeout time.Duration
+	Logger      *zap.Logger
+	// Metrics records each session; nil means none. Use
+	// (*gitserve.PromMetrics).For("ssh").
+	Metrics gitserve.Metrics
+}
+
+// Server is the SSH front end.
+type Server struct {
+	srv     *ssh.Server
+	gate    *gitserve.Gate
+	keys    KeyLookup
+	log     *zap.Logger
+	metrics gitserve.Metrics
+}
+
+// NewServer validates cfg, loads or creates the host key and returns a
+// server ready to Serve.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Keys == nil {
+		return nil, errors.New("sshgit: Config.Keys is required")
+	}
+	if cfg.HostKeyPath == "" {
+		return nil, errors.New("sshgit: Config.HostKeyPath (RGIT_HOST_KEY) is required")
+	}
+	gate, err := gitserve.NewGate(cfg.Resolver, cfg.Engine, cfg.Agent)
+	if err != nil {
+		return nil, fmt.Errorf("sshgit: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	signer, created, err := loadOrCreateHostKey(cfg.HostKeyPath)
+	if err != nil {
+		return nil, fmt.Errorf("sshgit: host key (RGIT_HOST_KEY): %w", err)
+	}
+	if created {
+		log.Warn("generated new ssh host key", zap.String("path", cfg.HostKeyPath),
+			zap.String("fingerprint", gossh.FingerprintSHA256(signer.PublicKey())))
+	}
+	s := &Server{gate: gate, keys: cfg.Keys, log: log, metrics: cfg.Metrics}
+	if s.metrics == nil {
+		s.metrics = gitserve.NopMetrics{}
+	}
+	idle := cfg.IdleTimeout
+	if idle == 0 {
+		idle = DefaultIdleTimeout
+	}
+	if idle < 0 {
+		idle = 0
+	}
+	s.srv = &ssh.Server{
+		Addr:        cfg.Addr,
+		Handler:     s.handle,
+		IdleTimeout: idle,
+		// Any key may connect; the owner (or anonymous) is decided per
+		// session from the key the connection authenticated with.
+		PublicKeyHandler: func(ssh.Context, ssh.PublicKey) bool { return true },
+		// Refuse ptys: git never asks for one, interactive users get a
+		// clear message from the handler instead of a hanging terminal.
+		PtyCallback: func(ssh.Context, ssh.Pty) bool { return false },
+		// No port forwarding, no subsystems (sftp): the zero values of the
+		// remaining callbacks refuse them.
+		Version: "rgit",
+	}
+	s.srv.AddHostKey(signer)
+	return s, nil
+}
+
+// ListenAndServe listens on Config.Addr and serves.
+func (s *Server) ListenAndServe() error {
+	addr := s.srv.Addr
+	if addr == "" {
+		addr = ":2222"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("sshgit: listen %s: %w", addr, err)
+	}
+	return s.Serve(ln)
+}
+
+// Serve accepts connections on ln until Shutdown or Close; it then returns
+// ErrServerClosed.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Shutdown stops accepting connections and waits for open connections to
+// finish until ctx is done; then it closes whatever is left and returns
+// ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if ctx.Err() != nil {
+		if cerr := s.srv.Close(); cerr != nil && !errors.Is(cerr, ssh.ErrServerClosed) {
+			s.log.Warn("ssh close after shutdown deadline", zap.Error(cerr))
+		}
+		return ctx.Err()
+	}
+	return err
+}
+
+// Close closes the listeners and all connections immediately.
+func (s *Server) Close() error { return s.srv.Close() }
+
+// handle runs one session. gliderlabs calls it for "exec" and "shell"
+// requests; the session ends (exit 0) when it returns unless it set a
+// status.
+func (s *Server) handle(sess ssh.Session) {
+	start := time.Now()
+	op := "ssh"
+	var stats gitserve.Stats
+	err := s.serve(sess, &op, &stats)
+	class := gitserve.Classify(err)
+	s.metrics.Observe(op, class.String(), time.Since(start), stats.BytesIn, stats.BytesOut)
+	if err == nil {
+		_ = sess.Exit(0)
+		return
+	}
+	msg := class.Message()
+	var ue *usageError
+	if errors.As(err, &ue) {
+		msg = ue.msg
+	}
+	fmt.Fprintf(sess.Stderr(), "ERROR: %s\n", msg)
+	_ = sess.Exit(1)
+
+	fields := []zap.Field{zap.String("op", op), zap.String("user", sess.User()),
+		zap.String("remote", sess.RemoteAddr().String()), zap.String("command", truncate(sess.RawCommand(), 200)),
+		zap.String("class", class.String()), zap.Error(err)}
+	switch class {
+	case gitserve.Internal:
+		s.log.Error("git ssh session failed", fields...)
+	case gitserve.Unavailable:
+		s.log.Warn("git ssh session failed", fields...)
+	default:
+		s.log.Info("git ssh session refused", fields...)
+	}
+}
+
+func (s *Server) serve(sess ssh.Session, op *string, stats *gitserve.Stats) error {
+	raw := sess.RawCommand()
+	if raw == "" {
+		return &usageError{"interactive shells are not supported; use git clone, fetch or push"}
+	}
+	svc, path, err := ParseCommand(raw)
+	if err != nil {
+		return err
+	}
+	*op = strings.TrimPrefix(svc.String(), "git-")
+	owner, name, err := gitserve.ParsePath(path)
+	if err != nil {
+		return &gitserve.DeniedError{Decision: auth.NotFound, Service: svc, Name: path, Err: err}
+	}
+	id, err := s.identity(sess)
+	if err != nil {
+		return err
+	}
+	opt := gitproto.Options{Protocol: gitproto.ParseProtocol(envValue(sess.Environ(), "GIT_PROTOCOL"))}
+	*stats, err = s.gate.Serve(sess.Context(), svc, owner, name, id, sess, sess, opt)
+	return err
+}
+
+// identity maps the connection's public key to an owner. Unknown keys are
+// anonymous (see the package comment); a failing lookup is an error, not a
+// silent downgrade, so an owner never sees "not found" for an outage.
+func (s *Server) identity(sess ssh.Session) (auth.Identity, error) {
+	// sess.PublicKey is the last key the public-key callback saw. Since
+	// x/crypto v0.31 (CVE-2024-45337) that is always the key the client
+	// authenticated with, not merely one it asked about.
+	pub := sess.PublicKey()
+	if pub == nil {
+		return auth.Anonymous, nil
+	}
+	owner, err := s.keys.LookupKey(sess.Context(), pub)
+	if errors.Is(err, auth.ErrUnknownCredential) {
+		return auth.Anonymous, nil
+	}
+	if err != nil {
+		return auth.Anonymous, fmt.Errorf("key lookup: %w: %w", gitserve.ErrUnavailable, err)
+	}
+	return auth.Identity{Owner: owner, Authenticated: true}, nil
+}
+
+// usageError is a refused command; its message is shown as is. It counts
+// as a client protocol error (gitserve.BadRequest).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+func (e *usageError) Unwrap() error { return gitproto.ErrProtocol }
+
+// ParseCommand parses an SSH exec command. Accepted, and nothing else:
+//
+//	git-upload-pack '<path>'     git-receive-pack '<path>'
+//	git-upload-pack <path>       git-receive-pack <path>
+//
+// where path is "owner/name[.git]" with an optional leading "/" (git sends
+// the URL path quoted). No "~" forms, no other quoting, no extra arguments.
+func ParseCommand(raw string) (gitserve.Service, string, error) {
+	verb, arg, ok := strings.Cut(raw, " ")
+	svc, known := gitserve.ParseService(verb)
+	if !known {
+		return 0, "", &usageError{fmt.Sprintf("unsupported command %q: only git-upload-pack and git-receive-pack are allowed", truncate(verb, 64))}
+	}
+	if !ok || arg == "" {
+		return 0, "", &usageError{verb + ": missing repository path"}
+	}
+	if len(arg) >= 2 && arg[0] == '\'' && arg[len(arg)-1] == '\'' {
+		arg = arg[1 : len(arg)-1]
+	}
+	if arg == "" || strings.ContainsAny(arg, "' \t\r\n\\\"`$;&|<>*?~") {
+		return 0, "", &usageError{verb + ": invalid repository path"}
+	}
+	return svc, arg, nil
+}
+
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// loadOrCreateHostKey reads the host key at path, generating and writing an
+// ed25519 key first if the file does not exist. created reports generation.
+func loadOrCreateHostKey(path string) (signer gossh.Signer, created bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		data, err = createHostKey(path)
+		created = err == nil
+		if errors.Is(err, fs.ErrExist) {
+			// Another process created it between our read and create.
+			data, err = os.ReadFile(path)
+			created = false
+		}
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	signer, err = gossh.ParsePrivateKey(data)
+	if err != nil {
+		return nil, false, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return signer, created, nil
+}
+
+func createHostKey(path string) ([]byte, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate ed25519 key: %w", err)
+	}
+	block, err := gossh.MarshalPrivateKey(priv, "rgit host key")
+	if err != nil {
+		return nil, fmt.Errorf("marshal host key: %w", err)
+	}
+	data := pem.EncodeToMemory(block)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create host key dir: %w", err)
+	}
+	// O_EXCL: never overwrite a key another process just wrote.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return data, nil
+}
