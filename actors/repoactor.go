@@ -28,6 +28,15 @@ type repoActor struct {
 }
 
 func (a *repoActor) Receive(ctx actor.Context) {
+	a.receive(ctx)
+	// The idle timer fires once and is re-armed by any later message, so
+	// a repo that stays busy past one TTL is checked again after the next.
+	if !a.closing && a.repo != nil {
+		ctx.SetReceiveTimeout(a.node.cfg.WarmTTL)
+	}
+}
+
+func (a *repoActor) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.open()
@@ -64,14 +73,19 @@ func (a *repoActor) Receive(ctx actor.Context) {
 		if !a.ready(ctx) {
 			return
 		}
-		v, err := m.fn(a.repo)
+		v, err, panicked := guard(func() (any, error) { return m.fn(a.repo) })
 		ctx.Respond(&callResult{v: v, err: err})
+		if panicked != nil {
+			// Answer first so the caller is not left waiting, then let the
+			// supervisor restart the actor with a fresh handle.
+			panic(panicked)
+		}
 		if errors.Is(err, refdb.ErrFenced) {
 			a.fenced(ctx)
 		}
 	case *closeRepo:
-		a.closeDB()
 		a.closing = true
+		a.closeDB()
 		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self()})
 		ctx.Respond(&callResult{})
 		ctx.Stop(ctx.Self())
@@ -108,7 +122,6 @@ func (a *repoActor) ready(ctx actor.Context) bool {
 		ctx.Stop(ctx.Self())
 		return false
 	}
-	ctx.SetReceiveTimeout(a.node.cfg.WarmTTL)
 	return true
 }
 
@@ -151,4 +164,18 @@ func (a *repoActor) closeDB() {
 	}
 	a.repo = nil
 	a.node.metrics.openRepos.Dec()
+}
+
+// errPanic reports a write that panicked inside the repo actor.
+var errPanic = errors.New("internal error: repository write panicked")
+
+// guard runs fn, turning a panic into errPanic plus the panic value.
+func guard(fn func() (any, error)) (v any, err error, panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			v, err, panicked = nil, errPanic, p
+		}
+	}()
+	v, err = fn()
+	return v, err, nil
 }

@@ -63,4 +63,12 @@ func checkName(t *testing.T, err error) string {
 // lines joins header lines with '\n' and adds the final one.
 func lines(ls ...string) []byte { return []byte(strings.Join(ls, "\n") + "\n") }
 
-const hex40 = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+// hex40 is an id git does not know (the empty tree would be: git always
+// has it, and then complains that a parent or tag target is a tree).
+// Distinct ids per role: git's object table refuses one id used both as
+// a tree and as a commit.
+const (
+	hex40     = "0123456789abcdef0123456789abcdef01234567"
+	parentHex = "1123456789abcdef0123456789abcdef01234567"
+	targetHex = "2123456789abcdef0123456789abcdef01234567"
+)

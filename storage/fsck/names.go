@@ -173,15 +173,34 @@ var (
 	dotMailmap       = dotfile{"mailmap", "maba30"}
 )
 
+// mayBeSpecial is a fast filter: every name the predicates below accept
+// starts with '.', a short-name letter ('g', 'm') or the lead byte of an
+// HFS+-ignorable code point (U+200C.., U+202A.., U+206A.. are E2 xx xx,
+// U+FEFF is EF BB BF).
+func mayBeSpecial(name []byte) bool {
+	if len(name) == 0 {
+		return false
+	}
+	switch name[0] {
+	case '.', 'g', 'G', 'm', 'M', 0xe2, 0xef:
+		return true
+	}
+	return false
+}
+
 // isDotGit reports whether a tree entry name would be .git on some
 // supported file system.
-func isDotGit(name []byte) bool { return isHFSDot(name, "git") || isNTFSDotGit(name) }
+func isDotGit(name []byte) bool {
+	return mayBeSpecial(name) && (isHFSDot(name, "git") || isNTFSDotGit(name))
+}
 
 // is reports whether name is the dotfile on HFS+ or NTFS.
 func (d dotfile) is(name []byte) bool {
-	return isHFSDot(name, d.name) || isNTFSDot(name, d.name, d.shortPrefix)
+	return mayBeSpecial(name) && (isHFSDot(name, d.name) || isNTFSDot(name, d.name, d.shortPrefix))
 }
 
 // isNTFSOnly is the NTFS half of is, used on the parts of a name after a
 // backslash (a directory separator on Windows only).
-func (d dotfile) isNTFSOnly(name []byte) bool { return isNTFSDot(name, d.name, d.shortPrefix) }
+func (d dotfile) isNTFSOnly(name []byte) bool {
+	return mayBeSpecial(name) && isNTFSDot(name, d.name, d.shortPrefix)
+}

@@ -2,6 +2,7 @@ package fsck
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/rgit/rgit/storage/object"
 )
@@ -20,7 +21,7 @@ type treeFlags struct {
 // checkTree mirrors git's fsck_tree.
 func (c *Checker) checkTree(r *report, data []byte) {
 	var f treeFlags
-	seen := map[string]struct{}{}
+	var names [][]byte // aliases into data, for the duplicate check
 	var prev object.TreeEntry
 	havePrev := false
 	it := object.NewTreeIter(data)
@@ -67,11 +68,7 @@ func (c *Checker) checkTree(r *report, data []byte) {
 			// Includes 100664, which git tolerates only without --strict.
 			f.badMode = true
 		}
-		if _, dup := seen[string(name)]; dup {
-			f.dups = true
-		} else {
-			seen[string(name)] = struct{}{}
-		}
+		names = append(names, name)
 		if havePrev && !entryLess(prev, e) && !bytes.Equal(prev.Name, name) {
 			f.unsorted = true
 		}
@@ -81,6 +78,7 @@ func (c *Checker) checkTree(r *report, data []byte) {
 		r.add(BadTree, "cannot be parsed as a tree: %v", err)
 		return
 	}
+	f.dups = hasDuplicates(names)
 	f.report(r)
 }
 
@@ -122,6 +120,20 @@ func (f *treeFlags) report(r *report) {
 			r.add(x.check, "%s", x.detail)
 		}
 	}
+}
+
+// hasDuplicates reports whether two entries share a name, whatever their
+// modes. In git order a file "a" and a directory "a" need not be adjacent
+// ("a", "a.c", "a/"), so sort by plain name first: O(n log n) on hostile
+// trees, and no allocation per entry.
+func hasDuplicates(names [][]byte) bool {
+	slices.SortFunc(names, bytes.Compare)
+	for i := 1; i < len(names); i++ {
+		if bytes.Equal(names[i-1], names[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // entryLess reports whether a sorts strictly before b in git's tree order,

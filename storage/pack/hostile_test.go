@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/binary"
+	"errors"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -122,5 +124,34 @@ func TestIndexPackCanceled(t *testing.T) {
 	cancel()
 	if _, err := IndexPack(ctx, bytes.NewReader(pack), t.TempDir(), IndexOptions{}); err != context.Canceled {
 		t.Fatalf("got %v", err)
+	}
+}
+
+type failingReader struct {
+	r   io.Reader
+	n   int
+	err error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.n <= 0 {
+		return 0, f.err
+	}
+	p = p[:min(len(p), f.n)]
+	n, err := f.r.Read(p)
+	f.n -= n
+	return n, err
+}
+
+// An I/O error of the input is reported as such, not as corruption.
+func TestIndexPackReadError(t *testing.T) {
+	fx := sharedFixture(t)
+	pack, _ := os.ReadFile(fx.packPath)
+	boom := errors.New("connection reset")
+	for _, n := range []int{0, 5, 100, len(pack) / 2, len(pack) - 3} {
+		_, err := IndexPack(context.Background(), &failingReader{r: bytes.NewReader(pack), n: n, err: boom}, t.TempDir(), IndexOptions{})
+		if !errors.Is(err, boom) || errors.Is(err, ErrCorrupt) {
+			t.Fatalf("cut at %d: got %v", n, err)
+		}
 	}
 }

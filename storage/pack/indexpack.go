@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/rgit/rgit/storage/object"
@@ -95,8 +96,9 @@ type indexer struct {
 	kids    []int32
 	dataEnd int64 // end of the last entry (start of the trailer)
 
-	resolved atomic.Uint64
-	nDeltas  uint64
+	resolved   atomic.Uint64
+	nDeltas    uint64
+	progressMu sync.Mutex
 }
 
 // IndexPack reads a pack from r, storing it in a temporary file in dir while
@@ -147,8 +149,12 @@ func IndexPack(ctx context.Context, r io.Reader, dir string, opts IndexOptions) 
 	return res, nil
 }
 
+// progress reports to opts.Progress, serialized because resolver
+// goroutines report concurrently.
 func (ix *indexer) progress(stage string, done, total uint64) {
 	if ix.opts.Progress != nil {
+		ix.progressMu.Lock()
+		defer ix.progressMu.Unlock()
 		ix.opts.Progress(stage, done, total)
 	}
 }
@@ -294,18 +300,15 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 	return sum, nil
 }
 
+// inflateErr classifies an error met while inflating entry i from the
+// stream: bad data is ErrCorrupt, anything else (I/O, limits) is passed on.
 func (ix *indexer) inflateErr(err error, i uint32, off int64) error {
-	if errors.Is(err, ErrTooLarge) {
+	switch {
+	case errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTooLarge):
 		return err
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return corruptf("truncated pack: object %d at offset %d", i, off)
-	}
-	if errors.Is(err, ErrCorrupt) {
-		return err
-	}
-	var pe interface{ Timeout() bool }
-	if !errors.As(err, &pe) && (errors.Is(err, zlib.ErrChecksum) || errors.Is(err, zlib.ErrHeader) || isFlateErr(err)) {
+	case errors.Is(err, zlib.ErrChecksum) || errors.Is(err, zlib.ErrHeader) || isFlateErr(err):
 		return corruptf("object %d at offset %d: inflate: %v", i, off, err)
 	}
 	return fmt.Errorf("object %d at offset %d: %w", i, off, err)

@@ -17,6 +17,7 @@ type resolver struct {
 	stack  []frame
 	held   int64
 	budget int64
+	n      int // deltas resolved, for periodic cancellation checks
 }
 
 type frame struct {
@@ -37,11 +38,6 @@ func (w *resolver) resolveRoot(root int32) error {
 func (w *resolver) walk(k int) error {
 	ix := w.ix
 	idx := w.stack[k].idx
-	if k%64 == 0 {
-		if err := ix.ctx.Err(); err != nil {
-			return err
-		}
-	}
 	for _, c := range ix.kids[ix.kidPos[idx]:ix.kidPos[idx+1]] {
 		if err := w.resolveChild(k, c); err != nil {
 			return err
@@ -61,6 +57,11 @@ func (w *resolver) walk(k int) error {
 func (w *resolver) resolveChild(k int, c int32) error {
 	ix := w.ix
 	e := &ix.entries[c]
+	if w.n++; w.n%256 == 0 {
+		if err := ix.ctx.Err(); err != nil {
+			return err
+		}
+	}
 	if k+1 > ix.opts.MaxDeltaDepth {
 		return fmt.Errorf("%w: object at offset %d: delta chain longer than %d", ErrDeltaDepth, e.off, ix.opts.MaxDeltaDepth)
 	}

@@ -1,7 +1,6 @@
 package pack
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/rgit/rgit/storage/object"
@@ -56,5 +55,4 @@ func (s *Set) ReadHeader(id object.ID) (object.Type, int64, error) {
 	return s.packs[pi].ReadHeader(id)
 }
 
-// IsNotFound reports whether err means an object is absent.
-func IsNotFound(err error) bool { return errors.Is(err, object.ErrNotFound) }
+var _ object.Reader = (*Set)(nil)

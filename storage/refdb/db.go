@@ -45,6 +45,7 @@ type DB struct {
 	snapping  atomic.Bool
 	snapSeq   atomic.Uint64 // newest snapshot known written
 	snapDone  chan struct{} // closed when the running snapshot ends
+	stoodDown atomic.Bool   // verifyFence found another live writer
 
 	// Owned by the writer goroutine.
 	next     uint64 // sequence of the next record
@@ -482,13 +483,18 @@ func (db *DB) verifyFence(ctx context.Context) error {
 	db.verified = true
 	if len(seqs) > 0 && db.fenced == nil {
 		db.fenced = fmt.Errorf("%w: %s follows our fence", ErrFenced, db.s.walKey(seqs[0]))
+		db.stoodDown.Store(true)
 	}
 	return nil
 }
 
-// snapshot writes the full state at v.seq, then trims older snapshots and
-// the log records it covers (the newest record always survives: v.seq is
-// not deleted).
+// snapshot writes the full state at v.seq, then deletes older snapshots
+// and the log records below the previous snapshot. Trimming lags one
+// snapshot interval so that a concurrent opener, which fences at the
+// record after the newest one it listed, cannot re-create a trimmed
+// record unless this writer appended a whole interval during the opener's
+// two round trips between listing and fencing (verifyFence catches even
+// that). The newest record always survives.
 func (db *DB) snapshot(v *View, done chan struct{}) {
 	defer db.bg.Done()
 	defer close(done)
@@ -500,9 +506,13 @@ func (db *DB) snapshot(v *View, done chan struct{}) {
 		log.Warn("refdb: snapshot failed", zap.Error(err))
 		return
 	}
-	db.snapSeq.Store(v.seq)
+	prev := db.snapSeq.Swap(v.seq)
 	var old []string
 	for _, dir := range []string{snapDir, walDir} {
+		below := v.seq
+		if dir == walDir {
+			below = prev
+		}
 		for info, err := range db.s.store.List(ctx, db.s.prefix+dir, "") {
 			if err != nil {
 				log.Warn("refdb: trim listing failed", zap.Error(err))
@@ -512,7 +522,7 @@ func (db *DB) snapshot(v *View, done chan struct{}) {
 			if !ok {
 				continue
 			}
-			if seq >= v.seq {
+			if seq >= below {
 				break
 			}
 			old = append(old, info.Key)

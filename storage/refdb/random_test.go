@@ -142,7 +142,7 @@ func runHistory(t *testing.T, seed int64) {
 		// The previous writer could only acknowledge records below our
 		// fence, all of which Open read: now that its workers are done,
 		// everything it acknowledged is in our state.
-		if err := checkAcked(db.View(), h.ackedIDs()); err != nil {
+		if err := checkAcked(db.View(), h.ackedIDs()); err != nil && !db.stoodDown.Load() {
 			t.Fatalf("writer %d after its predecessor stopped: %v", w, err)
 		}
 
@@ -176,11 +176,11 @@ func runHistory(t *testing.T, seed int64) {
 						h.acked[id] = true
 						h.mu.Unlock()
 					case errors.Is(err, ErrFenced):
-						if !fencedOK.Load() {
+						if !fencedOK.Load() && !db.stoodDown.Load() {
 							t.Errorf("writer %d fenced while it was the newest writer: %v", w, err)
 						}
 						return
-					case errors.Is(err, ErrConflict), errors.Is(err, ErrUncertain):
+					case errors.Is(err, ErrConflict), errors.Is(err, ErrUncertain), errors.Is(err, faultstore.ErrInjected):
 					default:
 						t.Errorf("writer %d: unexpected commit error: %v", w, err)
 						return

@@ -82,28 +82,36 @@ func BenchmarkCloneWalk(b *testing.B) {
 	req := Request{Wants: r.revs("main")}
 	ctx := context.Background()
 
-	start := time.Now()
-	out := r.git("rev-list", "--objects", "--all")
-	gitTime := time.Since(start)
+	// The CPUs are shared, so compare best-of-N wall times, not means.
+	gitTime := time.Duration(1<<63 - 1)
+	var out string
+	for range 5 {
+		start := time.Now()
+		out = r.git("rev-list", "--objects", "--all")
+		gitTime = min(gitTime, time.Since(start))
+	}
 	nGit := strings.Count(out, "\n") + 1
 
 	var n int
+	best := time.Duration(1<<63 - 1)
 	b.ResetTimer()
 	for b.Loop() {
+		start := time.Now()
 		res, err := Objects(ctx, g, req)
 		if err != nil {
 			b.Fatal(err)
 		}
+		best = min(best, time.Since(start))
 		n = len(res.Objects)
 	}
 	b.StopTimer()
 	if n != nGit {
 		b.Fatalf("walk found %d objects, git %d", n, nGit)
 	}
-	per := b.Elapsed() / time.Duration(b.N)
 	b.ReportMetric(float64(n), "objects")
-	b.ReportMetric(float64(gitTime.Milliseconds()), "git-ms")
-	b.ReportMetric(float64(per)/float64(gitTime), "ratio-to-git")
+	b.ReportMetric(float64(best.Microseconds())/1000, "best-ms")
+	b.ReportMetric(float64(gitTime.Microseconds())/1000, "git-best-ms")
+	b.ReportMetric(float64(best)/float64(gitTime), "ratio-to-git")
 }
 
 // BenchmarkIncrementalWalk measures a fetch of the last 10 commits.
@@ -117,4 +125,3 @@ func BenchmarkIncrementalWalk(b *testing.B) {
 		}
 	}
 }
-

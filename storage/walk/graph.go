@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rgit/rgit/storage/object"
 )
@@ -47,6 +48,10 @@ const DefaultMaxCommits = 1 << 19
 type Graph struct {
 	r       object.Reader
 	genSize int
+
+	// lastObjects is the size of the last Objects result, used to presize
+	// the next walk's sets (most requests to a repository are alike).
+	lastObjects atomic.Int64
 
 	mu   sync.Mutex
 	cur  map[object.ID]*Commit

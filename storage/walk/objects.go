@@ -172,6 +172,7 @@ func Objects(ctx context.Context, g *Graph, req Request) (*Result, error) {
 	res.Commits = len(commits)
 	res.Objects = make([]object.ID, 0, len(commits)+len(w.tags)+len(w.rest))
 	res.Objects = append(append(append(res.Objects, commits...), w.tags...), w.rest...)
+	g.lastObjects.Store(int64(len(res.Objects)))
 	return res, nil
 }
 
@@ -192,7 +193,7 @@ type objWalk struct {
 }
 
 func newObjWalk(ctx context.Context, g *Graph, f Filter) *objWalk {
-	w := &objWalk{ctx: ctx, r: g.r, filter: f, excluded: newIDSet(0), out: newIDSet(0)}
+	w := &objWalk{ctx: ctx, r: g.r, filter: f, excluded: newIDSet(0), out: newIDSet(int(g.lastObjects.Load()))}
 	w.sizes, _ = g.r.(SizeReader)
 	switch f.Kind {
 	case FilterBlobLimit:

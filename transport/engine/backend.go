@@ -211,17 +211,18 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 				return res, fmt.Errorf("open received pack: %w", err)
 			}
 			defer newPack.Close()
-			if err := b.fsck(newPack, ix); err != nil {
+		}
+		// Everything the push can see: the new pack, then the repository.
+		reader := b.snap.Objects()
+		if newPack != nil {
+			reader = pack.NewSet(append([]*pack.Pack{newPack}, b.snap.Objects().Packs()...)...)
+			if err := b.fsck(newPack, ix, reader); err != nil {
 				b.log().Warn("push rejected by fsck", zap.Error(err))
 				res.UnpackErr = err
 				return res, nil
 			}
 		}
 		// Connectivity per command, so one bad ref does not hide the rest.
-		reader := b.snap.Objects()
-		if newPack != nil {
-			reader = pack.NewSet(append([]*pack.Pack{newPack}, b.snap.Objects().Packs()...)...)
-		}
 		for i, c := range req.Commands {
 			if c.New.IsZero() {
 				continue
@@ -258,9 +259,10 @@ func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer) (*
 	})
 }
 
-// fsck checks every object of the received pack, then the .gitmodules
-// blobs its trees named.
-func (b *backend) fsck(p *pack.Pack, ix *pack.Indexed) error {
+// fsck checks every object of the received pack, then every blob its trees
+// name .gitmodules — read from the push or from the repository, because a
+// blob pushed earlier as an ordinary file was never checked as one.
+func (b *backend) fsck(p *pack.Pack, ix *pack.Indexed, all object.Reader) error {
 	c := fsck.NewChecker(b.e.Fsck)
 	for _, o := range ix.Objects {
 		if o.Type == object.Blob {
@@ -275,14 +277,23 @@ func (b *backend) fsck(p *pack.Pack, ix *pack.Indexed) error {
 		}
 	}
 	for _, id := range c.GitmodulesBlobs() {
-		if !p.Has(id) {
-			continue // already in the repository, checked when it arrived
-		}
-		_, data, err := p.ReadObject(id)
-		if err != nil {
+		t, data, err := all.ReadObject(id)
+		switch {
+		case errors.Is(err, object.ErrNotFound):
+			// Connectivity reports it too; fsck names the reason.
+			if err := c.MissingGitmodules(id); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
 			return fmt.Errorf("read %s: %w", id, err)
+		case t != object.Blob:
+			// Check reports a .gitmodules that is not a blob.
+			err = c.Check(id, t, data)
+		default:
+			err = c.CheckGitmodules(id, data)
 		}
-		if err := c.CheckGitmodules(id, data); err != nil {
+		if err != nil {
 			return err
 		}
 	}

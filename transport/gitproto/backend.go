@@ -35,7 +35,10 @@ type Backend interface {
 	// OkToGiveUp reports whether every want has an ancestor among common
 	// (git's ok_to_give_up). It may be conservative (false).
 	OkToGiveUp(ctx context.Context, wants, common []object.ID) bool
-	// PlanFetch computes what to send.
+	// PlanFetch computes what to send. Keep it cheap and do the heavy work
+	// in WritePack: for a v0/v1 deepening fetch it is called twice, first
+	// without haves to learn the shallow list that precedes negotiation, so
+	// Shallow and Unshallow must not depend on Haves.
 	PlanFetch(ctx context.Context, req FetchRequest) (FetchPlan, error)
 	// Push applies a push. Pack (when non-nil) is the rest of the client's
 	// stream: the backend must stop reading at the pack trailer, because a

@@ -29,6 +29,7 @@ func refsOf(t *testing.T, gitDir string) string {
 }
 
 func TestCloneAllProtocols(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	for _, proto := range protocols {
 		t.Run("v"+strconv.Itoa(proto), func(t *testing.T) {
@@ -48,6 +49,7 @@ func TestCloneAllProtocols(t *testing.T) {
 }
 
 func TestLsRemote(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	want := runGit(t, "", "--git-dir", src, "show-ref", "--head", "-d")
 	for _, proto := range protocols {
@@ -62,6 +64,7 @@ func TestLsRemote(t *testing.T) {
 }
 
 func TestLsRemoteSymref(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	for _, proto := range []int{0, 2} {
 		out := runGit(t, "", "-c", "protocol.version="+strconv.Itoa(proto), "ls-remote", "--symref", "--upload-pack", helperCmd(t, "upload"), "file://"+src, "HEAD")
@@ -72,6 +75,7 @@ func TestLsRemoteSymref(t *testing.T) {
 }
 
 func TestCloneEmptyRepo(t *testing.T) {
+	t.Parallel()
 	src := emptyRepo(t, "refs/heads/trunk")
 	for _, proto := range protocols {
 		t.Run("v"+strconv.Itoa(proto), func(t *testing.T) {
@@ -93,6 +97,7 @@ func TestCloneEmptyRepo(t *testing.T) {
 }
 
 func TestIncludeTag(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	for _, proto := range protocols {
 		t.Run("v"+strconv.Itoa(proto), func(t *testing.T) {
@@ -115,6 +120,7 @@ func TestIncludeTag(t *testing.T) {
 }
 
 func TestPartialClone(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	runGit(t, "", "--git-dir", src, "config", "uploadpack.allowFilter", "true")
 	cases := []struct {
@@ -168,6 +174,7 @@ func countCommits(t *testing.T, gitDir, r string) int {
 }
 
 func TestShallow(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	for _, proto := range protocols {
 		t.Run("v"+strconv.Itoa(proto), func(t *testing.T) {
@@ -203,6 +210,7 @@ func TestShallow(t *testing.T) {
 }
 
 func TestShallowSinceAndExclude(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	for _, proto := range protocols {
 		t.Run("v"+strconv.Itoa(proto), func(t *testing.T) {
@@ -224,6 +232,7 @@ func TestShallowSinceAndExclude(t *testing.T) {
 }
 
 func TestWantRef(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	dst, _ := clone(t, 2, src, nil, "--single-branch", "--branch", "main")
 	out, err := tryGit(t, "", []string{"GIT_TRACE_PACKET=1"}, "--git-dir", dst, "-c", "protocol.version=2",

@@ -15,12 +15,11 @@ import (
 // flushed before every read that may wait for the client (full duplex)
 // and at the end of the session.
 type conn struct {
-	in    *bufio.Reader
-	pr    *pktline.Reader
-	out   *bufio.Writer
-	pw    *pktline.Writer
-	mux   *pktline.Muxer // non-nil once side-band framing of the response began
-	wrote bool
+	in  *bufio.Reader
+	pr  *pktline.Reader
+	out *bufio.Writer
+	pw  *pktline.Writer
+	mux *pktline.Muxer // non-nil once side-band framing of the response began
 }
 
 func newConn(in io.Reader, out io.Writer) *conn {
@@ -73,7 +72,6 @@ func (c *conn) flush() error {
 }
 
 func (c *conn) printf(format string, args ...any) error {
-	c.wrote = true
 	if err := c.pw.Writef(format, args...); err != nil {
 		return fmt.Errorf("write response: %w", err)
 	}
@@ -81,7 +79,6 @@ func (c *conn) printf(format string, args ...any) error {
 }
 
 func (c *conn) flushPkt() error {
-	c.wrote = true
 	if err := c.pw.Flush(); err != nil {
 		return fmt.Errorf("write response: %w", err)
 	}
@@ -89,7 +86,6 @@ func (c *conn) flushPkt() error {
 }
 
 func (c *conn) delimPkt() error {
-	c.wrote = true
 	if err := c.pw.Delim(); err != nil {
 		return fmt.Errorf("write response: %w", err)
 	}
@@ -105,7 +101,6 @@ func (c *conn) fail(msg string, err error) error {
 	} else {
 		_ = c.pw.WriteString("ERR " + msg + "\n")
 	}
-	c.wrote = true
 	_ = c.out.Flush()
 	return err
 }
@@ -140,6 +135,5 @@ func parseID(s string) (object.ID, bool) {
 // sideband starts side-band framing on the response.
 func (c *conn) sideband(mode pktline.SidebandMode) *pktline.Muxer {
 	c.mux = pktline.NewMuxer(c.pw, mode)
-	c.wrote = true
 	return c.mux
 }

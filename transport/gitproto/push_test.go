@@ -13,15 +13,29 @@ import (
 // returns its id. parent is a revision ("" for the ref's current tip).
 func addCommit(t *testing.T, gitDir, ref, parent, name string) string {
 	t.Helper()
+	return addCommits(t, gitDir, ref, parent, name, 1)
+}
+
+// addCommits creates n commits in a row on ref (one fast-import run), each
+// adding a file name<i>, and returns the new tip.
+func addCommits(t *testing.T, gitDir, ref, parent, name string, n int) string {
+	t.Helper()
 	if parent == "" {
 		parent = ref
 	}
-	from := rev(t, gitDir, parent)
-	stream := fmt.Sprintf("commit %s\ncommitter T <t@example.com> %d +0000\ndata 3\nnew\nfrom %s\nM 100644 inline %s\ndata %d\n%s\n\n",
-		ref, fixtureBase+100*86400, from, name, len(name)+1, name+"\n")
+	var b strings.Builder
+	fmt.Fprintf(&b, "reset %s\nfrom %s\n\n", ref, rev(t, gitDir, parent))
+	for i := 0; i < n; i++ {
+		file := name
+		if n > 1 {
+			file += strconv.Itoa(i)
+		}
+		fmt.Fprintf(&b, "commit %s\ncommitter T <t@example.com> %d +0000\ndata 3\nnew\nM 100644 inline %s\ndata %d\n%s\n\n",
+			ref, fixtureBase+(100+i)*86400, file, len(file)+1, file+"\n")
+	}
 	cmd := exec.Command("git", "--git-dir", gitDir, "fast-import", "--quiet", "--force")
 	cmd.Env = gitEnv()
-	cmd.Stdin = strings.NewReader(stream)
+	cmd.Stdin = strings.NewReader(b.String())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("fast-import: %v\n%s", err, out)
 	}
@@ -29,6 +43,7 @@ func addCommit(t *testing.T, gitDir, ref, parent, name string) string {
 }
 
 func TestFetchNegotiation(t *testing.T) {
+	t.Parallel()
 	for _, proto := range protocols {
 		t.Run("v"+strconv.Itoa(proto), func(t *testing.T) {
 			src := newFixture(t)
@@ -36,11 +51,7 @@ func TestFetchNegotiation(t *testing.T) {
 			oldMain := rev(t, dst, "main")
 			// Local-only history makes the client send a first batch of
 			// unknown haves and flush, so negotiation takes rounds.
-			parent := "main"
-			for i := 0; i < 20; i++ {
-				addCommit(t, dst, "refs/heads/local", parent, "local"+strconv.Itoa(i))
-				parent = ""
-			}
+			addCommits(t, dst, "refs/heads/local", "main", "local", 20)
 			newMain := addCommit(t, src, "refs/heads/main", "", "n1.txt")
 			newMain = addCommit(t, src, "refs/heads/main", "", "n2.txt")
 			addCommit(t, src, "refs/heads/topic", "main~3", "topic.txt")
@@ -78,6 +89,7 @@ func pushArgs(t *testing.T, proto int, extra ...string) []string {
 }
 
 func TestPush(t *testing.T) {
+	t.Parallel()
 	for _, proto := range protocols {
 		t.Run("v"+strconv.Itoa(proto), func(t *testing.T) {
 			src := newFixture(t)
@@ -139,6 +151,7 @@ func TestPush(t *testing.T) {
 }
 
 func TestPushToEmptyRepo(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	for _, proto := range protocols {
 		t.Run("v"+strconv.Itoa(proto), func(t *testing.T) {

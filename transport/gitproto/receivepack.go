@@ -227,7 +227,6 @@ func (p *push) execute(ctx context.Context, b Backend, c *conn) error {
 		}
 	}
 	_ = rw.Flush()
-	c.wrote = true
 	if mux == nil {
 		if _, err := c.out.WriteString(report.String()); err != nil {
 			return fmt.Errorf("write report: %w", err)

@@ -73,6 +73,7 @@ func splitAtPack(t *testing.T, out, marker string) string {
 }
 
 func TestStatelessV2(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	main, main2 := rev(t, src, "main"), rev(t, src, "main~2")
 	v1, v1c := rev(t, src, "v1"), rev(t, src, "v1^{}")
@@ -151,6 +152,7 @@ func TestStatelessV2(t *testing.T) {
 }
 
 func TestStatelessV0(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	main, main2 := rev(t, src, "main"), rev(t, src, "main~2")
 	feature := rev(t, src, "feature")
@@ -226,6 +228,7 @@ func TestStatelessV0(t *testing.T) {
 }
 
 func TestStatelessReceivePack(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	feature := rev(t, src, "feature")
 	zero := strings.Repeat("0", 40)
@@ -268,6 +271,7 @@ func TestStatelessReceivePack(t *testing.T) {
 }
 
 func TestHostileInput(t *testing.T) {
+	t.Parallel()
 	src := newFixture(t)
 	main := rev(t, src, "main")
 	// A commit no ref reaches.

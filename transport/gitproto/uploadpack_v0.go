@@ -329,7 +329,6 @@ func sendPackV0(ctx context.Context, c *conn, plan FetchPlan, mode pktline.Sideb
 		}
 	}()
 	if mode == 0 {
-		c.wrote = true
 		return writePack(ctx, c, plan, c.out, nil)
 	}
 	mux := c.sideband(mode)

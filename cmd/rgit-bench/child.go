@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/walk"
+)
+
+// countingWriter discards what it is given and counts it: the client end
+// of a clone without the client's cost.
+type countingWriter struct{ n int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return len(p), nil
+}
+
+// runEngineChild performs one rgit engine operation in this process, so
+// the parent can time it end to end and read its peak RSS:
+//
+//	engine-child index -in <pack> -dir <outdir>
+//	engine-child clone|fetch -pack <pack> -idx <idx> -wants <file> [-haves <file>] [-out <file>]
+func runEngineChild(ctx context.Context, args []string) error {
+	if len(args) < 1 {
+		return errors.New("engine-child: missing operation")
+	}
+	op := args[0]
+	fs := flag.NewFlagSet("engine-child "+op, flag.ContinueOnError)
+	in := fs.String("in", "", "pack to index")
+	dir := fs.String("dir", "", "output directory of index")
+	packPath := fs.String("pack", "", "stored pack")
+	idxPath := fs.String("idx", "", "its index")
+	wants := fs.String("wants", "", "file of wanted ids")
+	haves := fs.String("haves", "", "file of the client's ids")
+	out := fs.String("out", "", "write the produced pack here instead of counting it")
+	prof := fs.String("cpuprofile", "", "write a CPU profile")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	switch op {
+	case "index":
+		return childIndex(ctx, *in, *dir)
+	case "clone", "fetch":
+		return childServe(ctx, *packPath, *idxPath, *wants, *haves, *out, op == "fetch")
+	}
+	return fmt.Errorf("engine-child: unknown operation %q", op)
+}
+
+// childIndex indexes a pack the way a push does: streamed from a reader.
+func childIndex(ctx context.Context, in, dir string) error {
+	f, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	res, err := pack.IndexPack(ctx, bufio.NewReaderSize(f, 1<<20), dir, pack.IndexOptions{Threads: 2})
+	if err != nil {
+		return fmt.Errorf("index %s: %w", in, err)
+	}
+	fmt.Printf("objects=%d\n", len(res.Objects))
+	return nil
+}
+
+// childServe produces a clone or fetch pack as the fetch path does: walk,
+// then WritePack over the stored pack.
+func childServe(ctx context.Context, packPath, idxPath, wantsFile, havesFile, out string, thin bool) error {
+	p, err := pack.Open(packPath, idxPath)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	set := pack.NewSet(p)
+	req := walk.Request{}
+	if req.Wants, err = readIDs(wantsFile); err != nil {
+		return err
+	}
+	if havesFile != "" {
+		if req.Haves, err = readIDs(havesFile); err != nil {
+			return err
+		}
+	}
+	res, err := walk.Objects(ctx, walk.NewGraph(set, 1<<20), req)
+	if err != nil {
+		return fmt.Errorf("walk: %w", err)
+	}
+	opts := pack.WriteOptions{OfsDelta: true}
+	if thin && len(req.Haves) > 0 {
+		// As the server's fetch path does: the haves are what the client
+		// certainly has.
+		have := make(map[object.ID]bool, len(req.Haves))
+		for _, h := range req.Haves {
+			have[h] = true
+		}
+		opts.Thin, opts.ClientHas = true, func(id object.ID) bool { return have[id] }
+	}
+	var w io.Writer
+	cw := &countingWriter{}
+	w = cw
+	var of *os.File
+	if out != "" {
+		if of, err = os.Create(out); err != nil {
+			return err
+		}
+		defer of.Close()
+		w = of
+	}
+	st, err := set.WritePack(ctx, w, res.Objects, opts)
+	if err != nil {
+		return err
+	}
+	if of != nil {
+		if err := of.Close(); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("objects=%d bytes=%d reused=%d reused_deltas=%d deflated=%d verbatim=%v\n",
+		st.Objects, st.Bytes, st.Reused, st.ReusedDeltas, st.Deflated, st.Verbatim)
+	return nil
+}
+
+func readIDs(path string) ([]object.ID, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var ids []object.ID
+	for _, l := range strings.Fields(string(b)) {
+		id, err := object.ParseID(l)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"os/exec"
+)
+
+// gitHTTP serves repositories under root with `git http-backend`, the C git
+// reference for the HTTP measurements.
+type gitHTTP struct {
+	srv  *http.Server
+	addr string
+	root string
+	tmp  string
+}
+
+func startGitHTTP(root, tmp string) (*gitHTTP, error) {
+	gitBin, err := exec.LookPath("git")
+	if err != nil {
+		return nil, fmt.Errorf("git http-backend: %w", err)
+	}
+	cg := &cgi.Handler{
+		Path: gitBin,
+		Args: []string{"http-backend"},
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"},
+	}
+	g := &gitHTTP{root: root, tmp: tmp}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	g.addr = ln.Addr().String()
+	g.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := g.spool(r); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		cg.ServeHTTP(w, r)
+	})}
+	go g.srv.Serve(ln)
+	return g, nil
+}
+
+// spool replaces a chunked request body with a temp file of known length:
+// http-backend needs CONTENT_LENGTH, which Go's CGI handler only sets from
+// a known ContentLength.
+func (g *gitHTTP) spool(r *http.Request) error {
+	if r.ContentLength >= 0 || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	f, err := os.CreateTemp(g.tmp, "body-")
+	if err != nil {
+		return fmt.Errorf("spool request body: %w", err)
+	}
+	// Unlinked at once: the open handle keeps the data for this request.
+	os.Remove(f.Name())
+	n, err := io.Copy(f, r.Body)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("spool request body: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return fmt.Errorf("spool request body: %w", err)
+	}
+	r.Body.Close()
+	r.Body, r.ContentLength = f, n
+	r.TransferEncoding = nil
+	return nil
+}
+
+func (g *gitHTTP) url(repo string) string { return "http://" + g.addr + "/" + repo }
+
+func (g *gitHTTP) Close() error { return g.srv.Close() }

@@ -1,0 +1,123 @@
+// Command rgit-bench compares rgit with C git on deterministic fixture
+// repositories (testkit/fixture) and prints one line per measurement:
+//
+//	bench op=<op> fixture=<name> rgit_s=<X> git_s=<Y> ratio=<X/Y> rgit_rss_mb=<M>
+//
+// Subcommands:
+//
+//	fixtures  build (or find cached) fixtures and print their sizes
+//	refdb     the ref-database benchmark (storage/refdb)
+//	engine    pack layer: index a pushed pack, full-clone pack, incremental fetch
+//	http      end to end over smart HTTP against git http-backend
+//
+// The rgit side of engine runs in a child process (engine-child) so its
+// peak RSS can be read from rusage. It is a benchmark tool, so it may
+// import anything, testkit included.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"github.com/rgit/rgit/testkit/fixture"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	cmd, args := os.Args[1], os.Args[2:]
+	var err error
+	switch cmd {
+	case "fixtures":
+		err = runFixtures(ctx, args)
+	case "refdb":
+		err = runRefdb(ctx, args)
+	case "engine":
+		err = runEngine(ctx, args)
+	case "engine-child":
+		err = runEngineChild(ctx, args)
+	case "http":
+		err = runHTTP(ctx, args)
+	default:
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rgit-bench %s: %v\n", cmd, err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|refdb|engine|http [flags]   (-h for flags)")
+}
+
+// commonFlags are shared by the subcommands that use fixtures.
+type commonFlags struct {
+	fixtures string
+	dir      string
+	runs     int
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet, defFixtures string) {
+	fs.StringVar(&c.fixtures, "fixtures", defFixtures, "comma-separated fixture sizes: "+strings.Join(fixture.Names, ","))
+	fs.StringVar(&c.dir, "dir", fixture.DefaultDir(), "fixture cache directory (default $RGIT_BENCH_DIR or ./bench/fixtures)")
+	fs.IntVar(&c.runs, "runs", 3, "repetitions of each measurement (the median is reported)")
+}
+
+// build returns the selected fixtures, building missing ones.
+func (c *commonFlags) build(ctx context.Context) ([]*fixture.Fixture, error) {
+	if c.runs < 1 {
+		return nil, errors.New("-runs must be at least 1")
+	}
+	dir, err := filepath.Abs(c.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []*fixture.Fixture
+	for _, name := range strings.Split(c.fixtures, ",") {
+		spec, err := fixture.SpecFor(strings.TrimSpace(name))
+		if err != nil {
+			return nil, err
+		}
+		f, err := fixture.Build(ctx, spec, dir, os.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func runFixtures(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("fixtures", flag.ExitOnError)
+	var c commonFlags
+	c.register(fs, strings.Join(fixture.Names, ","))
+	fs.Parse(args)
+	fxs, err := c.build(ctx)
+	if err != nil {
+		return err
+	}
+	for _, f := range fxs {
+		st, err := os.Stat(f.PackPath)
+		if err != nil {
+			return err
+		}
+		refs, err := f.Refs(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("fixture name=%s pack_mb=%.1f refs=%d dir=%s\n", f.Name, float64(st.Size())/1e6, len(refs), f.Dir)
+	}
+	return nil
+}

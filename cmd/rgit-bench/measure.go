@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// sample is one timed run of a process.
+type sample struct {
+	secs  float64
+	rssKB int64 // peak RSS of the process (0 when not measured)
+}
+
+// runTimed runs cmd to completion and reports its wall time and peak RSS.
+// stdout goes to cmd.Stdout if set (else /dev/null); stderr is kept for
+// the error.
+func runTimed(cmd *exec.Cmd) (sample, error) {
+	var stderr bytes.Buffer
+	if cmd.Stderr == nil {
+		cmd.Stderr = &stderr
+	}
+	start := time.Now()
+	err := cmd.Run()
+	s := sample{secs: time.Since(start).Seconds()}
+	if err != nil {
+		return s, fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args, " "), err, lastLines(stderr.Bytes(), 8))
+	}
+	s.rssKB = maxRSS(cmd)
+	return s, nil
+}
+
+// maxRSS is the peak RSS in KB of an exited command (Linux reports KB).
+func maxRSS(cmd *exec.Cmd) int64 {
+	if cmd.ProcessState == nil {
+		return 0
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss
+	}
+	return 0
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// result is the summary of one measurement over several runs.
+type result struct {
+	op, fixture   string
+	rgit, git     []sample
+	rgitRSSMB     float64 // peak over runs; may come from a server process
+	gitRSSMB      float64
+	rssFromServer bool
+}
+
+func median(ss []sample) float64 {
+	if len(ss) == 0 {
+		return 0
+	}
+	xs := make([]float64, len(ss))
+	for i, s := range ss {
+		xs[i] = s.secs
+	}
+	slices.Sort(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+}
+
+func peakMB(ss []sample) float64 {
+	var m int64
+	for _, s := range ss {
+		m = max(m, s.rssKB)
+	}
+	return float64(m) / 1024
+}
+
+// line formats the result in the one format the lead's report parses.
+func (r result) line() string {
+	rg, g := median(r.rgit), median(r.git)
+	ratio := 0.0
+	if g > 0 {
+		ratio = rg / g
+	}
+	return fmt.Sprintf("bench op=%s fixture=%s rgit_s=%.3f git_s=%.3f ratio=%.2f rgit_rss_mb=%.0f", r.op, r.fixture, rg, g, ratio, r.rgitRSSMB)
+}
+
+// report prints the result line on stdout and a reference note (git's
+// peak RSS, the spread of the runs) on w.
+func (r result) report(stdout, notes io.Writer) {
+	fmt.Fprintln(stdout, r.line())
+	fmt.Fprintf(notes, "  note op=%s fixture=%s git_rss_mb=%.0f rgit_runs=%s git_runs=%s\n", r.op, r.fixture, r.gitRSSMB, runs(r.rgit), runs(r.git))
+}
+
+func runs(ss []sample) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = fmt.Sprintf("%.3f", s.secs)
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rgit/rgit/transport/admin"
+)
+
+// benchOwner owns every benchmark repository on the rgit side.
+const benchOwner = "bench"
+
+// rgitServer is `rgit serve` running as a child process, so its peak RSS
+// can be read when it exits.
+type rgitServer struct {
+	cmd       *exec.Cmd
+	httpAddr  string
+	adminAddr string
+	secret    string
+	log       *lockedBuffer
+	exited    chan struct{}
+}
+
+// rgitEnv is what distinguishes one rgit deployment: store, cache, extra
+// environment (AWS_* for s3).
+type rgitEnv struct {
+	bin      string
+	storeURL string
+	cacheDir string
+	hostKey  string
+	extra    []string
+}
+
+// startRgit starts a node and waits until /healthz answers. The peer port
+// must be followed by a free port (the admin stream port), so ports are
+// probed here; a lost race is retried.
+func startRgit(ctx context.Context, e rgitEnv) (*rgitServer, error) {
+	var last error
+	for range 3 {
+		s, err := tryStartRgit(ctx, e)
+		if err == nil {
+			return s, nil
+		}
+		last = err
+	}
+	return nil, last
+}
+
+func tryStartRgit(ctx context.Context, e rgitEnv) (*rgitServer, error) {
+	httpPort, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	peerPort, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	secret := make([]byte, 16)
+	rand.Read(secret)
+	s := &rgitServer{
+		httpAddr:  "127.0.0.1:" + strconv.Itoa(httpPort),
+		adminAddr: "127.0.0.1:" + strconv.Itoa(peerPort+1),
+		secret:    hex.EncodeToString(secret),
+		log:       &lockedBuffer{},
+		exited:    make(chan struct{}),
+	}
+	s.cmd = exec.Command(e.bin, "serve")
+	s.cmd.Env = append(os.Environ(), append([]string{
+		"RGIT_STORE_URL=" + e.storeURL,
+		"RGIT_CACHE_DIR=" + e.cacheDir,
+		"RGIT_HOST_KEY=" + e.hostKey,
+		"RGIT_HTTP_ADDR=" + s.httpAddr,
+		"RGIT_SSH_ADDR=127.0.0.1:0",
+		"RGIT_PEER_ADDR=127.0.0.1:" + strconv.Itoa(peerPort),
+		"RGIT_PEER_SECRET=" + s.secret,
+		"RGIT_LOG_LEVEL=warn",
+		"RGIT_DRAIN_SECS=10",
+	}, e.extra...)...)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s serve: %w", e.bin, err)
+	}
+	go func() { s.cmd.Wait(); close(s.exited) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + s.httpAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		select {
+		case <-s.exited:
+			return nil, fmt.Errorf("rgit serve exited during start: %s", lastLines(s.log.Bytes(), 10))
+		case <-ctx.Done():
+			s.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("rgit serve not healthy after 30s: %s", lastLines(s.log.Bytes(), 10))
+		}
+	}
+}
+
+// stop drains the node with SIGTERM and returns its peak RSS in KB.
+func (s *rgitServer) stop() (int64, error) {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+		return maxRSS(s.cmd), errors.New("rgit serve did not stop within 30s of SIGTERM")
+	}
+	return maxRSS(s.cmd), nil
+}
+
+// admin runs one admin command and returns its output.
+func (s *rgitServer) admin(ctx context.Context, cmd string, args ...string) (string, error) {
+	var out bytes.Buffer
+	if err := admin.Call(ctx, s.adminAddr, s.secret, admin.Request{Command: cmd, Args: args}, io.Discard, &out); err != nil {
+		return "", fmt.Errorf("rgit-admin %s %s: %w", cmd, strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+func (s *rgitServer) url(token, repo string) string {
+	return "http://" + benchOwner + ":" + token + "@" + s.httpAddr + "/" + benchOwner + "/" + repo + ".git"
+}
+
+// freePorts finds a port p such that p..p+n-1 are all free right now.
+func freePorts(n int) (int, error) {
+	for range 50 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		ok := true
+		var extra []net.Listener
+		for i := 1; i < n && ok; i++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			extra = append(extra, l)
+		}
+		ln.Close()
+		for _, l := range extra {
+			l.Close()
+		}
+		if ok {
+			return p, nil
+		}
+	}
+	return 0, errors.New("no free run of loopback ports")
+}
+
+// lockedBuffer collects a child's output from two pipes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}

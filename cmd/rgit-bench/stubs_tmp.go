@@ -1,0 +1,5 @@
+package main
+
+import "context"
+
+func runRefdb(ctx context.Context, args []string) error { return nil }

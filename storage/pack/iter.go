@@ -1,0 +1,62 @@
+package pack
+
+import (
+	"io"
+
+	"github.com/rgit/rgit/storage/object"
+)
+
+// Entry locates one object in a pack.
+type Entry struct {
+	ID     object.ID
+	Offset int64
+	CRC    uint32
+}
+
+// Entries returns the pack's entries in offset (storage) order.
+func (p *Pack) Entries() ([]Entry, error) {
+	order, err := p.offsetOrder()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, len(order))
+	for i, pos := range order {
+		out[i] = Entry{ID: p.idx.ID(int(pos)), Offset: p.idx.Offset(int(pos)), CRC: p.idx.CRC(int(pos))}
+	}
+	return out, nil
+}
+
+// ObjectIter reads every object of a pack in offset order, which is the
+// order git stores OFS_DELTA bases before their deltas, so the pack's base
+// cache is used well. It is not safe for concurrent use.
+type ObjectIter struct {
+	p     *Pack
+	order []uint32
+	i     int
+	err   error
+}
+
+// Objects returns an iterator over all objects of the pack.
+func (p *Pack) Objects() *ObjectIter {
+	order, err := p.offsetOrder()
+	return &ObjectIter{p: p, order: order, err: err}
+}
+
+// Next returns the next object, or io.EOF after the last one.
+func (it *ObjectIter) Next() (object.ID, object.Type, []byte, error) {
+	if it.err != nil {
+		return object.ID{}, object.Invalid, nil, it.err
+	}
+	if it.i >= len(it.order) {
+		return object.ID{}, object.Invalid, nil, io.EOF
+	}
+	pos := int(it.order[it.i])
+	it.i++
+	id := it.p.idx.ID(pos)
+	t, data, err := it.p.readAt(it.p.idx.Offset(pos))
+	if err != nil {
+		it.err = err
+		return id, object.Invalid, nil, err
+	}
+	return id, t, data, nil
+}
