@@ -1,0 +1,69 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+)
+
+func newTestServer(t *testing.T) (*httptest.Server, string) {
+	t.Helper()
+	const secret = "0123456789abcdef0123"
+	srv := httptest.NewServer(&Server{Secret: secret, Log: zap.NewNop()})
+	t.Cleanup(srv.Close)
+	return srv, secret
+}
+
+func call(t *testing.T, srv *httptest.Server, secret string, req Request) (string, error) {
+	t.Helper()
+	var out, progress bytes.Buffer
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	err := Call(context.Background(), addr, secret, req, &progress, &out)
+	return out.String(), err
+}
+
+func TestRejectsBadSecret(t *testing.T) {
+	srv, secret := newTestServer(t)
+	for _, s := range []string{"", "wrong", secret + "x", secret[:len(secret)-1]} {
+		_, err := call(t, srv, s, Request{Command: "status"})
+		if err == nil || !strings.Contains(err.Error(), "401") {
+			t.Errorf("secret %q: err = %v, want 401", s, err)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	srv, secret := newTestServer(t)
+	cases := []struct {
+		req  Request
+		want string
+	}{
+		{Request{Command: "frobnicate"}, `unknown command "frobnicate"`},
+		{Request{Command: "create-repo"}, "usage: create-repo <owner>/<name>"},
+		{Request{Command: "fork", Args: []string{"a/b"}}, "usage: fork"},
+		{Request{Command: "create-repo", Args: []string{"nameonly"}}, "is not <owner>/<name>"},
+		{Request{Command: "create-repo", Args: []string{"a/../b"}}, "invalid"},
+		{Request{Command: "set-visibility", Args: []string{"a/b", "secret"}}, "public or private"},
+		{Request{Command: "add-token", Args: []string{"api"}}, "reserved"},
+	}
+	for _, c := range cases {
+		_, err := call(t, srv, secret, c.req)
+		if !errors.Is(err, ErrCommand) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: err = %v, want %q", c.req, err, c.want)
+		}
+	}
+}
+
+func TestUsageListsEveryCommand(t *testing.T) {
+	u := strings.Join(Usage(), "\n")
+	for name := range commands {
+		if !strings.Contains(u, name) {
+			t.Errorf("usage lacks %s", name)
+		}
+	}
+}
