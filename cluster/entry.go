@@ -1,0 +1,136 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrCorruptEntry: stored bytes are not a valid encoded Entry.
+var ErrCorruptEntry = errors.New("cluster: corrupt ownership entry")
+
+// KeyPrefix is the refdb key prefix of ownership entries: "own/{owner}/{name}".
+const KeyPrefix = "own/"
+
+// entryVersion is the first byte of an encoded Entry. Decoding refuses
+// any other version so an old binary never misreads a newer layout.
+const entryVersion = 1
+
+// Entry is one repo's row in the ownership map.
+type Entry struct {
+	// Node owns the repo until Expires.
+	Node string
+	// Expires is when the lease lapses unless renewed; a release moves it
+	// to the end of the drain.
+	Expires time.Time
+	// Written is when the leader last wrote this entry (grant, renewal,
+	// release); force-grants respect a quiet period after it.
+	Written time.Time
+	// Epoch counts grants of this repo. Every grant bumps it and entries are
+	// never deleted, so it is monotonic per repo: one epoch, one owner.
+	Epoch uint64
+}
+
+// Live reports whether the lease is held at now (Expires is exclusive).
+func (e Entry) Live(now time.Time) bool { return now.Before(e.Expires) }
+
+// Key returns the refdb key of repo's entry.
+func Key(repo string) (string, error) {
+	if err := validRepo(repo); err != nil {
+		return "", err
+	}
+	return KeyPrefix + repo, nil
+}
+
+// RepoOfKey is the inverse of Key.
+func RepoOfKey(key string) (string, error) {
+	repo, ok := strings.CutPrefix(key, KeyPrefix)
+	if !ok {
+		return "", fmt.Errorf("key %q lacks prefix %q: %w", key, KeyPrefix, ErrInvalidName)
+	}
+	if err := validRepo(repo); err != nil {
+		return "", fmt.Errorf("key %q: %w", key, err)
+	}
+	return repo, nil
+}
+
+// MarshalBinary encodes the entry: version byte, epoch (uvarint), expires
+// and written (Unix nanoseconds, varint), node length (uvarint) and node.
+// Times must lie within what Unix nanoseconds represent (years 1678–2261).
+func (e Entry) MarshalBinary() ([]byte, error) {
+	if err := validNode(e.Node); err != nil {
+		return nil, fmt.Errorf("encode entry: %w", err)
+	}
+	if e.Epoch == 0 {
+		return nil, fmt.Errorf("encode entry for %s: epoch 0 is never granted: %w", e.Node, ErrCorruptEntry)
+	}
+	exp, err := unixNano(e.Expires)
+	if err != nil {
+		return nil, fmt.Errorf("encode entry for %s: expires: %w", e.Node, err)
+	}
+	wr, err := unixNano(e.Written)
+	if err != nil {
+		return nil, fmt.Errorf("encode entry for %s: written: %w", e.Node, err)
+	}
+	b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(e.Node))
+	b = append(b, entryVersion)
+	b = binary.AppendUvarint(b, e.Epoch)
+	b = binary.AppendVarint(b, exp)
+	b = binary.AppendVarint(b, wr)
+	b = binary.AppendUvarint(b, uint64(len(e.Node)))
+	b = append(b, e.Node...)
+	return b, nil
+}
+
+// UnmarshalBinary decodes what MarshalBinary wrote. It is strict: unknown
+// version, truncation, trailing bytes, epoch 0 or a bad node name are all
+// ErrCorruptEntry. Times come back in UTC.
+func (e *Entry) UnmarshalBinary(b []byte) error {
+	corrupt := func(what string) error { return fmt.Errorf("decode entry: %s: %w", what, ErrCorruptEntry) }
+	if len(b) == 0 {
+		return corrupt("empty")
+	}
+	if b[0] != entryVersion {
+		return corrupt(fmt.Sprintf("unknown version %d", b[0]))
+	}
+	b = b[1:]
+	epoch, n := binary.Uvarint(b)
+	if n <= 0 || epoch == 0 {
+		return corrupt("bad epoch")
+	}
+	b = b[n:]
+	exp, n := binary.Varint(b)
+	if n <= 0 {
+		return corrupt("bad expires")
+	}
+	b = b[n:]
+	wr, n := binary.Varint(b)
+	if n <= 0 {
+		return corrupt("bad written")
+	}
+	b = b[n:]
+	l, n := binary.Uvarint(b)
+	if n <= 0 || l != uint64(len(b)-n) {
+		return corrupt("bad node length or trailing bytes")
+	}
+	node := string(b[n:])
+	if err := validNode(node); err != nil {
+		return fmt.Errorf("decode entry: %w: %w", ErrCorruptEntry, err)
+	}
+	*e = Entry{Node: node, Expires: time.Unix(0, exp).UTC(), Written: time.Unix(0, wr).UTC(), Epoch: epoch}
+	return nil
+}
+
+var (
+	minNano = time.Unix(0, -1<<63)
+	maxNano = time.Unix(0, 1<<63-1)
+)
+
+func unixNano(t time.Time) (int64, error) {
+	if t.Before(minNano) || t.After(maxNano) {
+		return 0, fmt.Errorf("time %s out of range: %w", t, ErrCorruptEntry)
+	}
+	return t.UnixNano(), nil
+}

@@ -1,0 +1,71 @@
+package cluster
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestEntryRoundTrip(t *testing.T) {
+	in := Entry{Node: "rgit-12", Expires: at(10*time.Second + 7), Written: at(-time.Hour), Epoch: 1 << 40}
+	b, err := in.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Entry
+	if err := out.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if out != in {
+		t.Fatalf("round trip: %+v != %+v", out, in)
+	}
+}
+
+func TestEntryStrict(t *testing.T) {
+	good, _ := Entry{Node: "rgit-1", Expires: t0, Written: t0, Epoch: 3}.MarshalBinary()
+	bad := map[string][]byte{
+		"empty":     nil,
+		"version":   append([]byte{2}, good[1:]...),
+		"truncated": good[:len(good)-1],
+		"trailing":  append(append([]byte{}, good...), 'x'),
+		"epoch 0":   {1, 0, 0, 0, 1, 'a'},
+		"bad node":  {1, 1, 0, 0, 1, '/'},
+		"no node":   {1, 1, 0, 0, 0},
+	}
+	for name, b := range bad {
+		var e Entry
+		if err := e.UnmarshalBinary(b); !errors.Is(err, ErrCorruptEntry) {
+			t.Errorf("%s: err = %v, want ErrCorruptEntry", name, err)
+		}
+	}
+	for name, e := range map[string]Entry{
+		"epoch 0":   {Node: "rgit-1", Expires: t0, Written: t0},
+		"no node":   {Expires: t0, Written: t0, Epoch: 1},
+		"zero time": {Node: "rgit-1", Written: t0, Epoch: 1},
+	} {
+		if _, err := e.MarshalBinary(); err == nil {
+			t.Errorf("%s: encoded", name)
+		}
+	}
+}
+
+func TestKey(t *testing.T) {
+	k, err := Key("alice/proj")
+	if err != nil || k != "own/alice/proj" {
+		t.Fatalf("Key = %q, %v", k, err)
+	}
+	r, err := RepoOfKey(k)
+	if err != nil || r != "alice/proj" {
+		t.Fatalf("RepoOfKey = %q, %v", r, err)
+	}
+	for _, bad := range []string{"alice", "alice/", "/proj", "a/b/c", "a b/c"} {
+		if _, err := Key(bad); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("Key(%q) err = %v", bad, err)
+		}
+	}
+	for _, bad := range []string{"refs/a/b", "own/a", "own/"} {
+		if _, err := RepoOfKey(bad); !errors.Is(err, ErrInvalidName) {
+			t.Errorf("RepoOfKey(%q) err = %v", bad, err)
+		}
+	}
+}

@@ -1,0 +1,254 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_700_000_000, 0).UTC()
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func mapWith(entries map[string]Entry) *Map {
+	m := NewMap(DefaultTimings())
+	for r, e := range entries {
+		if err := m.Put(r, e); err != nil {
+			panic(err)
+		}
+	}
+	return m
+}
+
+func TestClaim(t *testing.T) {
+	live := LiveSet{{"rgit-0", 1}, {"rgit-1", 1}, {"rgit-2", 1}}
+	owned := func(n string, exp, wr time.Duration, ep uint64) map[string]Entry {
+		return map[string]Entry{"a/b": {Node: n, Expires: at(exp), Written: at(wr), Epoch: ep}}
+	}
+	cases := []struct {
+		name    string
+		entries map[string]Entry
+		node    string
+		now     time.Duration
+		steer   bool
+		want    Outcome
+		owner   string
+		epoch   uint64
+		expires time.Duration
+	}{
+		{"unowned granted", nil, "rgit-1", 0, false, Granted, "rgit-1", 1, 10 * time.Second},
+		{"expired granted, epoch bumped", owned("rgit-2", 5*time.Second, 0, 4), "rgit-1", 5 * time.Second, false, Granted, "rgit-1", 5, 15 * time.Second},
+		{"live other refused", owned("rgit-2", 10*time.Second, 0, 4), "rgit-1", 9 * time.Second, false, Refused, "rgit-2", 4, 10 * time.Second},
+		{"own live extended, epoch kept", owned("rgit-1", 10*time.Second, 0, 4), "rgit-1", 2 * time.Second, false, Extended, "rgit-1", 4, 12 * time.Second},
+		{"own expired regranted, not steered", owned("rgit-1", time.Second, 0, 4), "rgit-1", 2 * time.Second, true, Granted, "rgit-1", 5, 12 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := mapWith(c.entries)
+			d, err := m.Claim("a/b", c.node, at(c.now), live, Options{Steer: c.steer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Outcome != c.want || d.Owner != c.owner || d.Entry.Epoch != c.epoch || !d.Entry.Expires.Equal(at(c.expires)) {
+				t.Fatalf("got %v owner=%s epoch=%d expires=%v", d.Outcome, d.Owner, d.Entry.Epoch, d.Entry.Expires.Sub(t0))
+			}
+			if d.Write != (d.Outcome != Refused) {
+				t.Fatalf("write=%v for %v", d.Write, d.Outcome)
+			}
+			if got, _ := m.Get("a/b"); got != d.Entry {
+				t.Fatalf("map holds %+v, decision says %+v", got, d.Entry)
+			}
+		})
+	}
+}
+
+func TestClaimSteer(t *testing.T) {
+	live := LiveSet{{"rgit-0", 1}, {"rgit-1", 1}, {"rgit-2", 1}}
+	var steered, self int
+	for i := 0; i < 300; i++ {
+		repo := "o/r" + string(rune('a'+i%26)) + time.Duration(i).String()
+		m := NewMap(DefaultTimings())
+		d, err := m.Claim(repo, "rgit-1", t0, live, Options{Steer: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Rendezvous(repo, live)
+		if d.Outcome != Granted || d.Owner != want || d.Steered != (want != "rgit-1") {
+			t.Fatalf("%s: got %+v, rendezvous says %s", repo, d, want)
+		}
+		if d.Steered {
+			steered++
+		} else {
+			self++
+		}
+	}
+	if steered == 0 || self == 0 {
+		t.Fatalf("steered=%d self=%d: expected both", steered, self)
+	}
+	// No live nodes: steering has nowhere to go, the requester gets it.
+	m := NewMap(DefaultTimings())
+	d, _ := m.Claim("x/y", "rgit-1", t0, nil, Options{Steer: true})
+	if d.Owner != "rgit-1" || d.Steered {
+		t.Fatalf("empty live set: %+v", d)
+	}
+}
+
+func TestClaimInvalid(t *testing.T) {
+	m := NewMap(DefaultTimings())
+	for _, c := range [][2]string{{"ab", "rgit-1"}, {"a/b/c", "rgit-1"}, {"a/b", ""}, {"a/b", "rgit 1"}, {"/b", "rgit-1"}} {
+		if _, err := m.Claim(c[0], c[1], t0, nil, Options{}); err == nil {
+			t.Errorf("claim(%q,%q) accepted", c[0], c[1])
+		}
+	}
+	if m.Len() != 0 {
+		t.Fatal("invalid claim wrote an entry")
+	}
+}
+
+func TestRenew(t *testing.T) {
+	m := mapWith(map[string]Entry{
+		"a/live":    {Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 1},
+		"a/expired": {Node: "rgit-1", Expires: at(time.Second), Written: t0, Epoch: 2},
+		"a/moved":   {Node: "rgit-2", Expires: at(10 * time.Second), Written: t0, Epoch: 3},
+	})
+	renewed, declined := m.Renew("rgit-1", []string{"a/live", "a/expired", "a/moved", "a/none"}, at(3*time.Second))
+	if got, want := len(renewed), 2; got != want || renewed[0] != "a/live" || renewed[1] != "a/expired" {
+		t.Fatalf("renewed %v", renewed)
+	}
+	if len(declined) != 2 || declined[0] != "a/moved" || declined[1] != "a/none" {
+		t.Fatalf("declined %v", declined)
+	}
+	for _, r := range renewed {
+		e, _ := m.Get(r)
+		if !e.Expires.Equal(at(13*time.Second)) || !e.Written.Equal(at(3*time.Second)) {
+			t.Errorf("%s: %+v", r, e)
+		}
+	}
+	if e, _ := m.Get("a/live"); e.Epoch != 1 {
+		t.Errorf("renewal changed epoch: %d", e.Epoch)
+	}
+	if e, _ := m.Get("a/moved"); e.Node != "rgit-2" || !e.Written.Equal(t0) {
+		t.Errorf("declined entry changed: %+v", e)
+	}
+}
+
+func TestRelease(t *testing.T) {
+	cases := []struct {
+		name    string
+		entry   *Entry
+		node    string
+		now     time.Duration
+		want    Outcome
+		write   bool
+		expires time.Duration
+	}{
+		{"live shortened to drain", &Entry{Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 1}, "rgit-1", 2 * time.Second, Released, true, 2500 * time.Millisecond},
+		{"already sooner kept", &Entry{Node: "rgit-1", Expires: at(2200 * time.Millisecond), Written: t0, Epoch: 1}, "rgit-1", 2 * time.Second, Released, false, 2200 * time.Millisecond},
+		{"other owner refused", &Entry{Node: "rgit-2", Expires: at(10 * time.Second), Written: t0, Epoch: 1}, "rgit-1", 2 * time.Second, Refused, false, 10 * time.Second},
+		{"missing refused", nil, "rgit-1", 0, Refused, false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := NewMap(DefaultTimings())
+			if c.entry != nil {
+				_ = m.Put("a/b", *c.entry)
+			}
+			d, err := m.Release(c.node, "a/b", at(c.now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Outcome != c.want || d.Write != c.write {
+				t.Fatalf("got %v write=%v", d.Outcome, d.Write)
+			}
+			if e, ok := m.Get("a/b"); ok != (c.entry != nil) || ok && !e.Expires.Equal(at(c.expires)) {
+				t.Fatalf("entry %+v ok=%v", e, ok)
+			}
+			if c.want == Released {
+				e, _ := m.Get("a/b")
+				if e.Node != c.node || !e.Live(at(c.now)) {
+					t.Fatalf("released entry must keep naming the node through the drain: %+v", e)
+				}
+			}
+		})
+	}
+}
+
+func TestForceGrant(t *testing.T) {
+	dead := Entry{Node: "rgit-2", Expires: at(10 * time.Second), Written: t0, Epoch: 7}
+	cases := []struct {
+		name  string
+		entry *Entry
+		now   time.Duration
+		want  Outcome
+		why   Reason
+		owner string
+		epoch uint64
+	}{
+		{"names dead, quiet period over", &dead, time.Second, Granted, ReasonNone, "rgit-1", 8},
+		{"written in last second refused", &dead, 999 * time.Millisecond, Refused, ReasonQuiet, "rgit-2", 7},
+		{"names someone else: loser told winner", &Entry{Node: "rgit-3", Expires: at(10 * time.Second), Written: t0, Epoch: 8}, 5 * time.Second, Refused, ReasonOwned, "rgit-3", 8},
+		{"already requester", &Entry{Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 8}, 5 * time.Second, Extended, ReasonNone, "rgit-1", 8},
+		{"expired: plain grant even in quiet period", &Entry{Node: "rgit-2", Expires: at(500 * time.Millisecond), Written: t0, Epoch: 7}, 600 * time.Millisecond, Granted, ReasonNone, "rgit-1", 8},
+		{"unowned", nil, 0, Granted, ReasonNone, "rgit-1", 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := NewMap(DefaultTimings())
+			if c.entry != nil {
+				_ = m.Put("a/b", *c.entry)
+			}
+			d, err := m.ForceGrant("a/b", "rgit-1", "rgit-2", at(c.now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Outcome != c.want || d.Reason != c.why || d.Owner != c.owner || d.Entry.Epoch != c.epoch {
+				t.Fatalf("got %v/%v owner=%s epoch=%d", d.Outcome, d.Reason, d.Owner, d.Entry.Epoch)
+			}
+		})
+	}
+	if _, err := NewMap(DefaultTimings()).ForceGrant("a/b", "rgit-1", "", t0); err == nil {
+		t.Fatal("empty dead node accepted")
+	}
+}
+
+// TestEpochMonotonic drives random claims, renewals, releases and
+// force-grants and checks that a repo's epoch never decreases and that
+// one epoch never names two nodes.
+func TestEpochMonotonic(t *testing.T) {
+	m := NewMap(DefaultTimings())
+	nodes := []string{"rgit-0", "rgit-1", "rgit-2"}
+	repos := []string{"a/x", "a/y"}
+	owner := map[string]map[uint64]string{"a/x": {}, "a/y": {}}
+	last := map[string]uint64{}
+	seed := uint64(42)
+	rnd := func(n int) int { seed = seed*6364136223846793005 + 1442695040888963407; return int(seed>>33) % n }
+	now := t0
+	for i := 0; i < 5000; i++ {
+		now = now.Add(time.Duration(rnd(2000)) * time.Millisecond)
+		repo, node := repos[rnd(2)], nodes[rnd(3)]
+		switch rnd(4) {
+		case 0:
+			_, _ = m.Claim(repo, node, now, nil, Options{})
+		case 1:
+			m.Renew(node, []string{repo}, now)
+		case 2:
+			_, _ = m.Release(node, repo, now)
+		case 3:
+			_, _ = m.ForceGrant(repo, node, nodes[rnd(3)], now)
+		}
+		e, ok := m.Get(repo)
+		if !ok {
+			continue
+		}
+		if e.Epoch < last[repo] {
+			t.Fatalf("step %d: epoch went back %d → %d", i, last[repo], e.Epoch)
+		}
+		last[repo] = e.Epoch
+		if prev, seen := owner[repo][e.Epoch]; seen && prev != e.Node {
+			t.Fatalf("step %d: epoch %d names %s and %s", i, e.Epoch, prev, e.Node)
+		}
+		owner[repo][e.Epoch] = e.Node
+	}
+	if last["a/x"] < 10 {
+		t.Fatalf("too few grants exercised: %d", last["a/x"])
+	}
+}

@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"fmt"
+	"time"
+)
+
+// RouteKind is what a node does with a request for a repo.
+type RouteKind uint8
+
+const (
+	// Serve: the local view names this node and the lease is live.
+	Serve RouteKind = iota
+	// Forward: a live lease names another node (RouteDecision.Node).
+	Forward
+	// Claim: unowned or expired; ask the leader (503 if that fails).
+	Claim
+)
+
+var routeNames = [...]string{Serve: "serve", Forward: "forward", Claim: "claim"}
+
+func (k RouteKind) String() string {
+	if int(k) < len(routeNames) {
+		return routeNames[k]
+	}
+	return fmt.Sprintf("route(%d)", k)
+}
+
+// RouteDecision is the outcome of Route.
+type RouteDecision struct {
+	Kind RouteKind
+	Node string // the owner, for Forward
+}
+
+func (d RouteDecision) String() string {
+	if d.Kind == Forward {
+		return "forward " + d.Node
+	}
+	return d.Kind.String()
+}
+
+// View is a node's local copy of the ownership map; *Map implements it.
+type View interface {
+	Get(repo string) (Entry, bool)
+}
+
+// Route decides from the local view alone. A follower's view lags the
+// leader by up to a poll (FollowerPoll), which is harmless: Forward to a
+// former owner costs a hop (the target routes again, under the hop limit),
+// Claim on a repo just granted elsewhere is refused with the owner's name,
+// and Serve on a repo force-granted away is stopped by fencing at the next
+// durable write. Only the leader grants, so staleness never makes a second
+// owner.
+func Route(view View, repo, self string, now time.Time) RouteDecision {
+	e, ok := view.Get(repo)
+	switch {
+	case !ok || !e.Live(now):
+		return RouteDecision{Kind: Claim}
+	case e.Node == self:
+		return RouteDecision{Kind: Serve, Node: self}
+	default:
+		return RouteDecision{Kind: Forward, Node: e.Node}
+	}
+}

@@ -1,0 +1,36 @@
+package cluster
+
+import "time"
+
+// Timings of the ownership protocol (DESIGN.md §7, from the seed).
+const (
+	// TTL is how long a grant or renewal keeps a lease alive.
+	TTL = 10 * time.Second
+	// RenewEvery is the period of a node's batched renewal.
+	RenewEvery = 3 * time.Second
+	// Drain is how long a released entry still names the releasing node,
+	// which keeps serving meanwhile and closes the database at its end.
+	Drain = 500 * time.Millisecond
+	// ForceGrantWait is how long a node waits after a connect failure to
+	// the owner before re-reading the map.
+	ForceGrantWait = 350 * time.Millisecond
+	// ForceGrantQuietPeriod: the leader refuses to force-grant an entry
+	// written more recently than this, so two nodes recovering from the
+	// same dead owner cannot ping-pong the repo.
+	ForceGrantQuietPeriod = time.Second
+	// FollowerPoll is how often followers re-read the ownership map.
+	FollowerPoll = 200 * time.Millisecond
+)
+
+// Timings parameterises the leader's map; DefaultTimings gives the
+// constants above. Tests shrink or stretch them; production does not.
+type Timings struct {
+	TTL         time.Duration
+	Drain       time.Duration
+	QuietPeriod time.Duration
+}
+
+// DefaultTimings returns the production timings.
+func DefaultTimings() Timings {
+	return Timings{TTL: TTL, Drain: Drain, QuietPeriod: ForceGrantQuietPeriod}
+}
