@@ -73,7 +73,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 		if !a.ready(ctx) {
 			return
 		}
-		v, err, panicked := guard(func() (any, error) { return m.fn(a.repo) })
+		v, panicked, err := guard(func() (any, error) { return m.fn(a.repo) })
 		ctx.Respond(&callResult{v: v, err: err})
 		if panicked != nil {
 			// Answer first so the caller is not left waiting, then let the
@@ -170,12 +170,12 @@ func (a *repoActor) closeDB() {
 var errPanic = errors.New("internal error: repository write panicked")
 
 // guard runs fn, turning a panic into errPanic plus the panic value.
-func guard(fn func() (any, error)) (v any, err error, panicked any) {
+func guard(fn func() (any, error)) (v any, panicked any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			v, err, panicked = nil, errPanic, p
+			v, panicked, err = nil, p, errPanic
 		}
 	}()
 	v, err = fn()
-	return v, err, nil
+	return v, nil, err
 }

@@ -68,7 +68,7 @@ func hashPair(node, repo string) uint64 {
 	for i := 0; i < len(node); i++ {
 		h = (h ^ uint64(node[i])) * prime
 	}
-	h = (h ^ 0) * prime
+	h *= prime // a zero separator byte between node and repo
 	for i := 0; i < len(repo); i++ {
 		h = (h ^ uint64(repo[i])) * prime
 	}

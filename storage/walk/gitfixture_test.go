@@ -3,7 +3,6 @@ package walk
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -342,5 +341,5 @@ func sameSet(got, want []object.ID) error {
 	}
 	slices.Sort(extra)
 	slices.Sort(missing)
-	return errors.New(fmt.Sprintf("got %d want %d; extra %v; missing %v", len(g), len(w), extra, missing))
+	return fmt.Errorf("got %d want %d; extra %v; missing %v", len(g), len(w), extra, missing)
 }

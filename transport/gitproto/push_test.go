@@ -52,8 +52,8 @@ func TestFetchNegotiation(t *testing.T) {
 			// Local-only history makes the client send a first batch of
 			// unknown haves and flush, so negotiation takes rounds.
 			addCommits(t, dst, "refs/heads/local", "main", "local", 20)
-			newMain := addCommit(t, src, "refs/heads/main", "", "n1.txt")
-			newMain = addCommit(t, src, "refs/heads/main", "", "n2.txt")
+			addCommit(t, src, "refs/heads/main", "", "n1.txt")
+			newMain := addCommit(t, src, "refs/heads/main", "", "n2.txt")
 			addCommit(t, src, "refs/heads/topic", "main~3", "topic.txt")
 			out, err := tryGit(t, "", []string{"GIT_TRACE_PACKET=1"}, "--git-dir", dst,
 				"-c", "protocol.version="+strconv.Itoa(proto), "fetch", "--upload-pack", helperCmd(t, "upload"),
