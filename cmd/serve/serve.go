@@ -69,6 +69,11 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 			s.close()
 		}
 	}()
+	if cfg.PeerSvc != "" {
+		// Two single-node servers on one store would fence each other on
+		// every write; refuse rather than pretend to be a cluster.
+		return nil, errors.New("RGIT_PEER_SVC: cluster mode (ownership map, leases, forwarding) is not available in this build; unset it and run one node per store")
+	}
 	skip, err := fsck.ParseSkipList(cfg.FsckSkip)
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_FSCK_SKIP: %w", err)
