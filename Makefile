@@ -54,7 +54,7 @@ deps:
 bench: build tools bench-refdb bench-engine
 
 bench-refdb:
-	$(GO) run ./cmd/rgit-bench refdb
+	$(GO) run ./cmd/rgit-bench-refdb
 
 bench-engine:
 	$(GO) run ./cmd/rgit-bench engine

@@ -50,9 +50,9 @@ type benchStore struct {
 	commits objstore.Store
 	// open returns a store over the same data for timing Open, and the
 	// latency of one of its round trips.
-	open    func(ctx context.Context) (objstore.Store, time.Duration, error)
-	close   func()
-	populat int // concurrency used to write the 10,000 transactions
+	open     func(ctx context.Context) (objstore.Store, time.Duration, error)
+	close    func()
+	populate int // concurrency used to write the 10,000 transactions
 }
 
 func run(ctx context.Context, args []string) error {
@@ -99,12 +99,12 @@ func benchStoreAll(ctx context.Context, bs benchStore, levels []int, dur time.Du
 		}
 		fmt.Printf("refdb store=%s concurrency=%d ops_per_sec=%.0f p50_ms=%.1f\n", bs.name, n, ops, ms(p50))
 	}
-	openMS, lat, err := benchOpen(ctx, bs, commits)
+	openTime, lat, err := benchOpen(ctx, bs, commits)
 	if err != nil {
 		return fmt.Errorf("open: %w", err)
 	}
 	fmt.Printf("refdb-open store=%s commits=%d open_ms=%.1f store_latency_ms=%.1f round_trips=%.2f\n",
-		bs.name, commits, ms(openMS), ms(lat), float64(openMS)/float64(lat))
+		bs.name, commits, ms(openTime), ms(lat), float64(openTime)/float64(lat))
 	return nil
 }
 
@@ -136,7 +136,7 @@ func newStore(ctx context.Context, name string) (benchStore, error) {
 		},
 		close: func() {},
 		// Population goes straight to memory: its latency is not measured.
-		populat: 1,
+		populate: 1,
 	}, nil
 }
 
@@ -163,8 +163,8 @@ func newS3Store(ctx context.Context) (benchStore, error) {
 			lat, err := measureRoundTrip(ctx, st)
 			return st, lat, err
 		},
-		close:   cleanup,
-		populat: 32,
+		close:    cleanup,
+		populate: 32,
 	}, nil
 }
 
@@ -270,8 +270,8 @@ func benchOpen(ctx context.Context, bs benchStore, commits int) (time.Duration, 
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	errc := make(chan error, bs.populat)
-	for range bs.populat {
+	errc := make(chan error, bs.populate)
+	for range bs.populate {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

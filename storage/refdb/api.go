@@ -7,6 +7,14 @@
 // fencing (ErrFenced), read-only followers that poll, bounded open cost and
 // bounded growth. It imports storage/objstore and the standard library
 // (plus zap for logging) only.
+//
+// Layout: log records P/wal/{seq} and full-state snapshots P/snap/{seq},
+// all created with PutIfAbsent (record.go). A writer (db.go) fences by
+// appending an empty record after the last one it loaded; group commit,
+// CAS evaluation and the settling of ambiguous writes happen on its single
+// writer goroutine. Loading (load.go) is one LIST plus parallel GETs;
+// followers (follower.go) poll the log tail. The state is a persistent
+// treap (view.go), so every View is an immutable snapshot.
 package refdb
 
 import (

@@ -54,6 +54,10 @@ type DB struct {
 	fenced   error
 	pending  *pendingWrite
 	nonce    uint64
+	// Group-commit pacing: size of the last batch and duration of the
+	// last log write (see collect).
+	lastBatch int
+	lastWrite time.Duration
 }
 
 // pendingWrite is a record whose write failed ambiguously; it must be
@@ -299,22 +303,37 @@ func (db *DB) run() {
 
 // collect gathers the batch that starts with first: everything already
 // queued, after the optional flush delay.
+//
+// Without a flush delay, concurrent committers fall into lockstep: they
+// are all answered together, and the first to resubmit would be written
+// alone while the rest queue behind it, doubling their latency. So after
+// a batch of B > 1 transactions the writer waits briefly (at most 1/16 of
+// the last write's duration, capped at 5ms) for B requests to gather. A
+// lone committer (B = 1) is written at once: serial latency has no floor.
 func (db *DB) collect(first *request) []*request {
 	batch := []*request{first}
 	size := first.size
+	var wait time.Duration
+	target := maxBatchTxns
 	if d := db.opts.FlushInterval; d > 0 {
-		t := time.NewTimer(d)
+		wait = d
+	} else if db.lastBatch > 1 {
+		wait = min(db.lastWrite/16, 5*time.Millisecond)
+		target = min(db.lastBatch, maxBatchTxns)
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
 		defer t.Stop()
-	wait:
-		for len(batch) < maxBatchTxns && size < maxBatchBytes {
+	gather:
+		for len(batch) < target && size < maxBatchBytes {
 			select {
 			case r := <-db.reqs:
 				batch = append(batch, r)
 				size += r.size
 			case <-t.C:
-				break wait
+				break gather
 			case <-db.closing:
-				break wait
+				break gather
 			}
 		}
 	}
@@ -352,7 +371,8 @@ func (db *DB) process(batch []*request) {
 	ctx := db.runCtx
 	if db.pending != nil {
 		if err := db.settle(ctx); err != nil {
-			failAll(batch, fmt.Errorf("refdb: settling an earlier write: %w: %w", ErrUncertain, err))
+			// Nothing of this batch was written: a plain failure.
+			failAll(batch, fmt.Errorf("refdb: commit not written: settling an earlier write: %w", err))
 			return
 		}
 	}
@@ -381,14 +401,20 @@ func (db *DB) process(batch []*request) {
 		muts = append(muts, m...)
 		accepted = append(accepted, r)
 	}
+	// Check-only transactions are written too: a landed record is what
+	// proves this handle is still the writer.
 	if len(accepted) == 0 {
 		return
 	}
+	db.lastBatch = len(batch)
 	seq := db.next
 	db.nonce++
 	data := encodeLog(&logRecord{writer: db.writer, nonce: db.nonce, seq: seq, muts: muts})
 	after := &View{root: work.root, n: work.n, seq: seq}
-	if err := db.write(ctx, seq, data); err != nil {
+	start := time.Now()
+	err := db.write(ctx, seq, data)
+	db.lastWrite = time.Since(start)
+	if err != nil {
 		if !errors.Is(err, ErrFenced) {
 			db.pending = &pendingWrite{seq: seq, data: data, view: after}
 			err = fmt.Errorf("refdb: commit at sequence %d: %w: %w", seq, ErrUncertain, err)

@@ -123,6 +123,7 @@ func runHistory(t *testing.T, seed int64) {
 	const writers, workers, perWorker = 4, 4, 12
 	var prev *DB
 	var prevDone chan struct{}
+	standDowns := 0 // writers whose fence check found a live predecessor
 	for w := range writers {
 		before := h.ackedIDs()
 		var db *DB
@@ -198,6 +199,9 @@ func runHistory(t *testing.T, seed int64) {
 		// The next writer takes over while this one is mid-flight.
 		fencedOK.Store(true)
 		prev, prevDone = db, done
+		if db.stoodDown.Load() {
+			standDowns++
+		}
 
 		retry("follower refresh", func() error { return follower.Refresh(ctx) })
 		// The refresh began after these were acknowledged.
@@ -247,5 +251,6 @@ func runHistory(t *testing.T, seed int64) {
 			t.Fatalf("follower at seq %d did not converge to %d: %v", fv.Seq(), v.Seq(), err)
 		}
 	}
-	t.Logf("seed %d: %d txns tried, %d acknowledged, %d applied, final seq %d", seed, h.nextID.Load(), len(h.ackedIDs()), applied, v.Seq())
+	t.Logf("seed %d: %d txns tried, %d acknowledged, %d applied, final seq %d, %d stand-downs",
+		seed, h.nextID.Load(), len(h.ackedIDs()), applied, v.Seq(), standDowns)
 }
