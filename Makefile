@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./testkit/... ./storage/packcache/... ./storage/repo/... ./actors/... ./transport/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine lint generate clean
+.PHONY: all build run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http lint generate clean
 
 all: build
 
@@ -51,13 +51,16 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine
+bench: build tools bench-refdb bench-engine bench-http
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
 
 bench-engine:
 	$(GO) run ./cmd/rgit-bench engine
+
+bench-http: build
+	$(GO) run ./cmd/rgit-bench http
 
 lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

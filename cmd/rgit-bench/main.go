@@ -6,7 +6,7 @@
 // Subcommands:
 //
 //	fixtures  build (or find cached) fixtures and print their sizes
-//	refdb     the ref-database benchmark (storage/refdb)
+//	(the ref-database benchmark is its own command, cmd/rgit-bench-refdb)
 //	engine    pack layer: index a pushed pack, full-clone pack, incremental fetch
 //	http      end to end over smart HTTP against git http-backend
 //
@@ -40,8 +40,6 @@ func main() {
 	switch cmd {
 	case "fixtures":
 		err = runFixtures(ctx, args)
-	case "refdb":
-		err = runRefdb(ctx, args)
 	case "engine":
 		err = runEngine(ctx, args)
 	case "engine-child":
@@ -59,7 +57,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|refdb|engine|http [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

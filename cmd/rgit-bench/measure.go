@@ -53,11 +53,10 @@ func lastLines(b []byte, n int) string {
 
 // result is the summary of one measurement over several runs.
 type result struct {
-	op, fixture   string
-	rgit, git     []sample
-	rgitRSSMB     float64 // peak over runs; may come from a server process
-	gitRSSMB      float64
-	rssFromServer bool
+	op, fixture string
+	rgit, git   []sample
+	rgitRSSMB   float64 // peak over runs, or of the server process
+	gitRSSMB    float64 // 0: not measured
 }
 
 func median(ss []sample) float64 {
@@ -97,7 +96,11 @@ func (r result) line() string {
 // peak RSS, the spread of the runs) on w.
 func (r result) report(stdout, notes io.Writer) {
 	fmt.Fprintln(stdout, r.line())
-	fmt.Fprintf(notes, "  note op=%s fixture=%s git_rss_mb=%.0f rgit_runs=%s git_runs=%s\n", r.op, r.fixture, r.gitRSSMB, runs(r.rgit), runs(r.git))
+	rss := ""
+	if r.gitRSSMB > 0 {
+		rss = fmt.Sprintf(" git_rss_mb=%.0f", r.gitRSSMB)
+	}
+	fmt.Fprintf(notes, "  note op=%s fixture=%s%s rgit_runs=%s git_runs=%s\n", r.op, r.fixture, rss, runs(r.rgit), runs(r.git))
 }
 
 func runs(ss []sample) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/rgit/rgit/storage/object"
 )
@@ -54,7 +55,18 @@ type Result struct {
 	// the client has them, so their trees may serve as thin-pack bases.
 	Edges []object.ID
 
-	set *idSet
+	set      *idSet
+	excluded *idSet // trees, blobs and tags marked uninteresting
+}
+
+// ClientHas reports whether the walk established that the client holds id:
+// an edge commit, or a tree, blob or tag under the uninteresting boundary.
+// Those are the objects a thin pack may use as delta bases.
+func (r *Result) ClientHas(id object.ID) bool {
+	if r.excluded != nil && r.excluded.Has(id) {
+		return true
+	}
+	return slices.Contains(r.Edges, id)
 }
 
 // Has reports whether id is in Objects.
@@ -137,7 +149,7 @@ func Objects(ctx context.Context, g *Graph, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Shallow: plan.shallow, Unshallow: plan.unshallow, set: w.out}
+	res := &Result{Shallow: plan.shallow, Unshallow: plan.unshallow, set: w.out, excluded: w.excluded}
 	walkTrees := !(req.Filter.Kind == FilterTreeDepth && req.Filter.TreeDepth == 0)
 	if err := w.markEdges(rw, list, walkTrees, res); err != nil {
 		return nil, err

@@ -109,6 +109,7 @@ func StartServer(t testing.TB, store Store) *Server {
 		if t.Failed() {
 			t.Logf("rgit log (%s, last lines):\n%s", store.Name, s.LogTail(60))
 		}
+		s.logs.f.Close()
 	})
 	return s
 }

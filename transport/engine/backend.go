@@ -146,14 +146,10 @@ func (p *plan) Close() error           { return nil }
 
 func (p *plan) WritePack(ctx context.Context, w io.Writer, progress io.Writer) error {
 	opts := pack.WriteOptions{OfsDelta: p.req.OfsDelta, Progress: progressFunc(progress)}
-	if p.req.Thin && len(p.req.Haves) > 0 {
-		// Objects the client certainly has: the haves themselves. Deltas
-		// against anything else are expanded.
-		have := make(map[object.ID]bool, len(p.req.Haves))
-		for _, h := range p.req.Haves {
-			have[h] = true
-		}
-		opts.Thin, opts.ClientHas = true, func(id object.ID) bool { return have[id] }
+	// A shallow client may lack history under its haves, so it only gets
+	// deltas against objects it is sent.
+	if p.req.Thin && len(p.req.Haves) > 0 && len(p.req.ClientShallow) == 0 && !p.req.Deepen() {
+		opts.Thin, opts.ClientHas = true, p.res.ClientHas
 	}
 	_, err := p.b.snap.Objects().WritePack(ctx, w, p.res.Objects, opts)
 	return err
@@ -222,16 +218,7 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 				return res, nil
 			}
 		}
-		// Connectivity per command, so one bad ref does not hide the rest.
-		for i, c := range req.Commands {
-			if c.New.IsZero() {
-				continue
-			}
-			if err := walk.CheckConnected(ctx, reader, []object.ID{c.New}, b.snap.Objects().Has); err != nil {
-				b.log().Warn("push command rejected: not connected", zap.String("ref", c.Name), zap.Error(err))
-				res.Results[i].Err = "missing necessary objects"
-			}
-		}
+		b.checkConnected(ctx, reader, req.Commands, res.Results)
 		if len(ix.Objects) > 0 && anyOK(res.Results) {
 			info, err := repo.StagePack(ctx, b.e.Deps, b.snap.Owner, b.snap.Name, ix)
 			if err != nil {
@@ -247,6 +234,32 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 		}
 	}
 	return res, b.update(ctx, req, staged, res.Results)
+}
+
+// checkConnected marks the commands whose new value does not resolve to a
+// complete history. One walk over every new tip is the common case; only
+// when it fails is each tip walked alone, so one bad ref does not fail the
+// rest (a walk per tip up front would repeat the shared history per ref).
+func (b *backend) checkConnected(ctx context.Context, r object.Reader, cmds []gitproto.Command, results []gitproto.CommandResult) {
+	known := b.snap.Objects().Has
+	var tips []object.ID
+	for _, c := range cmds {
+		if !c.New.IsZero() {
+			tips = append(tips, c.New)
+		}
+	}
+	if len(tips) == 0 || walk.CheckConnected(ctx, r, tips, known) == nil {
+		return
+	}
+	for i, c := range cmds {
+		if c.New.IsZero() {
+			continue
+		}
+		if err := walk.CheckConnected(ctx, r, []object.ID{c.New}, known); err != nil {
+			b.log().Warn("push command rejected: not connected", zap.String("ref", c.Name), zap.Error(err))
+			results[i].Err = "missing necessary objects"
+		}
+	}
 }
 
 // index streams the pack into IncomingDir and indexes it.

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rgit/rgit/testkit/fixture"
+	"github.com/rgit/rgit/testkit/s3local"
+)
+
+// HTTP operations, in the order they run: the first push creates the
+// repository every later operation reads.
+var httpOps = []string{"http-push", "http-clone", "http-fetch", "http-clone-x20"}
+
+// httpFixture is one fixture prepared for the HTTP measurements.
+type httpFixture struct {
+	*fixture.Fixture
+	work    string // scratch for clones
+	client  string // bare repository at main~fetchBehind (fetch template)
+	mainTip string
+}
+
+// httpSide is one server under test.
+type httpSide struct {
+	// cloneURL serves the whole fixture.
+	cloneURL string
+	// pushURL returns the URL of a new, empty repository for run.
+	pushURL func(ctx context.Context, run int) (string, error)
+}
+
+type httpFlags struct {
+	commonFlags
+	stores      string
+	rgitBin     string
+	concurrency int
+}
+
+func runHTTP(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("http", flag.ExitOnError)
+	var c httpFlags
+	c.register(fs, "small,medium")
+	fs.StringVar(&c.stores, "stores", "file,s3", "rgit object stores to run against: file, s3 (versitygw)")
+	fs.StringVar(&c.rgitBin, "rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
+	fs.IntVar(&c.concurrency, "concurrency", 20, "clones running at once in http-clone-x20")
+	fs.Parse(args)
+	bin, err := filepath.Abs(c.rgitBin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("rgit binary: %w (run `make build` or pass -rgit)", err)
+	}
+	stores := strings.Split(c.stores, ",")
+	for _, s := range stores {
+		if s != "file" && s != "s3" {
+			return fmt.Errorf("-stores: unknown store %q (want file, s3)", s)
+		}
+	}
+	fxs, err := c.build(ctx)
+	if err != nil {
+		return err
+	}
+	base, err := filepath.Abs(c.dir)
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp(base, "http-work-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	gitRoot := filepath.Join(work, "git-root")
+	if err := os.MkdirAll(gitRoot, 0o755); err != nil {
+		return err
+	}
+	gs, err := startGitHTTP(gitRoot, work)
+	if err != nil {
+		return err
+	}
+	defer gs.Close()
+
+	var s3 *s3local.Server
+	if strings.Contains(c.stores, "s3") {
+		dir := filepath.Join(work, "s3")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if s3, err = s3local.StartProcess(dir); err != nil {
+			return fmt.Errorf("start versitygw (`make tools` builds it): %w", err)
+		}
+		defer s3.Close()
+	}
+
+	for _, f := range fxs {
+		hf, err := prepareHTTP(ctx, f, work)
+		if err != nil {
+			return err
+		}
+		if err := os.Symlink(f.Dir, filepath.Join(gitRoot, f.Name+".git")); err != nil {
+			return err
+		}
+		gitSide := httpSide{
+			cloneURL: gs.url(f.Name + ".git"),
+			pushURL: func(ctx context.Context, run int) (string, error) {
+				name := fmt.Sprintf("push-%s-%d.git", f.Name, run)
+				dir := filepath.Join(gitRoot, name)
+				os.RemoveAll(dir)
+				if _, err := fixture.Git(ctx, gitRoot, nil, "init", "-q", "--bare", dir); err != nil {
+					return "", err
+				}
+				if _, err := fixture.Git(ctx, dir, nil, "config", "http.receivepack", "true"); err != nil {
+					return "", err
+				}
+				return gs.url(name), nil
+			},
+		}
+		gitRes := map[string][]sample{}
+		for _, op := range httpOps {
+			for run := range c.runs {
+				s, err := hf.measure(ctx, op, gitSide, run, c.concurrency)
+				if err != nil {
+					return fmt.Errorf("git side: %w", err)
+				}
+				gitRes[op] = append(gitRes[op], s)
+			}
+		}
+		for _, store := range stores {
+			env := rgitEnv{
+				bin:      bin,
+				cacheDir: filepath.Join(work, "cache-"+f.Name+"-"+store),
+				hostKey:  filepath.Join(work, "host_key"),
+			}
+			switch store {
+			case "file":
+				env.storeURL = "file://" + filepath.Join(work, "store-"+f.Name)
+			case "s3":
+				env.storeURL = "s3://" + s3.Bucket + "/" + f.Name
+				env.extra = s3.Env()
+			}
+			rg, err := hf.benchRgit(ctx, env, c.runs, c.concurrency)
+			if err != nil {
+				return fmt.Errorf("rgit side, %s store: %w", store, err)
+			}
+			for _, op := range httpOps {
+				r := result{op: op, fixture: f.Name + "-" + store, rgit: rg.samples[op], git: gitRes[op], rgitRSSMB: float64(rg.rssKB[op]) / 1024}
+				r.report(os.Stdout, os.Stderr)
+			}
+		}
+		os.RemoveAll(hf.client)
+	}
+	return nil
+}
+
+// prepareHTTP makes the fetch client template: a bare repository holding
+// exactly main~fetchBehind and its history.
+func prepareHTTP(ctx context.Context, f *fixture.Fixture, work string) (*httpFixture, error) {
+	hf := &httpFixture{Fixture: f, work: work, client: filepath.Join(work, "client-"+f.Name+".git")}
+	var err error
+	if hf.mainTip, err = f.Rev(ctx, "refs/heads/main"); err != nil {
+		return nil, err
+	}
+	behind, err := f.Rev(ctx, fmt.Sprintf("refs/heads/main~%d", fetchBehind))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fixture.Git(ctx, work, nil, "init", "-q", "--bare", hf.client); err != nil {
+		return nil, err
+	}
+	// A real transfer (not a local clone's hard links), so the client
+	// lacks the last commits' objects as a real one would.
+	if _, err := fixture.Git(ctx, hf.client, nil, "fetch", "-q", "--no-tags", "file://"+f.Dir, behind+":refs/heads/main"); err != nil {
+		return nil, err
+	}
+	return hf, nil
+}
+
+type rgitResults struct {
+	samples map[string][]sample
+	rssKB   map[string]int64
+}
+
+// benchRgit runs every HTTP operation against rgit, restarting the node
+// for each so the peak RSS of each operation is its own.
+func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, runs, concurrency int) (*rgitResults, error) {
+	res := &rgitResults{samples: map[string][]sample{}, rssKB: map[string]int64{}}
+	token := ""
+	for _, op := range httpOps {
+		srv, err := startRgit(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		err = func() error {
+			if token == "" {
+				if token, err = srv.admin(ctx, "add-token", benchOwner); err != nil {
+					return err
+				}
+			}
+			side := httpSide{
+				cloneURL: srv.url(token, "push-0"),
+				pushURL: func(ctx context.Context, run int) (string, error) {
+					name := fmt.Sprintf("push-%d", run)
+					if _, err := srv.admin(ctx, "create-repo", benchOwner+"/"+name); err != nil {
+						return "", err
+					}
+					return srv.url(token, name), nil
+				},
+			}
+			for run := range runs {
+				s, err := hf.measure(ctx, op, side, run, concurrency)
+				if err != nil {
+					return err
+				}
+				res.samples[op] = append(res.samples[op], s)
+			}
+			return nil
+		}()
+		rss, serr := srv.stop()
+		if err != nil {
+			return nil, fmt.Errorf("%w\nrgit log:\n%s", err, lastLines(srv.log.Bytes(), 15))
+		}
+		if serr != nil {
+			return nil, serr
+		}
+		res.rssKB[op] = rss
+	}
+	return res, nil
+}
+
+// measure runs op once against side and returns its wall time. Client-side
+// git work (index-pack of the received pack, …) is included: this is what
+// a user waits for.
+func (hf *httpFixture) measure(ctx context.Context, op string, side httpSide, run, concurrency int) (sample, error) {
+	switch op {
+	case "http-push":
+		url, err := side.pushURL(ctx, run)
+		if err != nil {
+			return sample{}, err
+		}
+		return timeGit(ctx, hf.Dir, "push", "-q", "--mirror", url)
+	case "http-clone":
+		dst := filepath.Join(hf.work, "clone")
+		defer os.RemoveAll(dst)
+		s, err := timeGit(ctx, hf.work, "clone", "-q", "--bare", side.cloneURL, dst)
+		if err != nil {
+			return s, err
+		}
+		return s, hf.checkMain(ctx, dst)
+	case "http-fetch":
+		dst := filepath.Join(hf.work, "fetch-client")
+		os.RemoveAll(dst)
+		defer os.RemoveAll(dst)
+		// Hard links are safe: git writes new packs and replaces refs by
+		// rename, so the template is not changed.
+		if out, err := exec.CommandContext(ctx, "cp", "-al", hf.client, dst).CombinedOutput(); err != nil {
+			return sample{}, fmt.Errorf("copy fetch client: %w: %s", err, out)
+		}
+		s, err := timeGit(ctx, dst, "-c", "gc.auto=0", "-c", "maintenance.auto=false", "fetch", "-q", side.cloneURL, "+refs/heads/main:refs/heads/main")
+		if err != nil {
+			return s, err
+		}
+		return s, hf.checkMain(ctx, dst)
+	case "http-clone-x20":
+		return hf.concurrentClones(ctx, side.cloneURL, concurrency)
+	}
+	return sample{}, fmt.Errorf("unknown operation %q", op)
+}
+
+func (hf *httpFixture) concurrentClones(ctx context.Context, url string, n int) (sample, error) {
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	start := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dst := filepath.Join(hf.work, fmt.Sprintf("clone-%d", i))
+			_, errs[i] = timeGit(ctx, hf.work, "clone", "-q", "--bare", url, dst)
+		}()
+	}
+	wg.Wait()
+	s := sample{secs: time.Since(start).Seconds()}
+	for i := range n {
+		dst := filepath.Join(hf.work, fmt.Sprintf("clone-%d", i))
+		if errs[i] == nil {
+			errs[i] = hf.checkMain(ctx, dst)
+		}
+		os.RemoveAll(dst)
+	}
+	return s, errors.Join(errs...)
+}
+
+// checkMain fails unless the client's main is the fixture's.
+func (hf *httpFixture) checkMain(ctx context.Context, dir string) error {
+	out, err := fixture.Git(ctx, dir, nil, "rev-parse", "refs/heads/main")
+	if err != nil {
+		return err
+	}
+	if got := strings.TrimSpace(string(out)); got != hf.mainTip {
+		return fmt.Errorf("%s: main is %s after the transfer, want %s", dir, got, hf.mainTip)
+	}
+	return nil
+}
+
+func timeGit(ctx context.Context, dir string, args ...string) (sample, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir, cmd.Env = dir, fixture.GitEnv()
+	s, err := runTimed(cmd)
+	s.rssKB = 0 // the client's RSS is not what is being compared
+	return s, err
+}

@@ -1,5 +1,0 @@
-package main
-
-import "context"
-
-func runRefdb(ctx context.Context, args []string) error { return nil }
