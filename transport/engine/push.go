@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/fsck"
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/refdb"
+	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/storage/walk"
+	"github.com/rgit/rgit/transport/gitproto"
+)
+
+// Push indexes and checks the pack, uploads it, and commits the ref updates
+// with the pack entry in one transaction through the repo actor.
+func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.PushResult, error) {
+	res := gitproto.PushResult{Results: make([]gitproto.CommandResult, len(req.Commands))}
+	for i, c := range req.Commands {
+		res.Results[i].Name = c.Name
+	}
+	var staged *repo.PackInfo
+	var newPack *pack.Pack
+	if req.Pack != nil {
+		ix, err := b.index(ctx, req.Pack, req.Progress)
+		if err != nil {
+			b.log().Warn("push rejected: bad pack", zap.Error(err))
+			res.UnpackErr = err
+			return res, nil
+		}
+		defer removeFiles(ix.PackPath, ix.IdxPath)
+		if len(ix.Objects) > 0 {
+			newPack, err = pack.Open(ix.PackPath, ix.IdxPath)
+			if err != nil {
+				return res, fmt.Errorf("open received pack: %w", err)
+			}
+			defer newPack.Close()
+		}
+		// Everything the push can see: the new pack, then the repository.
+		reader := b.snap.Objects()
+		if newPack != nil {
+			reader = pack.NewSet(append([]*pack.Pack{newPack}, b.snap.Objects().Packs()...)...)
+			if err := b.fsck(newPack, ix, reader); err != nil {
+				b.log().Warn("push rejected by fsck", zap.Error(err))
+				res.UnpackErr = err
+				return res, nil
+			}
+		}
+		b.checkConnected(ctx, reader, req.Commands, res.Results)
+		if len(ix.Objects) > 0 && anyOK(res.Results) {
+			info, err := repo.StagePack(ctx, b.e.Deps, b.snap.Owner, b.snap.Name, ix)
+			if err != nil {
+				return res, fmt.Errorf("store pack: %w", err)
+			}
+			staged = &info
+		}
+	} else {
+		for i, c := range req.Commands {
+			if !c.New.IsZero() && !b.snap.Objects().Has(c.New) {
+				res.Results[i].Err = "missing necessary objects"
+			}
+		}
+	}
+	return res, b.update(ctx, req, staged, res.Results)
+}
+
+// checkConnected marks the commands whose new value does not resolve to a
+// complete history. One walk over every new tip is the common case; only
+// when it fails is each tip walked alone, so one bad ref does not fail the
+// rest (a walk per tip up front would repeat the shared history per ref).
+func (b *backend) checkConnected(ctx context.Context, r object.Reader, cmds []gitproto.Command, results []gitproto.CommandResult) {
+	known := b.snap.Objects().Has
+	var tips []object.ID
+	for _, c := range cmds {
+		if !c.New.IsZero() {
+			tips = append(tips, c.New)
+		}
+	}
+	if len(tips) == 0 || walk.CheckConnected(ctx, r, tips, known) == nil {
+		return
+	}
+	for i, c := range cmds {
+		if c.New.IsZero() {
+			continue
+		}
+		if err := walk.CheckConnected(ctx, r, []object.ID{c.New}, known); err != nil {
+			b.log().Warn("push command rejected: not connected", zap.String("ref", c.Name), zap.Error(err))
+			results[i].Err = "missing necessary objects"
+		}
+	}
+}
+
+// index streams the pack into IncomingDir and indexes it.
+func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer) (*pack.Indexed, error) {
+	set := b.snap.Objects()
+	return pack.IndexPack(ctx, r, b.e.IncomingDir, pack.IndexOptions{
+		Base: set, BaseHas: set.Has,
+		MaxObjectSize: b.e.MaxObjectSize, MaxPackSize: b.e.MaxPackSize,
+		Progress: progressFunc(progress),
+	})
+}
+
+// fsck checks every object of the received pack, then every blob its trees
+// name .gitmodules — read from the push or from the repository, because a
+// blob pushed earlier as an ordinary file was never checked as one.
+func (b *backend) fsck(p *pack.Pack, ix *pack.Indexed, all object.Reader) error {
+	c := fsck.NewChecker(b.e.Fsck)
+	for _, o := range ix.Objects {
+		if o.Type == object.Blob {
+			continue
+		}
+		t, data, err := p.ReadObject(o.ID)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", o.ID, err)
+		}
+		if err := c.Check(o.ID, t, data); err != nil {
+			return err
+		}
+	}
+	for _, id := range c.GitmodulesBlobs() {
+		t, data, err := all.ReadObject(id)
+		switch {
+		case errors.Is(err, object.ErrNotFound):
+			// Connectivity reports it too; fsck names the reason.
+			if err := c.MissingGitmodules(id); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("read %s: %w", id, err)
+		case t != object.Blob:
+			// Check reports a .gitmodules that is not a blob.
+			err = c.Check(id, t, data)
+		default:
+			err = c.CheckGitmodules(id, data)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// update commits the commands that passed the checks.
+func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *repo.PackInfo, results []gitproto.CommandResult) error {
+	var cmds []repo.RefUpdate
+	var idx []int
+	for i, c := range req.Commands {
+		if results[i].Err != "" {
+			continue
+		}
+		cmds = append(cmds, repo.RefUpdate{Name: c.Name, Old: c.Old, New: c.New})
+		idx = append(idx, i)
+	}
+	if req.Atomic && len(idx) < len(req.Commands) {
+		for i := range results {
+			if results[i].Err == "" {
+				results[i].Err = "atomic push failed"
+			}
+		}
+		return nil
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	v, err := b.sess.Call(ctx, func(r *repo.Repo) (any, error) {
+		errs, err := r.UpdateRefs(ctx, staged, cmds, req.Atomic)
+		return errs, err
+	})
+	if err != nil {
+		if errors.Is(err, refdb.ErrFenced) {
+			b.log().Error("push not acknowledged: repository fenced by another writer", zap.Error(err))
+		}
+		for _, i := range idx {
+			results[i].Err = "failed to update ref"
+		}
+		return fmt.Errorf("update refs: %w", err)
+	}
+	for k, e := range v.([]error) {
+		if e != nil {
+			results[idx[k]].Err = reason(e)
+		}
+	}
+	return nil
+}
+
+// reason maps a per-command error to git's wording.
+func reason(err error) string {
+	switch {
+	case errors.Is(err, repo.ErrStale):
+		return "fetch first"
+	case errors.Is(err, repo.ErrAtomicFailed):
+		return "atomic push failed"
+	case errors.Is(err, repo.ErrInvalidUpdate):
+		return "funny refname"
+	}
+	return "failed to update ref"
+}
+
+func anyOK(rs []gitproto.CommandResult) bool {
+	for _, r := range rs {
+		if r.Err == "" {
+			return true
+		}
+	}
+	return false
+}
+
+func removeFiles(paths ...string) {
+	for _, p := range paths {
+		os.Remove(p)
+	}
+}
