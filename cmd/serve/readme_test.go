@@ -119,7 +119,7 @@ func TestReadmeQuickStart(t *testing.T) {
 
 	// The quick start pushed one commit with README to alice/hello's main,
 	// and the SSH clone checked it out.
-	sshClone := filepath.Join(sshDir, "hello")
+	sshClone := filepath.Join(sshDir, "hello-ssh")
 	got := env.Run(t, sshClone, "log", "-1", "--format=%s", "origin/main")
 	if got != "first" {
 		t.Fatalf("SSH clone's origin/main is %q, want the quick start's commit", got)
