@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gliderlabs/ssh"
@@ -84,6 +85,9 @@ type Server struct {
 	keys    KeyLookup
 	log     *zap.Logger
 	metrics gitserve.Metrics
+	// handlers counts running session handlers, so Shutdown and Close
+	// return only once every session has let go of its repository.
+	handlers sync.WaitGroup
 }
 
 // NewServer validates cfg, loads or creates the host key and returns a
@@ -123,8 +127,12 @@ func NewServer(cfg Config) (*Server, error) {
 		idle = 0
 	}
 	s.srv = &ssh.Server{
-		Addr:        cfg.Addr,
-		Handler:     s.handle,
+		Addr: cfg.Addr,
+		Handler: func(sess ssh.Session) {
+			s.handlers.Add(1)
+			defer s.handlers.Done()
+			s.handle(sess)
+		},
 		IdleTimeout: idle,
 		// Any key may connect; the owner (or anonymous) is decided per
 		// session from the key the connection authenticated with.
@@ -159,20 +167,26 @@ func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 
 // Shutdown stops accepting connections and waits for open connections to
 // finish until ctx is done; then it closes whatever is left and returns
-// ctx's error.
+// ctx's error. Either way every session handler has returned by then.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.srv.Shutdown(ctx)
 	if ctx.Err() != nil {
 		if cerr := s.srv.Close(); cerr != nil && !errors.Is(cerr, ssh.ErrServerClosed) {
 			s.log.Warn("ssh close after shutdown deadline", zap.Error(cerr))
 		}
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	s.handlers.Wait()
 	return err
 }
 
-// Close closes the listeners and all connections immediately.
-func (s *Server) Close() error { return s.srv.Close() }
+// Close closes the listeners and all connections immediately and waits for
+// the session handlers, whose contexts that cancels, to return.
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	s.handlers.Wait()
+	return err
+}
 
 // handle runs one session. gliderlabs calls it for "exec" and "shell"
 // requests; the session ends (exit 0) when it returns unless it set a
