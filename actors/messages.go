@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"strings"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/rgit/rgit/storage/repo"
@@ -14,18 +16,49 @@ type repoKey string
 
 func keyOf(owner, name string) repoKey { return repoKey(owner + "/" + name) }
 
+func (k repoKey) split() (owner, name string) {
+	owner, name, _ = strings.Cut(string(k), "/")
+	return owner, name
+}
+
 // getRepo asks the supervisor for the repo actor of key, spawning it.
 type getRepo struct{ key repoKey }
 
-// repoPID answers getRepo.
-type repoPID struct{ pid *actor.PID }
+// repoPID answers getRepo; epoch is the lease's (0 in single-node mode).
+type repoPID struct {
+	pid   *actor.PID
+	epoch uint64
+}
+
+// notHeld answers getRepo in cluster mode when this node holds no lease on
+// the repository: route (and claim) again.
+type notHeld struct{}
 
 // idle tells the supervisor that a repo actor is closing; the supervisor
 // forgets it so the next request spawns a fresh one.
 type idle struct {
 	key repoKey
 	pid *actor.PID
+	why closeWhy
 }
+
+// closeWhy says why a repo actor closed; in cluster mode it decides what
+// happens to the lease.
+type closeWhy uint8
+
+const (
+	whyIdle       closeWhy = iota // idle TTL or max warm (single node)
+	whyFenced                     // a newer writer fenced the database
+	whyOpenFailed                 // the database could not be opened
+	whyClosed                     // CloseRepo (delete-repo): release the lease
+	whyShutdown                   // Shutdown: keep the lease, like a crash
+	whyLeaseEnded                 // drain over or renewal declined
+)
+
+var whyNames = [...]string{whyIdle: "idle", whyFenced: "fenced", whyOpenFailed: "open failed",
+	whyClosed: "closed", whyShutdown: "shutdown", whyLeaseEnded: "lease ended"}
+
+func (w closeWhy) String() string { return whyNames[w] }
 
 // evictIfIdle asks a repo actor to close if no session is using it.
 type evictIfIdle struct{}
@@ -60,8 +93,48 @@ type callResult struct {
 }
 
 // closeRepo closes the repository (delete-repo needs it closed) and stops the
-// actor; it answers once the database is closed.
-type closeRepo struct{}
+// actor; it answers once the database is closed. shutdown keeps the lease.
+type closeRepo struct{ shutdown bool }
+
+// Cluster-mode messages between the node, the supervisor and repo actors.
+type (
+	// leaseQuery asks the supervisor about its lease on key; *leaseInfo answers.
+	leaseQuery struct{ key repoKey }
+	leaseInfo  struct {
+		held  bool // Serving or Draining: requests are served here
+		epoch uint64
+	}
+	// granted records a lease the leader granted to this node; answered
+	// with *leaseInfo once the repo actor is spawned.
+	granted struct {
+		key   repoKey
+		epoch uint64
+	}
+	// wantRelease: an idle repo actor asks to let its lease go.
+	wantRelease struct {
+		key repoKey
+		pid *actor.PID
+	}
+	// closeNow tells a repo actor its lease ended: close at once.
+	closeNow struct{}
+	// drainTick is the end of key's drain (epoch guards a stale timer).
+	drainTick struct {
+		key   repoKey
+		epoch uint64
+	}
+	// renewTick starts the periodic batched renewal.
+	renewTick struct{}
+	// renewResult is the leader's answer to one batch; sent maps each
+	// repo of the batch to the epoch it was renewed under.
+	renewResult struct {
+		sent     map[repoKey]uint64
+		declined []string
+		err      error
+	}
+	// drainAll releases every lease; *drainWait answers.
+	drainAll  struct{}
+	drainWait struct{ done <-chan struct{} }
+)
 
 // listOpen asks the supervisor for the keys of the open repositories.
 type listOpen struct{}

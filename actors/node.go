@@ -25,6 +25,9 @@ type Config struct {
 	CallTimeout time.Duration // bound on one write executed by a repo actor; default 5m
 	Log         *zap.Logger
 	Registerer  prometheus.Registerer // nil: metrics are not registered
+	// Cluster makes the node a cluster member; nil is a single node that
+	// owns every repository.
+	Cluster *ClusterConfig
 }
 
 // Node is one rgit node's actor system: the supervisor and its repo actors.
@@ -34,6 +37,7 @@ type Node struct {
 	system  *actor.ActorSystem
 	sup     *actor.PID
 	metrics *metrics
+	cl      *clusterState // nil in single-node mode
 }
 
 type metrics struct {
@@ -68,11 +72,19 @@ func NewNode(cfg Config) (*Node, error) {
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
+	if cfg.Cluster != nil {
+		if err := n.startCluster(*cfg.Cluster); err != nil {
+			n.system.Shutdown()
+			return nil, err
+		}
+	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &supervisor{node: n, children: map[repoKey]*child{}}
+		return &supervisor{node: n, children: map[repoKey]*child{}, leases: map[repoKey]*lease{}}
 	})
 	pid, err := n.system.Root.SpawnNamed(props, "repos")
 	if err != nil {
+		n.stopCluster()
+		n.system.Shutdown()
 		return nil, fmt.Errorf("spawn node supervisor: %w", err)
 	}
 	n.sup = pid
@@ -102,21 +114,26 @@ type Session struct {
 	pid      *actor.PID
 	Snapshot *repo.Snapshot
 	Info     repo.RepoInfo
+	// Epoch is the ownership lease the session runs under (0 on a single
+	// node): one epoch, one writer.
+	Epoch    uint64
 	released bool
 }
 
 // Session opens owner/name for one session. A missing repository yields an
-// error wrapping repo.ErrNotFound and creates nothing.
+// error wrapping repo.ErrNotFound and creates nothing. In cluster mode the
+// node must own the repository (it claims it if unowned); otherwise the
+// error is a *NotOwnerError naming the owner.
 func (n *Node) Session(ctx context.Context, owner, name string) (*Session, error) {
 	if err := repo.ValidateName(owner, name); err != nil {
 		return nil, err
 	}
-	v, pid, err := n.ask(ctx, keyOf(owner, name), &acquire{}, n.cfg.OpenTimeout)
+	v, rp, err := n.ask(ctx, keyOf(owner, name), &acquire{}, n.cfg.OpenTimeout, true)
 	if err != nil {
 		return nil, err
 	}
 	a := v.(*acquired)
-	return &Session{node: n, pid: pid, Snapshot: a.snap, Info: a.info}, nil
+	return &Session{node: n, pid: rp.pid, Snapshot: a.snap, Info: a.info, Epoch: rp.epoch}, nil
 }
 
 // Call runs fn inside the repo actor (serialized with every other write to
@@ -145,7 +162,7 @@ func (n *Node) Do(ctx context.Context, owner, name string, fn func(r *repo.Repo)
 	if err := repo.ValidateName(owner, name); err != nil {
 		return nil, err
 	}
-	v, _, err := n.ask(ctx, keyOf(owner, name), &call{fn: fn}, n.cfg.CallTimeout)
+	v, _, err := n.ask(ctx, keyOf(owner, name), &call{fn: fn}, n.cfg.CallTimeout, true)
 	if err != nil {
 		return nil, err
 	}
@@ -153,10 +170,11 @@ func (n *Node) Do(ctx context.Context, owner, name string, fn func(r *repo.Repo)
 }
 
 // CloseRepo closes owner/name's database if this node holds it open and
-// waits until it is closed (delete-repo runs after it).
+// waits until it is closed (delete-repo runs after it). In cluster mode the
+// lease is released as well.
 func (n *Node) CloseRepo(ctx context.Context, owner, name string) error {
-	_, _, err := n.ask(ctx, keyOf(owner, name), &closeRepo{}, n.cfg.OpenTimeout)
-	if errors.Is(err, repo.ErrNotFound) {
+	_, _, err := n.ask(ctx, keyOf(owner, name), &closeRepo{}, n.cfg.OpenTimeout, false)
+	if errors.Is(err, repo.ErrNotFound) || errors.Is(err, errNotHeld) {
 		return nil
 	}
 	return err
@@ -178,6 +196,8 @@ func (n *Node) OpenRepos(ctx context.Context) ([]string, error) {
 }
 
 // Shutdown closes every open repository database and stops the actors.
+// Leases are not released (call Drain first for that): to the cluster a
+// shutdown without a drain looks like a crash.
 func (n *Node) Shutdown(ctx context.Context) error {
 	keys, err := n.OpenRepos(ctx)
 	if err != nil {
@@ -185,24 +205,57 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	}
 	var errs []error
 	for _, k := range keys {
-		if _, _, err := n.ask(ctx, repoKey(k), &closeRepo{}, n.cfg.OpenTimeout); err != nil &&
-			!errors.Is(err, repo.ErrNotFound) {
+		if _, _, err := n.ask(ctx, repoKey(k), &closeRepo{shutdown: true}, n.cfg.OpenTimeout, false); err != nil &&
+			!errors.Is(err, repo.ErrNotFound) && !errors.Is(err, errNotHeld) {
 			errs = append(errs, fmt.Errorf("close %s: %w", k, err))
+		}
+	}
+	// Stop the timers and the follower first so nothing sends to the
+	// stopped actors; stopping the leader actor closes the map's database.
+	n.stopCluster()
+	if n.cl != nil && n.cl.leaderPID != nil {
+		// Stopping closes the map's database; system shutdown alone does
+		// not deliver Stopping.
+		if err := n.system.Root.StopFuture(n.cl.leaderPID).Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("stop leader actor: %w", err))
 		}
 	}
 	n.system.Shutdown()
 	return errors.Join(errs...)
 }
 
+func (n *Node) stopCluster() {
+	if n.cl != nil {
+		n.cl.close()
+	}
+}
+
+// errNotHeld: a request that does not route found no lease on the repo.
+var errNotHeld = errors.New("no lease held on repository")
+
 // ask routes msg to key's repo actor, retrying when it reached an actor that
-// was closing (the idle/eviction race) or already gone.
-func (n *Node) ask(ctx context.Context, key repoKey, msg any, timeout time.Duration) (any, *actor.PID, error) {
+// was closing (the idle/eviction race) or already gone. In cluster mode a
+// routed ask first makes sure this node owns key (claiming it if unowned);
+// an unrouted one only reaches a repository already held (errNotHeld).
+func (n *Node) ask(ctx context.Context, key repoKey, msg any, timeout time.Duration, routed bool) (any, *repoPID, error) {
 	for attempt := 0; attempt < 5; attempt++ {
+		if routed && n.cl != nil {
+			if err := n.ensureLocal(ctx, key); err != nil {
+				return nil, nil, err
+			}
+		}
 		v, err := n.request(ctx, n.sup, &getRepo{key: key}, 10*time.Second)
 		if err != nil {
 			return nil, nil, err
 		}
-		pid := v.(*repoPID).pid
+		if _, no := v.(*notHeld); no {
+			if !routed {
+				return nil, nil, fmt.Errorf("repository %s: %w", key, errNotHeld)
+			}
+			continue // the lease ended between routing and now
+		}
+		rp := v.(*repoPID)
+		pid := rp.pid
 		v, err = n.request(ctx, pid, msg, timeout)
 		if errors.Is(err, actor.ErrDeadLetter) {
 			continue
@@ -216,7 +269,7 @@ func (n *Node) ask(ctx context.Context, key repoKey, msg any, timeout time.Durat
 		if r, ok := v.(*callResult); ok && r.err != nil {
 			return nil, nil, r.err
 		}
-		return v, pid, nil
+		return v, rp, nil
 	}
 	return nil, nil, fmt.Errorf("repository %s: %w", key, ErrBusy)
 }

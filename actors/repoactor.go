@@ -25,6 +25,9 @@ type repoActor struct {
 	openErr  error
 	sessions int
 	closing  bool
+	// releasing: cluster mode, idle, waiting for the supervisor to end the
+	// lease's drain (the actor keeps serving meanwhile).
+	releasing bool
 }
 
 func (a *repoActor) Receive(ctx actor.Context) {
@@ -46,14 +49,12 @@ func (a *repoActor) receive(ctx actor.Context) {
 		a.closeDB()
 	case *actor.Stopping:
 		a.closeDB()
-	case *actor.ReceiveTimeout:
+	case *actor.ReceiveTimeout, *evictIfIdle:
 		if a.sessions == 0 {
-			a.goIdle(ctx, "idle ttl")
+			a.idleNow(ctx)
 		}
-	case *evictIfIdle:
-		if a.sessions == 0 {
-			a.goIdle(ctx, "max warm")
-		}
+	case *closeNow:
+		a.goIdle(ctx, whyLeaseEnded)
 	case *acquire:
 		if !a.ready(ctx) {
 			return
@@ -84,11 +85,28 @@ func (a *repoActor) receive(ctx actor.Context) {
 			a.fenced(ctx)
 		}
 	case *closeRepo:
+		why := whyClosed
+		if m.shutdown {
+			why = whyShutdown
+		}
 		a.closing = true
 		a.closeDB()
-		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self()})
+		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: why})
 		ctx.Respond(&callResult{})
 		ctx.Stop(ctx.Self())
+	}
+}
+
+// idleNow closes an unused repository; in cluster mode it first asks the
+// supervisor to release the lease, which closes it after the drain.
+func (a *repoActor) idleNow(ctx actor.Context) {
+	if a.node.cl == nil {
+		a.goIdle(ctx, whyIdle)
+		return
+	}
+	if !a.releasing && !a.closing {
+		a.releasing = true
+		ctx.Send(ctx.Parent(), &wantRelease{key: a.key, pid: ctx.Self()})
 	}
 }
 
@@ -118,7 +136,7 @@ func (a *repoActor) ready(ctx actor.Context) bool {
 	case a.openErr != nil:
 		ctx.Respond(&callResult{err: a.openErr})
 		a.closing = true
-		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self()})
+		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: whyOpenFailed})
 		ctx.Stop(ctx.Self())
 		return false
 	}
@@ -137,18 +155,18 @@ func (a *repoActor) fenced(ctx actor.Context) {
 	a.node.log.Error("repository database fenced by another writer; closing it",
 		zap.String("repo", string(a.key)))
 	a.node.metrics.fenced.Inc()
-	a.goIdle(ctx, "fenced")
+	a.goIdle(ctx, whyFenced)
 }
 
 // goIdle tells the supervisor first (so new requests spawn a fresh actor),
 // then closes the database and stops.
-func (a *repoActor) goIdle(ctx actor.Context, why string) {
+func (a *repoActor) goIdle(ctx actor.Context, why closeWhy) {
 	if a.closing {
 		return
 	}
 	a.closing = true
-	a.node.log.Debug("closing repository", zap.String("repo", string(a.key)), zap.String("why", why))
-	ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self()})
+	a.node.log.Debug("closing repository", zap.String("repo", string(a.key)), zap.Stringer("why", why))
+	ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: why})
 	a.closeDB()
 	ctx.Stop(ctx.Self())
 }

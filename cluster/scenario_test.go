@@ -1,17 +1,18 @@
 package cluster
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rgit/rgit/testkit/datadriven"
 )
 
-// Scenario tests: testdata/*.txt hold cases in the datadriven style
+// Scenario tests: testdata/*.txt hold cases in the datadriven style (see
+// testkit/datadriven)
 //
 //	command key=value ...
 //	----
@@ -19,61 +20,6 @@ import (
 //
 // separated by blank lines; '#' lines are comments. Times are offsets from
 // a fixed origin (at=1.5s). Run with -rewrite to regenerate expectations.
-var rewrite = flag.Bool("rewrite", os.Getenv("RGIT_REWRITE") != "", "rewrite scenario expectations")
-
-type scenarioCase struct {
-	comments []string
-	cmd      string
-	want     string
-}
-
-func parseScenario(t *testing.T, path string) []scenarioCase {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	var out []scenarioCase
-	var cur scenarioCase
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		switch {
-		case strings.TrimSpace(l) == "":
-		case strings.HasPrefix(l, "#"):
-			cur.comments = append(cur.comments, l)
-		default:
-			cur.cmd = l
-			if i+1 >= len(lines) || lines[i+1] != "----" {
-				t.Fatalf("%s:%d: command without ---- separator", path, i+1)
-			}
-			i += 2
-			var want []string
-			for ; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
-				want = append(want, lines[i])
-			}
-			cur.want = strings.Join(want, "\n")
-			out = append(out, cur)
-			cur = scenarioCase{}
-		}
-	}
-	return out
-}
-
-func writeScenario(path string, cases []scenarioCase) error {
-	var b strings.Builder
-	for i, c := range cases {
-		if i > 0 {
-			b.WriteString("\n")
-		}
-		for _, cm := range c.comments {
-			b.WriteString(cm + "\n")
-		}
-		fmt.Fprintf(&b, "%s\n----\n%s\n", c.cmd, c.want)
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
-}
-
 func TestScenarios(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
@@ -81,24 +27,7 @@ func TestScenarios(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			cases := parseScenario(t, f)
-			w := newWorld()
-			for i := range cases {
-				got, err := w.run(cases[i].cmd)
-				if err != nil {
-					got = "error: " + err.Error()
-				}
-				if *rewrite {
-					cases[i].want = got
-				} else if got != cases[i].want {
-					t.Errorf("%s\n----\ngot:\n%s\nwant:\n%s", cases[i].cmd, got, cases[i].want)
-				}
-			}
-			if *rewrite {
-				if err := writeScenario(f, cases); err != nil {
-					t.Fatal(err)
-				}
-			}
+			datadriven.RunFile(t, f, newWorld().run)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 // Package config reads rgit's configuration from RGIT_* environment
 // variables (DESIGN.md §9). Bad values fail at start with an error naming
-// the variable. It imports only the standard library.
+// the variable. It imports the standard library and cluster/ (pure name
+// parsing).
 package config
 
 import (
@@ -11,27 +12,31 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rgit/rgit/cluster"
 )
 
 // Config is the whole server configuration.
 type Config struct {
-	StoreURL      string        // RGIT_STORE_URL
-	StoreTimeout  time.Duration // RGIT_STORE_TIMEOUT_SECS
-	CacheDir      string        // RGIT_CACHE_DIR
-	HTTPAddr      string        // RGIT_HTTP_ADDR
-	SSHAddr       string        // RGIT_SSH_ADDR
-	HostKey       string        // RGIT_HOST_KEY
-	PeerAddr      string        // RGIT_PEER_ADDR; the peer stream port is this port + 1
-	PeerSvc       string        // RGIT_PEER_SVC
-	Self          string        // RGIT_SELF
-	PeerSecret    string        // RGIT_PEER_SECRET
-	FlushInterval time.Duration // RGIT_FLUSH_INTERVAL_MS
-	WarmTTL       time.Duration // RGIT_WARM_TTL_SECS
-	MaxWarm       int           // RGIT_MAX_WARM
-	MaxBody       int64         // RGIT_MAX_BODY
-	FsckSkip      string        // RGIT_FSCK_SKIP
-	LogLevel      string        // RGIT_LOG_LEVEL
-	DrainTimeout  time.Duration // RGIT_DRAIN_SECS
+	StoreURL       string            // RGIT_STORE_URL
+	StoreTimeout   time.Duration     // RGIT_STORE_TIMEOUT_SECS
+	CacheDir       string            // RGIT_CACHE_DIR
+	HTTPAddr       string            // RGIT_HTTP_ADDR
+	SSHAddr        string            // RGIT_SSH_ADDR
+	HostKey        string            // RGIT_HOST_KEY
+	PeerAddr       string            // RGIT_PEER_ADDR; the peer stream port is this port + 1
+	PeerSvc        string            // RGIT_PEER_SVC
+	Peers          map[string]string // RGIT_PEERS: node → peer HTTP address; nil unless set
+	Self           string            // RGIT_SELF
+	PeerSecret     string            // RGIT_PEER_SECRET
+	FlushInterval  time.Duration     // RGIT_FLUSH_INTERVAL_MS
+	WarmTTL        time.Duration     // RGIT_WARM_TTL_SECS
+	MaxWarm        int               // RGIT_MAX_WARM
+	MaxBody        int64             // RGIT_MAX_BODY
+	FsckSkip       string            // RGIT_FSCK_SKIP
+	ClonePackCache int64             // RGIT_CLONE_CACHE_BYTES
+	LogLevel       string            // RGIT_LOG_LEVEL
+	DrainTimeout   time.Duration     // RGIT_DRAIN_SECS
 }
 
 // Var documents one variable; the README's configuration table is kept in
@@ -50,12 +55,14 @@ var Vars = []Var{
 	{"RGIT_HOST_KEY", "./host_key", "SSH host key (OpenSSH format); generated if missing"},
 	{"RGIT_PEER_ADDR", ":8081", "peer HTTP listen address; the peer stream port (admin, actor messages) is this port + 1"},
 	{"RGIT_PEER_SVC", "", "headless service the peers hang off; unset means single node"},
-	{"RGIT_SELF", "", "this node's stable name (rgit-2); required with RGIT_PEER_SVC"},
-	{"RGIT_PEER_SECRET", "", "shared secret of the peer ports; generated into the store dir on a single node if unset"},
+	{"RGIT_PEERS", "", "static peer map instead of RGIT_PEER_SVC: rgit-0=127.0.0.1:9081,rgit-1=127.0.0.1:9181 (peer HTTP addresses; stream port = +1)"},
+	{"RGIT_SELF", "", "this node's stable name (rgit-2); required in cluster mode (RGIT_PEER_SVC or RGIT_PEERS)"},
+	{"RGIT_PEER_SECRET", "", "shared secret of the peer ports (at least 16 characters); required in cluster mode, generated into the cache dir on a single node if unset"},
 	{"RGIT_FLUSH_INTERVAL_MS", "0", "minimum batching delay of ref-database writes"},
 	{"RGIT_WARM_TTL_SECS", "300", "idle time before a repository's database is closed"},
 	{"RGIT_MAX_WARM", "64", "maximum number of open repository databases"},
 	{"RGIT_MAX_BODY", "2147483648", "maximum HTTP request body in bytes, enforced before authentication"},
+	{"RGIT_CLONE_CACHE_BYTES", "1073741824", "disk budget for cached clone packs (one per ref state); 0 disables"},
 	{"RGIT_FSCK_SKIP", "", "comma-separated cosmetic fsck checks to skip, e.g. zeroPaddedFilemode"},
 	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
@@ -68,30 +75,46 @@ func FromEnv() (*Config, error) { return Parse(os.Getenv) }
 func Parse(getenv func(string) string) (*Config, error) {
 	p := parser{getenv: getenv}
 	c := &Config{
-		StoreURL:      p.str("RGIT_STORE_URL"),
-		StoreTimeout:  p.seconds("RGIT_STORE_TIMEOUT_SECS", 1),
-		CacheDir:      p.str("RGIT_CACHE_DIR"),
-		HTTPAddr:      p.addr("RGIT_HTTP_ADDR"),
-		SSHAddr:       p.addr("RGIT_SSH_ADDR"),
-		HostKey:       p.str("RGIT_HOST_KEY"),
-		PeerAddr:      p.addr("RGIT_PEER_ADDR"),
-		PeerSvc:       p.str("RGIT_PEER_SVC"),
-		Self:          p.str("RGIT_SELF"),
-		PeerSecret:    p.str("RGIT_PEER_SECRET"),
-		FlushInterval: time.Duration(p.int("RGIT_FLUSH_INTERVAL_MS", 0)) * time.Millisecond,
-		WarmTTL:       p.seconds("RGIT_WARM_TTL_SECS", 1),
-		MaxWarm:       int(p.int("RGIT_MAX_WARM", 1)),
-		MaxBody:       p.int("RGIT_MAX_BODY", 1),
-		FsckSkip:      p.str("RGIT_FSCK_SKIP"),
-		LogLevel:      p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
-		DrainTimeout:  p.seconds("RGIT_DRAIN_SECS", 0),
+		StoreURL:       p.str("RGIT_STORE_URL"),
+		StoreTimeout:   p.seconds("RGIT_STORE_TIMEOUT_SECS", 1),
+		CacheDir:       p.str("RGIT_CACHE_DIR"),
+		HTTPAddr:       p.addr("RGIT_HTTP_ADDR"),
+		SSHAddr:        p.addr("RGIT_SSH_ADDR"),
+		HostKey:        p.str("RGIT_HOST_KEY"),
+		PeerAddr:       p.addr("RGIT_PEER_ADDR"),
+		PeerSvc:        p.str("RGIT_PEER_SVC"),
+		Self:           p.str("RGIT_SELF"),
+		PeerSecret:     p.str("RGIT_PEER_SECRET"),
+		FlushInterval:  time.Duration(p.int("RGIT_FLUSH_INTERVAL_MS", 0)) * time.Millisecond,
+		WarmTTL:        p.seconds("RGIT_WARM_TTL_SECS", 1),
+		MaxWarm:        int(p.int("RGIT_MAX_WARM", 1)),
+		MaxBody:        p.int("RGIT_MAX_BODY", 1),
+		FsckSkip:       p.str("RGIT_FSCK_SKIP"),
+		ClonePackCache: p.int("RGIT_CLONE_CACHE_BYTES", 0),
+		LogLevel:       p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
+		DrainTimeout:   p.seconds("RGIT_DRAIN_SECS", 0),
 	}
-	if c.PeerSvc != "" {
+	if peers := p.str("RGIT_PEERS"); peers != "" {
+		m, err := cluster.ParsePeerMap(peers)
+		if err != nil {
+			p.fail("RGIT_PEERS", "%v", err)
+		}
+		c.Peers = m
+		if c.PeerSvc != "" {
+			p.fail("RGIT_PEERS", "set RGIT_PEER_SVC or RGIT_PEERS, not both")
+		}
+		if _, ok := m[c.Self]; m != nil && c.Self != "" && !ok {
+			p.fail("RGIT_SELF", "%q is not in RGIT_PEERS", c.Self)
+		}
+	}
+	if c.Cluster() {
 		if c.Self == "" {
-			p.fail("RGIT_SELF", "required when RGIT_PEER_SVC is set")
+			p.fail("RGIT_SELF", "required in cluster mode (RGIT_PEER_SVC or RGIT_PEERS)")
+		} else if _, err := cluster.LeaderOf(c.Self); err != nil {
+			p.fail("RGIT_SELF", "%v", err)
 		}
 		if c.PeerSecret == "" {
-			p.fail("RGIT_PEER_SECRET", "required when RGIT_PEER_SVC is set")
+			p.fail("RGIT_PEER_SECRET", "required in cluster mode (RGIT_PEER_SVC or RGIT_PEERS)")
 		}
 	}
 	if c.PeerSecret != "" && len(c.PeerSecret) < 16 {
@@ -102,6 +125,9 @@ func Parse(getenv func(string) string) (*Config, error) {
 	}
 	return c, nil
 }
+
+// Cluster reports cluster mode: RGIT_PEER_SVC or RGIT_PEERS is set.
+func (c *Config) Cluster() bool { return c.PeerSvc != "" || c.Peers != nil }
 
 // PeerStreamAddr is the peer stream listen address: the peer port plus one.
 func (c *Config) PeerStreamAddr() (string, error) { return PortPlusOne(c.PeerAddr) }

@@ -54,3 +54,30 @@ func TestReadmeDocumentsEveryVariable(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterMode(t *testing.T) {
+	const sec = "0123456789abcdef"
+	c, err := Parse(env(map[string]string{
+		"RGIT_PEERS": "rgit-0=127.0.0.1:9081, rgit-1=127.0.0.1:9181", "RGIT_SELF": "rgit-1", "RGIT_PEER_SECRET": sec}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Cluster() || c.Peers["rgit-1"] != "127.0.0.1:9181" || len(c.Peers) != 2 {
+		t.Fatalf("static peers: %+v", c)
+	}
+	if c, _ := Parse(env(nil)); c.Cluster() {
+		t.Fatal("single node reports cluster mode")
+	}
+	bad := map[string]map[string]string{
+		"RGIT_PEERS":       {"RGIT_PEERS": "rgit-0", "RGIT_SELF": "rgit-0", "RGIT_PEER_SECRET": sec},
+		"RGIT_SELF":        {"RGIT_PEERS": "rgit-0=127.0.0.1:9081", "RGIT_SELF": "rgit-3", "RGIT_PEER_SECRET": sec},
+		"RGIT_PEER_SECRET": {"RGIT_PEERS": "rgit-0=127.0.0.1:9081", "RGIT_SELF": "rgit-0"},
+		"not both":         {"RGIT_PEERS": "rgit-0=127.0.0.1:9081", "RGIT_PEER_SVC": "svc", "RGIT_SELF": "rgit-0", "RGIT_PEER_SECRET": sec},
+		"ordinal":          {"RGIT_PEER_SVC": "svc", "RGIT_SELF": "rgit", "RGIT_PEER_SECRET": sec},
+	}
+	for name, m := range bad {
+		if _, err := Parse(env(m)); err == nil || (!strings.Contains(err.Error(), name) && !strings.Contains(err.Error(), "RGIT_SELF")) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

@@ -8,12 +8,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 
+	"github.com/rgit/rgit/storage/clonecache"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/walk"
+	"github.com/rgit/rgit/transport/fetchpack"
+	"github.com/rgit/rgit/transport/gitproto"
 )
 
 // countingWriter discards what it is given and counts it: the client end
@@ -29,7 +33,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // the parent can time it end to end and read its peak RSS:
 //
 //	engine-child index -in <pack> -dir <outdir>
-//	engine-child clone|fetch -pack <pack> -idx <idx> -wants <file> [-haves <file>] [-out <file>]
+//	engine-child clone|fetch -pack <pack> -idx <idx> -wants <file> [-haves <file>] [-out <file>] [-cache <dir>]
 func runEngineChild(ctx context.Context, args []string) error {
 	if len(args) < 1 {
 		return errors.New("engine-child: missing operation")
@@ -44,6 +48,7 @@ func runEngineChild(ctx context.Context, args []string) error {
 	haves := fs.String("haves", "", "file of the client's ids")
 	out := fs.String("out", "", "write the produced pack here instead of counting it")
 	prof := fs.String("cpuprofile", "", "write a CPU profile")
+	cacheDir := fs.String("cache", "", "serve a clone through the clone-pack cache in this directory")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -62,7 +67,7 @@ func runEngineChild(ctx context.Context, args []string) error {
 	case "index":
 		return childIndex(ctx, *in, *dir)
 	case "clone", "fetch":
-		return childServe(ctx, *packPath, *idxPath, *wants, *haves, *out, op == "fetch")
+		return childServe(ctx, *packPath, *idxPath, *wants, *haves, *out, *cacheDir)
 	}
 	return fmt.Errorf("engine-child: unknown operation %q", op)
 }
@@ -82,16 +87,19 @@ func childIndex(ctx context.Context, in, dir string) error {
 	return nil
 }
 
-// childServe produces a clone or fetch pack as the fetch path does: walk,
-// then WritePack over the stored pack.
-func childServe(ctx context.Context, packPath, idxPath, wantsFile, havesFile, out string, thin bool) error {
+// childServe produces a clone or fetch pack with the server's own code
+// (transport/fetchpack: sparse walk, then WritePack over the stored pack),
+// for a client that asks for thin packs and ofs-deltas as git does. With
+// cacheDir it goes through the clone-pack cache there, as the server does
+// for clones.
+func childServe(ctx context.Context, packPath, idxPath, wantsFile, havesFile, out, cacheDir string) error {
 	p, err := pack.Open(packPath, idxPath)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
 	set := pack.NewSet(p)
-	req := walk.Request{}
+	req := gitproto.FetchRequest{Thin: true, OfsDelta: true}
 	if req.Wants, err = readIDs(wantsFile); err != nil {
 		return err
 	}
@@ -99,20 +107,6 @@ func childServe(ctx context.Context, packPath, idxPath, wantsFile, havesFile, ou
 		if req.Haves, err = readIDs(havesFile); err != nil {
 			return err
 		}
-	}
-	res, err := walk.Objects(ctx, walk.NewGraph(set, 1<<20), req)
-	if err != nil {
-		return fmt.Errorf("walk: %w", err)
-	}
-	opts := pack.WriteOptions{OfsDelta: true}
-	if thin && len(req.Haves) > 0 {
-		// As the server's fetch path does: the haves are what the client
-		// certainly has.
-		have := make(map[object.ID]bool, len(req.Haves))
-		for _, h := range req.Haves {
-			have[h] = true
-		}
-		opts.Thin, opts.ClientHas = true, func(id object.ID) bool { return have[id] }
 	}
 	var w io.Writer
 	cw := &countingWriter{}
@@ -125,8 +119,29 @@ func childServe(ctx context.Context, packPath, idxPath, wantsFile, havesFile, ou
 		defer of.Close()
 		w = of
 	}
-	st, err := set.WritePack(ctx, w, res.Objects, opts)
-	if err != nil {
+	var st pack.WriteStats
+	produce := func(w io.Writer) error {
+		res, err := fetchpack.Plan(ctx, walk.NewGraph(set, 1<<20), &req)
+		if err != nil {
+			return fmt.Errorf("walk: %w", err)
+		}
+		st, err = fetchpack.Write(ctx, set, w, &req, res, nil)
+		return err
+	}
+	hit := false
+	if cacheDir != "" {
+		if !fetchpack.Cacheable(&req) {
+			return errors.New("engine-child: only clones go through the clone-pack cache")
+		}
+		cache, err := clonecache.New(cacheDir, 4<<30)
+		if err != nil {
+			return err
+		}
+		key := fetchpack.CacheKey("bench/"+filepath.Base(packPath), []string{filepath.Base(packPath)}, &req)
+		if hit, err = cache.Serve(ctx, key, w, produce); err != nil {
+			return err
+		}
+	} else if err := produce(w); err != nil {
 		return err
 	}
 	if of != nil {
@@ -134,8 +149,8 @@ func childServe(ctx context.Context, packPath, idxPath, wantsFile, havesFile, ou
 			return err
 		}
 	}
-	fmt.Printf("objects=%d bytes=%d reused=%d reused_deltas=%d deflated=%d verbatim=%v\n",
-		st.Objects, st.Bytes, st.Reused, st.ReusedDeltas, st.Deflated, st.Verbatim)
+	fmt.Printf("objects=%d bytes=%d reused=%d reused_deltas=%d deflated=%d verbatim=%v cache_hit=%v\n",
+		st.Objects, st.Bytes, st.Reused, st.ReusedDeltas, st.Deflated, st.Verbatim, hit)
 	return nil
 }
 

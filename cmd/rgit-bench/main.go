@@ -9,6 +9,8 @@
 //	(the ref-database benchmark is its own command, cmd/rgit-bench-refdb)
 //	engine    pack layer: index a pushed pack, full-clone pack, incremental fetch
 //	http      end to end over smart HTTP against git http-backend
+//	cluster   three nodes: clone through a forwarding node vs. direct to
+//	          the owner, and takeover time after kill -9 of the owner
 //
 // The rgit side of engine runs in a child process (engine-child) so its
 // peak RSS can be read from rusage. It is a benchmark tool, so it may
@@ -46,6 +48,8 @@ func main() {
 		err = runEngineChild(ctx, args)
 	case "http":
 		err = runHTTP(ctx, args)
+	case "cluster":
+		err = runCluster(ctx, args)
 	default:
 		usage()
 		os.Exit(2)
@@ -57,7 +61,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cmd/config"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/clonecache"
 	"github.com/rgit/rgit/storage/fsck"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
@@ -36,6 +38,7 @@ import (
 	"github.com/rgit/rgit/transport/engine"
 	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/httpgit"
+	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/sshgit"
 )
 
@@ -47,10 +50,12 @@ type Server struct {
 	cache *packcache.Cache
 	node  *actors.Node
 
-	httpSrv, adminSrv *http.Server
-	sshSrv            *sshgit.Server
+	httpSrv, adminSrv, peerSrv *http.Server
+	sshSrv                     *sshgit.Server
+	cluster                    *clusterSetup // nil: single node
 	// Bound addresses (useful when the configuration asks for port 0).
-	HTTPAddr, SSHAddr, AdminAddr string
+	// PeerHTTPAddr is empty on a single node (no peer HTTP listener).
+	HTTPAddr, SSHAddr, AdminAddr, PeerHTTPAddr string
 	// PeerSecret authenticates admin commands.
 	PeerSecret string
 
@@ -62,18 +67,13 @@ type Server struct {
 
 // Start opens the store and cache, starts the actors and every listener.
 func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 3)}
+	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 4)}
 	ok := false
 	defer func() {
 		if !ok {
 			s.close()
 		}
 	}()
-	if cfg.PeerSvc != "" {
-		// Two single-node servers on one store would fence each other on
-		// every write; refuse rather than pretend to be a cluster.
-		return nil, errors.New("RGIT_PEER_SVC: cluster mode (ownership map, leases, forwarding) is not available in this build; unset it and run one node per store")
-	}
 	skip, err := fsck.ParseSkipList(cfg.FsckSkip)
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_FSCK_SKIP: %w", err)
@@ -92,18 +92,34 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 		return nil, err
 	}
 	deps := repo.Deps{Store: s.store, Cache: s.cache, RefOpts: refdb.Options{FlushInterval: cfg.FlushInterval}, Log: log}
-	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Log: log, Registerer: reg})
+	var clusterCfg *actors.ClusterConfig
+	if cfg.Cluster() {
+		if s.cluster, clusterCfg, err = newClusterSetup(cfg, s.PeerSecret, log); err != nil {
+			return nil, err
+		}
+	}
+	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Log: log, Registerer: reg, Cluster: clusterCfg})
 	if err != nil {
 		return nil, err
 	}
 	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip}, Log: log}
+	if cfg.ClonePackCache > 0 {
+		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache); err != nil {
+			return nil, fmt.Errorf("RGIT_CLONE_CACHE_BYTES: %w", err)
+		}
+	}
 	credentials := auth.NewStore(s.store)
 	pm, err := gitserve.NewPromMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 
-	gitHTTP, err := httpgit.New(httpgit.Config{Resolver: eng, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")})
+	httpFwd, sessFwd := s.cluster.forwarders()
+	httpCfg := httpgit.Config{Resolver: eng, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
+	if httpFwd != nil {
+		httpCfg.Forward, httpCfg.Rerouter = httpFwd, eng
+	}
+	gitHTTP, err := httpgit.New(httpCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +132,11 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
 	}
 
-	s.sshSrv, err = sshgit.NewServer(sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Keys: credentials, Logger: log, Metrics: pm.For("ssh")})
+	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Keys: credentials, Logger: log, Metrics: pm.For("ssh")}
+	if sessFwd != nil {
+		sshCfg.Forward, sshCfg.Rerouter = sessFwd, eng
+	}
+	s.sshSrv, err = sshgit.NewServer(sshCfg)
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_SSH_ADDR/RGIT_HOST_KEY: %w", err)
 	}
@@ -132,7 +152,37 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 	}
 	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: time.Hour}
-	if s.AdminAddr, err = s.listenHTTP(streamAddr, adm, &s.adminSrv); err != nil {
+	if s.cluster != nil {
+		adm.Peers = s.cluster.dir
+	}
+	adminMux := http.NewServeMux()
+	adminMux.Handle(admin.Path, adm)
+	adminMux.Handle("/debug/pprof/", admin.RequireSecret(s.PeerSecret, log, pprofHandler()))
+	if s.cluster != nil {
+		gate, err := gitserve.NewGate(eng, nil, "")
+		if err != nil {
+			return nil, err
+		}
+		s.cluster.mountPeer(adminMux, s.PeerSecret, s.node,
+			&peer.SessionHandler{Gate: gate, Forward: sessFwd, Rerouter: eng, Log: log}, log)
+		// The peer HTTP port: smart-HTTP requests forwarded by other nodes.
+		peerCfg := httpCfg
+		peerCfg.Metrics = pm.For("peer")
+		peerGit, err := httpgit.New(peerCfg)
+		if err != nil {
+			return nil, err
+		}
+		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peer.PeerHTTP(s.PeerSecret, log, peerGit), &s.peerSrv); err != nil {
+			return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
+		}
+	}
+	var streamHandler http.Handler = adminMux
+	if s.cluster != nil {
+		// The peer stream port refuses everything without the secret, even
+		// paths it does not serve.
+		streamHandler = peer.RequireBearer(s.PeerSecret, log, adminMux)
+	}
+	if s.AdminAddr, err = s.listenHTTP(streamAddr, streamHandler, &s.adminSrv); err != nil {
 		return nil, fmt.Errorf("RGIT_PEER_ADDR (stream port %s): %w", streamAddr, err)
 	}
 
@@ -140,9 +190,23 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 	s.stopProbe = cancel
 	go s.probeStore(probeCtx)
 	log.Info("rgit serving", zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
-		zap.String("admin", s.AdminAddr), zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
+		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("self", cfg.Self),
+		zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
 	ok = true
 	return s, nil
+}
+
+// pprofHandler serves net/http/pprof under /debug/pprof/. It is mounted
+// only on the admin listener, behind the peer secret: profiles expose
+// memory contents and a CPU profile costs the node while it runs.
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // also the named profiles (heap, goroutine, …)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 func (s *Server) listenHTTP(addr string, h http.Handler, dst **http.Server) (string, error) {
@@ -166,14 +230,22 @@ func ignoreClosed(err, closed error) error {
 // Err reports a listener that stopped unexpectedly.
 func (s *Server) Err() <-chan error { return s.serveErr }
 
-// Shutdown drains: /ready fails, listeners stop accepting, in-flight HTTP
-// requests and SSH sessions get until ctx's deadline, then every database
-// is closed cleanly.
+// Shutdown drains: /ready fails; in cluster mode every lease is released
+// through the drain so peers take the repositories over without fencing
+// (requests arriving meanwhile are forwarded to the new owners); then
+// listeners stop accepting, in-flight HTTP requests and SSH sessions get
+// until ctx's deadline, and every database is closed cleanly.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.log.Info("draining")
 	var errs []error
-	for _, srv := range []*http.Server{s.httpSrv, s.adminSrv} {
+	if s.cluster != nil {
+		if err := s.node.Drain(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		s.log.Info("leases released")
+	}
+	for _, srv := range []*http.Server{s.httpSrv, s.peerSrv, s.adminSrv} {
 		if srv != nil {
 			if err := srv.Shutdown(ctx); err != nil {
 				errs = append(errs, err)
@@ -203,6 +275,7 @@ func (s *Server) close() error {
 	if s.cache != nil {
 		errs = append(errs, s.cache.Close())
 	}
+	s.cluster.close()
 	return errors.Join(errs...)
 }
 

@@ -44,6 +44,14 @@ type IndexOptions struct {
 	// Progress, if set, is called with stages "receiving objects" and
 	// "resolving deltas".
 	Progress func(stage string, done, total uint64)
+	// Check, if set, is called once with the content of every commit,
+	// tree and tag of the pack (thin bases appended from Base included)
+	// while it is indexed, so a caller can fsck objects without reading
+	// them back from the pack. Blobs are not passed: they may be large and
+	// are streamed. Calls come concurrently from the resolver goroutines;
+	// data is only valid during the call. The first error Check returns
+	// fails IndexPack and is returned unchanged.
+	Check func(id object.ID, t object.Type, data []byte) error
 }
 
 // Indexed describes a pack written by IndexPack.
@@ -190,6 +198,7 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 	}()
 	copyBuf := make([]byte, 64<<10)
 	var dhdr [20]byte
+	var content bytes.Buffer // a whole object's content, for opts.Check
 	for i := uint32(0); i < count; i++ {
 		if i%256 == 0 {
 			if err := ix.ctx.Err(); err != nil {
@@ -234,9 +243,15 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			return sum, ix.inflateErr(err, i, off)
 		}
 		var n int64
+		checked := false
 		if h.typ < object.OfsDelta {
 			hw := object.NewHasher(h.typ, h.size)
-			n, err = io.CopyBuffer(hw, io.LimitReader(z, h.size+1), copyBuf)
+			var dst io.Writer = hw
+			if checked = ix.opts.Check != nil && h.typ != object.Blob; checked {
+				content.Reset()
+				dst = io.MultiWriter(hw, &content)
+			}
+			n, err = io.CopyBuffer(dst, io.LimitReader(z, h.size+1), copyBuf)
 			hw.Sum(e.id[:0])
 			e.rtype = h.typ
 		} else {
@@ -272,6 +287,14 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			}
 			return sum, corruptf("object %d at offset %d: inflated %d bytes, declared size %d", i, off, n, h.size)
 		}
+		if checked {
+			if err := ix.opts.Check(e.id, e.rtype, content.Bytes()); err != nil {
+				return sum, err
+			}
+			if content.Cap() > maxKeptCheckBuf {
+				content = bytes.Buffer{} // one huge tree need not pin its buffer
+			}
+		}
 		sr.sync()
 		e.crc = sr.crc
 		ix.entries = append(ix.entries, e)
@@ -298,6 +321,18 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		return sum, err
 	}
 	return sum, nil
+}
+
+// maxKeptCheckBuf bounds the buffer receive keeps between objects for
+// opts.Check.
+const maxKeptCheckBuf = 4 << 20
+
+// check passes a resolved object to opts.Check unless it is a blob.
+func (ix *indexer) check(id object.ID, t object.Type, data []byte) error {
+	if ix.opts.Check == nil || t == object.Blob {
+		return nil
+	}
+	return ix.opts.Check(id, t, data)
 }
 
 // inflateErr classifies an error met while inflating entry i from the
@@ -421,7 +456,14 @@ func (ix *indexer) runWorkers(roots []int32) error {
 	for range threads {
 		<-doneCh
 	}
-	return errors.Join(errs...)
+	// One error, not a join: callers report it on one line, and a second
+	// worker failing at the same moment adds nothing they act on.
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // completeThin appends REF_DELTA bases missing from the pack, taken from
@@ -462,6 +504,9 @@ func (ix *indexer) completeThin() (int, error) {
 		}
 		if object.Hash(t, data) != r.base {
 			return 0, fmt.Errorf("thin base %s: repository returned an object with a different id", r.base)
+		}
+		if err := ix.check(r.base, t, data); err != nil {
+			return 0, err
 		}
 		zbuf.Reset()
 		zw.Reset(&zbuf)

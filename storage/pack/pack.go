@@ -38,6 +38,15 @@ type Pack struct {
 	byOffOnce sync.Once
 	byOff     []uint32 // index positions sorted by pack offset
 	byOffErr  error
+
+	// headers, if set (OpenIndexed), holds every object's resolved type
+	// and size by index position.
+	headers []objHeader
+}
+
+type objHeader struct {
+	size int64
+	typ  object.Type
 }
 
 // Open opens a pack and its index and checks that they belong together.
@@ -57,6 +66,38 @@ func OpenWith(packPath, idxPath string, opts OpenOptions) (*Pack, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// OpenIndexed opens the pack and index IndexPack wrote, keeping the type and
+// size of every object it resolved, so ReadHeader answers from memory
+// instead of inflating delta headers along each chain (a push's
+// connectivity check asks it for every new blob).
+func OpenIndexed(ix *Indexed) (*Pack, error) {
+	p, err := Open(ix.PackPath, ix.IdxPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.setHeaders(ix.Objects); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("pack %s: %w", ix.PackPath, err)
+	}
+	return p, nil
+}
+
+func (p *Pack) setHeaders(objs []IndexedObject) error {
+	if len(objs) != p.idx.Count() {
+		return fmt.Errorf("indexed %d objects, index has %d", len(objs), p.idx.Count())
+	}
+	hdrs := make([]objHeader, len(objs))
+	for _, o := range objs {
+		i, ok := p.idx.Find(o.ID)
+		if !ok || p.idx.Offset(i) != o.Offset {
+			return fmt.Errorf("indexed object %s at offset %d is not in the index there", o.ID, o.Offset)
+		}
+		hdrs[i] = objHeader{size: o.Size, typ: o.Type}
+	}
+	p.headers = hdrs
+	return nil
 }
 
 func openPack(packPath string, idx *Index, opts OpenOptions) (*Pack, error) {
@@ -155,8 +196,16 @@ func (p *Pack) ReadObject(id object.ID) (object.Type, []byte, error) {
 
 // ReadHeader returns the type and size of id without inflating whole
 // objects; for deltas it inflates only the delta header and walks the chain
-// headers to find the type.
+// headers to find the type. A pack from OpenIndexed answers from memory.
 func (p *Pack) ReadHeader(id object.ID) (object.Type, int64, error) {
+	if p.headers != nil {
+		i, ok := p.idx.Find(id)
+		if !ok {
+			return object.Invalid, 0, fmt.Errorf("%s: %w", id, object.ErrNotFound)
+		}
+		h := p.headers[i]
+		return h.typ, h.size, nil
+	}
 	off, ok := p.idx.Lookup(id)
 	if !ok {
 		return object.Invalid, 0, fmt.Errorf("%s: %w", id, object.ErrNotFound)

@@ -74,6 +74,9 @@ func (w *resolver) resolveChild(k int, c int32) error {
 	e.id = object.Hash(rt, data)
 	e.objSize = int64(len(data))
 	e.rtype = rt
+	if err := ix.check(e.id, rt, data); err != nil {
+		return err
+	}
 	if n := ix.resolved.Add(1); n%4096 == 0 {
 		ix.progress("resolving deltas", n, ix.nDeltas)
 	}

@@ -39,6 +39,14 @@ type Request struct {
 	// IncludeTags lists the repository's annotated tags; a tag whose peeled
 	// object is sent is sent too (include-tag).
 	IncludeTags []TagRef
+	// Sparse marks the haves' trees uninteresting only along paths where
+	// a sent tree differs from a have tree (git's pack.useSparse, the
+	// default of upload-pack since git 2.27). An incremental fetch then
+	// reads a few trees instead of the haves' whole trees, at the price
+	// git accepts: an object the client holds only under another path
+	// may be sent again. Without Sparse the result is exactly
+	// `git rev-list --objects`.
+	Sparse bool
 }
 
 // Result is the outcome of Objects.
@@ -151,7 +159,7 @@ func Objects(ctx context.Context, g *Graph, req Request) (*Result, error) {
 	}
 	res := &Result{Shallow: plan.shallow, Unshallow: plan.unshallow, set: w.out, excluded: w.excluded}
 	walkTrees := !(req.Filter.Kind == FilterTreeDepth && req.Filter.TreeDepth == 0)
-	if err := w.markEdges(rw, list, walkTrees, res); err != nil {
+	if err := w.markEdges(rw, list, walkTrees, req.Sparse, res); err != nil {
 		return nil, err
 	}
 
@@ -271,15 +279,29 @@ func (w *objWalk) markTreeUninteresting(id object.ID) error {
 
 // markEdges applies git's mark_edges_uninteresting to the walk's list: the
 // trees of listed commits that turned uninteresting, and of uninteresting
-// parents of listed commits, are marked uninteresting. It also records
-// those parents as edges.
-func (w *objWalk) markEdges(rw *revWalk, list []int32, trees bool, res *Result) error {
+// parents of listed commits, are marked uninteresting (completely, or with
+// sparse only where they meet sent trees). It also records those parents
+// as edges.
+func (w *objWalk) markEdges(rw *revWalk, list []int32, trees, sparse bool, res *Result) error {
 	edges := newIDSet(0)
+	// roots collects, for the sparse walk, every listed commit's root tree
+	// and the edge parents' root trees: the first level of its path groups.
+	var roots []object.ID
+	markRoot := func(tree object.ID) error {
+		if sparse {
+			w.excluded.Add(tree)
+			return nil
+		}
+		return w.markTreeUninteresting(tree)
+	}
 	for _, i := range list {
 		n := &rw.nodes[i]
+		if sparse {
+			roots = append(roots, n.c.Tree)
+		}
 		if n.flags&fUninteresting != 0 {
 			if trees {
-				if err := w.markTreeUninteresting(n.c.Tree); err != nil {
+				if err := markRoot(n.c.Tree); err != nil {
 					return err
 				}
 			}
@@ -294,10 +316,80 @@ func (w *objWalk) markEdges(rw *revWalk, list []int32, trees bool, res *Result) 
 				res.Edges = append(res.Edges, p)
 			}
 			if trees {
-				if err := w.markTreeUninteresting(rw.nodes[j].c.Tree); err != nil {
+				if err := markRoot(rw.nodes[j].c.Tree); err != nil {
 					return err
 				}
+				if sparse {
+					roots = append(roots, rw.nodes[j].c.Tree)
+				}
 			}
+		}
+	}
+	if !trees || !sparse {
+		return nil
+	}
+	return w.markSparse(roots)
+}
+
+// markSparse is git's mark_trees_uninteresting_sparse: trees holds the
+// trees found at one path (the root trees at the top). Only when some of
+// them are uninteresting and some are not is anything read: the children
+// of uninteresting trees are marked uninteresting, and the children are
+// grouped by entry name and compared again one level down. Paths where
+// the sent and the held trees agree are settled by the tree ids alone.
+func (w *objWalk) markSparse(trees []object.ID) error {
+	var hasInteresting, hasUninteresting bool
+	for _, t := range trees {
+		if w.excluded.Has(t) {
+			hasUninteresting = true
+		} else {
+			hasInteresting = true
+		}
+	}
+	if !hasInteresting || !hasUninteresting {
+		return nil
+	}
+	if err := w.tick(); err != nil {
+		return err
+	}
+	var names []string // first-seen order, so the walk is deterministic
+	byName := make(map[string][]object.ID)
+	seen := newIDSet(len(trees))
+	for _, t := range trees {
+		if !seen.Add(t) {
+			continue
+		}
+		data, err := w.readTree(t)
+		if err != nil {
+			if errors.Is(err, object.ErrNotFound) {
+				continue // as git's failed parse_tree: nothing to mark
+			}
+			return err
+		}
+		uninteresting := w.excluded.Has(t)
+		it := object.NewTreeIter(data)
+		for e, ok := it.Next(); ok; e, ok = it.Next() {
+			switch {
+			case e.IsGitlink():
+				continue
+			case e.IsTree():
+				name := string(e.Name)
+				if _, ok := byName[name]; !ok {
+					names = append(names, name)
+				}
+				byName[name] = append(byName[name], e.ID)
+			}
+			if uninteresting {
+				w.excluded.Add(e.ID)
+			}
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("tree %s: %w", t, err)
+		}
+	}
+	for _, name := range names {
+		if err := w.markSparse(byName[name]); err != nil {
+			return err
 		}
 	}
 	return nil

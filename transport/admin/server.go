@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +27,9 @@ type Server struct {
 	Log    *zap.Logger
 	// GCMinAge is how old an unreferenced pack must be before gc deletes it.
 	GCMinAge time.Duration
+	// Peers, in cluster mode, finds other nodes: commands on a repository
+	// owned elsewhere are relayed to its owner. nil: single node.
+	Peers PeerAddrs
 }
 
 // maxRequest bounds an admin request body (a public key at most).
@@ -39,15 +41,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.Secret)) != 1 {
-		s.Log.Warn("admin request with a bad or missing peer secret", zap.String("remote", r.RemoteAddr))
-		http.Error(w, "bad or missing peer secret", http.StatusUnauthorized)
+	if !authorized(w, r, s.Secret, s.Log) {
 		return
 	}
 	var req Request
 	if err := json.NewDecoder(io.LimitReader(r.Body, maxRequest)).Decode(&req); err != nil {
 		http.Error(w, "bad admin request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if s.relay(w, r, req) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")

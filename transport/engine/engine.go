@@ -16,6 +16,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/clonecache"
 	"github.com/rgit/rgit/storage/fsck"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/gitproto"
@@ -34,10 +35,17 @@ type Engine struct {
 	MaxObjectSize, MaxPackSize int64
 	// MaxCommits bounds each session's commit-graph cache.
 	MaxCommits int
+	// ClonePacks, if set, caches the packs of clones (no haves, no
+	// shallow) per pack list and wants, so repeated and concurrent clones
+	// stream a file instead of walking the repository.
+	ClonePacks *clonecache.Cache
 	Log        *zap.Logger
 }
 
-var _ gitserve.Resolver = (*Engine)(nil)
+var (
+	_ gitserve.Resolver = (*Engine)(nil)
+	_ gitserve.Rerouter = (*Engine)(nil)
+)
 
 // Lookup returns the repository's owner and visibility.
 func (e *Engine) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
@@ -59,17 +67,42 @@ func (e *Engine) Session(ctx context.Context, owner, name string, write bool) (g
 	return b, b.close, nil
 }
 
-// session opens an actor session, mapping errors to the front ends'
-// sentinels.
+// session routes the repository (cluster mode: one local map read, or a
+// claim) and opens an actor session on it here, mapping errors to the
+// front ends' sentinels; a repository owned by another node is a
+// *gitserve.ForwardError.
 func (e *Engine) session(ctx context.Context, owner, name string) (*actors.Session, error) {
-	s, err := e.Node.Session(ctx, owner, name)
+	r, err := e.Node.Route(ctx, owner, name)
+	if err == nil && !r.Local {
+		return nil, &gitserve.ForwardError{Node: r.Node, Owner: owner, Name: name}
+	}
+	var s *actors.Session
+	if err == nil {
+		s, err = e.Node.Session(ctx, owner, name)
+	}
+	var notOwner *actors.NotOwnerError
 	switch {
 	case err == nil:
 		return s, nil
+	case errors.As(err, &notOwner):
+		// The lease moved between Route and Session.
+		return nil, &gitserve.ForwardError{Node: notOwner.Node, Owner: owner, Name: name}
 	case errors.Is(err, repo.ErrNotFound), errors.Is(err, repo.ErrInvalidName):
 		return nil, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
-	case errors.Is(err, actors.ErrBusy):
-		return nil, fmt.Errorf("%s/%s: %w: %v", owner, name, gitserve.ErrUnavailable, err)
+	case errors.Is(err, actors.ErrBusy), errors.Is(err, actors.ErrLeaderUnreachable),
+		errors.Is(err, actors.ErrDraining), errors.Is(err, actors.ErrOwnerUnreachable):
+		return nil, fmt.Errorf("%s/%s: %w: %w", owner, name, gitserve.ErrUnavailable, err)
 	}
 	return nil, fmt.Errorf("open %s/%s: %w", owner, name, err)
+}
+
+// ConnectFailed implements gitserve.Rerouter: a forwarder could not
+// connect to node, the owner of owner/name. The node's failover rules say
+// where the request goes now.
+func (e *Engine) ConnectFailed(ctx context.Context, owner, name, node, method string) (gitserve.Route, error) {
+	r, err := e.Node.ConnectFailed(ctx, owner, name, node, method)
+	if err != nil {
+		return gitserve.Route{}, err
+	}
+	return gitserve.Route{Local: r.Local, Node: r.Node}, nil
 }

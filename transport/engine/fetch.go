@@ -2,13 +2,12 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"sync"
 
 	"github.com/rgit/rgit/storage/object"
-	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/walk"
+	"github.com/rgit/rgit/transport/fetchpack"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/pktline"
 )
@@ -44,29 +43,22 @@ func (b *backend) OkToGiveUp(ctx context.Context, wants, common []object.ID) boo
 	return walk.OkToGiveUp(ctx, b.walkGraph(), wants, common)
 }
 
-// PlanFetch computes the objects to send.
+// PlanFetch computes the objects to send. A clone the clone-pack cache
+// may answer defers the walk to WritePack, where it runs only on a miss.
 func (b *backend) PlanFetch(ctx context.Context, req gitproto.FetchRequest) (gitproto.FetchPlan, error) {
-	var filter walk.Filter
-	if req.Filter != "" {
-		f, err := walk.ParseFilter(req.Filter)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", gitproto.ErrProtocol, err)
+	if b.e.ClonePacks != nil && fetchpack.Cacheable(&req) {
+		// Validate the filter now: the protocol reports it as a request
+		// error, not a failure halfway through the pack.
+		if _, err := fetchpack.WalkRequest(&req); err != nil {
+			return nil, err
 		}
-		filter = f
-	}
-	wr := walk.Request{
-		Wants: req.Wants, Haves: req.Haves, ClientShallow: req.ClientShallow,
-		Depth: req.Depth, DeepenSince: req.DeepenSince, DeepenNot: req.DeepenNot,
-		DeepenRelative: req.DeepenRelative, Filter: filter,
-	}
-	if req.IncludeTag {
-		for _, r := range req.Snapshot.Refs {
-			if !r.Peeled.IsZero() {
-				wr.IncludeTags = append(wr.IncludeTags, walk.TagRef{Tag: r.ID, Peeled: r.Peeled})
-			}
+		packs := make([]string, len(b.snap.Packs))
+		for i, p := range b.snap.Packs {
+			packs[i] = p.Name
 		}
+		return &cachedPlan{b: b, req: req, key: fetchpack.CacheKey(b.snap.Owner+"/"+b.snap.Name, packs, &req)}, nil
 	}
-	res, err := walk.Objects(ctx, b.walkGraph(), wr)
+	res, err := fetchpack.Plan(ctx, b.walkGraph(), &req)
 	if err != nil {
 		return nil, err
 	}
@@ -84,13 +76,31 @@ func (p *plan) Unshallow() []object.ID { return p.res.Unshallow }
 func (p *plan) Close() error           { return nil }
 
 func (p *plan) WritePack(ctx context.Context, w io.Writer, progress io.Writer) error {
-	opts := pack.WriteOptions{OfsDelta: p.req.OfsDelta, Progress: progressFunc(progress)}
-	// A shallow client may lack history under its haves, so it only gets
-	// deltas against objects it is sent.
-	if p.req.Thin && len(p.req.Haves) > 0 && len(p.req.ClientShallow) == 0 && !p.req.Deepen() {
-		opts.Thin, opts.ClientHas = true, p.res.ClientHas
-	}
-	_, err := p.b.snap.Objects().WritePack(ctx, w, p.res.Objects, opts)
+	_, err := fetchpack.Write(ctx, p.b.snap.Objects(), w, &p.req, p.res, progressFunc(progress))
+	return err
+}
+
+// cachedPlan is a clone served through the clone-pack cache. Clones have
+// no shallow boundary to announce.
+type cachedPlan struct {
+	b   *backend
+	req gitproto.FetchRequest
+	key string
+}
+
+func (p *cachedPlan) Shallow() []object.ID   { return nil }
+func (p *cachedPlan) Unshallow() []object.ID { return nil }
+func (p *cachedPlan) Close() error           { return nil }
+
+func (p *cachedPlan) WritePack(ctx context.Context, w io.Writer, progress io.Writer) error {
+	_, err := p.b.e.ClonePacks.Serve(ctx, p.key, w, func(tw io.Writer) error {
+		res, err := fetchpack.Plan(ctx, p.b.walkGraph(), &p.req)
+		if err != nil {
+			return err
+		}
+		_, err = fetchpack.Write(ctx, p.b.snap.Objects(), tw, &p.req, res, progressFunc(progress))
+		return err
+	})
 	return err
 }
 

@@ -26,31 +26,35 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 		res.Results[i].Name = c.Name
 	}
 	var staged *repo.PackInfo
-	var newPack *pack.Pack
 	if req.Pack != nil {
-		ix, err := b.index(ctx, req.Pack, req.Progress)
+		// fsck runs on each commit, tree and tag as the indexer resolves
+		// it, rather than reading every object back from the pack later.
+		checker := fsck.NewChecker(b.e.Fsck)
+		ix, err := b.index(ctx, req.Pack, req.Progress, checker)
 		if err != nil {
-			b.log().Warn("push rejected: bad pack", zap.Error(err))
+			if errors.Is(err, fsck.ErrFsck) {
+				b.log().Warn("push rejected by fsck", zap.Error(err))
+			} else {
+				b.log().Warn("push rejected: bad pack", zap.Error(err))
+			}
 			res.UnpackErr = err
 			return res, nil
 		}
 		defer removeFiles(ix.PackPath, ix.IdxPath)
+		// Everything the push can see: the new pack, then the repository.
+		reader := b.snap.Objects()
 		if len(ix.Objects) > 0 {
-			newPack, err = pack.Open(ix.PackPath, ix.IdxPath)
+			newPack, err := pack.OpenIndexed(ix)
 			if err != nil {
 				return res, fmt.Errorf("open received pack: %w", err)
 			}
 			defer newPack.Close()
-		}
-		// Everything the push can see: the new pack, then the repository.
-		reader := b.snap.Objects()
-		if newPack != nil {
 			reader = pack.NewSet(append([]*pack.Pack{newPack}, b.snap.Objects().Packs()...)...)
-			if err := b.fsck(newPack, ix, reader); err != nil {
-				b.log().Warn("push rejected by fsck", zap.Error(err))
-				res.UnpackErr = err
-				return res, nil
-			}
+		}
+		if err := checkGitmodules(checker, reader); err != nil {
+			b.log().Warn("push rejected by fsck", zap.Error(err))
+			res.UnpackErr = err
+			return res, nil
 		}
 		b.checkConnected(ctx, reader, req.Commands, res.Results)
 		if len(ix.Objects) > 0 && anyOK(res.Results) {
@@ -96,33 +100,23 @@ func (b *backend) checkConnected(ctx context.Context, r object.Reader, cmds []gi
 	}
 }
 
-// index streams the pack into IncomingDir and indexes it.
-func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer) (*pack.Indexed, error) {
+// index streams the pack into IncomingDir and indexes it, passing every
+// commit, tree and tag to c.
+func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c *fsck.Checker) (*pack.Indexed, error) {
 	set := b.snap.Objects()
 	return pack.IndexPack(ctx, r, b.e.IncomingDir, pack.IndexOptions{
 		Base: set, BaseHas: set.Has,
 		MaxObjectSize: b.e.MaxObjectSize, MaxPackSize: b.e.MaxPackSize,
 		Progress: progressFunc(progress),
+		Check:    c.Check,
 	})
 }
 
-// fsck checks every object of the received pack, then every blob its trees
-// name .gitmodules — read from the push or from the repository, because a
-// blob pushed earlier as an ordinary file was never checked as one.
-func (b *backend) fsck(p *pack.Pack, ix *pack.Indexed, all object.Reader) error {
-	c := fsck.NewChecker(b.e.Fsck)
-	for _, o := range ix.Objects {
-		if o.Type == object.Blob {
-			continue
-		}
-		t, data, err := p.ReadObject(o.ID)
-		if err != nil {
-			return fmt.Errorf("read %s: %w", o.ID, err)
-		}
-		if err := c.Check(o.ID, t, data); err != nil {
-			return err
-		}
-	}
+// checkGitmodules finishes fsck after indexing: every blob the pushed trees
+// name .gitmodules is checked, read from the push or from the repository,
+// because a blob pushed earlier as an ordinary file was never checked as
+// one.
+func checkGitmodules(c *fsck.Checker, all object.Reader) error {
 	for _, id := range c.GitmodulesBlobs() {
 		t, data, err := all.ReadObject(id)
 		switch {

@@ -47,9 +47,16 @@ func (c Class) String() string {
 func Classify(err error) Class {
 	var denied *DeniedError
 	var tooLarge *http.MaxBytesError
+	var remote *RemoteError
+	var fwd *ForwardError
 	switch {
 	case err == nil:
 		return OK
+	case errors.As(err, &remote):
+		return remote.Class
+	case errors.As(err, &fwd):
+		// Owned elsewhere and not forwarded (no forwarder configured).
+		return Unavailable
 	case errors.As(err, &denied):
 		switch denied.Decision {
 		case auth.Unauthorized:
@@ -94,4 +101,14 @@ func (c Class) Message() string {
 		return "request canceled"
 	}
 	return "internal server error"
+}
+
+// ParseClass is the inverse of Class.String; unknown labels are Internal.
+func ParseClass(s string) Class {
+	for i, n := range classNames {
+		if n == s {
+			return Class(i)
+		}
+	}
+	return Internal
 }

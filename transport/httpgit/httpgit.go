@@ -56,17 +56,34 @@ type Config struct {
 	// Metrics records each request; nil means none. Use
 	// (*gitserve.PromMetrics).For("http").
 	Metrics gitserve.Metrics
+	// Forward carries a request for a repository another node owns to that
+	// node (cluster mode; transport/peer.HTTPForwarder). nil: such requests
+	// answer 503.
+	Forward Forwarder
+	// Rerouter decides where a request goes after Forward failed to
+	// connect to the owner (GET only); nil: the failure is final (503).
+	Rerouter gitserve.Rerouter
+}
+
+// Forwarder proxies a whole request to another node, streaming both ways.
+// An error wrapping gitserve.ErrPeerConnect or gitserve.ErrUnavailable
+// means nothing was written to w; after any other error the answer is
+// already on its way.
+type Forwarder interface {
+	Forward(w http.ResponseWriter, r *http.Request, node string) error
 }
 
 // Realm is the HTTP Basic realm of 401 answers.
 const Realm = "rgit"
 
 type handler struct {
-	gate    *gitserve.Gate
-	auth    TokenLookup
-	maxBody int64
-	log     *zap.Logger
-	metrics gitserve.Metrics
+	gate     *gitserve.Gate
+	auth     TokenLookup
+	maxBody  int64
+	log      *zap.Logger
+	metrics  gitserve.Metrics
+	forward  Forwarder
+	rerouter gitserve.Rerouter
 }
 
 // Patterns are the net/http.ServeMux patterns the front end serves.
@@ -132,7 +149,8 @@ func newHandler(cfg Config) (*handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpgit: %w", err)
 	}
-	h := &handler{gate: gate, auth: cfg.Auth, maxBody: cfg.MaxBody, log: cfg.Logger, metrics: cfg.Metrics}
+	h := &handler{gate: gate, auth: cfg.Auth, maxBody: cfg.MaxBody, log: cfg.Logger, metrics: cfg.Metrics,
+		forward: cfg.Forward, rerouter: cfg.Rerouter}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBody
 	}
@@ -154,6 +172,12 @@ type request struct {
 	start time.Time
 	out   *streamWriter
 	stats gitserve.Stats
+	// proxied is the response writer handed to the forwarder, if the
+	// request was forwarded.
+	proxied *trackingWriter
+	// rerun serves the request again from the start (after a failover
+	// moved the repository here).
+	rerun http.HandlerFunc
 }
 
 func (h *handler) begin(w http.ResponseWriter, r *http.Request, op string) *request {
@@ -172,7 +196,9 @@ func (h *handler) begin(w http.ResponseWriter, r *http.Request, op string) *requ
 func (q *request) finish(err error) {
 	class := gitserve.Classify(err)
 	status := http.StatusOK
-	if q.out == nil || !q.out.started {
+	if q.proxied != nil && q.proxied.code != 0 {
+		status = q.proxied.code // the owner's answer
+	} else if !q.started() {
 		status = statusOf(class)
 		if err != nil {
 			q.fail(status, class.Message())
@@ -198,6 +224,12 @@ func (q *request) finish(err error) {
 	default:
 		q.h.log.Info("git http request refused", fields...)
 	}
+}
+
+// started reports whether the answer's headers have gone out, by the
+// engine or by a forwarded node.
+func (q *request) started() bool {
+	return (q.out != nil && q.out.started) || (q.proxied != nil && q.proxied.wrote)
 }
 
 // fail writes a short text error.
@@ -281,12 +313,67 @@ func (h *handler) open(q *request, svc gitserve.Service) *gitserve.Session {
 		return nil
 	}
 	sess, err := h.gate.Open(q.r.Context(), svc, owner, repo, id)
+	if fe, ok := gitserve.AsForward(err); ok && h.forward != nil && !noForward(q.r.Context()) {
+		if err := h.forwardTo(q, fe); !errors.Is(err, errServedLocally) {
+			q.finish(err)
+		}
+		return nil
+	}
 	if err != nil {
 		q.finish(err)
 		return nil
 	}
 	return sess
 }
+
+// forwardTo carries the request to the owner fe names, following connect
+// failures (GET only) to wherever the node's failover sends it. When the
+// repository moved here, the request is served again from the start on
+// this node, forbidding a further forward so that a flapping map cannot
+// recurse.
+func (h *handler) forwardTo(q *request, fe *gitserve.ForwardError) error {
+	q.op += "-forward"
+	q.proxied = &trackingWriter{ResponseWriter: q.w}
+	return gitserve.FollowForward(q.r.Context(), h.rerouter, fe, q.r.Method,
+		func(node string) error { return h.forward.Forward(q.proxied, q.r, node) },
+		func() error {
+			q.rerun(q.w, q.r.WithContext(context.WithValue(q.r.Context(), noForwardKey{}, true)))
+			return errServedLocally
+		})
+}
+
+// errServedLocally: after a failover the request was served (and
+// recorded) by a local run of the handler.
+var errServedLocally = errors.New("served locally after failover")
+
+type noForwardKey struct{}
+
+func noForward(ctx context.Context) bool { return ctx.Value(noForwardKey{}) != nil }
+
+// trackingWriter records whether the forwarded answer has started, so a
+// failed forward is answered only when nothing was written yet.
+type trackingWriter struct {
+	http.ResponseWriter
+	wrote bool
+	code  int
+}
+
+func (t *trackingWriter) WriteHeader(code int) {
+	if code >= 200 && !t.wrote {
+		t.wrote, t.code = true, code
+	}
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *trackingWriter) Write(p []byte) (int, error) {
+	if !t.wrote {
+		t.wrote, t.code = true, http.StatusOK
+	}
+	return t.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach Flush and EnableFullDuplex.
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 func noCache(h http.Header) {
 	// As git-http-backend does: no cache may reuse an advertisement or a
@@ -299,6 +386,7 @@ func noCache(h http.Header) {
 func (h *handler) infoRefs(w http.ResponseWriter, r *http.Request) {
 	svcName := r.URL.Query().Get("service")
 	q := h.begin(w, r, "info-refs")
+	q.rerun = h.infoRefs
 	if svcName == "" {
 		q.refuse(http.StatusForbidden, "dumb HTTP is not supported: use a git client that speaks smart HTTP")
 		return
@@ -338,6 +426,7 @@ func writePreamble(w io.Writer, svcName string) error {
 
 func (h *handler) rpc(w http.ResponseWriter, r *http.Request, svc gitserve.Service) {
 	q := h.begin(w, r, strings.TrimPrefix(svc.String(), "git-"))
+	q.rerun = func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, svc) }
 	// Cheap checks first, all before authentication and before anything
 	// reads the body: a too-large body is refused without resolving the
 	// repository, and with Expect: 100-continue the client never sends it.

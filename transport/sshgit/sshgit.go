@@ -76,6 +76,13 @@ type Config struct {
 	// Metrics records each session; nil means none. Use
 	// (*gitserve.PromMetrics).For("ssh").
 	Metrics gitserve.Metrics
+	// Forward runs sessions on repositories another node owns on that node
+	// (cluster mode; transport/peer.SessionClient). nil: they fail as
+	// unavailable.
+	Forward gitserve.SessionForwarder
+	// Rerouter decides where an upload-pack goes after Forward failed to
+	// connect to the owner; nil: the failure is final.
+	Rerouter gitserve.Rerouter
 }
 
 // Server is the SSH front end.
@@ -85,6 +92,8 @@ type Server struct {
 	keys    KeyLookup
 	log     *zap.Logger
 	metrics gitserve.Metrics
+	forward gitserve.SessionForwarder
+	reroute gitserve.Rerouter
 	// handlers counts running session handlers, so Shutdown and Close
 	// return only once every session has let go of its repository.
 	handlers sync.WaitGroup
@@ -115,7 +124,7 @@ func NewServer(cfg Config) (*Server, error) {
 		log.Warn("generated new ssh host key", zap.String("path", cfg.HostKeyPath),
 			zap.String("fingerprint", gossh.FingerprintSHA256(signer.PublicKey())))
 	}
-	s := &Server{gate: gate, keys: cfg.Keys, log: log, metrics: cfg.Metrics}
+	s := &Server{gate: gate, keys: cfg.Keys, log: log, metrics: cfg.Metrics, forward: cfg.Forward, reroute: cfg.Rerouter}
 	if s.metrics == nil {
 		s.metrics = gitserve.NopMetrics{}
 	}
@@ -242,7 +251,8 @@ func (s *Server) serve(sess ssh.Session, op *string, stats *gitserve.Stats) erro
 		return err
 	}
 	opt := gitproto.Options{Protocol: gitproto.ParseProtocol(envValue(sess.Environ(), "GIT_PROTOCOL"))}
-	*stats, err = s.gate.Serve(sess.Context(), svc, owner, name, id, sess, sess, opt)
+	req := gitserve.SessionRequest{Service: svc, Owner: owner, Name: name, Identity: id, Protocol: opt.Protocol}
+	*stats, err = s.gate.ServeRouted(sess.Context(), s.forward, s.reroute, req, sess, sess, opt)
 	return err
 }
 

@@ -1,0 +1,394 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/refdb"
+	"github.com/rgit/rgit/storage/repo"
+)
+
+// OwnershipPrefix is the object-store prefix of the ownership map's refdb.
+const OwnershipPrefix = "cluster/ownership"
+
+// LeaderClient is how a node talks to the ownership-map leader. The leader
+// node uses the local implementation; other nodes use the peer client.
+type LeaderClient interface {
+	Claim(ctx context.Context, repo, node string) (cluster.Decision, error)
+	Renew(ctx context.Context, node string, repos []string) (renewed, declined []string, err error)
+	Release(ctx context.Context, node, repo string) (cluster.Decision, error)
+	ForceGrant(ctx context.Context, repo, requester, deadNode string) (cluster.Decision, error)
+}
+
+// Sentinel errors of cluster mode.
+var (
+	// ErrLeaderUnreachable wraps transport failures of a LeaderClient
+	// (and a leader that cannot persist): claims then answer 503.
+	ErrLeaderUnreachable = errors.New("ownership leader unreachable")
+	// ErrNotOwner: Session or Do reached a node that does not own the
+	// repository; the *NotOwnerError names the owner to forward to.
+	ErrNotOwner = errors.New("repository owned by another node")
+	// ErrDraining: the node is draining and takes no new repositories (503).
+	ErrDraining = errors.New("node draining")
+	// ErrOwnerUnreachable: the owner could not be reached and the repository
+	// was not moved (non-GET request, or the force-grant was refused).
+	ErrOwnerUnreachable = errors.New("repository owner unreachable")
+)
+
+// NotOwnerError names the node that owns Repo.
+type NotOwnerError struct {
+	Repo string
+	Node string
+}
+
+func (e *NotOwnerError) Error() string { return "repository " + e.Repo + " is owned by " + e.Node }
+
+// Unwrap makes errors.Is(err, ErrNotOwner) true.
+func (e *NotOwnerError) Unwrap() error { return ErrNotOwner }
+
+// ClusterConfig turns a Node into a cluster member.
+type ClusterConfig struct {
+	Self    string                 // RGIT_SELF
+	Leader  LeaderClient           // nil on the leader itself (it uses its leader actor)
+	Live    func() cluster.LiveSet // live nodes for placement (may be nil)
+	Timings cluster.Timings        // zero: cluster.DefaultTimings()
+}
+
+// RouteResult says where a request for a repository goes.
+type RouteResult struct {
+	Local bool
+	Node  string // owner when !Local
+}
+
+// clusterState is a Node's cluster-mode state; nil in single-node mode.
+type clusterState struct {
+	cfg       ClusterConfig
+	leader    LeaderClient // who claims go to: cfg.Leader or the local service
+	service   LeaderClient // non-nil on the leader node
+	leaderDB  *refdb.DB    // leader node: the map's writer handle (its view routes)
+	leaderPID *actor.PID
+	follower  atomic.Pointer[refdb.Follower]
+	draining  atomic.Bool
+
+	suspMu sync.Mutex
+	susp   cluster.Suspicions
+
+	stop       chan struct{}
+	followDone chan struct{}
+}
+
+func (c *clusterState) drain() time.Duration { return c.cfg.Timings.Drain }
+
+// startCluster validates cfg and starts the leader actor (on the leader
+// node) or the follower of the map (elsewhere).
+func (n *Node) startCluster(cfg ClusterConfig) error {
+	if cfg.Timings == (cluster.Timings{}) {
+		cfg.Timings = cluster.DefaultTimings()
+	}
+	leaderName, err := cluster.LeaderOf(cfg.Self)
+	if err != nil {
+		return fmt.Errorf("cluster config: %w", err)
+	}
+	c := &clusterState{cfg: cfg, susp: make(cluster.Suspicions), stop: make(chan struct{}), followDone: make(chan struct{})}
+	n.cl = c
+	if leaderName == cfg.Self {
+		close(c.followDone)
+		svc, db, err := n.startLeader(cfg)
+		if err != nil {
+			return err
+		}
+		c.service, c.leader, c.leaderDB, c.leaderPID = svc, svc, db, svc.pid
+		return nil
+	}
+	if cfg.Leader == nil {
+		return fmt.Errorf("cluster config: node %s is not the leader (%s) and has no LeaderClient", cfg.Self, leaderName)
+	}
+	c.leader = cfg.Leader
+	go n.follow()
+	return nil
+}
+
+// follow opens the map read-only, retrying until the leader has created
+// it; the follower then polls on its own.
+func (n *Node) follow() {
+	c := n.cl
+	defer close(c.followDone)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.OpenTimeout)
+		f, err := refdb.OpenFollower(ctx, n.cfg.Deps.Store, OwnershipPrefix,
+			refdb.Options{PollInterval: cluster.FollowerPoll, Logger: n.log})
+		cancel()
+		if err == nil {
+			c.follower.Store(f)
+			return
+		}
+		if !errors.Is(err, refdb.ErrNotExist) {
+			n.log.Warn("open ownership map follower", zap.Error(err))
+		}
+		t := time.NewTimer(cluster.FollowerPoll)
+		select {
+		case <-c.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *clusterState) close() {
+	close(c.stop)
+	<-c.followDone
+	if f := c.follower.Load(); f != nil {
+		f.Close()
+	}
+}
+
+// refView adapts a refdb view of the map to cluster.View. Undecodable
+// entries read as absent: routing then claims and the leader, which
+// refuses to load a corrupt map, decides.
+type refView struct{ v *refdb.View }
+
+func (r refView) Get(repo string) (cluster.Entry, bool) {
+	if r.v == nil {
+		return cluster.Entry{}, false
+	}
+	key, err := cluster.Key(repo)
+	if err != nil {
+		return cluster.Entry{}, false
+	}
+	b, ok := r.v.Get(key)
+	if !ok {
+		return cluster.Entry{}, false
+	}
+	var e cluster.Entry
+	if err := e.UnmarshalBinary(b); err != nil {
+		return cluster.Entry{}, false
+	}
+	return e, true
+}
+
+// OwnershipView returns the node's current (possibly stale, ≤200 ms) view.
+// In single-node mode it is empty.
+func (n *Node) OwnershipView() cluster.View {
+	switch {
+	case n.cl == nil:
+		return refView{}
+	case n.cl.leaderDB != nil:
+		return refView{n.cl.leaderDB.View()}
+	}
+	if f := n.cl.follower.Load(); f != nil {
+		return refView{f.View()}
+	}
+	return refView{}
+}
+
+// LeaderService returns the leader's LeaderClient implementation on the
+// leader node (nil elsewhere); the peer server exposes it to other nodes.
+func (n *Node) LeaderService() LeaderClient {
+	if n.cl == nil || n.cl.service == nil {
+		return nil
+	}
+	return n.cl.service
+}
+
+// Route is one local map read: serve here, forward to another node, or
+// claim (one round trip to the leader) and then serve or forward. Errors
+// wrapping ErrLeaderUnreachable or ErrDraining mean 503. In single-node
+// mode every repository is local.
+func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, error) {
+	if n.cl == nil {
+		return RouteResult{Local: true}, nil
+	}
+	if err := repo.ValidateName(owner, name); err != nil {
+		return RouteResult{}, err
+	}
+	key := keyOf(owner, name)
+	l, err := n.leaseOf(ctx, key)
+	if err != nil {
+		return RouteResult{}, err
+	}
+	view := n.OwnershipView()
+	if r, decided := routeHeld(view, string(key), n.cl.cfg.Self, l); decided {
+		return r, nil
+	}
+	d := cluster.Route(view, string(key), n.cl.cfg.Self, time.Now())
+	if d.Kind == cluster.Forward {
+		return RouteResult{Node: d.Node}, nil
+	}
+	// Claim, or Serve from a map naming this node without a local lease
+	// (steered here, or this process restarted): the leader grants or
+	// extends it, and only then is the database opened.
+	if n.cl.draining.Load() {
+		return RouteResult{}, fmt.Errorf("route %s: %w", key, ErrDraining)
+	}
+	dec, err := n.cl.leader.Claim(ctx, string(key), n.cl.cfg.Self)
+	if err != nil {
+		return RouteResult{}, fmt.Errorf("claim %s: %w", key, unreachable(err))
+	}
+	return n.apply(ctx, key, dec)
+}
+
+// routeHeld decides for a repository this node holds a lease on: serve
+// unless the view shows a newer epoch granted to another node (the lease
+// was moved away; the renewal will be declined). A view that lags the
+// grant, or an entry that expired while the leader was unreachable, still
+// serves: a node keeps serving what it holds and fencing is the safety net.
+func routeHeld(view cluster.View, repo, self string, l leaseInfo) (RouteResult, bool) {
+	if !l.held {
+		return RouteResult{}, false
+	}
+	e, ok := view.Get(repo)
+	if ok && e.Epoch > l.epoch && e.Node != self {
+		return RouteResult{}, false
+	}
+	return RouteResult{Local: true}, true
+}
+
+// apply acts on the leader's answer to this node's claim or force-grant.
+func (n *Node) apply(ctx context.Context, key repoKey, d cluster.Decision) (RouteResult, error) {
+	ev := cluster.EventOf(d, n.cl.cfg.Self)
+	switch ev.Kind {
+	case cluster.EvGranted:
+		if _, err := n.request(ctx, n.sup, &granted{key: key, epoch: d.Entry.Epoch}, 10*time.Second); err != nil {
+			return RouteResult{}, fmt.Errorf("record lease on %s: %w", key, err)
+		}
+		return RouteResult{Local: true}, nil
+	case cluster.EvRedirected:
+		return RouteResult{Node: ev.Node}, nil
+	}
+	return RouteResult{}, fmt.Errorf("claim %s: %s without an owner: %w", key, d.Outcome, ErrLeaderUnreachable)
+}
+
+func unreachable(err error) error {
+	if errors.Is(err, ErrLeaderUnreachable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrLeaderUnreachable, err)
+}
+
+// ConnectFailed is called by a forwarder that could not connect to node
+// for owner/name. It applies cluster.OnConnectFailure: the first failure
+// waits ForceGrantWait, re-reads the map and routes again; a second one
+// asks the leader to force the repository over (waiting out the quiet
+// period once). Only GET requests move a repository; others get
+// ErrOwnerUnreachable.
+func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method string) (RouteResult, error) {
+	if n.cl == nil {
+		return RouteResult{Local: true}, nil
+	}
+	if err := repo.ValidateName(owner, name); err != nil {
+		return RouteResult{}, err
+	}
+	key := keyOf(owner, name)
+	n.cl.suspMu.Lock()
+	d := cluster.OnConnectFailure(n.cl.susp, string(key), node, method, time.Now())
+	n.cl.suspMu.Unlock()
+	switch d.Kind {
+	case cluster.Reread:
+		if err := sleepUntil(ctx, d.At); err != nil {
+			return RouteResult{}, err
+		}
+		if f := n.cl.follower.Load(); f != nil {
+			if err := f.Refresh(ctx); err != nil {
+				n.log.Warn("re-read ownership map", zap.Error(err))
+			}
+		}
+		return n.Route(ctx, owner, name)
+	case cluster.AskForce:
+		return n.force(ctx, key, d.Dead)
+	}
+	return RouteResult{}, fmt.Errorf("connect to %s for %s (%s): %w", node, key, method, ErrOwnerUnreachable)
+}
+
+// force asks the leader to move key from dead to this node.
+func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult, error) {
+	if n.cl.draining.Load() {
+		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, ErrDraining)
+	}
+	for attempt := 0; ; attempt++ {
+		d, err := n.cl.leader.ForceGrant(ctx, string(key), n.cl.cfg.Self, dead)
+		if err != nil {
+			return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, unreachable(err))
+		}
+		if d.Reason != cluster.ReasonQuiet {
+			return n.apply(ctx, key, d)
+		}
+		if attempt > 0 {
+			return RouteResult{}, fmt.Errorf("force-grant %s from %s: still in the quiet period: %w", key, dead, ErrOwnerUnreachable)
+		}
+		// The dead owner renewed just before dying: wait out the quiet
+		// period once rather than waiting for the TTL.
+		if err := sleepUntil(ctx, d.Entry.Written.Add(n.cl.cfg.Timings.QuietPeriod)); err != nil {
+			return RouteResult{}, err
+		}
+	}
+}
+
+// Drain marks the node draining (Route no longer claims) and releases
+// every lease through the drain, then waits until the databases are
+// closed. Requests keep being served during the drain.
+func (n *Node) Drain(ctx context.Context) error {
+	if n.cl == nil {
+		return nil
+	}
+	n.cl.draining.Store(true)
+	v, err := n.request(ctx, n.sup, &drainAll{}, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	select {
+	case <-v.(*drainWait).done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("drain: %w", ctx.Err())
+	}
+}
+
+// Draining reports whether Drain was called (/ready fails).
+func (n *Node) Draining() bool { return n.cl != nil && n.cl.draining.Load() }
+
+// leaseOf asks the supervisor about this node's lease on key.
+func (n *Node) leaseOf(ctx context.Context, key repoKey) (leaseInfo, error) {
+	v, err := n.request(ctx, n.sup, &leaseQuery{key: key}, 10*time.Second)
+	if err != nil {
+		return leaseInfo{}, fmt.Errorf("lease of %s: %w", key, err)
+	}
+	return *v.(*leaseInfo), nil
+}
+
+// ensureLocal routes key and reports a *NotOwnerError when another node
+// owns it.
+func (n *Node) ensureLocal(ctx context.Context, key repoKey) error {
+	owner, name := key.split()
+	r, err := n.Route(ctx, owner, name)
+	if err != nil {
+		return err
+	}
+	if !r.Local {
+		return &NotOwnerError{Repo: string(key), Node: r.Node}
+	}
+	return nil
+}
+
+func sleepUntil(ctx context.Context, at time.Time) error {
+	d := time.Until(at)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

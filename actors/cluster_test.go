@@ -1,0 +1,128 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/objstore/memstore"
+	"github.com/rgit/rgit/storage/refdb"
+	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/testkit/faultstore"
+)
+
+// The scenario tests of whole clusters live in testkit/cluster; these
+// check the leader's persistence and the single-node defaults directly.
+
+func newLeader(t *testing.T, st objstore.Store) *Node {
+	t.Helper()
+	n, err := NewNode(Config{Deps: repo.Deps{Store: st}, Cluster: &ClusterConfig{Self: "rgit-0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// endBubble shuts n down and lets fake time pass protoactor's dead-letter
+// throttle ticker so the bubble ends with no goroutine left.
+func endBubble(n *Node) {
+	n.Shutdown(context.Background())
+	time.Sleep(2 * time.Second)
+}
+
+func TestLeaderPersistsAndReloadsMap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := memstore.New()
+		n := newLeader(t, st)
+		svc := n.LeaderService()
+		d, err := svc.Claim(ctx, "alice/web", "rgit-1")
+		if err != nil || d.Outcome != cluster.Granted || d.Entry.Epoch != 1 {
+			t.Fatalf("claim = %+v, %v", d, err)
+		}
+		n.Shutdown(ctx)
+
+		// A restarted leader loads the entry: the lease is still rgit-1's,
+		// and a later grant continues the epoch sequence.
+		n = newLeader(t, st)
+		defer endBubble(n)
+		svc = n.LeaderService()
+		if d, err := svc.Claim(ctx, "alice/web", "rgit-2"); err != nil || d.Outcome != cluster.Refused || d.Owner != "rgit-1" {
+			t.Fatalf("claim after restart = %+v, %v", d, err)
+		}
+		time.Sleep(cluster.TTL)
+		d, err = svc.Claim(ctx, "alice/web", "rgit-2")
+		if err != nil || d.Outcome != cluster.Granted || d.Entry.Epoch != 2 {
+			t.Fatalf("claim after expiry = %+v, %v", d, err)
+		}
+		if e, ok := n.OwnershipView().Get("alice/web"); !ok || e.Node != "rgit-2" || e.Epoch != 2 {
+			t.Fatalf("leader view = %+v %v", e, ok)
+		}
+	})
+}
+
+func TestLeaderFailedCommitAnswersUnreachableAndForgetsDecision(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		fs := faultstore.New(memstore.New(), 1)
+		n := newLeader(t, fs)
+		defer endBubble(n)
+		svc := n.LeaderService()
+		fs.FailNext(faultstore.WriteOps, OwnershipPrefix, 1, false)
+		if _, err := svc.Claim(ctx, "alice/web", "rgit-1"); !errors.Is(err, ErrLeaderUnreachable) {
+			t.Fatalf("claim with a failing store: err = %v, want ErrLeaderUnreachable", err)
+		}
+		// The unpersisted grant was dropped with the reload: another node
+		// is granted the repo with epoch 1, not refused in favour of rgit-1.
+		d, err := svc.Claim(ctx, "alice/web", "rgit-2")
+		if err != nil || d.Outcome != cluster.Granted || d.Owner != "rgit-2" || d.Entry.Epoch != 1 {
+			t.Fatalf("claim after failure = %+v, %v", d, err)
+		}
+	})
+}
+
+func TestLeaderRefusesCorruptMap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := memstore.New()
+		db, err := refdb.Open(ctx, st, OwnershipPrefix, refdb.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Commit(ctx, refdb.Txn{refdb.Set(cluster.KeyPrefix+"alice/web", []byte{9})}); err != nil {
+			t.Fatal(err)
+		}
+		db.Close(ctx)
+		if _, err := NewNode(Config{Deps: repo.Deps{Store: st}, Cluster: &ClusterConfig{Self: "rgit-0"}}); !errors.Is(err, cluster.ErrCorruptEntry) {
+			t.Fatalf("start on a corrupt map: err = %v", err)
+		}
+		time.Sleep(2 * time.Second)
+	})
+}
+
+func TestSingleNodeRoutesLocally(t *testing.T) {
+	n, _ := newTestNode(t, memstore.New(), time.Minute, 8)
+	r, err := n.Route(context.Background(), "alice", "web")
+	if err != nil || !r.Local {
+		t.Fatalf("route = %+v, %v", r, err)
+	}
+	if n.LeaderService() != nil || n.Draining() {
+		t.Fatal("single node has a leader service or drains")
+	}
+	if err := n.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFollowerNeedsLeaderClient(t *testing.T) {
+	if _, err := NewNode(Config{Deps: repo.Deps{Store: memstore.New()}, Cluster: &ClusterConfig{Self: "rgit-1"}}); err == nil {
+		t.Fatal("a follower without a LeaderClient started")
+	}
+	if _, err := NewNode(Config{Deps: repo.Deps{Store: memstore.New()}, Cluster: &ClusterConfig{Self: "nonumber"}}); !errors.Is(err, cluster.ErrInvalidName) {
+		t.Fatalf("bad self name: err = %v", err)
+	}
+}

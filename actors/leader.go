@@ -1,0 +1,257 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/refdb"
+)
+
+// leaderCommitTimeout bounds one persisted decision of the leader.
+const leaderCommitTimeout = 5 * time.Second
+
+// Messages to the leader actor; each is answered with a *leaderReply.
+type (
+	leaderClaim struct{ repo, node string }
+	leaderRenew struct {
+		node  string
+		repos []string
+	}
+	leaderRelease struct{ node, repo string }
+	leaderForce   struct{ repo, requester, dead string }
+	leaderReply   struct {
+		d                 cluster.Decision
+		renewed, declined []string
+		err               error
+	}
+)
+
+// leaderActor is the single writer of the ownership map: it applies the
+// pure decisions of cluster.Map and persists each with one refdb Commit
+// before answering. A failed commit discards the in-memory map (it may
+// hold the unpersisted decision) and reloads it from the database; a
+// fenced database (another leader process opened it) stops the actor, and
+// every later request then fails as unreachable.
+type leaderActor struct {
+	node *Node
+	db   *refdb.DB
+	m    *cluster.Map
+	live func() cluster.LiveSet
+}
+
+// startLeader opens (creating if needed) the map's database, loads it and
+// spawns the leader actor.
+func (n *Node) startLeader(cfg ClusterConfig) (*localLeader, *refdb.DB, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.OpenTimeout)
+	defer cancel()
+	db, err := refdb.Open(ctx, n.cfg.Deps.Store, OwnershipPrefix, refdb.Options{Logger: n.log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open ownership map: %w", err)
+	}
+	m, err := loadMap(db.View(), cfg.Timings)
+	if err != nil {
+		db.Close(ctx)
+		return nil, nil, err
+	}
+	live := cfg.Live
+	if live == nil {
+		live = func() cluster.LiveSet { return nil }
+	}
+	props := actor.PropsFromProducer(func() actor.Actor {
+		return &leaderActor{node: n, db: db, m: m, live: live}
+	})
+	pid, err := n.system.Root.SpawnNamed(props, "leader")
+	if err != nil {
+		db.Close(ctx)
+		return nil, nil, fmt.Errorf("spawn leader actor: %w", err)
+	}
+	return &localLeader{n: n, pid: pid}, db, nil
+}
+
+// loadMap reads every ownership entry of v into a Map. A corrupt entry
+// fails the load: granting from a map missing an entry could reuse epochs.
+func loadMap(v *refdb.View, t cluster.Timings) (*cluster.Map, error) {
+	m := cluster.NewMap(t)
+	for k, b := range v.Scan(cluster.KeyPrefix) {
+		repo, err := cluster.RepoOfKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("load ownership map: %w", err)
+		}
+		var e cluster.Entry
+		if err := e.UnmarshalBinary(b); err != nil {
+			return nil, fmt.Errorf("load ownership map: entry %s: %w", repo, err)
+		}
+		if err := m.Put(repo, e); err != nil {
+			return nil, fmt.Errorf("load ownership map: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (a *leaderActor) Receive(ctx actor.Context) {
+	now := time.Now()
+	var r leaderReply
+	switch m := ctx.Message().(type) {
+	case *actor.Stopping:
+		cctx, cancel := context.WithTimeout(context.Background(), leaderCommitTimeout)
+		defer cancel()
+		if err := a.db.Close(cctx); err != nil && !errors.Is(err, refdb.ErrFenced) {
+			a.node.log.Warn("close ownership map", zap.Error(err))
+		}
+		return
+	case *leaderClaim:
+		r.d, r.err = a.m.Claim(m.repo, m.node, now, a.live(), cluster.Options{})
+		if r.err == nil {
+			r.err = a.persist(ctx, r.d)
+		}
+	case *leaderRelease:
+		r.d, r.err = a.m.Release(m.node, m.repo, now)
+		if r.err == nil {
+			r.err = a.persist(ctx, r.d)
+		}
+	case *leaderForce:
+		r.d, r.err = a.m.ForceGrant(m.repo, m.requester, m.dead, now)
+		if r.err == nil {
+			r.err = a.persist(ctx, r.d)
+		}
+	case *leaderRenew:
+		r.renewed, r.declined = a.m.Renew(m.node, m.repos, now)
+		txn := make(refdb.Txn, 0, len(r.renewed))
+		for _, repo := range r.renewed {
+			e, _ := a.m.Get(repo)
+			op, err := entryOp(repo, e)
+			if err != nil {
+				r.err = err
+				break
+			}
+			txn = append(txn, op)
+		}
+		if r.err == nil {
+			r.err = a.commit(ctx, txn)
+		}
+		if r.err != nil {
+			r.renewed, r.declined = nil, nil
+			a.reload()
+		}
+	default:
+		return
+	}
+	ctx.Respond(&r)
+}
+
+// persist writes d's entry if the decision changed it.
+func (a *leaderActor) persist(ctx actor.Context, d cluster.Decision) error {
+	if !d.Write {
+		return nil
+	}
+	op, err := entryOp(d.Repo, d.Entry)
+	if err == nil {
+		err = a.commit(ctx, refdb.Txn{op})
+	}
+	if err != nil {
+		a.reload()
+	}
+	return err
+}
+
+func entryOp(repo string, e cluster.Entry) (refdb.Op, error) {
+	key, err := cluster.Key(repo)
+	if err != nil {
+		return refdb.Op{}, err
+	}
+	b, err := e.MarshalBinary()
+	if err != nil {
+		return refdb.Op{}, fmt.Errorf("entry of %s: %w", repo, err)
+	}
+	return refdb.Set(key, b), nil
+}
+
+func (a *leaderActor) commit(ctx actor.Context, txn refdb.Txn) error {
+	if len(txn) == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), leaderCommitTimeout)
+	defer cancel()
+	_, err := a.db.Commit(cctx, txn)
+	if errors.Is(err, refdb.ErrFenced) {
+		a.node.log.Error("ownership map fenced by another leader; stopping the leader actor")
+		ctx.Stop(ctx.Self())
+	}
+	if err != nil {
+		return fmt.Errorf("persist ownership map: %w", err)
+	}
+	return nil
+}
+
+// reload replaces the map with the database's committed state.
+func (a *leaderActor) reload() {
+	m, err := loadMap(a.db.View(), a.m.Timings())
+	if err != nil {
+		// The view only holds what this writer committed, so this means a
+		// bug; keep the old map rather than serving from nothing.
+		a.node.log.Error("reload ownership map", zap.Error(err))
+		return
+	}
+	a.m = m
+}
+
+// localLeader is the leader's LeaderClient: requests to the leader actor.
+// Every failure, including a persist failure, wraps ErrLeaderUnreachable:
+// for the caller the leader could not decide.
+type localLeader struct {
+	n   *Node
+	pid *actor.PID
+}
+
+func (l *localLeader) ask(ctx context.Context, msg any) (*leaderReply, error) {
+	v, err := l.n.request(ctx, l.pid, msg, leaderCommitTimeout+time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrLeaderUnreachable, err)
+	}
+	r := v.(*leaderReply)
+	if r.err != nil {
+		if errors.Is(r.err, cluster.ErrInvalidName) {
+			return nil, r.err
+		}
+		return nil, fmt.Errorf("%w: %w", ErrLeaderUnreachable, r.err)
+	}
+	return r, nil
+}
+
+func (l *localLeader) Claim(ctx context.Context, repo, node string) (cluster.Decision, error) {
+	r, err := l.ask(ctx, &leaderClaim{repo: repo, node: node})
+	if err != nil {
+		return cluster.Decision{}, err
+	}
+	return r.d, nil
+}
+
+func (l *localLeader) Renew(ctx context.Context, node string, repos []string) ([]string, []string, error) {
+	r, err := l.ask(ctx, &leaderRenew{node: node, repos: repos})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.renewed, r.declined, nil
+}
+
+func (l *localLeader) Release(ctx context.Context, node, repo string) (cluster.Decision, error) {
+	r, err := l.ask(ctx, &leaderRelease{node: node, repo: repo})
+	if err != nil {
+		return cluster.Decision{}, err
+	}
+	return r.d, nil
+}
+
+func (l *localLeader) ForceGrant(ctx context.Context, repo, requester, deadNode string) (cluster.Decision, error) {
+	r, err := l.ask(ctx, &leaderForce{repo: repo, requester: requester, dead: deadNode})
+	if err != nil {
+		return cluster.Decision{}, err
+	}
+	return r.d, nil
+}

@@ -1,0 +1,444 @@
+// Package cluster is an in-process rgit cluster for tests: N actors.Node
+// members over one fault-injecting in-memory object store, a simulated
+// peer network implementing actors.LeaderClient between them (delay, drop,
+// partition, kill, restart) and front-end style request routing (route,
+// forward with the hop limit, connect-failure handling for GET).
+//
+// Run it inside a testing/synctest bubble (synctest.Test) so time is fake:
+// TTLs, renewals, drains and the follower's polling then advance only when
+// every goroutine is blocked, and a scenario runs the same way every time.
+// It also records the lease epoch of every acknowledged commit so tests
+// can check that one epoch never had two writers. It may import anything
+// (it is test infrastructure); only tests import it.
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/actors"
+	rc "github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/objstore/memstore"
+	"github.com/rgit/rgit/storage/refdb"
+	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/testkit/faultstore"
+)
+
+// Errors of the simulated network and front end.
+var (
+	// ErrConnect: the simulated connection could not be made (node down,
+	// partitioned, or a dropped connect).
+	ErrConnect = errors.New("simulated connect failure")
+	// ErrHopLimit: a request was forwarded more than MaxHops times.
+	ErrHopLimit = errors.New("hop limit reached")
+	// ErrNodeDown: the entry node of a request is not running.
+	ErrNodeDown = errors.New("node not running")
+)
+
+// MaxHops is the forwarding hop limit (X-Rgit-Hop).
+const MaxHops = 2
+
+// Options configure a Cluster.
+type Options struct {
+	Nodes   int           // number of nodes; rgit-0 is the leader
+	Seed    int64         // fault store seed
+	WarmTTL time.Duration // repo idle TTL; default 5 minutes
+	MaxWarm int           // default 64
+	Log     *zap.Logger
+}
+
+// Cluster is the in-process cluster.
+type Cluster struct {
+	Store *faultstore.Store
+	Net   *Network
+	opts  Options
+	names []string
+
+	mu      sync.Mutex
+	nodes   map[string]*actors.Node // nil while killed
+	writers map[epochKey]string     // (repo, epoch) → node that committed
+	dup     []string                // violations: two writers in one epoch
+}
+
+type epochKey struct {
+	repo  string
+	epoch uint64
+}
+
+// New starts opts.Nodes nodes named rgit-0 … rgit-{N-1}.
+func New(opts Options) (*Cluster, error) {
+	if opts.Nodes <= 0 {
+		return nil, fmt.Errorf("cluster: %d nodes", opts.Nodes)
+	}
+	if opts.WarmTTL <= 0 {
+		opts.WarmTTL = 5 * time.Minute
+	}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	c := &Cluster{
+		Store:   faultstore.New(memstore.New(), opts.Seed),
+		Net:     newNetwork(),
+		opts:    opts,
+		nodes:   map[string]*actors.Node{},
+		writers: map[epochKey]string{},
+	}
+	for i := range opts.Nodes {
+		c.names = append(c.names, fmt.Sprintf("rgit-%d", i))
+	}
+	for _, n := range c.names {
+		if err := c.start(n); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Names lists the node names in order.
+func (c *Cluster) Names() []string { return slices.Clone(c.names) }
+
+// Leader is the leader's name.
+func (c *Cluster) Leader() string { return c.names[0] }
+
+// Node returns the running node, or nil while it is killed.
+func (c *Cluster) Node(name string) *actors.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[name]
+}
+
+// Deps are the repository dependencies every node shares.
+func (c *Cluster) Deps() repo.Deps { return repo.Deps{Store: c.Store, Log: c.opts.Log} }
+
+func (c *Cluster) start(name string) error {
+	cfg := &actors.ClusterConfig{Self: name}
+	if name != c.Leader() {
+		cfg.Leader = &peerClient{c: c, from: name}
+	}
+	n, err := actors.NewNode(actors.Config{
+		Deps: c.Deps(), WarmTTL: c.opts.WarmTTL, MaxWarm: c.opts.MaxWarm, Log: c.opts.Log, Cluster: cfg,
+	})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	c.mu.Lock()
+	c.nodes[name] = n
+	c.mu.Unlock()
+	return nil
+}
+
+// Kill stops a node the way a crash would: it stops answering at once and
+// its actors stop without releasing any lease.
+func (c *Cluster) Kill(name string) error {
+	c.Net.setDown(name, true)
+	c.mu.Lock()
+	n := c.nodes[name]
+	c.nodes[name] = nil
+	c.mu.Unlock()
+	if n == nil {
+		return fmt.Errorf("kill %s: %w", name, ErrNodeDown)
+	}
+	return n.Shutdown(context.Background())
+}
+
+// Restart starts a killed node again with empty memory.
+func (c *Cluster) Restart(name string) error {
+	if c.Node(name) != nil {
+		return fmt.Errorf("restart %s: already running", name)
+	}
+	c.Net.setDown(name, false)
+	return c.start(name)
+}
+
+// Close shuts every running node down.
+func (c *Cluster) Close() {
+	for _, name := range c.names {
+		c.mu.Lock()
+		n := c.nodes[name]
+		c.nodes[name] = nil
+		c.mu.Unlock()
+		if n != nil {
+			n.Shutdown(context.Background())
+		}
+	}
+}
+
+// Violations lists every (repo, epoch) that saw commits from two nodes.
+func (c *Cluster) Violations() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.dup)
+}
+
+func (c *Cluster) recordCommit(repoName string, epoch uint64, node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := epochKey{repoName, epoch}
+	if prev, ok := c.writers[k]; ok && prev != node {
+		c.dup = append(c.dup, fmt.Sprintf("%s epoch %d: %s and %s", repoName, epoch, prev, node))
+		return
+	}
+	c.writers[k] = node
+}
+
+// Serve runs op for repoName the way a front end would, entering at node
+// entry: Route; serve locally, or forward to the owner, which routes again
+// (at most MaxHops hops). A connect failure of a GET goes through
+// ConnectFailed and is retried where it says, at most twice per hop (the
+// second failure is the one that may force the repository over). It
+// returns op's result and the node that served.
+func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op func(n *actors.Node, node string) (string, error)) (string, string, error) {
+	owner, name, _ := strings.Cut(repoName, "/")
+	at := entry
+	for hop := 0; ; hop++ {
+		n := c.Node(at)
+		if n == nil {
+			return "", at, fmt.Errorf("%s: %w", at, ErrNodeDown)
+		}
+		r, err := n.Route(ctx, owner, name)
+		for fails := 0; err == nil && !r.Local; fails++ {
+			cerr := c.Net.Connect(ctx, at, r.Node)
+			if cerr == nil {
+				break
+			}
+			if fails == 2 {
+				err = cerr
+				break
+			}
+			r, err = n.ConnectFailed(ctx, owner, name, r.Node, method)
+		}
+		if err != nil {
+			return "", at, err
+		}
+		if r.Local {
+			out, err := op(n, at)
+			return out, at, err
+		}
+		if hop == MaxHops {
+			return "", at, fmt.Errorf("%s via %s: %w", repoName, at, ErrHopLimit)
+		}
+		at = r.Node
+	}
+}
+
+// RefID is the object ID the harness writes for value v.
+func RefID(v uint64) object.ID {
+	var id object.ID
+	binary.BigEndian.PutUint64(id[:8], v)
+	id[len(id)-1] = 1 // never the zero ID
+	return id
+}
+
+// RefValue inverts RefID.
+func RefValue(id object.ID) uint64 { return binary.BigEndian.Uint64(id[:8]) }
+
+// Push sets ref of repoName to RefID(v) through entry (creating it when
+// absent) and records the lease epoch it committed under. It returns the
+// node that committed.
+func (c *Cluster) Push(ctx context.Context, entry, repoName, ref string, v uint64) (string, uint64, error) {
+	var epoch uint64
+	_, node, err := c.Serve(ctx, entry, repoName, "POST", func(n *actors.Node, node string) (string, error) {
+		owner, name, _ := strings.Cut(repoName, "/")
+		s, err := n.Session(ctx, owner, name)
+		if err != nil {
+			return "", err
+		}
+		defer s.Release()
+		old, _ := s.Snapshot.Ref(ref)
+		res, err := s.Call(ctx, func(r *repo.Repo) (any, error) {
+			return r.UpdateRefs(ctx, nil, []repo.RefUpdate{{Name: ref, Old: old, New: RefID(v)}}, true)
+		})
+		if err != nil {
+			return "", err
+		}
+		if e := res.([]error)[0]; e != nil {
+			return "", e
+		}
+		epoch = s.Epoch
+		c.recordCommit(repoName, s.Epoch, node)
+		return "", nil
+	})
+	return node, epoch, err
+}
+
+// Get reads ref of repoName through entry (a GET: it may move a repository
+// away from an unreachable owner). ok is false when the ref is absent.
+func (c *Cluster) Get(ctx context.Context, entry, repoName, ref string) (node string, v uint64, ok bool, err error) {
+	_, node, err = c.Serve(ctx, entry, repoName, "GET", func(n *actors.Node, _ string) (string, error) {
+		owner, name, _ := strings.Cut(repoName, "/")
+		s, err := n.Session(ctx, owner, name)
+		if err != nil {
+			return "", err
+		}
+		defer s.Release()
+		var id object.ID
+		id, ok = s.Snapshot.Ref(ref)
+		v = RefValue(id)
+		return "", nil
+	})
+	return node, v, ok, err
+}
+
+// Refs reads repoName's refs straight from the store, read-only (it fences
+// nobody): what is durable, whoever serves the repository.
+func (c *Cluster) Refs(ctx context.Context, repoName string) (map[string]uint64, error) {
+	f, err := refdb.OpenFollower(ctx, c.Store, "repo/"+repoName, refdb.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("read refs of %s: %w", repoName, err)
+	}
+	defer f.Close()
+	out := map[string]uint64{}
+	for k, val := range f.View().Scan("ref/") {
+		id, err := object.ParseID(string(val))
+		if err != nil {
+			return nil, fmt.Errorf("read refs of %s: %s: %w", repoName, k, err)
+		}
+		out[strings.TrimPrefix(k, "ref/")] = RefValue(id)
+	}
+	return out, nil
+}
+
+// Entry reads repoName's ownership entry as node sees it.
+func (c *Cluster) Entry(node, repoName string) (rc.Entry, bool) {
+	n := c.Node(node)
+	if n == nil {
+		return rc.Entry{}, false
+	}
+	return n.OwnershipView().Get(repoName)
+}
+
+// Network is the simulated peer network. A killed node is unreachable; a
+// partitioned node reaches no other node and no node reaches it (it still
+// reaches the object store, as in a real split where S3 stays up).
+type Network struct {
+	mu    sync.Mutex
+	down  map[string]bool
+	cut   map[string]bool
+	drops map[[2]string]int
+	delay time.Duration
+}
+
+func newNetwork() *Network {
+	return &Network{down: map[string]bool{}, cut: map[string]bool{}, drops: map[[2]string]int{}}
+}
+
+func (nw *Network) setDown(node string, down bool) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.down[node] = down
+}
+
+// Partition isolates node (on) or heals it (off).
+func (nw *Network) Partition(node string, on bool) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.cut[node] = on
+}
+
+// HealAll ends every partition.
+func (nw *Network) HealAll() {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	clear(nw.cut)
+}
+
+// Drop makes the next count connects from → to fail.
+func (nw *Network) Drop(from, to string, count int) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.drops[[2]string{from, to}] += count
+}
+
+// SetDelay sets the latency of every connect.
+func (nw *Network) SetDelay(d time.Duration) {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	nw.delay = d
+}
+
+// Connect simulates opening a connection from → to.
+func (nw *Network) Connect(ctx context.Context, from, to string) error {
+	nw.mu.Lock()
+	delay := nw.delay
+	var err error
+	switch k := [2]string{from, to}; {
+	case from == to:
+	case nw.down[from] || nw.down[to] || nw.cut[from] || nw.cut[to]:
+		err = fmt.Errorf("%s → %s: %w", from, to, ErrConnect)
+	case nw.drops[k] > 0:
+		nw.drops[k]--
+		err = fmt.Errorf("%s → %s (dropped): %w", from, to, ErrConnect)
+	}
+	nw.mu.Unlock()
+	if delay > 0 && from != to {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// peerClient is a follower's actors.LeaderClient over the simulated
+// network: the leader node's LeaderService, reached through Connect.
+type peerClient struct {
+	c    *Cluster
+	from string
+}
+
+func (p *peerClient) leader(ctx context.Context) (actors.LeaderClient, error) {
+	to := p.c.Leader()
+	if err := p.c.Net.Connect(ctx, p.from, to); err != nil {
+		return nil, fmt.Errorf("%w: %w", actors.ErrLeaderUnreachable, err)
+	}
+	n := p.c.Node(to)
+	if n == nil || n.LeaderService() == nil {
+		return nil, fmt.Errorf("%w: %s not serving", actors.ErrLeaderUnreachable, to)
+	}
+	return n.LeaderService(), nil
+}
+
+func (p *peerClient) Claim(ctx context.Context, repoName, node string) (rc.Decision, error) {
+	l, err := p.leader(ctx)
+	if err != nil {
+		return rc.Decision{}, err
+	}
+	return l.Claim(ctx, repoName, node)
+}
+
+func (p *peerClient) Renew(ctx context.Context, node string, repos []string) ([]string, []string, error) {
+	l, err := p.leader(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.Renew(ctx, node, repos)
+}
+
+func (p *peerClient) Release(ctx context.Context, node, repoName string) (rc.Decision, error) {
+	l, err := p.leader(ctx)
+	if err != nil {
+		return rc.Decision{}, err
+	}
+	return l.Release(ctx, node, repoName)
+}
+
+func (p *peerClient) ForceGrant(ctx context.Context, repoName, requester, dead string) (rc.Decision, error) {
+	l, err := p.leader(ctx)
+	if err != nil {
+		return rc.Decision{}, err
+	}
+	return l.ForceGrant(ctx, repoName, requester, dead)
+}

@@ -1,0 +1,105 @@
+// Package datadriven runs scenario files in the style of cockroachdb's
+// datadriven (as used by etcd raft's interaction tests): each case is a
+// command line, a "----" separator and the expected output, cases are
+// separated by blank lines and '#' lines are comments kept with the next
+// case. A changed behaviour shows up as a readable diff; run the tests
+// with -rewrite (or RGIT_REWRITE=1) to regenerate the expectations. It
+// imports only the standard library.
+package datadriven
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+var rewrite = flag.Bool("rewrite", os.Getenv("RGIT_REWRITE") != "", "rewrite scenario expectations")
+
+// ErrSyntax reports a malformed scenario file.
+var ErrSyntax = errors.New("datadriven: malformed scenario")
+
+// Case is one command and its expected output.
+type Case struct {
+	Comments []string
+	Cmd      string
+	Want     string
+	Line     int // 1-based line of Cmd
+}
+
+// Parse reads a scenario file's text.
+func Parse(text string) ([]Case, error) {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	var out []Case
+	var cur Case
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		switch {
+		case strings.TrimSpace(l) == "":
+		case strings.HasPrefix(l, "#"):
+			cur.Comments = append(cur.Comments, l)
+		default:
+			cur.Cmd, cur.Line = l, i+1
+			if i+1 >= len(lines) || lines[i+1] != "----" {
+				return nil, fmt.Errorf("line %d: command without ---- separator: %w", i+1, ErrSyntax)
+			}
+			i += 2
+			var want []string
+			for ; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
+				want = append(want, lines[i])
+			}
+			cur.Want = strings.Join(want, "\n")
+			out = append(out, cur)
+			cur = Case{}
+		}
+	}
+	return out, nil
+}
+
+// Format renders cases back into a scenario file.
+func Format(cases []Case) string {
+	var b strings.Builder
+	for i, c := range cases {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		for _, cm := range c.Comments {
+			b.WriteString(cm + "\n")
+		}
+		fmt.Fprintf(&b, "%s\n----\n%s\n", c.Cmd, c.Want)
+	}
+	return b.String()
+}
+
+// RunFile runs every case of the file at path through run, comparing (or,
+// with -rewrite, replacing) the expected output. An error from run is
+// printed as "error: ..." and compared like any output.
+func RunFile(t testing.TB, path string, run func(cmd string) (string, error)) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, err := Parse(string(raw))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	for i := range cases {
+		got, err := run(cases[i].Cmd)
+		if err != nil {
+			got = "error: " + err.Error()
+		}
+		if *rewrite {
+			cases[i].Want = got
+		} else if got != cases[i].Want {
+			t.Errorf("%s:%d: %s\n----\ngot:\n%s\nwant:\n%s", path, cases[i].Line, cases[i].Cmd, got, cases[i].Want)
+		}
+	}
+	if *rewrite {
+		if err := os.WriteFile(path, []byte(Format(cases)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,269 @@
+package multiproc
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rgit/rgit/testkit/gitenv"
+	"github.com/rgit/rgit/transport/admin"
+)
+
+// moduleRoot is the repository root (this file is testkit/multiproc/…).
+func moduleRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+func startCluster(t *testing.T) (*Cluster, *gitenv.Env) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("multi-process cluster test: skipped with -short")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	bin, err := Build(ctx, moduleRoot(t), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *Cluster
+	for attempt := 0; ; attempt++ {
+		c, err = Start(ctx, Options{Bin: bin, Dir: filepath.Join(dir, fmt.Sprint("c", attempt)), Nodes: 3})
+		if err == nil || attempt == 2 {
+			break
+		}
+		t.Logf("start cluster (attempt %d): %v", attempt, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Logf("--- %s log tail:\n%s", n.Name, n.LogTail(40))
+			}
+		}
+	})
+	return c, gitenv.New(t)
+}
+
+func (c *Cluster) mustAdmin(t *testing.T, n *Node, cmd string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := c.Admin(ctx, n, admin.Request{Command: cmd, Args: args})
+	if err != nil {
+		t.Fatalf("admin %s %v on %s: %v", cmd, args, n.Name, err)
+	}
+	return out
+}
+
+func (c *Cluster) token(t *testing.T, n *Node, owner string) string {
+	lines := strings.Split(c.mustAdmin(t, n, "add-token", owner), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// openOn reports whether node holds repo open (admin status).
+func (c *Cluster) openOn(t *testing.T, n *Node, repo string) bool {
+	return strings.Contains(c.mustAdmin(t, n, "status"), repo)
+}
+
+// TestClusterForwarding: clone and push over HTTP and SSH through nodes
+// that do not own the repository; admin commands sent to any node reach
+// the owner.
+func TestClusterForwarding(t *testing.T) {
+	c, env := startCluster(t)
+	n0, n1, n2 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	tok := c.token(t, n0, "alice")
+	key := env.NewSSHKey(t, "alice")
+	pub, err := os.ReadFile(key.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admin(context.Background(), n2, admin.Request{Command: "add-key", Args: []string{"alice"}, Body: string(pub)}); err != nil {
+		t.Fatal(err)
+	}
+	c.mustAdmin(t, n0, "create-repo", "alice/fwd")
+
+	// The first push goes through rgit-1, which claims the repository.
+	work := t.TempDir()
+	env.Run(t, work, "init", "-q", "-b", "main")
+	c1 := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
+	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, "alice/fwd"), "main")
+	if !c.openOn(t, n1, "alice/fwd") {
+		t.Fatalf("rgit-1 does not hold alice/fwd after pushing through it")
+	}
+
+	// HTTP clone and push through rgit-2 (forwarded to rgit-1).
+	clone := filepath.Join(t.TempDir(), "c")
+	env.Run(t, "", "clone", "-q", n2.HTTPURL(tok, "alice/fwd"), clone)
+	if got := env.Run(t, clone, "rev-parse", "HEAD"); got != c1 {
+		t.Fatalf("clone via rgit-2 HEAD = %s, want %s", got, c1)
+	}
+	c2 := env.Commit(t, clone, "two", map[string]string{"b.txt": "two\n"})
+	env.Run(t, clone, "push", "-q", "origin", "main")
+
+	// SSH clone and push through rgit-0 (forwarded session).
+	sshEnv := gitenv.SSHEnv(key)
+	sclone := filepath.Join(t.TempDir(), "s")
+	env.RunEnv(t, "", sshEnv, "clone", "-q", n0.SSHURL("alice/fwd"), sclone)
+	if got := env.Run(t, sclone, "rev-parse", "HEAD"); got != c2 {
+		t.Fatalf("ssh clone via rgit-0 HEAD = %s, want %s", got, c2)
+	}
+	c3 := env.Commit(t, sclone, "three", map[string]string{"c.txt": "three\n"})
+	env.RunEnv(t, sclone, sshEnv, "push", "-q", "origin", "main")
+	env.Fsck(t, sclone)
+
+	for _, n := range []*Node{n0, n2} {
+		if c.openOn(t, n, "alice/fwd") {
+			t.Errorf("%s opened alice/fwd: requests were served there, not forwarded", n.Name)
+		}
+	}
+	if got := env.Run(t, "", "ls-remote", n0.HTTPURL(tok, "alice/fwd"), "refs/heads/main"); !strings.HasPrefix(got, c3) {
+		t.Fatalf("ls-remote via rgit-0 = %q, want %s", got, c3)
+	}
+
+	// Admin on a non-owner is delivered to the owner: no fencing anywhere.
+	c.mustAdmin(t, n2, "set-visibility", "alice/fwd", "public")
+	anon := filepath.Join(t.TempDir(), "anon")
+	env.Run(t, "", "clone", "-q", "http://"+n0.HTTPAddr+"/alice/fwd.git", anon)
+
+	// A wrong peer secret is refused on both peer ports.
+	for _, addr := range []string{n1.PeerAddr, n1.StreamAddr} {
+		r := env.Command("", nil, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+			"-H", "X-Rgit-Peer-Secret: wrong", "-H", "Authorization: Bearer wrong", "-H", "X-Rgit-Hop: 1",
+			"http://"+addr+"/alice/fwd.git/info/refs?service=git-upload-pack")
+		if strings.TrimSpace(r.Stdout) != "401" {
+			t.Errorf("peer port %s with a wrong secret: %q, want 401", addr, r.Stdout)
+		}
+	}
+	for _, n := range c.Nodes {
+		if strings.Contains(n.Log(), "fenced") {
+			t.Errorf("%s logged fencing", n.Name)
+		}
+	}
+}
+
+// fetchLoop runs `git ls-remote` through node until stop, recording each
+// outcome with its time.
+type outcome struct {
+	at  time.Time
+	ok  bool
+	msg string
+}
+
+func fetchLoop(env *gitenv.Env, url string, stop <-chan struct{}) <-chan []outcome {
+	res := make(chan []outcome, 1)
+	go func() {
+		var out []outcome
+		for {
+			select {
+			case <-stop:
+				res <- out
+				return
+			default:
+			}
+			r := env.Try("", "ls-remote", url, "refs/heads/main")
+			out = append(out, outcome{at: time.Now(), ok: r.OK(), msg: r.Stderr})
+		}
+	}()
+	return res
+}
+
+// TestClusterFailover: kill -9 of the owner during a fetch loop (the repo
+// moves, the takeover time is printed), then SIGTERM of the new owner
+// (its repos move through the drain, without fencing and without a
+// failed request).
+func TestClusterFailover(t *testing.T) {
+	c, env := startCluster(t)
+	n0, n1, n2 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	tok := c.token(t, n0, "alice")
+	c.mustAdmin(t, n0, "create-repo", "alice/ha")
+	work := t.TempDir()
+	env.Run(t, work, "init", "-q", "-b", "main")
+	head := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
+	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, "alice/ha"), "main")
+	if !c.openOn(t, n1, "alice/ha") {
+		t.Fatal("rgit-1 does not own alice/ha")
+	}
+
+	// kill -9 the owner while rgit-2 serves a fetch loop.
+	stop := make(chan struct{})
+	results := fetchLoop(env, n2.HTTPURL(tok, "alice/ha"), stop)
+	time.Sleep(300 * time.Millisecond) // a few successful fetches first
+	killed := time.Now()
+	if err := n1.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var resumed time.Time
+	deadline := time.Now().Add(20 * time.Second)
+	for resumed.IsZero() && time.Now().Before(deadline) {
+		r := env.Try("", "ls-remote", n2.HTTPURL(tok, "alice/ha"), "refs/heads/main")
+		if r.OK() && strings.HasPrefix(r.Out(), head) {
+			resumed = time.Now()
+		}
+	}
+	close(stop)
+	outs := <-results
+	if resumed.IsZero() {
+		t.Fatalf("service did not resume within 20s after kill -9 of the owner")
+	}
+	// The takeover is when the first request after the kill succeeded
+	// (the loop's or the probe's).
+	first := resumed
+	for _, o := range outs {
+		if o.ok && o.at.After(killed) && o.at.Before(first) {
+			first = o.at
+		}
+	}
+	secs := first.Sub(killed).Seconds()
+	t.Logf("takeover op=kill9 seconds=%.2f", secs)
+	fmt.Printf("takeover op=kill9 seconds=%.2f\n", secs)
+	if !c.openOn(t, n2, "alice/ha") {
+		t.Errorf("rgit-2 does not hold alice/ha after the takeover")
+	}
+
+	// SIGTERM rgit-2 (the new owner) during a fetch loop through rgit-0:
+	// the lease is released through the drain, rgit-0 takes over, and no
+	// request fails.
+	stop = make(chan struct{})
+	results = fetchLoop(env, n0.HTTPURL(tok, "alice/ha"), stop)
+	time.Sleep(300 * time.Millisecond)
+	termAt := time.Now()
+	if err := n2.Term(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	outs = <-results
+	var failed []string
+	after := 0
+	for _, o := range outs {
+		if o.at.After(termAt) {
+			after++
+		}
+		if !o.ok {
+			failed = append(failed, o.at.Sub(termAt).String()+": "+o.msg)
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of %d fetches failed around SIGTERM:\n%s", len(failed), len(outs), strings.Join(failed, "\n"))
+	}
+	if after == 0 {
+		t.Errorf("no fetch completed after SIGTERM")
+	}
+	for _, n := range []*Node{n0, n2} {
+		if strings.Contains(n.Log(), "fenced") {
+			t.Errorf("%s logged fencing:\n%s", n.Name, n.LogTail(30))
+		}
+	}
+	if !c.openOn(t, n0, "alice/ha") {
+		t.Errorf("rgit-0 does not hold alice/ha after rgit-2 drained")
+	}
+}

@@ -1,0 +1,306 @@
+// Package multiproc runs a cluster of real `rgit serve` processes on
+// loopback for multi-process tests and benchmarks: one shared file://
+// store, a separate cache directory per node, the static peer map
+// (RGIT_PEERS) and RGIT_SELF=rgit-0..N-1. Nodes can be killed with SIGKILL,
+// stopped with SIGTERM and restarted on the same ports.
+//
+// It is testkit: it may import anything; only tests and cmd/rgit-bench use
+// it. It reports errors rather than taking a testing.TB so the benchmark
+// can use it too.
+package multiproc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rgit/rgit/transport/admin"
+)
+
+// Build compiles ./cmd/rgit from the module at root into dir and returns
+// the binary's path.
+func Build(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "rgit")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rgit")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/rgit: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Node is one rgit process.
+type Node struct {
+	Name                 string
+	HTTPAddr, SSHAddr    string
+	PeerAddr, StreamAddr string // peer HTTP, peer stream (admin) ports
+	LogPath              string
+	env                  []string
+	bin                  string
+	mu                   sync.Mutex
+	cmd                  *exec.Cmd
+	done                 chan struct{}
+	exitErr              error
+}
+
+// Cluster is N nodes on one store.
+type Cluster struct {
+	Nodes  []*Node
+	Secret string
+	Dir    string
+}
+
+// Options configure Start.
+type Options struct {
+	Bin   string // rgit binary (Build)
+	Dir   string // working directory for store, caches, keys and logs
+	Nodes int
+	Env   []string // extra KEY=value for every node
+}
+
+// Start launches the nodes and waits until each answers /ready.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	c := &Cluster{Secret: "multiproc-secret-0123456789", Dir: o.Dir}
+	ports, err := freePorts(o.Nodes * 4)
+	if err != nil {
+		return nil, err
+	}
+	var peers []string
+	for i := 0; i < o.Nodes; i++ {
+		p := ports[i*4 : i*4+4]
+		n := &Node{
+			Name:       fmt.Sprintf("rgit-%d", i),
+			HTTPAddr:   fmt.Sprintf("127.0.0.1:%d", p[0]),
+			SSHAddr:    fmt.Sprintf("127.0.0.1:%d", p[1]),
+			PeerAddr:   fmt.Sprintf("127.0.0.1:%d", p[2]),
+			StreamAddr: fmt.Sprintf("127.0.0.1:%d", p[2]+1),
+			bin:        o.Bin,
+		}
+		peers = append(peers, n.Name+"="+n.PeerAddr)
+		c.Nodes = append(c.Nodes, n)
+	}
+	store := "file://" + filepath.Join(o.Dir, "store")
+	for _, n := range c.Nodes {
+		nd := filepath.Join(o.Dir, n.Name)
+		if err := os.MkdirAll(filepath.Join(nd, "cache"), 0o755); err != nil {
+			return nil, err
+		}
+		n.LogPath = filepath.Join(nd, "rgit.log")
+		n.env = append(os.Environ(),
+			"RGIT_STORE_URL="+store,
+			"RGIT_CACHE_DIR="+filepath.Join(nd, "cache"),
+			"RGIT_HOST_KEY="+filepath.Join(nd, "host_key"),
+			"RGIT_HTTP_ADDR="+n.HTTPAddr,
+			"RGIT_SSH_ADDR="+n.SSHAddr,
+			"RGIT_PEER_ADDR="+n.PeerAddr,
+			"RGIT_PEERS="+strings.Join(peers, ","),
+			"RGIT_SELF="+n.Name,
+			"RGIT_PEER_SECRET="+c.Secret,
+			"RGIT_LOG_LEVEL=info",
+			"RGIT_DRAIN_SECS=10",
+		)
+		n.env = append(n.env, o.Env...)
+		if err := n.Start(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := n.WaitReady(ctx); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Start (re)starts the node's process on its ports; logs append.
+func (n *Node) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(n.bin, "serve")
+	cmd.Env = n.env
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", n.Name, err)
+	}
+	n.cmd, n.done = cmd, make(chan struct{})
+	done := n.done
+	go func() {
+		err := cmd.Wait()
+		f.Close()
+		n.mu.Lock()
+		n.exitErr = err
+		n.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// Pid is the running process's id (0 when not started).
+func (n *Node) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Running reports whether the process is alive.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.done == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// WaitReady polls /ready until it answers 200.
+func (n *Node) WaitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		resp, err := http.Get("http://" + n.HTTPAddr + "/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if !n.Running() {
+			return fmt.Errorf("%s exited before ready:\n%s", n.Name, n.LogTail(30))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready: %w\n%s", n.Name, ctx.Err(), n.LogTail(30))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to die.
+func (n *Node) Kill() error { return n.signal(syscall.SIGKILL, 10*time.Second) }
+
+// Term sends SIGTERM and waits (up to timeout) for a clean exit.
+func (n *Node) Term(timeout time.Duration) error {
+	if err := n.signal(syscall.SIGTERM, timeout); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.exitErr != nil {
+		return fmt.Errorf("%s exited with %w after SIGTERM", n.Name, n.exitErr)
+	}
+	return nil
+}
+
+func (n *Node) signal(sig syscall.Signal, timeout time.Duration) error {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signal %s: %w", n.Name, err)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("%s did not exit within %s after %s", n.Name, timeout, sig)
+	}
+}
+
+// Log returns the node's log so far.
+func (n *Node) Log() string {
+	b, _ := os.ReadFile(n.LogPath)
+	return string(b)
+}
+
+// LogTail returns the last lines lines of the log.
+func (n *Node) LogTail(lines int) string {
+	l := strings.Split(strings.TrimRight(n.Log(), "\n"), "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// Admin runs an admin command on the node.
+func (c *Cluster) Admin(ctx context.Context, n *Node, req admin.Request) (string, error) {
+	var out, progress bytes.Buffer
+	err := admin.Call(ctx, n.StreamAddr, c.Secret, req, &progress, &out)
+	return strings.TrimRight(out.String(), "\n"), err
+}
+
+// Stop kills every running node.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		if n.Running() {
+			_ = n.Kill()
+		}
+	}
+}
+
+// HTTPURL is repo's smart-HTTP URL on node n with token as the password.
+func (n *Node) HTTPURL(token, repo string) string {
+	return "http://x:" + token + "@" + n.HTTPAddr + "/" + repo + ".git"
+}
+
+// SSHURL is repo's SSH URL on node n.
+func (n *Node) SSHURL(repo string) string {
+	return "ssh://git@" + n.SSHAddr + "/" + repo + ".git"
+}
+
+// freePorts returns n ports, each with its successor also free (the peer
+// stream port is the peer HTTP port + 1), probed by binding them all at
+// once so they are distinct. Another process may still take one before the
+// node binds it; callers retry a failed start.
+func freePorts(n int) ([]int, error) {
+	var out []int
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for len(out) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		held = append(held, l)
+		p := l.Addr().(*net.TCPAddr).Port
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
+		if err != nil {
+			continue
+		}
+		held = append(held, l2)
+		out = append(out, p)
+	}
+	return out, nil
+}

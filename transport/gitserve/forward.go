@@ -1,0 +1,185 @@
+package gitserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/transport/gitproto"
+)
+
+// Cluster routing as the front ends see it. A Resolver in cluster mode
+// answers Lookup/Session for a repository owned by another node with a
+// *ForwardError; the front end then carries the request to that node
+// through its forwarder (transport/peer) instead of serving it.
+
+// ForwardError reports that another node owns the repository: the request
+// must be forwarded to Node. Resolvers return it (possibly wrapped) from
+// Lookup and Session; it never reaches a client.
+type ForwardError struct {
+	Node        string
+	Owner, Name string
+}
+
+func (e *ForwardError) Error() string {
+	return fmt.Sprintf("%s/%s is owned by node %s", e.Owner, e.Name, e.Node)
+}
+
+// AsForward returns the *ForwardError in err's chain, if any.
+func AsForward(err error) (*ForwardError, bool) {
+	var fe *ForwardError
+	ok := errors.As(err, &fe)
+	return fe, ok
+}
+
+var (
+	// ErrPeerConnect: a forwarder could not connect to the owning node.
+	// Forwarders wrap it only when nothing of the request was sent, so a
+	// retry elsewhere is safe.
+	ErrPeerConnect = errors.New("cannot connect to owning node")
+	// ErrHopLimit: forwarding again would exceed MaxHops (a routing loop
+	// between nodes with stale views). Wraps ErrUnavailable: the client
+	// retries once the views agree.
+	ErrHopLimit = fmt.Errorf("forwarding hop limit reached: %w", ErrUnavailable)
+)
+
+// MaxHops bounds how many times one request is forwarded between nodes.
+// One hop is normal (entry node → owner); a second covers a target whose
+// view changed in flight; more means the views disagree and the request
+// is refused rather than bounced around.
+const MaxHops = 2
+
+type hopsKey struct{}
+
+// WithHops records in ctx how many times the request was already
+// forwarded (the peer listeners set it from the X-Rgit-Hop header).
+func WithHops(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, hopsKey{}, n)
+}
+
+// Hops returns how many times the request in ctx was already forwarded.
+func Hops(ctx context.Context) int {
+	n, _ := ctx.Value(hopsKey{}).(int)
+	return n
+}
+
+// NextHop returns the hop count a forwarded request carries, or
+// ErrHopLimit when forwarding again is not allowed.
+func NextHop(ctx context.Context) (int, error) {
+	n := Hops(ctx) + 1
+	if n > MaxHops {
+		return 0, fmt.Errorf("%w (%d)", ErrHopLimit, MaxHops)
+	}
+	return n, nil
+}
+
+// Route is where a repository is served after a reroute.
+type Route struct {
+	Local bool
+	Node  string // the owner when !Local
+}
+
+// Rerouter is the cluster's answer to a failed connect: it applies the
+// failover rules (re-read the map, force-grant a dead owner's GET traffic)
+// and says where to go now. Errors mean give up (503).
+type Rerouter interface {
+	ConnectFailed(ctx context.Context, owner, name, node, method string) (Route, error)
+}
+
+// maxAttempts bounds the connect attempts of one request: the first, the
+// retry after the failover's re-read (which may still name the dead owner:
+// that second failure is what lets the leader force-grant), and one at the
+// node the force-grant chose.
+const maxAttempts = 3
+
+// FollowForward carries one request to fe.Node with forward; when that
+// fails to connect it asks rr where to go and retries there, a bounded
+// number of times. local runs the request here when the repository moved
+// to this node. method is the HTTP method the failover rules see (only
+// GET traffic may move a repository: SSH upload-pack counts as GET).
+// With rr nil a connect failure is final.
+func FollowForward(ctx context.Context, rr Rerouter, fe *ForwardError, method string,
+	forward func(node string) error, local func() error) error {
+	node := fe.Node
+	for attempt := 1; ; attempt++ {
+		err := forward(node)
+		if err == nil || !errors.Is(err, ErrPeerConnect) {
+			return err
+		}
+		if rr == nil || method != http.MethodGet || attempt == maxAttempts {
+			return fmt.Errorf("forward %s/%s to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, err)
+		}
+		r, rerr := rr.ConnectFailed(ctx, fe.Owner, fe.Name, node, method)
+		if rerr != nil {
+			return fmt.Errorf("reroute %s/%s after connect failure to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, rerr)
+		}
+		if r.Local {
+			return local()
+		}
+		node = r.Node
+	}
+}
+
+// SessionRequest is a git session to be run on another node: what the
+// owner needs to apply the access rules without seeing the client's
+// credentials (SSH keys cannot be re-checked elsewhere).
+type SessionRequest struct {
+	Service     Service
+	Owner, Name string // as the client wrote them (CleanRepo runs on the owner)
+	Identity    auth.Identity
+	Protocol    int // git protocol version the client asked for
+}
+
+// SessionForwarder runs a git session on another node, piping in and out.
+// It returns an error wrapping ErrPeerConnect when it could not connect
+// (nothing was read from in), and the remote session's error otherwise.
+type SessionForwarder interface {
+	ForwardSession(ctx context.Context, node string, req SessionRequest, in io.Reader, out io.Writer) (Stats, error)
+}
+
+// RemoteError is a session that failed on the node it was forwarded to:
+// the owner classified it and the front end reports that class.
+type RemoteError struct {
+	Node  string
+	Class Class
+	Msg   string // the owner's log text, for this node's log
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("on node %s: %s: %s", e.Node, e.Class, e.Msg)
+}
+
+// ServeRouted is Serve for a cluster: when the repository is owned by
+// another node it carries the session there with fwd (following connect
+// failures through rr), and runs it here if the failover moved the
+// repository to this node. fwd nil serves locally only.
+func (g *Gate) ServeRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter, req SessionRequest,
+	in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
+	serveHere := func() (Stats, error) {
+		return g.Serve(ctx, req.Service, req.Owner, req.Name, req.Identity, in, out, opt)
+	}
+	st, err := serveHere()
+	fe, ok := AsForward(err)
+	if !ok || fwd == nil {
+		return st, err
+	}
+	method := http.MethodGet
+	if req.Service == ReceivePack {
+		method = http.MethodPost
+	}
+	err = FollowForward(ctx, rr, fe, method,
+		func(node string) error {
+			var ferr error
+			st, ferr = fwd.ForwardSession(ctx, node, req, in, out)
+			return ferr
+		},
+		func() error {
+			var lerr error
+			st, lerr = serveHere()
+			return lerr
+		})
+	return st, err
+}

@@ -1,0 +1,119 @@
+package gitserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+)
+
+type fakeRerouter struct {
+	routes []Route // answered in order
+	calls  []string
+	err    error
+}
+
+func (f *fakeRerouter) ConnectFailed(_ context.Context, owner, name, node, method string) (Route, error) {
+	f.calls = append(f.calls, fmt.Sprintf("%s/%s %s %s", owner, name, node, method))
+	if f.err != nil {
+		return Route{}, f.err
+	}
+	r := f.routes[0]
+	f.routes = f.routes[1:]
+	return r, nil
+}
+
+var errDown = fmt.Errorf("dial: %w", ErrPeerConnect)
+
+func TestFollowForward(t *testing.T) {
+	fe := &ForwardError{Node: "rgit-1", Owner: "a", Name: "b"}
+	ctx := context.Background()
+	type result struct {
+		tried   []string
+		local   bool
+		class   Class
+		reroute []string
+	}
+	run := func(rr *fakeRerouter, method string, down map[string]bool) result {
+		var res result
+		var rrI Rerouter
+		if rr != nil {
+			rrI = rr
+		}
+		err := FollowForward(ctx, rrI, fe, method,
+			func(node string) error {
+				res.tried = append(res.tried, node)
+				if down[node] {
+					return errDown
+				}
+				return nil
+			},
+			func() error { res.local = true; return nil })
+		res.class = Classify(err)
+		if rr != nil {
+			res.reroute = rr.calls
+		}
+		return res
+	}
+	// Owner answers: one attempt, no reroute.
+	if r := run(&fakeRerouter{}, http.MethodGet, nil); fmt.Sprint(r.tried) != "[rgit-1]" || len(r.reroute) != 0 || r.class != OK {
+		t.Errorf("healthy owner: %+v", r)
+	}
+	// Dead owner, GET: the re-read still names it, the second failure
+	// force-grants here.
+	rr := &fakeRerouter{routes: []Route{{Node: "rgit-1"}, {Local: true}}}
+	r := run(rr, http.MethodGet, map[string]bool{"rgit-1": true})
+	if fmt.Sprint(r.tried) != "[rgit-1 rgit-1]" || !r.local || r.class != OK || len(r.reroute) != 2 {
+		t.Errorf("dead owner moved here: %+v", r)
+	}
+	// Dead owner, moved to a third node.
+	rr = &fakeRerouter{routes: []Route{{Node: "rgit-2"}}}
+	if r := run(rr, http.MethodGet, map[string]bool{"rgit-1": true}); fmt.Sprint(r.tried) != "[rgit-1 rgit-2]" || r.local || r.class != OK {
+		t.Errorf("moved elsewhere: %+v", r)
+	}
+	// Bounded: a map that keeps naming dead nodes gives up with 503.
+	rr = &fakeRerouter{routes: []Route{{Node: "rgit-1"}, {Node: "rgit-1"}, {Node: "rgit-1"}}}
+	if r := run(rr, http.MethodGet, map[string]bool{"rgit-1": true}); len(r.tried) != maxAttempts || r.class != Unavailable {
+		t.Errorf("bounded: %+v", r)
+	}
+	// POST never moves a repository.
+	rr = &fakeRerouter{routes: []Route{{Local: true}}}
+	if r := run(rr, http.MethodPost, map[string]bool{"rgit-1": true}); len(r.tried) != 1 || len(r.reroute) != 0 || r.local || r.class != Unavailable {
+		t.Errorf("POST: %+v", r)
+	}
+	// No rerouter, or the rerouter failing (leader down): 503.
+	if r := run(nil, http.MethodGet, map[string]bool{"rgit-1": true}); r.class != Unavailable {
+		t.Errorf("no rerouter: %+v", r)
+	}
+	if r := run(&fakeRerouter{err: errors.New("leader down")}, http.MethodGet, map[string]bool{"rgit-1": true}); r.class != Unavailable || r.local {
+		t.Errorf("rerouter failing: %+v", r)
+	}
+}
+
+func TestHops(t *testing.T) {
+	ctx := context.Background()
+	if n, err := NextHop(ctx); n != 1 || err != nil {
+		t.Fatalf("first hop: %d %v", n, err)
+	}
+	if n, err := NextHop(WithHops(ctx, MaxHops-1)); n != MaxHops || err != nil {
+		t.Fatalf("last hop: %d %v", n, err)
+	}
+	if _, err := NextHop(WithHops(ctx, MaxHops)); !errors.Is(err, ErrHopLimit) || Classify(err) != Unavailable {
+		t.Fatalf("over the limit: %v", err)
+	}
+}
+
+func TestClassifyForwarding(t *testing.T) {
+	if c := Classify(fmt.Errorf("x: %w", &RemoteError{Node: "rgit-1", Class: Forbidden})); c != Forbidden {
+		t.Errorf("remote class: %v", c)
+	}
+	if c := Classify(&ForwardError{Node: "rgit-1"}); c != Unavailable {
+		t.Errorf("unforwarded: %v", c)
+	}
+	for c := OK; c <= Internal; c++ {
+		if ParseClass(c.String()) != c {
+			t.Errorf("ParseClass(%q) != %v", c.String(), c)
+		}
+	}
+}

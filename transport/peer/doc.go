@@ -1,0 +1,18 @@
+// Package peer is the node-to-node side of an rgit cluster: the peer ports
+// and what travels over them.
+//
+//   - Directory: where a node's peer ports are (RGIT_PEER_SVC or the static
+//     RGIT_PEERS map).
+//   - Secret checks: both peer ports refuse anything without
+//     RGIT_PEER_SECRET (compared in constant time) with 401.
+//   - LeaderClient / LeaderHandler: the ownership-map leader's claim, renew,
+//     release and force-grant calls as JSON over the peer stream port.
+//   - HTTPForwarder / PeerHTTP: smart-HTTP requests reverse-proxied, fully
+//     streaming, to the owner's peer HTTP port, with a hop limit.
+//   - SessionForwarder / SessionHandler: one git session (SSH sessions are
+//     forwarded this way) carried over an authenticated HTTP Upgrade on the
+//     peer stream port, with backpressure and fixed buffers.
+//
+// It imports cluster/, transport/gitserve, storage/auth, zap and the
+// standard library; actors are reached through the small interfaces here.
+package peer

@@ -1,0 +1,123 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/transport/gitserve"
+)
+
+// DialTimeout bounds connecting to a peer. Peers are on the same network;
+// a connect that takes longer is a dead node, and the failover path
+// (gitserve.FollowForward) is only as fast as this timeout.
+const DialTimeout = 500 * time.Millisecond
+
+// HTTPForwarder reverse-proxies smart-HTTP requests to the owner's peer
+// HTTP port. Both directions stream with fixed buffers (FlushInterval -1:
+// every chunk of pack data or progress is flushed as it arrives; nothing
+// is buffered whole), and TCP backpressure paces the sender. Safe for
+// concurrent use.
+type HTTPForwarder struct {
+	dir    *Directory
+	secret string
+	log    *zap.Logger
+	proxy  *httputil.ReverseProxy
+	tr     *http.Transport
+}
+
+type fwdState struct {
+	addr string
+	hop  int
+	err  error // what the proxy failed with, if anything
+}
+
+type fwdKey struct{}
+
+// NewHTTPForwarder returns a forwarder using dir to find owners.
+func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwarder {
+	f := &HTTPForwarder{dir: dir, secret: secret, log: orNop(log)}
+	f.tr = &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		// Pass gzip bodies through untouched; the owner decodes them.
+		DisableCompression: true,
+		// Keep the write buffer small: pushes stream through it.
+		WriteBufferSize: 32 << 10,
+		ReadBufferSize:  32 << 10,
+	}
+	f.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			st := pr.In.Context().Value(fwdKey{}).(*fwdState)
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = st.addr
+			pr.Out.Host = st.addr
+			pr.Out.Header.Set(HeaderSecret, f.secret)
+			pr.Out.Header.Set(HeaderHop, strconv.Itoa(st.hop))
+		},
+		Transport:     f.tr,
+		FlushInterval: -1,
+		ErrorLog:      zap.NewStdLog(f.log),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			st := r.Context().Value(fwdKey{}).(*fwdState)
+			st.err = err
+			if isConnectError(err) {
+				// Nothing was sent and nothing answered: leave w alone so
+				// the caller can retry at another node.
+				return
+			}
+			// Headers may already be out (the proxy calls this only
+			// before copying the body, but the upstream may have died
+			// mid-response); a 502 is the best left to say.
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	return f
+}
+
+// Close drops idle connections to peers.
+func (f *HTTPForwarder) Close() { f.tr.CloseIdleConnections() }
+
+// Forward proxies r to node and writes the answer to w. It returns an
+// error wrapping gitserve.ErrPeerConnect, having written nothing, when the
+// node could not be reached (the caller may retry elsewhere);
+// gitserve.ErrHopLimit when forwarding again is not allowed; any other
+// error once the answer (possibly a 502) has been written.
+func (f *HTTPForwarder) Forward(w http.ResponseWriter, r *http.Request, node string) error {
+	hop, err := gitserve.NextHop(r.Context())
+	if err != nil {
+		return err
+	}
+	addr, err := f.dir.HTTPAddr(node)
+	if err != nil {
+		return fmt.Errorf("forward to %s: %w: %w", node, gitserve.ErrUnavailable, err)
+	}
+	// The owner may answer (progress, negotiation) before it has read the
+	// whole request; HTTP/1 needs full duplex for the proxy to keep
+	// reading the body meanwhile.
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	st := &fwdState{addr: addr, hop: hop}
+	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), fwdKey{}, st)))
+	switch {
+	case st.err == nil:
+		return nil
+	case isConnectError(st.err):
+		return fmt.Errorf("forward to %s at %s: %w: %w", node, addr, gitserve.ErrPeerConnect, st.err)
+	}
+	return fmt.Errorf("forward to %s at %s: %w", node, addr, st.err)
+}
+
+// isConnectError reports a failure to establish the connection (refused,
+// unreachable, dial timeout), as opposed to a failure after connecting.
+func isConnectError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}

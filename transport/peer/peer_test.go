@@ -1,0 +1,399 @@
+package peer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/transport/gitproto"
+	"github.com/rgit/rgit/transport/gitserve"
+)
+
+const secret = "0123456789abcdef-secret"
+
+func TestDirectory(t *testing.T) {
+	d, err := StaticDirectory(map[string]string{"rgit-0": "127.0.0.1:9081", "rgit-1": "127.0.0.1:9181"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := d.HTTPAddr("rgit-1"); a != "127.0.0.1:9181" {
+		t.Errorf("HTTPAddr = %q", a)
+	}
+	if a, _ := d.StreamAddr("rgit-1"); a != "127.0.0.1:9182" {
+		t.Errorf("StreamAddr = %q", a)
+	}
+	if _, err := d.HTTPAddr("rgit-9"); !errors.Is(err, ErrUnknownNode) {
+		t.Errorf("unknown node: %v", err)
+	}
+	if got := d.Nodes(); len(got) != 2 || got[0] != "rgit-0" {
+		t.Errorf("Nodes = %v", got)
+	}
+	s, err := ServiceDirectory("rgit.ns.svc", 8081)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := s.StreamAddr("rgit-2"); a != "rgit-2.rgit.ns.svc:8082" {
+		t.Errorf("service StreamAddr = %q", a)
+	}
+	if _, err := StaticDirectory(map[string]string{"rgit-0": "nohost"}); err == nil {
+		t.Error("bad address accepted")
+	}
+}
+
+func TestPeerHTTPAuthAndHops(t *testing.T) {
+	var gotHops int
+	h := PeerHTTP(secret, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotHops = gitserve.Hops(r.Context())
+	}))
+	cases := []struct {
+		name, secret, hop string
+		want              int
+	}{
+		{"no secret", "", "1", 401},
+		{"wrong secret", "0123456789abcdef-secreX", "1", 401},
+		{"no hop", secret, "", 400},
+		{"hop over limit", secret, fmt.Sprint(gitserve.MaxHops + 1), 400},
+		{"ok", secret, "2", 200},
+	}
+	for _, c := range cases {
+		r := httptest.NewRequest("GET", "/a/b/info/refs", nil)
+		if c.secret != "" {
+			r.Header.Set(HeaderSecret, c.secret)
+		}
+		if c.hop != "" {
+			r.Header.Set(HeaderHop, c.hop)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("%s: status %d, want %d", c.name, w.Code, c.want)
+		}
+	}
+	if gotHops != 2 {
+		t.Errorf("hops in context = %d, want 2", gotHops)
+	}
+	// An empty configured secret accepts nothing.
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Authorization", "Bearer ")
+	RequireBearer("", nil, http.NotFoundHandler()).ServeHTTP(w, r)
+	if w.Code != 401 {
+		t.Errorf("empty secret: %d", w.Code)
+	}
+}
+
+// fakeLeader records calls and answers fixed decisions.
+type fakeLeader struct {
+	mu    sync.Mutex
+	calls []string
+	err   error
+}
+
+func (f *fakeLeader) rec(s string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, s)
+	return f.err
+}
+
+func (f *fakeLeader) Claim(_ context.Context, repo, node string) (cluster.Decision, error) {
+	return cluster.Decision{Outcome: cluster.Granted, Repo: repo, Owner: node,
+		Entry: cluster.Entry{Node: node, Epoch: 7}}, f.rec("claim " + repo + " " + node)
+}
+func (f *fakeLeader) Renew(_ context.Context, node string, repos []string) ([]string, []string, error) {
+	return repos[:1], repos[1:], f.rec("renew " + node + " " + strings.Join(repos, ","))
+}
+func (f *fakeLeader) Release(_ context.Context, node, repo string) (cluster.Decision, error) {
+	return cluster.Decision{Outcome: cluster.Released, Repo: repo, Owner: node}, f.rec("release " + node + " " + repo)
+}
+func (f *fakeLeader) ForceGrant(_ context.Context, repo, req, dead string) (cluster.Decision, error) {
+	return cluster.Decision{Outcome: cluster.Refused, Reason: cluster.ReasonQuiet, Repo: repo, Owner: dead},
+		f.rec("force " + repo + " " + req + " " + dead)
+}
+
+var errTestUnreachable = errors.New("test: leader unreachable")
+
+func leaderServer(t *testing.T, l Leader) *httptest.Server {
+	srv := httptest.NewServer(RequireBearer(secret, nil, LeaderHandler(func() Leader { return l }, nil)))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestLeaderRoundTrip(t *testing.T) {
+	fl := &fakeLeader{}
+	srv := leaderServer(t, fl)
+	c := NewLeaderClient(strings.TrimPrefix(srv.URL, "http://"), secret, errTestUnreachable)
+	defer c.Close()
+	ctx := context.Background()
+	d, err := c.Claim(ctx, "a/b", "rgit-1")
+	if err != nil || d.Outcome != cluster.Granted || d.Owner != "rgit-1" || d.Entry.Epoch != 7 {
+		t.Fatalf("Claim = %+v, %v", d, err)
+	}
+	ok, no, err := c.Renew(ctx, "rgit-1", []string{"a/b", "a/c"})
+	if err != nil || len(ok) != 1 || ok[0] != "a/b" || len(no) != 1 || no[0] != "a/c" {
+		t.Fatalf("Renew = %v %v %v", ok, no, err)
+	}
+	if d, err := c.Release(ctx, "rgit-1", "a/b"); err != nil || d.Outcome != cluster.Released {
+		t.Fatalf("Release = %+v %v", d, err)
+	}
+	if d, err := c.ForceGrant(ctx, "a/b", "rgit-2", "rgit-1"); err != nil || d.Reason != cluster.ReasonQuiet {
+		t.Fatalf("ForceGrant = %+v %v", d, err)
+	}
+	want := []string{"claim a/b rgit-1", "renew rgit-1 a/b,a/c", "release rgit-1 a/b", "force a/b rgit-2 rgit-1"}
+	if fmt.Sprint(fl.calls) != fmt.Sprint(want) {
+		t.Errorf("calls = %v, want %v", fl.calls, want)
+	}
+}
+
+func TestLeaderClientErrors(t *testing.T) {
+	ctx := context.Background()
+	// Nothing listening: unreachable.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	if _, err := NewLeaderClient(addr, secret, errTestUnreachable).Claim(ctx, "a/b", "rgit-1"); !errors.Is(err, errTestUnreachable) {
+		t.Errorf("no listener: %v", err)
+	}
+	// The leader's own failure (it cannot persist): unreachable too.
+	srv := leaderServer(t, &fakeLeader{err: errors.New("store down")})
+	if _, err := NewLeaderClient(strings.TrimPrefix(srv.URL, "http://"), secret, errTestUnreachable).Claim(ctx, "a/b", "rgit-1"); !errors.Is(err, errTestUnreachable) {
+		t.Errorf("leader failing: %v", err)
+	}
+	// Not the leader: 503, unreachable.
+	nl := httptest.NewServer(RequireBearer(secret, nil, LeaderHandler(func() Leader { return nil }, nil)))
+	defer nl.Close()
+	if _, err := NewLeaderClient(strings.TrimPrefix(nl.URL, "http://"), secret, errTestUnreachable).Claim(ctx, "a/b", "rgit-1"); !errors.Is(err, errTestUnreachable) {
+		t.Errorf("not the leader: %v", err)
+	}
+	// A wrong secret is a configuration error, not an outage.
+	fl := &fakeLeader{}
+	srv2 := leaderServer(t, fl)
+	_, err := NewLeaderClient(strings.TrimPrefix(srv2.URL, "http://"), "wrong-secret-0123456", errTestUnreachable).Claim(ctx, "a/b", "rgit-1")
+	if err == nil || errors.Is(err, errTestUnreachable) || !strings.Contains(err.Error(), "401") {
+		t.Errorf("wrong secret: %v", err)
+	}
+	if len(fl.calls) != 0 {
+		t.Errorf("leader called without the secret: %v", fl.calls)
+	}
+}
+
+// payload is deterministic pseudo-random data.
+func payload(n int) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(42)).Read(b)
+	return b
+}
+
+func TestHTTPForwarderStreams(t *testing.T) {
+	up := httptest.NewServer(PeerHTTP(secret, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Basic dXNlcjp0b2tlbg==" {
+			t.Errorf("client credentials not forwarded: %q", r.Header.Get("Authorization"))
+		}
+		h := sha256.New()
+		n, _ := io.Copy(h, r.Body)
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-result")
+		fmt.Fprintf(w, "hops=%d n=%d sha=%x\n", gitserve.Hops(r.Context()), n, h.Sum(nil))
+		w.Write(payload(3 << 20))
+	})))
+	defer up.Close()
+	dir, _ := StaticDirectory(map[string]string{"rgit-1": strings.TrimPrefix(up.URL, "http://")})
+	f := NewHTTPForwarder(dir, secret, nil)
+	defer f.Close()
+
+	body := payload(5 << 20)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := f.Forward(w, r, "rgit-1"); err != nil {
+			t.Errorf("Forward: %v", err)
+		}
+	}))
+	defer front.Close()
+	req, _ := http.NewRequest("POST", front.URL+"/a/b/git-upload-pack", bytes.NewReader(body))
+	req.SetBasicAuth("user", "token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	line, rest, _ := bytes.Cut(got, []byte("\n"))
+	want := fmt.Sprintf("hops=1 n=%d sha=%x", len(body), sha256.Sum256(body))
+	if string(line) != want {
+		t.Errorf("upstream saw %q, want %q", line, want)
+	}
+	if !bytes.Equal(rest, payload(3<<20)) {
+		t.Errorf("response body corrupted (%d bytes)", len(rest))
+	}
+}
+
+func TestHTTPForwarderConnectFailureAndHopLimit(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := ln.Addr().String()
+	ln.Close()
+	dir, _ := StaticDirectory(map[string]string{"rgit-1": dead})
+	f := NewHTTPForwarder(dir, secret, nil)
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("GET", "/a/b/info/refs", nil)
+	err := f.Forward(w, r, "rgit-1")
+	if !errors.Is(err, gitserve.ErrPeerConnect) {
+		t.Fatalf("dead node: %v", err)
+	}
+	if w.Code != 200 || w.Body.Len() != 0 || len(w.Header()) != 0 {
+		t.Errorf("connect failure wrote an answer: %d %q", w.Code, w.Body)
+	}
+	r = r.WithContext(gitserve.WithHops(r.Context(), gitserve.MaxHops))
+	if err := f.Forward(w, r, "rgit-1"); !errors.Is(err, gitserve.ErrHopLimit) || gitserve.Classify(err) != gitserve.Unavailable {
+		t.Errorf("hop limit: %v", err)
+	}
+}
+
+// echoEngine answers every session with its input reversed, then a large
+// block (several frames), or fails when the input says so.
+type echoEngine struct{}
+
+func (echoEngine) UploadPack(_ context.Context, _ gitproto.Backend, in io.Reader, out io.Writer, _ gitproto.Options) error {
+	b, err := io.ReadAll(in)
+	if err != nil {
+		return err
+	}
+	if string(b) == "fail" {
+		return fmt.Errorf("bad input: %w", gitproto.ErrProtocol)
+	}
+	for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
+		b[i], b[j] = b[j], b[i]
+	}
+	if _, err := out.Write(b); err != nil {
+		return err
+	}
+	_, err = out.Write(payload(200 << 10))
+	return err
+}
+
+func (e echoEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
+	return e.UploadPack(ctx, b, in, out, opt)
+}
+
+// oneRepo resolves a/private (owned by alice) and nothing else.
+type oneRepo struct{}
+
+func (oneRepo) Lookup(_ context.Context, owner, name string) (gitserve.RepoInfo, error) {
+	if owner+"/"+name != "a/private" {
+		return gitserve.RepoInfo{}, auth.ErrRepoNotFound
+	}
+	return gitserve.RepoInfo{Owner: "a", Name: "private"}, nil
+}
+
+func (r oneRepo) Session(ctx context.Context, owner, name string, _ bool) (gitproto.Backend, func(), error) {
+	_, err := r.Lookup(ctx, owner, name)
+	return nil, func() {}, err
+}
+
+func sessionServer(t *testing.T) *Directory {
+	gate, err := gitserve.NewGate(oneRepo{}, echoEngine{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(RequireBearer(secret, nil, &SessionHandler{Gate: gate}))
+	t.Cleanup(srv.Close)
+	// The directory names the peer HTTP port; the stream port is +1, so
+	// point the entry one below the test server.
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	var p int
+	fmt.Sscan(port, &p)
+	dir, err := StaticDirectory(map[string]string{"rgit-1": net.JoinHostPort(host, fmt.Sprint(p-1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestSessionForwarding(t *testing.T) {
+	dir := sessionServer(t)
+	c := NewSessionClient(dir, secret)
+	ctx := context.Background()
+	alice := auth.Identity{Owner: "a", Authenticated: true}
+	var out bytes.Buffer
+	st, err := c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "private.git", Identity: alice, Protocol: 2},
+		strings.NewReader("hello"), &out)
+	if err != nil {
+		t.Fatalf("ForwardSession: %v", err)
+	}
+	want := append([]byte("olleh"), payload(200<<10)...)
+	if !bytes.Equal(out.Bytes(), want) || st.BytesIn != 5 || st.BytesOut != int64(len(want)) {
+		t.Errorf("output %d bytes (stats %+v), want %d", out.Len(), st, len(want))
+	}
+
+	// The owner applies the access rules to the forwarded identity.
+	out.Reset()
+	_, err = c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "private"},
+		strings.NewReader("x"), &out)
+	if gitserve.Classify(err) != gitserve.Unauthorized || out.Len() != 0 {
+		t.Errorf("anonymous on a private repo: class %v (%v), %d bytes", gitserve.Classify(err), err, out.Len())
+	}
+	// Remote protocol errors keep their class.
+	_, err = c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "private", Identity: alice},
+		strings.NewReader("fail"), &out)
+	if gitserve.Classify(err) != gitserve.BadRequest {
+		t.Errorf("remote protocol error: class %v (%v)", gitserve.Classify(err), err)
+	}
+	// Wrong secret: refused before any session runs.
+	_, err = NewSessionClient(dir, "wrong-secret-0123456").ForwardSession(ctx, "rgit-1",
+		gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "private", Identity: alice}, strings.NewReader("x"), &out)
+	if err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("wrong secret: %v", err)
+	}
+}
+
+func TestSessionConnectFailure(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	var p int
+	fmt.Sscan(port, &p)
+	dir, _ := StaticDirectory(map[string]string{"rgit-1": net.JoinHostPort(host, fmt.Sprint(p-1))})
+	in := strings.NewReader("untouched")
+	_, err := NewSessionClient(dir, secret).ForwardSession(context.Background(), "rgit-1",
+		gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "b"}, in, io.Discard)
+	if !errors.Is(err, gitserve.ErrPeerConnect) {
+		t.Fatalf("dead node: %v", err)
+	}
+	if in.Len() != len("untouched") {
+		t.Error("input consumed although nothing was connected")
+	}
+}
+
+func TestFrameWriterSplits(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	go func() {
+		fw := &frameWriter{conn: a}
+		fw.Write(payload(maxFrame*2 + 17))
+		fw.status(status{Class: "ok"})
+	}()
+	var out bytes.Buffer
+	st, n, err := readFrames(bufio.NewReader(b), &out)
+	if err != nil || st.Class != "ok" || n != maxFrame*2+17 || !bytes.Equal(out.Bytes(), payload(maxFrame*2+17)) {
+		t.Fatalf("readFrames: %v %+v n=%d", err, st, n)
+	}
+	// A stream that ends without a status is an error, not success.
+	c, d := net.Pipe()
+	go func() {
+		(&frameWriter{conn: c}).Write([]byte("partial"))
+		c.Close()
+	}()
+	if _, _, err := readFrames(bufio.NewReader(d), io.Discard); !errors.Is(err, errNoStatus) {
+		t.Errorf("truncated stream: %v", err)
+	}
+}
