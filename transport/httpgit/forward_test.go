@@ -1,0 +1,138 @@
+package httpgit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rgit/rgit/transport/gitproto"
+	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/gitserve/gitservetest"
+)
+
+// movingResolver says another node (owner) owns every repository until
+// local is set (a failover moved them here).
+type movingResolver struct {
+	*gitservetest.Resolver
+	owner string
+	local atomic.Bool
+}
+
+func (m *movingResolver) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
+	if !m.local.Load() {
+		return gitserve.RepoInfo{}, &gitserve.ForwardError{Node: m.owner, Owner: owner, Name: name}
+	}
+	return m.Resolver.Lookup(ctx, owner, name)
+}
+
+func (m *movingResolver) Session(ctx context.Context, owner, name string, w bool) (gitproto.Backend, func(), error) {
+	if !m.local.Load() {
+		return nil, nil, &gitserve.ForwardError{Node: m.owner, Owner: owner, Name: name}
+	}
+	return m.Resolver.Session(ctx, owner, name, w)
+}
+
+// fakeForwarder answers for live nodes and fails to connect to dead ones.
+type fakeForwarder struct {
+	mu    sync.Mutex
+	dead  map[string]bool
+	nodes []string
+}
+
+func (f *fakeForwarder) Forward(w http.ResponseWriter, r *http.Request, node string) error {
+	f.mu.Lock()
+	f.nodes = append(f.nodes, node)
+	f.mu.Unlock()
+	if f.dead[node] {
+		return fmt.Errorf("dial %s: %w", node, gitserve.ErrPeerConnect)
+	}
+	w.WriteHeader(http.StatusTeapot)
+	fmt.Fprintf(w, "forwarded to %s", node)
+	return nil
+}
+
+// localRerouter moves the repository here on the first connect failure.
+type localRerouter struct {
+	res   *movingResolver
+	calls atomic.Int32
+}
+
+func (l *localRerouter) ConnectFailed(_ context.Context, _, _, _, _ string) (gitserve.Route, error) {
+	l.calls.Add(1)
+	l.res.local.Store(true)
+	return gitserve.Route{Local: true}, nil
+}
+
+func TestForwarding(t *testing.T) {
+	f := newFixture(t)
+	setup := func(owner string, dead bool, withForward bool) (*httptest.Server, *fakeForwarder, *localRerouter, *recMetrics) {
+		res := &movingResolver{Resolver: f.res, owner: owner}
+		fw := &fakeForwarder{dead: map[string]bool{owner: dead}}
+		rr := &localRerouter{res: res}
+		met := &recMetrics{}
+		cfg := Config{Resolver: res, Auth: gitservetest.Tokens{aliceTok: "alice"}, Engine: f.eng, Metrics: met, Rerouter: rr}
+		if withForward {
+			cfg.Forward = fw
+		}
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(s)
+		t.Cleanup(srv.Close)
+		return srv, fw, rr, met
+	}
+	const refs = "/alice/pub.git/info/refs?service=git-upload-pack"
+
+	// Owned elsewhere: proxied, the owner's status recorded.
+	srv, fw, rr, met := setup("rgit-1", false, true)
+	r := do(t, mustReq(t, "GET", srv.URL+refs, "", nil))
+	if r.status != http.StatusTeapot || r.body != "forwarded to rgit-1" || rr.calls.Load() != 0 {
+		t.Fatalf("forward: %d %q", r.status, r.body)
+	}
+	if obs := met.all(); len(obs) != 1 || obs[0].op != "info-refs-upload-pack-forward" || obs[0].status != "418" {
+		t.Errorf("metrics %+v", obs)
+	}
+
+	// Owner dead, GET: the failover moves the repository here and the
+	// request is served locally.
+	srv, fw, rr, met = setup("rgit-1", true, true)
+	r = do(t, mustReq(t, "GET", srv.URL+refs, "", nil))
+	if r.status != 200 || !strings.Contains(r.body, "# service=git-upload-pack") || rr.calls.Load() != 1 || fmt.Sprint(fw.nodes) != "[rgit-1]" {
+		t.Fatalf("failover to local: %d %q, reroutes %d, tried %v", r.status, r.body, rr.calls.Load(), fw.nodes)
+	}
+	if obs := met.all(); len(obs) != 1 || obs[0].op != "info-refs-upload-pack" {
+		t.Errorf("failover recorded %+v, want the local run only", obs)
+	}
+
+	// Owner dead, POST: never moves the repository; 503.
+	srv, _, rr, _ = setup("rgit-1", true, true)
+	r = do(t, mustReq(t, "POST", srv.URL+"/alice/pub.git/git-upload-pack", "0000",
+		map[string]string{"Content-Type": "application/x-git-upload-pack-request"}))
+	if r.status != http.StatusServiceUnavailable || rr.calls.Load() != 0 {
+		t.Fatalf("POST to a dead owner: %d %q, reroutes %d", r.status, r.body, rr.calls.Load())
+	}
+
+	// No forwarder configured: 503, never served here.
+	srv, _, _, _ = setup("rgit-1", false, false)
+	if r := do(t, mustReq(t, "GET", srv.URL+refs, "", nil)); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("no forwarder: %d", r.status)
+	}
+}
+
+func mustReq(t *testing.T, method, url, body string, hdr map[string]string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	return req
+}
