@@ -44,7 +44,7 @@ func startCluster(t *testing.T) (*Cluster, *gitenv.Env) {
 	}
 	t.Cleanup(func() {
 		c.Stop()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("MULTIPROC_LOGS") != "" {
 			for _, n := range c.Nodes {
 				t.Logf("--- %s log tail:\n%s", n.Name, n.LogTail(40))
 			}
