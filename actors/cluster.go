@@ -229,6 +229,13 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 	if n.cl.draining.Load() {
 		return RouteResult{}, fmt.Errorf("route %s: %w", key, ErrDraining)
 	}
+	// Claim only repositories that exist, so requests for made-up names
+	// cannot grow the ownership map. It costs cold repositories one list.
+	if ok, err := repo.Exists(ctx, n.cfg.Deps, owner, name); err != nil {
+		return RouteResult{}, fmt.Errorf("route %s: %w", key, err)
+	} else if !ok {
+		return RouteResult{}, fmt.Errorf("route %s: %w", key, repo.ErrNotFound)
+	}
 	dec, err := n.cl.leader.Claim(ctx, string(key), n.cl.cfg.Self)
 	if err != nil {
 		return RouteResult{}, fmt.Errorf("claim %s: %w", key, unreachable(err))
