@@ -11,10 +11,10 @@ export RGIT_VERSITYGW := $(VERSITYGW)
 export PATH := $(BIN):$(PATH)
 
 # Packages with real concurrency run under the race detector.
-RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./testkit/... ./storage/packcache/... ./storage/repo/... ./actors/... ./transport/...
+RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http lint generate clean
+.PHONY: all build run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster lint generate clean
 
 all: build
 
@@ -51,7 +51,7 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine bench-http
+bench: build tools bench-refdb bench-engine bench-http bench-cluster
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -61,6 +61,9 @@ bench-engine:
 
 bench-http: build
 	$(GO) run ./cmd/rgit-bench http
+
+bench-cluster: build
+	$(GO) run ./cmd/rgit-bench cluster
 
 lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -42,7 +42,11 @@ type leaderActor struct {
 	node *Node
 	db   *refdb.DB
 	m    *cluster.Map
-	live func() cluster.LiveSet
+
+	// Placement: liveness heard by this actor, or cfg.Live when set.
+	steer    bool
+	liveness *cluster.Liveness
+	live     func() cluster.LiveSet
 }
 
 // startLeader opens (creating if needed) the map's database, loads it and
@@ -59,12 +63,13 @@ func (n *Node) startLeader(cfg ClusterConfig) (*localLeader, *refdb.DB, error) {
 		db.Close(ctx)
 		return nil, nil, err
 	}
-	live := cfg.Live
-	if live == nil {
-		live = func() cluster.LiveSet { return nil }
-	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &leaderActor{node: n, db: db, m: m, live: live}
+		a := &leaderActor{node: n, db: db, m: m, steer: cfg.Steer.steers(), live: cfg.Live,
+			liveness: cluster.NewLiveness(cfg.Self, cfg.Timings.TTL, cfg.Weights, time.Now())}
+		if a.live == nil {
+			a.live = func() cluster.LiveSet { return a.liveness.Live(time.Now()) }
+		}
+		return a
 	})
 	pid, err := n.system.Root.SpawnNamed(props, "leader")
 	if err != nil {
@@ -106,21 +111,33 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 		}
 		return
 	case *leaderClaim:
-		r.d, r.err = a.m.Claim(m.repo, m.node, now, a.live(), cluster.Options{})
+		a.liveness.Heard(m.node, now)
+		var live cluster.LiveSet
+		opts := a.liveness.Options(a.steer, now)
+		if opts.Steer {
+			live = a.live()
+		}
+		r.d, r.err = a.m.Claim(m.repo, m.node, now, live, opts)
 		if r.err == nil {
 			r.err = a.persist(ctx, r.d)
 		}
 	case *leaderRelease:
+		a.liveness.Left(m.node)
 		r.d, r.err = a.m.Release(m.node, m.repo, now)
 		if r.err == nil {
 			r.err = a.persist(ctx, r.d)
 		}
 	case *leaderForce:
+		a.liveness.Heard(m.requester, now)
 		r.d, r.err = a.m.ForceGrant(m.repo, m.requester, m.dead, now)
+		if r.err == nil && r.d.Outcome == cluster.Granted {
+			a.liveness.Left(m.dead)
+		}
 		if r.err == nil {
 			r.err = a.persist(ctx, r.d)
 		}
 	case *leaderRenew:
+		a.liveness.Heard(m.node, now)
 		r.renewed, r.declined = a.m.Renew(m.node, m.repos, now)
 		txn := make(refdb.Txn, 0, len(r.renewed))
 		for _, repo := range r.renewed {

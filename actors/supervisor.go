@@ -236,7 +236,9 @@ func (s *supervisor) scheduleRenew(ctx actor.Context) {
 }
 
 // renew sends one batch with every serving lease. A batch still in flight
-// (slow leader) is not doubled up.
+// (slow leader) is not doubled up. An empty batch is still sent, as the
+// heartbeat that keeps an idle node live for placement, except while
+// draining: a draining node must drop out of placement.
 func (s *supervisor) renew(ctx actor.Context) {
 	if s.renewing {
 		return
@@ -249,7 +251,7 @@ func (s *supervisor) renew(ctx actor.Context) {
 			repos = append(repos, string(k))
 		}
 	}
-	if len(repos) == 0 {
+	if len(repos) == 0 && s.draining {
 		return
 	}
 	s.renewing = true

@@ -65,12 +65,27 @@ type Result struct {
 
 	set      *idSet
 	excluded *idSet // trees, blobs and tags marked uninteresting
+
+	// has and clientHas replace set and excluded in a Result made by
+	// NewResult.
+	has, clientHas func(object.ID) bool
+}
+
+// NewResult wraps an object set computed elsewhere (from reachability
+// bitmaps) as a Result: objects as in Objects (commits first, commits of
+// them), has reports membership in objects and clientHas what the client
+// is known to hold. It has no shallow updates and no edges.
+func NewResult(objects []object.ID, commits int, has, clientHas func(object.ID) bool) *Result {
+	return &Result{Objects: objects, Commits: commits, has: has, clientHas: clientHas}
 }
 
 // ClientHas reports whether the walk established that the client holds id:
 // an edge commit, or a tree, blob or tag under the uninteresting boundary.
 // Those are the objects a thin pack may use as delta bases.
 func (r *Result) ClientHas(id object.ID) bool {
+	if r.clientHas != nil {
+		return r.clientHas(id)
+	}
 	if r.excluded != nil && r.excluded.Has(id) {
 		return true
 	}
@@ -78,7 +93,12 @@ func (r *Result) ClientHas(id object.ID) bool {
 }
 
 // Has reports whether id is in Objects.
-func (r *Result) Has(id object.ID) bool { return r.set.Has(id) }
+func (r *Result) Has(id object.ID) bool {
+	if r.has != nil {
+		return r.has(id)
+	}
+	return r.set.Has(id)
+}
 
 // Len returns len(r.Objects).
 func (r *Result) Len() int { return len(r.Objects) }

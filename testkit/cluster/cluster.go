@@ -54,6 +54,10 @@ type Options struct {
 	WarmTTL time.Duration // repo idle TTL; default 5 minutes
 	MaxWarm int           // default 64
 	Log     *zap.Logger
+	// Steer and Weights are the leader's placement settings
+	// (actors.ClusterConfig).
+	Steer   actors.SteerMode
+	Weights map[string]float64
 }
 
 // Cluster is the in-process cluster.
@@ -67,6 +71,10 @@ type Cluster struct {
 	nodes   map[string]*actors.Node // nil while killed
 	writers map[epochKey]string     // (repo, epoch) → node that committed
 	dup     []string                // violations: two writers in one epoch
+	// cache models each node's local pack cache on a persistent volume:
+	// the repositories it ever served, kept across restarts.
+	cache               map[string]map[string]bool
+	cacheHits, accesses int
 }
 
 type epochKey struct {
@@ -91,6 +99,7 @@ func New(opts Options) (*Cluster, error) {
 		opts:    opts,
 		nodes:   map[string]*actors.Node{},
 		writers: map[epochKey]string{},
+		cache:   map[string]map[string]bool{},
 	}
 	for i := range opts.Nodes {
 		c.names = append(c.names, fmt.Sprintf("rgit-%d", i))
@@ -121,7 +130,7 @@ func (c *Cluster) Node(name string) *actors.Node {
 func (c *Cluster) Deps() repo.Deps { return repo.Deps{Store: c.Store, Log: c.opts.Log} }
 
 func (c *Cluster) start(name string) error {
-	cfg := &actors.ClusterConfig{Self: name}
+	cfg := &actors.ClusterConfig{Self: name, Steer: c.opts.Steer, Weights: c.opts.Weights}
 	if name != c.Leader() {
 		cfg.Leader = &peerClient{c: c, from: name}
 	}
@@ -191,6 +200,41 @@ func (c *Cluster) recordCommit(repoName string, epoch uint64, node string) {
 	c.writers[k] = node
 }
 
+// warm records that node served repoName, reporting whether its pack cache
+// already held the repository.
+func (c *Cluster) warm(node, repoName string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	set := c.cache[node]
+	if set == nil {
+		set = map[string]bool{}
+		c.cache[node] = set
+	}
+	hit := set[repoName]
+	set[repoName] = true
+	c.accesses++
+	if hit {
+		c.cacheHits++
+	}
+	return hit
+}
+
+// CacheStats counts the requests served so far and how many of them found
+// the repository in the serving node's modelled pack cache.
+func (c *Cluster) CacheStats() (hits, accesses int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cacheHits, c.accesses
+}
+
+// Cached reports whether node's modelled pack cache holds repoName: the
+// node served it at some point, restarts included (a persistent volume).
+func (c *Cluster) Cached(node, repoName string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cache[node][repoName]
+}
+
 // Serve runs op for repoName the way a front end would, entering at node
 // entry: Route; serve locally, or forward to the owner, which routes again
 // (at most MaxHops hops). A connect failure of a GET goes through
@@ -221,6 +265,7 @@ func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op 
 			return "", at, err
 		}
 		if r.Local {
+			c.warm(at, repoName)
 			out, err := op(n, at)
 			return out, at, err
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,8 +16,24 @@ import (
 	"github.com/rgit/rgit/transport/admin"
 )
 
+// The rgit binary is built once per test binary run, into a directory
+// TestMain removes.
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // moduleRoot is the repository root (this file is testkit/multiproc/…).
-func moduleRoot(t *testing.T) string {
+func moduleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
@@ -27,10 +45,19 @@ func startCluster(t *testing.T) (*Cluster, *gitenv.Env) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	bin, err := Build(ctx, moduleRoot(t), dir)
-	if err != nil {
-		t.Fatal(err)
+	binOnce.Do(func() {
+		binDir, err := os.MkdirTemp("", "multiproc-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath, binErr = Build(ctx, moduleRoot(), binDir)
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
+	bin := binPath
+	var err error
 	var c *Cluster
 	for attempt := 0; ; attempt++ {
 		c, err = Start(ctx, Options{Bin: bin, Dir: filepath.Join(dir, fmt.Sprint("c", attempt)), Nodes: 3})
@@ -158,22 +185,44 @@ type outcome struct {
 	msg string
 }
 
-func fetchLoop(env *gitenv.Env, url string, stop <-chan struct{}) <-chan []outcome {
-	res := make(chan []outcome, 1)
+// fetchLoop runs ls-remote against url until stop is closed; ok counts
+// the successful ones so far, so tests wait for progress instead of time.
+type fetchLoop struct {
+	ok  atomic.Int64
+	res chan []outcome
+}
+
+func startFetchLoop(env *gitenv.Env, url string, stop <-chan struct{}) *fetchLoop {
+	l := &fetchLoop{res: make(chan []outcome, 1)}
 	go func() {
 		var out []outcome
 		for {
 			select {
 			case <-stop:
-				res <- out
+				l.res <- out
 				return
 			default:
 			}
 			r := env.Try("", "ls-remote", url, "refs/heads/main")
+			if r.OK() {
+				l.ok.Add(1)
+			}
 			out = append(out, outcome{at: time.Now(), ok: r.OK(), msg: r.Stderr})
 		}
 	}()
-	return res
+	return l
+}
+
+// waitOK waits until at least n fetches have succeeded in total.
+func (l *fetchLoop) waitOK(t *testing.T, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for l.ok.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d fetches succeeded within 20s", l.ok.Load(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestClusterFailover: kill -9 of the owner during a fetch loop (the repo
@@ -195,8 +244,8 @@ func TestClusterFailover(t *testing.T) {
 
 	// kill -9 the owner while rgit-2 serves a fetch loop.
 	stop := make(chan struct{})
-	results := fetchLoop(env, n2.HTTPURL(tok, "alice/ha"), stop)
-	time.Sleep(300 * time.Millisecond) // a few successful fetches first
+	loop := startFetchLoop(env, n2.HTTPURL(tok, "alice/ha"), stop)
+	loop.waitOK(t, 3) // a few successful fetches first
 	killed := time.Now()
 	if err := n1.Kill(); err != nil {
 		t.Fatal(err)
@@ -210,7 +259,7 @@ func TestClusterFailover(t *testing.T) {
 		}
 	}
 	close(stop)
-	outs := <-results
+	outs := <-loop.res
 	if resumed.IsZero() {
 		t.Fatalf("service did not resume within 20s after kill -9 of the owner")
 	}
@@ -233,15 +282,16 @@ func TestClusterFailover(t *testing.T) {
 	// the lease is released through the drain, rgit-0 takes over, and no
 	// request fails.
 	stop = make(chan struct{})
-	results = fetchLoop(env, n0.HTTPURL(tok, "alice/ha"), stop)
-	time.Sleep(300 * time.Millisecond)
+	loop = startFetchLoop(env, n0.HTTPURL(tok, "alice/ha"), stop)
+	loop.waitOK(t, 3)
 	termAt := time.Now()
 	if err := n2.Term(15 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// A few more fetches after the drain, served by the new owner.
+	loop.waitOK(t, loop.ok.Load()+3)
 	close(stop)
-	outs = <-results
+	outs = <-loop.res
 	var failed []string
 	after := 0
 	for _, o := range outs {
@@ -265,5 +315,45 @@ func TestClusterFailover(t *testing.T) {
 	}
 	if !c.openOn(t, n0, "alice/ha") {
 		t.Errorf("rgit-0 does not hold alice/ha after rgit-2 drained")
+	}
+}
+
+// TestClusterLeaderDown: with the leader gone, repositories already owned
+// keep serving (directly and forwarded) and a cold one answers 503.
+func TestClusterLeaderDown(t *testing.T) {
+	c, env := startCluster(t)
+	n0, n1, n2 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	tok := c.token(t, n0, "alice")
+	c.mustAdmin(t, n0, "create-repo", "alice/warm")
+	c.mustAdmin(t, n0, "create-repo", "alice/cold")
+	work := t.TempDir()
+	env.Run(t, work, "init", "-q", "-b", "main")
+	head := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
+	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, "alice/warm"), "main")
+	// rgit-2 can route without the leader only once its follower has read
+	// the grant: ask it (admin "where") until its view names the owner.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := c.Admin(context.Background(), n2, admin.Request{Command: "where", Args: []string{"alice/warm"}})
+		if err == nil && strings.Contains(out, "owned by rgit-1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rgit-2 never saw rgit-1 own alice/warm: %q %v", out, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := n0.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*Node{n1, n2} {
+		if got := env.Run(t, "", "ls-remote", n.HTTPURL(tok, "alice/warm"), "refs/heads/main"); !strings.HasPrefix(got, head) {
+			t.Errorf("warm repo via %s with the leader down: %q", n.Name, got)
+		}
+	}
+	r := env.Command("", nil, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-u", "x:"+tok,
+		"http://"+n2.HTTPAddr+"/alice/cold.git/info/refs?service=git-upload-pack")
+	if strings.TrimSpace(r.Stdout) != "503" {
+		t.Errorf("cold repo with the leader down: HTTP %q, want 503", r.Stdout)
 	}
 }

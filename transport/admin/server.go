@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -109,6 +110,7 @@ var commands = map[string]struct {
 	"set-head":       {2, "<owner>/<name> <refname>"},
 	"list-repos":     {0, ""},
 	"status":         {0, ""},
+	"where":          {1, "<owner>/<name>"},
 }
 
 // ErrUsage reports a malformed admin command.
@@ -230,6 +232,15 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 			return "", err
 		}
 		return strings.Join(names, "\n"), nil
+	case "where":
+		owner, name, err := arg(0)
+		if err != nil {
+			return "", err
+		}
+		if s.Peers == nil {
+			return owner + "/" + name + " is served by this node (single node)", nil
+		}
+		return where(s.Node.OwnershipView(), owner+"/"+name, time.Now()), nil
 	case "status":
 		open, err := s.Node.OpenRepos(ctx)
 		if err != nil {
@@ -238,6 +249,20 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		return fmt.Sprintf("open repositories: %d\n%s", len(open), strings.Join(open, "\n")), nil
 	}
 	return "", fmt.Errorf("unknown command %q", req.Command)
+}
+
+// where describes a repository's entry in this node's view of the
+// ownership map, without claiming anything.
+func where(view cluster.View, repo string, now time.Time) string {
+	e, ok := view.Get(repo)
+	if !ok {
+		return repo + " is unowned"
+	}
+	state := "live"
+	if !e.Live(now) {
+		state = "expired"
+	}
+	return fmt.Sprintf("%s is owned by %s (epoch %d, lease %s, expires %s)", repo, e.Node, e.Epoch, state, e.Expires.UTC().Format(time.RFC3339Nano))
 }
 
 func splitRepo(s string) (string, string, error) {

@@ -92,8 +92,8 @@ func TestForwarding(t *testing.T) {
 	// Owned elsewhere: proxied, the owner's status recorded.
 	srv, fw, rr, met := setup("rgit-1", false, true)
 	r := do(t, mustReq(t, "GET", srv.URL+refs, "", nil))
-	if r.status != http.StatusTeapot || r.body != "forwarded to rgit-1" || rr.calls.Load() != 0 {
-		t.Fatalf("forward: %d %q", r.status, r.body)
+	if r.status != http.StatusTeapot || r.body != "forwarded to rgit-1" || rr.calls.Load() != 0 || fmt.Sprint(fw.nodes) != "[rgit-1]" {
+		t.Fatalf("forward: %d %q, tried %v", r.status, r.body, fw.nodes)
 	}
 	if obs := met.all(); len(obs) != 1 || obs[0].op != "info-refs-upload-pack-forward" || obs[0].status != "418" {
 		t.Errorf("metrics %+v", obs)

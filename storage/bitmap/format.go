@@ -1,0 +1,230 @@
+package bitmap
+
+import (
+	"bytes"
+	"crypto/sha1"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
+)
+
+// Sentinel errors callers may branch on. Any of them means: ignore the
+// bitmap and walk.
+var (
+	// ErrCorrupt: the file is truncated, fails its checksum or is
+	// otherwise malformed.
+	ErrCorrupt = errors.New("corrupt bitmap index")
+	// ErrMismatch: the file is intact but belongs to another pack.
+	ErrMismatch = errors.New("bitmap index does not match pack")
+	// ErrUnsupported: the request needs something bitmaps cannot answer
+	// (shallow, deepen, some filters); the caller must walk.
+	ErrUnsupported = errors.New("request not answerable from bitmaps")
+)
+
+var magic = []byte("RGBM")
+
+const (
+	version   = 1
+	headerLen = 4 + 4 + object.IDSize + 4 + 4
+	numTypes  = 4
+)
+
+// typeSlot maps an object type to its type mask, or -1.
+func typeSlot(t object.Type) int {
+	switch t {
+	case object.Commit:
+		return 0
+	case object.Tree:
+		return 1
+	case object.Blob:
+		return 2
+	case object.Tag:
+		return 3
+	}
+	return -1
+}
+
+// Index is a loaded bitmap index for one pack. It is read-only and safe for
+// concurrent use; masks are decoded per query.
+type Index struct {
+	p       *pack.Pack
+	count   int
+	types   [numTypes][]byte
+	entries map[object.ID][]byte // encoded reachability mask per commit or tag
+}
+
+// Pack returns the pack the index describes.
+func (x *Index) Pack() *pack.Pack { return x.p }
+
+// Len returns the number of objects with a stored reachability mask.
+func (x *Index) Len() int { return len(x.entries) }
+
+// PathFor returns the bitmap file name that sits next to packPath
+// ("pack-<hash>.pack" -> "pack-<hash>.bitmap").
+func PathFor(packPath string) string {
+	return strings.TrimSuffix(packPath, ".pack") + ".bitmap"
+}
+
+// Open reads the bitmap file at path for pack p.
+func Open(path string, p *pack.Pack) (*Index, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read bitmap %s: %w", path, err)
+	}
+	x, err := Parse(data, p)
+	if err != nil {
+		return nil, fmt.Errorf("bitmap %s: %w", path, err)
+	}
+	return x, nil
+}
+
+// Parse loads an encoded index for pack p. The Index keeps references into
+// data, which must not be modified afterwards.
+func Parse(data []byte, p *pack.Pack) (*Index, error) {
+	if len(data) < headerLen+object.IDSize {
+		return nil, fmt.Errorf("%d bytes: %w", len(data), ErrCorrupt)
+	}
+	body := data[:len(data)-object.IDSize]
+	if sum := sha1.Sum(body); !bytes.Equal(sum[:], data[len(body):]) {
+		return nil, fmt.Errorf("checksum: %w", ErrCorrupt)
+	}
+	if !bytes.Equal(body[:4], magic) {
+		return nil, fmt.Errorf("bad signature: %w", ErrCorrupt)
+	}
+	if v := binary.BigEndian.Uint32(body[4:]); v != version {
+		return nil, fmt.Errorf("version %d: %w", v, ErrCorrupt)
+	}
+	var sum object.ID
+	copy(sum[:], body[8:])
+	count := int(binary.BigEndian.Uint32(body[8+object.IDSize:]))
+	n := int(binary.BigEndian.Uint32(body[12+object.IDSize:]))
+	if sum != p.Checksum() || count != p.Index().Count() {
+		return nil, fmt.Errorf("bitmap for pack %s (%d objects), pack is %s (%d objects): %w",
+			sum, count, p.Checksum(), p.Index().Count(), ErrMismatch)
+	}
+	x := &Index{p: p, count: count, entries: make(map[object.ID][]byte, min(n, len(body)/object.IDSize))}
+	rest := body[headerLen:]
+	mask := func() ([]byte, error) {
+		if len(rest) < 4 {
+			return nil, fmt.Errorf("truncated mask: %w", ErrCorrupt)
+		}
+		l := binary.BigEndian.Uint32(rest)
+		if uint64(l) > uint64(len(rest)-4) || l%8 != 0 {
+			return nil, fmt.Errorf("mask length %d: %w", l, ErrCorrupt)
+		}
+		m := rest[4 : 4+l]
+		rest = rest[4+l:]
+		return m, nil
+	}
+	var err error
+	for t := range x.types {
+		if x.types[t], err = mask(); err != nil {
+			return nil, err
+		}
+	}
+	for range n {
+		if len(rest) < object.IDSize {
+			return nil, fmt.Errorf("truncated entry: %w", ErrCorrupt)
+		}
+		var id object.ID
+		copy(id[:], rest)
+		rest = rest[object.IDSize:]
+		if x.entries[id], err = mask(); err != nil {
+			return nil, err
+		}
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("%d trailing bytes: %w", len(rest), ErrCorrupt)
+	}
+	return x, nil
+}
+
+// decodeMask expands an encoded mask of this index. Bits past the pack's
+// object count would name objects outside it, so they are refused.
+func (x *Index) decodeMask(m []byte) (bitset, error) {
+	b, err := decode(m, (x.count+63)/64)
+	if err != nil {
+		return nil, err
+	}
+	if r := x.count % 64; r != 0 && b[len(b)-1]>>r != 0 {
+		return nil, fmt.Errorf("mask past %d objects: %w", x.count, ErrCorrupt)
+	}
+	return b, nil
+}
+
+// stored returns the decoded reachability mask of id, if it has one.
+func (x *Index) stored(id object.ID) (bitset, bool, error) {
+	m, ok := x.entries[id]
+	if !ok {
+		return nil, false, nil
+	}
+	b, err := x.decodeMask(m)
+	if err != nil {
+		return nil, false, fmt.Errorf("mask of %s: %w", id, err)
+	}
+	return b, true, nil
+}
+
+// WriteTo writes the index in the file format of the package comment.
+func (x *Index) WriteTo(w io.Writer) (int64, error) {
+	buf := make([]byte, 0, headerLen)
+	buf = append(buf, magic...)
+	buf = binary.BigEndian.AppendUint32(buf, version)
+	sum := x.p.Checksum()
+	buf = append(buf, sum[:]...)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(x.count))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(x.entries)))
+	appendMask := func(m []byte) {
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(m)))
+		buf = append(buf, m...)
+	}
+	for _, m := range x.types {
+		appendMask(m)
+	}
+	// Sorted, so the same pack and selection give the same bytes.
+	ids := make([]object.ID, 0, len(x.entries))
+	for id := range x.entries {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b object.ID) int { return bytes.Compare(a[:], b[:]) })
+	for _, id := range ids {
+		buf = append(buf, id[:]...)
+		appendMask(x.entries[id])
+	}
+	h := sha1.Sum(buf)
+	buf = append(buf, h[:]...)
+	n, err := w.Write(buf)
+	if err != nil {
+		return int64(n), fmt.Errorf("write bitmap: %w", err)
+	}
+	return int64(n), nil
+}
+
+// WriteFile writes the index to path atomically (temp file and rename), so
+// a reader never sees a partial file.
+func (x *Index) WriteFile(path string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".bitmap-*")
+	if err != nil {
+		return fmt.Errorf("write bitmap %s: %w", path, err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := x.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write bitmap %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write bitmap %s: %w", path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write bitmap %s: %w", path, err)
+	}
+	return nil
+}
