@@ -55,6 +55,20 @@ func PeerAddr(node, svc string, port int) string {
 	return net.JoinHostPort(node+"."+svc, strconv.Itoa(port))
 }
 
+// StreamAddr is the peer stream address that goes with a peer HTTP
+// address: the same host, the port plus one.
+func StreamAddr(peerHTTP string) (string, error) {
+	host, port, err := net.SplitHostPort(peerHTTP)
+	if err != nil {
+		return "", fmt.Errorf("address %q: %w", peerHTTP, err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n <= 0 || n >= 65535 {
+		return "", fmt.Errorf("address %q: port must be 1-65534", peerHTTP)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+1)), nil
+}
+
 // ParsePeerMap parses the static form of the peer list used without a
 // headless service (development, tests): "rgit-0=127.0.0.1:9081,rgit-1=…".
 // Every entry needs a valid node name and host:port; duplicates and empty

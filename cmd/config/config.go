@@ -130,20 +130,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 func (c *Config) Cluster() bool { return c.PeerSvc != "" || c.Peers != nil }
 
 // PeerStreamAddr is the peer stream listen address: the peer port plus one.
-func (c *Config) PeerStreamAddr() (string, error) { return PortPlusOne(c.PeerAddr) }
-
-// PortPlusOne returns addr with its port incremented by one.
-func PortPlusOne(addr string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", fmt.Errorf("address %q: %w", addr, err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n <= 0 || n >= 65535 {
-		return "", fmt.Errorf("address %q: port must be 1-65534", addr)
-	}
-	return net.JoinHostPort(host, strconv.Itoa(n+1)), nil
-}
+func (c *Config) PeerStreamAddr() (string, error) { return cluster.StreamAddr(c.PeerAddr) }
 
 type parser struct {
 	getenv func(string) string

@@ -39,11 +39,7 @@ func runCluster(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	base, err := filepath.Abs(c.dir)
-	if err != nil {
-		return err
-	}
-	work, err := os.MkdirTemp(base, "cluster-work-")
+	work, err := c.workDir("cluster-work-")
 	if err != nil {
 		return err
 	}

@@ -68,11 +68,7 @@ func runHTTP(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	base, err := filepath.Abs(c.dir)
-	if err != nil {
-		return err
-	}
-	work, err := os.MkdirTemp(base, "http-work-")
+	work, err := c.workDir("http-work-")
 	if err != nil {
 		return err
 	}

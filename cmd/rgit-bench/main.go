@@ -77,6 +77,17 @@ func (c *commonFlags) register(fs *flag.FlagSet, defFixtures string) {
 	fs.IntVar(&c.runs, "runs", 3, "repetitions of each measurement (the median is reported)")
 }
 
+// workDir makes a scratch directory beside the fixture cache (the same
+// file system, so pushes and clones do not cross devices); the caller
+// removes it.
+func (c *commonFlags) workDir(prefix string) (string, error) {
+	base, err := filepath.Abs(c.dir)
+	if err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(base, prefix)
+}
+
 // build returns the selected fixtures, building missing ones.
 func (c *commonFlags) build(ctx context.Context) ([]*fixture.Fixture, error) {
 	if c.runs < 1 {

@@ -3,8 +3,6 @@ package peer
 import (
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 
 	"github.com/rgit/rgit/cluster"
 )
@@ -41,7 +39,7 @@ func StaticDirectory(peers map[string]string) (*Directory, error) {
 	}
 	m := make(map[string]string, len(peers))
 	for n, a := range peers {
-		if _, err := plusOne(a); err != nil {
+		if _, err := cluster.StreamAddr(a); err != nil {
 			return nil, fmt.Errorf("peer: node %s: %w", n, err)
 		}
 		m[n] = a
@@ -71,7 +69,7 @@ func (d *Directory) StreamAddr(node string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return plusOne(a)
+	return cluster.StreamAddr(a)
 }
 
 // Nodes lists the nodes of a static map, sorted; nil in service mode,
@@ -81,16 +79,4 @@ func (d *Directory) Nodes() []string {
 		return nil
 	}
 	return cluster.SortedNodes(d.static)
-}
-
-func plusOne(addr string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", fmt.Errorf("address %q: %w", addr, err)
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n <= 0 || n >= 65535 {
-		return "", fmt.Errorf("address %q: port must be 1-65534", addr)
-	}
-	return net.JoinHostPort(host, strconv.Itoa(n+1)), nil
 }
