@@ -167,6 +167,16 @@ func (n *Node) follow() {
 	}
 }
 
+// stopped reports whether close was called (the node is shutting down).
+func (c *clusterState) stopped() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 func (c *clusterState) close() {
 	close(c.stop)
 	<-c.followDone

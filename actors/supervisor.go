@@ -109,6 +109,12 @@ func (s *supervisor) Receive(ctx actor.Context) {
 			s.step(ctx, m.key, l, cluster.Event{Kind: cluster.EvTick})
 		}
 	case *renewTick:
+		// After Shutdown the actor may never see Stopping (system shutdown
+		// does not deliver it): stop renewing, or heartbeats to the leader
+		// would go on forever.
+		if s.node.cl.stopped() {
+			return
+		}
 		s.renew(ctx)
 		s.scheduleRenew(ctx)
 	case *renewResult:

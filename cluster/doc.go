@@ -3,4 +3,16 @@
 // placement. Functions take explicit state, message and time and return a
 // decision; they do no I/O and read no clock, so the testkit drives them
 // deterministically. It may import storage/ types only.
+//
+// Placement (seed 003): the leader tracks which nodes are live (Liveness:
+// heard within the TTL, not left since) and, with Options.Steer, grants a
+// cold repository to its weighted rendezvous winner among them, so a
+// repository returns to the node whose pack cache is warm. Steering is on
+// by default because it was measured (testkit/cluster
+// TestPlacementRollingRestart: 200 repos, a rolling restart with traffic,
+// a pack cache that survives restarts, seed 1): the cache hit rate after
+// the restart is 1.000 with steering against 0.535 without on 3 nodes
+// (0.510 on 5), and 0.850 against 0.530 while the restart is in progress
+// (0.928 against 0.561 on 5). The cost is one forwarding hop on the first
+// request for a cold repository that entered elsewhere.
 package cluster

@@ -200,9 +200,9 @@ func (c *Cluster) recordCommit(repoName string, epoch uint64, node string) {
 	c.writers[k] = node
 }
 
-// warm records that node served repoName, reporting whether its pack cache
-// already held the repository.
-func (c *Cluster) warm(node, repoName string) bool {
+// warm records that node served repoName and counts a cache hit when its
+// modelled pack cache already held the repository.
+func (c *Cluster) warm(node, repoName string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	set := c.cache[node]
@@ -210,13 +210,11 @@ func (c *Cluster) warm(node, repoName string) bool {
 		set = map[string]bool{}
 		c.cache[node] = set
 	}
-	hit := set[repoName]
-	set[repoName] = true
 	c.accesses++
-	if hit {
+	if set[repoName] {
 		c.cacheHits++
 	}
-	return hit
+	set[repoName] = true
 }
 
 // CacheStats counts the requests served so far and how many of them found

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/actors"
+	rc "github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/datadriven"
@@ -22,7 +23,10 @@ import (
 // written n0, n1, … (rgit-0 is n0, the leader); times print as offsets
 // from the start of the scenario. Commands:
 //
-//	start N [warm=DUR]     start N nodes (idle TTL DUR)
+//	start N [warm=DUR] [steer=on]
+//	                       start N nodes (idle TTL DUR); placement steering
+//	                       is off unless asked, as scenarios place repos by
+//	                       their entry node
 //	create R               create repository R in the store
 //	route nX R             Route at nX: local, forward nY, or the error
 //	push nX R REF          set REF to the next value through nX (POST)
@@ -84,9 +88,12 @@ func (w *world) close() {
 	settle()
 }
 
-// settle lets fake time run past protoactor's dead-letter throttle, whose
-// goroutine waits on a 1 s ticker: a bubble must end with no goroutine left.
-func settle() { time.Sleep(2 * time.Second) }
+// settle lets fake time run past the last dead letter and protoactor's
+// dead-letter throttle, whose goroutine waits on a 1 s ticker: a bubble
+// must end with no goroutine left. A renewal batch in flight at shutdown
+// (nodes send one every RenewEvery, idle or not) gives up after
+// RenewEvery and then reports to its stopped supervisor, a dead letter.
+func settle() { time.Sleep(rc.RenewEvery + 2*time.Second) }
 
 func (w *world) rel() string { return time.Since(w.t0).String() }
 
@@ -146,10 +153,19 @@ func (w *world) run(line string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		opts := Options{Nodes: n}
-		if v, ok := strings.CutPrefix(arg(2), "warm="); ok {
-			if opts.WarmTTL, err = time.ParseDuration(v); err != nil {
-				return "", err
+		opts := Options{Nodes: n, Steer: actors.SteerOff}
+		for _, o := range f[2:] {
+			k, v, _ := strings.Cut(o, "=")
+			switch {
+			case k == "warm":
+				if opts.WarmTTL, err = time.ParseDuration(v); err != nil {
+					return "", err
+				}
+			case o == "steer=on":
+				opts.Steer = actors.SteerOn
+			case o == "steer=off":
+			default:
+				return "", fmt.Errorf("start: unknown option %q", o)
 			}
 		}
 		if w.c, err = New(opts); err != nil {
