@@ -12,6 +12,10 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/clonecache"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
@@ -33,7 +37,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // the parent can time it end to end and read its peak RSS:
 //
 //	engine-child index -in <pack> -dir <outdir>
-//	engine-child clone|fetch -pack <pack> -idx <idx> -wants <file> [-haves <file>] [-out <file>] [-cache <dir>]
+//	engine-child clone|fetch -pack <pack> -idx <idx> -wants <file> [-haves <file>] [-bitmap <file>] [-out <file>] [-cache <dir>]
 func runEngineChild(ctx context.Context, args []string) error {
 	if len(args) < 1 {
 		return errors.New("engine-child: missing operation")
@@ -49,6 +53,7 @@ func runEngineChild(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "write the produced pack here instead of counting it")
 	prof := fs.String("cpuprofile", "", "write a CPU profile")
 	cacheDir := fs.String("cache", "", "serve a clone through the clone-pack cache in this directory")
+	bitmapPath := fs.String("bitmap", "", "the pack's reachability bitmap index, if the server has one")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -67,7 +72,7 @@ func runEngineChild(ctx context.Context, args []string) error {
 	case "index":
 		return childIndex(ctx, *in, *dir)
 	case "clone", "fetch":
-		return childServe(ctx, *packPath, *idxPath, *wants, *haves, *out, *cacheDir)
+		return childServe(ctx, *packPath, *idxPath, *bitmapPath, *wants, *haves, *out, *cacheDir)
 	}
 	return fmt.Errorf("engine-child: unknown operation %q", op)
 }
@@ -90,15 +95,22 @@ func childIndex(ctx context.Context, in, dir string) error {
 // childServe produces a clone or fetch pack with the server's own code
 // (transport/fetchpack: sparse walk, then WritePack over the stored pack),
 // for a client that asks for thin packs and ofs-deltas as git does. With
-// cacheDir it goes through the clone-pack cache there, as the server does
-// for clones.
-func childServe(ctx context.Context, packPath, idxPath, wantsFile, havesFile, out, cacheDir string) error {
+// bitmapPath the plan comes from the pack's bitmaps where they can answer
+// it, as on a server whose repository has them. With cacheDir it goes
+// through the clone-pack cache there, as the server does for clones.
+func childServe(ctx context.Context, packPath, idxPath, bitmapPath, wantsFile, havesFile, out, cacheDir string) error {
 	p, err := pack.Open(packPath, idxPath)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
 	set := pack.NewSet(p)
+	var bm *bitmap.Index
+	var log *zap.Logger
+	if bitmapPath != "" {
+		log = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel))
+		bm = fetchpack.OpenBitmap(bitmapPath, p, log)
+	}
 	req := gitproto.FetchRequest{Thin: true, OfsDelta: true}
 	if req.Wants, err = readIDs(wantsFile); err != nil {
 		return err
@@ -121,7 +133,7 @@ func childServe(ctx context.Context, packPath, idxPath, wantsFile, havesFile, ou
 	}
 	var st pack.WriteStats
 	produce := func(w io.Writer) error {
-		res, err := fetchpack.Plan(ctx, walk.NewGraph(set, 1<<20), &req)
+		res, err := fetchpack.PlanWith(ctx, walk.NewGraph(set, 1<<20), bm, log, &req)
 		if err != nil {
 			return fmt.Errorf("walk: %w", err)
 		}

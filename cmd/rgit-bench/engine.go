@@ -11,7 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/rgit/rgit/storage/bitmap"
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/testkit/fixture"
 )
 
@@ -32,6 +36,10 @@ type engineFixture struct {
 	wantsAll string // file: one tip per line
 	wantMain string
 	haves    string
+	// bitmap is rgit's reachability bitmap index of the fixture's pack,
+	// built untimed before the runs as a repack would build it: every
+	// served operation runs with it, as a server holding it would.
+	bitmap string
 }
 
 func runEngine(ctx context.Context, args []string) error {
@@ -102,7 +110,45 @@ func prepareEngine(ctx context.Context, f *fixture.Fixture) (*engineFixture, err
 	if ef.haves, err = write("haves", ef.behind); err != nil {
 		return nil, err
 	}
+	if ef.bitmap, err = buildBitmap(ctx, ef); err != nil {
+		return nil, err
+	}
 	return ef, nil
+}
+
+// buildBitmap writes the bitmap index of the fixture's pack for its refs
+// into the scratch directory, as the server's repack writes it next to the
+// pack, and reports what that cost.
+func buildBitmap(ctx context.Context, ef *engineFixture) (string, error) {
+	p, err := pack.Open(ef.PackPath, ef.IdxPath)
+	if err != nil {
+		return "", err
+	}
+	defer p.Close()
+	tips := make([]object.ID, 0, len(ef.tips))
+	for _, t := range ef.tips {
+		id, err := object.ParseID(t)
+		if err != nil {
+			return "", fmt.Errorf("fixture %s: ref %q: %w", ef.Name, t, err)
+		}
+		tips = append(tips, id)
+	}
+	start := time.Now()
+	bm, err := bitmap.Build(ctx, p, tips, bitmap.BuildOptions{})
+	if err != nil {
+		return "", fmt.Errorf("fixture %s: %w", ef.Name, err)
+	}
+	took := time.Since(start)
+	path := filepath.Join(ef.work, filepath.Base(bitmap.PathFor(ef.PackPath)))
+	if err := bm.WriteFile(path); err != nil {
+		return "", err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(os.Stderr, "  bitmap fixture=%s build_s=%.3f masks=%d bytes=%d\n", ef.Name, took.Seconds(), bm.Len(), st.Size())
+	return path, nil
 }
 
 func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, runs int, profDir string) error {
@@ -130,7 +176,7 @@ func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, run
 	}
 
 	cacheDir := filepath.Join(ef.work, "clone-cache")
-	warm := exec.CommandContext(ctx, self, "engine-child", "clone", "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll, "-cache", cacheDir)
+	warm := exec.CommandContext(ctx, self, "engine-child", "clone", "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll, "-cache", cacheDir, "-bitmap", ef.bitmap)
 	if _, err := runTimed(warm); err != nil {
 		return fmt.Errorf("warm clone cache: %w", err)
 	}
@@ -151,7 +197,7 @@ func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, run
 			}},
 		{"clone",
 			func(run int) (*exec.Cmd, error) {
-				return child("clone", run, "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll), nil
+				return child("clone", run, "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll, "-bitmap", ef.bitmap), nil
 			},
 			func(int) (*exec.Cmd, error) {
 				return gitc("", "pack-objects", "--revs", "--stdout", "--all", "--thin", "--delta-base-offset", "--use-bitmap-index", "-q"), nil
@@ -160,14 +206,14 @@ func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, run
 		// the first run (the op=clone line above is the cold path).
 		{"clone-cached",
 			func(run int) (*exec.Cmd, error) {
-				return child("clone", run, "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll, "-cache", cacheDir), nil
+				return child("clone", run, "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll, "-cache", cacheDir, "-bitmap", ef.bitmap), nil
 			},
 			func(int) (*exec.Cmd, error) {
 				return gitc("", "pack-objects", "--revs", "--stdout", "--all", "--thin", "--delta-base-offset", "--use-bitmap-index", "-q"), nil
 			}},
 		{"fetch",
 			func(run int) (*exec.Cmd, error) {
-				return child("fetch", run, "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantMain, "-haves", ef.haves), nil
+				return child("fetch", run, "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantMain, "-haves", ef.haves, "-bitmap", ef.bitmap), nil
 			},
 			func(int) (*exec.Cmd, error) {
 				return gitc(ef.mainTip+"\n^"+ef.behind+"\n", "pack-objects", "--revs", "--stdout", "--thin", "--delta-base-offset", "-q"), nil
@@ -207,7 +253,7 @@ func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, run
 // and that it holds as many objects as git's rev-list says a clone needs.
 func verifyClonePack(ctx context.Context, ef *engineFixture, self string) error {
 	out := filepath.Join(ef.work, "verify.pack")
-	cmd := exec.CommandContext(ctx, self, "engine-child", "clone", "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll, "-out", out)
+	cmd := exec.CommandContext(ctx, self, "engine-child", "clone", "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll, "-out", out, "-bitmap", ef.bitmap)
 	if _, err := runTimed(cmd); err != nil {
 		return err
 	}

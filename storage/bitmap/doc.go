@@ -18,11 +18,12 @@
 //
 //	"RGBM" | version u32 | pack checksum [20] | object count u32 |
 //	entry count u32 | 4 type masks (commit, tree, blob, tag) |
-//	entries sorted by id: id [20] + mask | SHA-1 of everything before
+//	entries: id [20] + base u32 + mask | SHA-1 of everything before
 //
 // where a mask is a u32 byte length followed by the run-length encoded
 // words described in encode (EWAH-like: a marker word per fill run and
-// literal run). A file whose checksum, pack checksum or object count does
+// literal run), and base is 0xffffffff or the index of an earlier entry
+// whose mask this one is XOR-ed with (chains at most maxChain long). A file whose checksum, pack checksum or object count does
 // not match is rejected (ErrCorrupt, ErrMismatch) and the caller walks.
 //
 // The package imports storage/object, storage/pack and storage/walk.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/rgit/rgit/storage/object"
@@ -58,8 +57,24 @@ type Index struct {
 	p       *pack.Pack
 	count   int
 	types   [numTypes][]byte
-	entries map[object.ID][]byte // encoded reachability mask per commit or tag
+	entries map[object.ID]int // position in list
+	list    []entry           // in file order
 }
+
+// entry is one stored reachability mask. A mask with a base is stored as
+// its XOR with the base's mask: neighbouring commits reach nearly the same
+// objects, so the XOR is mostly zero words, which the encoding collapses.
+type entry struct {
+	id   object.ID
+	base int // index in list of an earlier entry, or -1
+	mask []byte
+}
+
+// noBase marks an entry stored whole.
+const noBase = 1<<32 - 1
+
+// maxChain bounds how many XORs decoding one mask takes.
+const maxChain = 16
 
 // Pack returns the pack the index describes.
 func (x *Index) Pack() *pack.Pack { return x.p }
@@ -110,7 +125,8 @@ func Parse(data []byte, p *pack.Pack) (*Index, error) {
 		return nil, fmt.Errorf("bitmap for pack %s (%d objects), pack is %s (%d objects): %w",
 			sum, count, p.Checksum(), p.Index().Count(), ErrMismatch)
 	}
-	x := &Index{p: p, count: count, entries: make(map[object.ID][]byte, min(n, len(body)/object.IDSize))}
+	x := &Index{p: p, count: count, entries: make(map[object.ID]int, min(n, len(body)/object.IDSize))}
+	depth := make([]int, 0, min(n, len(body)/object.IDSize))
 	rest := body[headerLen:]
 	mask := func() ([]byte, error) {
 		if len(rest) < 4 {
@@ -130,16 +146,29 @@ func Parse(data []byte, p *pack.Pack) (*Index, error) {
 			return nil, err
 		}
 	}
-	for range n {
-		if len(rest) < object.IDSize {
+	for i := range n {
+		if len(rest) < object.IDSize+4 {
 			return nil, fmt.Errorf("truncated entry: %w", ErrCorrupt)
 		}
-		var id object.ID
-		copy(id[:], rest)
-		rest = rest[object.IDSize:]
-		if x.entries[id], err = mask(); err != nil {
+		e := entry{base: -1}
+		copy(e.id[:], rest)
+		d := 0
+		if b := binary.BigEndian.Uint32(rest[object.IDSize:]); b != noBase {
+			if int64(b) >= int64(i) || depth[b] >= maxChain {
+				return nil, fmt.Errorf("entry %d: bad base %d: %w", i, b, ErrCorrupt)
+			}
+			e.base, d = int(b), depth[b]+1
+		}
+		rest = rest[object.IDSize+4:]
+		if e.mask, err = mask(); err != nil {
 			return nil, err
 		}
+		if _, dup := x.entries[e.id]; dup {
+			return nil, fmt.Errorf("entry %s twice: %w", e.id, ErrCorrupt)
+		}
+		x.entries[e.id] = len(x.list)
+		x.list = append(x.list, e)
+		depth = append(depth, d)
 	}
 	if len(rest) != 0 {
 		return nil, fmt.Errorf("%d trailing bytes: %w", len(rest), ErrCorrupt)
@@ -162,15 +191,32 @@ func (x *Index) decodeMask(m []byte) (bitset, error) {
 
 // stored returns the decoded reachability mask of id, if it has one.
 func (x *Index) stored(id object.ID) (bitset, bool, error) {
-	m, ok := x.entries[id]
+	i, ok := x.entries[id]
 	if !ok {
 		return nil, false, nil
 	}
-	b, err := x.decodeMask(m)
+	b, err := x.decodeEntry(i)
 	if err != nil {
 		return nil, false, fmt.Errorf("mask of %s: %w", id, err)
 	}
 	return b, true, nil
+}
+
+// decodeEntry decodes list[i], applying its chain of bases.
+func (x *Index) decodeEntry(i int) (bitset, error) {
+	e := x.list[i]
+	b, err := x.decodeMask(e.mask)
+	if err != nil || e.base < 0 {
+		return b, err
+	}
+	base, err := x.decodeEntry(e.base)
+	if err != nil {
+		return nil, err
+	}
+	for w := range b {
+		b[w] ^= base[w]
+	}
+	return b, nil
 }
 
 // WriteTo writes the index in the file format of the package comment.
@@ -181,7 +227,7 @@ func (x *Index) WriteTo(w io.Writer) (int64, error) {
 	sum := x.p.Checksum()
 	buf = append(buf, sum[:]...)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(x.count))
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(x.entries)))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(x.list)))
 	appendMask := func(m []byte) {
 		buf = binary.BigEndian.AppendUint32(buf, uint32(len(m)))
 		buf = append(buf, m...)
@@ -189,15 +235,14 @@ func (x *Index) WriteTo(w io.Writer) (int64, error) {
 	for _, m := range x.types {
 		appendMask(m)
 	}
-	// Sorted, so the same pack and selection give the same bytes.
-	ids := make([]object.ID, 0, len(x.entries))
-	for id := range x.entries {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b object.ID) int { return bytes.Compare(a[:], b[:]) })
-	for _, id := range ids {
-		buf = append(buf, id[:]...)
-		appendMask(x.entries[id])
+	for _, e := range x.list {
+		buf = append(buf, e.id[:]...)
+		base := uint32(noBase)
+		if e.base >= 0 {
+			base = uint32(e.base)
+		}
+		buf = binary.BigEndian.AppendUint32(buf, base)
+		appendMask(e.mask)
 	}
 	h := sha1.Sum(buf)
 	buf = append(buf, h[:]...)

@@ -336,9 +336,7 @@ func (p *Pack) offsetOrder() ([]uint32, error) {
 				return
 			}
 		}
-		slices.SortFunc(order, func(a, b uint32) int {
-			return cmpInt64(p.idx.Offset(int(a)), p.idx.Offset(int(b)))
-		})
+		sortByOffset(p.idx, order)
 		for i := 1; i < n; i++ {
 			if p.idx.Offset(int(order[i])) == p.idx.Offset(int(order[i-1])) {
 				p.byOffErr = corruptf("two index entries share offset %d", p.idx.Offset(int(order[i])))
@@ -348,6 +346,45 @@ func (p *Pack) offsetOrder() ([]uint32, error) {
 		p.byOff = order
 	})
 	return p.byOff, p.byOffErr
+}
+
+// sortByOffset sorts index positions by pack offset. Every serve of a
+// pack needs this order once per process (entry ends), so for packs under
+// 4 GiB it is an LSD radix sort of offset<<32|position keys, several times
+// faster than a comparison sort that decodes offsets in the comparator.
+func sortByOffset(idx *Index, order []uint32) {
+	keys := make([]uint64, len(order))
+	var maxOff int64
+	for i, pos := range order {
+		o := idx.Offset(int(pos))
+		maxOff = max(maxOff, o)
+		keys[i] = uint64(o)<<32 | uint64(pos)
+	}
+	if maxOff >= 1<<32 {
+		slices.SortFunc(order, func(a, b uint32) int {
+			return cmpInt64(idx.Offset(int(a)), idx.Offset(int(b)))
+		})
+		return
+	}
+	tmp := make([]uint64, len(keys))
+	for shift := uint(32); shift < 64 && maxOff>>(shift-32) != 0; shift += 8 {
+		var counts [257]int
+		for _, k := range keys {
+			counts[(k>>shift)&0xff+1]++
+		}
+		for b := 1; b < len(counts); b++ {
+			counts[b] += counts[b-1]
+		}
+		for _, k := range keys {
+			d := (k >> shift) & 0xff
+			tmp[counts[d]] = k
+			counts[d]++
+		}
+		keys, tmp = tmp, keys
+	}
+	for i, k := range keys {
+		order[i] = uint32(k)
+	}
 }
 
 // inflateEntry inflates the data of the entry at off with header h.

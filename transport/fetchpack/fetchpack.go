@@ -4,17 +4,28 @@
 // request into a reachability walk (storage/walk) and writes the pack for
 // the result from the stored packs (storage/pack).
 //
+// With a reachability bitmap index (storage/bitmap) for the repository's
+// pack, clones and incremental fetches are answered from the bitmaps
+// instead of the walk; shallow and deepen requests, and anything else the
+// bitmaps cannot answer exactly, still walk.
+//
 // It imports only storage/object, storage/walk, storage/pack,
-// storage/clonecache (for cache keys) and transport/gitproto; it knows nothing about actors or sessions.
+// storage/bitmap, storage/clonecache (for cache keys), transport/gitproto
+// and zap; it knows nothing about actors or sessions.
 package fetchpack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strconv"
 
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/clonecache"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/walk"
@@ -52,11 +63,46 @@ func WalkRequest(req *gitproto.FetchRequest) (walk.Request, error) {
 
 // Plan computes the objects req must receive.
 func Plan(ctx context.Context, g *walk.Graph, req *gitproto.FetchRequest) (*walk.Result, error) {
+	return PlanWith(ctx, g, nil, nil, req)
+}
+
+// PlanWith is Plan answered from reachability bitmaps where bm can: bm
+// must belong to a pack of the repository g reads (nil: always walk). The
+// bitmap result is exact (`git rev-list --objects`), so it may omit objects
+// the sparse walk would resend. Requests bitmaps cannot answer walk; a
+// bitmap that fails mid-query is logged to log (nil: not logged) and the
+// request walks, so a bad bitmap costs time, never a wrong pack.
+func PlanWith(ctx context.Context, g *walk.Graph, bm *bitmap.Index, log *zap.Logger, req *gitproto.FetchRequest) (*walk.Result, error) {
 	wr, err := WalkRequest(req)
 	if err != nil {
 		return nil, err
 	}
+	if bm != nil {
+		res, err := bm.Objects(ctx, g, wr)
+		switch {
+		case err == nil:
+			return res, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case !errors.Is(err, bitmap.ErrUnsupported) && log != nil:
+			log.Warn("bitmap query failed, walking instead", zap.String("pack", bm.Pack().Name()), zap.Error(err))
+		}
+	}
 	return walk.Objects(ctx, g, wr)
+}
+
+// OpenBitmap loads the bitmap file at path for p. A missing file gives nil
+// quietly; a corrupt or mismatched one gives nil and a log line (log may
+// be nil), so the caller walks.
+func OpenBitmap(path string, p *pack.Pack, log *zap.Logger) *bitmap.Index {
+	bm, err := bitmap.Open(path, p)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) && log != nil {
+			log.Warn("ignoring bitmap index", zap.String("path", path), zap.Error(err))
+		}
+		return nil
+	}
+	return bm
 }
 
 // Options returns the pack options for res, planned for req. progress

@@ -1,0 +1,270 @@
+package bitmap
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/walk"
+)
+
+// ErrIncomplete is returned by Build when a tip reaches an object the pack
+// does not hold: bitmaps describe a pack that is a whole repository.
+var ErrIncomplete = errors.New("pack does not hold everything reachable from the tips")
+
+// Defaults of BuildOptions.
+const (
+	// DefaultInterval is how many commits apart (in topological order)
+	// Build stores masks besides the tips and recent commits. A query from
+	// an unmasked commit walks at most about this many commits, reading
+	// only trees that changed.
+	DefaultInterval = 64
+	// DefaultRecent is how many of the newest commits (by committer date)
+	// all get a mask, as git's bitmap selection does: incremental fetches
+	// have their haves there, and then need no walk at all.
+	DefaultRecent = 100
+)
+
+// xorWindow is how many preceding masks Build tries as XOR bases.
+const xorWindow = 10
+
+// BuildOptions tune Build.
+type BuildOptions struct {
+	// Interval: also store a mask for every Interval-th commit of the
+	// history (0: DefaultInterval).
+	Interval int
+	// Recent: store a mask for each of the Recent newest commits
+	// (0: DefaultRecent, negative: none).
+	Recent int
+}
+
+// Build computes the bitmap index of p for a repository whose refs point
+// at tips (commits or annotated tags; others get no mask). Every object
+// reachable from the tips must be in p.
+//
+// Masks are computed oldest first, each by a fill that stops at the masks
+// already built, so the whole build reads each tree about once.
+func Build(ctx context.Context, p *pack.Pack, tips []object.ID, opts BuildOptions) (*Index, error) {
+	interval, recent := opts.Interval, opts.Recent
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	if recent == 0 {
+		recent = DefaultRecent
+	}
+	count := p.Index().Count()
+	x := &Index{p: p, count: count, entries: make(map[object.ID]int)}
+	g := walk.NewGraph(p, 0)
+	q := &query{ctx: ctx, x: x, g: g, r: p, strict: true}
+	for t := range q.types {
+		q.types[t] = newBitset(count)
+	}
+	bl := &builder{q: q}
+
+	var tags []object.ID    // tips that are tags peeling to commits
+	var commits []object.ID // tips that are commits, peeled tags' commits
+	isTip := make(map[object.ID]bool)
+	for _, tip := range tips {
+		c, isTag, err := peelToCommit(p, tip)
+		if err != nil {
+			return nil, fmt.Errorf("build bitmap: tip %s: %w", tip, incomplete(err))
+		}
+		if c.IsZero() {
+			continue
+		}
+		if isTag {
+			tags = append(tags, tip)
+		}
+		if !isTip[c] {
+			isTip[c] = true
+			commits = append(commits, c)
+		}
+	}
+	order, err := postOrder(ctx, g, commits)
+	if err != nil {
+		return nil, fmt.Errorf("build bitmap: %w", incomplete(err))
+	}
+	newest, err := newestCommits(g, order, recent)
+	if err != nil {
+		return nil, fmt.Errorf("build bitmap: %w", err)
+	}
+	for i, c := range order {
+		if !isTip[c] && !newest[c] && (i+1)%interval != 0 {
+			continue
+		}
+		if err := bl.store(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range tags {
+		if err := bl.store(t); err != nil {
+			return nil, err
+		}
+	}
+	for t, b := range q.types {
+		x.types[t] = encode(nil, b)
+	}
+	return x, nil
+}
+
+// builder stores masks, each XOR-ed with whichever of the last few masks
+// makes it smallest.
+type builder struct {
+	q      *query
+	recent []builtMask
+}
+
+type builtMask struct {
+	index, depth int
+	bits         bitset
+}
+
+// store computes and keeps the mask of id.
+func (bl *builder) store(id object.ID) error {
+	x := bl.q.x
+	if _, ok := x.entries[id]; ok {
+		return nil
+	}
+	b := newBitset(x.count)
+	if err := bl.q.fill(&b, []object.ID{id}); err != nil {
+		return fmt.Errorf("build bitmap of %s: %w", id, incomplete(err))
+	}
+	e := entry{id: id, base: -1, mask: encode(nil, b)}
+	depth := 0
+	diff := newBitset(x.count)
+	for _, r := range bl.recent {
+		if r.depth >= maxChain {
+			continue
+		}
+		for w := range diff {
+			diff[w] = b[w] ^ r.bits[w]
+		}
+		if m := encode(nil, diff); len(m) < len(e.mask) {
+			e.base, e.mask, depth = r.index, m, r.depth+1
+		}
+	}
+	x.entries[id] = len(x.list)
+	x.list = append(x.list, e)
+	if len(bl.recent) == xorWindow {
+		bl.recent = append(bl.recent[:0], bl.recent[1:]...)
+	}
+	bl.recent = append(bl.recent, builtMask{index: len(x.list) - 1, depth: depth, bits: b})
+	return nil
+}
+
+// newestCommits returns the n commits of order with the newest committer
+// dates (ties: later in order first).
+func newestCommits(g *walk.Graph, order []object.ID, n int) (map[object.ID]bool, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	type dated struct {
+		i    int
+		time int64
+	}
+	ds := make([]dated, len(order))
+	for i, id := range order {
+		c, err := g.Commit(id)
+		if err != nil {
+			return nil, err
+		}
+		ds[i] = dated{i, c.Time}
+	}
+	slices.SortFunc(ds, func(a, b dated) int {
+		if c := cmp.Compare(b.time, a.time); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.i, a.i)
+	})
+	out := make(map[object.ID]bool, n)
+	for _, d := range ds[:min(n, len(ds))] {
+		out[order[d.i]] = true
+	}
+	return out, nil
+}
+
+// incomplete marks errors that mean the pack lacks reachable objects.
+func incomplete(err error) error {
+	if errors.Is(err, errOutside) || errors.Is(err, object.ErrNotFound) {
+		return fmt.Errorf("%w: %v", ErrIncomplete, err)
+	}
+	return err
+}
+
+// peelToCommit follows tags from id. It returns the zero id for a tip that
+// is (or peels to) a tree or blob.
+func peelToCommit(r object.Reader, id object.ID) (object.ID, bool, error) {
+	isTag := false
+	for range maxTagChain + 1 {
+		typ, data, err := r.ReadObject(id)
+		if err != nil {
+			return object.ID{}, false, err
+		}
+		switch typ {
+		case object.Commit:
+			return id, isTag, nil
+		case object.Tag:
+			t, err := object.ParseTag(data)
+			if err != nil {
+				return object.ID{}, false, fmt.Errorf("parse tag %s: %w", id, err)
+			}
+			isTag, id = true, t.Object
+		default:
+			return object.ID{}, false, nil
+		}
+	}
+	return object.ID{}, false, fmt.Errorf("tag chain longer than %d: %w", maxTagChain, object.ErrMalformed)
+}
+
+// postOrder lists the commits reachable from tips, parents before
+// children.
+func postOrder(ctx context.Context, g *walk.Graph, tips []object.ID) ([]object.ID, error) {
+	type frame struct {
+		id   object.ID
+		next int // index of the next parent to visit
+		c    *walk.Commit
+	}
+	seen := make(map[object.ID]bool)
+	var order []object.ID
+	var stack []frame
+	for _, tip := range tips {
+		if seen[tip] {
+			continue
+		}
+		c, err := g.Commit(tip)
+		if err != nil {
+			return nil, err
+		}
+		seen[tip] = true
+		stack = append(stack, frame{id: tip, c: c})
+		for len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			if f.next == len(f.c.Parents) {
+				order = append(order, f.id)
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			pid := f.c.Parents[f.next]
+			f.next++
+			if seen[pid] {
+				continue
+			}
+			if len(order)%ctxCheckEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
+			pc, err := g.Commit(pid)
+			if err != nil {
+				return nil, err
+			}
+			seen[pid] = true
+			stack = append(stack, frame{id: pid, c: pc})
+		}
+	}
+	return order, nil
+}
