@@ -91,7 +91,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 	if s.PeerSecret, err = peerSecret(cfg); err != nil {
 		return nil, err
 	}
-	deps := repo.Deps{Store: s.store, Cache: s.cache, RefOpts: refdb.Options{FlushInterval: cfg.FlushInterval}, Log: log}
+	deps := repo.Deps{Store: s.store, Cache: s.cache, Log: log,
+		RefOpts: refdb.Options{FlushInterval: cfg.FlushInterval, ObserveCommit: commitMetric(reg)}}
 	var clusterCfg *actors.ClusterConfig
 	if cfg.Cluster() {
 		if s.cluster, clusterCfg, err = newClusterSetup(cfg, s.PeerSecret, log); err != nil {
@@ -350,6 +351,28 @@ func (s *Server) probeStore(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// commitMetric records every ref-database commit's latency by outcome.
+func commitMetric(reg prometheus.Registerer) func(time.Duration, error) {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "rgit_refdb_commit_seconds",
+		Help:    "Latency of ref-database commits (durable in the object store), by outcome.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	}, []string{"result"})
+	reg.MustRegister(h)
+	return func(d time.Duration, err error) {
+		result := "ok"
+		switch {
+		case errors.Is(err, refdb.ErrConflict):
+			result = "conflict"
+		case errors.Is(err, refdb.ErrFenced):
+			result = "fenced"
+		case err != nil:
+			result = "error"
+		}
+		h.WithLabelValues(result).Observe(d.Seconds())
 	}
 }
 

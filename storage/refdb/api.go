@@ -132,6 +132,9 @@ type Options struct {
 	// WriteTimeout bounds each log write; zero leaves it to the store's
 	// own per-request timeout. A timed-out write is ErrUncertain.
 	WriteTimeout time.Duration
+	// ObserveCommit, if set, is told how long each Commit took and how it
+	// ended (the refdb commit-latency metric).
+	ObserveCommit func(d time.Duration, err error)
 	// Logger receives background failures (snapshot, trim, follower
 	// polling); nil discards them.
 	Logger *zap.Logger

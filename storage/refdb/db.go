@@ -187,6 +187,16 @@ func (db *DB) Get(key string) ([]byte, bool) { return db.View().Get(key) }
 // ErrUncertain (not acknowledged; may or may not become visible, whole).
 // If ctx ends first the transaction may still commit.
 func (db *DB) Commit(ctx context.Context, txn Txn) (uint64, error) {
+	if obs := db.opts.ObserveCommit; obs != nil {
+		start := time.Now()
+		seq, err := db.commit(ctx, txn)
+		obs(time.Since(start), err)
+		return seq, err
+	}
+	return db.commit(ctx, txn)
+}
+
+func (db *DB) commit(ctx context.Context, txn Txn) (uint64, error) {
 	r, err := newRequest(txn)
 	if err != nil {
 		return 0, err

@@ -1,0 +1,63 @@
+package serve_test
+
+import (
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rgit/rgit/testkit/gitenv"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestHealthReadyMetrics checks the operational endpoints a push leaves
+// their marks on: /healthz counts the open repository, /ready says serving,
+// and /metrics carries the request, byte, open-repo, refdb commit latency
+// and pack cache series.
+func TestHealthReadyMetrics(t *testing.T) {
+	env := gitenv.New(t)
+	srv := gitenv.StartServer(t, gitenv.FileStore(t))
+	srv.CreateRepo(t, "alice/ops")
+	tok := srv.AddToken(t, "alice")
+	work := filepath.Join(t.TempDir(), "w")
+	env.Run(t, "", "init", "-q", "-b", "main", work)
+	env.Commit(t, work, "one", map[string]string{"a.txt": "a\n"})
+	env.Run(t, work, "push", "-q", srv.HTTPURL(tok, "alice/ops"), "main")
+	env.Run(t, "", "clone", "-q", srv.HTTPURL(tok, "alice/ops"), filepath.Join(t.TempDir(), "c"))
+
+	base := "http://" + srv.HTTPAddr
+	if code, body := get(t, base+"/healthz"); code != 200 || !strings.Contains(body, "open_repos 1") {
+		t.Errorf("/healthz = %d %q, want 200 with open_repos 1", code, body)
+	}
+	if code, body := get(t, base+"/ready"); code != 200 || !strings.Contains(body, "serving") {
+		t.Errorf("/ready = %d %q", code, body)
+	}
+	code, body := get(t, base+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics = %d", code)
+	}
+	for _, series := range []string{
+		`rgit_git_requests_total{`,
+		`rgit_git_request_duration_seconds_bucket{`,
+		`rgit_git_bytes_in_total{`,
+		`rgit_git_bytes_out_total{`,
+		`rgit_open_repos 1`,
+		`rgit_refdb_commit_seconds_count{result="ok"}`,
+		`rgit_pack_cache_hits_total`,
+	} {
+		if !strings.Contains(body, series) {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
+}
