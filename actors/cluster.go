@@ -43,6 +43,23 @@ var (
 	ErrOwnerUnreachable = errors.New("repository owner unreachable")
 )
 
+// MovedError: this node does not hold Repo and will not take it because
+// it is draining. A request forwarded here by a node whose view still
+// names this one is answered with the moved signal (transport/engine maps
+// it to gitserve.ErrMoved), and the forwarder routes again with Moved. It
+// wraps ErrDraining (a 503 where nothing can route again).
+type MovedError struct {
+	Repo string
+	Node string // this node
+}
+
+func (e *MovedError) Error() string {
+	return "repository " + e.Repo + " is not held by draining node " + e.Node
+}
+
+// Unwrap makes errors.Is(err, ErrDraining) true.
+func (e *MovedError) Unwrap() error { return ErrDraining }
+
 // NotOwnerError names the node that owns Repo.
 type NotOwnerError struct {
 	Repo string
@@ -261,7 +278,15 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 	// (steered here, or this process restarted): the leader grants or
 	// extends it, and only then is the database opened.
 	if n.cl.draining.Load() {
-		return RouteResult{}, fmt.Errorf("route %s: %w", key, ErrDraining)
+		// The leader may name this node for a repository it does not hold
+		// (steered here as the drain began; this node's view may not show
+		// it yet): release it, which shortens such an entry to the drain
+		// so that the forwarder getting the moved answer can claim it
+		// within Moved's wait, and takes this node out of placement. The
+		// leader refuses a release of an entry naming another node, so
+		// the call is harmless otherwise.
+		n.releaseUnheld(ctx, key)
+		return RouteResult{}, &MovedError{Repo: string(key), Node: n.cl.cfg.Self}
 	}
 	// Claim only repositories that exist, so requests for made-up names
 	// cannot grow the ownership map. It costs cold repositories one list.
@@ -275,6 +300,90 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 		return RouteResult{}, fmt.Errorf("claim %s: %w", key, unreachable(err))
 	}
 	return n.apply(ctx, key, dec)
+}
+
+// releaseUnheld tells the leader to shorten this node's entry for key.
+// Best effort: if it fails the entry lapses at its TTL and forwarders that
+// wait for it give up with a 503, as without the release.
+func (n *Node) releaseUnheld(ctx context.Context, key repoKey) {
+	ctx, cancel := context.WithTimeout(ctx, cluster.RenewEvery)
+	defer cancel()
+	if _, err := n.cl.leader.Release(ctx, n.cl.cfg.Self, string(key)); err != nil {
+		n.log.Warn("release unheld lease while draining", zap.String("repo", string(key)), zap.Error(err))
+	}
+}
+
+// Moved is called by a forwarder whose request for owner/name was
+// answered by node with the moved signal: node does not hold the
+// repository (it drained) although this node's view named it. Moved
+// re-reads the map and waits, up to Drain plus a follower poll, for an
+// entry still naming node to expire (the drained node's release shortened
+// it to the drain), then routes again: usually a claim, which the leader
+// now grants here or steers elsewhere. Nothing was written for the
+// request, so the caller may send it wherever this says.
+func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult, error) {
+	if n.cl == nil {
+		return RouteResult{Local: true}, nil
+	}
+	if err := repo.ValidateName(owner, name); err != nil {
+		return RouteResult{}, err
+	}
+	key := keyOf(owner, name)
+	deadline := time.Now().Add(n.cl.cfg.Timings.Drain + cluster.FollowerPoll)
+	for {
+		if f := n.cl.follower.Load(); f != nil {
+			if err := f.Refresh(ctx); err != nil {
+				n.log.Warn("re-read ownership map", zap.Error(err))
+			}
+		}
+		e, ok := n.OwnershipView().Get(string(key))
+		now := time.Now()
+		step := movedStep(e, ok, node, now, deadline)
+		if step.giveUp {
+			return RouteResult{}, fmt.Errorf("%s released %s but the map names it until %s: %w",
+				node, key, e.Expires.UTC().Format(time.RFC3339Nano), ErrOwnerUnreachable)
+		}
+		if !step.until.IsZero() {
+			if err := sleepUntil(ctx, step.until); err != nil {
+				return RouteResult{}, err
+			}
+			continue
+		}
+		r, err := n.Route(ctx, owner, name)
+		if err != nil || r.Local || r.Node != node {
+			return r, err
+		}
+		// The leader still names node (its clock is behind this one's):
+		// try again after a poll, within the deadline.
+		if now.Add(cluster.FollowerPoll).After(deadline) {
+			return RouteResult{}, fmt.Errorf("%s released %s but the leader still names it: %w", node, key, ErrOwnerUnreachable)
+		}
+		if err := sleepUntil(ctx, now.Add(cluster.FollowerPoll)); err != nil {
+			return RouteResult{}, err
+		}
+	}
+}
+
+// movedDecision is movedStep's answer: route now (zero value), wait until
+// a time, or give up.
+type movedDecision struct {
+	until  time.Time
+	giveUp bool
+}
+
+// movedStep decides Moved's next step from the view's entry for the
+// repository: an entry that no longer names the node that answered moved
+// (or has expired) routes now; one that still names it live is waited
+// out if it expires by deadline, else the wait would be too long (the
+// release was lost: the entry lapses only at its TTL) and Moved gives up.
+func movedStep(e cluster.Entry, ok bool, node string, now, deadline time.Time) movedDecision {
+	if !ok || e.Node != node || !e.Live(now) {
+		return movedDecision{}
+	}
+	if e.Expires.After(deadline) {
+		return movedDecision{giveUp: true}
+	}
+	return movedDecision{until: e.Expires}
 }
 
 // routeHeld decides for a repository this node holds a lease on: serve

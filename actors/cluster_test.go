@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -124,5 +125,42 @@ func TestFollowerNeedsLeaderClient(t *testing.T) {
 	}
 	if _, err := NewNode(Config{Deps: repo.Deps{Store: memstore.New()}, Cluster: &ClusterConfig{Self: "nonumber"}}); !errors.Is(err, cluster.ErrInvalidName) {
 		t.Fatalf("bad self name: err = %v", err)
+	}
+}
+
+// TestMovedStep: after a moved answer, an entry still naming the node
+// that answered is waited out when it expires within the deadline (a
+// release shortened it to the drain), and given up on otherwise (the
+// release was lost: it lapses only at its TTL); any other entry routes now.
+func TestMovedStep(t *testing.T) {
+	now := time.Unix(1000, 0)
+	deadline := now.Add(700 * time.Millisecond)
+	soon := cluster.Entry{Node: "rgit-1", Epoch: 3, Expires: now.Add(300 * time.Millisecond)}
+	for _, tc := range []struct {
+		name string
+		e    cluster.Entry
+		ok   bool
+		want movedDecision
+	}{
+		{"no entry", cluster.Entry{}, false, movedDecision{}},
+		{"expired", cluster.Entry{Node: "rgit-1", Expires: now}, true, movedDecision{}},
+		{"names another node", cluster.Entry{Node: "rgit-2", Expires: now.Add(cluster.TTL)}, true, movedDecision{}},
+		{"released, expiring soon", soon, true, movedDecision{until: soon.Expires}},
+		{"expires at the deadline", cluster.Entry{Node: "rgit-1", Expires: deadline}, true, movedDecision{until: deadline}},
+		{"release lost", cluster.Entry{Node: "rgit-1", Expires: now.Add(cluster.TTL)}, true, movedDecision{giveUp: true}},
+	} {
+		if got := movedStep(tc.e, tc.ok, "rgit-1", now, deadline); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestMovedErrorClassifies: a draining node's refusal is an ErrDraining
+// (503 where nothing can route again) the engine can tell apart.
+func TestMovedErrorClassifies(t *testing.T) {
+	var err error = fmt.Errorf("route: %w", &MovedError{Repo: "a/b", Node: "rgit-1"})
+	var m *MovedError
+	if !errors.Is(err, ErrDraining) || !errors.As(err, &m) || m.Repo != "a/b" {
+		t.Errorf("MovedError: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -33,11 +34,16 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// runEngineChild performs one rgit engine operation in this process, so
-// the parent can time it end to end and read its peak RSS:
+// runEngineChild performs rgit engine operations in this process, so the
+// parent can time them and read its peak RSS:
 //
 //	engine-child index -in <pack> -dir <outdir>
-//	engine-child clone|fetch -pack <pack> -idx <idx> -wants <file> [-haves <file>] [-bitmap <file>] [-out <file>] [-cache <dir>]
+//	engine-child clone|fetch -pack <pack> -idx <idx> -wants <file> [-haves <file>] [-bitmap <file>] [-rev <file>] [-out <file>] [-cache <dir>] [-serve]
+//
+// Without -serve, clone and fetch answer one request in a fresh process,
+// the cold path. With -serve the process is a running server: it opens
+// the repository once and then answers one request per line of stdin (see
+// serveLoop).
 func runEngineChild(ctx context.Context, args []string) error {
 	if len(args) < 1 {
 		return errors.New("engine-child: missing operation")
@@ -46,14 +52,17 @@ func runEngineChild(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("engine-child "+op, flag.ContinueOnError)
 	in := fs.String("in", "", "pack to index")
 	dir := fs.String("dir", "", "output directory of index")
-	packPath := fs.String("pack", "", "stored pack")
-	idxPath := fs.String("idx", "", "its index")
+	var o serverOptions
+	fs.StringVar(&o.packPath, "pack", "", "stored pack")
+	fs.StringVar(&o.idxPath, "idx", "", "its index")
+	fs.StringVar(&o.revPath, "rev", "", "the pack's reverse index file (read if valid, else written)")
+	fs.StringVar(&o.bitmapPath, "bitmap", "", "the pack's reachability bitmap index, if the server has one")
+	fs.StringVar(&o.cacheDir, "cache", "", "serve a clone through the clone-pack cache in this directory")
 	wants := fs.String("wants", "", "file of wanted ids")
 	haves := fs.String("haves", "", "file of the client's ids")
 	out := fs.String("out", "", "write the produced pack here instead of counting it")
+	serve := fs.Bool("serve", false, "stay up and answer one request per line of stdin")
 	prof := fs.String("cpuprofile", "", "write a CPU profile")
-	cacheDir := fs.String("cache", "", "serve a clone through the clone-pack cache in this directory")
-	bitmapPath := fs.String("bitmap", "", "the pack's reachability bitmap index, if the server has one")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -72,7 +81,30 @@ func runEngineChild(ctx context.Context, args []string) error {
 	case "index":
 		return childIndex(ctx, *in, *dir)
 	case "clone", "fetch":
-		return childServe(ctx, *packPath, *idxPath, *bitmapPath, *wants, *haves, *out, *cacheDir)
+		var err error
+		o.req = gitproto.FetchRequest{Thin: true, OfsDelta: true}
+		if o.req.Wants, err = readIDs(*wants); err != nil {
+			return err
+		}
+		if *haves != "" {
+			if o.req.Haves, err = readIDs(*haves); err != nil {
+				return err
+			}
+		}
+		s, err := openServer(o)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		if *serve {
+			return s.serveLoop(ctx, os.Stdin, os.Stdout)
+		}
+		_, line, err := s.respond(ctx, *out)
+		if err != nil {
+			return err
+		}
+		fmt.Println(line)
+		return nil
 	}
 	return fmt.Errorf("engine-child: unknown operation %q", op)
 }
@@ -92,78 +124,117 @@ func childIndex(ctx context.Context, in, dir string) error {
 	return nil
 }
 
-// childServe produces a clone or fetch pack with the server's own code
-// (transport/fetchpack: sparse walk, then WritePack over the stored pack),
-// for a client that asks for thin packs and ofs-deltas as git does. With
-// bitmapPath the plan comes from the pack's bitmaps where they can answer
-// it, as on a server whose repository has them. With cacheDir it goes
-// through the clone-pack cache there, as the server does for clones.
-func childServe(ctx context.Context, packPath, idxPath, bitmapPath, wantsFile, havesFile, out, cacheDir string) error {
-	p, err := pack.Open(packPath, idxPath)
+// serverOptions say what a benchServer opens and what it is asked.
+type serverOptions struct {
+	packPath, idxPath, revPath, bitmapPath, cacheDir string
+	req                                              gitproto.FetchRequest
+}
+
+// benchServer is what a running rgit server keeps of a repository across
+// sessions: the open pack (its index mapped, its offset order and delta
+// base cache built on first use), the pack's bitmap index, and the
+// clone-pack cache. Per request it does what transport/engine does per
+// session: a fresh commit-graph cache (engine's walk.Graph lives in the
+// session), the plan (fetchpack.PlanWith: bitmaps where they answer, else
+// the sparse walk), and the pack written by fetchpack.Write, for a client
+// that asks for thin packs and ofs-deltas as git does.
+type benchServer struct {
+	o     serverOptions
+	p     *pack.Pack
+	set   *pack.Set
+	bm    *bitmap.Index
+	log   *zap.Logger
+	cache *clonecache.Cache // nil: clones are produced every time
+	key   string
+}
+
+func openServer(o serverOptions) (*benchServer, error) {
+	p, err := pack.OpenWith(o.packPath, o.idxPath, pack.OpenOptions{RevPath: o.revPath})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer p.Close()
-	set := pack.NewSet(p)
-	var bm *bitmap.Index
-	var log *zap.Logger
-	if bitmapPath != "" {
-		log = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel))
-		bm = fetchpack.OpenBitmap(bitmapPath, p, log)
+	s := &benchServer{o: o, p: p, set: pack.NewSet(p)}
+	if o.bitmapPath != "" {
+		s.log = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel))
+		s.bm = fetchpack.OpenBitmap(o.bitmapPath, p, s.log)
 	}
-	req := gitproto.FetchRequest{Thin: true, OfsDelta: true}
-	if req.Wants, err = readIDs(wantsFile); err != nil {
-		return err
-	}
-	if havesFile != "" {
-		if req.Haves, err = readIDs(havesFile); err != nil {
-			return err
+	if o.cacheDir != "" {
+		if !fetchpack.Cacheable(&o.req) {
+			p.Close()
+			return nil, errors.New("engine-child: only clones go through the clone-pack cache")
 		}
+		if s.cache, err = clonecache.New(o.cacheDir, 4<<30); err != nil {
+			p.Close()
+			return nil, err
+		}
+		s.key = fetchpack.CacheKey("bench/"+filepath.Base(o.packPath), []string{filepath.Base(o.packPath)}, &o.req)
 	}
-	var w io.Writer
-	cw := &countingWriter{}
-	w = cw
+	return s, nil
+}
+
+func (s *benchServer) close() error { return s.p.Close() }
+
+// respond answers the request once, writing the pack to the file out, or
+// counting and discarding it when out is empty. It returns the time the
+// request took (plan and pack, or the cache's answer) and a summary line.
+func (s *benchServer) respond(ctx context.Context, out string) (time.Duration, string, error) {
+	var w io.Writer = &countingWriter{}
 	var of *os.File
 	if out != "" {
+		var err error
 		if of, err = os.Create(out); err != nil {
-			return err
+			return 0, "", err
 		}
 		defer of.Close()
 		w = of
 	}
 	var st pack.WriteStats
 	produce := func(w io.Writer) error {
-		res, err := fetchpack.PlanWith(ctx, walk.NewGraph(set, 1<<20), bm, log, &req)
+		res, err := fetchpack.PlanWith(ctx, walk.NewGraph(s.set, 1<<20), s.bm, s.log, &s.o.req)
 		if err != nil {
 			return fmt.Errorf("walk: %w", err)
 		}
-		st, err = fetchpack.Write(ctx, set, w, &req, res, nil)
+		st, err = fetchpack.Write(ctx, s.set, w, &s.o.req, res, nil)
 		return err
 	}
+	start := time.Now()
 	hit := false
-	if cacheDir != "" {
-		if !fetchpack.Cacheable(&req) {
-			return errors.New("engine-child: only clones go through the clone-pack cache")
-		}
-		cache, err := clonecache.New(cacheDir, 4<<30)
-		if err != nil {
-			return err
-		}
-		key := fetchpack.CacheKey("bench/"+filepath.Base(packPath), []string{filepath.Base(packPath)}, &req)
-		if hit, err = cache.Serve(ctx, key, w, produce); err != nil {
-			return err
-		}
-	} else if err := produce(w); err != nil {
-		return err
+	var err error
+	if s.cache != nil {
+		hit, err = s.cache.Serve(ctx, s.key, w, produce)
+	} else {
+		err = produce(w)
+	}
+	took := time.Since(start)
+	if err != nil {
+		return 0, "", err
 	}
 	if of != nil {
 		if err := of.Close(); err != nil {
+			return 0, "", err
+		}
+	}
+	return took, fmt.Sprintf("objects=%d bytes=%d reused=%d reused_deltas=%d deflated=%d verbatim=%v cache_hit=%v",
+		st.Objects, st.Bytes, st.Reused, st.ReusedDeltas, st.Deflated, st.Verbatim, hit), nil
+}
+
+// serveLoop answers one request per line of in until in ends: an empty
+// line is a timed request whose pack is counted and discarded, any other
+// line names a file to write the pack to. Each answer is one line on out,
+// "request_s=<seconds> <summary>", so the parent can interleave requests
+// with C git's and time each alone, without this process's start-up.
+func (s *benchServer) serveLoop(ctx context.Context, in io.Reader, out io.Writer) error {
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		took, line, err := s.respond(ctx, strings.TrimSpace(sc.Text()))
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(out, "request_s=%.6f %s\n", took.Seconds(), line); err != nil {
 			return err
 		}
 	}
-	fmt.Printf("objects=%d bytes=%d reused=%d reused_deltas=%d deflated=%d verbatim=%v cache_hit=%v\n",
-		st.Objects, st.Bytes, st.Reused, st.ReusedDeltas, st.Deflated, st.Verbatim, hit)
-	return nil
+	return sc.Err()
 }
 
 func readIDs(path string) ([]object.ID, error) {

@@ -116,6 +116,11 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 	}
 
 	httpFwd, sessFwd := s.cluster.forwarders()
+	if s.cluster != nil {
+		// Forwarders follow "moved" answers by routing again through the
+		// engine; set before any listener exists.
+		s.cluster.httpFwd.Mover, s.cluster.sessions.Mover = eng, eng
+	}
 	httpCfg := httpgit.Config{Resolver: eng, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
 	if httpFwd != nil {
 		httpCfg.Forward, httpCfg.Rerouter = httpFwd, eng

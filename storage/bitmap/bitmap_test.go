@@ -3,10 +3,14 @@ package bitmap
 import (
 	"bytes"
 	"context"
+	"crypto/sha1"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rgit/rgit/storage/object"
@@ -319,5 +323,80 @@ func TestObjectsConcurrent(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// asV1 reseals a version 2 file as version 1 (SHA-1 trailer), as files
+// written before version 2 are.
+func asV1(v2 []byte) []byte {
+	body := slices.Clone(v2[:len(v2)-crcLen])
+	binary.BigEndian.PutUint32(body[4:], versionV1)
+	sum := sha1.Sum(body)
+	return append(body, sum[:]...)
+}
+
+// Both versions are read, and in both any damaged byte is found when the
+// file is parsed, before a query could trust a mask: every position of the
+// file, flipped, must fail Parse.
+func TestParseVersionsDetectEveryFlip(t *testing.T) {
+	r := history(t)
+	p := r.packs()[0]
+	x := build(t, p, r.refs(), BuildOptions{})
+	var buf bytes.Buffer
+	if _, err := x.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	v2 := buf.Bytes()
+	if v := binary.BigEndian.Uint32(v2[4:]); v != version {
+		t.Fatalf("written version %d, want %d", v, version)
+	}
+	for name, good := range map[string][]byte{"v2": v2, "v1": asV1(v2)} {
+		y, err := Parse(good, p)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if y.Len() != x.Len() || !slices.Equal(y.types[0], x.types[0]) {
+			t.Fatalf("%s: parsed index differs from the written one", name)
+		}
+		for i := range good {
+			bad := slices.Clone(good)
+			bad[i] ^= 0x10
+			if _, err := Parse(bad, p); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%s: byte %d of %d flipped: err = %v, want ErrCorrupt", name, i, len(good), err)
+			}
+		}
+	}
+}
+
+// BenchmarkOpen measures what every process opening a pack pays for its
+// bitmap, in either version. RGIT_BENCH_PACK names a real pack (its .idx
+// next to it) and RGIT_BENCH_BITMAP an rgit bitmap file for it.
+func BenchmarkOpen(b *testing.B) {
+	path := os.Getenv("RGIT_BENCH_PACK")
+	if path == "" {
+		b.Skip("RGIT_BENCH_PACK not set")
+	}
+	p, err := pack.Open(path, strings.TrimSuffix(path, ".pack")+".idx")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	x, err := Open(os.Getenv("RGIT_BENCH_BITMAP"), p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := x.WriteTo(&buf); err != nil {
+		b.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"v2": buf.Bytes(), "v1": asV1(buf.Bytes())} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if _, err := Parse(data, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -14,17 +14,20 @@
 // uses its bitmap: the query walks from a want or have only down to the
 // nearest bitmapped commits.
 //
-// File format (version 1, all integers big-endian):
+// File format (version 2, all integers big-endian):
 //
 //	"RGBM" | version u32 | pack checksum [20] | object count u32 |
 //	entry count u32 | 4 type masks (commit, tree, blob, tag) |
-//	entries: id [20] + base u32 + mask | SHA-1 of everything before
+//	entries: id [20] + base u32 + mask | CRC-32C of everything before
 //
 // where a mask is a u32 byte length followed by the run-length encoded
 // words described in encode (EWAH-like: a marker word per fill run and
 // literal run), and base is 0xffffffff or the index of an earlier entry
-// whose mask this one is XOR-ed with (chains at most maxChain long). A file whose checksum, pack checksum or object count does
-// not match is rejected (ErrCorrupt, ErrMismatch) and the caller walks.
+// whose mask this one is XOR-ed with (chains at most maxChain long).
+// Version 1 files, identical but sealed with a SHA-1 of everything before,
+// are still read. The whole file is checked on every open (see unseal): one
+// whose checksum, pack checksum or object count does not match is rejected
+// (ErrCorrupt, ErrMismatch) and the caller walks.
 //
 // The package imports storage/object, storage/pack and storage/walk.
 package bitmap

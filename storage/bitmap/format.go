@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,10 +32,53 @@ var (
 var magic = []byte("RGBM")
 
 const (
-	version   = 1
+	// version is what WriteTo writes. Version 1 differs only in its
+	// trailer (SHA-1 instead of CRC-32C); Parse reads both.
+	version   = 2
+	versionV1 = 1
 	headerLen = 4 + 4 + object.IDSize + 4 + 4
 	numTypes  = 4
+	crcLen    = 4
 )
+
+// castagnoli is the CRC-32C table; crc32 computes it with the CPU's CRC
+// instructions where there are some.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// unseal checks data's signature, version and trailing checksum and
+// returns what the checksum covers. Every open verifies the whole file so
+// that damage is found before a query trusts a mask; version 2 seals with
+// CRC-32C because that check then costs ~0.04 ms per MB instead of SHA-1's
+// ~0.5 ms, paid by every process that opens the pack. The checksum guards
+// against damage, not forgery: whoever can write the file can reseal it
+// with either.
+func unseal(data []byte) ([]byte, error) {
+	if len(data) < headerLen+crcLen {
+		return nil, fmt.Errorf("%d bytes: %w", len(data), ErrCorrupt)
+	}
+	if !bytes.Equal(data[:4], magic) {
+		return nil, fmt.Errorf("bad signature: %w", ErrCorrupt)
+	}
+	switch v := binary.BigEndian.Uint32(data[4:]); v {
+	case version:
+		body := data[:len(data)-crcLen]
+		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(data[len(body):]) {
+			return nil, fmt.Errorf("checksum: %w", ErrCorrupt)
+		}
+		return body, nil
+	case versionV1:
+		if len(data) < headerLen+object.IDSize {
+			return nil, fmt.Errorf("%d bytes: %w", len(data), ErrCorrupt)
+		}
+		body := data[:len(data)-object.IDSize]
+		if sum := sha1.Sum(body); !bytes.Equal(sum[:], data[len(body):]) {
+			return nil, fmt.Errorf("checksum: %w", ErrCorrupt)
+		}
+		return body, nil
+	default:
+		return nil, fmt.Errorf("version %d: %w", v, ErrCorrupt)
+	}
+}
 
 // typeSlot maps an object type to its type mask, or -1.
 func typeSlot(t object.Type) int {
@@ -104,18 +148,9 @@ func Open(path string, p *pack.Pack) (*Index, error) {
 // Parse loads an encoded index for pack p. The Index keeps references into
 // data, which must not be modified afterwards.
 func Parse(data []byte, p *pack.Pack) (*Index, error) {
-	if len(data) < headerLen+object.IDSize {
-		return nil, fmt.Errorf("%d bytes: %w", len(data), ErrCorrupt)
-	}
-	body := data[:len(data)-object.IDSize]
-	if sum := sha1.Sum(body); !bytes.Equal(sum[:], data[len(body):]) {
-		return nil, fmt.Errorf("checksum: %w", ErrCorrupt)
-	}
-	if !bytes.Equal(body[:4], magic) {
-		return nil, fmt.Errorf("bad signature: %w", ErrCorrupt)
-	}
-	if v := binary.BigEndian.Uint32(body[4:]); v != version {
-		return nil, fmt.Errorf("version %d: %w", v, ErrCorrupt)
+	body, err := unseal(data)
+	if err != nil {
+		return nil, err
 	}
 	var sum object.ID
 	copy(sum[:], body[8:])
@@ -140,7 +175,6 @@ func Parse(data []byte, p *pack.Pack) (*Index, error) {
 		rest = rest[4+l:]
 		return m, nil
 	}
-	var err error
 	for t := range x.types {
 		if x.types[t], err = mask(); err != nil {
 			return nil, err
@@ -244,8 +278,7 @@ func (x *Index) WriteTo(w io.Writer) (int64, error) {
 		buf = binary.BigEndian.AppendUint32(buf, base)
 		appendMask(e.mask)
 	}
-	h := sha1.Sum(buf)
-	buf = append(buf, h[:]...)
+	buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
 	n, err := w.Write(buf)
 	if err != nil {
 		return int64(n), fmt.Errorf("write bitmap: %w", err)

@@ -25,6 +25,13 @@ const maxReadChain = 10000
 type OpenOptions struct {
 	// CacheBytes is the delta base cache budget; 0 means DefaultCacheBytes.
 	CacheBytes int64
+	// RevPath, if set, names the pack's reverse index file (git's .rev;
+	// RevPathFor gives the usual name). The offset order every serve of
+	// the pack needs is read from it instead of sorted, when it is valid
+	// for this pack; when it is missing or not valid the order is sorted
+	// and the file (re)written atomically, so only the first process to
+	// open a pack pays for the sort. Empty: sort in every process.
+	RevPath string
 }
 
 // Pack is a pack file with its index. Safe for concurrent use.
@@ -38,6 +45,7 @@ type Pack struct {
 	byOffOnce sync.Once
 	byOff     []uint32 // index positions sorted by pack offset
 	byOffErr  error
+	revPath   string // reverse index file backing byOff, or ""
 
 	// headers, if set (OpenIndexed), holds every object's resolved type
 	// and size by index position.
@@ -144,7 +152,7 @@ func newPack(f *os.File, idx *Index, opts OpenOptions) (*Pack, error) {
 	if limit <= 0 {
 		limit = DefaultCacheBytes
 	}
-	return &Pack{f: f, idx: idx, name: "pack-" + sum.String(), size: size, cache: newBaseCache(limit)}, nil
+	return &Pack{f: f, idx: idx, name: "pack-" + sum.String(), size: size, cache: newBaseCache(limit), revPath: opts.RevPath}, nil
 }
 
 // checkPackHeader validates the 12-byte pack header and returns the count.
@@ -322,30 +330,6 @@ func cmpInt64(a, b int64) int {
 		return 1
 	}
 	return 0
-}
-
-// offsetOrder returns index positions sorted by pack offset, built once.
-func (p *Pack) offsetOrder() ([]uint32, error) {
-	p.byOffOnce.Do(func() {
-		n := p.idx.Count()
-		order := make([]uint32, n)
-		for i := range order {
-			order[i] = uint32(i)
-			if o := p.idx.Offset(i); o < packHeaderLen || o >= p.size-packTrailerLen {
-				p.byOffErr = corruptf("index offset %d of %s out of range", o, p.idx.ID(i))
-				return
-			}
-		}
-		sortByOffset(p.idx, order)
-		for i := 1; i < n; i++ {
-			if p.idx.Offset(int(order[i])) == p.idx.Offset(int(order[i-1])) {
-				p.byOffErr = corruptf("two index entries share offset %d", p.idx.Offset(int(order[i])))
-				return
-			}
-		}
-		p.byOff = order
-	})
-	return p.byOff, p.byOffErr
 }
 
 // sortByOffset sorts index positions by pack offset. Every serve of a

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/pack"
@@ -108,6 +109,14 @@ type entry struct {
 	refs     int
 	lastUsed time.Time
 	detached bool // removed from the map; close p once refs reach zero
+
+	// The pack's reachability bitmap (see bitmap.go). bmMu serializes its
+	// loading; bm, bmState and bmSize are guarded by Cache.mu and belong
+	// to p: they are reset whenever p is.
+	bmMu    sync.Mutex
+	bm      *bitmap.Index
+	bmState bitmapState
+	bmSize  int64 // counted in size while the bitmap is loaded
 }
 
 // flight is one in-progress download or open of a pack; concurrent Gets for
@@ -204,11 +213,13 @@ func (c *Cache) scan() error {
 			files[de.Name()] = info
 		}
 	}
-	for fname, info := range files {
+	for fname := range files {
 		name, ext, ok := splitFile(fname)
-		other, hasOther := files[name+map[string]string{".pack": ".idx", ".idx": ".pack"}[ext]]
-		if !ok || !hasOther {
-			// A stray file: a crash between the two renames, or foreign junk.
+		pk, hasPack := files[name+".pack"]
+		idx, hasIdx := files[name+".idx"]
+		if !ok || !hasPack || !hasIdx {
+			// A stray file: a crash between the two renames, a bitmap whose
+			// pack is gone, or foreign junk.
 			c.log.Info("packcache: removing stray file", zap.String("file", fname))
 			_ = os.Remove(filepath.Join(c.packDir, fname))
 			continue
@@ -216,22 +227,24 @@ func (c *Cache) scan() error {
 		if ext != ".pack" {
 			continue
 		}
-		mt := info.ModTime()
-		if other.ModTime().After(mt) {
-			mt = other.ModTime()
+		mt := pk.ModTime()
+		if idx.ModTime().After(mt) {
+			mt = idx.ModTime()
 		}
-		e := &entry{name: name, size: info.Size() + other.Size(), lastUsed: mt}
+		// A bitmap file found here is counted once it is loaded.
+		e := &entry{name: name, size: pk.Size() + idx.Size(), lastUsed: mt}
 		c.entries[name] = e
 		c.bytes += e.size
 	}
 	return nil
 }
 
-// splitFile splits "pack-<hex>.pack" into name and extension.
+// splitFile splits "pack-<hex>.pack" (or .idx, .bitmap) into name and
+// extension.
 func splitFile(fname string) (name, ext string, ok bool) {
 	ext = filepath.Ext(fname)
 	name = strings.TrimSuffix(fname, ext)
-	if ext != ".pack" && ext != ".idx" {
+	if ext != ".pack" && ext != ".idx" && ext != ".bitmap" {
 		return "", "", false
 	}
 	if _, err := nameHash(name); err != nil {
@@ -243,6 +256,16 @@ func splitFile(fname string) (name, ext string, ok bool) {
 func (c *Cache) paths(name string) (packPath, idxPath string) {
 	base := filepath.Join(c.packDir, name)
 	return base + ".pack", base + ".idx"
+}
+
+func (c *Cache) bitmapPath(name string) string {
+	return filepath.Join(c.packDir, name+".bitmap")
+}
+
+// removeFiles deletes a pack's cached files: pack, idx and bitmap.
+func (c *Cache) removeFiles(name string) error {
+	pp, ip := c.paths(name)
+	return errors.Join(removeIfExists(pp), removeIfExists(ip), removeIfExists(c.bitmapPath(name)))
 }
 
 // TempDir is a directory on the cache's filesystem for files that will be
@@ -345,10 +368,8 @@ func (c *Cache) fileExists(name string) bool {
 // and with its files already gone.
 func (c *Cache) publish(name string, p *pack.Pack, size int64, stale bool) *entry {
 	if stale || c.closed {
-		pp, ip := c.paths(name)
 		if stale {
-			_ = os.Remove(pp)
-			_ = os.Remove(ip)
+			_ = c.removeFiles(name)
 		}
 		return &entry{name: name, size: size, p: p, verified: true, detached: true}
 	}
@@ -360,6 +381,7 @@ func (c *Cache) publish(name string, p *pack.Pack, size int64, stale bool) *entr
 		c.bytes -= e.size
 	}
 	e.size, e.p, e.verified = size, p, true
+	e.bm, e.bmState, e.bmSize = nil, bitmapUnknown, 0
 	c.bytes += size
 	return e
 }
@@ -373,7 +395,7 @@ func (c *Cache) releaser(e *entry) func() {
 			e.lastUsed = c.opt.now()
 			var toClose *pack.Pack
 			if e.detached && e.refs == 0 && e.p != nil {
-				toClose, e.p = e.p, nil
+				toClose, e.p, e.bm = e.p, nil, nil
 			}
 			c.mu.Unlock()
 			if toClose != nil {
@@ -636,8 +658,7 @@ func (c *Cache) Remove(name string) error {
 		return nil
 	}
 	c.dropLocked(e)
-	pp, ip := c.paths(name)
-	return errors.Join(removeIfExists(pp), removeIfExists(ip))
+	return c.removeFiles(name)
 }
 
 // dropLocked unregisters e; its pack closes now if unused, else on last release.
@@ -647,7 +668,7 @@ func (c *Cache) dropLocked(e *entry) {
 	e.detached = true
 	if e.refs == 0 && e.p != nil {
 		c.closePack(e.p)
-		e.p = nil
+		e.p, e.bm = nil, nil
 	}
 }
 
@@ -668,8 +689,7 @@ func (c *Cache) evict() int64 {
 	var freed int64
 	for _, e := range victims {
 		c.dropLocked(e)
-		pp, ip := c.paths(e.name)
-		if err := errors.Join(removeIfExists(pp), removeIfExists(ip)); err != nil {
+		if err := c.removeFiles(e.name); err != nil {
 			c.log.Warn("packcache: evict", zap.String("pack", e.name), zap.Error(err))
 		}
 		freed += e.size
@@ -763,7 +783,7 @@ func (c *Cache) Close() error {
 		e.detached = true
 		if e.refs == 0 && e.p != nil {
 			c.closePack(e.p)
-			e.p = nil
+			e.p, e.bm = nil, nil
 		}
 	}
 	c.entries = map[string]*entry{}

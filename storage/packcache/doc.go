@@ -4,11 +4,13 @@
 // open *pack.Pack handles by concurrent readers.
 //
 // One process owns a cache directory at a time (an flock on dir/LOCK).
-// Layout: dir/LOCK, dir/packs/pack-<hex>.{pack,idx}, dir/tmp/ (partial
-// downloads, wiped at open). Files are only ever published by rename, so a
+// Layout: dir/LOCK, dir/packs/pack-<hex>.{pack,idx,bitmap}, dir/tmp/
+// (partial downloads, wiped at open). The optional .bitmap is the pack's
+// reachability bitmap (storage/bitmap), fetched on first use of Bitmap and
+// held parsed beside the open pack. Files are only ever published by rename, so a
 // crash leaves either a complete pair or a stray file that Open removes;
 // pairs found at open are fully re-verified on first use.
 //
-// It may import storage/objstore, storage/pack, storage/object, zap and the
-// standard library.
+// It may import storage/objstore, storage/pack, storage/bitmap,
+// storage/object, zap and the standard library.
 package packcache

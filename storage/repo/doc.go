@@ -4,12 +4,13 @@
 // "objects/{owner}/{name}/pack/". It implements create/open/delete/fork,
 // consistent read snapshots backed by the local pack cache, staging a
 // pushed pack and committing ref updates with compare-and-set, repack and
-// garbage collection.
+// garbage collection, and reachability bitmaps for whole-repository packs
+// (bitmap.go).
 //
 // A *Repo is the writer handle: opening one fences every earlier writer of
 // the same repository, so a node opens it only while it owns the repo (the
 // repo actor serializes writes). It may import storage/refdb,
-// storage/objstore, storage/pack, storage/packcache, storage/walk,
-// storage/object, zap
+// storage/objstore, storage/pack, storage/packcache, storage/bitmap,
+// storage/walk, storage/object, zap
 // and the standard library.
 package repo

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/refdb"
 )
 
@@ -76,10 +78,11 @@ func deleteKey(ctx context.Context, d Deps, key string) error {
 	return nil
 }
 
-// packNameOfKey maps ".../pack/pack-<hex>.pack|.idx" to "pack-<hex>".
+// packNameOfKey maps ".../pack/pack-<hex>.pack|.idx|.bitmap" to
+// "pack-<hex>", so GC keeps or drops a bitmap with its pack.
 func packNameOfKey(key string) (string, bool) {
 	base := key[strings.LastIndexByte(key, '/')+1:]
-	for _, ext := range []string{".pack", ".idx"} {
+	for _, ext := range []string{".pack", ".idx", ".bitmap"} {
 		if n, ok := strings.CutSuffix(base, ext); ok && strings.HasPrefix(n, "pack-") {
 			return n, true
 		}
@@ -87,8 +90,8 @@ func packNameOfKey(key string) (string, bool) {
 	return "", false
 }
 
-// Fork creates dstOwner/dstName as a copy of src: every listed pack and
-// index is copied inside the store (server-side on S3), then the new
+// Fork creates dstOwner/dstName as a copy of src: every listed pack, index
+// and bitmap is copied inside the store (server-side on S3), then the new
 // database is created with the same refs, HEAD and pack list, private.
 // The fork shares no objects with its source afterwards. ErrExists if dst
 // exists.
@@ -111,6 +114,11 @@ func Fork(ctx context.Context, d Deps, src *Snapshot, dstOwner, dstName string) 
 			if err := d.Store.Copy(ctx, kv[0], kv[1]); err != nil {
 				return fmt.Errorf("fork %s/%s to %s/%s: copy %s: %w", src.Owner, src.Name, dstOwner, dstName, kv[0], err)
 			}
+		}
+		// The bitmap is optional: most packs have none.
+		sb := BitmapKey(src.Owner, src.Name, p.Name)
+		if err := d.Store.Copy(ctx, sb, BitmapKey(dstOwner, dstName, p.Name)); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return fmt.Errorf("fork %s/%s to %s/%s: copy %s: %w", src.Owner, src.Name, dstOwner, dstName, sb, err)
 		}
 	}
 	// A failure from here leaves copied packs no database lists: GC (or a

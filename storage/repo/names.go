@@ -83,6 +83,12 @@ func PackKeys(owner, name, packName string) (packKey, idxKey string) {
 	return base + ".pack", base + ".idx"
 }
 
+// BitmapKey returns the object-store key of a pack's reachability bitmap
+// (optional; see storage/bitmap), next to the pack.
+func BitmapKey(owner, name, packName string) string {
+	return packPrefix(owner, name) + packName + ".bitmap"
+}
+
 // validateRefName is a light check; the protocol layer applies git's full
 // check-ref-format rules before a name gets here.
 func validateRefName(ref string) error {

@@ -33,7 +33,7 @@ var ErrConcurrentUpdate = errors.New("refs changed during repack")
 const repackMaxCommits = 1 << 16
 
 // Repack writes one pack holding every object reachable from the refs,
-// uploads it, and in one transaction lists it and retires the packs it
+// uploads it with its reachability bitmap, and in one transaction lists it and retires the packs it
 // replaces (recorded as "retired/{name}"; GC deletes them after the grace
 // period so running clones finish). Unreachable objects are dropped; the
 // transaction checks the ref generation so a push that landed meanwhile
@@ -69,6 +69,14 @@ func (r *Repo) Repack(ctx context.Context, progress func(stage string, done, tot
 	if err != nil {
 		return PackInfo{}, fmt.Errorf("repack %s/%s: %w", r.owner, r.name, err)
 	}
+	// Before listing, so the pack is never served without its bitmap on a
+	// node that opens it later. A failure costs fetches time, not the repack.
+	if err := BuildBitmap(ctx, r.d, r.owner, r.name, info.Name, refTips(snap.Refs)); err != nil {
+		if ctx.Err() != nil {
+			return PackInfo{}, fmt.Errorf("repack %s/%s: %w", r.owner, r.name, ctx.Err())
+		}
+		r.log.Warn("repack: no bitmap for the new pack", zap.String("pack", info.Name), zap.Error(err))
+	}
 	txn := append(refdb.Txn{refGenCheck(snap.st.refGen)}, listPack(info)...)
 	retired, _ := json.Marshal(retiredInfo{Retired: r.d.now().UTC()})
 	for _, p := range snap.Packs {
@@ -94,16 +102,8 @@ func (r *Repo) Repack(ctx context.Context, progress func(stage string, done, tot
 
 // reachable lists every object reachable from the snapshot's refs.
 func reachable(ctx context.Context, snap *Snapshot) ([]object.ID, error) {
-	wants := make([]object.ID, 0, len(snap.Refs))
-	seen := make(map[object.ID]bool, len(snap.Refs))
-	for _, ref := range snap.Refs {
-		if !seen[ref.ID] {
-			seen[ref.ID] = true
-			wants = append(wants, ref.ID)
-		}
-	}
 	g := walk.NewGraph(snap.Objects(), repackMaxCommits)
-	res, err := walk.Objects(ctx, g, walk.Request{Wants: wants})
+	res, err := walk.Objects(ctx, g, walk.Request{Wants: refTips(snap.Refs)})
 	if err != nil {
 		return nil, fmt.Errorf("list reachable objects: %w", err)
 	}

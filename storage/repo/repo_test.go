@@ -546,7 +546,8 @@ func testRepackKeepsObjectsAndGCRetiresLater(t *testing.T, st objstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stats.DeletedKeys != 0 || len(storeKeys(t, st, packPrefix("o", "r"))) != 8 {
+	// 3 old packs with their idx, the new pack with idx and bitmap.
+	if stats.DeletedKeys != 0 || len(storeKeys(t, st, packPrefix("o", "r"))) != 9 {
 		t.Fatalf("GC inside grace: %+v", stats)
 	}
 	stats, err = r.GC(ctx, now.Add(2*time.Hour), time.Hour)
@@ -557,7 +558,7 @@ func testRepackKeepsObjectsAndGCRetiresLater(t *testing.T, st objstore.Store) {
 		t.Fatalf("GC after grace: %+v", stats)
 	}
 	pk, ik := PackKeys("o", "r", info.Name)
-	if keys := storeKeys(t, st, packPrefix("o", "r")); !slices.Equal(keys, []string{ik, pk}) {
+	if keys := storeKeys(t, st, packPrefix("o", "r")); !slices.Equal(keys, []string{BitmapKey("o", "r", info.Name), ik, pk}) {
 		t.Fatalf("pack objects after GC = %v", keys)
 	}
 	// A fresh node reads everything from the single pack.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
 )
 
@@ -99,6 +100,7 @@ type sharedSet struct {
 	key      string
 	set      *pack.Set
 	releases []func()
+	cache    *packcache.Cache // where the packs (and their bitmaps) come from
 
 	mu   sync.Mutex
 	refs int
@@ -128,7 +130,7 @@ func openSet(ctx context.Context, d Deps, owner, name string, st *state) (*share
 	if d.Cache == nil && len(st.packs) > 0 {
 		return nil, errors.New("no pack cache configured")
 	}
-	s := &sharedSet{key: st.setKey}
+	s := &sharedSet{key: st.setKey, cache: d.Cache}
 	packs := make([]*pack.Pack, 0, len(st.packs))
 	for _, p := range st.packs {
 		pk, ik := PackKeys(owner, name, p.Name)

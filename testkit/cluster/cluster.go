@@ -237,17 +237,32 @@ func (c *Cluster) Cached(node, repoName string) bool {
 // entry: Route; serve locally, or forward to the owner, which routes again
 // (at most MaxHops hops). A connect failure of a GET goes through
 // ConnectFailed and is retried where it says, at most twice per hop (the
-// second failure is the one that may force the repository over). It
+// second failure is the one that may force the repository over). A GET
+// forwarded to a node that answers moved (a draining node whose lease
+// ended while the forwarder's view still named it) goes back to the
+// forwarder, which follows it with Moved, at most maxMoves times; a POST
+// (a push: its body is not replayed) fails with the moved error. It
 // returns op's result and the node that served.
 func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op func(n *actors.Node, node string) (string, error)) (string, string, error) {
 	owner, name, _ := strings.Cut(repoName, "/")
-	at := entry
+	at, from := entry, ""
+	moves := 0
 	for hop := 0; ; hop++ {
 		n := c.Node(at)
 		if n == nil {
 			return "", at, fmt.Errorf("%s: %w", at, ErrNodeDown)
 		}
 		r, err := n.Route(ctx, owner, name)
+		var moved *actors.MovedError
+		if errors.As(err, &moved) && from != "" && method == "GET" && moves < maxMoves {
+			moves++
+			released := at
+			at, hop = from, hop-1
+			if n = c.Node(at); n == nil {
+				return "", at, fmt.Errorf("%s: %w", at, ErrNodeDown)
+			}
+			r, err = n.Moved(ctx, owner, name, released)
+		}
 		for fails := 0; err == nil && !r.Local; fails++ {
 			cerr := c.Net.Connect(ctx, at, r.Node)
 			if cerr == nil {
@@ -270,9 +285,13 @@ func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op 
 		if hop == MaxHops {
 			return "", at, fmt.Errorf("%s via %s: %w", repoName, at, ErrHopLimit)
 		}
-		at = r.Node
+		from, at = at, r.Node
 	}
 }
+
+// maxMoves matches transport/gitserve: how often one request follows a
+// moved answer.
+const maxMoves = 2
 
 // RefID is the object ID the harness writes for value v.
 func RefID(v uint64) object.ID {

@@ -38,6 +38,8 @@ import (
 //	partition nX / heal nX / kill nX / restart nX
 //	drop nX nY [N]         fail the next N connects nX → nY
 //	drain nX               Node.Drain at nX
+//	delay DUR              latency of every simulated connect (and so of
+//	                       every forward and leader call); 0 turns it off
 //	go CMD…                run CMD in the background; "wait" prints results
 //	entry nX R             R's ownership entry in nX's view
 //	open nX                repositories open at nX
@@ -278,6 +280,13 @@ func (w *world) run(line string) (string, error) {
 		}
 		w.c.Net.Drop(node(arg(1)), node(arg(2)), cnt)
 		return fmt.Sprintf("dropping %d %s→%s", cnt, arg(1), arg(2)), nil
+	case "delay":
+		d, err := time.ParseDuration(arg(1))
+		if err != nil {
+			return "", err
+		}
+		w.c.Net.SetDelay(d)
+		return "delay " + d.String(), nil
 	case "drain":
 		n := w.c.Node(node(arg(1)))
 		if n == nil {

@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	rc "github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/transport/admin"
 )
@@ -101,6 +104,62 @@ func (c *Cluster) openOn(t *testing.T, n *Node, repo string) bool {
 	return strings.Contains(c.mustAdmin(t, n, "status"), repo)
 }
 
+// ownedRe matches admin "where" for a live lease.
+var ownedRe = regexp.MustCompile(`is owned by (\S+) \(epoch \d+, lease live`)
+
+// waitOwner polls admin "where" on n until its view names a live owner of
+// repo (want, unless want is ""), and returns that node. Placement
+// steering decides owners, so tests ask the cluster instead of assuming.
+func (c *Cluster) waitOwner(t *testing.T, n *Node, repo, want string) *Node {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, err := c.Admin(context.Background(), n, admin.Request{Command: "where", Args: []string{repo}})
+		if m := ownedRe.FindStringSubmatch(out); err == nil && m != nil && (want == "" || m[1] == want) {
+			for _, o := range c.Nodes {
+				if o.Name == m[1] {
+					return o
+				}
+			}
+			t.Fatalf("%s names unknown owner %q of %s", n.Name, m[1], repo)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never saw a live owner %q of %s: %q %v", n.Name, want, repo, out, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// others returns the nodes other than the given ones, in order.
+func (c *Cluster) others(not ...*Node) []*Node {
+	var out []*Node
+	for _, n := range c.Nodes {
+		if !slices.Contains(not, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// nonLeaderRepo returns alice/<prefix>-<i> for the first i whose
+// rendezvous winner among all nodes is not the leader. Pushed first
+// through a non-leader it lands on a non-leader whether the leader steers
+// already (the winner) or not yet (the requester, before
+// cluster.SettleTime): failover tests need an owner that can die while
+// the leader lives.
+func (c *Cluster) nonLeaderRepo(prefix string) string {
+	live := make(rc.LiveSet, len(c.Nodes))
+	for i, n := range c.Nodes {
+		live[i] = rc.NodeWeight{Node: n.Name, Weight: 1}
+	}
+	for i := 0; ; i++ {
+		r := fmt.Sprintf("alice/%s-%d", prefix, i)
+		if rc.Rendezvous(r, live) != c.Nodes[0].Name {
+			return r
+		}
+	}
+}
+
 // TestClusterForwarding: clone and push over HTTP and SSH through nodes
 // that do not own the repository; admin commands sent to any node reach
 // the owner.
@@ -118,51 +177,58 @@ func TestClusterForwarding(t *testing.T) {
 	}
 	c.mustAdmin(t, n0, "create-repo", "alice/fwd")
 
-	// The first push goes through rgit-1, which claims the repository.
+	// The first push goes through rgit-1, which claims the repository; the
+	// leader grants it to rgit-1 or steers it to the placement winner.
 	work := t.TempDir()
 	env.Run(t, work, "init", "-q", "-b", "main")
 	c1 := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
 	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, "alice/fwd"), "main")
-	if !c.openOn(t, n1, "alice/fwd") {
-		t.Fatalf("rgit-1 does not hold alice/fwd after pushing through it")
+	owner := c.waitOwner(t, n0, "alice/fwd", "")
+	if !c.openOn(t, owner, "alice/fwd") {
+		t.Fatalf("%s owns alice/fwd but does not hold it open", owner.Name)
 	}
+	others := c.others(owner)
+	httpVia, sshVia := others[0], others[1]
 
-	// HTTP clone and push through rgit-2 (forwarded to rgit-1).
+	// HTTP clone and push through a non-owner (forwarded).
 	clone := filepath.Join(t.TempDir(), "c")
-	env.Run(t, "", "clone", "-q", n2.HTTPURL(tok, "alice/fwd"), clone)
+	env.Run(t, "", "clone", "-q", httpVia.HTTPURL(tok, "alice/fwd"), clone)
 	if got := env.Run(t, clone, "rev-parse", "HEAD"); got != c1 {
-		t.Fatalf("clone via rgit-2 HEAD = %s, want %s", got, c1)
+		t.Fatalf("clone via %s HEAD = %s, want %s", httpVia.Name, got, c1)
 	}
 	c2 := env.Commit(t, clone, "two", map[string]string{"b.txt": "two\n"})
 	env.Run(t, clone, "push", "-q", "origin", "main")
 
-	// SSH clone and push through rgit-0 (forwarded session).
+	// SSH clone and push through the other non-owner (forwarded session).
 	sshEnv := gitenv.SSHEnv(key)
 	sclone := filepath.Join(t.TempDir(), "s")
-	env.RunEnv(t, "", sshEnv, "clone", "-q", n0.SSHURL("alice/fwd"), sclone)
+	env.RunEnv(t, "", sshEnv, "clone", "-q", sshVia.SSHURL("alice/fwd"), sclone)
 	if got := env.Run(t, sclone, "rev-parse", "HEAD"); got != c2 {
-		t.Fatalf("ssh clone via rgit-0 HEAD = %s, want %s", got, c2)
+		t.Fatalf("ssh clone via %s HEAD = %s, want %s", sshVia.Name, got, c2)
 	}
 	c3 := env.Commit(t, sclone, "three", map[string]string{"c.txt": "three\n"})
 	env.RunEnv(t, sclone, sshEnv, "push", "-q", "origin", "main")
 	env.Fsck(t, sclone)
 
-	for _, n := range []*Node{n0, n2} {
+	for _, n := range others {
 		if c.openOn(t, n, "alice/fwd") {
 			t.Errorf("%s opened alice/fwd: requests were served there, not forwarded", n.Name)
 		}
 	}
-	if got := env.Run(t, "", "ls-remote", n0.HTTPURL(tok, "alice/fwd"), "refs/heads/main"); !strings.HasPrefix(got, c3) {
-		t.Fatalf("ls-remote via rgit-0 = %q, want %s", got, c3)
+	if got := env.Run(t, "", "ls-remote", sshVia.HTTPURL(tok, "alice/fwd"), "refs/heads/main"); !strings.HasPrefix(got, c3) {
+		t.Fatalf("ls-remote via %s = %q, want %s", sshVia.Name, got, c3)
+	}
+	if o := c.waitOwner(t, n0, "alice/fwd", ""); o != owner {
+		t.Errorf("alice/fwd moved from %s to %s", owner.Name, o.Name)
 	}
 
 	// Admin on a non-owner is delivered to the owner: no fencing anywhere.
-	c.mustAdmin(t, n2, "set-visibility", "alice/fwd", "public")
+	c.mustAdmin(t, httpVia, "set-visibility", "alice/fwd", "public")
 	anon := filepath.Join(t.TempDir(), "anon")
-	env.Run(t, "", "clone", "-q", "http://"+n0.HTTPAddr+"/alice/fwd.git", anon)
+	env.Run(t, "", "clone", "-q", "http://"+sshVia.HTTPAddr+"/alice/fwd.git", anon)
 
 	// A wrong peer secret is refused on both peer ports.
-	for _, addr := range []string{n1.PeerAddr, n1.StreamAddr} {
+	for _, addr := range []string{owner.PeerAddr, owner.StreamAddr} {
 		r := env.Command("", nil, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
 			"-H", "X-Rgit-Peer-Secret: wrong", "-H", "Authorization: Bearer wrong", "-H", "X-Rgit-Hop: 1",
 			"http://"+addr+"/alice/fwd.git/info/refs?service=git-upload-pack")
@@ -177,8 +243,7 @@ func TestClusterForwarding(t *testing.T) {
 	}
 }
 
-// fetchLoop runs `git ls-remote` through node until stop, recording each
-// outcome with its time.
+// outcome is one fetch of a fetch loop, with its time.
 type outcome struct {
 	at  time.Time
 	ok  bool
@@ -231,29 +296,32 @@ func (l *fetchLoop) waitOK(t *testing.T, n int64) {
 // failed request).
 func TestClusterFailover(t *testing.T) {
 	c, env := startCluster(t)
-	n0, n1, n2 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	n0, n1 := c.Nodes[0], c.Nodes[1]
 	tok := c.token(t, n0, "alice")
-	c.mustAdmin(t, n0, "create-repo", "alice/ha")
+	ha := c.nonLeaderRepo("ha")
+	c.mustAdmin(t, n0, "create-repo", ha)
 	work := t.TempDir()
 	env.Run(t, work, "init", "-q", "-b", "main")
 	head := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
-	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, "alice/ha"), "main")
-	if !c.openOn(t, n1, "alice/ha") {
-		t.Fatal("rgit-1 does not own alice/ha")
+	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, ha), "main")
+	owner := c.waitOwner(t, n0, ha, "")
+	if owner == n0 {
+		t.Fatalf("%s landed on the leader; nonLeaderRepo should prevent that", ha)
 	}
+	entry := c.others(n0, owner)[0] // the other non-leader
 
-	// kill -9 the owner while rgit-2 serves a fetch loop.
+	// kill -9 the owner while the other non-leader serves a fetch loop.
 	stop := make(chan struct{})
-	loop := startFetchLoop(env, n2.HTTPURL(tok, "alice/ha"), stop)
+	loop := startFetchLoop(env, entry.HTTPURL(tok, ha), stop)
 	loop.waitOK(t, 3) // a few successful fetches first
 	killed := time.Now()
-	if err := n1.Kill(); err != nil {
+	if err := owner.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	var resumed time.Time
 	deadline := time.Now().Add(20 * time.Second)
 	for resumed.IsZero() && time.Now().Before(deadline) {
-		r := env.Try("", "ls-remote", n2.HTTPURL(tok, "alice/ha"), "refs/heads/main")
+		r := env.Try("", "ls-remote", entry.HTTPURL(tok, ha), "refs/heads/main")
 		if r.OK() && strings.HasPrefix(r.Out(), head) {
 			resumed = time.Now()
 		}
@@ -274,47 +342,58 @@ func TestClusterFailover(t *testing.T) {
 	secs := first.Sub(killed).Seconds()
 	t.Logf("takeover op=kill9 seconds=%.2f", secs)
 	fmt.Printf("takeover op=kill9 seconds=%.2f\n", secs)
-	if !c.openOn(t, n2, "alice/ha") {
-		t.Errorf("rgit-2 does not hold alice/ha after the takeover")
+	// The force-grant goes to the node that could not connect.
+	c.waitOwner(t, n0, ha, entry.Name)
+	if !c.openOn(t, entry, ha) {
+		t.Errorf("%s does not hold %s after the takeover", entry.Name, ha)
 	}
 
-	// SIGTERM rgit-2 (the new owner) during a fetch loop through rgit-0:
-	// the lease is released through the drain, rgit-0 takes over, and no
-	// request fails.
+	// SIGTERM the new owner during a fetch loop through the leader: the
+	// lease is released through the drain, the leader (the only node left)
+	// takes over, and no request fails, not even one routed at the drain
+	// boundary.
 	stop = make(chan struct{})
-	loop = startFetchLoop(env, n0.HTTPURL(tok, "alice/ha"), stop)
+	loop = startFetchLoop(env, n0.HTTPURL(tok, ha), stop)
 	loop.waitOK(t, 3)
 	termAt := time.Now()
-	if err := n2.Term(15 * time.Second); err != nil {
+	if err := entry.Term(15 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// A few more fetches after the drain, served by the new owner.
 	loop.waitOK(t, loop.ok.Load()+3)
 	close(stop)
 	outs = <-loop.res
-	var failed []string
-	after := 0
-	for _, o := range outs {
-		if o.at.After(termAt) {
-			after++
-		}
-		if !o.ok {
-			failed = append(failed, o.at.Sub(termAt).String()+": "+o.msg)
-		}
-	}
-	if len(failed) > 0 {
-		t.Errorf("%d of %d fetches failed around SIGTERM:\n%s", len(failed), len(outs), strings.Join(failed, "\n"))
-	}
-	if after == 0 {
-		t.Errorf("no fetch completed after SIGTERM")
-	}
-	for _, n := range []*Node{n0, n2} {
+	checkNoFailures(t, outs, termAt, "SIGTERM")
+	for _, n := range []*Node{n0, entry} {
 		if strings.Contains(n.Log(), "fenced") {
 			t.Errorf("%s logged fencing:\n%s", n.Name, n.LogTail(30))
 		}
 	}
-	if !c.openOn(t, n0, "alice/ha") {
-		t.Errorf("rgit-0 does not hold alice/ha after rgit-2 drained")
+	c.waitOwner(t, n0, ha, n0.Name)
+	if !c.openOn(t, n0, ha) {
+		t.Errorf("%s does not hold %s after %s drained", n0.Name, ha, entry.Name)
+	}
+}
+
+// checkNoFailures fails t for every failed fetch in outs and when none
+// completed after at.
+func checkNoFailures(t *testing.T, outs []outcome, at time.Time, what string) {
+	t.Helper()
+	var failed []string
+	after := 0
+	for _, o := range outs {
+		if o.at.After(at) {
+			after++
+		}
+		if !o.ok {
+			failed = append(failed, o.at.Sub(at).String()+": "+o.msg)
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of %d fetches failed around %s:\n%s", len(failed), len(outs), what, strings.Join(failed, "\n"))
+	}
+	if after == 0 {
+		t.Errorf("no fetch completed after %s", what)
 	}
 }
 
@@ -322,37 +401,35 @@ func TestClusterFailover(t *testing.T) {
 // keep serving (directly and forwarded) and a cold one answers 503.
 func TestClusterLeaderDown(t *testing.T) {
 	c, env := startCluster(t)
-	n0, n1, n2 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
+	n0, n1 := c.Nodes[0], c.Nodes[1]
 	tok := c.token(t, n0, "alice")
-	c.mustAdmin(t, n0, "create-repo", "alice/warm")
+	warm := c.nonLeaderRepo("warm")
+	c.mustAdmin(t, n0, "create-repo", warm)
 	c.mustAdmin(t, n0, "create-repo", "alice/cold")
 	work := t.TempDir()
 	env.Run(t, work, "init", "-q", "-b", "main")
 	head := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
-	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, "alice/warm"), "main")
-	// rgit-2 can route without the leader only once its follower has read
-	// the grant: ask it (admin "where") until its view names the owner.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, err := c.Admin(context.Background(), n2, admin.Request{Command: "where", Args: []string{"alice/warm"}})
-		if err == nil && strings.Contains(out, "owned by rgit-1") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rgit-2 never saw rgit-1 own alice/warm: %q %v", out, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, warm), "main")
+	owner := c.waitOwner(t, n0, warm, "")
+	if owner == n0 {
+		t.Fatalf("%s landed on the leader; nonLeaderRepo should prevent that", warm)
+	}
+	// The followers can route without the leader only once their views
+	// name the owner: ask each until it does.
+	followers := c.others(n0)
+	for _, n := range followers {
+		c.waitOwner(t, n, warm, owner.Name)
 	}
 	if err := n0.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []*Node{n1, n2} {
-		if got := env.Run(t, "", "ls-remote", n.HTTPURL(tok, "alice/warm"), "refs/heads/main"); !strings.HasPrefix(got, head) {
+	for _, n := range followers { // the owner and a forwarder
+		if got := env.Run(t, "", "ls-remote", n.HTTPURL(tok, warm), "refs/heads/main"); !strings.HasPrefix(got, head) {
 			t.Errorf("warm repo via %s with the leader down: %q", n.Name, got)
 		}
 	}
 	r := env.Command("", nil, "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-u", "x:"+tok,
-		"http://"+n2.HTTPAddr+"/alice/cold.git/info/refs?service=git-upload-pack")
+		"http://"+followers[1].HTTPAddr+"/alice/cold.git/info/refs?service=git-upload-pack")
 	if strings.TrimSpace(r.Stdout) != "503" {
 		t.Errorf("cold repo with the leader down: HTTP %q, want 503", r.Stdout)
 	}

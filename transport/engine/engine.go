@@ -81,9 +81,13 @@ func (e *Engine) session(ctx context.Context, owner, name string) (*actors.Sessi
 		s, err = e.Node.Session(ctx, owner, name)
 	}
 	var notOwner *actors.NotOwnerError
+	var moved *actors.MovedError
 	switch {
 	case err == nil:
 		return s, nil
+	case errors.As(err, &moved):
+		// Draining and no longer the owner: the forwarder routes again.
+		return nil, fmt.Errorf("%s/%s: %w: %w", owner, name, gitserve.ErrMoved, err)
 	case errors.As(err, &notOwner):
 		// The lease moved between Route and Session.
 		return nil, &gitserve.ForwardError{Node: notOwner.Node, Owner: owner, Name: name}
@@ -94,6 +98,16 @@ func (e *Engine) session(ctx context.Context, owner, name string) (*actors.Sessi
 		return nil, fmt.Errorf("%s/%s: %w: %w", owner, name, gitserve.ErrUnavailable, err)
 	}
 	return nil, fmt.Errorf("open %s/%s: %w", owner, name, err)
+}
+
+// Moved implements gitserve.Mover: node answered that it no longer owns
+// owner/name (it is draining); route again once the map has moved on.
+func (e *Engine) Moved(ctx context.Context, owner, name, node string) (gitserve.Route, error) {
+	r, err := e.Node.Moved(ctx, owner, name, node)
+	if err != nil {
+		return gitserve.Route{}, err
+	}
+	return gitserve.Route{Local: r.Local, Node: r.Node}, nil
 }
 
 // ConnectFailed implements gitserve.Rerouter: a forwarder could not

@@ -58,11 +58,19 @@ func (b *backend) PlanFetch(ctx context.Context, req gitproto.FetchRequest) (git
 		}
 		return &cachedPlan{b: b, req: req, key: fetchpack.CacheKey(b.snap.Owner+"/"+b.snap.Name, packs, &req)}, nil
 	}
-	res, err := fetchpack.Plan(ctx, b.walkGraph(), &req)
+	res, err := b.planObjects(ctx, &req)
 	if err != nil {
 		return nil, err
 	}
 	return &plan{b: b, req: req, res: res}, nil
+}
+
+// planObjects computes the objects req must receive, from the reachability
+// bitmap of the repository's largest pack when it has one (loaded once per
+// node and pack by the pack cache, shared by every session), else by
+// walking.
+func (b *backend) planObjects(ctx context.Context, req *gitproto.FetchRequest) (*walk.Result, error) {
+	return fetchpack.PlanWith(ctx, b.walkGraph(), b.snap.Bitmap(ctx), b.log(), req)
 }
 
 type plan struct {
@@ -94,7 +102,7 @@ func (p *cachedPlan) Close() error           { return nil }
 
 func (p *cachedPlan) WritePack(ctx context.Context, w io.Writer, progress io.Writer) error {
 	_, err := p.b.e.ClonePacks.Serve(ctx, p.key, w, func(tw io.Writer) error {
-		res, err := fetchpack.Plan(ctx, p.b.walkGraph(), &p.req)
+		res, err := p.b.planObjects(ctx, &p.req)
 		if err != nil {
 			return err
 		}

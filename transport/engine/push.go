@@ -176,10 +176,19 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 		}
 		return fmt.Errorf("update refs: %w", err)
 	}
+	var tips []object.ID
 	for k, e := range v.([]error) {
 		if e != nil {
 			results[idx[k]].Err = reason(e)
+		} else if !cmds[k].New.IsZero() {
+			tips = append(tips, cmds[k].New)
 		}
+	}
+	if staged != nil && len(b.snap.Packs) == 0 && len(tips) > 0 {
+		// The first pack of an empty repository is the whole repository:
+		// give it a bitmap so clones need not walk before the first repack.
+		// In the background: the push is acknowledged without waiting.
+		repo.BuildBitmapInBackground(b.e.Deps, b.snap.Owner, b.snap.Name, staged.Name, tips, nil)
 	}
 	return nil
 }

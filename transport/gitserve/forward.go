@@ -40,6 +40,13 @@ var (
 	// Forwarders wrap it only when nothing of the request was sent, so a
 	// retry elsewhere is safe.
 	ErrPeerConnect = errors.New("cannot connect to owning node")
+	// ErrMoved: the node a request was forwarded to answered that it does
+	// not hold the repository and will not take it (it is draining and its
+	// lease ended while the forwarder's view still named it). Forwarders
+	// wrap it only when the request can be sent again unchanged (nothing
+	// was written to the client, the body is absent or replayable), so
+	// FollowForward routes again through a Mover. Unfollowed, it is a 503.
+	ErrMoved = fmt.Errorf("owner no longer holds the repository: %w", ErrUnavailable)
 	// ErrHopLimit: forwarding again would exceed MaxHops (a routing loop
 	// between nodes with stale views). Wraps ErrUnavailable: the client
 	// retries once the views agree.
@@ -89,32 +96,96 @@ type Rerouter interface {
 	ConnectFailed(ctx context.Context, owner, name, node, method string) (Route, error)
 }
 
+// Mover is the cluster's answer to a "moved" reply: the node named node,
+// to which owner/name was forwarded, said it does not hold it. The mover
+// brings the local view up to date (waiting, briefly, for the released
+// entry to expire) and says where to go now. Errors mean give up (503).
+type Mover interface {
+	Moved(ctx context.Context, owner, name, node string) (Route, error)
+}
+
+// MoverOf returns the Mover among candidates (the forwarder, the
+// rerouter), or nil: a front end is wired with whatever implements it.
+func MoverOf(candidates ...any) Mover {
+	for _, c := range candidates {
+		if m, ok := c.(Mover); ok && m != nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// IsMoved reports whether err, from Open or a Resolver, means that this
+// node does not hold the repository and will not take it: a request
+// forwarded here is then answered with the moved signal (WriteMoved)
+// rather than a 503. Resolvers wrap ErrMoved (transport/engine maps the
+// actor layer's MovedError to it).
+func IsMoved(err error) bool { return errors.Is(err, ErrMoved) }
+
+// The moved signal on the peer ports: 421 Misdirected Request (the
+// request reached a server that cannot answer for it) marked with
+// HeaderMoved, sent before anything else and before the request body or
+// session input is read.
+const HeaderMoved = "X-Rgit-Moved"
+
+// WriteMoved answers a forwarded request with the moved signal.
+func WriteMoved(w http.ResponseWriter) {
+	w.Header().Set(HeaderMoved, "1")
+	http.Error(w, "repository not held by this node", http.StatusMisdirectedRequest)
+}
+
+// IsMovedResponse reports whether a peer's answer is the moved signal.
+func IsMovedResponse(code int, h http.Header) bool {
+	return code == http.StatusMisdirectedRequest && h.Get(HeaderMoved) != ""
+}
+
+// maxMoves bounds how often one request follows a moved answer: once for
+// the owner that drained, once more for a rolling restart that drains the
+// next owner too.
+const maxMoves = 2
+
 // maxAttempts bounds the connect attempts of one request: the first, the
 // retry after the failover's re-read (which may still name the dead owner:
 // that second failure is what lets the leader force-grant), and one at the
 // node the force-grant chose.
 const maxAttempts = 3
 
-// FollowForward carries one request to fe.Node with forward; when that
+// FollowForward carries one request to fe.Node with forward. When that
 // fails to connect it asks rr where to go and retries there, a bounded
-// number of times. local runs the request here when the repository moved
-// to this node. method is the HTTP method the failover rules see (only
-// GET traffic may move a repository: SSH upload-pack counts as GET).
-// With rr nil a connect failure is final.
-func FollowForward(ctx context.Context, rr Rerouter, fe *ForwardError, method string,
+// number of times; when the node answers that the repository moved
+// (ErrMoved) it asks mv and retries likewise. local runs the request here
+// when the repository moved to this node. method is the HTTP method the
+// failover rules see (only GET traffic may move a repository: SSH
+// upload-pack, and HTTP upload-pack with a replayable body, count as GET).
+// With rr nil a connect failure is final; with mv nil a moved answer is.
+func FollowForward(ctx context.Context, rr Rerouter, mv Mover, fe *ForwardError, method string,
 	forward func(node string) error, local func() error) error {
 	node := fe.Node
-	for attempt := 1; ; attempt++ {
+	fails, moves := 0, 0
+	for {
 		err := forward(node)
-		if err == nil || !errors.Is(err, ErrPeerConnect) {
+		var r Route
+		var rerr error
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrMoved):
+			if mv == nil || moves == maxMoves {
+				return fmt.Errorf("forward %s/%s to %s: %w", fe.Owner, fe.Name, node, err)
+			}
+			moves++
+			if r, rerr = mv.Moved(ctx, fe.Owner, fe.Name, node); rerr != nil {
+				return fmt.Errorf("reroute %s/%s after %s released it: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, rerr)
+			}
+		case errors.Is(err, ErrPeerConnect):
+			if fails++; rr == nil || method != http.MethodGet || fails == maxAttempts {
+				return fmt.Errorf("forward %s/%s to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, err)
+			}
+			if r, rerr = rr.ConnectFailed(ctx, fe.Owner, fe.Name, node, method); rerr != nil {
+				return fmt.Errorf("reroute %s/%s after connect failure to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, rerr)
+			}
+		default:
 			return err
-		}
-		if rr == nil || method != http.MethodGet || attempt == maxAttempts {
-			return fmt.Errorf("forward %s/%s to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, err)
-		}
-		r, rerr := rr.ConnectFailed(ctx, fe.Owner, fe.Name, node, method)
-		if rerr != nil {
-			return fmt.Errorf("reroute %s/%s after connect failure to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, rerr)
 		}
 		if r.Local {
 			return local()
@@ -154,23 +225,37 @@ func (e *RemoteError) Error() string {
 
 // ServeRouted is Serve for a cluster: when the repository is owned by
 // another node it carries the session there with fwd (following connect
-// failures through rr), and runs it here if the failover moved the
-// repository to this node. fwd nil serves locally only.
+// failures through rr and moved answers through the Mover among fwd and
+// rr), and runs it here if the failover moved the repository to this
+// node. fwd nil serves locally only.
 func (g *Gate) ServeRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter, req SessionRequest,
 	in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
-	serveHere := func() (Stats, error) {
-		return g.Serve(ctx, req.Service, req.Owner, req.Name, req.Identity, in, out, opt)
+	sess, err := g.Open(ctx, req.Service, req.Owner, req.Name, req.Identity)
+	return g.RunRouted(ctx, fwd, rr, req, sess, err, in, out, opt)
+}
+
+// RunRouted is ServeRouted after the Open: sess and openErr are what Open
+// returned for req. A front end that must answer before starting the
+// session (the peer stream port answers a moved repository before its
+// upgrade) opens first and then continues here.
+func (g *Gate) RunRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter, req SessionRequest,
+	sess *Session, openErr error, in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
+	if openErr == nil {
+		defer sess.Close()
+		return sess.Run(ctx, in, out, opt)
 	}
-	st, err := serveHere()
-	fe, ok := AsForward(err)
+	fe, ok := AsForward(openErr)
 	if !ok || fwd == nil {
-		return st, err
+		return Stats{}, openErr
 	}
 	method := http.MethodGet
 	if req.Service == ReceivePack {
 		method = http.MethodPost
 	}
-	err = FollowForward(ctx, rr, fe, method,
+	var st Stats
+	// A forwarded session reports ErrMoved before its upgrade, when
+	// nothing of in was read: receive-pack may follow it too.
+	err := FollowForward(ctx, rr, MoverOf(fwd, rr), fe, method,
 		func(node string) error {
 			var ferr error
 			st, ferr = fwd.ForwardSession(ctx, node, req, in, out)
@@ -178,7 +263,7 @@ func (g *Gate) ServeRouted(ctx context.Context, fwd SessionForwarder, rr Reroute
 		},
 		func() error {
 			var lerr error
-			st, lerr = serveHere()
+			st, lerr = g.Serve(ctx, req.Service, req.Owner, req.Name, req.Identity, in, out, opt)
 			return lerr
 		})
 	return st, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -41,7 +42,7 @@ func TestFollowForward(t *testing.T) {
 		if rr != nil {
 			rrI = rr
 		}
-		err := FollowForward(ctx, rrI, fe, method,
+		err := FollowForward(ctx, rrI, nil, fe, method,
 			func(node string) error {
 				res.tried = append(res.tried, node)
 				if down[node] {
@@ -88,6 +89,77 @@ func TestFollowForward(t *testing.T) {
 	}
 	if r := run(&fakeRerouter{err: errors.New("leader down")}, http.MethodGet, map[string]bool{"rgit-1": true}); r.class != Unavailable || r.local {
 		t.Errorf("rerouter failing: %+v", r)
+	}
+}
+
+type fakeMover struct {
+	routes []Route
+	calls  []string
+}
+
+func (f *fakeMover) Moved(_ context.Context, owner, name, node string) (Route, error) {
+	f.calls = append(f.calls, fmt.Sprintf("%s/%s %s", owner, name, node))
+	if len(f.routes) == 0 {
+		return Route{}, errors.New("no route")
+	}
+	r := f.routes[0]
+	f.routes = f.routes[1:]
+	return r, nil
+}
+
+// TestFollowForwardMoved: an owner that answers "moved" (it drained) is
+// followed through the Mover, for any method (the forwarder reports moved
+// only for requests it can send again), a bounded number of times.
+func TestFollowForwardMoved(t *testing.T) {
+	fe := &ForwardError{Node: "rgit-1", Owner: "a", Name: "b"}
+	errMovedHere := fmt.Errorf("peer said: %w", ErrMoved)
+	run := func(mv Mover, method string, moved map[string]bool) (tried []string, local bool, class Class) {
+		err := FollowForward(context.Background(), nil, mv, fe, method,
+			func(node string) error {
+				tried = append(tried, node)
+				if moved[node] {
+					return errMovedHere
+				}
+				return nil
+			},
+			func() error { local = true; return nil })
+		return tried, local, Classify(err)
+	}
+	mv := &fakeMover{routes: []Route{{Node: "rgit-2"}}}
+	if tried, local, c := run(mv, http.MethodPost, map[string]bool{"rgit-1": true}); fmt.Sprint(tried) != "[rgit-1 rgit-2]" || local || c != OK ||
+		fmt.Sprint(mv.calls) != "[a/b rgit-1]" {
+		t.Errorf("moved to rgit-2: tried %v local %v class %v calls %v", tried, local, c, mv.calls)
+	}
+	mv = &fakeMover{routes: []Route{{Local: true}}}
+	if tried, local, c := run(mv, http.MethodGet, map[string]bool{"rgit-1": true}); len(tried) != 1 || !local || c != OK {
+		t.Errorf("moved here: tried %v local %v class %v", tried, local, c)
+	}
+	// A rolling restart: the next owner drained too; then the bound.
+	mv = &fakeMover{routes: []Route{{Node: "rgit-2"}, {Node: "rgit-0"}, {Node: "rgit-1"}}}
+	moved := map[string]bool{"rgit-1": true, "rgit-2": true, "rgit-0": true}
+	if tried, _, c := run(mv, http.MethodGet, moved); len(tried) != maxMoves+1 || c != Unavailable {
+		t.Errorf("bounded: tried %v class %v", tried, c)
+	}
+	// No mover, or the mover giving up: 503.
+	if _, _, c := run(nil, http.MethodGet, map[string]bool{"rgit-1": true}); c != Unavailable {
+		t.Errorf("no mover: %v", c)
+	}
+	if _, local, c := run(&fakeMover{}, http.MethodGet, map[string]bool{"rgit-1": true}); c != Unavailable || local {
+		t.Errorf("mover failing: %v local %v", c, local)
+	}
+}
+
+func TestIsMoved(t *testing.T) {
+	if !IsMoved(fmt.Errorf("x: %w", ErrMoved)) || IsMoved(ErrUnavailable) || IsMoved(nil) {
+		t.Error("IsMoved on the sentinel")
+	}
+	if !IsMoved(fmt.Errorf("lookup: %w: %w", ErrUnavailable, ErrMoved)) || IsMoved(ErrUnavailable) {
+		t.Error("IsMoved on an error marked by method")
+	}
+	rec := httptest.NewRecorder()
+	WriteMoved(rec)
+	if !IsMovedResponse(rec.Code, rec.Header()) || IsMovedResponse(http.StatusMisdirectedRequest, http.Header{}) {
+		t.Errorf("moved signal round trip: %d %v", rec.Code, rec.Header())
 	}
 }
 

@@ -110,12 +110,22 @@ func TestForwarding(t *testing.T) {
 		t.Errorf("failover recorded %+v, want the local run only", obs)
 	}
 
-	// Owner dead, POST: never moves the repository; 503.
+	// Owner dead, upload-pack POST: a read with a small body, kept to be
+	// sent again, so it fails over like a GET and the body is replayed
+	// into the local run (the engine answers the flush-only request).
 	srv, _, rr, _ = setup("rgit-1", true, true)
 	r = do(t, mustReq(t, "POST", srv.URL+"/alice/pub.git/git-upload-pack", "0000",
 		map[string]string{"Content-Type": "application/x-git-upload-pack-request"}))
+	if r.status != http.StatusOK || rr.calls.Load() != 1 {
+		t.Fatalf("upload-pack POST to a dead owner: %d %q, reroutes %d", r.status, r.body, rr.calls.Load())
+	}
+
+	// Owner dead, receive-pack POST: never moves the repository; 503.
+	srv, _, rr, _ = setup("rgit-1", true, true)
+	r = do(t, mustReq(t, "POST", srv.URL+"/alice/pub.git/git-receive-pack", "0000",
+		map[string]string{"Content-Type": "application/x-git-receive-pack-request"}))
 	if r.status != http.StatusServiceUnavailable || rr.calls.Load() != 0 {
-		t.Fatalf("POST to a dead owner: %d %q, reroutes %d", r.status, r.body, rr.calls.Load())
+		t.Fatalf("receive-pack POST to a dead owner: %d %q, reroutes %d", r.status, r.body, rr.calls.Load())
 	}
 
 	// No forwarder configured: 503, never served here.
@@ -135,4 +145,42 @@ func mustReq(t *testing.T, method, url, body string, hdr map[string]string) *htt
 		req.Header.Set(k, v)
 	}
 	return req
+}
+
+// releasedResolver: this node released every repository (it is draining).
+type releasedResolver struct{ *gitservetest.Resolver }
+
+// releasedErr is what the engine answers for a repository a draining node
+// released.
+var releasedErr = fmt.Errorf("released: %w", gitserve.ErrMoved)
+
+func (releasedResolver) Lookup(context.Context, string, string) (gitserve.RepoInfo, error) {
+	return gitserve.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, releasedErr)
+}
+
+// TestMovedAnswer: a request forwarded to a node that released the
+// repository gets the moved signal (so the forwarder routes again); a
+// client's own request there gets the ordinary 503.
+func TestMovedAnswer(t *testing.T) {
+	f := newFixture(t)
+	s, err := New(Config{Resolver: releasedResolver{f.res}, Auth: gitservetest.Tokens{aliceTok: "alice"}, Engine: f.eng})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hop := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.ServeHTTP(w, r.WithContext(gitserve.WithHops(r.Context(), 1)))
+	})
+	const refs = "/alice/pub.git/info/refs?service=git-upload-pack"
+	for _, tc := range []struct {
+		name      string
+		h         http.Handler
+		wantMoved bool
+	}{{"forwarded", hop, true}, {"direct", s, false}} {
+		w := httptest.NewRecorder()
+		tc.h.ServeHTTP(w, httptest.NewRequest("GET", refs, nil))
+		if moved := gitserve.IsMovedResponse(w.Code, w.Header()); moved != tc.wantMoved ||
+			(!tc.wantMoved && w.Code != http.StatusServiceUnavailable) {
+			t.Errorf("%s: %d %v, moved signal %v", tc.name, w.Code, w.Header(), moved)
+		}
+	}
 }

@@ -12,6 +12,7 @@
 package httpgit
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -314,9 +315,15 @@ func (h *handler) open(q *request, svc gitserve.Service) *gitserve.Session {
 	}
 	sess, err := h.gate.Open(q.r.Context(), svc, owner, repo, id)
 	if fe, ok := gitserve.AsForward(err); ok && h.forward != nil && !noForward(q.r.Context()) {
-		if err := h.forwardTo(q, fe); !errors.Is(err, errServedLocally) {
+		if err := h.forwardTo(q, fe, svc); !errors.Is(err, errServedLocally) {
 			q.finish(err)
 		}
+		return nil
+	}
+	if gitserve.Hops(q.r.Context()) > 0 && gitserve.IsMoved(err) {
+		// Forwarded here by a node whose view still names this draining
+		// one: tell it to route again, before anything is written.
+		q.moved(err)
 		return nil
 	}
 	if err != nil {
@@ -326,20 +333,81 @@ func (h *handler) open(q *request, svc gitserve.Service) *gitserve.Session {
 	return sess
 }
 
+// moved answers a forwarded request with the moved signal and records it.
+func (q *request) moved(err error) {
+	gitserve.WriteMoved(q.w)
+	q.h.metrics.Observe(q.op, strconv.Itoa(http.StatusMisdirectedRequest), time.Since(q.start), 0, 0)
+	q.h.log.Info("forwarded git http request for a repository this node released; answered moved",
+		zap.String("op", q.op), zap.String("path", q.r.URL.Path), zap.Error(err))
+}
+
+// maxReplayBody bounds the upload-pack request body a forwarder keeps to
+// send again elsewhere (after a moved answer or a connect failure).
+// Negotiation requests are small; a larger one is streamed once and gets
+// no second chance.
+const maxReplayBody = 1 << 20
+
 // forwardTo carries the request to the owner fe names, following connect
-// failures (GET only) to wherever the node's failover sends it. When the
-// repository moved here, the request is served again from the start on
-// this node, forbidding a further forward so that a flapping map cannot
-// recurse.
-func (h *handler) forwardTo(q *request, fe *gitserve.ForwardError) error {
+// failures of reads to wherever the node's failover sends it and moved
+// answers to wherever the node routes next. Reads are GET info/refs and
+// upload-pack POSTs whose body fits maxReplayBody, kept in memory to be
+// sent again; receive-pack bodies are never replayed. When the repository
+// moved here, the request is served again from the start on this node,
+// forbidding a further forward so that a flapping map cannot recurse.
+func (h *handler) forwardTo(q *request, fe *gitserve.ForwardError, svc gitserve.Service) error {
 	q.op += "-forward"
 	q.proxied = &trackingWriter{ResponseWriter: q.w}
-	return gitserve.FollowForward(q.r.Context(), h.rerouter, fe, q.r.Method,
+	method := q.r.Method
+	if method == http.MethodPost && svc == gitserve.UploadPack {
+		replayable, err := bufferBody(q.r, maxReplayBody)
+		if err != nil {
+			return bodyError("read upload-pack request", err)
+		}
+		if replayable {
+			method = http.MethodGet // a read that can be sent again
+		}
+	}
+	return gitserve.FollowForward(q.r.Context(), h.rerouter, gitserve.MoverOf(h.forward, h.rerouter), fe, method,
 		func(node string) error { return h.forward.Forward(q.proxied, q.r, node) },
 		func() error {
+			if q.r.GetBody != nil {
+				body, err := q.r.GetBody()
+				if err != nil {
+					return err
+				}
+				q.r.Body = body
+			}
 			q.rerun(q.w, q.r.WithContext(context.WithValue(q.r.Context(), noForwardKey{}, true)))
 			return errServedLocally
 		})
+}
+
+// bufferBody reads r's body into memory if it is at most limit bytes and
+// makes it replayable (GetBody, exact ContentLength). A longer body is
+// left streaming, its first bytes put back in front, and false returned.
+func bufferBody(r *http.Request, limit int64) (bool, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true, nil
+	}
+	if r.ContentLength > limit {
+		return false, nil
+	}
+	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return false, err
+	}
+	if int64(len(buf)) > limit {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+		return false, nil
+	}
+	r.Body.Close()
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	r.Body, _ = r.GetBody()
+	r.ContentLength, r.TransferEncoding = int64(len(buf)), nil
+	return true, nil
 }
 
 // errServedLocally: after a failover the request was served (and
@@ -454,6 +522,11 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, svc gitserve.Servi
 	// whole request; HTTP/1 needs full duplex enabled for that. HTTP/2
 	// always is, and returns ErrNotSupported, which is fine.
 	_ = http.NewResponseController(w).EnableFullDuplex()
+	// In full-duplex mode net/http must not be left to discard an unread
+	// body itself (it would read concurrently with its own background
+	// reader): consume a bounded rest here, so an engine that answers
+	// early leaves the connection reusable, and a larger rest closes it.
+	defer io.Copy(io.Discard, io.LimitReader(r.Body, 256<<10))
 
 	var body io.Reader = r.Body
 	if h.maxBody > 0 {

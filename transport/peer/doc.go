@@ -12,6 +12,10 @@
 //   - SessionForwarder / SessionHandler: one git session (SSH sessions are
 //     forwarded this way) carried over an authenticated HTTP Upgrade on the
 //     peer stream port, with backpressure and fixed buffers.
+//   - Moved answers: an owner that drained answers a forwarded request for
+//     a repository it released with gitserve's moved signal before reading
+//     anything; both forwarders report gitserve.ErrMoved for requests they
+//     can send again and delegate Moved to the node (a gitserve.Mover).
 //
 // It imports cluster/, transport/gitserve, storage/auth, zap and the
 // standard library; actors are reached through the small interfaces here.

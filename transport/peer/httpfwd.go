@@ -31,12 +31,35 @@ type HTTPForwarder struct {
 	log    *zap.Logger
 	proxy  *httputil.ReverseProxy
 	tr     *http.Transport
+	// Mover follows moved answers (the front ends find it through
+	// gitserve.MoverOf); nil: a moved answer is a 503.
+	Mover gitserve.Mover
 }
 
+var _ gitserve.Mover = (*HTTPForwarder)(nil)
+
+// Moved implements gitserve.Mover with f.Mover.
+func (f *HTTPForwarder) Moved(ctx context.Context, owner, name, node string) (gitserve.Route, error) {
+	return moved(ctx, f.Mover, owner, name, node)
+}
+
+// moved delegates to m, which may be unset.
+func moved(ctx context.Context, m gitserve.Mover, owner, name, node string) (gitserve.Route, error) {
+	if m == nil {
+		return gitserve.Route{}, fmt.Errorf("%s/%s moved from %s: no mover configured: %w", owner, name, node, gitserve.ErrUnavailable)
+	}
+	return m.Moved(ctx, owner, name, node)
+}
+
+// errMovedAnswer is what ModifyResponse fails with on the moved signal, so
+// the proxy writes nothing and Forward can report gitserve.ErrMoved.
+var errMovedAnswer = errors.New("owner answered moved")
+
 type fwdState struct {
-	addr string
-	hop  int
-	err  error // what the proxy failed with, if anything
+	addr       string
+	hop        int
+	replayable bool  // the request can be sent again (no body, or GetBody)
+	err        error // what the proxy failed with, if anything
 }
 
 type fwdKey struct{}
@@ -62,6 +85,19 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 			pr.Out.Host = st.addr
 			pr.Out.Header.Set(HeaderSecret, f.secret)
 			pr.Out.Header.Set(HeaderHop, strconv.Itoa(st.hop))
+			if st.replayable && pr.Out.Method != http.MethodGet {
+				// A replayable body (upload-pack requests are reads): let
+				// the transport resend it on a reused connection that the
+				// owner closed as it shut down. A nil value marks the
+				// request without sending the header.
+				pr.Out.Header["X-Idempotency-Key"] = nil
+			}
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if gitserve.IsMovedResponse(resp.StatusCode, resp.Header) {
+				return errMovedAnswer
+			}
+			return nil
 		},
 		Transport:     f.tr,
 		FlushInterval: -1,
@@ -69,9 +105,10 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			st := r.Context().Value(fwdKey{}).(*fwdState)
 			st.err = err
-			if isConnectError(err) {
-				// Nothing was sent and nothing answered: leave w alone so
-				// the caller can retry at another node.
+			if isConnectError(err) || errors.Is(err, errMovedAnswer) {
+				// Nothing was sent, or the owner refused before answering
+				// anything: leave w alone so the caller can retry at
+				// another node.
 				return
 			}
 			// Headers may already be out (the proxy calls this only
@@ -89,8 +126,13 @@ func (f *HTTPForwarder) Close() { f.tr.CloseIdleConnections() }
 // Forward proxies r to node and writes the answer to w. It returns an
 // error wrapping gitserve.ErrPeerConnect, having written nothing, when the
 // node could not be reached (the caller may retry elsewhere);
-// gitserve.ErrHopLimit when forwarding again is not allowed; any other
-// error once the answer (possibly a 502) has been written.
+// gitserve.ErrMoved, having written nothing, when node answered that it
+// no longer holds the repository and r can be sent again (no body, or
+// r.GetBody set: each Forward then sends a fresh body from it);
+// gitserve.ErrUnavailable, having written nothing, for the same answer to
+// a request that cannot be sent again; gitserve.ErrHopLimit when
+// forwarding again is not allowed; any other error once the answer
+// (possibly a 502) has been written.
 func (f *HTTPForwarder) Forward(w http.ResponseWriter, r *http.Request, node string) error {
 	hop, err := gitserve.NextHop(r.Context())
 	if err != nil {
@@ -104,13 +146,24 @@ func (f *HTTPForwarder) Forward(w http.ResponseWriter, r *http.Request, node str
 	// whole request; HTTP/1 needs full duplex for the proxy to keep
 	// reading the body meanwhile.
 	_ = http.NewResponseController(w).EnableFullDuplex()
-	st := &fwdState{addr: addr, hop: hop}
-	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), fwdKey{}, st)))
+	st := &fwdState{addr: addr, hop: hop, replayable: r.Body == nil || r.Body == http.NoBody || r.GetBody != nil}
+	out := r.WithContext(context.WithValue(r.Context(), fwdKey{}, st))
+	if r.GetBody != nil {
+		// The proxy closes what it sent; every attempt gets a fresh copy.
+		if out.Body, err = r.GetBody(); err != nil {
+			return fmt.Errorf("forward to %s: replay request body: %w: %w", node, gitserve.ErrUnavailable, err)
+		}
+	}
+	f.proxy.ServeHTTP(w, out)
 	switch {
 	case st.err == nil:
 		return nil
 	case isConnectError(st.err):
 		return fmt.Errorf("forward to %s at %s: %w: %w", node, addr, gitserve.ErrPeerConnect, st.err)
+	case errors.Is(st.err, errMovedAnswer) && st.replayable:
+		return fmt.Errorf("forward to %s at %s: %w", node, addr, gitserve.ErrMoved)
+	case errors.Is(st.err, errMovedAnswer):
+		return fmt.Errorf("forward to %s at %s: %w (the request body cannot be sent again): %w", node, addr, errMovedAnswer, gitserve.ErrUnavailable)
 	}
 	return fmt.Errorf("forward to %s at %s: %w", node, addr, st.err)
 }

@@ -63,6 +63,16 @@ type status struct {
 type SessionClient struct {
 	dir    *Directory
 	secret string
+	// Mover follows moved answers (gitserve.ServeRouted finds it through
+	// gitserve.MoverOf); nil: a moved answer is a 503.
+	Mover gitserve.Mover
+}
+
+var _ gitserve.Mover = (*SessionClient)(nil)
+
+// Moved implements gitserve.Mover with c.Mover.
+func (c *SessionClient) Moved(ctx context.Context, owner, name, node string) (gitserve.Route, error) {
+	return moved(ctx, c.Mover, owner, name, node)
 }
 
 // NewSessionClient returns a session forwarder using dir.
@@ -73,6 +83,9 @@ func NewSessionClient(dir *Directory, secret string) *SessionClient {
 var _ gitserve.SessionForwarder = (*SessionClient)(nil)
 
 // ForwardSession runs req on node, copying in to it and its output to out.
+// It returns an error wrapping gitserve.ErrMoved when node answered,
+// before the session started and before anything was read from in, that
+// it no longer holds the repository.
 func (c *SessionClient) ForwardSession(ctx context.Context, node string, req gitserve.SessionRequest,
 	in io.Reader, out io.Writer) (gitserve.Stats, error) {
 	var st gitserve.Stats
@@ -120,6 +133,9 @@ func (c *SessionClient) ForwardSession(ctx context.Context, node string, req git
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
+		if gitserve.IsMovedResponse(resp.StatusCode, resp.Header) {
+			return st, fmt.Errorf("forward session to %s: %w", node, gitserve.ErrMoved)
+		}
 		err := fmt.Errorf("forward session to %s: %s: %s", node, resp.Status, msg)
 		if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusLoopDetected {
 			err = fmt.Errorf("%w: %w", gitserve.ErrUnavailable, err)
@@ -289,6 +305,24 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if o := r.Header.Get(hdrIdentity); o != "" {
 		id = auth.Identity{Owner: o, Authenticated: true}
 	}
+	// Not r.Context(): net/http cancels it when the hijacked reader sees
+	// EOF, and EOF here is only the client's stdin ending (half-close)
+	// while the owner still works and answers. A caller that goes away
+	// shows up as failing writes instead.
+	ctx := gitserve.WithHops(context.WithoutCancel(r.Context()), hop)
+	// Open before the upgrade: a repository this draining node no longer
+	// holds is answered with the moved signal while the caller can still
+	// send the session elsewhere (it has read nothing of the client yet).
+	sess, openErr := h.Gate.Open(ctx, svc, owner, name, id)
+	if gitserve.IsMoved(openErr) {
+		log.Info("peer session for a repository this node released; answered moved",
+			zap.String("repo", owner+"/"+name), zap.Error(openErr))
+		gitserve.WriteMoved(w)
+		return
+	}
+	if openErr == nil {
+		defer sess.Close()
+	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		log.Error("peer session: hijack failed", zap.Error(err))
@@ -305,16 +339,11 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := brw.Flush(); err != nil {
 		return
 	}
-	// Not r.Context(): net/http cancels it when the hijacked reader sees
-	// EOF, and EOF here is only the client's stdin ending (half-close)
-	// while the owner still works and answers. A caller that goes away
-	// shows up as failing writes instead.
-	ctx := gitserve.WithHops(context.WithoutCancel(r.Context()), hop)
 	fw := &frameWriter{conn: conn}
 	req := gitserve.SessionRequest{Service: svc, Owner: owner, Name: name, Identity: id, Protocol: proto}
 	opt := gitproto.Options{Protocol: proto, Agent: h.Agent}
 	// brw.Reader holds whatever of stdin arrived with the request.
-	_, err = h.Gate.ServeRouted(ctx, h.Forward, h.Rerouter, req, brw.Reader, fw, opt)
+	_, err = h.Gate.RunRouted(ctx, h.Forward, h.Rerouter, req, sess, openErr, brw.Reader, fw, opt)
 	class := gitserve.Classify(err)
 	s := status{Class: class.String()}
 	if err != nil {

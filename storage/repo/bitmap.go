@@ -1,0 +1,180 @@
+package repo
+
+// Reachability bitmaps (storage/bitmap) for packs that hold a whole
+// repository: the pack a repack writes, and the first pack pushed into an
+// empty repository. The bitmap lives next to its pack in the store
+// ("pack-<hash>.bitmap") and in the node's pack cache.
+//
+// Whether a pack has a bitmap is not recorded in the database: the pack
+// cache asks the store the first time a fetch wants the bitmap of an opened
+// pack and remembers the answer while the pack stays open. That needs no
+// write through the repo actor and no extra state for fork, GC or delete to
+// keep consistent (they treat the bitmap as one more file of the pack). The
+// only case a lookup cannot see, a bitmap built after this node looked, is
+// covered on the building node by adopting the file into its cache; that
+// node owns the repository and so serves its fetches. Other nodes use it
+// the next time they open the pack.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/bitmap"
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/packcache"
+)
+
+// bitmapBuildTimeout bounds a background build, so a stuck store cannot
+// keep a repository's build slot forever.
+const bitmapBuildTimeout = 30 * time.Minute
+
+// BuildBitmap computes the bitmap of the stored pack packName for a
+// repository whose refs point at tips, uploads it next to the pack and
+// installs it in the local cache. It fails with an error wrapping
+// bitmap.ErrIncomplete if the tips reach objects outside the pack.
+func BuildBitmap(ctx context.Context, d Deps, owner, name, packName string, tips []object.ID) error {
+	if d.Cache == nil {
+		return fmt.Errorf("bitmap of %s in %s/%s: no pack cache configured", packName, owner, name)
+	}
+	pk, ik := PackKeys(owner, name, packName)
+	p, release, err := d.Cache.Get(ctx, pk, ik, packName)
+	if err != nil {
+		return fmt.Errorf("bitmap of %s in %s/%s: %w", packName, owner, name, err)
+	}
+	defer release()
+	start := time.Now()
+	x, err := bitmap.Build(ctx, p, tips, bitmap.BuildOptions{})
+	if err != nil {
+		return fmt.Errorf("bitmap of %s in %s/%s: %w", packName, owner, name, err)
+	}
+	path, err := writeTemp(d.Cache.TempDir(), x)
+	if err != nil {
+		return fmt.Errorf("bitmap of %s in %s/%s: %w", packName, owner, name, err)
+	}
+	defer os.Remove(path) // no-op once adopted
+	size, err := putFile(ctx, d, BitmapKey(owner, name, packName), path)
+	if err != nil {
+		return fmt.Errorf("bitmap of %s in %s/%s: %w", packName, owner, name, err)
+	}
+	// Only an optimisation for the pack's current readers: without it the
+	// cache downloads the bitmap when it next opens the pack.
+	if err := d.Cache.AdoptBitmap(path, packName); err != nil {
+		d.log().Warn("adopt bitmap into cache", zap.String("pack", packName), zap.Error(err))
+	}
+	d.log().Info("bitmap built", zap.String("repo", owner+"/"+name), zap.String("pack", packName),
+		zap.Int("masks", x.Len()), zap.Int64("bytes", size), zap.Duration("took", time.Since(start)))
+	return nil
+}
+
+func writeTemp(dir string, x *bitmap.Index) (string, error) {
+	f, err := os.CreateTemp(dir, "bitmap-*")
+	if err != nil {
+		return "", fmt.Errorf("create temp bitmap: %w", err)
+	}
+	_, err = x.WriteTo(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write %s: %w", f.Name(), err)
+	}
+	return f.Name(), nil
+}
+
+// bitmapJob identifies a repository on one node (its pack cache).
+type bitmapJob struct {
+	cache *packcache.Cache
+	repo  string
+}
+
+// bitmapBuilds are the background builds running in this process.
+var bitmapBuilds = struct {
+	mu      sync.Mutex
+	running map[bitmapJob]bool
+}{running: map[bitmapJob]bool{}}
+
+// BuildBitmapInBackground runs BuildBitmap on its own goroutine, detached
+// from the caller's context (a push is acknowledged before its pack's
+// bitmap exists), and reports whether it started: at most one build per
+// repository and node runs at a time, and a request meanwhile is dropped
+// (the next repack builds one anyway). Failures are logged, never
+// returned. done, if not nil, is called with the result when the build
+// ends.
+func BuildBitmapInBackground(d Deps, owner, name, packName string, tips []object.ID, done func(error)) bool {
+	job := bitmapJob{cache: d.Cache, repo: owner + "/" + name}
+	bitmapBuilds.mu.Lock()
+	if bitmapBuilds.running[job] {
+		bitmapBuilds.mu.Unlock()
+		return false
+	}
+	bitmapBuilds.running[job] = true
+	bitmapBuilds.mu.Unlock()
+	tips = append([]object.ID(nil), tips...)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), bitmapBuildTimeout)
+		err := BuildBitmap(ctx, d, owner, name, packName, tips)
+		cancel()
+		bitmapBuilds.mu.Lock()
+		delete(bitmapBuilds.running, job)
+		bitmapBuilds.mu.Unlock()
+		switch {
+		case errors.Is(err, bitmap.ErrIncomplete):
+			// Another push landed first and its refs reach past the pack.
+			d.log().Info("no bitmap: pack is not the whole repository", zap.String("repo", job.repo), zap.String("pack", packName), zap.Error(err))
+		case err != nil:
+			d.log().Warn("background bitmap build failed", zap.String("repo", job.repo), zap.String("pack", packName), zap.Error(err))
+		}
+		if done != nil {
+			done(err)
+		}
+	}()
+	return true
+}
+
+// refTips returns the distinct ids the refs point at.
+func refTips(refs []Ref) []object.ID {
+	tips := make([]object.ID, 0, len(refs))
+	seen := make(map[object.ID]bool, len(refs))
+	for _, ref := range refs {
+		if !seen[ref.ID] {
+			seen[ref.ID] = true
+			tips = append(tips, ref.ID)
+		}
+	}
+	return tips
+}
+
+// bitmapPack chooses the pack whose bitmap answers fetches: the one with
+// the most objects. Bitmaps are built only for packs holding the whole
+// repository, which stay the largest until enough has been pushed on top
+// to warrant a repack; the bitmap query walks the objects of other packs.
+func bitmapPack(packs []PackInfo) (string, bool) {
+	best := -1
+	for i, p := range packs {
+		if best < 0 || p.Objects > packs[best].Objects {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", false
+	}
+	return packs[best].Name, true
+}
+
+// Bitmap returns the reachability bitmap for the snapshot's largest pack,
+// or nil when it has none or it is unusable (fetches then walk). The
+// first call per opened pack may download it. Valid until Close.
+func (s *Snapshot) Bitmap(ctx context.Context) *bitmap.Index {
+	name, ok := bitmapPack(s.Packs)
+	if !ok || s.set.cache == nil {
+		return nil
+	}
+	return s.set.cache.Bitmap(ctx, BitmapKey(s.Owner, s.Name, name), name)
+}

@@ -1,0 +1,121 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rgit/rgit/transport/gitproto"
+	"github.com/rgit/rgit/transport/gitserve"
+)
+
+// TestHTTPForwarderMoved: an owner answering the moved signal makes
+// Forward report gitserve.ErrMoved, having written nothing, for requests
+// that can be sent again; the next Forward sends the whole body again.
+// A request whose body cannot be replayed gets a plain 503 error.
+func TestHTTPForwarderMoved(t *testing.T) {
+	var movedLeft atomic.Int32
+	up := httptest.NewServer(PeerHTTP(secret, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if movedLeft.Add(-1) >= 0 {
+			gitserve.WriteMoved(w) // answered before reading the body
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s body=%q", r.Method, b)
+	})))
+	defer up.Close()
+	dir, _ := StaticDirectory(map[string]string{"rgit-1": strings.TrimPrefix(up.URL, "http://")})
+	f := NewHTTPForwarder(dir, secret, nil)
+	defer f.Close()
+
+	replayable := func() *http.Request {
+		body := []byte("0000")
+		r := httptest.NewRequest("POST", "/a/b/git-upload-pack", bytes.NewReader(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"GET", func() *http.Request { return httptest.NewRequest("GET", "/a/b/info/refs", nil) }},
+		{"replayable POST", replayable},
+	} {
+		movedLeft.Store(1)
+		r := tc.req()
+		w := httptest.NewRecorder()
+		if err := f.Forward(w, r, "rgit-1"); !errors.Is(err, gitserve.ErrMoved) {
+			t.Fatalf("%s: moved answer: %v", tc.name, err)
+		}
+		if w.Body.Len() != 0 || len(w.Header()) != 0 {
+			t.Errorf("%s: moved answer reached the client: %d %q %v", tc.name, w.Code, w.Body, w.Header())
+		}
+		w = httptest.NewRecorder()
+		if err := f.Forward(w, r, "rgit-1"); err != nil {
+			t.Fatalf("%s: second forward: %v", tc.name, err)
+		}
+		if want := fmt.Sprintf("%s body=%q", r.Method, map[bool]string{true: "0000"}[r.Method == "POST"]); w.Body.String() != want {
+			t.Errorf("%s: owner saw %q, want %q", tc.name, w.Body, want)
+		}
+	}
+
+	// A streamed body cannot be sent again: not ErrMoved, still a 503
+	// with nothing written.
+	movedLeft.Store(1)
+	r := httptest.NewRequest("POST", "/a/b/git-receive-pack", strings.NewReader("pack"))
+	w := httptest.NewRecorder()
+	err := f.Forward(w, r, "rgit-1")
+	if errors.Is(err, gitserve.ErrMoved) || gitserve.Classify(err) != gitserve.Unavailable || w.Body.Len() != 0 {
+		t.Errorf("streamed body: %v (class %v), wrote %q", err, gitserve.Classify(err), w.Body)
+	}
+}
+
+// movedRepo resolves nothing: this node released every repository.
+type movedRepo struct{}
+
+// releasedErr is what the engine answers for a repository a draining node
+// released.
+var releasedErr = fmt.Errorf("released: %w", gitserve.ErrMoved)
+
+func (movedRepo) Lookup(context.Context, string, string) (gitserve.RepoInfo, error) {
+	return gitserve.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, releasedErr)
+}
+
+func (movedRepo) Session(context.Context, string, string, bool) (gitproto.Backend, func(), error) {
+	return nil, nil, releasedErr
+}
+
+// TestSessionMoved: a forwarded session for a repository the owner
+// released is answered before the upgrade, with nothing read from the
+// client's input, so the caller can send it elsewhere.
+func TestSessionMoved(t *testing.T) {
+	gate, err := gitserve.NewGate(movedRepo{}, echoEngine{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(RequireBearer(secret, nil, &SessionHandler{Gate: gate}))
+	defer srv.Close()
+	host, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	var p int
+	fmt.Sscan(port, &p)
+	dir, _ := StaticDirectory(map[string]string{"rgit-1": net.JoinHostPort(host, fmt.Sprint(p-1))})
+	in := strings.NewReader("untouched")
+	for _, svc := range []gitserve.Service{gitserve.UploadPack, gitserve.ReceivePack} {
+		_, err := NewSessionClient(dir, secret).ForwardSession(context.Background(), "rgit-1",
+			gitserve.SessionRequest{Service: svc, Owner: "a", Name: "b"}, in, io.Discard)
+		if !errors.Is(err, gitserve.ErrMoved) {
+			t.Fatalf("%s: %v", svc, err)
+		}
+	}
+	if in.Len() != len("untouched") {
+		t.Error("input consumed by a session that never started")
+	}
+}
