@@ -49,16 +49,6 @@ func TestResultLine(t *testing.T) {
 	}
 }
 
-func TestCountField(t *testing.T) {
-	out := "count: 0\nsize: 0\nin-pack: 4819\npacks: 1\n"
-	if got := countField(out, "in-pack"); got != 4819 {
-		t.Errorf("in-pack = %d", got)
-	}
-	if got := countField(out, "missing"); got != -1 {
-		t.Errorf("missing = %d, want -1", got)
-	}
-}
-
 func TestFreePorts(t *testing.T) {
 	p, err := freePorts(2)
 	if err != nil {

@@ -84,7 +84,7 @@ func runCluster(ctx context.Context, args []string) error {
 				*side.dst = append(*side.dst, s)
 			}
 		}
-		r.rgitRSSMB = float64(peakRSSKB(fwd.Pid())) / 1024
+		r.rgitRSSMB = float64(procHWM(strconv.Itoa(fwd.Pid()))) / 1024
 		r.report(os.Stdout, os.Stderr)
 		last = repo
 	}
@@ -117,19 +117,4 @@ func takeover(ctx context.Context, owner, via *multiproc.Node, token, repo strin
 		}
 	}
 	return 0, errors.New("no successful fetch within 30s of kill -9 of the owner")
-}
-
-// peakRSSKB is a live process's peak RSS (VmHWM) in KB; 0 if unknown.
-func peakRSSKB(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return 0
 }

@@ -3,13 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -152,9 +154,6 @@ func buildBitmap(ctx context.Context, ef *engineFixture) (string, error) {
 }
 
 func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, runs int, profDir string) error {
-	if err := verifyClonePack(ctx, ef, self); err != nil {
-		return err
-	}
 	child := func(op string, run int, extra ...string) *exec.Cmd {
 		args := []string{"engine-child", op}
 		if profDir != "" && run == 0 {
@@ -170,69 +169,87 @@ func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, run
 		}
 		return cmd
 	}
+	timed := func(cmd *exec.Cmd, err error) (sample, error) {
+		if err != nil {
+			return sample{}, err
+		}
+		return runTimed(cmd)
+	}
 	outDir := func(side string, run int) (string, error) {
 		d := filepath.Join(ef.work, fmt.Sprintf("index-%s-%d", side, run))
 		return d, os.MkdirAll(d, 0o755)
 	}
-
-	cacheDir := filepath.Join(ef.work, "clone-cache")
-	warm := exec.CommandContext(ctx, self, "engine-child", "clone", "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll, "-cache", cacheDir, "-bitmap", ef.bitmap)
-	if _, err := runTimed(warm); err != nil {
-		return fmt.Errorf("warm clone cache: %w", err)
+	// The pack as the server's pack cache holds it: its reverse index
+	// sits beside it (written by the first process to open the pack; here
+	// the clone server's, before any timed run) and its bitmap.
+	packArgs := []string{"-pack", ef.PackPath, "-idx", ef.IdxPath, "-rev", filepath.Join(ef.work, filepath.Base(pack.RevPathFor(ef.PackPath))), "-bitmap", ef.bitmap}
+	cloneArgs := append([]string{"clone", "-wants", ef.wantsAll}, packArgs...)
+	fetchArgs := append([]string{"fetch", "-wants", ef.wantMain, "-haves", ef.haves}, packArgs...)
+	cachedArgs := append(slices.Clone(cloneArgs), "-cache", filepath.Join(ef.work, "clone-cache"))
+	gitClone := func(int) (sample, error) {
+		return runTimed(gitc("", "pack-objects", "--revs", "--stdout", "--all", "--thin", "--delta-base-offset", "--use-bitmap-index", "-q"))
+	}
+	gitFetch := func(int) (sample, error) {
+		return runTimed(gitc(ef.mainTip+"\n^"+ef.behind+"\n", "pack-objects", "--revs", "--stdout", "--thin", "--delta-base-offset", "--use-bitmap-index", "-q"))
 	}
 
-	type sideFn func(run int) (*exec.Cmd, error)
+	type sideFn func(run int) (sample, error)
 	ops := []struct {
-		name      string
-		rgit, git sideFn
+		name string
+		// serve, if set, makes the rgit side a warm server started with
+		// these child arguments; verify checks its first, untimed answer.
+		serve  []string
+		verify func(ctx context.Context, ef *engineFixture, packFile string) error
+		rgit   sideFn // the cold side, when serve is nil
+		git    sideFn
 	}{
-		{"index",
-			func(run int) (*exec.Cmd, error) {
+		{name: "index",
+			rgit: func(run int) (sample, error) {
 				d, err := outDir("rgit", run)
-				return child("index", run, "-in", ef.fullPack, "-dir", d), err
+				return timed(child("index", run, "-in", ef.fullPack, "-dir", d), err)
 			},
-			func(run int) (*exec.Cmd, error) {
+			git: func(run int) (sample, error) {
 				d, err := outDir("git", run)
-				return gitc("", "index-pack", "--threads=2", "-o", filepath.Join(d, "full.idx"), ef.fullPack), err
+				return timed(gitc("", "index-pack", "--threads=2", "-o", filepath.Join(d, "full.idx"), ef.fullPack), err)
 			}},
-		{"clone",
-			func(run int) (*exec.Cmd, error) {
-				return child("clone", run, "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll, "-bitmap", ef.bitmap), nil
-			},
-			func(int) (*exec.Cmd, error) {
-				return gitc("", "pack-objects", "--revs", "--stdout", "--all", "--thin", "--delta-base-offset", "--use-bitmap-index", "-q"), nil
-			}},
-		// The server's clone-pack cache, warmed by an untimed clone before
-		// the first run (the op=clone line above is the cold path).
-		{"clone-cached",
-			func(run int) (*exec.Cmd, error) {
-				return child("clone", run, "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll, "-cache", cacheDir, "-bitmap", ef.bitmap), nil
-			},
-			func(int) (*exec.Cmd, error) {
-				return gitc("", "pack-objects", "--revs", "--stdout", "--all", "--thin", "--delta-base-offset", "--use-bitmap-index", "-q"), nil
-			}},
-		{"fetch",
-			func(run int) (*exec.Cmd, error) {
-				return child("fetch", run, "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantMain, "-haves", ef.haves, "-bitmap", ef.bitmap), nil
-			},
-			func(int) (*exec.Cmd, error) {
-				return gitc(ef.mainTip+"\n^"+ef.behind+"\n", "pack-objects", "--revs", "--stdout", "--thin", "--delta-base-offset", "-q"), nil
-			}},
+		{name: "clone", serve: cloneArgs, verify: verifyClonePack, git: gitClone},
+		// The clone-pack cache, filled by the server's first request.
+		{name: "clone-cached", serve: cachedArgs, verify: verifyClonePack, git: gitClone},
+		{name: "fetch", serve: fetchArgs, verify: verifyFetchPack, git: gitFetch},
+		{name: "clone-cold",
+			rgit: func(run int) (sample, error) { return runTimed(child(cloneArgs[0], run, cloneArgs[1:]...)) },
+			git:  gitClone},
+		{name: "fetch-cold",
+			rgit: func(run int) (sample, error) { return runTimed(child(fetchArgs[0], run, fetchArgs[1:]...)) },
+			git:  gitFetch},
 	}
 	for _, op := range ops {
 		r := result{op: op.name, fixture: ef.Name}
+		rgit := op.rgit
+		var srv *warmServer
+		if op.serve != nil {
+			var err error
+			if srv, err = startServer(ctx, self, op.serve...); err != nil {
+				return err
+			}
+			err = verifyFirst(ctx, ef, srv, op.verify)
+			if err != nil {
+				srv.stop()
+				return fmt.Errorf("%s %s: %w", op.name, ef.Name, err)
+			}
+			rgit = func(int) (sample, error) { return srv.request("") }
+		}
 		// Interleave the sides so background noise hits both alike.
 		for run := range runs {
 			for _, side := range []struct {
 				fn  sideFn
 				dst *[]sample
-			}{{op.rgit, &r.rgit}, {op.git, &r.git}} {
-				cmd, err := side.fn(run)
+			}{{rgit, &r.rgit}, {op.git, &r.git}} {
+				s, err := side.fn(run)
 				if err != nil {
-					return err
-				}
-				s, err := runTimed(cmd)
-				if err != nil {
+					if srv != nil {
+						srv.stop()
+					}
 					return fmt.Errorf("%s %s: %w", op.name, ef.Name, err)
 				}
 				*side.dst = append(*side.dst, s)
@@ -243,58 +260,84 @@ func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, run
 			}
 		}
 		r.rgitRSSMB, r.gitRSSMB = peakMB(r.rgit), peakMB(r.git)
+		if srv != nil {
+			rss, err := srv.stop()
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", op.name, ef.Name, err)
+			}
+			r.rgitRSSMB = float64(rss) / 1024
+		}
 		r.report(os.Stdout, os.Stderr)
 	}
 	return nil
 }
 
-// verifyClonePack has rgit write its full-clone pack to a file (untimed)
-// and checks it with `git index-pack --strict` in an empty repository,
-// and that it holds as many objects as git's rev-list says a clone needs.
-func verifyClonePack(ctx context.Context, ef *engineFixture, self string) error {
+// verifyFirst has a fresh server answer its first request into a file
+// (untimed: it is the server's warm-up, whose one-time costs the cold
+// lines show) and checks that pack.
+func verifyFirst(ctx context.Context, ef *engineFixture, srv *warmServer, verify func(context.Context, *engineFixture, string) error) error {
 	out := filepath.Join(ef.work, "verify.pack")
-	cmd := exec.CommandContext(ctx, self, "engine-child", "clone", "-pack", ef.PackPath, "-idx", ef.IdxPath, "-wants", ef.wantsAll, "-out", out, "-bitmap", ef.bitmap)
-	if _, err := runTimed(cmd); err != nil {
+	defer os.Remove(out)
+	if _, err := srv.request(out); err != nil {
 		return err
 	}
-	defer os.Remove(out)
+	return verify(ctx, ef, out)
+}
+
+// verifyClonePack checks rgit's full-clone pack with `git index-pack
+// --strict` in an empty repository, and that it holds exactly the objects
+// git's rev-list says a clone needs.
+func verifyClonePack(ctx context.Context, ef *engineFixture, packFile string) error {
+	return verifyPack(ctx, ef, packFile, false, "--all")
+}
+
+// verifyFetchPack checks rgit's thin fetch pack with `git index-pack
+// --strict --fix-thin` in a repository that borrows the fixture's objects
+// (as the client has main~fetchBehind), and that it holds at least the
+// objects rev-list says the fetch needs: a bitmap plan is exact, a walk
+// may resend a few.
+func verifyFetchPack(ctx context.Context, ef *engineFixture, packFile string) error {
+	return verifyPack(ctx, ef, packFile, true, ef.mainTip, "^"+ef.behind)
+}
+
+func verifyPack(ctx context.Context, ef *engineFixture, packFile string, thin bool, revs ...string) error {
 	repo := filepath.Join(ef.work, "verify.git")
 	defer os.RemoveAll(repo)
 	if _, err := fixture.Git(ctx, ef.work, nil, "init", "-q", "--bare", repo); err != nil {
 		return err
 	}
-	pf, err := os.Open(out)
+	args := []string{"index-pack", "--strict", "--stdin"}
+	if thin {
+		alt := filepath.Join(repo, "objects", "info", "alternates")
+		if err := os.WriteFile(alt, []byte(filepath.Join(ef.Dir, "objects")+"\n"), 0o644); err != nil {
+			return err
+		}
+		args = append(args, "--fix-thin")
+	}
+	pf, err := os.Open(packFile)
 	if err != nil {
 		return err
 	}
 	defer pf.Close()
-	if _, err := fixture.Git(ctx, repo, pf, "index-pack", "--strict", "--stdin"); err != nil {
-		return fmt.Errorf("%w: fixture %s: %v", ErrVerify, ef.Name, err)
+	var hdr [12]byte
+	if _, err := io.ReadFull(pf, hdr[:]); err != nil {
+		return fmt.Errorf("%w: fixture %s: pack header: %v", ErrVerify, ef.Name, err)
 	}
-	want, err := fixture.Git(ctx, ef.Dir, nil, "rev-list", "--objects", "--all")
-	if err != nil {
+	nGot := int(binary.BigEndian.Uint32(hdr[8:]))
+	if _, err := pf.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	got, err := fixture.Git(ctx, repo, nil, "count-objects", "-v")
+	if _, err := fixture.Git(ctx, repo, pf, args...); err != nil {
+		return fmt.Errorf("%w: fixture %s: %v", ErrVerify, ef.Name, err)
+	}
+	want, err := fixture.Git(ctx, ef.Dir, nil, append([]string{"rev-list", "--objects"}, revs...)...)
 	if err != nil {
 		return err
 	}
 	nWant := bytes.Count(want, []byte("\n"))
-	nGot := countField(string(got), "in-pack")
-	if nGot != nWant {
-		return fmt.Errorf("%w: fixture %s: clone pack has %d objects, git rev-list --objects --all lists %d", ErrVerify, ef.Name, nGot, nWant)
+	if nGot < nWant || (!thin && nGot != nWant) {
+		return fmt.Errorf("%w: fixture %s: pack has %d objects, git rev-list --objects %s lists %d", ErrVerify, ef.Name, nGot, strings.Join(revs, " "), nWant)
 	}
-	fmt.Fprintf(os.Stderr, "  verified fixture=%s clone pack: index-pack --strict ok, %d objects\n", ef.Name, nGot)
+	fmt.Fprintf(os.Stderr, "  verified fixture=%s pack for rev-list %s: index-pack --strict ok, %d objects (rev-list: %d)\n", ef.Name, strings.Join(revs, " "), nGot, nWant)
 	return nil
-}
-
-// countField reads "name: N" from git count-objects -v output.
-func countField(out, name string) int {
-	for _, l := range strings.Split(out, "\n") {
-		if v, ok := strings.CutPrefix(l, name+": "); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return -1
 }

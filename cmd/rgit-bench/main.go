@@ -8,13 +8,31 @@
 //	fixtures  build (or find cached) fixtures and print their sizes
 //	(the ref-database benchmark is its own command, cmd/rgit-bench-refdb)
 //	engine    pack layer: index a pushed pack, full-clone pack, incremental fetch
+//	          (warm server and cold process, see below)
 //	http      end to end over smart HTTP against git http-backend
 //	cluster   three nodes: clone through a forwarding node vs. direct to
 //	          the owner, and takeover time after kill -9 of the owner
 //
-// The rgit side of engine runs in a child process (engine-child) so its
-// peak RSS can be read from rusage. It is a benchmark tool, so it may
-// import anything, testkit included.
+// The engine ops model each side's production path. C git serves a fetch
+// by upload-pack spawning `git pack-objects` (bitmaps on), so its side is
+// one such process per request, start-up included. An rgit server keeps a
+// repository's packs open across sessions (index mapped, offset order and
+// delta base cache built, bitmap loaded: storage/packcache), so op=clone,
+// op=clone-cached and op=fetch time single requests (plan, then the whole
+// pack written to a counting writer, or the clone-pack cache's answer) in
+// a long-running child (engine-child -serve) that has opened the pack once
+// and answered one untimed first request, the pack verified below; each
+// request gets a fresh commit-graph cache, as engine gives each session.
+// rgit_rss_mb is that child's peak after all requests. op=clone-cold and
+// op=fetch-cold show the rest: a fresh rgit process per request, paying Go
+// start-up, opening the pack and bitmap and the first request's one-time
+// work (the pack's reverse index is read from beside it, as the pack cache
+// keeps it, written by the first process). op=index is a fresh process on
+// both sides. The rgit side runs in child processes so that peak RSS can
+// be read from rusage. Every fixture's clone and fetch packs are checked
+// with `git index-pack --strict` and against `git rev-list --objects`.
+//
+// It is a benchmark tool, so it may import anything, testkit included.
 package main
 
 import (
@@ -46,6 +64,7 @@ func main() {
 		err = runEngine(ctx, args)
 	case "engine-child":
 		err = runEngineChild(ctx, args)
+		fmt.Fprintf(os.Stderr, "%s%d\n", hwmPrefix, ownHWM())
 	case "http":
 		err = runHTTP(ctx, args)
 	case "cluster":

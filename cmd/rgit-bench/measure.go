@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -31,17 +32,42 @@ func runTimed(cmd *exec.Cmd) (sample, error) {
 	if err != nil {
 		return s, fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args, " "), err, lastLines(stderr.Bytes(), 8))
 	}
-	s.rssKB = maxRSS(cmd)
+	s.rssKB = reportedHWM(stderr.Bytes())
 	return s, nil
 }
 
-// maxRSS is the peak RSS in KB of an exited command (Linux reports KB).
-func maxRSS(cmd *exec.Cmd) int64 {
-	if cmd.ProcessState == nil {
+// The peak RSS of a child is its own VmHWM, not rusage's ru_maxrss: Go
+// starts children with CLONE_VM, and Linux carries the parent's high-water
+// mark across the child's exec into ru_maxrss, which would charge the
+// bench's own memory to rgit. Children print hwmPrefix<KB> on stderr as
+// they exit; long-running ones are read from /proc before they stop.
+const hwmPrefix = "rgit-bench-vmhwm-kb="
+
+// ownHWM is this process's peak RSS in KB (VmHWM), or 0 if unknown.
+func ownHWM() int64 { return procHWM("self") }
+
+// procHWM reads VmHWM (KB) from /proc/<pid>/status; 0 if unavailable.
+func procHWM(pid string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
 		return 0
 	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// reportedHWM finds the hwmPrefix line a child printed on stderr.
+func reportedHWM(stderr []byte) int64 {
+	for _, line := range strings.Split(string(stderr), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), hwmPrefix); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
 	}
 	return 0
 }
@@ -106,7 +132,7 @@ func (r result) report(stdout, notes io.Writer) {
 func runs(ss []sample) string {
 	parts := make([]string, len(ss))
 	for i, s := range ss {
-		parts[i] = fmt.Sprintf("%.3f", s.secs)
+		parts[i] = fmt.Sprintf("%.4f", s.secs)
 	}
 	return strings.Join(parts, ",")
 }

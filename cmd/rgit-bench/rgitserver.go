@@ -121,15 +121,16 @@ func tryStartRgit(ctx context.Context, e rgitEnv) (*rgitServer, error) {
 
 // stop drains the node with SIGTERM and returns its peak RSS in KB.
 func (s *rgitServer) stop() (int64, error) {
+	hwm := procHWM(strconv.Itoa(s.cmd.Process.Pid)) // read while it still runs
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.exited:
 	case <-time.After(30 * time.Second):
 		s.cmd.Process.Kill()
 		<-s.exited
-		return maxRSS(s.cmd), errors.New("rgit serve did not stop within 30s of SIGTERM")
+		return hwm, errors.New("rgit serve did not stop within 30s of SIGTERM")
 	}
-	return maxRSS(s.cmd), nil
+	return hwm, nil
 }
 
 // admin runs one admin command and returns its output.

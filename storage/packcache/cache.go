@@ -218,8 +218,8 @@ func (c *Cache) scan() error {
 		pk, hasPack := files[name+".pack"]
 		idx, hasIdx := files[name+".idx"]
 		if !ok || !hasPack || !hasIdx {
-			// A stray file: a crash between the two renames, a bitmap whose
-			// pack is gone, or foreign junk.
+			// A stray file: a crash between the two renames, a bitmap or
+			// reverse index whose pack is gone, or foreign junk.
 			c.log.Info("packcache: removing stray file", zap.String("file", fname))
 			_ = os.Remove(filepath.Join(c.packDir, fname))
 			continue
@@ -239,12 +239,12 @@ func (c *Cache) scan() error {
 	return nil
 }
 
-// splitFile splits "pack-<hex>.pack" (or .idx, .bitmap) into name and
-// extension.
+// splitFile splits "pack-<hex>.pack" (or .idx, .bitmap, .rev) into name
+// and extension.
 func splitFile(fname string) (name, ext string, ok bool) {
 	ext = filepath.Ext(fname)
 	name = strings.TrimSuffix(fname, ext)
-	if ext != ".pack" && ext != ".idx" && ext != ".bitmap" {
+	if ext != ".pack" && ext != ".idx" && ext != ".bitmap" && ext != ".rev" {
 		return "", "", false
 	}
 	if _, err := nameHash(name); err != nil {
@@ -262,10 +262,18 @@ func (c *Cache) bitmapPath(name string) string {
 	return filepath.Join(c.packDir, name+".bitmap")
 }
 
-// removeFiles deletes a pack's cached files: pack, idx and bitmap.
+// removeFiles deletes a pack's cached files: pack, idx, bitmap and the
+// reverse index built from them.
 func (c *Cache) removeFiles(name string) error {
 	pp, ip := c.paths(name)
-	return errors.Join(removeIfExists(pp), removeIfExists(ip), removeIfExists(c.bitmapPath(name)))
+	return errors.Join(removeIfExists(pp), removeIfExists(ip), removeIfExists(c.bitmapPath(name)),
+		removeIfExists(pack.RevPathFor(pp)))
+}
+
+// open opens a cached pack, with its reverse index (the pack's offset
+// order) kept beside it so it is computed once per pack, not per open.
+func open(pp, ip string) (*pack.Pack, error) {
+	return pack.OpenWith(pp, ip, pack.OpenOptions{RevPath: pack.RevPathFor(pp)})
 }
 
 // TempDir is a directory on the cache's filesystem for files that will be
@@ -423,7 +431,7 @@ func (c *Cache) load(ctx context.Context, packKey, idxKey, name string, want obj
 	if onDisk {
 		size, err := c.checkExisting(pp, ip, want, !verified && c.opt.verifyExisting)
 		if err == nil {
-			p, err = pack.Open(pp, ip)
+			p, err = open(pp, ip)
 		}
 		if err == nil {
 			return p, size, false, nil
@@ -440,7 +448,7 @@ func (c *Cache) load(ctx context.Context, packKey, idxKey, name string, want obj
 		}
 		return nil, 0, false, fmt.Errorf("packcache: fetch %s: %w", name, err)
 	}
-	p, err = pack.Open(pp, ip)
+	p, err = open(pp, ip)
 	if err != nil {
 		_ = os.Remove(pp)
 		_ = os.Remove(ip)

@@ -400,3 +400,39 @@ func TestStrayFilesRemovedAtOpen(t *testing.T) {
 		t.Fatalf("stats = %+v", s)
 	}
 }
+
+// TestReverseIndexKeptBesideThePack: the pack's offset order is written
+// once next to the cached pack, survives a restart, and goes with the pack.
+func TestReverseIndexKeptBesideThePack(t *testing.T) {
+	fx := makePack(t, "rev")
+	st := memstore.New()
+	upload(t, st, fx)
+	dir := t.TempDir()
+	c := openCache(t, dir, st)
+	pk, ik := keys(fx)
+	p, release, err := c.Get(context.Background(), pk, ik, fx.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Entries(); err != nil { // needs the offset order
+		t.Fatal(err)
+	}
+	release()
+	rev := filepath.Join(dir, "packs", fx.name+".rev")
+	if _, err := os.Stat(rev); err != nil {
+		t.Fatalf("reverse index not written beside the pack: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c2 := openCache(t, dir, st)
+	if _, err := os.Stat(rev); err != nil {
+		t.Fatalf("reverse index removed at restart as a stray: %v", err)
+	}
+	if err := c2.Remove(fx.name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(rev); !os.IsNotExist(err) {
+		t.Fatalf("reverse index outlived its pack: %v", err)
+	}
+}
