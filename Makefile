@@ -26,8 +26,7 @@ run: build
 	$(BIN)/rgit serve
 
 ## test: everything, with the services the tests need installed first.
-test: tools deps build
-	$(GO) vet ./...
+test: tools deps build lint
 	$(GO) test -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
 	$(MAKE) fuzz

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,7 +49,7 @@ func TestReadmeQuickStart(t *testing.T) {
 
 	work := t.TempDir()
 	bin := filepath.Join(work, "bin")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin+"/", "./cmd/rgit", "./cmd/rgit-admin")
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/rgit", "./cmd/rgit-admin")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

@@ -101,8 +101,7 @@ func (q *query) tick() error {
 // mask end the walk; the trees of the other commits are read after all
 // masks are in, so unchanged subtrees are skipped by a bit test.
 func (q *query) fill(b *bitset, roots []object.ID) error {
-	var commits []object.ID // reached commits without a stored mask
-	var trees []object.ID   // root trees of those, and tree roots
+	var trees []object.ID // root trees of reached commits without a stored mask, and tree roots
 	stack := make([]object.ID, 0, len(roots))
 	// Roots may be of any type; parents are commits.
 	for _, id := range roots {
@@ -132,7 +131,6 @@ func (q *query) fill(b *bitset, roots []object.ID) error {
 			return err
 		}
 		q.mark(b, p, object.Commit)
-		commits = append(commits, id)
 		trees = append(trees, c.Tree)
 		for i := len(c.Parents) - 1; i >= 0; i-- {
 			stack = append(stack, c.Parents[i])

@@ -150,12 +150,12 @@ func mustReq(t *testing.T, method, url, body string, hdr map[string]string) *htt
 // releasedResolver: this node released every repository (it is draining).
 type releasedResolver struct{ *gitservetest.Resolver }
 
-// releasedErr is what the engine answers for a repository a draining node
+// errReleased is what the engine answers for a repository a draining node
 // released.
-var releasedErr = fmt.Errorf("released: %w", gitserve.ErrMoved)
+var errReleased = fmt.Errorf("released: %w", gitserve.ErrMoved)
 
 func (releasedResolver) Lookup(context.Context, string, string) (gitserve.RepoInfo, error) {
-	return gitserve.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, releasedErr)
+	return gitserve.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, errReleased)
 }
 
 // TestMovedAnswer: a request forwarded to a node that released the

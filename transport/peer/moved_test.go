@@ -81,16 +81,16 @@ func TestHTTPForwarderMoved(t *testing.T) {
 // movedRepo resolves nothing: this node released every repository.
 type movedRepo struct{}
 
-// releasedErr is what the engine answers for a repository a draining node
+// errReleased is what the engine answers for a repository a draining node
 // released.
-var releasedErr = fmt.Errorf("released: %w", gitserve.ErrMoved)
+var errReleased = fmt.Errorf("released: %w", gitserve.ErrMoved)
 
 func (movedRepo) Lookup(context.Context, string, string) (gitserve.RepoInfo, error) {
-	return gitserve.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, releasedErr)
+	return gitserve.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, errReleased)
 }
 
 func (movedRepo) Session(context.Context, string, string, bool) (gitproto.Backend, func(), error) {
-	return nil, nil, releasedErr
+	return nil, nil, errReleased
 }
 
 // TestSessionMoved: a forwarded session for a repository the owner
