@@ -359,16 +359,9 @@ func (q *query) includeTags(out *bitset, haves bitset, refs []walk.TagRef) error
 			if haves.has(p) || out.has(p) {
 				break
 			}
-			typ, data, err := q.r.ReadObject(id)
+			t, err := walk.ReadTag(q.r, id)
 			if err != nil {
-				return fmt.Errorf("include tag %s: %w", id, err)
-			}
-			if typ != object.Tag {
-				return fmt.Errorf("include tag %s: object is a %s: %w", id, typ, object.ErrMalformed)
-			}
-			t, err := object.ParseTag(data)
-			if err != nil {
-				return fmt.Errorf("include tag %s: %w", id, err)
+				return fmt.Errorf("include tag: %w", err)
 			}
 			q.mark(out, p, object.Tag)
 			if t.ObjectType != object.Tag {

@@ -569,16 +569,9 @@ func (w *objWalk) includeTags(refs []TagRef) error {
 			if w.excluded.Has(id) || w.out.Has(id) {
 				break
 			}
-			typ, data, err := w.r.ReadObject(id)
+			t, err := ReadTag(w.r, id)
 			if err != nil {
-				return fmt.Errorf("include tag %s: %w", id, err)
-			}
-			if typ != object.Tag {
-				return fmt.Errorf("include tag %s: object is a %s: %w", id, typ, object.ErrMalformed)
-			}
-			t, err := object.ParseTag(data)
-			if err != nil {
-				return fmt.Errorf("include tag %s: %w", id, err)
+				return fmt.Errorf("include tag: %w", err)
 			}
 			w.out.Add(id)
 			w.tags = append(w.tags, id)
@@ -589,4 +582,20 @@ func (w *objWalk) includeTags(refs []TagRef) error {
 		}
 	}
 	return nil
+}
+
+// ReadTag reads and parses the annotated tag id; another type is an error.
+func ReadTag(r object.Reader, id object.ID) (object.TagInfo, error) {
+	typ, data, err := r.ReadObject(id)
+	if err != nil {
+		return object.TagInfo{}, fmt.Errorf("tag %s: %w", id, err)
+	}
+	if typ != object.Tag {
+		return object.TagInfo{}, fmt.Errorf("tag %s: object is a %s: %w", id, typ, object.ErrMalformed)
+	}
+	t, err := object.ParseTag(data)
+	if err != nil {
+		return object.TagInfo{}, fmt.Errorf("tag %s: %w", id, err)
+	}
+	return t, nil
 }
