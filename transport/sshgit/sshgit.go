@@ -97,6 +97,10 @@ type Server struct {
 	// handlers counts running session handlers, so Shutdown and Close
 	// return only once every session has let go of its repository.
 	handlers sync.WaitGroup
+	// mu guards stopping: once set, no handler joins handlers, so Wait
+	// never races an Add (a connection accepted just before the close).
+	mu       sync.Mutex
+	stopping bool
 }
 
 // NewServer validates cfg, loads or creates the host key and returns a
@@ -138,7 +142,10 @@ func NewServer(cfg Config) (*Server, error) {
 	s.srv = &ssh.Server{
 		Addr: cfg.Addr,
 		Handler: func(sess ssh.Session) {
-			s.handlers.Add(1)
+			if !s.join() {
+				sess.Exit(1)
+				return
+			}
 			defer s.handlers.Done()
 			s.handle(sess)
 		},
@@ -185,7 +192,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		err = ctx.Err()
 	}
-	s.handlers.Wait()
+	s.waitHandlers()
 	return err
 }
 
@@ -193,8 +200,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // the session handlers, whose contexts that cancels, to return.
 func (s *Server) Close() error {
 	err := s.srv.Close()
-	s.handlers.Wait()
+	s.waitHandlers()
 	return err
+}
+
+// join registers a starting session handler; false once the server stops.
+func (s *Server) join() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
+}
+
+// waitHandlers stops new handlers from joining and waits for the rest.
+func (s *Server) waitHandlers() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	s.handlers.Wait()
 }
 
 // handle runs one session. gliderlabs calls it for "exec" and "shell"
