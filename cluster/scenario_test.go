@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -21,15 +20,9 @@ import (
 // separated by blank lines; '#' lines are comments. Times are offsets from
 // a fixed origin (at=1.5s). Run with -rewrite to regenerate expectations.
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			datadriven.RunFile(t, f, newWorld().run)
-		})
-	}
+	datadriven.Walk(t, "testdata", func(t *testing.T, f string) {
+		datadriven.RunFile(t, f, newWorld().run)
+	})
 }
 
 // world is the cluster as the scenarios see it: the leader's map, every

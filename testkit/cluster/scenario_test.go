@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,25 +45,19 @@ import (
 //	refs R                 R's refs as durable in the store
 //	check                  no two writers committed in one epoch
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenarios: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				w := &world{t: t, t0: time.Now(), sessions: map[string]*actors.Session{}, values: map[string]uint64{}}
-				defer w.close()
-				// Settle before every command: replies that actors send
-				// asynchronously (an actor stopping after a fence) land
-				// first, so the output does not depend on scheduling.
-				datadriven.RunFile(t, f, func(cmd string) (string, error) {
-					synctest.Wait()
-					return w.run(cmd)
-				})
+	datadriven.Walk(t, "testdata", func(t *testing.T, f string) {
+		synctest.Test(t, func(t *testing.T) {
+			w := &world{t: t, t0: time.Now(), sessions: map[string]*actors.Session{}, values: map[string]uint64{}}
+			defer w.close()
+			// Settle before every command: replies that actors send
+			// asynchronously (an actor stopping after a fence) land
+			// first, so the output does not depend on scheduling.
+			datadriven.RunFile(t, f, func(cmd string) (string, error) {
+				synctest.Wait()
+				return w.run(cmd)
 			})
 		})
-	}
+	})
 }
 
 type world struct {

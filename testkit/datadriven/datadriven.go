@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -101,5 +102,18 @@ func RunFile(t testing.TB, path string, run func(cmd string) (string, error)) {
 		if err := os.WriteFile(path, []byte(Format(cases)), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Walk runs fn as one subtest per scenario file in dir (*.txt), named by
+// the file; a directory without scenarios fails the test.
+func Walk(t *testing.T, dir string, fn func(t *testing.T, path string)) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenarios in %s: %v", dir, err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { fn(t, f) })
 	}
 }
