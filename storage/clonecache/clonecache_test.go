@@ -166,19 +166,27 @@ func TestProducerFailureLetsWaiterProduce(t *testing.T) {
 func TestWaiterHonoursContext(t *testing.T) {
 	c := newCache(t, 1<<20)
 	k := Key("slow")
-	started, release := make(chan struct{}), make(chan struct{})
-	go c.Serve(context.Background(), k, io.Discard, func(w io.Writer) error {
-		close(started)
-		<-release
-		return nil
-	})
+	started, release, built := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := c.Serve(context.Background(), k, io.Discard, func(w io.Writer) error {
+			close(started)
+			<-release
+			return nil
+		})
+		built <- err
+	}()
 	<-started
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := c.Serve(ctx, k, io.Discard, func(io.Writer) error { return nil }); !errors.Is(err, context.Canceled) {
+	_, err := c.Serve(ctx, k, io.Discard, func(io.Writer) error { return nil })
+	close(release)
+	// The builder finishes its file before the test's directory goes.
+	if berr := <-built; berr != nil {
+		t.Fatalf("builder: %v", berr)
+	}
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	close(release)
 }
 
 type failWriter struct{ err error }
