@@ -34,6 +34,7 @@ type Config struct {
 	MaxWarm        int               // RGIT_MAX_WARM
 	MaxBody        int64             // RGIT_MAX_BODY
 	FsckSkip       string            // RGIT_FSCK_SKIP
+	FsckStrict     bool              // RGIT_FSCK_STRICT
 	ClonePackCache int64             // RGIT_CLONE_CACHE_BYTES
 	LogLevel       string            // RGIT_LOG_LEVEL
 	DrainTimeout   time.Duration     // RGIT_DRAIN_SECS
@@ -63,7 +64,8 @@ var Vars = []Var{
 	{"RGIT_MAX_WARM", "64", "maximum number of open repository databases"},
 	{"RGIT_MAX_BODY", "2147483648", "maximum HTTP request body in bytes, enforced before authentication"},
 	{"RGIT_CLONE_CACHE_BYTES", "1073741824", "disk budget for cached clone packs (one per ref state); 0 disables"},
-	{"RGIT_FSCK_SKIP", "", "comma-separated cosmetic fsck checks to skip, e.g. zeroPaddedFilemode"},
+	{"RGIT_FSCK_SKIP", "", "comma-separated fsck checks to skip, e.g. gitmodulesParse (security checks cannot be skipped)"},
+	{"RGIT_FSCK_STRICT", "0", "1: also reject cosmetic fsck findings (zero-padded modes, bad dates and identities) that are accepted and logged by default"},
 	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
 }
@@ -90,6 +92,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		MaxWarm:        int(p.int("RGIT_MAX_WARM", 1)),
 		MaxBody:        p.int("RGIT_MAX_BODY", 1),
 		FsckSkip:       p.str("RGIT_FSCK_SKIP"),
+		FsckStrict:     p.bool("RGIT_FSCK_STRICT"),
 		ClonePackCache: p.int("RGIT_CLONE_CACHE_BYTES", 0),
 		LogLevel:       p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
 		DrainTimeout:   p.seconds("RGIT_DRAIN_SECS", 0),
@@ -168,6 +171,18 @@ func (p *parser) int(name string, min int64) int64 {
 		p.fail(name, "%d is below the minimum %d", n, min)
 	}
 	return n
+}
+
+func (p *parser) bool(name string) bool {
+	switch s := p.str(name); strings.ToLower(s) {
+	case "1", "true", "yes", "on":
+		return true
+	case "0", "false", "no", "off":
+		return false
+	default:
+		p.fail(name, "%q is not a boolean (0 or 1)", s)
+		return false
+	}
 }
 
 func (p *parser) seconds(name string, min int64) time.Duration {

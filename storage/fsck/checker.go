@@ -14,28 +14,47 @@ type Options struct {
 	// Skip holds check ids to ignore (see ParseSkipList). Security checks
 	// are never skipped, even if listed; unknown ids are ignored here.
 	Skip map[string]bool
-	// RejectInfo also rejects info-level findings (git's INFO severity,
-	// which receive.fsckObjects only prints), e.g. missingTaggerEntry.
+	// Strict rejects cosmetic findings too (RGIT_FSCK_STRICT), as git's
+	// receive.fsckObjects does; by default they are accepted and reported
+	// through Accepted.
+	Strict bool
+	// RejectInfo, with Strict, also rejects info-level findings (git's
+	// INFO severity, which receive.fsckObjects only prints), e.g.
+	// missingTaggerEntry.
 	RejectInfo bool
 }
+
+// Finding is a check that failed on an object without rejecting it.
+type Finding struct {
+	ID     object.ID
+	Check  string
+	Detail string
+}
+
+// maxAccepted bounds the findings a Checker keeps: a hostile pack may hold
+// millions, and the caller only logs a sample.
+const maxAccepted = 16
 
 // Checker checks objects. It is safe for concurrent use; the only state it
 // keeps is the set of blobs that trees name .gitmodules.
 type Checker struct {
 	skip       map[string]bool
+	strict     bool
 	rejectInfo bool
 
 	mu sync.Mutex
 	// gitmodules holds ids seen as .gitmodules in checked trees; the value
 	// is true once the blob's content has been checked.
 	gitmodules map[object.ID]bool
+	accepted   []Finding // the first maxAccepted accepted findings
+	nAccepted  int
 }
 
 // NewChecker returns a Checker for opts.
 func NewChecker(opts Options) *Checker {
-	c := &Checker{skip: map[string]bool{}, rejectInfo: opts.RejectInfo, gitmodules: map[object.ID]bool{}}
+	c := &Checker{skip: map[string]bool{}, strict: opts.Strict, rejectInfo: opts.RejectInfo, gitmodules: map[object.ID]bool{}}
 	for id, on := range opts.Skip {
-		if ci, ok := Lookup(id); ok && on && !ci.Security {
+		if ci, ok := Lookup(id); ok && on && ci.Class != Security {
 			c.skip[ci.ID] = true
 		}
 	}
@@ -48,10 +67,25 @@ func (c *Checker) rejects(check string) bool {
 	if !ok { // programming error: every reported id is registered
 		return true
 	}
-	if c.skip[ci.ID] {
-		return false
+	return Rejects(ci, c.skip[ci.ID], c.strict, c.rejectInfo)
+}
+
+// accept records a finding that did not reject its object.
+func (c *Checker) accept(f Finding) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nAccepted++
+	if len(c.accepted) < maxAccepted {
+		c.accepted = append(c.accepted, f)
 	}
-	return ci.Severity != SevInfo || c.rejectInfo
+}
+
+// Accepted returns a sample of the findings that were accepted (at most
+// 16) and how many there were in all, for the caller to log.
+func (c *Checker) Accepted() (sample []Finding, total int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.accepted), c.nAccepted
 }
 
 // report collects the first rejecting finding for one object.
@@ -67,6 +101,9 @@ type report struct {
 func (r *report) add(check, format string, args ...any) bool {
 	r.found = append(r.found, check)
 	if !r.c.rejects(check) {
+		if !r.c.skip[check] {
+			r.c.accept(Finding{ID: r.id, Check: check, Detail: fmt.Sprintf(format, args...)})
+		}
 		return false
 	}
 	if r.err == nil {

@@ -13,7 +13,7 @@ import (
 var badGitmodules = []byte("[submodule \"x\"]\n\turl = -evil\n")
 
 func TestGitmodulesBlobAfterTree(t *testing.T) {
-	c := NewChecker(Options{})
+	c := NewChecker(Options{Strict: true})
 	blob := object.Hash(object.Blob, badGitmodules)
 	tree := mkTree(ent{"100644", ".gitmodules", blob})
 	if err := c.Check(object.Hash(object.Tree, tree), object.Tree, tree); err != nil {
@@ -36,7 +36,7 @@ func TestGitmodulesBlobAfterTree(t *testing.T) {
 }
 
 func TestGitmodulesBlobBeforeTree(t *testing.T) {
-	c := NewChecker(Options{})
+	c := NewChecker(Options{Strict: true})
 	blob := object.Hash(object.Blob, badGitmodules)
 	if err := c.Check(blob, object.Blob, badGitmodules); err != nil {
 		t.Fatalf("blob not yet known as .gitmodules: %v", err)
@@ -60,7 +60,7 @@ func TestGitmodulesBlobBeforeTree(t *testing.T) {
 }
 
 func TestGitmodulesNonBlob(t *testing.T) {
-	c := NewChecker(Options{})
+	c := NewChecker(Options{Strict: true})
 	sub := mkTree(file("a"))
 	subID := object.Hash(object.Tree, sub)
 	// The mode says blob, the object is a tree.
@@ -77,7 +77,7 @@ func TestGitmodulesNonBlob(t *testing.T) {
 }
 
 func TestGitmodulesBlobsSorted(t *testing.T) {
-	c := NewChecker(Options{})
+	c := NewChecker(Options{Strict: true})
 	var es []ent
 	var want []object.ID
 	for i := range 5 {
@@ -100,7 +100,7 @@ func TestGitmodulesBlobsSorted(t *testing.T) {
 // caught either by Check or via GitmodulesBlobs + CheckGitmodules.
 func TestConcurrentCheck(t *testing.T) {
 	const n = 200
-	c := NewChecker(Options{})
+	c := NewChecker(Options{Strict: true})
 	type obj struct {
 		id   object.ID
 		typ  object.Type
@@ -150,7 +150,7 @@ func TestConcurrentCheck(t *testing.T) {
 }
 
 func TestErrorFormat(t *testing.T) {
-	c := NewChecker(Options{})
+	c := NewChecker(Options{Strict: true})
 	tree := mkTree(dir(".git"))
 	id := object.Hash(object.Tree, tree)
 	err := c.Check(id, object.Tree, tree)
@@ -199,14 +199,12 @@ func TestRegistry(t *testing.T) {
 		}
 		seen[ci.ID] = true
 		got, err := ParseSkipList(ci.ID)
-		if ci.Security != errors.Is(err, ErrNotSkippable) {
-			t.Errorf("%s: security=%v but ParseSkipList err=%v", ci.ID, ci.Security, err)
+		security := ci.Class == Security
+		if security != errors.Is(err, ErrNotSkippable) {
+			t.Errorf("%s: class=%v but ParseSkipList err=%v", ci.ID, ci.Class, err)
 		}
-		if !ci.Security && !got[ci.ID] {
+		if !security && !got[ci.ID] {
 			t.Errorf("%s: not in parsed skip list", ci.ID)
-		}
-		if ci.Security && ci.Severity == SevInfo {
-			t.Errorf("%s: security check at info level would never reject", ci.ID)
 		}
 	}
 }

@@ -12,9 +12,8 @@ import (
 // Severity is git's default message type for a check.
 type Severity int8
 
-// Severities, as in git's fsck.h. SevFatal, SevError and SevWarn reject an
-// object (rgit behaves like receive.fsckObjects, where git promotes warnings
-// to errors); SevInfo rejects only when Options.RejectInfo is set.
+// Severities, as in git's fsck.h. Whether a finding rejects the object is
+// decided by Rejects from the check's class, not from its severity alone.
 const (
 	SevInfo Severity = iota
 	SevWarn
@@ -36,11 +35,47 @@ func (s Severity) String() string {
 	return fmt.Sprintf("severity(%d)", int(s))
 }
 
+// Class says how rgit treats a check's findings.
+type Class int8
+
+const (
+	// Cosmetic findings are malformed but harmless, and real public
+	// histories contain them: accepted (and logged) by default, rejected
+	// under Options.Strict, skippable.
+	Cosmetic Class = iota
+	// Guard findings are harmless to rgit but dangerous to some client
+	// (an unparseable .gitmodules, a symlinked .gitignore): rejected by
+	// default, skippable.
+	Guard
+	// Security findings break rgit's parsers or are exploits (.git path
+	// variants, submodule URLs that run commands): always rejected, never
+	// skippable.
+	Security
+)
+
 // CheckInfo describes one check.
 type CheckInfo struct {
 	ID       string   // git's msg id, camelCase ("zeroPaddedFilemode")
 	Severity Severity // git's default severity
-	Security bool     // never skippable
+	Class    Class
+}
+
+// Rejects decides whether a finding of c fails the object. skipped: the
+// operator listed c in RGIT_FSCK_SKIP; strict: RGIT_FSCK_STRICT, which
+// rejects every finding git itself would reject under receive.fsckObjects
+// (fatal, error and warn); rejectInfo adds git's info-level findings.
+func Rejects(c CheckInfo, skipped, strict, rejectInfo bool) bool {
+	switch {
+	case c.Class == Security:
+		return true
+	case skipped:
+		return false
+	case c.Class == Guard:
+		return true
+	case strict:
+		return c.Severity != SevInfo || rejectInfo
+	}
+	return false
 }
 
 // Check ids, named as in git ("fsck.<id>" / "receive.fsck.<id>").
@@ -102,62 +137,64 @@ const (
 // checks is the registry; the package doc explains the classification.
 var checks = []CheckInfo{
 	// Structure: rgit's own parsers (and git's) depend on these.
-	{NulInHeader, SevFatal, true},
-	{UnterminatedHeader, SevFatal, true},
-	{UnknownType, SevError, true},
-	{BadObjectSha1, SevError, true},
-	{BadParentSha1, SevError, true},
-	{BadTree, SevError, true},
-	{BadTreeSha1, SevError, true},
-	{BadType, SevError, true},
-	{MissingCommitter, SevError, true},
-	{MissingObject, SevError, true},
-	{MissingTag, SevError, true},
-	{MissingTagEntry, SevError, true},
-	{MissingTree, SevError, true},
-	{MissingType, SevError, true},
-	{MissingTypeEntry, SevError, true},
+	{NulInHeader, SevFatal, Security},
+	{UnterminatedHeader, SevFatal, Security},
+	{UnknownType, SevError, Security},
+	{BadObjectSha1, SevError, Security},
+	{BadParentSha1, SevError, Security},
+	{BadTree, SevError, Security},
+	{BadTreeSha1, SevError, Security},
+	{BadType, SevError, Security},
+	{MissingCommitter, SevError, Security},
+	{MissingObject, SevError, Security},
+	{MissingTag, SevError, Security},
+	{MissingTagEntry, SevError, Security},
+	{MissingTree, SevError, Security},
+	{MissingType, SevError, Security},
+	{MissingTypeEntry, SevError, Security},
 	// Trees whose checkout escapes the work tree, writes into .git, or
 	// that different implementations could read differently.
-	{DuplicateEntries, SevError, true},
-	{TreeNotSorted, SevError, true},
-	{EmptyName, SevWarn, true},
-	{FullPathname, SevWarn, true},
-	{HasDot, SevWarn, true},
-	{HasDotdot, SevWarn, true},
-	{HasDotgit, SevWarn, true},
+	{DuplicateEntries, SevError, Security},
+	{TreeNotSorted, SevError, Security},
+	{EmptyName, SevWarn, Security},
+	{FullPathname, SevWarn, Security},
+	{HasDot, SevWarn, Security},
+	{HasDotdot, SevWarn, Security},
+	{HasDotgit, SevWarn, Security},
 	// Submodule configuration that runs commands or escapes on clone.
-	{GitmodulesMissing, SevError, true},
-	{GitmodulesBlob, SevError, true},
-	{GitmodulesName, SevError, true},
-	{GitmodulesSymlink, SevError, true},
-	{GitmodulesURL, SevError, true},
-	{GitmodulesPath, SevError, true},
-	{GitmodulesUpdate, SevError, true},
+	{GitmodulesMissing, SevError, Security},
+	{GitmodulesBlob, SevError, Security},
+	{GitmodulesName, SevError, Security},
+	{GitmodulesSymlink, SevError, Security},
+	{GitmodulesURL, SevError, Security},
+	{GitmodulesPath, SevError, Security},
+	{GitmodulesUpdate, SevError, Security},
+	// Guards: harmless to rgit, but a client could read them differently
+	// or follow a symlink out of the work tree.
+	{GitmodulesParse, SevError, Guard}, // git: info
+	{GitignoreSymlink, SevInfo, Guard},
+	{GitattributesSymlink, SevInfo, Guard},
+	{MailmapSymlink, SevInfo, Guard},
 	// Cosmetic: malformed but harmless; real histories contain them.
-	{GitmodulesParse, SevError, false}, // git: info; rgit rejects by default
-	{BadDate, SevError, false},
-	{BadDateOverflow, SevError, false},
-	{BadEmail, SevError, false},
-	{BadName, SevError, false},
-	{BadTimezone, SevError, false},
-	{MissingAuthor, SevError, false},
-	{MissingEmail, SevError, false},
-	{MissingNameBeforeEmail, SevError, false},
-	{MissingSpaceBeforeDate, SevError, false},
-	{MissingSpaceBeforeEmail, SevError, false},
-	{MultipleAuthors, SevError, false},
-	{ZeroPaddedDate, SevError, false},
-	{NullSha1, SevWarn, false},
-	{ZeroPaddedFilemode, SevWarn, false},
-	{NulInCommit, SevWarn, false},
-	{LargePathname, SevWarn, false},
-	{BadFilemode, SevInfo, false},
-	{GitignoreSymlink, SevInfo, false},
-	{GitattributesSymlink, SevInfo, false},
-	{MailmapSymlink, SevInfo, false},
-	{BadTagName, SevInfo, false},
-	{MissingTaggerEntry, SevInfo, false},
+	{BadDate, SevError, Cosmetic},
+	{BadDateOverflow, SevError, Cosmetic},
+	{BadEmail, SevError, Cosmetic},
+	{BadName, SevError, Cosmetic},
+	{BadTimezone, SevError, Cosmetic},
+	{MissingAuthor, SevError, Cosmetic},
+	{MissingEmail, SevError, Cosmetic},
+	{MissingNameBeforeEmail, SevError, Cosmetic},
+	{MissingSpaceBeforeDate, SevError, Cosmetic},
+	{MissingSpaceBeforeEmail, SevError, Cosmetic},
+	{MultipleAuthors, SevError, Cosmetic},
+	{ZeroPaddedDate, SevError, Cosmetic},
+	{NullSha1, SevWarn, Cosmetic},
+	{ZeroPaddedFilemode, SevWarn, Cosmetic},
+	{NulInCommit, SevWarn, Cosmetic},
+	{LargePathname, SevWarn, Cosmetic},
+	{BadFilemode, SevInfo, Cosmetic},
+	{BadTagName, SevInfo, Cosmetic},
+	{MissingTaggerEntry, SevInfo, Cosmetic},
 }
 
 var checkIndex = func() map[string]CheckInfo {
@@ -215,7 +252,7 @@ func ParseSkipList(s string) (map[string]bool, error) {
 		if !ok {
 			return nil, fmt.Errorf("skip list: %q: %w", f, ErrUnknownCheck)
 		}
-		if c.Security {
+		if c.Class == Security {
 			return nil, fmt.Errorf("skip list: %s: %w", c.ID, ErrNotSkippable)
 		}
 		set[c.ID] = true

@@ -72,7 +72,7 @@ var commitCases = []struct {
 func TestCommitChecks(t *testing.T) {
 	for _, tc := range commitCases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewChecker(Options{})
+			c := NewChecker(Options{Strict: true})
 			err := c.Check(object.Hash(object.Commit, tc.data), object.Commit, tc.data)
 			if got := checkName(t, err); got != tc.want {
 				t.Fatalf("Check = %v, want check %q", err, tc.want)
@@ -87,7 +87,7 @@ func TestCommitSkipContinues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewChecker(Options{Skip: skip})
+	c := NewChecker(Options{Strict: true, Skip: skip})
 	if got := checkName(t, c.Check(commitID, object.Commit, data)); got != MissingEmail {
 		t.Fatalf("got %q, want missingEmail from the committer line", got)
 	}
@@ -95,7 +95,7 @@ func TestCommitSkipContinues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c = NewChecker(Options{Skip: skip})
+	c = NewChecker(Options{Strict: true, Skip: skip})
 	if err := c.Check(commitID, object.Commit, data); err != nil {
 		t.Fatalf("all findings skipped, got %v", err)
 	}
@@ -142,7 +142,7 @@ var tagCases = []struct {
 func TestTagChecks(t *testing.T) {
 	for _, tc := range tagCases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewChecker(Options{RejectInfo: tc.info})
+			c := NewChecker(Options{Strict: true, RejectInfo: tc.info})
 			err := c.Check(object.Hash(object.Tag, tc.data), object.Tag, tc.data)
 			if got := checkName(t, err); got != tc.want {
 				t.Fatalf("Check = %v, want check %q", err, tc.want)
@@ -152,7 +152,7 @@ func TestTagChecks(t *testing.T) {
 }
 
 func TestUnknownType(t *testing.T) {
-	c := NewChecker(Options{})
+	c := NewChecker(Options{Strict: true})
 	if got := checkName(t, c.Check(commitID, object.OfsDelta, nil)); got != UnknownType {
 		t.Fatalf("got %q, want unknownType", got)
 	}

@@ -10,38 +10,42 @@
 // is checked after the tree, Check runs them; otherwise GitmodulesBlobs
 // lists it for the caller to read and pass to CheckGitmodules.
 //
-// # Checks and severities
+// # Checks, severities and classes
 //
-// Check ids are git's msg ids in camelCase. Severity is git's default;
-// like `receive.fsckObjects=true` (index-pack --strict), rgit rejects
-// fatal, error and warn findings and ignores info findings unless
-// Options.RejectInfo is set.
+// Check ids are git's msg ids in camelCase; Severity is git's default.
+// Whether a finding rejects its object depends on the check's Class (see
+// Rejects, a pure decision with a table test):
 //
-// Security checks are never skippable: objects failing them are malformed
-// in a way rgit's parsers or git clients depend on, or are exploits.
+//   - Security: always rejected, never skippable. The object is malformed
+//     in a way rgit's parsers or git clients depend on, or is an exploit.
+//   - Guard: rejected by default, skippable (RGIT_FSCK_SKIP). Harmless to
+//     rgit but risky for some client.
+//   - Cosmetic: accepted by default and reported through
+//     Checker.Accepted for the caller to log; rejected with Options.Strict
+//     (RGIT_FSCK_STRICT), where rgit behaves like git's
+//     receive.fsckObjects: fatal, error and warn findings reject, info
+//     findings only with Options.RejectInfo. Real public histories contain
+//     these (zero-padded modes in old trees, bad time zones).
 //
-//	structure:  nulInHeader, unterminatedHeader (fatal), unknownType,
-//	            badObjectSha1, badParentSha1, badTree, badTreeSha1, badType,
-//	            missingCommitter, missingObject, missingTag, missingTagEntry,
-//	            missingTree, missingType, missingTypeEntry (error)
-//	trees:      duplicateEntries, treeNotSorted (error); emptyName,
-//	            fullPathname, hasDot, hasDotdot, hasDotgit (warn)
-//	submodules: gitmodulesMissing, gitmodulesBlob, gitmodulesName,
-//	            gitmodulesSymlink, gitmodulesUrl, gitmodulesPath,
-//	            gitmodulesUpdate (error)
+// The classes:
 //
-// Cosmetic checks may be skipped (Options.Skip, ParseSkipList); real
-// histories contain them (e.g. zeroPaddedFilemode in old repositories):
-//
-//	error: gitmodulesParse (info in git; rgit rejects an unparseable
-//	       .gitmodules by default so that no other parser can read it
-//	       differently), badDate, badDateOverflow, badEmail, badName,
-//	       badTimezone, missingAuthor, missingEmail, missingNameBeforeEmail,
-//	       missingSpaceBeforeDate, missingSpaceBeforeEmail, multipleAuthors,
-//	       zeroPaddedDate
-//	warn:  nullSha1, zeroPaddedFilemode, nulInCommit, largePathname
-//	info:  badFilemode, gitignoreSymlink, gitattributesSymlink,
-//	       mailmapSymlink, badTagName, missingTaggerEntry
+//	security:  nulInHeader, unterminatedHeader, unknownType, badObjectSha1,
+//	           badParentSha1, badTree, badTreeSha1, badType,
+//	           missingCommitter, missingObject, missingTag, missingTagEntry,
+//	           missingTree, missingType, missingTypeEntry (structure);
+//	           duplicateEntries, treeNotSorted, emptyName, fullPathname,
+//	           hasDot, hasDotdot, hasDotgit (trees); gitmodulesMissing,
+//	           gitmodulesBlob, gitmodulesName, gitmodulesSymlink,
+//	           gitmodulesUrl, gitmodulesPath, gitmodulesUpdate (submodules)
+//	guard:     gitmodulesParse (an unparseable .gitmodules another parser
+//	           could read differently), gitignoreSymlink,
+//	           gitattributesSymlink, mailmapSymlink
+//	cosmetic:  badDate, badDateOverflow, badEmail, badName, badTimezone,
+//	           missingAuthor, missingEmail, missingNameBeforeEmail,
+//	           missingSpaceBeforeDate, missingSpaceBeforeEmail,
+//	           multipleAuthors, zeroPaddedDate (error); nullSha1,
+//	           zeroPaddedFilemode, nulInCommit, largePathname (warn);
+//	           badFilemode, badTagName, missingTaggerEntry (info)
 //
 // Deliberate differences from git: object ids in headers must be
 // lowercase hex (rgit's parsers require it); submodule names may not be

@@ -147,13 +147,13 @@ func TestRealRepository(t *testing.T) {
 	if len(objs) < 20 {
 		t.Fatalf("only %d objects", len(objs))
 	}
-	c := NewChecker(Options{RejectInfo: true})
+	c := NewChecker(Options{Strict: true, RejectInfo: true})
 	if err := checkAll(c, objs); err != nil {
 		t.Fatal(err)
 	}
 	// Same objects in reverse order (trees before their blobs).
 	slices.Reverse(objs)
-	if err := checkAll(NewChecker(Options{}), objs); err != nil {
+	if err := checkAll(NewChecker(Options{Strict: true}), objs); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -227,7 +227,7 @@ func TestTreeNamesAgainstGit(t *testing.T) {
 	gitSays := gitFindings(git)
 	flagged := map[string]int{}
 	for id, tr := range trees {
-		r := &report{c: NewChecker(Options{}), id: id}
+		r := &report{c: NewChecker(Options{Strict: true}), id: id}
 		r.c.checkTree(r, tr.data)
 		for _, check := range relevant {
 			want := slices.Contains(gitSays[id], check)
@@ -354,7 +354,7 @@ func TestHeadersAgainstGit(t *testing.T) {
 			continue // git cannot store an empty commit file
 		}
 		id := object.Hash(o.typ, o.data)
-		r := &report{c: NewChecker(Options{}), id: id}
+		r := &report{c: NewChecker(Options{Strict: true}), id: id}
 		if o.typ == object.Commit {
 			checkCommit(r, o.data)
 		} else {

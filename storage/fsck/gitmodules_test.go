@@ -85,7 +85,7 @@ var rgitStricter = map[string]bool{"name absolute": true, "name drive": true}
 func TestGitmodulesChecks(t *testing.T) {
 	for _, tc := range gitmodulesCases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewChecker(Options{})
+			c := NewChecker(Options{Strict: true})
 			id := object.Hash(object.Blob, []byte(tc.data))
 			err := c.CheckGitmodules(id, []byte(tc.data))
 			if got := checkName(t, err); got != tc.want {
@@ -101,7 +101,7 @@ func TestGitmodulesParseSkippable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewChecker(Options{Skip: skip})
+	c := NewChecker(Options{Strict: true, Skip: skip})
 	if err := c.CheckGitmodules(blobID, data); err != nil {
 		t.Fatalf("skipped gitmodulesParse still fails: %v", err)
 	}

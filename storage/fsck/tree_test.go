@@ -47,17 +47,16 @@ func TestTreeChecks(t *testing.T) {
 		{"gitmodulesSymlink after backslash", mkTree(symlink("x\\.gitmodules")), GitmodulesSymlink, false},
 		{"gitmodulesBlob tree", mkTree(dir(".gitmodules")), GitmodulesBlob, false},
 		{"gitmodulesBlob gitlink", mkTree(ent{"160000", ".gitmodules", commitID}), GitmodulesBlob, false},
-		{"gitattributes symlink ignored by default", mkTree(symlink(".gitattributes")), "", false},
-		{"gitattributesSymlink", mkTree(symlink(".gitattributes")), GitattributesSymlink, true},
-		{"gitignoreSymlink", mkTree(symlink("GITIGN~1")), GitignoreSymlink, true},
-		{"mailmapSymlink", mkTree(symlink(".mailmap")), MailmapSymlink, true},
+		{"gitattributesSymlink", mkTree(symlink(".gitattributes")), GitattributesSymlink, false},
+		{"gitignoreSymlink", mkTree(symlink("GITIGN~1")), GitignoreSymlink, false},
+		{"mailmapSymlink", mkTree(symlink(".mailmap")), MailmapSymlink, false},
 		{"gitignore regular file", mkTree(file(".gitignore")), "", true},
 		{"largePathname", mkTree(file(strings.Repeat("x", 4097))), LargePathname, false},
 		{"long but allowed", mkTree(file(strings.Repeat("x", 4096))), "", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewChecker(Options{RejectInfo: tc.info})
+			c := NewChecker(Options{Strict: true, RejectInfo: tc.info})
 			id := object.Hash(object.Tree, tc.tree)
 			err := c.Check(id, object.Tree, tc.tree)
 			if got := checkName(t, err); got != tc.want {
@@ -68,7 +67,7 @@ func TestTreeChecks(t *testing.T) {
 }
 
 func TestTreeDangerousNames(t *testing.T) {
-	c := NewChecker(Options{})
+	c := NewChecker(Options{Strict: true})
 	for _, n := range dangerousDotGit {
 		for _, e := range []ent{file(n), dir(n)} {
 			tree := mkTree(e)
@@ -92,7 +91,7 @@ func TestTreeSkip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewChecker(Options{Skip: skip})
+	c := NewChecker(Options{Strict: true, Skip: skip})
 	if err := c.Check(object.Hash(object.Tree, tree), object.Tree, tree); err != nil {
 		t.Fatalf("skipped zeroPaddedFilemode still fails: %v", err)
 	}
@@ -102,7 +101,7 @@ func TestTreeSkip(t *testing.T) {
 		t.Fatalf("got %q, want treeNotSorted", got)
 	}
 	// Security checks cannot be skipped even if a caller builds the map.
-	c = NewChecker(Options{Skip: map[string]bool{HasDotgit: true, DuplicateEntries: true}})
+	c = NewChecker(Options{Strict: true, Skip: map[string]bool{HasDotgit: true, DuplicateEntries: true}})
 	tree = mkTree(dir(".git"))
 	if got := checkName(t, c.Check(object.Hash(object.Tree, tree), object.Tree, tree)); got != HasDotgit {
 		t.Fatalf("got %q, want hasDotgit despite skip", got)

@@ -52,10 +52,10 @@ type Server struct {
 }
 
 // StartServer starts a node on store with loopback listeners on free ports
-// and a fresh cache and host key, and shuts it down at test cleanup. The
-// store's environment is set with t.Setenv, so the calling test must not be
-// parallel.
-func StartServer(t testing.TB, store Store) *Server {
+// and a fresh cache and host key, and shuts it down at test cleanup. vars
+// ("RGIT_X=value") override the test defaults. The store's environment is
+// set with t.Setenv, so the calling test must not be parallel.
+func StartServer(t testing.TB, store Store, vars ...string) *Server {
 	t.Helper()
 	for _, kv := range store.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -77,7 +77,7 @@ func StartServer(t testing.TB, store Store) *Server {
 		if err != nil {
 			t.Fatal(err)
 		}
-		vars := map[string]string{
+		env := map[string]string{
 			"RGIT_STORE_URL":  store.URL,
 			"RGIT_CACHE_DIR":  filepath.Join(dir, "cache"),
 			"RGIT_HOST_KEY":   filepath.Join(dir, "host_key"),
@@ -87,7 +87,11 @@ func StartServer(t testing.TB, store Store) *Server {
 			"RGIT_LOG_LEVEL":  "info",
 			"RGIT_DRAIN_SECS": "10",
 		}
-		if s.cfg, err = config.Parse(func(k string) string { return vars[k] }); err != nil {
+		for _, kv := range vars {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		if s.cfg, err = config.Parse(func(k string) string { return env[k] }); err != nil {
 			t.Fatalf("config: %v", err)
 		}
 		if err := os.MkdirAll(s.cfg.CacheDir, 0o755); err != nil {

@@ -56,6 +56,7 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 			res.UnpackErr = err
 			return res, nil
 		}
+		logAccepted(b.log(), checker)
 		b.checkConnected(ctx, reader, req.Commands, res.Results)
 		if len(ix.Objects) > 0 && anyOK(res.Results) {
 			info, err := repo.StagePack(ctx, b.e.Deps, b.snap.Owner, b.snap.Name, ix)
@@ -218,5 +219,18 @@ func anyOK(rs []gitproto.CommandResult) bool {
 func removeFiles(paths ...string) {
 	for _, p := range paths {
 		os.Remove(p)
+	}
+}
+
+// logAccepted names the objects whose cosmetic fsck findings the push was
+// allowed to keep (a sample: a pack may hold millions).
+func logAccepted(log *zap.Logger, c *fsck.Checker) {
+	sample, total := c.Accepted()
+	for _, f := range sample {
+		log.Info("push accepted an object with a cosmetic fsck finding (RGIT_FSCK_STRICT=1 rejects it)",
+			zap.Stringer("object", f.ID), zap.String("check", f.Check), zap.String("detail", f.Detail))
+	}
+	if total > len(sample) {
+		log.Info("more cosmetic fsck findings accepted in this push", zap.Int("not_logged", total-len(sample)))
 	}
 }
