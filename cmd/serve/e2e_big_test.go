@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rgit/rgit/testkit/need"
 )
 
 // bigPush pushes ~110 MB of incompressible data in four files, clones it
@@ -62,7 +63,7 @@ func interop(t *testing.T, f *fixture) {
 	havePy := func(t *testing.T, module string) {
 		t.Helper()
 		if r := f.env.Command("", nil, python, "-c", "import "+module); !r.OK() {
-			t.Skipf("\n*** SKIPPING %s INTEROP: %s -c 'import %s' failed (run `make deps`) ***\n%s", module, python, module, r.Stderr)
+			need.Missing(t, "python module "+module, fmt.Sprintf("%s -c 'import %s' failed: %s; run `make deps`", python, module, r.Stderr))
 		}
 	}
 	// Each client clones a seeded repository, commits a file and pushes
@@ -102,9 +103,7 @@ func interop(t *testing.T, f *fixture) {
 	})
 
 	t.Run("jgit", func(t *testing.T) {
-		if _, err := exec.LookPath("jgit"); err != nil {
-			t.Skipf("\n*** SKIPPING JGIT INTEROP: jgit not installed (run `make deps`) ***")
-		}
+		need.Tool(t, "jgit")
 		// Debian's jgit-cli 4.11 launcher leaves the LFS and Apache HTTP
 		// jars off its class path; without them every command fails with
 		// NoClassDefFoundError. Its password source chain is ~/.netrc, then
@@ -132,7 +131,7 @@ func interop(t *testing.T, f *fixture) {
 			}, ":"),
 		}
 		if r := f.env.Command("", jenv, "jgit", "--version"); !r.OK() {
-			t.Skipf("\n*** SKIPPING JGIT INTEROP: jgit does not run ***\n%s", r)
+			need.Missing(t, "a working jgit", r.String())
 		}
 		repo, _ := f.seeded(t, http, "jgit", 2)
 		dst := filepath.Join(f.dir(t), "c")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/testkit/need"
 )
 
 // gitRepo is a throwaway repository driven by the git CLI with a fixed
@@ -24,9 +25,7 @@ type gitRepo struct {
 
 func newGitRepo(t *testing.T) *gitRepo {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	need.Tool(t, "git")
 	r := &gitRepo{t: t, dir: t.TempDir()}
 	r.git("init", "-q", "-b", "main")
 	return r

@@ -17,15 +17,14 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/testkit/need"
 )
 
 // gitRepo creates an empty repository and returns a function running git
 // in it.
 func gitRepo(t *testing.T) (dir string, git func(stdin []byte, args ...string) []byte) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	need.Tool(t, "git")
 	dir = t.TempDir()
 	git = func(stdin []byte, args ...string) []byte {
 		t.Helper()

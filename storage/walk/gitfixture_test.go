@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/testkit/need"
 )
 
 // testRepo is a real git repository built with the git CLI, with fixed
@@ -29,9 +30,7 @@ const fixtureEpoch = 1700000000
 
 func newTestRepo(tb testing.TB) *testRepo {
 	tb.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		tb.Skip("git not installed")
-	}
+	need.Tool(tb, "git")
 	r := &testRepo{tb: tb, dir: tb.TempDir(), now: fixtureEpoch}
 	r.git("init", "-q", "-b", "main")
 	return r

@@ -2,8 +2,8 @@
 // POSIX backend) on loopback for tests and benchmarks.
 //
 // The binary is found through RGIT_VERSITYGW, then <repo root>/.tools/
-// versitygw (built by `make tools`), then PATH. Start skips the test when it
-// is missing, loudly, unless CI=true or RGIT_REQUIRE_S3=1, where it fails.
+// versitygw (built by `make tools`), then PATH. When it is missing, Start
+// stops the test as testkit/need does: a loud skip, or a failure under CI.
 //
 // It may import anything (it is testkit); nothing outside tests imports it.
 package s3local
@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/rgit/rgit/storage/objstore/s3store"
+	"github.com/rgit/rgit/testkit/need"
 )
 
 // Fixed test credentials and names.
@@ -122,10 +123,7 @@ func repoRoot() (string, bool) {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	if _, err := Binary(); errors.Is(err, ErrNoBinary) {
-		if os.Getenv("CI") == "true" || os.Getenv("RGIT_REQUIRE_S3") == "1" {
-			t.Fatalf("S3 tests required (CI or RGIT_REQUIRE_S3=1) but %v", err)
-		}
-		t.Skipf("\n*** SKIPPING S3 TESTS: %v ***\n*** These tests did NOT run. ***", err)
+		need.Missing(t, "the S3 test server", err.Error()+"; run `make tools`")
 	}
 	s, err := StartProcess(t.TempDir())
 	if err != nil {

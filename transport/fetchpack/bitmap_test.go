@@ -18,6 +18,7 @@ import (
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/walk"
+	"github.com/rgit/rgit/testkit/need"
 	"github.com/rgit/rgit/transport/gitproto"
 )
 
@@ -39,9 +40,7 @@ func sh(t *testing.T, dir, script string) string {
 // bitmapRepo is a repository with branches, a merge and a tag in one
 // pack, and that pack's bitmap file.
 func bitmapRepo(t *testing.T) (dir string, p *pack.Pack, bmPath string) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	need.Tool(t, "git")
 	dir = t.TempDir()
 	sh(t, dir, `git init -q -b main
 for i in 1 2 3 4 5 6; do mkdir -p d/$i; echo $i > d/$i/f; echo $i > top; git add -A; git commit -qm c$i; done

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/testkit/need"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/gitserve/gitservetest"
@@ -67,9 +67,7 @@ type fixture struct {
 func newFixture(t *testing.T, engine gitserve.Engine) *fixture {
 	t.Helper()
 	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecEngine{}}
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("ssh client not installed")
-	}
+	need.Tool(t, "ssh")
 	f.pub = f.env.BareRepo(2)
 	f.prv = f.env.BareRepo(1)
 	f.res.Add(auth.RepoInfo{Owner: "alice", Name: "pub", Public: true}, f.pub)

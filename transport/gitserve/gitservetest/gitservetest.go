@@ -25,6 +25,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/testkit/need"
 	"github.com/rgit/rgit/transport/gitproto"
 )
 
@@ -223,9 +224,7 @@ type Env struct {
 // missing.
 func NewEnv(t testing.TB) *Env {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	need.Tool(t, "git")
 	home := t.TempDir()
 	return &Env{T: t, Home: home}
 }
