@@ -292,3 +292,35 @@ func TestNegotiationSlots(t *testing.T) {
 		t.Error("the negotiation kept its slot")
 	}
 }
+
+// TestFetchManyHaves: a real git fetch whose client has hundreds of
+// commits the server lacks sends them as haves in growing rounds (16, 32,
+// 64, ...) before it finds common history; that still works, in every
+// protocol version. (The test backend runs git per have, so a few hundred
+// keep it quick.)
+func TestFetchManyHaves(t *testing.T) {
+	t.Parallel()
+	const local = 400
+	for _, proto := range protocols {
+		t.Run("v"+strconv.Itoa(proto), func(t *testing.T) {
+			t.Parallel()
+			src := newFixture(t)
+			dst, _ := clone(t, proto, src, nil)
+			addCommits(t, dst, "refs/heads/local", "main", "local", local)
+			newMain := addCommit(t, src, "refs/heads/main", "", "n1.txt")
+			out, err := tryGit(t, "", []string{"GIT_TRACE_PACKET=1"}, "--git-dir", dst,
+				"-c", "protocol.version="+strconv.Itoa(proto), "fetch", "--upload-pack", helperCmd(t, "upload"),
+				"origin", "+refs/heads/main:refs/heads/main")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(out, "> have "); n < local {
+				t.Errorf("client sent %d have lines, want at least %d", n, local)
+			}
+			if got := rev(t, dst, "main"); got != newMain {
+				t.Errorf("main = %s, want %s", got, newMain)
+			}
+			runGit(t, "", "--git-dir", dst, "fsck", "--no-dangling")
+		})
+	}
+}
