@@ -32,6 +32,7 @@ type Options struct {
 	// MaxCommands caps the number of ref update commands in one push
 	// (DefaultMaxCommands when 0).
 	MaxCommands int
+	// Limits bound fetch requests; zero fields take the defaults.
 	Limits
 }
 
