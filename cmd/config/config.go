@@ -18,26 +18,30 @@ import (
 
 // Config is the whole server configuration.
 type Config struct {
-	StoreURL       string            // RGIT_STORE_URL
-	StoreTimeout   time.Duration     // RGIT_STORE_TIMEOUT_SECS
-	CacheDir       string            // RGIT_CACHE_DIR
-	HTTPAddr       string            // RGIT_HTTP_ADDR
-	SSHAddr        string            // RGIT_SSH_ADDR
-	HostKey        string            // RGIT_HOST_KEY
-	PeerAddr       string            // RGIT_PEER_ADDR; the peer stream port is this port + 1
-	PeerSvc        string            // RGIT_PEER_SVC
-	Peers          map[string]string // RGIT_PEERS: node → peer HTTP address; nil unless set
-	Self           string            // RGIT_SELF
-	PeerSecret     string            // RGIT_PEER_SECRET
-	FlushInterval  time.Duration     // RGIT_FLUSH_INTERVAL_MS
-	WarmTTL        time.Duration     // RGIT_WARM_TTL_SECS
-	MaxWarm        int               // RGIT_MAX_WARM
-	MaxBody        int64             // RGIT_MAX_BODY
-	FsckSkip       string            // RGIT_FSCK_SKIP
-	FsckStrict     bool              // RGIT_FSCK_STRICT
-	ClonePackCache int64             // RGIT_CLONE_CACHE_BYTES
-	LogLevel       string            // RGIT_LOG_LEVEL
-	DrainTimeout   time.Duration     // RGIT_DRAIN_SECS
+	StoreURL        string            // RGIT_STORE_URL
+	StoreTimeout    time.Duration     // RGIT_STORE_TIMEOUT_SECS
+	CacheDir        string            // RGIT_CACHE_DIR
+	HTTPAddr        string            // RGIT_HTTP_ADDR
+	SSHAddr         string            // RGIT_SSH_ADDR
+	HostKey         string            // RGIT_HOST_KEY
+	PeerAddr        string            // RGIT_PEER_ADDR; the peer stream port is this port + 1
+	PeerSvc         string            // RGIT_PEER_SVC
+	Peers           map[string]string // RGIT_PEERS: node → peer HTTP address; nil unless set
+	Self            string            // RGIT_SELF
+	PeerSecret      string            // RGIT_PEER_SECRET
+	FlushInterval   time.Duration     // RGIT_FLUSH_INTERVAL_MS
+	WarmTTL         time.Duration     // RGIT_WARM_TTL_SECS
+	MaxWarm         int               // RGIT_MAX_WARM
+	MaxBody         int64             // RGIT_MAX_BODY
+	FsckSkip        string            // RGIT_FSCK_SKIP
+	FsckStrict      bool              // RGIT_FSCK_STRICT
+	ClonePackCache  int64             // RGIT_CLONE_CACHE_BYTES
+	LogLevel        string            // RGIT_LOG_LEVEL
+	DrainTimeout    time.Duration     // RGIT_DRAIN_SECS
+	MaxWants        int               // RGIT_MAX_WANTS
+	MaxHaves        int               // RGIT_MAX_HAVES
+	MaxArgBytes     int               // RGIT_MAX_ARG_BYTES
+	MaxNegotiations int               // RGIT_MAX_NEGOTIATIONS
 }
 
 // Var documents one variable; the README's configuration table is kept in
@@ -68,6 +72,10 @@ var Vars = []Var{
 	{"RGIT_FSCK_STRICT", "0", "1: also reject cosmetic fsck findings (zero-padded modes, bad dates and identities) that are accepted and logged by default"},
 	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
+	{"RGIT_MAX_WANTS", "200000", "maximum distinct wants of one fetch request (git sends one per distinct ref tip fetched)"},
+	{"RGIT_MAX_HAVES", "200000", "maximum distinct haves of one fetch negotiation (a v2 request, a v0 HTTP request or a whole v0 SSH session); git sends a few thousand when it finds common history"},
+	{"RGIT_MAX_ARG_BYTES", "33554432", "maximum bytes of one fetch request's argument lines"},
+	{"RGIT_MAX_NEGOTIATIONS", "16", "maximum fetch negotiations (argument parsing and have matching) running at once on the node; more wait"},
 }
 
 // FromEnv reads the configuration from the process environment.
@@ -77,25 +85,29 @@ func FromEnv() (*Config, error) { return Parse(os.Getenv) }
 func Parse(getenv func(string) string) (*Config, error) {
 	p := parser{getenv: getenv}
 	c := &Config{
-		StoreURL:       p.str("RGIT_STORE_URL"),
-		StoreTimeout:   p.seconds("RGIT_STORE_TIMEOUT_SECS", 1),
-		CacheDir:       p.str("RGIT_CACHE_DIR"),
-		HTTPAddr:       p.addr("RGIT_HTTP_ADDR"),
-		SSHAddr:        p.addr("RGIT_SSH_ADDR"),
-		HostKey:        p.str("RGIT_HOST_KEY"),
-		PeerAddr:       p.addr("RGIT_PEER_ADDR"),
-		PeerSvc:        p.str("RGIT_PEER_SVC"),
-		Self:           p.str("RGIT_SELF"),
-		PeerSecret:     p.str("RGIT_PEER_SECRET"),
-		FlushInterval:  time.Duration(p.int("RGIT_FLUSH_INTERVAL_MS", 0)) * time.Millisecond,
-		WarmTTL:        p.seconds("RGIT_WARM_TTL_SECS", 1),
-		MaxWarm:        int(p.int("RGIT_MAX_WARM", 1)),
-		MaxBody:        p.int("RGIT_MAX_BODY", 1),
-		FsckSkip:       p.str("RGIT_FSCK_SKIP"),
-		FsckStrict:     p.bool("RGIT_FSCK_STRICT"),
-		ClonePackCache: p.int("RGIT_CLONE_CACHE_BYTES", 0),
-		LogLevel:       p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
-		DrainTimeout:   p.seconds("RGIT_DRAIN_SECS", 0),
+		StoreURL:        p.str("RGIT_STORE_URL"),
+		StoreTimeout:    p.seconds("RGIT_STORE_TIMEOUT_SECS", 1),
+		CacheDir:        p.str("RGIT_CACHE_DIR"),
+		HTTPAddr:        p.addr("RGIT_HTTP_ADDR"),
+		SSHAddr:         p.addr("RGIT_SSH_ADDR"),
+		HostKey:         p.str("RGIT_HOST_KEY"),
+		PeerAddr:        p.addr("RGIT_PEER_ADDR"),
+		PeerSvc:         p.str("RGIT_PEER_SVC"),
+		Self:            p.str("RGIT_SELF"),
+		PeerSecret:      p.str("RGIT_PEER_SECRET"),
+		FlushInterval:   time.Duration(p.int("RGIT_FLUSH_INTERVAL_MS", 0)) * time.Millisecond,
+		WarmTTL:         p.seconds("RGIT_WARM_TTL_SECS", 1),
+		MaxWarm:         int(p.int("RGIT_MAX_WARM", 1)),
+		MaxBody:         p.int("RGIT_MAX_BODY", 1),
+		FsckSkip:        p.str("RGIT_FSCK_SKIP"),
+		FsckStrict:      p.bool("RGIT_FSCK_STRICT"),
+		ClonePackCache:  p.int("RGIT_CLONE_CACHE_BYTES", 0),
+		LogLevel:        p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
+		DrainTimeout:    p.seconds("RGIT_DRAIN_SECS", 0),
+		MaxWants:        int(p.int("RGIT_MAX_WANTS", 1)),
+		MaxHaves:        int(p.int("RGIT_MAX_HAVES", 1)),
+		MaxArgBytes:     int(p.int("RGIT_MAX_ARG_BYTES", 1024)),
+		MaxNegotiations: int(p.int("RGIT_MAX_NEGOTIATIONS", 1)),
 	}
 	if peers := p.str("RGIT_PEERS"); peers != "" {
 		m, err := cluster.ParsePeerMap(peers)

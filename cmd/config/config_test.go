@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rgit/rgit/transport/gitproto"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -32,12 +34,38 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		"RGIT_PEER_SECRET":       {"RGIT_PEER_SECRET": "short"},
 		"RGIT_LOG_LEVEL":         {"RGIT_LOG_LEVEL": "loud"},
 		"RGIT_FLUSH_INTERVAL_MS": {"RGIT_FLUSH_INTERVAL_MS": "-1"},
+		"RGIT_MAX_WANTS":         {"RGIT_MAX_WANTS": "0"},
+		"RGIT_MAX_HAVES":         {"RGIT_MAX_HAVES": "lots"},
+		"RGIT_MAX_ARG_BYTES":     {"RGIT_MAX_ARG_BYTES": "10"},
+		"RGIT_MAX_NEGOTIATIONS":  {"RGIT_MAX_NEGOTIATIONS": "0"},
 	}
 	for name, m := range cases {
 		_, err := Parse(env(m))
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: error %v does not name the variable", name, err)
 		}
+	}
+}
+
+// TestFetchLimits: the protocol's limit errors name these variables, and
+// their defaults are the protocol's.
+func TestFetchLimits(t *testing.T) {
+	c, err := Parse(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string][2]int{
+		gitproto.SettingMaxWants:    {c.MaxWants, gitproto.DefaultMaxWants},
+		gitproto.SettingMaxHaves:    {c.MaxHaves, gitproto.DefaultMaxHaves},
+		gitproto.SettingMaxArgBytes: {c.MaxArgBytes, gitproto.DefaultMaxArgBytes},
+	} {
+		if got[0] != got[1] {
+			t.Errorf("%s defaults to %d, the protocol's default is %d", name, got[0], got[1])
+		}
+	}
+	c, err = Parse(env(map[string]string{"RGIT_MAX_HAVES": "5000", "RGIT_MAX_NEGOTIATIONS": "4"}))
+	if err != nil || c.MaxHaves != 5000 || c.MaxNegotiations != 4 {
+		t.Fatalf("Parse: %+v, %v", c, err)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cmd/config"
@@ -36,6 +37,7 @@ import (
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/admin"
 	"github.com/rgit/rgit/transport/engine"
+	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/httpgit"
 	"github.com/rgit/rgit/transport/peer"
@@ -121,7 +123,13 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 		// engine; set before any listener exists.
 		s.cluster.httpFwd.Mover, s.cluster.sessions.Mover = eng, eng
 	}
-	httpCfg := httpgit.Config{Resolver: eng, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
+	// One protocol engine per node: its limits, and the negotiation slots
+	// above all, are shared by the HTTP, SSH and peer front ends.
+	proto := gitserve.ProtoEngine{Limits: gitproto.Limits{
+		MaxWants: cfg.MaxWants, MaxHaves: cfg.MaxHaves, MaxArgBytes: cfg.MaxArgBytes,
+		Negotiations: semaphore.NewWeighted(int64(cfg.MaxNegotiations)),
+	}}
+	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
 	if httpFwd != nil {
 		httpCfg.Forward, httpCfg.Rerouter = httpFwd, eng
 	}
@@ -138,7 +146,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
 	}
 
-	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Keys: credentials, Logger: log, Metrics: pm.For("ssh")}
+	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Engine: proto, Keys: credentials, Logger: log, Metrics: pm.For("ssh")}
 	if sessFwd != nil {
 		sshCfg.Forward, sshCfg.Rerouter = sessFwd, eng
 	}
@@ -165,7 +173,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 	adminMux.Handle(admin.Path, adm)
 	adminMux.Handle("/debug/pprof/", admin.RequireSecret(s.PeerSecret, log, pprofHandler()))
 	if s.cluster != nil {
-		gate, err := gitserve.NewGate(eng, nil, "")
+		gate, err := gitserve.NewGate(eng, proto, "")
 		if err != nil {
 			return nil, err
 		}

@@ -2,10 +2,10 @@ package gitproto
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/transport/pktline"
@@ -38,21 +38,35 @@ type line struct {
 // read flushes pending output and reads one packet. Framing errors wrap
 // ErrProtocol; a clean EOF is returned as io.EOF.
 func (c *conn) read() (line, error) {
-	if err := c.flush(); err != nil {
+	k, p, err := c.readPkt()
+	if err != nil {
 		return line{}, err
+	}
+	return line{kind: k, text: string(p)}, nil
+}
+
+// readPkt is read without the copy: p, without the trailing LF, is valid
+// until the next read. Argument loops use it so a long request costs no
+// allocation per line.
+func (c *conn) readPkt() (pktline.Kind, []byte, error) {
+	if err := c.flush(); err != nil {
+		return 0, nil, err
 	}
 	k, p, err := c.pr.ReadPacket()
 	if err != nil {
 		if err == io.EOF {
-			return line{}, io.EOF
+			return 0, nil, io.EOF
 		}
 		if errors.Is(err, pktline.ErrInvalidLength) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return line{}, fmt.Errorf("%w: %w", ErrProtocol, err)
+			return 0, nil, fmt.Errorf("%w: %w", ErrProtocol, err)
 		}
-		return line{}, fmt.Errorf("read request: %w", err)
+		return 0, nil, fmt.Errorf("read request: %w", err)
 	}
-	return line{kind: k, text: strings.TrimSuffix(string(p), "\n")}, nil
+	return k, bytes.TrimSuffix(p, []byte("\n")), nil
 }
+
+// argBudget is what is left of a request's MaxArgBytes.
+type argBudget struct{ used, limit int }
 
 // readData reads a packet where EOF is a protocol error (the client hung up
 // mid-request).
@@ -112,24 +126,39 @@ func (c *conn) protoErr(prefix, format string, args ...any) error {
 	return c.fail(prefix+msg, fmt.Errorf("%w: %s", ErrProtocol, msg))
 }
 
+// failLimit reports a limit to the client (with prefix) and returns it.
+func (c *conn) failLimit(prefix string, e *LimitError) error {
+	return c.fail(prefix+e.Error(), e)
+}
+
 // internalErr reports a generic failure to the client, keeping details in
 // the returned error only.
 func (c *conn) internalErr(prefix string, err error) error {
 	return c.fail(prefix+"internal server error", err)
 }
 
-// parseID parses a 40-hex id argument.
-func parseID(s string) (object.ID, bool) {
+// parseID parses a 40-hex id argument (lower case, as git sends it). It
+// takes the bytes of a packet too, so argument loops parse without
+// allocating.
+func parseID[T string | []byte](s T) (object.ID, bool) {
+	var id object.ID
 	if len(s) != 2*object.IDSize {
-		return object.ID{}, false
+		return id, false
 	}
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+		c := s[i]
+		var v byte
+		switch {
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		default:
 			return object.ID{}, false
 		}
+		id[i/2] |= v << (4 * (1 - i%2))
 	}
-	id, err := object.ParseID(s)
-	return id, err == nil
+	return id, true
 }
 
 // sideband starts side-band framing on the response.

@@ -1,11 +1,15 @@
 package gitproto
 
 import (
+	"context"
 	"errors"
-
-	"github.com/rgit/rgit/storage/object"
+	"fmt"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/rgit/rgit/storage/object"
 )
 
 // Options configures one protocol session.
@@ -28,9 +32,35 @@ type Options struct {
 	// MaxCommands caps the number of ref update commands in one push
 	// (DefaultMaxCommands when 0).
 	MaxCommands int
-	// MaxWants caps wants and haves per request (DefaultMaxWants when 0),
-	// so a hostile client cannot make the server buffer unbounded lists.
+	// Limits bound fetch requests; zero fields take the defaults.
+	Limits
+}
+
+// Limits bound what one fetch request may make the server hold or do, so
+// a hostile client cannot make it buffer unbounded lists or answer one
+// line many times. Zero fields take the defaults. A request over a limit
+// gets a git ERR naming it (*LimitError) as soon as the server sees the
+// line that crosses it; nothing after that line is read.
+type Limits struct {
+	// MaxWants caps the distinct wants (want and want-ref lines) of one
+	// fetch request.
 	MaxWants int
+	// MaxHaves caps the distinct haves of one negotiation: a v2 fetch
+	// command, a v0/v1 stateless request, or a whole v0/v1 full-duplex
+	// session (its rounds share one server state). A stateless client
+	// repeats the haves already acknowledged in every request, so this is
+	// also the bound on a whole stateless negotiation's common set.
+	MaxHaves int
+	// MaxArgBytes caps the pkt-line payload bytes of one request's
+	// arguments: a v2 command's argument section, or a v0/v1 want list
+	// and the have lines that follow it.
+	MaxArgBytes int
+	// Negotiations, if set, bounds the node's concurrent negotiations:
+	// a fetch holds one unit from before it reads its arguments until its
+	// acknowledgments are computed (its pack is written after), so the
+	// memory of argument parsing and have tracking is at most this many
+	// times one request's bound. Shared by every session of a node.
+	Negotiations *semaphore.Weighted
 }
 
 // Defaults for the zero values of Options.
@@ -38,7 +68,19 @@ const (
 	DefaultAgent          = "rgit/0.1"
 	DefaultMaxPushOptions = 32
 	DefaultMaxCommands    = 10000
-	DefaultMaxWants       = 1 << 20
+	// DefaultMaxWants admits a mirror clone of a repository with that many
+	// distinct ref tips (git sends one want per distinct tip).
+	DefaultMaxWants = 200_000
+	// DefaultMaxHaves: git's fetch-pack sends 16, 32, ... 16384 haves per
+	// round, then 10% more each round, stops 256 haves after the first
+	// ACK and repeats acknowledged haves; a fetch with common history
+	// sends a few thousand. The default admits a client with about 2M
+	// commits and nothing in common with the server (a v2 request then
+	// carries ~10% of its history).
+	DefaultMaxHaves = 200_000
+	// DefaultMaxArgBytes fits DefaultMaxWants plus DefaultMaxHaves lines
+	// (~50 bytes each) with room for shallow and filter lines.
+	DefaultMaxArgBytes = 32 << 20
 	// maxPushOptionLen bounds one push option; the pkt-line limit bounds it
 	// anyway, this keeps the total small.
 	maxPushOptionLen = 4096
@@ -50,6 +92,52 @@ func (o Options) agent() string {
 	}
 	return o.Agent
 }
+
+func (l Limits) maxWants() int    { return orDefault(l.MaxWants, DefaultMaxWants) }
+func (l Limits) maxHaves() int    { return orDefault(l.MaxHaves, DefaultMaxHaves) }
+func (l Limits) maxArgBytes() int { return orDefault(l.MaxArgBytes, DefaultMaxArgBytes) }
+
+// acquire waits for a negotiation slot; release must be called after.
+func (l Limits) acquire(ctx context.Context) (release func(), err error) {
+	if l.Negotiations == nil {
+		return func() {}, nil
+	}
+	if err := l.Negotiations.Acquire(ctx, 1); err != nil {
+		return nil, fmt.Errorf("wait for a negotiation slot: %w", err)
+	}
+	return func() { l.Negotiations.Release(1) }, nil
+}
+
+// Settings that raise the limits, named in the errors clients see. The
+// server configuration (cmd/config) reads them.
+const (
+	SettingMaxWants    = "RGIT_MAX_WANTS"
+	SettingMaxHaves    = "RGIT_MAX_HAVES"
+	SettingMaxArgBytes = "RGIT_MAX_ARG_BYTES"
+)
+
+// LimitError is a request refused for exceeding a configured limit. Its
+// text is the ERR line the client prints: what was exceeded, the limit
+// and the setting that raises it, e.g. "too many have lines (limit
+// 200000, set RGIT_MAX_HAVES)". It wraps ErrProtocol: the request is at
+// fault, not the server.
+type LimitError struct {
+	What    string // "too many have lines"
+	Limit   int64
+	Unit    string // "" for counts, "bytes"
+	Setting string // the RGIT_* variable that raises Limit
+}
+
+func (e *LimitError) Error() string {
+	unit := ""
+	if e.Unit != "" {
+		unit = " " + e.Unit
+	}
+	return fmt.Sprintf("%s (limit %d%s, set %s)", e.What, e.Limit, unit, e.Setting)
+}
+
+// Is makes errors.Is(err, ErrProtocol) true.
+func (e *LimitError) Is(target error) bool { return target == ErrProtocol }
 
 func orDefault(v, d int) int {
 	if v <= 0 {

@@ -34,11 +34,54 @@ func UploadPack(ctx context.Context, b Backend, in io.Reader, out io.Writer, opt
 type fetchArgs struct {
 	req        FetchRequest
 	wantRefs   []Ref // v2 want-ref, in request order
-	haves      []object.ID
 	done       bool
 	noProgress bool
 	waitDone   bool
 	deepenNot  []string
+}
+
+// idList is a request's distinct ids in first-seen order. git treats a
+// repeated want or have like the first; keeping repeats would let a
+// request's length, not its content, decide the server's memory and the
+// length of its answer.
+type idList struct {
+	ids  []object.ID
+	seen map[object.ID]struct{}
+}
+
+func (l *idList) has(id object.ID) bool {
+	_, ok := l.seen[id]
+	return ok
+}
+
+// add appends id unless the list has it; it reports whether it did.
+func (l *idList) add(id object.ID) bool {
+	if l.has(id) {
+		return false
+	}
+	if l.seen == nil {
+		l.seen = make(map[object.ID]struct{})
+	}
+	l.seen[id] = struct{}{}
+	l.ids = append(l.ids, id)
+	return true
+}
+
+func tooManyWants(limit int) *LimitError {
+	return &LimitError{What: "too many want lines", Limit: int64(limit), Setting: SettingMaxWants}
+}
+
+func tooManyHaves(limit int) *LimitError {
+	return &LimitError{What: "too many have lines", Limit: int64(limit), Setting: SettingMaxHaves}
+}
+
+// charge counts n more argument bytes; over the limit it returns the
+// error to report.
+func (b *argBudget) charge(n int) *LimitError {
+	if b.used += n; b.used > b.limit {
+		return &LimitError{What: "request too large", Limit: int64(b.limit), Unit: "bytes", Setting: SettingMaxArgBytes}
+	}
+	return nil
 }
 
 // parseShallowArg handles the shallow/deepen/filter arguments shared by v0

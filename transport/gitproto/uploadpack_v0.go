@@ -1,6 +1,7 @@
 package gitproto
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -93,46 +94,22 @@ type v0session struct {
 	noDone     bool
 	sideband   pktline.SidebandMode
 	common     []object.ID
-	seen       map[object.ID]bool
+	seen       map[object.ID]bool // every have so far: whether it is common
 	sentReady  bool
 	gotCommon  bool
 	gotOther   bool
 	lastCommon object.ID
-	wants      []object.ID
+	wants      idList
+	budget     argBudget // the want list's and have lines' MaxArgBytes
+	// okChecked is len(common) at the last OkToGiveUp answer, gaveUp that
+	// answer: it only turns true as common grows, so it is asked again
+	// only then, not once per have.
+	okChecked int
+	gaveUp    bool
 }
 
 func (s *v0session) run(ctx context.Context) error {
-	done, err := s.readWants()
-	if err != nil || done {
-		return err
-	}
-	if msg, err := checkWants(ctx, s.b, s.ix, s.wants); err != nil {
-		return s.c.fail(upErrPrefix+msg, err)
-	}
-	if err := s.args.finish(s.ix); err != nil {
-		return s.c.protoErr(upErrPrefix, "%s", err.Error())
-	}
-	s.args.req.Snapshot = s.ix.snap
-	s.args.req.Wants = s.wants
-	if s.args.req.Deepen() {
-		// The shallow list precedes negotiation; it depends only on the
-		// wants and the depth, so a plan without haves gives it.
-		plan, err := s.b.PlanFetch(ctx, s.args.req)
-		if err != nil {
-			return s.c.internalErr(upErrPrefix, fmt.Errorf("plan shallow: %w", err))
-		}
-		err = writeShallowInfo(s.c, plan)
-		if cerr := plan.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("close fetch plan: %w", cerr)
-		}
-		if err != nil {
-			return err
-		}
-		if err := s.c.flushPkt(); err != nil {
-			return err
-		}
-	}
-	send, err := s.negotiate(ctx)
+	send, err := s.negotiateAll(ctx)
 	if err != nil || !send {
 		return err
 	}
@@ -144,11 +121,54 @@ func (s *v0session) run(ctx context.Context) error {
 	return sendPackV0(ctx, s.c, plan, s.sideband, s.args.noProgress)
 }
 
+// negotiateAll reads the wants, sends the shallow list and negotiates;
+// send is true when the pack should follow. It holds a negotiation slot
+// throughout.
+func (s *v0session) negotiateAll(ctx context.Context) (send bool, err error) {
+	release, err := s.opt.acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	s.budget = argBudget{limit: s.opt.maxArgBytes()}
+	done, err := s.readWants()
+	if err != nil || done {
+		return false, err
+	}
+	if msg, err := checkWants(ctx, s.b, s.ix, s.wants.ids); err != nil {
+		return false, s.c.fail(upErrPrefix+msg, err)
+	}
+	if err := s.args.finish(s.ix); err != nil {
+		return false, s.c.protoErr(upErrPrefix, "%s", err.Error())
+	}
+	s.args.req.Snapshot = s.ix.snap
+	s.args.req.Wants = s.wants.ids
+	if s.args.req.Deepen() {
+		// The shallow list precedes negotiation; it depends only on the
+		// wants and the depth, so a plan without haves gives it.
+		plan, err := s.b.PlanFetch(ctx, s.args.req)
+		if err != nil {
+			return false, s.c.internalErr(upErrPrefix, fmt.Errorf("plan shallow: %w", err))
+		}
+		err = writeShallowInfo(s.c, plan)
+		if cerr := plan.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close fetch plan: %w", cerr)
+		}
+		if err != nil {
+			return false, err
+		}
+		if err := s.c.flushPkt(); err != nil {
+			return false, err
+		}
+	}
+	return s.negotiate(ctx)
+}
+
 // readWants reads the want list and shallow/deepen lines up to the flush.
 // done is true when the client wants nothing (ls-remote, or nothing new).
 func (s *v0session) readWants() (done bool, err error) {
 	c := s.c
-	max := orDefault(s.opt.MaxWants, DefaultMaxWants)
+	maxWants := s.opt.maxWants()
 	for first := true; ; first = false {
 		l, err := c.read()
 		if err == io.EOF && first {
@@ -161,10 +181,13 @@ func (s *v0session) readWants() (done bool, err error) {
 			return true, c.failRead(err)
 		}
 		if l.kind == pktline.Flush {
-			return len(s.wants) == 0, nil
+			return len(s.wants.ids) == 0, nil
 		}
 		if l.kind != pktline.Data {
 			return true, c.protoErr(upErrPrefix, "protocol error: unexpected %s", l.kind)
+		}
+		if le := s.budget.charge(len(l.text)); le != nil {
+			return true, c.failLimit(upErrPrefix, le)
 		}
 		if rest, ok := strings.CutPrefix(l.text, "want "); ok {
 			idText, caps, hasCaps := strings.Cut(rest, " ")
@@ -172,13 +195,13 @@ func (s *v0session) readWants() (done bool, err error) {
 			if !ok {
 				return true, c.protoErr(upErrPrefix, "protocol error, expected to get object ID, not '%s'", l.text)
 			}
-			if hasCaps && len(s.wants) == 0 {
+			if hasCaps && len(s.wants.ids) == 0 {
 				s.parseCaps(caps)
 			}
-			if len(s.wants) >= max {
-				return true, c.protoErr(upErrPrefix, "too many wants")
+			if !s.wants.has(id) && len(s.wants.ids) >= maxWants {
+				return true, c.failLimit(upErrPrefix, tooManyWants(maxWants))
 			}
-			s.wants = append(s.wants, id)
+			s.wants.add(id)
 			continue
 		}
 		handled, perr := s.args.parseShallowArg(l.text)
@@ -225,13 +248,12 @@ func (s *v0session) parseCaps(caps string) {
 func (s *v0session) negotiate(ctx context.Context) (send bool, err error) {
 	c := s.c
 	s.seen = make(map[object.ID]bool)
-	max := orDefault(s.opt.MaxWants, DefaultMaxWants)
-	nHaves := 0
+	maxHaves := s.opt.maxHaves()
 	for {
-		l, err := c.read()
+		k, p, err := c.readPkt()
 		if err == io.EOF {
 			// A stateless client may stop after the want list.
-			if s.opt.StatelessRPC && nHaves == 0 {
+			if s.opt.StatelessRPC && len(s.seen) == 0 {
 				return false, nil
 			}
 			return false, fmt.Errorf("%w: unexpected end of have list", ErrProtocol)
@@ -239,8 +261,11 @@ func (s *v0session) negotiate(ctx context.Context) (send bool, err error) {
 		if err != nil {
 			return false, c.failRead(err)
 		}
+		if le := s.budget.charge(len(p)); le != nil {
+			return false, c.failLimit(upErrPrefix, le)
+		}
 		switch {
-		case l.kind == pktline.Flush:
+		case k == pktline.Flush:
 			if s.multiAck == 2 && s.gotCommon && !s.gotOther && s.okToGiveUp(ctx) {
 				s.sentReady = true
 				if err := c.printf("ACK %s ready\n", s.lastCommon); err != nil {
@@ -259,20 +284,20 @@ func (s *v0session) negotiate(ctx context.Context) (send bool, err error) {
 				return false, nil
 			}
 			s.gotCommon, s.gotOther = false, false
-		case l.kind != pktline.Data:
-			return false, c.protoErr(upErrPrefix, "protocol error: unexpected %s", l.kind)
-		case strings.HasPrefix(l.text, "have "):
-			id, ok := parseID(l.text[len("have "):])
+		case k != pktline.Data:
+			return false, c.protoErr(upErrPrefix, "protocol error: unexpected %s", k)
+		case bytes.HasPrefix(p, havePrefix):
+			id, ok := parseID(p[len(havePrefix):])
 			if !ok {
-				return false, c.protoErr(upErrPrefix, "protocol error, expected to get object ID, not '%s'", l.text)
+				return false, c.protoErr(upErrPrefix, "protocol error, expected to get object ID, not '%s'", p)
 			}
-			if nHaves++; nHaves > max {
-				return false, c.protoErr(upErrPrefix, "too many haves")
+			if _, dup := s.seen[id]; !dup && len(s.seen) >= maxHaves {
+				return false, c.failLimit(upErrPrefix, tooManyHaves(maxHaves))
 			}
 			if err := s.have(ctx, id); err != nil {
 				return false, err
 			}
-		case l.text == "done":
+		case string(p) == "done":
 			if len(s.common) > 0 {
 				if s.multiAck > 0 {
 					return true, c.printf("ACK %s\n", s.lastCommon)
@@ -281,16 +306,26 @@ func (s *v0session) negotiate(ctx context.Context) (send bool, err error) {
 			}
 			return true, c.printf("NAK\n")
 		default:
-			return false, c.protoErr(upErrPrefix, "git upload-pack: expected SHA1 list, got '%s'", l.text)
+			return false, c.protoErr(upErrPrefix, "git upload-pack: expected SHA1 list, got '%s'", p)
 		}
 	}
 }
 
+// have answers one have line as git's get_common_commits does, except that
+// a have seen before in this negotiation is not answered again: the answer
+// could not differ, and repeating it would let a request of repeated lines
+// grow the response without bound. It still counts for the round, as in
+// git.
 func (s *v0session) have(ctx context.Context, id object.ID) error {
 	c := s.c
-	if !s.b.HasCommit(ctx, id) {
+	common, dup := s.seen[id]
+	if !dup {
+		common = s.b.HasCommit(ctx, id)
+		s.seen[id] = common
+	}
+	if !common {
 		s.gotOther = true
-		if s.multiAck > 0 && s.okToGiveUp(ctx) {
+		if !dup && s.multiAck > 0 && s.okToGiveUp(ctx) {
 			if s.multiAck == 2 {
 				s.sentReady = true
 				return c.printf("ACK %s ready\n", id)
@@ -301,10 +336,10 @@ func (s *v0session) have(ctx context.Context, id object.ID) error {
 	}
 	s.gotCommon = true
 	s.lastCommon = id
-	if !s.seen[id] {
-		s.seen[id] = true
-		s.common = append(s.common, id)
+	if dup {
+		return nil
 	}
+	s.common = append(s.common, id)
 	switch {
 	case s.multiAck == 2:
 		return c.printf("ACK %s common\n", id)
@@ -317,7 +352,11 @@ func (s *v0session) have(ctx context.Context, id object.ID) error {
 }
 
 func (s *v0session) okToGiveUp(ctx context.Context) bool {
-	return len(s.common) > 0 && s.b.OkToGiveUp(ctx, s.wants, s.common)
+	if !s.gaveUp && len(s.common) > s.okChecked {
+		s.okChecked = len(s.common)
+		s.gaveUp = s.b.OkToGiveUp(ctx, s.wants.ids, s.common)
+	}
+	return s.gaveUp
 }
 
 // sendPackV0 streams the pack raw or inside side-band packets followed by

@@ -1,12 +1,12 @@
 package gitproto
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"strings"
 
-	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/transport/pktline"
 )
 
@@ -96,30 +96,41 @@ func serveV2Command(ctx context.Context, b Backend, c *conn, opt Options) (bool,
 			return false, c.protoErr("", "unknown capability '%s'", l.text)
 		}
 	}
-	var args []string
-	if hasArgs {
-		max := orDefault(opt.MaxWants, DefaultMaxWants)
-		for {
-			l, err := c.readData()
-			if err != nil {
-				return false, c.failRead(err)
-			}
-			if l.kind == pktline.Flush {
-				break
-			}
-			if l.kind != pktline.Data {
-				return false, c.protoErr("", "protocol error: unexpected %s in arguments", l.kind)
-			}
-			if len(args) >= max {
-				return false, c.protoErr("", "too many arguments")
-			}
-			args = append(args, l.text)
+	if cmd == "ls-refs" {
+		return true, lsRefs(ctx, b, c, opt, hasArgs)
+	}
+	return true, fetchV2(ctx, b, c, opt, hasArgs)
+}
+
+// readV2Args streams a command's argument section (present when hasArgs)
+// to f one line at a time, within the MaxArgBytes budget. The line passed
+// to f is valid only during the call.
+func readV2Args(c *conn, opt Options, hasArgs bool, f func(arg []byte) error) error {
+	if !hasArgs {
+		return nil
+	}
+	budget := argBudget{limit: opt.maxArgBytes()}
+	for {
+		k, p, err := c.readPkt()
+		if err == io.EOF {
+			err = fmt.Errorf("%w: unexpected end of request", ErrProtocol)
+		}
+		if err != nil {
+			return c.failRead(err)
+		}
+		if k == pktline.Flush {
+			return nil
+		}
+		if k != pktline.Data {
+			return c.protoErr("", "protocol error: unexpected %s in arguments", k)
+		}
+		if le := budget.charge(len(p)); le != nil {
+			return c.failLimit("", le)
+		}
+		if err := f(p); err != nil {
+			return err
 		}
 	}
-	if cmd == "ls-refs" {
-		return true, lsRefs(ctx, b, c, args)
-	}
-	return true, fetchV2(ctx, b, c, args)
 }
 
 // failRead reports a read error: framing errors to the client, I/O errors
@@ -138,11 +149,17 @@ func describe(l line) string {
 	return "'" + l.text + "'"
 }
 
-func lsRefs(ctx context.Context, b Backend, c *conn, args []string) error {
+// maxRefPrefixes is git's limit on ls-refs ref-prefix lines: beyond it
+// the prefixes are ignored and every ref is listed, which is correct, only
+// less filtered.
+const maxRefPrefixes = 65536
+
+func lsRefs(ctx context.Context, b Backend, c *conn, opt Options, hasArgs bool) error {
 	var symrefs, peel, unborn bool
 	var prefixes []string
-	for _, a := range args {
-		switch {
+	tooMany := false
+	err := readV2Args(c, opt, hasArgs, func(arg []byte) error {
+		switch a := string(arg); {
 		case a == "symrefs":
 			symrefs = true
 		case a == "peel":
@@ -150,10 +167,21 @@ func lsRefs(ctx context.Context, b Backend, c *conn, args []string) error {
 		case a == "unborn":
 			unborn = true
 		case strings.HasPrefix(a, "ref-prefix "):
-			prefixes = append(prefixes, a[len("ref-prefix "):])
+			if len(prefixes) < maxRefPrefixes {
+				prefixes = append(prefixes, a[len("ref-prefix "):])
+			} else {
+				tooMany = true
+			}
 		default:
 			return c.protoErr("", "unexpected line: '%s'", a)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if tooMany {
+		prefixes = nil
 	}
 	snap, err := b.Snapshot(ctx)
 	if err != nil {
@@ -203,16 +231,51 @@ func lsRefs(ctx context.Context, b Backend, c *conn, args []string) error {
 	return c.flushPkt()
 }
 
-func fetchV2(ctx context.Context, b Backend, c *conn, args []string) error {
+func fetchV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs bool) error {
+	a, send, err := negotiateV2(ctx, b, c, opt, hasArgs)
+	if err != nil || !send {
+		return err
+	}
+	plan, err := b.PlanFetch(ctx, a.req)
+	if err != nil {
+		return c.internalErr(upErrPrefix, fmt.Errorf("plan fetch: %w", err))
+	}
+	return sendPackV2(ctx, c, plan, a)
+}
+
+var havePrefix = []byte("have ")
+
+// negotiateV2 reads the fetch arguments and answers the haves; send is
+// true when the pack follows. It holds a negotiation slot throughout.
+func negotiateV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs bool) (_ *fetchArgs, send bool, _ error) {
+	release, err := opt.acquire(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
 	var a fetchArgs
-	var wants []object.ID
-	for _, l := range args {
+	var wants, haves idList
+	maxWants, maxHaves := opt.maxWants(), opt.maxHaves()
+	err = readV2Args(c, opt, hasArgs, func(arg []byte) error {
+		// Haves are most of a long request: parse them without allocating.
+		if rest, ok := bytes.CutPrefix(arg, havePrefix); ok {
+			id, ok := parseID(rest)
+			if !ok {
+				return c.protoErr("", "protocol error: expected have object ID, got '%s'", arg)
+			}
+			if !haves.has(id) && len(haves.ids) >= maxHaves {
+				return c.failLimit("", tooManyHaves(maxHaves))
+			}
+			haves.add(id)
+			return nil
+		}
+		l := string(arg)
 		handled, err := a.parseShallowArg(l)
 		if err != nil {
 			return c.protoErr("", "%s", err.Error())
 		}
 		if handled {
-			continue
+			return nil
 		}
 		switch {
 		case strings.HasPrefix(l, "want "):
@@ -220,15 +283,15 @@ func fetchV2(ctx context.Context, b Backend, c *conn, args []string) error {
 			if !ok {
 				return c.protoErr("", "protocol error: expected want object ID, got '%s'", l)
 			}
-			wants = append(wants, id)
-		case strings.HasPrefix(l, "want-ref "):
-			a.wantRefs = append(a.wantRefs, Ref{Name: l[len("want-ref "):]})
-		case strings.HasPrefix(l, "have "):
-			id, ok := parseID(l[len("have "):])
-			if !ok {
-				return c.protoErr("", "protocol error: expected have object ID, got '%s'", l)
+			if !wants.has(id) && len(wants.ids)+len(a.wantRefs) >= maxWants {
+				return c.failLimit("", tooManyWants(maxWants))
 			}
-			a.haves = append(a.haves, id)
+			wants.add(id)
+		case strings.HasPrefix(l, "want-ref "):
+			if len(wants.ids)+len(a.wantRefs) >= maxWants {
+				return c.failLimit("", tooManyWants(maxWants))
+			}
+			a.wantRefs = append(a.wantRefs, Ref{Name: l[len("want-ref "):]})
 		case l == "done":
 			a.done = true
 		case l == "thin-pack":
@@ -244,10 +307,14 @@ func fetchV2(ctx context.Context, b Backend, c *conn, args []string) error {
 		default:
 			return c.protoErr("", "unexpected line: '%s'", l)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
 	}
 	snap, err := b.Snapshot(ctx)
 	if err != nil {
-		return c.internalErr(upErrPrefix, fmt.Errorf("snapshot: %w", err))
+		return nil, false, c.internalErr(upErrPrefix, fmt.Errorf("snapshot: %w", err))
 	}
 	ix := newRefIndex(snap)
 	for i, wr := range a.wantRefs {
@@ -257,56 +324,48 @@ func fetchV2(ctx context.Context, b Backend, c *conn, args []string) error {
 			r.Name = "HEAD"
 		}
 		if !ok {
-			return c.protoErr("", "unknown ref %s", wr.Name)
+			return nil, false, c.protoErr("", "unknown ref %s", wr.Name)
 		}
 		a.wantRefs[i] = r
-		wants = append(wants, r.ID)
+		wants.add(r.ID) // counted against MaxWants as a want-ref
 	}
-	if len(wants) == 0 {
-		return c.protoErr("", "fetch: no wants")
+	if len(wants.ids) == 0 {
+		return nil, false, c.protoErr("", "fetch: no wants")
 	}
 	if err := a.finish(ix); err != nil {
-		return c.protoErr("", "%s", err.Error())
+		return nil, false, c.protoErr("", "%s", err.Error())
 	}
-	if msg, err := checkWants(ctx, b, ix, wants); err != nil {
-		return c.fail(upErrPrefix+msg, err)
+	if msg, err := checkWants(ctx, b, ix, wants.ids); err != nil {
+		return nil, false, c.fail(upErrPrefix+msg, err)
 	}
 	a.req.Snapshot = snap
-	a.req.Wants = wants
-	a.req.Haves = commonHaves(ctx, b, a.haves)
-
-	if !a.done {
-		// Acknowledgments section; continue to the pack only on "ready".
-		if err := c.printf("acknowledgments\n"); err != nil {
-			return err
-		}
-		if len(a.req.Haves) == 0 {
-			if err := c.printf("NAK\n"); err != nil {
-				return err
-			}
-		}
-		for _, h := range a.req.Haves {
-			if err := c.printf("ACK %s\n", h); err != nil {
-				return err
-			}
-		}
-		ready := !a.waitDone && len(a.req.Haves) > 0 && b.OkToGiveUp(ctx, wants, a.req.Haves)
-		if !ready {
-			return c.flushPkt()
-		}
-		if err := c.printf("ready\n"); err != nil {
-			return err
-		}
-		if err := c.delimPkt(); err != nil {
-			return err
+	a.req.Wants = wants.ids
+	a.req.Haves = commonHaves(ctx, b, haves.ids)
+	if a.done {
+		return &a, true, nil
+	}
+	// Acknowledgments section; continue to the pack only on "ready".
+	if err := c.printf("acknowledgments\n"); err != nil {
+		return nil, false, err
+	}
+	if len(a.req.Haves) == 0 {
+		if err := c.printf("NAK\n"); err != nil {
+			return nil, false, err
 		}
 	}
-
-	plan, err := b.PlanFetch(ctx, a.req)
-	if err != nil {
-		return c.internalErr(upErrPrefix, fmt.Errorf("plan fetch: %w", err))
+	for _, h := range a.req.Haves {
+		if err := c.printf("ACK %s\n", h); err != nil {
+			return nil, false, err
+		}
 	}
-	return sendPackV2(ctx, c, plan, &a)
+	ready := !a.waitDone && len(a.req.Haves) > 0 && b.OkToGiveUp(ctx, a.req.Wants, a.req.Haves)
+	if !ready {
+		return nil, false, c.flushPkt()
+	}
+	if err := c.printf("ready\n"); err != nil {
+		return nil, false, err
+	}
+	return &a, true, c.delimPkt()
 }
 
 // sendPackV2 writes the shallow-info and wanted-refs sections and the

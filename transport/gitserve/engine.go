@@ -9,10 +9,15 @@ import (
 
 // ProtoEngine is the production Engine: rgit's own protocol implementation
 // in transport/gitproto.
-type ProtoEngine struct{}
+type ProtoEngine struct {
+	// Limits apply to every session: they are the node's configuration,
+	// not the front end's (whose Options leave them zero).
+	Limits gitproto.Limits
+}
 
 // UploadPack implements Engine.
-func (ProtoEngine) UploadPack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
+func (e ProtoEngine) UploadPack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
+	opt.Limits = e.Limits
 	return gitproto.UploadPack(ctx, b, in, out, opt)
 }
 
