@@ -55,7 +55,11 @@ type Server struct {
 // and a fresh cache and host key, and shuts it down at test cleanup. The
 // store's environment is set with t.Setenv, so the calling test must not be
 // parallel.
-func StartServer(t testing.TB, store Store) *Server {
+func StartServer(t testing.TB, store Store) *Server { return StartServerEnv(t, store, nil) }
+
+// StartServerEnv is StartServer with more RGIT_* settings (name → value)
+// over its own.
+func StartServerEnv(t testing.TB, store Store, extra map[string]string) *Server {
 	t.Helper()
 	for _, kv := range store.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -86,6 +90,9 @@ func StartServer(t testing.TB, store Store) *Server {
 			"RGIT_PEER_ADDR":  peer,
 			"RGIT_LOG_LEVEL":  "info",
 			"RGIT_DRAIN_SECS": "10",
+		}
+		for k, v := range extra {
+			vars[k] = v
 		}
 		if s.cfg, err = config.Parse(func(k string) string { return vars[k] }); err != nil {
 			t.Fatalf("config: %v", err)

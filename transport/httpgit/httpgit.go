@@ -499,7 +499,7 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, svc gitserve.Servi
 	// reads the body: a too-large body is refused without resolving the
 	// repository, and with Expect: 100-continue the client never sends it.
 	if h.maxBody > 0 && r.ContentLength > h.maxBody {
-		q.refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large (limit %d bytes)", h.maxBody))
+		q.refuse(http.StatusRequestEntityTooLarge, limitError{&http.MaxBytesError{Limit: h.maxBody}}.Error())
 		return
 	}
 	wantType := "application/x-" + svc.String() + "-request"
@@ -546,6 +546,9 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, svc gitserve.Servi
 			body = &limitReader{r: gz, left: h.maxBody, limit: h.maxBody}
 		}
 	}
+	if h.maxBody > 0 {
+		body = namedLimit{body}
+	}
 	proto := gitproto.ParseProtocol(r.Header.Get("Git-Protocol"))
 	q.out = newStreamWriter(w, "application/x-"+svc.String()+"-result")
 	var err error
@@ -588,6 +591,30 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
 	l.left -= int64(n)
 	return n, err
+}
+
+// limitError is a body over the limit. Its text can reach a git client
+// (a push's unpack status, once the answer has started), so it names the
+// limit and its variable; it wraps *http.MaxBytesError, which classifies
+// it as too large.
+type limitError struct{ *http.MaxBytesError }
+
+func (e limitError) Error() string {
+	return fmt.Sprintf("request body over the limit of %d bytes (RGIT_MAX_BODY)", e.Limit)
+}
+
+func (e limitError) Unwrap() error { return e.MaxBytesError }
+
+// namedLimit turns the body limit's *http.MaxBytesError into a limitError.
+type namedLimit struct{ r io.Reader }
+
+func (n namedLimit) Read(p []byte) (int, error) {
+	k, err := n.r.Read(p)
+	var mbe *http.MaxBytesError
+	if err != nil && errors.As(err, &mbe) {
+		err = limitError{mbe}
+	}
+	return k, err
 }
 
 // streamWriter sends the success headers on the first write (so an engine

@@ -1,0 +1,115 @@
+package serve_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha1"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rgit/rgit/testkit/gitenv"
+)
+
+// pushRequest is a receive-pack request body: the commands ("old new ref"),
+// the first with caps, a flush, then pack (nil: the empty pack).
+func pushRequest(caps string, cmds []string, pack []byte) []byte {
+	var b bytes.Buffer
+	for i, c := range cmds {
+		line := c + "\n"
+		if i == 0 {
+			line = c + "\x00" + caps + "\n"
+		}
+		fmt.Fprintf(&b, "%04x%s", len(line)+4, line)
+	}
+	b.WriteString("0000")
+	if pack == nil {
+		// "PACK", version 2, zero objects, SHA-1 trailer.
+		hdr := []byte{'P', 'A', 'C', 'K', 0, 0, 0, 2, 0, 0, 0, 0}
+		sum := sha1.Sum(hdr)
+		pack = append(hdr, sum[:]...)
+	}
+	b.Write(pack)
+	return b.Bytes()
+}
+
+// postReceivePack sends body to repo's receive-pack over smart HTTP as
+// token's owner, gzip-encoded if gz, and returns the status and answer.
+func postReceivePack(t *testing.T, addr, token, repo string, body []byte, gz bool) (int, string) {
+	t.Helper()
+	if gz {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(body)
+		zw.Close()
+		body = buf.Bytes()
+	}
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/"+repo+".git/git-receive-pack", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("x", token)
+	req.Header.Set("Content-Type", "application/x-git-receive-pack-request")
+	if gz {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestPushErrorsSayWhy: a push whose gzip body inflates past RGIT_MAX_BODY
+// is refused naming the limit (not as a corrupt pack), and a push updating
+// one ref twice is refused saying so (not as a funny refname). git never
+// gzips a push body nor sends a ref twice, so the requests are made by
+// hand.
+func TestPushErrorsSayWhy(t *testing.T) {
+	const limit = 1 << 20
+	srv := gitenv.StartServerEnv(t, gitenv.FileStore(t), map[string]string{"RGIT_MAX_BODY": fmt.Sprint(limit)})
+	env := gitenv.New(t)
+	tok := srv.AddToken(t, "alice")
+	srv.CreateRepo(t, "alice/limits")
+	work := filepath.Join(t.TempDir(), "w")
+	env.Run(t, "", "init", "-q", "-b", "main", work)
+	// Stored uncompressed in the pack, the blob makes the pack larger than
+	// the limit while its gzip encoding stays far below it.
+	head := env.Commit(t, work, "big", map[string]string{"big.txt": strings.Repeat("all work and no play\n", 2*limit/21)})
+	r := env.Command(work, nil, "sh", "-c", "git rev-list --objects main | git -c pack.compression=0 pack-objects --stdout")
+	if !r.OK() {
+		t.Fatal(r)
+	}
+	zero := strings.Repeat("0", 40)
+	caps := "report-status side-band-64k"
+	body := pushRequest(caps, []string{zero + " " + head + " refs/heads/main"}, []byte(r.Stdout))
+	if len(body) <= limit {
+		t.Fatalf("push body %d bytes is not over the limit", len(body))
+	}
+
+	status, answer := postReceivePack(t, srv.HTTPAddr, tok, "alice/limits", body, true)
+	if !strings.Contains(answer, fmt.Sprintf("limit of %d bytes (RGIT_MAX_BODY)", limit)) || strings.Contains(answer, "truncated") {
+		t.Errorf("gzip push over the limit: status %d, answer %q; want the limit named", status, answer)
+	}
+	if status == http.StatusOK && strings.Contains(answer, "ok refs/heads/main") {
+		t.Errorf("push over the limit updated main: %q", answer)
+	}
+
+	// git's own push (compressed objects) fits; then two updates of one
+	// ref are both refused.
+	env.Run(t, work, "push", "-q", srv.HTTPURL(tok, "alice/limits"), "main")
+	dup := pushRequest("report-status", []string{zero + " " + head + " refs/heads/dup", zero + " " + head + " refs/heads/dup"}, nil)
+	status, answer = postReceivePack(t, srv.HTTPAddr, tok, "alice/limits", dup, false)
+	want := "ng refs/heads/dup ref updated more than once in this push\n"
+	if status != http.StatusOK || strings.Count(answer, want) != 2 || strings.Contains(answer, "funny refname") {
+		t.Errorf("duplicate ref update: status %d, answer %q; want both refused as duplicates", status, answer)
+	}
+	if refs := env.Run(t, "", "ls-remote", srv.HTTPURL(tok, "alice/limits")); strings.Contains(refs, "refs/heads/dup") {
+		t.Errorf("duplicate update created the ref:\n%s", refs)
+	}
+}
