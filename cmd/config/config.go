@@ -25,6 +25,7 @@ type Config struct {
 	SSHAddr        string            // RGIT_SSH_ADDR
 	HostKey        string            // RGIT_HOST_KEY
 	PeerAddr       string            // RGIT_PEER_ADDR; the peer stream port is this port + 1
+	PeerAddrSet    bool              // RGIT_PEER_ADDR was set rather than defaulted
 	PeerSvc        string            // RGIT_PEER_SVC
 	Peers          map[string]string // RGIT_PEERS: node → peer HTTP address; nil unless set
 	Self           string            // RGIT_SELF
@@ -37,6 +38,10 @@ type Config struct {
 	ClonePackCache int64             // RGIT_CLONE_CACHE_BYTES
 	LogLevel       string            // RGIT_LOG_LEVEL
 	DrainTimeout   time.Duration     // RGIT_DRAIN_SECS
+	HTTPIdle       time.Duration     // RGIT_HTTP_IDLE_SECS
+	HTTPBodyStall  time.Duration     // RGIT_HTTP_BODY_STALL_SECS
+	SSHIdle        time.Duration     // RGIT_SSH_IDLE_SECS
+	SSHStall       time.Duration     // RGIT_SSH_STALL_SECS
 }
 
 // Var documents one variable; the README's configuration table is kept in
@@ -53,7 +58,7 @@ var Vars = []Var{
 	{"RGIT_HTTP_ADDR", ":8080", "smart HTTP listen address (also /healthz, /ready, /metrics)"},
 	{"RGIT_SSH_ADDR", ":2222", "SSH listen address"},
 	{"RGIT_HOST_KEY", "./host_key", "SSH host key (OpenSSH format); generated if missing"},
-	{"RGIT_PEER_ADDR", ":8081", "peer HTTP listen address; the peer stream port (admin, actor messages) is this port + 1"},
+	{"RGIT_PEER_ADDR", ":8081", "peer HTTP listen address; the peer stream port (admin, actor messages) is this port + 1, on 127.0.0.1 on a single node unless this is set"},
 	{"RGIT_PEER_SVC", "", "headless service the peers hang off; unset means single node"},
 	{"RGIT_PEERS", "", "static peer map instead of RGIT_PEER_SVC: rgit-0=127.0.0.1:9081,rgit-1=127.0.0.1:9181 (peer HTTP addresses; stream port = +1)"},
 	{"RGIT_SELF", "", "this node's stable name (rgit-2); required in cluster mode (RGIT_PEER_SVC or RGIT_PEERS)"},
@@ -66,6 +71,10 @@ var Vars = []Var{
 	{"RGIT_FSCK_SKIP", "", "comma-separated cosmetic fsck checks to skip, e.g. zeroPaddedFilemode"},
 	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
+	{"RGIT_HTTP_IDLE_SECS", "120", "an idle keep-alive HTTP connection is closed after this long (every HTTP listener)"},
+	{"RGIT_HTTP_BODY_STALL_SECS", "60", "a request body that sends no byte for this long while the server waits for it is cut off (every HTTP listener)"},
+	{"RGIT_SSH_IDLE_SECS", "300", "an SSH connection that moves no data for this long is closed"},
+	{"RGIT_SSH_STALL_SECS", "60", "an SSH session that sends no byte for this long while the server waits for input is closed"},
 }
 
 // FromEnv reads the configuration from the process environment.
@@ -82,6 +91,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		SSHAddr:        p.addr("RGIT_SSH_ADDR"),
 		HostKey:        p.str("RGIT_HOST_KEY"),
 		PeerAddr:       p.addr("RGIT_PEER_ADDR"),
+		PeerAddrSet:    strings.TrimSpace(getenv("RGIT_PEER_ADDR")) != "",
 		PeerSvc:        p.str("RGIT_PEER_SVC"),
 		Self:           p.str("RGIT_SELF"),
 		PeerSecret:     p.str("RGIT_PEER_SECRET"),
@@ -93,6 +103,10 @@ func Parse(getenv func(string) string) (*Config, error) {
 		ClonePackCache: p.int("RGIT_CLONE_CACHE_BYTES", 0),
 		LogLevel:       p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
 		DrainTimeout:   p.seconds("RGIT_DRAIN_SECS", 0),
+		HTTPIdle:       p.seconds("RGIT_HTTP_IDLE_SECS", 1),
+		HTTPBodyStall:  p.seconds("RGIT_HTTP_BODY_STALL_SECS", 1),
+		SSHIdle:        p.seconds("RGIT_SSH_IDLE_SECS", 1),
+		SSHStall:       p.seconds("RGIT_SSH_STALL_SECS", 1),
 	}
 	if peers := p.str("RGIT_PEERS"); peers != "" {
 		m, err := cluster.ParsePeerMap(peers)
@@ -129,8 +143,18 @@ func Parse(getenv func(string) string) (*Config, error) {
 // Cluster reports cluster mode: RGIT_PEER_SVC or RGIT_PEERS is set.
 func (c *Config) Cluster() bool { return c.PeerSvc != "" || c.Peers != nil }
 
-// PeerStreamAddr is the peer stream listen address: the peer port plus one.
-func (c *Config) PeerStreamAddr() (string, error) { return cluster.StreamAddr(c.PeerAddr) }
+// PeerStreamAddr is the peer stream listen address: the peer port plus
+// one. A single node with RGIT_PEER_ADDR left at its default binds it to
+// loopback: there it carries only rgit-admin from the same host, and the
+// admin port has no business listening on every interface.
+func (c *Config) PeerStreamAddr() (string, error) {
+	addr, err := cluster.StreamAddr(c.PeerAddr)
+	if err != nil || c.Cluster() || c.PeerAddrSet {
+		return addr, err
+	}
+	_, port, err := net.SplitHostPort(addr)
+	return net.JoinHostPort("127.0.0.1", port), err
+}
 
 type parser struct {
 	getenv func(string) string

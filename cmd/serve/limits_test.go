@@ -3,14 +3,21 @@ package serve_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha1"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/cmd/config"
+	"github.com/rgit/rgit/cmd/serve"
 	"github.com/rgit/rgit/testkit/gitenv"
 )
 
@@ -111,5 +118,39 @@ func TestPushErrorsSayWhy(t *testing.T) {
 	}
 	if refs := env.Run(t, "", "ls-remote", srv.HTTPURL(tok, "alice/limits")); strings.Contains(refs, "refs/heads/dup") {
 		t.Errorf("duplicate update created the ref:\n%s", refs)
+	}
+}
+
+// TestSingleNodeAdminOnLoopback: a single node whose RGIT_PEER_ADDR is
+// left at its default (no host) serves the peer stream port, which carries
+// rgit-admin, on loopback only.
+func TestSingleNodeAdminOnLoopback(t *testing.T) {
+	dir := t.TempDir()
+	vars := map[string]string{
+		"RGIT_STORE_URL": gitenv.FileStore(t).URL,
+		"RGIT_CACHE_DIR": dir,
+		"RGIT_HOST_KEY":  filepath.Join(dir, "host_key"),
+		"RGIT_HTTP_ADDR": "127.0.0.1:0",
+		"RGIT_SSH_ADDR":  "127.0.0.1:0",
+	}
+	cfg, err := config.Parse(func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The default's form (":8081", no host) on a free port.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cfg.PeerAddr = ":" + strconv.Itoa(port-1)
+	srv, err := serve.Start(context.Background(), cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	if host, _, _ := net.SplitHostPort(srv.AdminAddr); host != "127.0.0.1" {
+		t.Fatalf("single-node admin address %q, want 127.0.0.1", srv.AdminAddr)
 	}
 }
