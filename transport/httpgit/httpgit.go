@@ -19,9 +19,11 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"os"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -651,3 +653,91 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// ErrBodyStalled: the client sent no byte of the request body for the
+// stall time while the server waited for it (StallTimeout). It wraps
+// context.DeadlineExceeded, so the front end answers 408.
+var ErrBodyStalled = fmt.Errorf("request body stalled: %w", context.DeadlineExceeded)
+
+// StallTimeout cuts off request bodies that stop moving. Each read of the
+// body sets the connection's read deadline d ahead and clears it when the
+// read returns, so a slow upload is fine as long as some byte arrives
+// within every d, and time the handler spends not reading (computing,
+// writing a response) never counts. A stalled read fails with
+// ErrBodyStalled; an answer that starts after that closes the connection
+// (one already under way leaves that to the server's idle timeout). What
+// net/http reads of the body after the handler returns (to reuse the
+// connection) is bounded by d too. Use it on every listener: without it a
+// client holds a connection and a handler for as long as it likes by never
+// finishing its body.
+func StallTimeout(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		sw := &stallWriter{ResponseWriter: w}
+		rc := http.NewResponseController(w)
+		r.Body = &stallBody{ReadCloser: r.Body, rc: rc, d: d, stalled: &sw.stalled}
+		h.ServeHTTP(sw, r)
+		if !sw.stalled.Load() {
+			_ = rc.SetReadDeadline(time.Now().Add(d))
+		}
+	})
+}
+
+// stallBody is a request body under StallTimeout.
+type stallBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	d       time.Duration
+	stalled *atomic.Bool
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	if b.stalled.Load() {
+		return 0, fmt.Errorf("%w: no data for %s", ErrBodyStalled, b.d)
+	}
+	// ErrNotSupported (a writer without deadlines) leaves reads unbounded,
+	// as they were.
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The deadline stays expired, so net/http's own reads of what is
+		// left fail at once.
+		b.stalled.Store(true)
+		return n, fmt.Errorf("%w: no data for %s", ErrBodyStalled, b.d)
+	}
+	_ = b.rc.SetReadDeadline(time.Time{})
+	return n, err
+}
+
+// stallWriter closes the connection after an answer that starts once the
+// body stalled: the rest of the body will not come, and the connection
+// must not wait for the next request in its place.
+type stallWriter struct {
+	http.ResponseWriter
+	stalled atomic.Bool
+	started bool
+}
+
+func (w *stallWriter) WriteHeader(code int) {
+	if !w.started && code >= 200 {
+		w.started = true
+		if w.stalled.Load() {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach Flush, deadlines and
+// EnableFullDuplex.
+func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
