@@ -1,10 +1,12 @@
 package serve_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha1"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -13,12 +15,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/cmd/config"
 	"github.com/rgit/rgit/cmd/serve"
 	"github.com/rgit/rgit/testkit/gitenv"
+	"github.com/rgit/rgit/transport/admin"
 )
 
 // pushRequest is a receive-pack request body: the commands ("old new ref"),
@@ -152,5 +156,67 @@ func TestSingleNodeAdminOnLoopback(t *testing.T) {
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	if host, _, _ := net.SplitHostPort(srv.AdminAddr); host != "127.0.0.1" {
 		t.Fatalf("single-node admin address %q, want 127.0.0.1", srv.AdminAddr)
+	}
+}
+
+// TestHTTPTimeouts: on every HTTP listener of a node, an idle keep-alive
+// connection is closed after RGIT_HTTP_IDLE_SECS and a request body that
+// stops moving after RGIT_HTTP_BODY_STALL_SECS.
+func TestHTTPTimeouts(t *testing.T) {
+	srv := gitenv.StartServerEnv(t, gitenv.FileStore(t), map[string]string{
+		"RGIT_HTTP_IDLE_SECS": "1", "RGIT_HTTP_BODY_STALL_SECS": "1"})
+	// closed waits for the server to close c (reading whatever it sends)
+	// and fails unless that takes at least min.
+	closed := func(t *testing.T, c net.Conn, start time.Time, min time.Duration) string {
+		t.Helper()
+		// A bound for a broken server, not the expectation.
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		got, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatalf("connection not closed: %v (got %q)", err, got)
+		}
+		if d := time.Since(start); d < min {
+			t.Fatalf("closed after %s, before %s", d, min)
+		}
+		return string(got)
+	}
+	srv.CreateRepo(t, "alice/stall")
+	tok := srv.AddToken(t, "alice")
+	// Requests whose handlers read the body: a fetch, an admin command.
+	listeners := map[string]struct{ addr, post string }{
+		"public": {srv.HTTPAddr, "POST /alice/stall.git/git-upload-pack HTTP/1.1\r\nAuthorization: Basic " +
+			base64.StdEncoding.EncodeToString([]byte("x:"+tok)) + "\r\nContent-Type: application/x-git-upload-pack-request\r\n"},
+		"admin": {srv.AdminAddr, "POST " + admin.Path + " HTTP/1.1\r\nAuthorization: Bearer " + srv.PeerSecret + "\r\n"},
+	}
+	for name, l := range listeners {
+		addr := l.addr
+		t.Run(name+"/idle", func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			closed(t, c, time.Now(), 900*time.Millisecond)
+		})
+		t.Run(name+"/stalled-body", func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			io.WriteString(c, l.post+"Host: x\r\nContent-Length: 1000\r\n\r\n0123456789")
+			got := closed(t, c, start, 900*time.Millisecond)
+			if name == "public" && !strings.HasPrefix(got, "HTTP/1.1 408") {
+				t.Errorf("answer %q, want 408", got)
+			}
+		})
 	}
 }

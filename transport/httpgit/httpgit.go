@@ -19,8 +19,8 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"os"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -669,8 +669,11 @@ var ErrBodyStalled = fmt.Errorf("request body stalled: %w", context.DeadlineExce
 // net/http reads of the body after the handler returns (to reuse the
 // connection) is bounded by d too. Use it on every listener: without it a
 // client holds a connection and a handler for as long as it likes by never
-// finishing its body.
+// finishing its body. d <= 0 returns h unchanged.
 func StallTimeout(h http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return h
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			h.ServeHTTP(w, r)
