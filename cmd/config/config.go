@@ -42,6 +42,11 @@ type Config struct {
 	MaxHaves        int               // RGIT_MAX_HAVES
 	MaxArgBytes     int               // RGIT_MAX_ARG_BYTES
 	MaxNegotiations int               // RGIT_MAX_NEGOTIATIONS
+	PeerAddrSet     bool              // RGIT_PEER_ADDR was set rather than defaulted
+	HTTPIdle        time.Duration     // RGIT_HTTP_IDLE_SECS
+	HTTPBodyStall   time.Duration     // RGIT_HTTP_BODY_STALL_SECS
+	SSHIdle         time.Duration     // RGIT_SSH_IDLE_SECS
+	SSHStall        time.Duration     // RGIT_SSH_STALL_SECS
 }
 
 // Var documents one variable; the README's configuration table is kept in
@@ -58,7 +63,7 @@ var Vars = []Var{
 	{"RGIT_HTTP_ADDR", ":8080", "smart HTTP listen address (also /healthz, /ready, /metrics)"},
 	{"RGIT_SSH_ADDR", ":2222", "SSH listen address"},
 	{"RGIT_HOST_KEY", "./host_key", "SSH host key (OpenSSH format); generated if missing"},
-	{"RGIT_PEER_ADDR", ":8081", "peer HTTP listen address; the peer stream port (admin, actor messages) is this port + 1"},
+	{"RGIT_PEER_ADDR", ":8081", "peer HTTP listen address; the peer stream port (admin, actor messages) is this port + 1, on 127.0.0.1 on a single node unless this is set"},
 	{"RGIT_PEER_SVC", "", "headless service the peers hang off; unset means single node"},
 	{"RGIT_PEERS", "", "static peer map instead of RGIT_PEER_SVC: rgit-0=127.0.0.1:9081,rgit-1=127.0.0.1:9181 (peer HTTP addresses; stream port = +1)"},
 	{"RGIT_SELF", "", "this node's stable name (rgit-2); required in cluster mode (RGIT_PEER_SVC or RGIT_PEERS)"},
@@ -76,6 +81,10 @@ var Vars = []Var{
 	{"RGIT_MAX_HAVES", "200000", "maximum distinct haves of one fetch negotiation (a v2 request, a v0 HTTP request or a whole v0 SSH session); git sends a few thousand when it finds common history"},
 	{"RGIT_MAX_ARG_BYTES", "33554432", "maximum bytes of one fetch request's argument lines"},
 	{"RGIT_MAX_NEGOTIATIONS", "16", "maximum fetch negotiations (argument parsing and have matching) running at once on the node; more wait"},
+	{"RGIT_HTTP_IDLE_SECS", "120", "an idle keep-alive HTTP connection is closed after this long (every HTTP listener)"},
+	{"RGIT_HTTP_BODY_STALL_SECS", "60", "a request body that sends no byte for this long while the server waits for it is cut off (every HTTP listener)"},
+	{"RGIT_SSH_IDLE_SECS", "300", "an SSH connection that moves no data for this long is closed"},
+	{"RGIT_SSH_STALL_SECS", "60", "an SSH session that sends no byte for this long while the server waits for input is closed"},
 }
 
 // FromEnv reads the configuration from the process environment.
@@ -108,6 +117,11 @@ func Parse(getenv func(string) string) (*Config, error) {
 		MaxHaves:        int(p.int("RGIT_MAX_HAVES", 1)),
 		MaxArgBytes:     int(p.int("RGIT_MAX_ARG_BYTES", 1024)),
 		MaxNegotiations: int(p.int("RGIT_MAX_NEGOTIATIONS", 1)),
+		PeerAddrSet:     strings.TrimSpace(getenv("RGIT_PEER_ADDR")) != "",
+		HTTPIdle:        p.seconds("RGIT_HTTP_IDLE_SECS", 1),
+		HTTPBodyStall:   p.seconds("RGIT_HTTP_BODY_STALL_SECS", 1),
+		SSHIdle:         p.seconds("RGIT_SSH_IDLE_SECS", 1),
+		SSHStall:        p.seconds("RGIT_SSH_STALL_SECS", 1),
 	}
 	if peers := p.str("RGIT_PEERS"); peers != "" {
 		m, err := cluster.ParsePeerMap(peers)
@@ -144,8 +158,18 @@ func Parse(getenv func(string) string) (*Config, error) {
 // Cluster reports cluster mode: RGIT_PEER_SVC or RGIT_PEERS is set.
 func (c *Config) Cluster() bool { return c.PeerSvc != "" || c.Peers != nil }
 
-// PeerStreamAddr is the peer stream listen address: the peer port plus one.
-func (c *Config) PeerStreamAddr() (string, error) { return cluster.StreamAddr(c.PeerAddr) }
+// PeerStreamAddr is the peer stream listen address: the peer port plus
+// one. A single node with RGIT_PEER_ADDR left at its default binds it to
+// loopback: there it carries only rgit-admin from the same host, and the
+// admin port has no business listening on every interface.
+func (c *Config) PeerStreamAddr() (string, error) {
+	addr, err := cluster.StreamAddr(c.PeerAddr)
+	if err != nil || c.Cluster() || c.PeerAddrSet {
+		return addr, err
+	}
+	_, port, err := net.SplitHostPort(addr)
+	return net.JoinHostPort("127.0.0.1", port), err
+}
 
 type parser struct {
 	getenv func(string) string

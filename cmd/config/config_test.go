@@ -20,24 +20,56 @@ func TestDefaults(t *testing.T) {
 		c.WarmTTL != 300*time.Second || c.StoreTimeout != 900*time.Second || c.FlushInterval != 0 {
 		t.Fatalf("unexpected defaults: %+v", c)
 	}
-	if a, _ := c.PeerStreamAddr(); a != ":8082" {
-		t.Fatalf("peer stream addr = %q", a)
+	if c.HTTPIdle != 120*time.Second || c.HTTPBodyStall != 60*time.Second || c.SSHIdle != 300*time.Second || c.SSHStall != 60*time.Second {
+		t.Fatalf("unexpected timeout defaults: %+v", c)
+	}
+}
+
+// TestPeerStreamAddr: the peer stream port (rgit-admin) of a single node
+// listens on loopback unless RGIT_PEER_ADDR says otherwise; in a cluster
+// peers must reach it, so it follows RGIT_PEER_ADDR.
+func TestPeerStreamAddr(t *testing.T) {
+	const sec = "0123456789abcdef"
+	cases := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"single node, default", nil, "127.0.0.1:8082"},
+		{"single node, explicit any host", map[string]string{"RGIT_PEER_ADDR": ":9081"}, ":9082"},
+		{"single node, explicit host", map[string]string{"RGIT_PEER_ADDR": "10.0.0.5:9081"}, "10.0.0.5:9082"},
+		{"cluster, default", map[string]string{"RGIT_PEER_SVC": "rgit.ns.svc", "RGIT_SELF": "rgit-0", "RGIT_PEER_SECRET": sec}, ":8082"},
+		{"cluster, explicit", map[string]string{"RGIT_PEERS": "rgit-0=127.0.0.1:9081", "RGIT_SELF": "rgit-0", "RGIT_PEER_SECRET": sec,
+			"RGIT_PEER_ADDR": "127.0.0.1:9081"}, "127.0.0.1:9082"},
+	}
+	for _, c := range cases {
+		cfg, err := Parse(env(c.env))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got, err := cfg.PeerStreamAddr(); err != nil || got != c.want {
+			t.Errorf("%s: stream addr %q, %v; want %q", c.name, got, err, c.want)
+		}
 	}
 }
 
 func TestBadValuesNameTheVariable(t *testing.T) {
 	cases := map[string]map[string]string{
-		"RGIT_MAX_WARM":          {"RGIT_MAX_WARM": "many"},
-		"RGIT_WARM_TTL_SECS":     {"RGIT_WARM_TTL_SECS": "0"},
-		"RGIT_HTTP_ADDR":         {"RGIT_HTTP_ADDR": "8080"},
-		"RGIT_SELF":              {"RGIT_PEER_SVC": "rgit.ns.svc", "RGIT_PEER_SECRET": "0123456789abcdef"},
-		"RGIT_PEER_SECRET":       {"RGIT_PEER_SECRET": "short"},
-		"RGIT_LOG_LEVEL":         {"RGIT_LOG_LEVEL": "loud"},
-		"RGIT_FLUSH_INTERVAL_MS": {"RGIT_FLUSH_INTERVAL_MS": "-1"},
-		"RGIT_MAX_WANTS":         {"RGIT_MAX_WANTS": "0"},
-		"RGIT_MAX_HAVES":         {"RGIT_MAX_HAVES": "lots"},
-		"RGIT_MAX_ARG_BYTES":     {"RGIT_MAX_ARG_BYTES": "10"},
-		"RGIT_MAX_NEGOTIATIONS":  {"RGIT_MAX_NEGOTIATIONS": "0"},
+		"RGIT_MAX_WARM":             {"RGIT_MAX_WARM": "many"},
+		"RGIT_WARM_TTL_SECS":        {"RGIT_WARM_TTL_SECS": "0"},
+		"RGIT_HTTP_ADDR":            {"RGIT_HTTP_ADDR": "8080"},
+		"RGIT_SELF":                 {"RGIT_PEER_SVC": "rgit.ns.svc", "RGIT_PEER_SECRET": "0123456789abcdef"},
+		"RGIT_PEER_SECRET":          {"RGIT_PEER_SECRET": "short"},
+		"RGIT_LOG_LEVEL":            {"RGIT_LOG_LEVEL": "loud"},
+		"RGIT_FLUSH_INTERVAL_MS":    {"RGIT_FLUSH_INTERVAL_MS": "-1"},
+		"RGIT_MAX_WANTS":            {"RGIT_MAX_WANTS": "0"},
+		"RGIT_MAX_HAVES":            {"RGIT_MAX_HAVES": "lots"},
+		"RGIT_MAX_ARG_BYTES":        {"RGIT_MAX_ARG_BYTES": "10"},
+		"RGIT_MAX_NEGOTIATIONS":     {"RGIT_MAX_NEGOTIATIONS": "0"},
+		"RGIT_HTTP_IDLE_SECS":       {"RGIT_HTTP_IDLE_SECS": "0"},
+		"RGIT_HTTP_BODY_STALL_SECS": {"RGIT_HTTP_BODY_STALL_SECS": "soon"},
+		"RGIT_SSH_IDLE_SECS":        {"RGIT_SSH_IDLE_SECS": "-5"},
+		"RGIT_SSH_STALL_SECS":       {"RGIT_SSH_STALL_SECS": "0"},
 	}
 	for name, m := range cases {
 		_, err := Parse(env(m))

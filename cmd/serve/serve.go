@@ -146,7 +146,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
 	}
 
-	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Engine: proto, Keys: credentials, Logger: log, Metrics: pm.For("ssh")}
+	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Engine: proto, Keys: credentials, Logger: log, Metrics: pm.For("ssh"),
+		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall}
 	if sessFwd != nil {
 		sshCfg.Forward, sshCfg.Rerouter = sessFwd, eng
 	}
@@ -228,7 +229,8 @@ func (s *Server) listenHTTP(addr string, h http.Handler, dst **http.Server) (str
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, ErrorLog: zap.NewStdLog(s.log)}
+	srv := &http.Server{Handler: httpgit.StallTimeout(h, s.cfg.HTTPBodyStall), ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout: s.cfg.HTTPIdle, ErrorLog: zap.NewStdLog(s.log)}
 	*dst = srv
 	go func() { s.serveErr <- ignoreClosed(srv.Serve(ln), http.ErrServerClosed) }()
 	return ln.Addr().String(), nil

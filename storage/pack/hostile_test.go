@@ -155,3 +155,19 @@ func TestIndexPackReadError(t *testing.T) {
 		}
 	}
 }
+
+// An input error at any offset is reported as that error, never as a
+// truncated or corrupt pack: a request body over its size limit must say so.
+func TestIndexPackReadErrorAnyOffset(t *testing.T) {
+	const base = "the quick brown fox jumps over the lazy dog\n"
+	pack := buildPack(whole(object.Blob, base), ofsD(0, deltaOf(base, base+"again\n")),
+		whole(object.Commit, "tree x\n"), refD(object.Hash(object.Blob, []byte(base)), deltaOf(base, "dog\n")))
+	boom := errors.New("request body too large")
+	dir := t.TempDir()
+	for n := 0; n < len(pack); n++ {
+		_, err := IndexPack(context.Background(), &failingReader{r: bytes.NewReader(pack), n: n, err: boom}, dir, IndexOptions{})
+		if !errors.Is(err, boom) || errors.Is(err, ErrCorrupt) {
+			t.Errorf("cut at %d/%d: got %v", n, len(pack), err)
+		}
+	}
+}

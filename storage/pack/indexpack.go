@@ -212,6 +212,11 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		sr.startEntry()
 		h, err := parseEntryHeader(sr.peek(maxEntryHeader), off)
 		if err != nil {
+			// A failing input (a body over its size limit, a reset) shows
+			// here as a short header; report it, not a truncated pack.
+			if rerr := sr.readErr(); rerr != nil {
+				return sum, fmt.Errorf("object %d of %d at offset %d: %w", i, count, off, rerr)
+			}
 			if len(sr.peek(1)) == 0 {
 				return sum, corruptf("truncated pack: object %d of %d missing at offset %d", i, count, off)
 			}
@@ -314,8 +319,8 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 	if len(sr.peek(1)) != 0 {
 		return sum, corruptf("trailing garbage after checksum")
 	}
-	if sr.rerr != nil && !errors.Is(sr.rerr, io.EOF) {
-		return sum, fmt.Errorf("read pack: %w", sr.rerr)
+	if rerr := sr.readErr(); rerr != nil {
+		return sum, fmt.Errorf("read pack: %w", rerr)
 	}
 	if err := sr.flush(); err != nil {
 		return sum, err

@@ -124,7 +124,16 @@ func (s *streamReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// peek returns up to n unread bytes without consuming them.
+// readErr is the input's error, if it failed other than by ending.
+func (s *streamReader) readErr() error {
+	if s.rerr == nil || errors.Is(s.rerr, io.EOF) {
+		return nil
+	}
+	return s.rerr
+}
+
+// peek returns up to n unread bytes without consuming them; a short
+// result may mean the input failed (readErr).
 func (s *streamReader) peek(n int) []byte {
 	_ = s.fill(n)
 	return s.buf[s.pos:min(s.end, s.pos+n)]

@@ -135,11 +135,28 @@ func readPushRequest(c *conn, opt Options) (*push, error) {
 			p.options = append(p.options, l.text)
 		}
 	}
-	p.reasons = make([]string, len(p.cmds))
-	for i, cmd := range p.cmds {
-		p.reasons[i] = checkRefName(cmd.Name)
-	}
+	p.reasons = commandReasons(p.cmds)
 	return p, nil
+}
+
+// reasonDuplicate rejects every command naming a ref that another command
+// of the same push names too: which one the client meant is unknowable.
+const reasonDuplicate = "ref updated more than once in this push"
+
+// commandReasons decides the rejections that need no repository: per
+// command "" or git's reason text.
+func commandReasons(cmds []Command) []string {
+	seen := make(map[string]int, len(cmds))
+	for _, c := range cmds {
+		seen[c.Name]++
+	}
+	reasons := make([]string, len(cmds))
+	for i, c := range cmds {
+		if reasons[i] = checkRefName(c.Name); reasons[i] == "" && seen[c.Name] > 1 {
+			reasons[i] = reasonDuplicate
+		}
+	}
+	return reasons
 }
 
 // parseCaps records the client's capabilities and reports whether push

@@ -268,6 +268,21 @@ func TestStatelessReceivePack(t *testing.T) {
 			t.Fatalf("refs changed")
 		}
 	})
+	t.Run("duplicate ref update rejected as such", func(t *testing.T) {
+		before := refsOf(t, src)
+		main := rev(t, src, "main")
+		in := pkt(feature+" "+zero+" refs/heads/feature\x00report-status delete-refs\n",
+			main+" "+zero+" refs/heads/feature\n", main+" "+zero+" refs/heads/nope..x\n", "0000")
+		out, err := serve(t, ReceivePack, src, in, Options{StatelessRPC: true})
+		want := pkt("unpack ok\n", "ng refs/heads/feature ref updated more than once in this push\n",
+			"ng refs/heads/feature ref updated more than once in this push\n", "ng refs/heads/nope..x funny refname\n", "0000")
+		if err != nil || out != want {
+			t.Fatalf("got %q, %v\nwant %q", out, err, want)
+		}
+		if after := refsOf(t, src); after != before {
+			t.Fatalf("refs changed")
+		}
+	})
 }
 
 func TestHostileInput(t *testing.T) {

@@ -20,8 +20,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -499,7 +501,7 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, svc gitserve.Servi
 	// reads the body: a too-large body is refused without resolving the
 	// repository, and with Expect: 100-continue the client never sends it.
 	if h.maxBody > 0 && r.ContentLength > h.maxBody {
-		q.refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large (limit %d bytes)", h.maxBody))
+		q.refuse(http.StatusRequestEntityTooLarge, limitError{&http.MaxBytesError{Limit: h.maxBody}}.Error())
 		return
 	}
 	wantType := "application/x-" + svc.String() + "-request"
@@ -546,6 +548,9 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, svc gitserve.Servi
 			body = &limitReader{r: gz, left: h.maxBody, limit: h.maxBody}
 		}
 	}
+	if h.maxBody > 0 {
+		body = namedLimit{body}
+	}
 	proto := gitproto.ParseProtocol(r.Header.Get("Git-Protocol"))
 	q.out = newStreamWriter(w, "application/x-"+svc.String()+"-result")
 	var err error
@@ -590,6 +595,30 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// limitError is a body over the limit. Its text can reach a git client
+// (a push's unpack status, once the answer has started), so it names the
+// limit and its variable; it wraps *http.MaxBytesError, which classifies
+// it as too large.
+type limitError struct{ *http.MaxBytesError }
+
+func (e limitError) Error() string {
+	return fmt.Sprintf("request body over the limit of %d bytes (RGIT_MAX_BODY)", e.Limit)
+}
+
+func (e limitError) Unwrap() error { return e.MaxBytesError }
+
+// namedLimit turns the body limit's *http.MaxBytesError into a limitError.
+type namedLimit struct{ r io.Reader }
+
+func (n namedLimit) Read(p []byte) (int, error) {
+	k, err := n.r.Read(p)
+	var mbe *http.MaxBytesError
+	if err != nil && errors.As(err, &mbe) {
+		err = limitError{mbe}
+	}
+	return k, err
+}
+
 // streamWriter sends the success headers on the first write (so an engine
 // that fails before writing anything still gets a proper error status) and
 // flushes after every write so progress and pack data reach the client as
@@ -624,3 +653,94 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// ErrBodyStalled: the client sent no byte of the request body for the
+// stall time while the server waited for it (StallTimeout). It wraps
+// context.DeadlineExceeded, so the front end answers 408.
+var ErrBodyStalled = fmt.Errorf("request body stalled: %w", context.DeadlineExceeded)
+
+// StallTimeout cuts off request bodies that stop moving. Each read of the
+// body sets the connection's read deadline d ahead and clears it when the
+// read returns, so a slow upload is fine as long as some byte arrives
+// within every d, and time the handler spends not reading (computing,
+// writing a response) never counts. A stalled read fails with
+// ErrBodyStalled; an answer that starts after that closes the connection
+// (one already under way leaves that to the server's idle timeout). What
+// net/http reads of the body after the handler returns (to reuse the
+// connection) is bounded by d too. Use it on every listener: without it a
+// client holds a connection and a handler for as long as it likes by never
+// finishing its body. d <= 0 returns h unchanged.
+func StallTimeout(h http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		sw := &stallWriter{ResponseWriter: w}
+		rc := http.NewResponseController(w)
+		r.Body = &stallBody{ReadCloser: r.Body, rc: rc, d: d, stalled: &sw.stalled}
+		h.ServeHTTP(sw, r)
+		if !sw.stalled.Load() {
+			_ = rc.SetReadDeadline(time.Now().Add(d))
+		}
+	})
+}
+
+// stallBody is a request body under StallTimeout.
+type stallBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	d       time.Duration
+	stalled *atomic.Bool
+}
+
+func (b *stallBody) Read(p []byte) (int, error) {
+	if b.stalled.Load() {
+		return 0, fmt.Errorf("%w: no data for %s", ErrBodyStalled, b.d)
+	}
+	// ErrNotSupported (a writer without deadlines) leaves reads unbounded,
+	// as they were.
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The deadline stays expired, so net/http's own reads of what is
+		// left fail at once.
+		b.stalled.Store(true)
+		return n, fmt.Errorf("%w: no data for %s", ErrBodyStalled, b.d)
+	}
+	_ = b.rc.SetReadDeadline(time.Time{})
+	return n, err
+}
+
+// stallWriter closes the connection after an answer that starts once the
+// body stalled: the rest of the body will not come, and the connection
+// must not wait for the next request in its place.
+type stallWriter struct {
+	http.ResponseWriter
+	stalled atomic.Bool
+	started bool
+}
+
+func (w *stallWriter) WriteHeader(code int) {
+	if !w.started && code >= 200 {
+		w.started = true
+		if w.stalled.Load() {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach Flush, deadlines and
+// EnableFullDuplex.
+func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

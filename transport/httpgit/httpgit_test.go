@@ -634,3 +634,79 @@ func TestWithCredentialStore(t *testing.T) {
 		t.Errorf("bad token: err=%v out=%s", err, out)
 	}
 }
+
+// TestStallTimeout: a request body that stops moving is cut off after the
+// stall time and the connection closed, whether the handler is reading it
+// or has already answered; a body that keeps moving, however slowly, is
+// read to the end although it takes many times the stall time.
+func TestStallTimeout(t *testing.T) {
+	const stall = 300 * time.Millisecond
+	f := newFixture(t)
+	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Engine: drainEngine{}, MaxBody: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(StallTimeout(s, stall))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	// stalled sends the headers and 10 of 1000 body bytes, then nothing,
+	// and returns what the server sent until it closed the connection.
+	stalled := func(t *testing.T, path string) string {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\n"+
+			"Content-Length: 1000\r\n\r\n0123456789", path)
+		// A bound for a broken server, not the expectation: the close comes
+		// after the stall time.
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		got, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatalf("connection not closed: %v (got %q)", err, got)
+		}
+		if d := time.Since(start); d < stall {
+			t.Fatalf("closed after %s, before the stall time", d)
+		}
+		return string(got)
+	}
+	t.Run("stalled body read by the handler", func(t *testing.T) {
+		if got := stalled(t, "/alice/pub.git/git-upload-pack"); !strings.HasPrefix(got, "HTTP/1.1 408") {
+			t.Fatalf("answer %q, want 408", got)
+		}
+	})
+	t.Run("stalled body after the answer", func(t *testing.T) {
+		if got := stalled(t, "/alice/priv.git/git-upload-pack"); !strings.HasPrefix(got, "HTTP/1.1 401") {
+			t.Fatalf("answer %q, want 401", got)
+		}
+	})
+	t.Run("slow but moving body", func(t *testing.T) {
+		const chunk, chunks = 32 << 10, 40 // 1.25 MiB in 40 pieces, 50 ms apart: 2 s
+		pr, pw := io.Pipe()
+		go func() {
+			tick := time.NewTicker(stall / 6)
+			defer tick.Stop()
+			buf := bytes.Repeat([]byte("x"), chunk)
+			for i := 0; i < chunks; i++ {
+				<-tick.C
+				if _, err := pw.Write(buf); err != nil {
+					return
+				}
+			}
+			pw.Close()
+		}()
+		start := time.Now()
+		req, _ := http.NewRequest("POST", srv.URL+"/alice/pub.git/git-upload-pack", pr)
+		req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
+		r := do(t, req)
+		if r.status != 200 || r.body != fmt.Sprintf("read %d", chunk*chunks) {
+			t.Fatalf("status %d body %q", r.status, r.body)
+		}
+		if d := time.Since(start); d < 3*stall {
+			t.Fatalf("body took %s, not long enough to show the deadline moves", d)
+		}
+	})
+}

@@ -23,12 +23,14 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gliderlabs/ssh"
@@ -52,6 +54,10 @@ var ErrServerClosed = ssh.ErrServerClosed
 // DefaultIdleTimeout closes connections that move no data for this long.
 const DefaultIdleTimeout = 5 * time.Minute
 
+// DefaultStallTimeout closes sessions whose client sends nothing for this
+// long while the server waits for its input.
+const DefaultStallTimeout = time.Minute
+
 // Config configures the SSH server.
 type Config struct {
 	// Addr is the listen address for ListenAndServe (RGIT_SSH_ADDR,
@@ -72,7 +78,12 @@ type Config struct {
 	// IdleTimeout closes idle connections; 0 means DefaultIdleTimeout,
 	// negative means never.
 	IdleTimeout time.Duration
-	Logger      *zap.Logger
+	// StallTimeout closes a session whose client sends nothing for this
+	// long while the server waits for its input (time the server spends
+	// computing or writing does not count); 0 means DefaultStallTimeout,
+	// negative means never.
+	StallTimeout time.Duration
+	Logger       *zap.Logger
 	// Metrics records each session; nil means none. Use
 	// (*gitserve.PromMetrics).For("ssh").
 	Metrics gitserve.Metrics
@@ -94,6 +105,7 @@ type Server struct {
 	metrics gitserve.Metrics
 	forward gitserve.SessionForwarder
 	reroute gitserve.Rerouter
+	stall   time.Duration // 0: never
 	// handlers counts running session handlers, so Shutdown and Close
 	// return only once every session has let go of its repository.
 	handlers sync.WaitGroup
@@ -138,6 +150,12 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	if idle < 0 {
 		idle = 0
+	}
+	switch s.stall = cfg.StallTimeout; {
+	case s.stall == 0:
+		s.stall = DefaultStallTimeout
+	case s.stall < 0:
+		s.stall = 0
 	}
 	s.srv = &ssh.Server{
 		Addr: cfg.Addr,
@@ -278,9 +296,51 @@ func (s *Server) serve(sess ssh.Session, op *string, stats *gitserve.Stats) erro
 	}
 	opt := gitproto.Options{Protocol: gitproto.ParseProtocol(envValue(sess.Environ(), "GIT_PROTOCOL"))}
 	req := gitserve.SessionRequest{Service: svc, Owner: owner, Name: name, Identity: id, Protocol: opt.Protocol}
-	*stats, err = s.gate.ServeRouted(sess.Context(), s.forward, s.reroute, req, sess, sess, opt)
+	if s.stall == 0 {
+		*stats, err = s.gate.ServeRouted(sess.Context(), s.forward, s.reroute, req, sess, sess, opt)
+		return err
+	}
+	in := newStallReader(sess, s.stall, func() { sess.Close() })
+	defer in.stop()
+	*stats, err = s.gate.ServeRouted(sess.Context(), s.forward, s.reroute, req, in, sess, opt)
+	if in.stalled.Load() {
+		return fmt.Errorf("%w: no input for %s", errStalled, s.stall)
+	}
 	return err
 }
+
+// errStalled: the client sent nothing while the session waited for its
+// input. It counts as canceled (the client is as good as gone).
+var errStalled = fmt.Errorf("ssh session stalled: %w", context.DeadlineExceeded)
+
+// stallReader runs onStall when a Read waits longer than d for data. The
+// clock runs only while a Read is pending, so a session busy writing a
+// pack is never cut, and a slow client that keeps sending never is.
+type stallReader struct {
+	r       io.Reader
+	d       time.Duration
+	timer   *time.Timer
+	stalled atomic.Bool
+}
+
+func newStallReader(r io.Reader, d time.Duration, onStall func()) *stallReader {
+	s := &stallReader{r: r, d: d}
+	s.timer = time.AfterFunc(d, func() {
+		s.stalled.Store(true)
+		onStall()
+	})
+	s.timer.Stop()
+	return s
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	s.timer.Reset(s.d)
+	n, err := s.r.Read(p)
+	s.timer.Stop()
+	return n, err
+}
+
+func (s *stallReader) stop() { s.timer.Stop() }
 
 // identity maps the connection's public key to an owner. Unknown keys are
 // anonymous (see the package comment); a failing lookup is an error, not a

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ type fixture struct {
 	serveErr           chan error
 }
 
-func newFixture(t *testing.T, engine gitserve.Engine) *fixture {
+func newFixture(t *testing.T, engine gitserve.Engine, configure ...func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecEngine{}}
 	need.Tool(t, "ssh")
@@ -80,10 +81,14 @@ func newFixture(t *testing.T, engine gitserve.Engine) *fixture {
 	if engine == nil {
 		engine = f.eng
 	}
-	srv, err := NewServer(Config{
+	cfg := Config{
 		HostKeyPath: filepath.Join(t.TempDir(), "keys", "host_ed25519"),
 		Resolver:    f.res, Keys: keys, Engine: engine,
-	})
+	}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,3 +467,61 @@ func TestShutdownWaitsForSession(t *testing.T) {
 
 // The credential store is the production KeyLookup.
 var _ KeyLookup = (*auth.Store)(nil)
+
+// TestStallTimeout: a session whose client stops sending while the server
+// waits for its input (here: upload-pack after its advertisement) is
+// closed after the stall time.
+func TestStallTimeout(t *testing.T) {
+	const stall = 300 * time.Millisecond
+	f := newFixture(t, nil, func(c *Config) { c.StallTimeout = stall })
+	c, err := gossh.Dial("tcp", f.addr, &gossh.ClientConfig{
+		User: "git", Auth: []gossh.AuthMethod{gossh.PublicKeys(f.alice.signer)},
+		HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	stdin, _ := io.Pipe() // never written: the client stalls
+	s.Stdin = stdin
+	stdout, err := s.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start("git-upload-pack '/alice/pub.git'"); err != nil {
+		t.Fatal(err)
+	}
+	// The advertisement ends with a flush packet; then the server waits.
+	for {
+		var hdr [4]byte
+		if _, err := io.ReadFull(stdout, hdr[:]); err != nil {
+			t.Fatalf("advertisement: %v", err)
+		}
+		n, err := strconv.ParseUint(string(hdr[:]), 16, 16)
+		if err != nil || n == 0 {
+			break
+		}
+		if _, err := io.CopyN(io.Discard, stdout, int64(n)-4); err != nil {
+			t.Fatalf("advertisement: %v", err)
+		}
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("stalled session ended successfully")
+		}
+		if d := time.Since(start); d < stall*9/10 {
+			t.Fatalf("closed after %s, before the stall time", d)
+		}
+	case <-time.After(10 * time.Second): // a bound for a broken server
+		t.Fatal("stalled session still open after 10s")
+	}
+}
