@@ -170,18 +170,20 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		if err != nil {
 			return "", err
 		}
-		v, err := s.Node.Do(ctx, owner, name, func(r *repo.Repo) (any, error) { return r.Repack(ctx, progress) })
+		p, err := s.Node.Repack(ctx, owner, name, progress)
 		if err != nil {
 			return "", err
 		}
-		p := v.(repo.PackInfo)
+		if p.Name == "" {
+			return fmt.Sprintf("%s/%s has nothing to repack", owner, name), nil
+		}
 		return fmt.Sprintf("repacked %s/%s into %s (%d objects)", owner, name, p.Name, p.Objects), nil
 	case "gc":
 		owner, name, err := arg(0)
 		if err != nil {
 			return "", err
 		}
-		st, err := repo.GC(ctx, s.Deps, owner, name, time.Now(), s.GCMinAge)
+		st, err := s.gc(ctx, owner, name)
 		if err != nil {
 			return "", err
 		}
@@ -249,6 +251,22 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		return fmt.Sprintf("open repositories: %d\n%s", len(open), strings.Join(open, "\n")), nil
 	}
 	return "", fmt.Errorf("unknown command %q", req.Command)
+}
+
+// gc collects owner/name's garbage: the repo actor drops expired retired
+// entries and says what to keep (no second writer is ever opened), then
+// the store objects are listed and deleted here, outside the actor. A
+// repository without a database is collected from the store alone.
+func (s *Server) gc(ctx context.Context, owner, name string) (repo.GCStats, error) {
+	now := time.Now()
+	plan, err := s.Node.PlanGC(ctx, owner, name, now, s.GCMinAge)
+	if errors.Is(err, repo.ErrNotFound) {
+		plan, err = repo.PlanOrphanGC(ctx, s.Deps, owner, name, now, s.GCMinAge)
+	}
+	if err != nil {
+		return repo.GCStats{}, err
+	}
+	return repo.Collect(ctx, s.Deps, plan)
 }
 
 // where describes a repository's entry in this node's view of the
