@@ -28,7 +28,7 @@ func (n *Node) Repack(ctx context.Context, owner, name string, progress func(sta
 	var err error
 	for attempt := 1; attempt <= repackAttempts; attempt++ {
 		if attempt > 1 {
-			progress("Repository changed; repacking again", uint64(attempt), repackAttempts)
+			progress("Repository changed during the repack; attempt", uint64(attempt), 0)
 		}
 		var info repo.PackInfo
 		info, err = n.repackOnce(ctx, owner, name, progress)

@@ -69,7 +69,7 @@ type eventWriter struct {
 	mu   sync.Mutex
 	w    io.Writer
 	rc   *http.ResponseController
-	last time.Time
+	last map[string]time.Time // per stage: when it was last reported
 }
 
 func (e *eventWriter) send(ev Event) {
@@ -80,13 +80,22 @@ func (e *eventWriter) send(ev Event) {
 	e.rc.Flush()
 }
 
-// progress reports a stage at most every 200ms, and always its completion.
+// progress reports each stage at most every 200ms, and always its first
+// report and its completion. Stages may report concurrently (a repack
+// writes and indexes at once).
 func (e *eventWriter) progress(stage string, done, total uint64) {
 	now := time.Now()
-	if done != total && now.Sub(e.last) < 200*time.Millisecond {
+	e.mu.Lock()
+	last, seen := e.last[stage]
+	if seen && done != total && now.Sub(last) < 200*time.Millisecond {
+		e.mu.Unlock()
 		return
 	}
-	e.last = now
+	if e.last == nil {
+		e.last = map[string]time.Time{}
+	}
+	e.last[stage] = now
+	e.mu.Unlock()
 	msg := fmt.Sprintf("%s: %d", stage, done)
 	if total > 0 {
 		msg = fmt.Sprintf("%s: %3d%% (%d/%d)", stage, done*100/total, done, total)
