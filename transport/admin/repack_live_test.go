@@ -219,3 +219,60 @@ func waitKey(t *testing.T, st *faultstore.Store, prefix, suffix string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A repository pushed to during every attempt is not repacked: the repack
+// gives up after its last attempt with a clear error, every push is kept,
+// and the pack list is as the pushes left it.
+func TestRepackGivesUpUnderConstantPushes(t *testing.T) {
+	l := startLiveNode(t)
+	env := gitenv.New(t)
+	const name = "alice/busy"
+	if _, _, err := l.call(admin.Request{Command: "create-repo", Args: []string{name}}); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	env.Run(t, work, "init", "-q", "-b", "main")
+	fastImport(t, env, work, 0, 20)
+	env.Run(t, work, "push", "-q", l.url(name), "main")
+	prefix := "objects/" + name + "/pack/"
+	waitKey(t, l.store, prefix, ".bitmap")
+
+	gate := l.store.HoldKeys(faultstore.OpPut, prefix, ".bitmap")
+	repacked := make(chan error, 1)
+	go func() {
+		_, _, err := l.call(admin.Request{Command: "repack", Args: []string{name}})
+		repacked <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const attempts = 3 // actors.repackAttempts
+	for i := range attempts {
+		if err := gate.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fastImport(t, env, work, 20+i, 1)
+		within(t, 20*time.Second, "push", func() gitenv.Result { return env.Try(work, "push", l.url(name), "main") })
+		held := gate
+		if i < attempts-1 {
+			gate = l.store.HoldKeys(faultstore.OpPut, prefix, ".bitmap") // catches the next attempt
+		}
+		held.Release()
+	}
+	err := <-repacked
+	if err == nil || !strings.Contains(err.Error(), "gave up after 3 attempts") ||
+		!strings.Contains(err.Error(), repo.ErrConcurrentUpdate.Error()) {
+		t.Fatalf("repack under constant pushes: %v", err)
+	}
+	head := env.Run(t, work, "rev-parse", "HEAD")
+	if got := env.Run(t, "", "ls-remote", l.url(name), "refs/heads/main"); !strings.HasPrefix(got, head) {
+		t.Fatalf("push lost: server has %q, pushed %s", got, head)
+	}
+	s, err := l.node.Session(context.Background(), "alice", "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	if len(s.Snapshot.Packs) != 1+attempts {
+		t.Fatalf("pack list after a refused repack: %+v", s.Snapshot.Packs)
+	}
+}
