@@ -2,6 +2,7 @@ package actors
 
 import (
 	"strings"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -90,6 +91,29 @@ type call struct {
 type callResult struct {
 	v   any
 	err error
+}
+
+// commitRepack asks the repo actor to switch to a pack built outside it
+// (repo.BuildRepack, from a session's snapshot); *repackCommitted answers.
+type commitRepack struct{ build *repo.RepackBuild }
+
+// repackCommitted answers commitRepack.
+type repackCommitted struct {
+	pack repo.PackInfo
+	err  error
+}
+
+// planGC asks the repo actor for the database half of a garbage collection
+// (repo.PlanGC); *gcPlanned answers. The store half runs outside the actor.
+type planGC struct {
+	now    time.Time
+	minAge time.Duration
+}
+
+// gcPlanned answers planGC.
+type gcPlanned struct {
+	plan repo.GCPlan
+	err  error
 }
 
 // closeRepo closes the repository (delete-repo needs it closed) and stops the

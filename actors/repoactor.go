@@ -84,6 +84,24 @@ func (a *repoActor) receive(ctx actor.Context) {
 		if errors.Is(err, refdb.ErrFenced) {
 			a.fenced(ctx)
 		}
+	case *commitRepack:
+		if !a.ready(ctx) {
+			return
+		}
+		var pack repo.PackInfo
+		a.write(ctx, func(c context.Context) (err error) {
+			pack, err = a.repo.CommitRepack(c, m.build)
+			return err
+		}, func(err error) any { return &repackCommitted{pack: pack, err: err} })
+	case *planGC:
+		if !a.ready(ctx) {
+			return
+		}
+		var plan repo.GCPlan
+		a.write(ctx, func(c context.Context) (err error) {
+			plan, err = a.repo.PlanGC(c, m.now, m.minAge)
+			return err
+		}, func(err error) any { return &gcPlanned{plan: plan, err: err} })
 	case *closeRepo:
 		why := whyClosed
 		if m.shutdown {
@@ -94,6 +112,23 @@ func (a *repoActor) receive(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: why})
 		ctx.Respond(&callResult{})
 		ctx.Stop(ctx.Self())
+	}
+}
+
+// write runs one database write of a typed message and answers with
+// reply(its error). A panic is answered first (so the caller is not left
+// waiting) and then restarts the actor with a fresh handle; a fenced
+// database closes the actor.
+func (a *repoActor) write(ctx actor.Context, op func(context.Context) error, reply func(error) any) {
+	wctx, cancel := context.WithTimeout(context.Background(), a.node.cfg.CallTimeout)
+	defer cancel()
+	_, panicked, err := guard(func() (any, error) { return nil, op(wctx) })
+	ctx.Respond(reply(err))
+	if panicked != nil {
+		panic(panicked)
+	}
+	if errors.Is(err, refdb.ErrFenced) {
+		a.fenced(ctx)
 	}
 }
 

@@ -224,6 +224,29 @@ func repack(t *testing.T, f *fixture, tr transport) {
 	f.env.Fsck(t, f.clone(t, tr, repo))
 }
 
+// gcLive: gc and repack on the serving node go through its repo actor,
+// so they never fence it: every push around them is acknowledged.
+func gcLive(t *testing.T, f *fixture, tr transport) {
+	repo, wt := f.seeded(t, tr, "gclive", 1)
+	pushOK := func(what string) {
+		t.Helper()
+		next := f.env.Commit(t, wt, what, map[string]string{what + ".txt": what + "\n"})
+		if r := f.try(tr, wt, "push", "origin", "HEAD:main"); !r.OK() {
+			t.Fatalf("push %s: %s\n%s", what, r, f.srv.LogTail(20))
+		}
+		if got := f.remoteRef(t, tr, repo, "refs/heads/main"); got != next {
+			t.Fatalf("push %s: server has %q, pushed %s", what, got, next)
+		}
+	}
+	f.srv.Admin(t, "gc", repo)
+	pushOK("after-gc")
+	f.srv.Admin(t, "repack", repo)
+	pushOK("after-repack")
+	f.srv.Admin(t, "gc", repo)
+	pushOK("after-second-gc")
+	f.env.Fsck(t, f.clone(t, tr, repo))
+}
+
 // sameRefs compares for-each-ref output with ls-remote output (which also
 // lists HEAD and peeled tags).
 func sameRefs(local, remote string) bool {

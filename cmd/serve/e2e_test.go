@@ -153,6 +153,7 @@ func TestE2E(t *testing.T) {
 			t.Run("auth-ssh", func(t *testing.T) { authSSH(t, f) })
 			t.Run("fork-isolation", func(t *testing.T) { forkIsolation(t, f, http) })
 			t.Run("repack", func(t *testing.T) { repack(t, f, http) })
+			t.Run("gc-live", func(t *testing.T) { gcLive(t, f, http) })
 			t.Run("delete-recreate", func(t *testing.T) { deleteRecreate(t, f, http) })
 			t.Run("hostile", func(t *testing.T) { hostile(t, f, http) })
 			t.Run("interop", func(t *testing.T) { interop(t, f) })

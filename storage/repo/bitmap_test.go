@@ -172,7 +172,7 @@ func testRepackBitmapLifecycle(t *testing.T, st objstore.Store) {
 	if bm := snapshot(t, r).Bitmap(ctx); bm != nil {
 		t.Fatal("bitmap without a build")
 	}
-	info, err := r.Repack(ctx, nil)
+	info, err := repack(t, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func testRepackBitmapLifecycle(t *testing.T, st objstore.Store) {
 	samePlan(t, s, bm, walk.Request{Wants: wantsOf(cmds), Haves: []object.ID{c1}})
 
 	// GC after the grace period: the new pack keeps its bitmap.
-	if _, err := r.GC(ctx, time.Now().Add(2*time.Hour), time.Hour); err != nil {
+	if _, err := gc(r, time.Now().Add(2*time.Hour), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	pk, ik := PackKeys("o", "r", info.Name)

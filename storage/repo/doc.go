@@ -9,7 +9,11 @@
 //
 // A *Repo is the writer handle: opening one fences every earlier writer of
 // the same repository, so a node opens it only while it owns the repo (the
-// repo actor serializes writes). It may import storage/refdb,
+// repo actor serializes writes). Long work is split so that only the
+// database part needs the writer: a repack is built from a Snapshot
+// (BuildRepack) and switched by the writer (CommitRepack); a GC is planned
+// by the writer (PlanGC) and its store objects deleted by anyone (Collect).
+// It may import storage/refdb,
 // storage/objstore, storage/pack, storage/packcache, storage/bitmap,
 // storage/walk, storage/object, zap
 // and the standard library.

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,79 +27,107 @@ type retiredInfo struct {
 	Retired time.Time `json:"retired"`
 }
 
-// ErrConcurrentUpdate: refs changed while Repack was writing; nothing was
-// committed and the caller may retry.
-var ErrConcurrentUpdate = errors.New("refs changed during repack")
+// ErrConcurrentUpdate: the refs or the pack list changed between the
+// snapshot a repack was built from and its commit; nothing was committed
+// and the caller may build again from a fresh snapshot.
+var ErrConcurrentUpdate = errors.New("repository changed during repack")
 
 // repackMaxCommits bounds the commit cache of the reachability walk.
 const repackMaxCommits = 1 << 16
 
-// Repack writes one pack holding every object reachable from the refs,
-// uploads it with its reachability bitmap, and in one transaction lists it and retires the packs it
-// replaces (recorded as "retired/{name}"; GC deletes them after the grace
-// period so running clones finish). Unreachable objects are dropped; the
-// transaction checks the ref generation so a push that landed meanwhile
-// (and might use an object about to be dropped) fails the repack with
-// ErrConcurrentUpdate instead. With no packs or no refs it does nothing
-// and returns a zero PackInfo.
-func (r *Repo) Repack(ctx context.Context, progress func(stage string, done, total uint64)) (PackInfo, error) {
-	snap, err := r.Snapshot(ctx)
-	if err != nil {
-		return PackInfo{}, err
-	}
-	defer snap.Close()
+// RepackBuild is a pack written from one snapshot: uploaded with its
+// bitmap but not listed. CommitRepack lists it if the repository still has
+// the refs and packs it was built from; otherwise it is garbage for GC.
+type RepackBuild struct {
+	Owner, Name string
+	Pack        PackInfo
+	// What the snapshot held: the ref generation and the exact stored
+	// entry of every pack the new one replaces.
+	refGen   []byte
+	replaced map[string][]byte
+}
+
+// BuildRepack writes one pack holding every object reachable from snap's
+// refs, uploads it with its reachability bitmap, and returns it unlisted.
+// It is pure storage work, no database write: run it outside the repo
+// actor, from a session's snapshot, so the repository keeps serving. With
+// no packs or no refs there is nothing to do and it returns nil.
+func BuildRepack(ctx context.Context, d Deps, snap *Snapshot, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
 	if len(snap.Packs) == 0 || len(snap.Refs) == 0 {
-		return PackInfo{}, nil
+		return nil, nil
+	}
+	fail := func(err error) (*RepackBuild, error) {
+		return nil, fmt.Errorf("repack %s/%s: %w", snap.Owner, snap.Name, err)
 	}
 	ids, err := reachable(ctx, snap)
 	if err != nil {
-		return PackInfo{}, fmt.Errorf("repack %s/%s: %w", r.owner, r.name, err)
+		return fail(err)
 	}
 	dir := os.TempDir()
-	if r.d.Cache != nil {
-		dir = r.d.Cache.TempDir()
+	if d.Cache != nil {
+		dir = d.Cache.TempDir()
 	}
 	ix, err := writeAndIndex(ctx, snap.Objects(), ids, dir, progress)
 	if err != nil {
-		return PackInfo{}, fmt.Errorf("repack %s/%s: %w", r.owner, r.name, err)
+		return fail(err)
 	}
-	info, err := r.StagePack(ctx, ix)
+	info, err := StagePack(ctx, d, snap.Owner, snap.Name, ix)
 	// StagePack adopted the files into the cache; these removals only
 	// matter when it did not.
 	_ = os.Remove(ix.PackPath)
 	_ = os.Remove(ix.IdxPath)
 	if err != nil {
-		return PackInfo{}, fmt.Errorf("repack %s/%s: %w", r.owner, r.name, err)
+		return fail(err)
 	}
 	// Before listing, so the pack is never served without its bitmap on a
 	// node that opens it later. A failure costs fetches time, not the repack.
-	if err := BuildBitmap(ctx, r.d, r.owner, r.name, info.Name, refTips(snap.Refs)); err != nil {
+	if err := BuildBitmap(ctx, d, snap.Owner, snap.Name, info.Name, refTips(snap.Refs)); err != nil {
 		if ctx.Err() != nil {
-			return PackInfo{}, fmt.Errorf("repack %s/%s: %w", r.owner, r.name, ctx.Err())
+			return fail(ctx.Err())
 		}
-		r.log.Warn("repack: no bitmap for the new pack", zap.String("pack", info.Name), zap.Error(err))
+		d.log().Warn("repack: no bitmap for the new pack", zap.String("repo", snap.Owner+"/"+snap.Name),
+			zap.String("pack", info.Name), zap.Error(err))
 	}
-	txn := append(refdb.Txn{refGenCheck(snap.st.refGen)}, listPack(info)...)
-	retired, _ := json.Marshal(retiredInfo{Retired: r.d.now().UTC()})
+	b := &RepackBuild{Owner: snap.Owner, Name: snap.Name, Pack: info, refGen: snap.st.refGen,
+		replaced: map[string][]byte{}}
 	for _, p := range snap.Packs {
-		if p.Name == info.Name { // the same bytes came out again
-			continue
+		if p.Name != info.Name { // the same bytes may come out again
+			b.replaced[p.Name] = snap.st.packRaw[p.Name]
 		}
-		// RemoveIf: a concurrent repack that already retired it loses cleanly.
-		txn = append(txn, refdb.RemoveIf(prefixPack+p.Name, snap.st.packRaw[p.Name]),
-			refdb.Set(prefixRetired+p.Name, retired))
+	}
+	return b, nil
+}
+
+// CommitRepack is the switch to a built pack, run by the repository's
+// writer (the repo actor): in one transaction it lists the new pack and
+// retires the packs it replaces (recorded as "retired/{name}"; GC deletes
+// them after the grace period so running clones finish). The transaction
+// checks the ref generation and the replaced entries: if a push or another
+// repack landed since the snapshot (a push might use an object the new
+// pack dropped), it commits nothing and fails with ErrConcurrentUpdate.
+func (r *Repo) CommitRepack(ctx context.Context, b *RepackBuild) (PackInfo, error) {
+	if b.Owner != r.owner || b.Name != r.name {
+		return PackInfo{}, fmt.Errorf("repack of %s/%s committed to %s/%s", b.Owner, b.Name, r.owner, r.name)
+	}
+	txn := append(refdb.Txn{refGenCheck(b.refGen)}, listPack(b.Pack)...)
+	retired, _ := json.Marshal(retiredInfo{Retired: r.d.now().UTC()})
+	for _, name := range slices.Sorted(maps.Keys(b.replaced)) {
+		txn = append(txn, refdb.RemoveIf(prefixPack+name, b.replaced[name]),
+			refdb.Set(prefixRetired+name, retired))
 	}
 	if _, err := r.db.Commit(ctx, txn); err != nil {
 		var ce *refdb.ConflictError
-		if errors.As(err, &ce) && ce.Key == keyRefGen {
-			err = ErrConcurrentUpdate
+		if errors.As(err, &ce) {
+			err = fmt.Errorf("%w (%s)", ErrConcurrentUpdate, ce.Key)
 		}
-		// The uploaded pack is unlisted garbage now; GC removes it.
+		// The uploaded pack is unlisted garbage now; GC removes it. It is
+		// not deleted here: a concurrent repack may have listed the very
+		// same bytes.
 		return PackInfo{}, fmt.Errorf("repack %s/%s: commit pack list: %w", r.owner, r.name, err)
 	}
-	r.log.Info("repacked", zap.String("pack", info.Name), zap.Int("objects", info.Objects),
-		zap.Int("replaced", len(snap.Packs)))
-	return info, nil
+	r.log.Info("repacked", zap.String("pack", b.Pack.Name), zap.Int("objects", b.Pack.Objects),
+		zap.Int("replaced", len(b.replaced)))
+	return b.Pack, nil
 }
 
 // reachable lists every object reachable from the snapshot's refs.
@@ -149,33 +179,31 @@ type GCStats struct {
 	Retired      int   // retired packs whose grace period ended (entries removed)
 }
 
-// GC opens the repository as writer (fencing any live writer: use
-// (*Repo).GC from the owner instead) and collects its garbage. If the
-// database does not exist, every pack object older than minAge is garbage
-// (a crashed fork or delete).
-func GC(ctx context.Context, d Deps, owner, name string, now time.Time, minAge time.Duration) (GCStats, error) {
-	r, err := Open(ctx, d, owner, name)
-	if errors.Is(err, ErrNotFound) {
-		return collect(ctx, d, owner, name, now, minAge, nil)
-	}
-	if err != nil {
-		return GCStats{}, err
-	}
-	defer r.Close(ctx)
-	return r.GC(ctx, now, minAge)
+// GCPlan is the database half of a garbage collection, handed to its
+// store half (Collect): which packs to keep.
+type GCPlan struct {
+	Owner, Name string
+	Now         time.Time
+	MinAge      time.Duration
+	Listed      int // packs listed in the database
+	Retired     int // retired entries dropped because their grace period ended
+	// Keep names the packs whose objects stay: every listed pack and every
+	// pack retired less than MinAge ago. Empty: none (no database).
+	Keep []string
 }
 
-// GC deletes pack objects that no "pack/" entry references and that are
-// older than minAge (rejected or crashed pushes; minAge must exceed the
-// longest push so a staged pack is never taken), and retired packs whose
-// retirement is older than minAge, with their entries.
-func (r *Repo) GC(ctx context.Context, now time.Time, minAge time.Duration) (GCStats, error) {
+// PlanGC is the database half of a garbage collection, run by the
+// repository's writer (the repo actor): it drops the "retired/" entries
+// older than minAge and returns what the store half must keep. It touches
+// no pack object, so it is quick; Collect does the listing and deleting
+// outside the actor.
+func (r *Repo) PlanGC(ctx context.Context, now time.Time, minAge time.Duration) (GCPlan, error) {
 	v := r.db.View()
 	keep := map[string]bool{}
 	for k := range v.Scan(prefixPack) {
 		keep[strings.TrimPrefix(k, prefixPack)] = true
 	}
-	listed := len(keep)
+	plan := GCPlan{Owner: r.owner, Name: r.name, Now: now, MinAge: minAge, Listed: len(keep)}
 	var txn refdb.Txn
 	for k, val := range v.Scan(prefixRetired) {
 		name := strings.TrimPrefix(k, prefixRetired)
@@ -193,15 +221,45 @@ func (r *Repo) GC(ctx context.Context, now time.Time, minAge time.Duration) (GCS
 		// same pack meanwhile, the Check fails and the objects stay.
 		txn = append(txn, refdb.RemoveIf(k, val), refdb.Check(prefixPack+name, nil, true))
 	}
-	stats := GCStats{Listed: listed}
 	if len(txn) > 0 {
 		if _, err := r.db.Commit(ctx, txn); err != nil {
-			return stats, fmt.Errorf("gc %s/%s: drop retired entries: %w", r.owner, r.name, err)
+			return GCPlan{}, fmt.Errorf("gc %s/%s: drop retired entries: %w", r.owner, r.name, err)
 		}
-		stats.Retired = len(txn) / 2
+		plan.Retired = len(txn) / 2
 	}
-	s, err := collect(ctx, r.d, r.owner, r.name, now, minAge, keep)
-	s.Listed, s.Retired = stats.Listed, stats.Retired
+	plan.Keep = slices.Sorted(maps.Keys(keep))
+	return plan, nil
+}
+
+// PlanOrphanGC plans the collection of a repository whose database does
+// not exist (leftovers of a crashed fork or delete): every pack object
+// older than minAge is garbage. It opens no writer; if the database exists
+// it fails, and the repository's writer must plan instead (PlanGC).
+func PlanOrphanGC(ctx context.Context, d Deps, owner, name string, now time.Time, minAge time.Duration) (GCPlan, error) {
+	ok, err := Exists(ctx, d, owner, name)
+	if err != nil {
+		return GCPlan{}, fmt.Errorf("gc %s/%s: %w", owner, name, err)
+	}
+	if ok {
+		return GCPlan{}, fmt.Errorf("gc %s/%s: %w: its writer must plan the collection", owner, name, ErrExists)
+	}
+	return GCPlan{Owner: owner, Name: name, Now: now, MinAge: minAge}, nil
+}
+
+// Collect is the store half of a garbage collection: it deletes the pack
+// objects of p's repository whose pack p does not keep and which are older
+// than p.MinAge (rejected or crashed pushes, retired packs past their
+// grace period; MinAge must exceed the longest push so a staged pack is
+// never taken). It needs no database handle: run it outside the repo
+// actor. Packs listed after the plan was made are younger than MinAge
+// (they were just uploaded), so they are kept too.
+func Collect(ctx context.Context, d Deps, p GCPlan) (GCStats, error) {
+	keep := make(map[string]bool, len(p.Keep))
+	for _, name := range p.Keep {
+		keep[name] = true
+	}
+	s, err := collect(ctx, d, p.Owner, p.Name, p.Now, p.MinAge, keep)
+	s.Listed, s.Retired = p.Listed, p.Retired
 	return s, err
 }
 

@@ -191,6 +191,27 @@ func snapshot(t *testing.T, r *Repo) *Snapshot {
 	return s
 }
 
+// repack builds a pack from a fresh snapshot and commits the switch, as
+// the admin command does (there the build runs outside the repo actor).
+func repack(t *testing.T, r *Repo, progress func(string, uint64, uint64)) (PackInfo, error) {
+	t.Helper()
+	b, err := BuildRepack(ctx, r.d, snapshot(t, r), progress)
+	if err != nil || b == nil {
+		return PackInfo{}, err
+	}
+	return r.CommitRepack(ctx, b)
+}
+
+// gc runs both halves of a garbage collection: the plan by the writer, the
+// deletions by anyone.
+func gc(r *Repo, now time.Time, minAge time.Duration) (GCStats, error) {
+	p, err := r.PlanGC(ctx, now, minAge)
+	if err != nil {
+		return GCStats{}, err
+	}
+	return Collect(ctx, r.d, p)
+}
+
 func storeKeys(t *testing.T, st objstore.Store, prefix string) []string {
 	t.Helper()
 	var keys []string
@@ -520,7 +541,7 @@ func testRepackKeepsObjectsAndGCRetiresLater(t *testing.T, st objstore.Store) {
 	}
 
 	var stages []string
-	info, err := r.Repack(ctx, func(stage string, done, total uint64) {
+	info, err := repack(t, r, func(stage string, done, total uint64) {
 		if len(stages) == 0 || stages[len(stages)-1] != stage {
 			stages = append(stages, stage)
 		}
@@ -542,7 +563,7 @@ func testRepackKeepsObjectsAndGCRetiresLater(t *testing.T, st objstore.Store) {
 
 	// Within the grace period nothing goes; after it the retired packs do.
 	now := time.Now()
-	stats, err := r.GC(ctx, now, time.Hour)
+	stats, err := gc(r, now, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,7 +571,7 @@ func testRepackKeepsObjectsAndGCRetiresLater(t *testing.T, st objstore.Store) {
 	if stats.DeletedKeys != 0 || len(storeKeys(t, st, packPrefix("o", "r"))) != 9 {
 		t.Fatalf("GC inside grace: %+v", stats)
 	}
-	stats, err = r.GC(ctx, now.Add(2*time.Hour), time.Hour)
+	stats, err = gc(r, now.Add(2*time.Hour), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +606,7 @@ func TestGCDeletesOnlyOldUnlistedPacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	stats, err := r.GC(ctx, now, time.Hour)
+	stats, err := gc(r, now, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -593,19 +614,19 @@ func TestGCDeletesOnlyOldUnlistedPacks(t *testing.T) {
 		t.Fatalf("GC of a young staged pack: %+v", stats)
 	}
 	r.Close(ctx)
-	// The package-level GC (admin, no live writer) once the pack is old.
-	stats, err = GC(ctx, d, "o", "r", now.Add(2*time.Hour), time.Hour)
+	// A writer on another node (a fresh handle) once the pack is old.
+	r2, err := Open(ctx, d, "o", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close(ctx)
+	stats, err = gc(r2, now.Add(2*time.Hour), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if stats.DeletedKeys != 2 || stats.KeptYoung != 0 {
 		t.Fatalf("GC of an old staged pack: %+v", stats)
 	}
-	r2, err := Open(ctx, d, "o", "r")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close(ctx)
 	s := snapshot(t, r2)
 	if len(s.Packs) != 1 || len(storeKeys(t, st, packPrefix("o", "r"))) != 2 {
 		t.Fatalf("listed pack lost: %+v", s.Packs)
@@ -613,6 +634,36 @@ func TestGCDeletesOnlyOldUnlistedPacks(t *testing.T) {
 	_, _, err = s.Objects().ReadObject(c1)
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A repository without a database (a crashed fork or delete) is collected
+// from the store alone; one with a database is refused, so nothing but its
+// writer ever plans it.
+func TestOrphanGC(t *testing.T) {
+	st := memstore.New()
+	d := newDeps(t, st)
+	r := create(t, d, "o", "r")
+	g := newGitRepo(t)
+	c1 := g.commit()
+	push(t, r, g.indexPack(d.Cache.TempDir(), c1.String()), RefUpdate{Name: "refs/heads/main", New: c1})
+	now := time.Now().Add(2 * time.Hour)
+	if _, err := PlanOrphanGC(ctx, d, "o", "r", now, time.Hour); !errors.Is(err, ErrExists) {
+		t.Fatalf("orphan GC of a live repository: %v, want ErrExists", err)
+	}
+	if err := refdb.Destroy(ctx, st, dbPrefix("o", "r")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := PlanOrphanGC(ctx, d, "o", "r", now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := Collect(ctx, d, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.DeletedKeys != 2 || len(storeKeys(t, st, packPrefix("o", "r"))) != 0 {
+		t.Fatalf("orphan GC: %+v, left %v", stats, storeKeys(t, st, packPrefix("o", "r")))
 	}
 }
 
@@ -626,14 +677,13 @@ func TestRepackDropsUnreachableAndDetectsConcurrentPush(t *testing.T) {
 	push(t, r, g.indexPack(d.Cache.TempDir(), c2.String(), "^"+c1.String()), RefUpdate{Name: "refs/heads/tmp", New: c2})
 	push(t, r, nil, RefUpdate{Name: "refs/heads/tmp", Old: c2}) // c2 is now unreachable
 
-	// A push landing while the repack writes must fail the repack.
-	pushed := false
-	_, err := r.Repack(ctx, func(string, uint64, uint64) {
-		if !pushed {
-			pushed = true
-			push(t, r, nil, RefUpdate{Name: "refs/heads/other", New: c1})
-		}
-	})
+	// A push landing between the build and the switch fails the switch.
+	b, err := BuildRepack(ctx, d, snapshot(t, r), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push(t, r, nil, RefUpdate{Name: "refs/heads/other", New: c1})
+	_, err = r.CommitRepack(ctx, b)
 	if !errors.Is(err, ErrConcurrentUpdate) {
 		t.Fatalf("Repack with a concurrent push: %v, want ErrConcurrentUpdate", err)
 	}
@@ -641,7 +691,7 @@ func TestRepackDropsUnreachableAndDetectsConcurrentPush(t *testing.T) {
 		t.Fatalf("failed repack changed the pack list: %+v", s.Packs)
 	}
 
-	info, err := r.Repack(ctx, nil)
+	info, err := repack(t, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -657,7 +707,7 @@ func TestRepackDropsUnreachableAndDetectsConcurrentPush(t *testing.T) {
 	}
 	// Repacking a single pack again reproduces it byte for byte and must
 	// not retire the pack it just listed.
-	again, err := r.Repack(ctx, nil)
+	again, err := repack(t, r, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

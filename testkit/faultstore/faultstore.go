@@ -256,6 +256,7 @@ type Gate struct {
 	s       *Store
 	ops     Op
 	prefix  string
+	suffix  string
 	release chan struct{}
 	once    sync.Once
 	blocked chan struct{} // closed when the first call parks
@@ -265,8 +266,12 @@ type Gate struct {
 
 // Hold installs a gate: from now on, calls matching ops and prefix block
 // (honouring their context) until the gate is released.
-func (s *Store) Hold(ops Op, prefix string) *Gate {
-	g := &Gate{s: s, ops: ops, prefix: prefix, release: make(chan struct{}), blocked: make(chan struct{})}
+func (s *Store) Hold(ops Op, prefix string) *Gate { return s.HoldKeys(ops, prefix, "") }
+
+// HoldKeys is Hold for the keys that also end in suffix (e.g. one kind of
+// object under a prefix that other writers use too).
+func (s *Store) HoldKeys(ops Op, prefix, suffix string) *Gate {
+	g := &Gate{s: s, ops: ops, prefix: prefix, suffix: suffix, release: make(chan struct{}), blocked: make(chan struct{})}
 	s.mu.Lock()
 	s.gates = append(s.gates, g)
 	s.mu.Unlock()
@@ -351,7 +356,7 @@ func (s *Store) enter(ctx context.Context, op Op, key string) (plan, error) {
 	}
 	var gates []*Gate
 	for _, g := range s.gates {
-		if matches(g.ops, g.prefix, op, key) {
+		if matches(g.ops, g.prefix, op, key) && strings.HasSuffix(key, g.suffix) {
 			gates = append(gates, g)
 		}
 	}

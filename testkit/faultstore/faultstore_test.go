@@ -250,6 +250,28 @@ func TestGateInterleaves(t *testing.T) {
 	}
 }
 
+// HoldKeys parks only the keys with the suffix under the prefix.
+func TestHoldKeysMatchesSuffix(t *testing.T) {
+	ctx := context.Background()
+	fs := New(memstore.New(), 1)
+	g := fs.HoldKeys(OpPut, "pack/", ".bitmap")
+	defer g.Release()
+	for _, k := range []string{"pack/p.pack", "pack/p.idx", "other/p.bitmap"} {
+		if err := put(ctx, fs, k, "x"); err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- put(ctx, fs, "pack/p.bitmap", "x") }()
+	if err := g.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.Release()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestConcurrentRulesAndCalls(t *testing.T) {
 	ctx := context.Background()
 	fs := New(memstore.New(), 1)

@@ -243,6 +243,57 @@ func TestClusterForwarding(t *testing.T) {
 	}
 }
 
+// TestClusterGCRepack: gc and repack sent to any node run through the
+// owner's repo actor (relayed when needed), so the owner is never fenced
+// and every push around them is acknowledged.
+func TestClusterGCRepack(t *testing.T) {
+	c, env := startCluster(t)
+	n0, n1 := c.Nodes[0], c.Nodes[1]
+	tok := c.token(t, n0, "alice")
+	const repo = "alice/maint"
+	c.mustAdmin(t, n0, "create-repo", repo)
+	work := t.TempDir()
+	env.Run(t, work, "init", "-q", "-b", "main")
+	env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
+	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, repo), "main")
+	owner := c.waitOwner(t, n0, repo, "")
+	other := c.others(owner)[0]
+
+	step := 0
+	pushVia := func(n *Node) {
+		t.Helper()
+		step++
+		next := env.Commit(t, work, fmt.Sprint("step ", step), map[string]string{fmt.Sprint(step, ".txt"): "x\n"})
+		if r := env.Try(work, "push", n.HTTPURL(tok, repo), "main"); !r.OK() {
+			t.Fatalf("push %d via %s: %s", step, n.Name, r)
+		}
+		if got := env.Run(t, "", "ls-remote", n0.HTTPURL(tok, repo), "refs/heads/main"); !strings.HasPrefix(got, next) {
+			t.Fatalf("push %d via %s: server has %q, pushed %s", step, n.Name, got, next)
+		}
+	}
+	c.mustAdmin(t, owner, "gc", repo)
+	pushVia(owner)
+	c.mustAdmin(t, other, "gc", repo) // relayed to the owner
+	pushVia(other)
+	if out := c.mustAdmin(t, other, "repack", repo); !strings.Contains(out, "repacked "+repo) {
+		t.Fatalf("repack said %q", out)
+	}
+	pushVia(owner)
+	c.mustAdmin(t, owner, "repack", repo)
+	pushVia(other)
+	clone := filepath.Join(t.TempDir(), "c")
+	env.Run(t, "", "clone", "-q", other.HTTPURL(tok, repo), clone)
+	env.Fsck(t, clone)
+	if o := c.waitOwner(t, n0, repo, ""); o != owner {
+		t.Errorf("%s moved from %s to %s", repo, owner.Name, o.Name)
+	}
+	for _, n := range c.Nodes {
+		if strings.Contains(n.Log(), "fenced") {
+			t.Errorf("%s logged fencing", n.Name)
+		}
+	}
+}
+
 // outcome is one fetch of a fetch loop, with its time.
 type outcome struct {
 	at  time.Time

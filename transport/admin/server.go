@@ -69,7 +69,7 @@ type eventWriter struct {
 	mu   sync.Mutex
 	w    io.Writer
 	rc   *http.ResponseController
-	last time.Time
+	last map[string]time.Time // per stage: when it was last reported
 }
 
 func (e *eventWriter) send(ev Event) {
@@ -80,13 +80,22 @@ func (e *eventWriter) send(ev Event) {
 	e.rc.Flush()
 }
 
-// progress reports a stage at most every 200ms, and always its completion.
+// progress reports each stage at most every 200ms, and always its first
+// report and its completion. Stages may report concurrently (a repack
+// writes and indexes at once).
 func (e *eventWriter) progress(stage string, done, total uint64) {
 	now := time.Now()
-	if done != total && now.Sub(e.last) < 200*time.Millisecond {
+	e.mu.Lock()
+	last, seen := e.last[stage]
+	if seen && done != total && now.Sub(last) < 200*time.Millisecond {
+		e.mu.Unlock()
 		return
 	}
-	e.last = now
+	if e.last == nil {
+		e.last = map[string]time.Time{}
+	}
+	e.last[stage] = now
+	e.mu.Unlock()
 	msg := fmt.Sprintf("%s: %d", stage, done)
 	if total > 0 {
 		msg = fmt.Sprintf("%s: %3d%% (%d/%d)", stage, done*100/total, done, total)
@@ -170,18 +179,20 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		if err != nil {
 			return "", err
 		}
-		v, err := s.Node.Do(ctx, owner, name, func(r *repo.Repo) (any, error) { return r.Repack(ctx, progress) })
+		p, err := s.Node.Repack(ctx, owner, name, progress)
 		if err != nil {
 			return "", err
 		}
-		p := v.(repo.PackInfo)
+		if p.Name == "" {
+			return fmt.Sprintf("%s/%s has nothing to repack", owner, name), nil
+		}
 		return fmt.Sprintf("repacked %s/%s into %s (%d objects)", owner, name, p.Name, p.Objects), nil
 	case "gc":
 		owner, name, err := arg(0)
 		if err != nil {
 			return "", err
 		}
-		st, err := repo.GC(ctx, s.Deps, owner, name, time.Now(), s.GCMinAge)
+		st, err := s.gc(ctx, owner, name)
 		if err != nil {
 			return "", err
 		}
@@ -249,6 +260,22 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		return fmt.Sprintf("open repositories: %d\n%s", len(open), strings.Join(open, "\n")), nil
 	}
 	return "", fmt.Errorf("unknown command %q", req.Command)
+}
+
+// gc collects owner/name's garbage: the repo actor drops expired retired
+// entries and says what to keep (no second writer is ever opened), then
+// the store objects are listed and deleted here, outside the actor. A
+// repository without a database is collected from the store alone.
+func (s *Server) gc(ctx context.Context, owner, name string) (repo.GCStats, error) {
+	now := time.Now()
+	plan, err := s.Node.PlanGC(ctx, owner, name, now, s.GCMinAge)
+	if errors.Is(err, repo.ErrNotFound) {
+		plan, err = repo.PlanOrphanGC(ctx, s.Deps, owner, name, now, s.GCMinAge)
+	}
+	if err != nil {
+		return repo.GCStats{}, err
+	}
+	return repo.Collect(ctx, s.Deps, plan)
 }
 
 // where describes a repository's entry in this node's view of the

@@ -1,0 +1,83 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rgit/rgit/storage/repo"
+)
+
+// repackAttempts bounds how often Repack builds again after a push landed
+// during a build; a repository pushed to that often is repacked later.
+const repackAttempts = 3
+
+// Repack rewrites owner/name into one pack without blocking it. Each
+// attempt builds and uploads the pack outside the repo actor, from a
+// session's snapshot (clones, fetches and pushes go on meanwhile), and
+// only the switch is a message to the actor, checked against the state
+// the pack was built from. A push that lands during a build fails the
+// switch; the repack then starts again from a fresh snapshot, at most
+// repackAttempts times, and otherwise fails with repo.ErrConcurrentUpdate.
+// With nothing to repack it returns a zero PackInfo.
+func (n *Node) Repack(ctx context.Context, owner, name string, progress func(stage string, done, total uint64)) (repo.PackInfo, error) {
+	if progress == nil {
+		progress = func(string, uint64, uint64) {}
+	}
+	var err error
+	for attempt := 1; attempt <= repackAttempts; attempt++ {
+		if attempt > 1 {
+			progress("Repository changed during the repack; attempt", uint64(attempt), 0)
+		}
+		var info repo.PackInfo
+		info, err = n.repackOnce(ctx, owner, name, progress)
+		if !errors.Is(err, repo.ErrConcurrentUpdate) {
+			return info, err
+		}
+	}
+	return repo.PackInfo{}, fmt.Errorf("gave up after %d attempts: %w", repackAttempts, err)
+}
+
+// repackOnce is one attempt of Repack.
+func (n *Node) repackOnce(ctx context.Context, owner, name string, progress func(string, uint64, uint64)) (repo.PackInfo, error) {
+	s, err := n.Session(ctx, owner, name)
+	if err != nil {
+		return repo.PackInfo{}, err
+	}
+	// The session keeps the repository open (and its snapshot's packs
+	// readable) until the switch is answered.
+	defer s.Release()
+	b, err := repo.BuildRepack(ctx, n.cfg.Deps, s.Snapshot, progress)
+	if err != nil || b == nil {
+		return repo.PackInfo{}, err
+	}
+	v, err := n.request(ctx, s.pid, &commitRepack{build: b}, n.cfg.CallTimeout)
+	if err != nil {
+		return repo.PackInfo{}, err
+	}
+	switch r := v.(type) {
+	case *repackCommitted:
+		return r.pack, r.err
+	default:
+		_, err := unwrapCall(v)
+		return repo.PackInfo{}, err
+	}
+}
+
+// PlanGC runs the database half of a garbage collection of owner/name in
+// its repo actor (dropping retired entries past their grace period) and
+// returns the plan; repo.Collect, the listing and deleting of store
+// objects, runs outside the actor. A missing repository yields an error
+// wrapping repo.ErrNotFound (see repo.PlanOrphanGC).
+func (n *Node) PlanGC(ctx context.Context, owner, name string, now time.Time, minAge time.Duration) (repo.GCPlan, error) {
+	if err := repo.ValidateName(owner, name); err != nil {
+		return repo.GCPlan{}, err
+	}
+	v, _, err := n.ask(ctx, keyOf(owner, name), &planGC{now: now, minAge: minAge}, n.cfg.CallTimeout, true)
+	if err != nil {
+		return repo.GCPlan{}, err
+	}
+	r := v.(*gcPlanned)
+	return r.plan, r.err
+}
