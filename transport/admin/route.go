@@ -40,9 +40,9 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, req Request) bool
 	if s.Peers == nil || !ok || len(req.Args) <= i {
 		return false
 	}
-	owner, name, err := splitRepo(req.Args[i])
+	owner, name, err := s.existing(r.Context(), req.Args[i])
 	if err != nil {
-		return false // run answers the usage error
+		return false // run answers the usage or not-found error
 	}
 	route, err := s.Node.Route(r.Context(), owner, name)
 	if err != nil {
