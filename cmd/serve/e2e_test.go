@@ -155,6 +155,7 @@ func TestE2E(t *testing.T) {
 			t.Run("repack", func(t *testing.T) { repack(t, f, http) })
 			t.Run("delete-recreate", func(t *testing.T) { deleteRecreate(t, f, http) })
 			t.Run("hostile", func(t *testing.T) { hostile(t, f, http) })
+			t.Run("names", func(t *testing.T) { names(t, f) })
 			t.Run("interop", func(t *testing.T) { interop(t, f) })
 			t.Run("big-push", func(t *testing.T) {
 				if os.Getenv("RGIT_E2E_BIG") == "0" {

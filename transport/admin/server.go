@@ -198,13 +198,13 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		}
 		return "added key " + fp + " for " + req.Args[0], nil
 	case "set-visibility":
-		owner, name, err := arg(0)
-		if err != nil {
-			return "", err
-		}
 		v := req.Args[1]
 		if v != "public" && v != "private" {
 			return "", fmt.Errorf("%w: visibility must be public or private, not %q", ErrUsage, v)
+		}
+		owner, name, err := arg(0)
+		if err != nil {
+			return "", err
 		}
 		if _, err := s.Node.Do(ctx, owner, name, func(r *repo.Repo) (any, error) {
 			return nil, r.SetVisibility(ctx, v == "public")
