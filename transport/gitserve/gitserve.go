@@ -163,8 +163,11 @@ type Session struct {
 	release     func()
 }
 
-// Open validates the repository name, looks it up, applies auth.Decide for
-// id and, if allowed, opens a session. It never reads request bodies, so a
+// Open validates the repository name, looks it up (metadata only: nothing
+// is opened for a caller who may not proceed, and a private repository
+// costs what a missing one does), applies auth.Decide for id and, if
+// allowed, opens a session on the canonical spelling, deciding again
+// against the backend's own settings when it is Authoritative. It never reads request bodies, so a
 // front end can answer a denial before the client sends one. Denials are
 // *DeniedError; ErrBadPath paths are NotFound (no repository can exist
 // there, so nothing is revealed by a 404).
