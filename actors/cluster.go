@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -258,7 +259,7 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 	if n.cl == nil {
 		return RouteResult{Local: true}, nil
 	}
-	if err := repo.ValidateName(owner, name); err != nil {
+	if err := names.Validate(owner, name); err != nil {
 		return RouteResult{}, err
 	}
 	key := keyOf(owner, name)
@@ -325,7 +326,7 @@ func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult
 	if n.cl == nil {
 		return RouteResult{Local: true}, nil
 	}
-	if err := repo.ValidateName(owner, name); err != nil {
+	if err := names.Validate(owner, name); err != nil {
 		return RouteResult{}, err
 	}
 	key := keyOf(owner, name)
@@ -434,7 +435,7 @@ func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method stri
 	if n.cl == nil {
 		return RouteResult{Local: true}, nil
 	}
-	if err := repo.ValidateName(owner, name); err != nil {
+	if err := names.Validate(owner, name); err != nil {
 		return RouteResult{}, err
 	}
 	key := keyOf(owner, name)

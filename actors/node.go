@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -125,7 +126,7 @@ type Session struct {
 // node must own the repository (it claims it if unowned); otherwise the
 // error is a *NotOwnerError naming the owner.
 func (n *Node) Session(ctx context.Context, owner, name string) (*Session, error) {
-	if err := repo.ValidateName(owner, name); err != nil {
+	if err := names.Validate(owner, name); err != nil {
 		return nil, err
 	}
 	v, rp, err := n.ask(ctx, keyOf(owner, name), &acquire{}, n.cfg.OpenTimeout, true)
@@ -159,7 +160,7 @@ func (s *Session) Release() {
 // Do runs fn inside owner/name's repo actor, opening it if needed. Admin
 // writes use it so they never fence the serving node.
 func (n *Node) Do(ctx context.Context, owner, name string, fn func(r *repo.Repo) (any, error)) (any, error) {
-	if err := repo.ValidateName(owner, name); err != nil {
+	if err := names.Validate(owner, name); err != nil {
 		return nil, err
 	}
 	v, _, err := n.ask(ctx, keyOf(owner, name), &call{fn: fn}, n.cfg.CallTimeout, true)

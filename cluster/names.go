@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // ErrInvalidName: a node name, repo name or peer map is malformed.
@@ -133,17 +135,15 @@ func validNode(node string) error {
 	return nil
 }
 
-// validRepo accepts "owner/name" with both parts non-empty and no further
-// slash.
+// validRepo accepts "owner/name" under the one naming rule (storage/names),
+// so the map never holds a repository the front ends could not serve.
 func validRepo(repo string) error {
 	owner, name, ok := strings.Cut(repo, "/")
-	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+	if !ok {
 		return fmt.Errorf("repo %q: want owner/name: %w", repo, ErrInvalidName)
 	}
-	for _, c := range repo {
-		if c < 0x21 || c == 0x7f {
-			return fmt.Errorf("repo %q: control or space character: %w", repo, ErrInvalidName)
-		}
+	if err := names.Validate(owner, name); err != nil {
+		return fmt.Errorf("repo %q: %w: %w", repo, ErrInvalidName, err)
 	}
 	return nil
 }

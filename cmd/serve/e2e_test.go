@@ -156,6 +156,7 @@ func TestE2E(t *testing.T) {
 			t.Run("gc-live", func(t *testing.T) { gcLive(t, f, http) })
 			t.Run("delete-recreate", func(t *testing.T) { deleteRecreate(t, f, http) })
 			t.Run("hostile", func(t *testing.T) { hostile(t, f, http) })
+			t.Run("names", func(t *testing.T) { names(t, f) })
 			t.Run("interop", func(t *testing.T) { interop(t, f) })
 			t.Run("big-push", func(t *testing.T) {
 				if os.Getenv("RGIT_E2E_BIG") == "0" {

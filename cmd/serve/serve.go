@@ -94,11 +94,24 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 		return nil, err
 	}
 	deps := repo.Deps{Store: s.store, Cache: s.cache, Log: log,
-		RefOpts: refdb.Options{FlushInterval: cfg.FlushInterval, ObserveCommit: commitMetric(reg)}}
+		RefOpts: refdb.Options{FlushInterval: cfg.FlushInterval, ObserveCommit: commitMetric(reg)},
+		Meta:    repo.NewMetaCache(s.store, repo.MetaCacheOptions{})}
+	credentials := auth.NewStore(s.store)
 	var clusterCfg *actors.ClusterConfig
 	if cfg.Cluster() {
 		if s.cluster, clusterCfg, err = newClusterSetup(cfg, s.PeerSecret, log); err != nil {
 			return nil, err
+		}
+	}
+	if s.cluster == nil || s.cluster.leader == nil {
+		// One node indexes repositories older than the name index before
+		// serving; access is decided from the index (README: names).
+		n, collisions, err := repo.MigrateIndex(ctx, deps, credentials)
+		if err != nil {
+			return nil, fmt.Errorf("name index migration: %w", err)
+		}
+		if n > 0 || len(collisions) > 0 {
+			log.Info("name index migrated", zap.Int("indexed", n), zap.Strings("case_collisions", collisions))
 		}
 	}
 	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Log: log, Registerer: reg, Cluster: clusterCfg})
@@ -111,7 +124,6 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 			return nil, fmt.Errorf("RGIT_CLONE_CACHE_BYTES: %w", err)
 		}
 	}
-	credentials := auth.NewStore(s.store)
 	pm, err := gitserve.NewPromMetrics(reg)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,10 @@
 package auth
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/rgit/rgit/storage/names"
+)
 
 // ErrRepoNotFound is what a repository resolver returns (wrapped) when the
 // repository does not exist. Front ends never show it as such to a caller
@@ -84,7 +88,9 @@ func (d Decision) String() string {
 //
 // Rules:
 //   - repositories are private unless repo.Public;
-//   - the owner may do anything with their repository;
+//   - the owner may do anything with their repository (owners compare
+//     case-insensitively: credentials issued before the owner index may
+//     carry another spelling of the same owner);
 //   - anyone, anonymous included, may read a public repository;
 //   - writes and admin need the owner.
 //
@@ -99,7 +105,7 @@ func (d Decision) String() string {
 //     public repository gets Unauthorized instead, so git prompts.
 func Decide(id Identity, repo RepoInfo, found bool, acc Access) Decision {
 	authenticated := id.Authenticated && id.Owner != ""
-	isOwner := found && authenticated && id.Owner == repo.Owner
+	isOwner := found && authenticated && names.Same(id.Owner, repo.Owner)
 	if isOwner {
 		return Allow
 	}

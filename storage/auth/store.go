@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 )
 
@@ -112,10 +113,12 @@ func hashHex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// CreateToken issues a new token for owner. The token is returned once; only
-// its SHA-256 is stored.
+// CreateToken issues a new token for owner (in any spelling: the token
+// belongs to the owner's canonical spelling, see ClaimOwner). The token is
+// returned once; only its SHA-256 is stored.
 func (st *Store) CreateToken(ctx context.Context, owner string) (string, error) {
-	if err := ValidateOwner(owner); err != nil {
+	owner, err := st.ClaimOwner(ctx, owner)
+	if err != nil {
 		return "", fmt.Errorf("create token: %w", err)
 	}
 	var raw [tokenBytes]byte
@@ -169,10 +172,12 @@ func (st *Store) DeleteToken(ctx context.Context, token string) error {
 }
 
 // AddKey registers an authorized_keys line for owner and returns the key's
-// SHA256:… fingerprint. Adding the same key again for the same owner is a
-// no-op; for another owner it fails with ErrKeyInUse.
+// SHA256:… fingerprint. owner may be spelled in any case (see
+// ClaimOwner). Adding the same key again for the same owner is a no-op;
+// for another owner it fails with ErrKeyInUse.
 func (st *Store) AddKey(ctx context.Context, owner string, authorizedKey []byte) (string, error) {
-	if err := ValidateOwner(owner); err != nil {
+	owner, err := st.ClaimOwner(ctx, owner)
+	if err != nil {
 		return "", fmt.Errorf("add key: %w", err)
 	}
 	pub, comment, options, _, err := ssh.ParseAuthorizedKey(authorizedKey)
@@ -200,7 +205,7 @@ func (st *Store) AddKey(ctx context.Context, owner string, authorizedKey []byte)
 		if rerr := st.readRecord(ctx, key, &old); rerr != nil {
 			return "", fmt.Errorf("add key %s: read existing: %w", fp, rerr)
 		}
-		if old.Owner != owner {
+		if !names.Same(old.Owner, owner) {
 			return "", fmt.Errorf("add key %s for %s: %w", fp, owner, ErrKeyInUse)
 		}
 		return fp, nil

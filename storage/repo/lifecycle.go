@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/refdb"
 )
@@ -20,7 +21,7 @@ import (
 // nothing at all was left. The caller must have stopped the repository's
 // writer (the database is destroyed underneath it).
 func Delete(ctx context.Context, d Deps, owner, name string) error {
-	if err := ValidateName(owner, name); err != nil {
+	if err := names.Validate(owner, name); err != nil {
 		return err
 	}
 	exists, err := refdb.Exists(ctx, d.Store, dbPrefix(owner, name))
@@ -28,7 +29,8 @@ func Delete(ctx context.Context, d Deps, owner, name string) error {
 		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
 	}
 	// The database goes first so the repository disappears as a whole;
-	// leftover objects are then only garbage.
+	// leftover objects are then only garbage. The index entry goes last,
+	// so no case variant can be created while objects of this one remain.
 	if exists {
 		if err := refdb.Destroy(ctx, d.Store, dbPrefix(owner, name)); err != nil {
 			return fmt.Errorf("delete %s/%s: destroy database: %w", owner, name, err)
@@ -38,7 +40,11 @@ func Delete(ctx context.Context, d Deps, owner, name string) error {
 	if err != nil {
 		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
 	}
-	if !exists && n == 0 {
+	indexed, err := deleteMeta(ctx, d, owner, name)
+	if err != nil {
+		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
+	}
+	if !exists && n == 0 && !indexed {
 		return fmt.Errorf("delete %s/%s: %w", owner, name, ErrNotFound)
 	}
 	d.log().Info("repository deleted", zap.String("repo", owner+"/"+name), zap.Int("objects", n))
@@ -94,9 +100,9 @@ func packNameOfKey(key string) (string, bool) {
 // and bitmap is copied inside the store (server-side on S3), then the new
 // database is created with the same refs, HEAD and pack list, private.
 // The fork shares no objects with its source afterwards. ErrExists if dst
-// exists.
+// exists in any letter case.
 func Fork(ctx context.Context, d Deps, src *Snapshot, dstOwner, dstName string) error {
-	if err := ValidateName(dstOwner, dstName); err != nil {
+	if err := names.Validate(dstOwner, dstName); err != nil {
 		return err
 	}
 	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(dstOwner, dstName))
@@ -105,6 +111,9 @@ func Fork(ctx context.Context, d Deps, src *Snapshot, dstOwner, dstName string) 
 	}
 	if ok {
 		return fmt.Errorf("fork to %s/%s: %w", dstOwner, dstName, ErrExists)
+	}
+	if err := claimName(ctx, d, dstOwner, dstName); err != nil {
+		return fmt.Errorf("fork to %s/%s: %w", dstOwner, dstName, err)
 	}
 	for _, p := range src.Packs {
 		sp, si := PackKeys(src.Owner, src.Name, p.Name)

@@ -4,54 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // Sentinel errors callers branch on.
 var (
 	// ErrNotFound: the repository does not exist.
 	ErrNotFound = errors.New("repository not found")
-	// ErrExists: the repository already exists.
+	// ErrExists: the repository already exists (in any letter case).
 	ErrExists = errors.New("repository already exists")
-	// ErrInvalidName: an owner or repository name is not acceptable.
-	ErrInvalidName = errors.New("invalid repository name")
+	// ErrInvalidName: an owner or repository name breaks the naming rule
+	// (storage/names).
+	ErrInvalidName = names.ErrInvalid
 )
-
-// maxNameLen bounds owner and repository names (object-store keys have a
-// 1024-byte limit; this leaves room for ref names).
-const maxNameLen = 100
-
-// ValidateName checks an owner and a repository name: [A-Za-z0-9._-]+,
-// not "." or "..", not ending in ".lock" or ".git" (URLs strip an optional
-// ".git", so such a name could not be addressed); owner "api" is reserved.
-func ValidateName(owner, name string) error {
-	if err := validateComponent("owner", owner); err != nil {
-		return err
-	}
-	if owner == "api" {
-		return fmt.Errorf("%w: owner %q is reserved", ErrInvalidName, owner)
-	}
-	return validateComponent("name", name)
-}
-
-func validateComponent(what, s string) error {
-	switch {
-	case s == "":
-		return fmt.Errorf("%w: empty %s", ErrInvalidName, what)
-	case len(s) > maxNameLen:
-		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalidName, what, maxNameLen)
-	case s == "." || s == "..":
-		return fmt.Errorf("%w: %s %q", ErrInvalidName, what, s)
-	case strings.HasSuffix(s, ".lock"), strings.HasSuffix(s, ".git"):
-		return fmt.Errorf("%w: %s %q may not end in .lock or .git", ErrInvalidName, what, s)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%w: %s %q contains %q", ErrInvalidName, what, s, c)
-		}
-	}
-	return nil
-}
 
 // Database keys (DESIGN.md §4).
 const (

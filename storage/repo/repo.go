@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
@@ -21,6 +22,9 @@ type Deps struct {
 	Cache   *packcache.Cache
 	RefOpts refdb.Options
 	Log     *zap.Logger
+	// Meta is the node's name-index cache; changes made here forget their
+	// entries in it. nil: nothing to keep fresh.
+	Meta *MetaCache
 }
 
 func (d Deps) log() *zap.Logger {
@@ -84,9 +88,9 @@ type Repo struct {
 }
 
 // Create creates an empty repository: HEAD → refs/heads/main, private.
-// ErrExists if it exists.
+// ErrExists if it exists in any letter case.
 func Create(ctx context.Context, d Deps, owner, name string) error {
-	if err := ValidateName(owner, name); err != nil {
+	if err := names.Validate(owner, name); err != nil {
 		return err
 	}
 	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(owner, name))
@@ -95,6 +99,11 @@ func Create(ctx context.Context, d Deps, owner, name string) error {
 	}
 	if ok {
 		return fmt.Errorf("create %s/%s: %w", owner, name, ErrExists)
+	}
+	// The index entry first: it refuses case variants atomically; a crash
+	// before the database leaves an entry that a retry reuses.
+	if err := claimName(ctx, d, owner, name); err != nil {
+		return fmt.Errorf("create %s/%s: %w", owner, name, err)
 	}
 	txn := refdb.Txn{
 		refdb.Create(keyCreated, []byte(d.now().UTC().Format(time.RFC3339))),
@@ -129,7 +138,7 @@ func createDB(ctx context.Context, d Deps, owner, name string, txn refdb.Txn) er
 
 // Exists reports whether the repository's database exists.
 func Exists(ctx context.Context, d Deps, owner, name string) (bool, error) {
-	if err := ValidateName(owner, name); err != nil {
+	if err := names.Validate(owner, name); err != nil {
 		return false, err
 	}
 	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(owner, name))
@@ -143,7 +152,7 @@ func Exists(ctx context.Context, d Deps, owner, name string) (bool, error) {
 // ErrNotFound if it does not exist; it never creates anything. The caller
 // must Close it.
 func Open(ctx context.Context, d Deps, owner, name string) (*Repo, error) {
-	if err := ValidateName(owner, name); err != nil {
+	if err := names.Validate(owner, name); err != nil {
 		return nil, err
 	}
 	db, err := refdb.OpenExisting(ctx, d.Store, dbPrefix(owner, name), d.RefOpts)
@@ -206,13 +215,31 @@ func (r *Repo) SetHead(ctx context.Context, target string) error {
 	return r.commit(ctx, "set head", refdb.Txn{refdb.Set(keyHead, []byte(target))})
 }
 
-// SetVisibility makes the repository public or private.
+// SetVisibility makes the repository public or private, in its database
+// and in the name index. Access needs both to say public, so the order
+// never exposes a private repository: going private writes the index
+// first, going public writes it last; a failure in between leaves the
+// repository private and a retry finishes.
 func (r *Repo) SetVisibility(ctx context.Context, public bool) error {
 	v := visPrivate
 	if public {
 		v = visPublic
 	}
-	return r.commit(ctx, "set visibility", refdb.Txn{refdb.Set(keyVisibility, []byte(v))})
+	meta := Meta{Owner: r.owner, Name: r.name, Public: public}
+	if !public {
+		if err := writeMeta(ctx, r.d, meta); err != nil {
+			return fmt.Errorf("set visibility of %s/%s: %w", r.owner, r.name, err)
+		}
+	}
+	if err := r.commit(ctx, "set visibility", refdb.Txn{refdb.Set(keyVisibility, []byte(v))}); err != nil {
+		return err
+	}
+	if public {
+		if err := writeMeta(ctx, r.d, meta); err != nil {
+			return fmt.Errorf("set visibility of %s/%s: %w", r.owner, r.name, err)
+		}
+	}
+	return nil
 }
 
 func (r *Repo) commit(ctx context.Context, what string, txn refdb.Txn) error {

@@ -238,22 +238,6 @@ func checkObjects(t *testing.T, s *Snapshot, want map[object.ID][]byte) {
 	}
 }
 
-func TestValidateName(t *testing.T) {
-	good := [][2]string{{"alice", "repo"}, {"a.b-c_d", "X.y_z-1"}, {"o", ".hidden"}}
-	bad := [][2]string{{"", "r"}, {"o", ""}, {"api", "r"}, {"o", "."}, {"..", "r"}, {"o", "r.git"},
-		{"o", "r.lock"}, {"o", "a/b"}, {"o", "a b"}, {"o", "é"}, {"o", strings.Repeat("x", 101)}}
-	for _, c := range good {
-		if err := ValidateName(c[0], c[1]); err != nil {
-			t.Errorf("ValidateName(%q, %q) = %v", c[0], c[1], err)
-		}
-	}
-	for _, c := range bad {
-		if err := ValidateName(c[0], c[1]); !errors.Is(err, ErrInvalidName) {
-			t.Errorf("ValidateName(%q, %q) = %v, want ErrInvalidName", c[0], c[1], err)
-		}
-	}
-}
-
 func TestCreateOpenExists(t *testing.T) {
 	st := memstore.New()
 	d := newDeps(t, st)

@@ -223,9 +223,11 @@ func TestClusterForwarding(t *testing.T) {
 	}
 
 	// Admin on a non-owner is delivered to the owner: no fencing anywhere.
+	// The relaying node forgets its cached index entry at once (others
+	// within the cache TTL: README "Names").
 	c.mustAdmin(t, httpVia, "set-visibility", "alice/fwd", "public")
 	anon := filepath.Join(t.TempDir(), "anon")
-	env.Run(t, "", "clone", "-q", "http://"+sshVia.HTTPAddr+"/alice/fwd.git", anon)
+	env.Run(t, "", "clone", "-q", "http://"+httpVia.HTTPAddr+"/alice/fwd.git", anon)
 
 	// A wrong peer secret is refused on both peer ports.
 	for _, addr := range []string{owner.PeerAddr, owner.StreamAddr} {

@@ -50,6 +50,10 @@ func TestUsageErrors(t *testing.T) {
 		{Request{Command: "create-repo", Args: []string{"a/../b"}}, "invalid"},
 		{Request{Command: "set-visibility", Args: []string{"a/b", "secret"}}, "public or private"},
 		{Request{Command: "add-token", Args: []string{"api"}}, "reserved"},
+		{Request{Command: "add-token", Args: []string{"Api"}}, "reserved"},
+		{Request{Command: "create-repo", Args: []string{"API/x"}}, "reserved"},
+		{Request{Command: "create-repo", Args: []string{"Api/x"}}, "reserved"},
+		{Request{Command: "create-repo", Args: []string{"a/x.git.git"}}, "invalid"},
 	}
 	for _, c := range cases {
 		_, err := call(t, srv, secret, c.req)

@@ -40,9 +40,9 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, req Request) bool
 	if s.Peers == nil || !ok || len(req.Args) <= i {
 		return false
 	}
-	owner, name, err := splitRepo(req.Args[i])
+	owner, name, err := s.existing(r.Context(), req.Args[i])
 	if err != nil {
-		return false // run answers the usage error
+		return false // run answers the usage or not-found error
 	}
 	route, err := s.Node.Route(r.Context(), owner, name)
 	if err != nil {
@@ -57,6 +57,11 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, req Request) bool
 		s.failRelay(w, req, fmt.Errorf("%s/%s: relay hop limit reached (nodes disagree on the owner; retry)", owner, name))
 		return true
 	}
+	// The owner forgets its index cache entry when it changes the
+	// repository; so does the node the operator talked to. Other nodes see
+	// a repository go public within the cache TTL (going private takes
+	// effect at once: the owner re-checks every session).
+	defer s.Deps.Meta.Forget(owner, name)
 	if err := s.relayTo(r.Context(), w, route.Node, hop+1, req); err != nil {
 		s.failRelay(w, req, err)
 	}

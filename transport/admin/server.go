@@ -16,6 +16,7 @@ import (
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -133,10 +134,12 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 	if len(req.Args) != c.nargs {
 		return "", fmt.Errorf("%w: %s %s", ErrUsage, req.Command, c.synopsis)
 	}
-	arg := func(i int) (string, string, error) { return splitRepo(req.Args[i]) }
+	// arg resolves an existing repository to the spelling it is stored
+	// under (names are case-insensitive).
+	arg := func(i int) (string, string, error) { return s.existing(ctx, req.Args[i]) }
 	switch req.Command {
 	case "create-repo":
-		owner, name, err := arg(0)
+		owner, name, err := s.newName(ctx, req.Args[0])
 		if err != nil {
 			return "", err
 		}
@@ -161,7 +164,7 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		if err != nil {
 			return "", err
 		}
-		do, dn, err := arg(1)
+		do, dn, err := s.newName(ctx, req.Args[1])
 		if err != nil {
 			return "", err
 		}
@@ -198,27 +201,21 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		}
 		return fmt.Sprintf("gc %s/%s: %+v", owner, name, st), nil
 	case "add-token":
-		if err := auth.ValidateOwner(req.Args[0]); err != nil {
-			return "", err
-		}
 		return s.Auth.CreateToken(ctx, req.Args[0])
 	case "add-key":
-		if err := auth.ValidateOwner(req.Args[0]); err != nil {
-			return "", err
-		}
 		fp, err := s.Auth.AddKey(ctx, req.Args[0], []byte(req.Body))
 		if err != nil {
 			return "", err
 		}
 		return "added key " + fp + " for " + req.Args[0], nil
 	case "set-visibility":
-		owner, name, err := arg(0)
-		if err != nil {
-			return "", err
-		}
 		v := req.Args[1]
 		if v != "public" && v != "private" {
 			return "", fmt.Errorf("%w: visibility must be public or private, not %q", ErrUsage, v)
+		}
+		owner, name, err := arg(0)
+		if err != nil {
+			return "", err
 		}
 		if _, err := s.Node.Do(ctx, owner, name, func(r *repo.Repo) (any, error) {
 			return nil, r.SetVisibility(ctx, v == "public")
@@ -244,7 +241,7 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		}
 		return strings.Join(names, "\n"), nil
 	case "where":
-		owner, name, err := arg(0)
+		owner, name, err := names.Split(req.Args[0])
 		if err != nil {
 			return "", err
 		}
@@ -292,10 +289,24 @@ func where(view cluster.View, repo string, now time.Time) string {
 	return fmt.Sprintf("%s is owned by %s (epoch %d, lease %s, expires %s)", repo, e.Node, e.Epoch, state, e.Expires.UTC().Format(time.RFC3339Nano))
 }
 
-func splitRepo(s string) (string, string, error) {
-	owner, name, ok := strings.Cut(strings.TrimSuffix(s, ".git"), "/")
-	if !ok {
-		return "", "", fmt.Errorf("%w: %q is not <owner>/<name>", repo.ErrInvalidName, s)
+// existing parses "owner/name" and resolves it to the spelling the
+// repository is stored under (repo.Canonical).
+func (s *Server) existing(ctx context.Context, arg string) (string, string, error) {
+	owner, name, err := names.Split(arg)
+	if err != nil {
+		return "", "", err
 	}
-	return owner, name, repo.ValidateName(owner, name)
+	return repo.Canonical(ctx, s.Deps, owner, name)
+}
+
+// newName parses the "owner/name" of a repository to create, with the
+// owner's canonical spelling (auth.Store.ClaimOwner); a name taken in
+// another letter case is refused by repo.Create and repo.Fork.
+func (s *Server) newName(ctx context.Context, arg string) (string, string, error) {
+	owner, name, err := names.Split(arg)
+	if err != nil {
+		return "", "", err
+	}
+	owner, err = s.Auth.ClaimOwner(ctx, owner)
+	return owner, name, err
 }

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/storage/walk"
@@ -31,6 +32,13 @@ func newBackend(e *Engine, s *actors.Session) *backend {
 }
 
 func (b *backend) close() { b.sess.Release() }
+
+// RepoInfo is the repository's settings as its database holds them
+// (gitserve re-checks access against them; see gitserve.Authoritative).
+func (b *backend) RepoInfo() auth.RepoInfo {
+	i := b.sess.Info
+	return auth.RepoInfo{Owner: i.Owner, Name: i.Name, Public: i.Public}
+}
 
 func (b *backend) log() *zap.Logger {
 	return b.e.Log.With(zap.String("repo", b.snap.Owner+"/"+b.snap.Name))

@@ -47,14 +47,25 @@ var (
 	_ gitserve.Rerouter = (*Engine)(nil)
 )
 
-// Lookup returns the repository's owner and visibility.
+// Lookup returns the repository's canonical owner, name and visibility
+// from the name index (through Deps.Meta, the node's cache, when set). It
+// opens nothing and costs the same for a missing repository as for a
+// private one: one GET when cold, none when cached.
 func (e *Engine) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
-	s, err := e.session(ctx, owner, name)
-	if err != nil {
-		return gitserve.RepoInfo{}, err
+	var m repo.Meta
+	var err error
+	if e.Deps.Meta != nil {
+		m, err = e.Deps.Meta.Lookup(ctx, owner, name)
+	} else {
+		m, err = repo.ReadMeta(ctx, e.Deps.Store, owner, name)
 	}
-	defer s.Release()
-	return gitserve.RepoInfo{Owner: s.Info.Owner, Name: s.Info.Name, Public: s.Info.Public}, nil
+	switch {
+	case errors.Is(err, repo.ErrNotFound), errors.Is(err, repo.ErrInvalidName):
+		return gitserve.RepoInfo{}, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
+	case err != nil:
+		return gitserve.RepoInfo{}, fmt.Errorf("look up %s/%s: %w: %w", owner, name, gitserve.ErrUnavailable, err)
+	}
+	return gitserve.RepoInfo{Owner: m.Owner, Name: m.Name, Public: m.Public}, nil
 }
 
 // Session opens a git session on the repository.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/gitproto"
 )
 
@@ -18,14 +19,25 @@ type RepoInfo = auth.RepoInfo
 // Resolver finds repositories and opens git sessions on them. It is
 // implemented by the actor layer (routing to the owning repo actor).
 type Resolver interface {
-	// Lookup returns repo metadata without opening it for a session;
-	// an error wrapping auth.ErrRepoNotFound if absent.
+	// Lookup returns repo metadata without opening it for a session, at
+	// the same cost whether the repository is missing or private; an
+	// error wrapping auth.ErrRepoNotFound if absent. owner and name may
+	// be spelled in any letter case; the answer has the canonical
+	// spelling.
 	Lookup(ctx context.Context, owner, name string) (RepoInfo, error)
 	// Session opens the repo for one git session (routes to its repo
 	// actor); the caller calls release when done. Errors wrapping
 	// auth.ErrRepoNotFound mean the repo vanished since Lookup; errors
 	// wrapping ErrUnavailable mean "try again later" (503).
 	Session(ctx context.Context, owner, name string, write bool) (b gitproto.Backend, release func(), err error)
+}
+
+// Authoritative is implemented by backends that know the repository's
+// settings as its writer holds them. Lookup's metadata may lag a
+// visibility change made on another node by a cache TTL; the owner checks
+// access again against these before serving (defence in depth).
+type Authoritative interface {
+	RepoInfo() RepoInfo
 }
 
 // Engine runs one git service over a byte stream. The production engine is
@@ -95,13 +107,10 @@ func ParsePath(p string) (owner, rawName string, err error) {
 }
 
 // CleanRepo validates owner and a raw repository name from a URL or SSH
-// command, stripping one optional ".git" suffix.
+// command (storage/names.Clean: one optional ".git" suffix is stripped).
 func CleanRepo(owner, rawName string) (string, string, error) {
-	name := strings.TrimSuffix(rawName, ".git")
-	if err := auth.ValidateOwner(owner); err != nil {
-		return "", "", fmt.Errorf("%w: %w", ErrBadPath, err)
-	}
-	if err := auth.ValidateName(name); err != nil {
+	owner, name, err := names.Clean(owner, rawName)
+	if err != nil {
 		return "", "", fmt.Errorf("%w: %w", ErrBadPath, err)
 	}
 	return owner, name, nil
@@ -154,8 +163,11 @@ type Session struct {
 	release     func()
 }
 
-// Open validates the repository name, looks it up, applies auth.Decide for
-// id and, if allowed, opens a session. It never reads request bodies, so a
+// Open validates the repository name, looks it up (metadata only: nothing
+// is opened for a caller who may not proceed, and a private repository
+// costs what a missing one does), applies auth.Decide for id and, if
+// allowed, opens a session on the canonical spelling, deciding again
+// against the backend's own settings when it is Authoritative. It never reads request bodies, so a
 // front end can answer a denial before the client sends one. Denials are
 // *DeniedError; ErrBadPath paths are NotFound (no repository can exist
 // there, so nothing is revealed by a 404).
@@ -169,10 +181,14 @@ func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id 
 	if err != nil && !errors.Is(err, auth.ErrRepoNotFound) {
 		return nil, fmt.Errorf("lookup %s/%s: %w", owner, name, err)
 	}
-	if found && (info.Owner != owner || info.Name != name) {
+	if found && (!names.Same(info.Owner, owner) || !names.Same(info.Name, name)) {
 		// A resolver answering for another repo is a bug; refuse rather
 		// than apply that repo's visibility to this one.
 		return nil, fmt.Errorf("lookup %s/%s: resolver returned %s/%s", owner, name, info.Owner, info.Name)
+	}
+	if found {
+		// Any spelling reaches the repository under its canonical one.
+		owner, name = info.Owner, info.Name
 	}
 	if d := auth.Decide(id, info, found, svc.Access()); d != auth.Allow {
 		var cause error
@@ -192,6 +208,12 @@ func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id 
 	}
 	if release == nil {
 		release = func() {}
+	}
+	if a, ok := b.(Authoritative); ok {
+		if d := auth.Decide(id, a.RepoInfo(), true, svc.Access()); d != auth.Allow {
+			release()
+			return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name}
+		}
 	}
 	return &Session{Service: svc, Owner: owner, Name: name, gate: g, backend: b, release: release}, nil
 }

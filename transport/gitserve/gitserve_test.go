@@ -20,7 +20,7 @@ func TestParsePathAndCleanRepo(t *testing.T) {
 	good := []struct{ in, owner, name string }{
 		{"/alice/repo.git", "alice", "repo"},
 		{"alice/repo", "alice", "repo"},
-		{"/a-b_c.d/r.git.git", "a-b_c.d", "r.git"},
+		{"/a-b_c.d/r.x.git", "a-b_c.d", "r.x"},
 	}
 	for _, c := range good {
 		o, raw, err := ParsePath(c.in)
@@ -37,7 +37,7 @@ func TestParsePathAndCleanRepo(t *testing.T) {
 			t.Errorf("ParsePath(%q) err = %v", in, err)
 		}
 	}
-	for _, c := range [][2]string{{"api", "r"}, {"API", "r"}, {"alice", ".git"}, {"alice", ".."}, {"..", "r"}, {"alice", "a b"}, {"alice", "é"}} {
+	for _, c := range [][2]string{{"api", "r"}, {"API", "r"}, {"alice", ".git"}, {"alice", ".."}, {"..", "r"}, {"alice", "a b"}, {"alice", "é"}, {"alice", "r.git.git"}} {
 		if _, _, err := CleanRepo(c[0], c[1]); !errors.Is(err, ErrBadPath) {
 			t.Errorf("CleanRepo(%q, %q) err = %v", c[0], c[1], err)
 		}

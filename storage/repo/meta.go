@@ -1,0 +1,362 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/refdb"
+)
+
+// The name index. Each repository has one small object keyed by its
+// case-folded name, holding its canonical spelling and its visibility:
+//
+//	index/repo/{fold(owner)}/{fold(name)} → {"owner":…, "name":…, "public":…}
+//
+// It does three jobs. Access is decided from it before any database is
+// opened, so "private" and "missing" cost the same single GET (DESIGN §6).
+// Any spelling of a name reaches the repository under its canonical
+// spelling. And it is written with create-if-absent at create and fork, so
+// two names differing only in case can never both be created, atomically
+// across nodes.
+//
+// The database's meta/visibility stays the writer's copy: a session
+// re-checks access against it (gitserve). SetVisibility writes both in the
+// order that never exposes a private repository: going private, index
+// first; going public, index last.
+
+// Meta is a repository's entry in the name index.
+type Meta struct {
+	Owner  string `json:"owner"`
+	Name   string `json:"name"`
+	Public bool   `json:"public"`
+}
+
+const (
+	metaPrefix = "index/repo/"
+	// maxMeta bounds what a lookup reads.
+	maxMeta = 4 << 10
+)
+
+// MetaKey is the index key of owner/name (any spelling).
+func MetaKey(owner, name string) string {
+	return metaPrefix + names.Fold(owner) + "/" + names.Fold(name)
+}
+
+func (m Meta) encode() []byte {
+	b, _ := json.Marshal(m) // cannot fail: plain fields only
+	return b
+}
+
+// ReadMeta reads the index entry of owner/name in any spelling: one GET.
+// ErrNotFound if there is none.
+func ReadMeta(ctx context.Context, s objstore.Store, owner, name string) (Meta, error) {
+	if err := names.Validate(owner, name); err != nil {
+		return Meta{}, err
+	}
+	key := MetaKey(owner, name)
+	rc, _, err := s.Get(ctx, key)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return Meta{}, fmt.Errorf("%s/%s: %w", owner, name, ErrNotFound)
+	}
+	if err != nil {
+		return Meta{}, fmt.Errorf("read %s: %w", key, err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxMeta+1))
+	if err != nil {
+		return Meta{}, fmt.Errorf("read %s: %w", key, err)
+	}
+	var m Meta
+	if err := json.Unmarshal(data, &m); err != nil || len(data) > maxMeta {
+		return Meta{}, fmt.Errorf("decode %s: corrupt index entry (%d bytes): %v", key, len(data), err)
+	}
+	if !names.Same(m.Owner, owner) || !names.Same(m.Name, name) {
+		return Meta{}, fmt.Errorf("decode %s: entry names %s/%s", key, m.Owner, m.Name)
+	}
+	return m, nil
+}
+
+// claimName creates the index entry of a new repository, private. It
+// fails with ErrExists if the name is taken in any letter case, except by
+// an entry with this exact spelling whose database does not exist: that is
+// a create that crashed before its database (or one running right now on
+// another node; the database's own create-if-absent decides that race).
+func claimName(ctx context.Context, d Deps, owner, name string) error {
+	m := Meta{Owner: owner, Name: name}
+	rec := m.encode()
+	err := d.Store.PutIfAbsent(ctx, MetaKey(owner, name), bytes.NewReader(rec), int64(len(rec)))
+	defer d.Meta.Forget(owner, name)
+	if !errors.Is(err, objstore.ErrExists) {
+		return err
+	}
+	old, err := ReadMeta(ctx, d.Store, owner, name)
+	if err != nil {
+		return err
+	}
+	if old.Owner != owner || old.Name != name {
+		return fmt.Errorf("%s/%s: %w as %s/%s (names are case-insensitive)", owner, name, ErrExists, old.Owner, old.Name)
+	}
+	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(owner, name))
+	if err != nil {
+		return err
+	}
+	if ok {
+		return fmt.Errorf("%s/%s: %w", owner, name, ErrExists)
+	}
+	return nil
+}
+
+// writeMeta replaces owner/name's index entry, unless it belongs to
+// another spelling (a legacy case collision: see MigrateIndex), which it
+// leaves alone.
+func writeMeta(ctx context.Context, d Deps, m Meta) error {
+	defer d.Meta.Forget(m.Owner, m.Name)
+	old, err := ReadMeta(ctx, d.Store, m.Owner, m.Name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return err
+	case old.Owner != m.Owner || old.Name != m.Name:
+		d.log().Warn("index entry belongs to another spelling; left alone",
+			zap.String("repo", m.Owner+"/"+m.Name), zap.String("index", old.Owner+"/"+old.Name))
+		return nil
+	}
+	rec := m.encode()
+	if err := d.Store.Put(ctx, MetaKey(m.Owner, m.Name), bytes.NewReader(rec), int64(len(rec))); err != nil {
+		return fmt.Errorf("write index entry of %s/%s: %w", m.Owner, m.Name, err)
+	}
+	return nil
+}
+
+// deleteMeta removes owner/name's index entry if it has this exact
+// spelling, and reports whether it did.
+func deleteMeta(ctx context.Context, d Deps, owner, name string) (bool, error) {
+	defer d.Meta.Forget(owner, name)
+	old, err := ReadMeta(ctx, d.Store, owner, name)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if old.Owner != owner || old.Name != name {
+		return false, nil
+	}
+	if err := d.Store.Delete(ctx, MetaKey(owner, name)); err != nil {
+		return false, fmt.Errorf("delete index entry of %s/%s: %w", owner, name, err)
+	}
+	return true, nil
+}
+
+// Canonical resolves a name as an operator typed it: the exact spelling
+// if a database exists under it (so a legacy case collision stays
+// addressable for delete), else the spelling the index holds.
+func Canonical(ctx context.Context, d Deps, owner, name string) (string, string, error) {
+	ok, err := Exists(ctx, d, owner, name)
+	if err != nil || ok {
+		return owner, name, err
+	}
+	m, err := ReadMeta(ctx, d.Store, owner, name)
+	if err != nil {
+		return "", "", err
+	}
+	return m.Owner, m.Name, nil
+}
+
+// MigrateIndex writes the index entry of every repository that has none
+// (repositories created before the index existed), reading its visibility
+// from its database without fencing it. Two legacy repositories whose
+// names differ only in case cannot both be indexed: the first in sorted
+// order keeps the name, the other is logged and returned in collisions; it
+// stays in the store (delete-repo with its exact spelling removes it).
+// Every owner is recorded in owners (nil: skipped) so that credentials
+// added later in another spelling join the same identity. Idempotent;
+// safe to run on several nodes at once.
+func MigrateIndex(ctx context.Context, d Deps, owners OwnerIndex) (written int, collisions []string, err error) {
+	all, err := List(ctx, d)
+	if err != nil {
+		return 0, nil, err
+	}
+	claimed := map[string]bool{}
+	for _, full := range all {
+		owner, name, err := names.Split(full)
+		if err != nil {
+			d.log().Warn("name index: repository with an invalid name skipped", zap.String("repo", full), zap.Error(err))
+			continue
+		}
+		if owners != nil && !claimed[owner] {
+			claimed[owner] = true
+			canon, err := owners.ClaimOwner(ctx, owner)
+			if err != nil {
+				return written, collisions, fmt.Errorf("index owner of %s: %w", full, err)
+			}
+			if canon != owner {
+				d.log().Warn("name index: legacy owner spelled differently; the first spelling is canonical",
+					zap.String("repo", full), zap.String("owner", canon))
+			}
+		}
+		m, err := ReadMeta(ctx, d.Store, owner, name)
+		if err == nil {
+			if m.Owner != owner || m.Name != name {
+				collisions = append(collisions, full)
+				d.log().Warn("name index: legacy repositories differ only in case; this one is unreachable by git",
+					zap.String("repo", full), zap.String("canonical", m.Owner+"/"+m.Name))
+			}
+			continue
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return written, collisions, err
+		}
+		public, err := readVisibility(ctx, d, owner, name)
+		if errors.Is(err, ErrNotFound) {
+			continue // objects without a database: garbage, not a repository
+		}
+		if err != nil {
+			return written, collisions, err
+		}
+		rec := Meta{Owner: owner, Name: name, Public: public}.encode()
+		err = d.Store.PutIfAbsent(ctx, MetaKey(owner, name), bytes.NewReader(rec), int64(len(rec)))
+		if errors.Is(err, objstore.ErrExists) {
+			continue // another node, or a create, got there first; the next run checks it
+		}
+		if err != nil {
+			return written, collisions, fmt.Errorf("index %s: %w", full, err)
+		}
+		d.Meta.Forget(owner, name)
+		written++
+	}
+	return written, collisions, nil
+}
+
+// OwnerIndex records owners' canonical spellings (auth.Store).
+type OwnerIndex interface {
+	// ClaimOwner returns owner's canonical spelling, recording owner as
+	// it if the owner is new.
+	ClaimOwner(ctx context.Context, owner string) (string, error)
+}
+
+// readVisibility reads a database's visibility read-only.
+func readVisibility(ctx context.Context, d Deps, owner, name string) (bool, error) {
+	f, err := refdb.OpenFollower(ctx, d.Store, dbPrefix(owner, name), d.RefOpts)
+	if errors.Is(err, refdb.ErrNotExist) {
+		return false, ErrNotFound
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s/%s: %w", owner, name, err)
+	}
+	defer f.Close()
+	v, _ := f.View().Get(keyVisibility)
+	return string(v) == visPublic, nil
+}
+
+// MetaCache is a node's cache of index lookups. Entries live a short
+// time; writes through this node (create, fork, delete, visibility)
+// forget theirs at once, so the TTL only bounds how stale another node's
+// change can look here. Missing names are cached too (a shorter TTL), so
+// "missing" and "private" cost the same: one GET cold, nothing warm.
+type MetaCache struct {
+	store    objstore.Store
+	pos, neg time.Duration
+	max      int
+	now      func() time.Time
+
+	mu sync.Mutex
+	m  map[string]metaEntry
+}
+
+type metaEntry struct {
+	meta    Meta
+	found   bool
+	expires time.Time
+}
+
+// MetaCacheOptions tunes a MetaCache; zero values take the defaults.
+type MetaCacheOptions struct {
+	PositiveTTL time.Duration // default 5s
+	NegativeTTL time.Duration // default 2s
+	MaxEntries  int           // default 8192
+	Now         func() time.Time
+}
+
+// NewMetaCache returns a cache reading the index from s.
+func NewMetaCache(s objstore.Store, o MetaCacheOptions) *MetaCache {
+	if o.PositiveTTL <= 0 {
+		o.PositiveTTL = 5 * time.Second
+	}
+	if o.NegativeTTL <= 0 {
+		o.NegativeTTL = 2 * time.Second
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = 8192
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &MetaCache{store: s, pos: o.PositiveTTL, neg: o.NegativeTTL, max: o.MaxEntries, now: o.Now, m: map[string]metaEntry{}}
+}
+
+// Lookup returns owner/name's index entry (any spelling), or ErrNotFound.
+// Store failures are not cached.
+func (c *MetaCache) Lookup(ctx context.Context, owner, name string) (Meta, error) {
+	k := MetaKey(owner, name)
+	c.mu.Lock()
+	e, hit := c.m[k]
+	if hit && !c.now().Before(e.expires) {
+		delete(c.m, k)
+		hit = false
+	}
+	c.mu.Unlock()
+	if hit {
+		if !e.found {
+			return Meta{}, fmt.Errorf("%s/%s: %w", owner, name, ErrNotFound)
+		}
+		return e.meta, nil
+	}
+	m, err := ReadMeta(ctx, c.store, owner, name)
+	switch {
+	case err == nil:
+		c.put(k, metaEntry{meta: m, found: true, expires: c.now().Add(c.pos)})
+	case errors.Is(err, ErrNotFound):
+		c.put(k, metaEntry{expires: c.now().Add(c.neg)})
+	}
+	return m, err
+}
+
+func (c *MetaCache) put(k string, e metaEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		now := c.now()
+		for key, old := range c.m {
+			if !now.Before(old.expires) {
+				delete(c.m, key)
+			}
+		}
+		// Still full of live entries (a scan of made-up names): start
+		// over rather than grow; the cost is a few extra reads.
+		if len(c.m) >= c.max {
+			clear(c.m)
+		}
+	}
+	c.m[k] = e
+}
+
+// Forget drops owner/name's entry (any spelling); nil-safe.
+func (c *MetaCache) Forget(owner, name string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	delete(c.m, MetaKey(owner, name))
+	c.mu.Unlock()
+}

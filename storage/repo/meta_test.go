@@ -1,0 +1,112 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/rgit/rgit/storage/objstore/memstore"
+)
+
+// TestNameIndex: create claims the case-folded name atomically, delete
+// frees it, and set-visibility keeps the index in step with the database.
+func TestNameIndex(t *testing.T) {
+	d := newDeps(t, memstore.New())
+	if err := Create(ctx, d, "alice", "priv"); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range [][2]string{{"alice", "PRIV"}, {"Alice", "priv"}, {"ALICE", "Priv"}} {
+		if err := Create(ctx, d, v[0], v[1]); !errors.Is(err, ErrExists) {
+			t.Errorf("Create(%s/%s) = %v, want ErrExists", v[0], v[1], err)
+		}
+	}
+	m, err := ReadMeta(ctx, d.Store, "ALICE", "Priv")
+	if err != nil || m != (Meta{Owner: "alice", Name: "priv"}) {
+		t.Fatalf("ReadMeta(ALICE/Priv) = %+v, %v", m, err)
+	}
+	r, err := Open(ctx, d, "alice", "priv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetVisibility(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := ReadMeta(ctx, d.Store, "alice", "priv"); !m.Public || !r.Info().Public {
+		t.Fatalf("after SetVisibility(true): index %+v, database public=%v", m, r.Info().Public)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := Delete(ctx, d, "alice", "priv"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadMeta(ctx, d.Store, "alice", "priv"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("index entry after delete: %v", err)
+	}
+	if err := Create(ctx, d, "alice", "PRIV"); err != nil {
+		t.Fatalf("Create of a case variant after delete: %v", err)
+	}
+}
+
+type owners map[string]string
+
+func (o owners) ClaimOwner(_ context.Context, owner string) (string, error) {
+	k := strings.ToLower(owner)
+	if c, ok := o[k]; ok {
+		return c, nil
+	}
+	o[k] = owner
+	return owner, nil
+}
+
+// TestMigrateIndex: repositories created before the index get entries
+// with their visibility; a legacy case collision keeps the first name and
+// is reported; a second run changes nothing.
+func TestMigrateIndex(t *testing.T) {
+	d := newDeps(t, memstore.New())
+	legacy := func(owner, name string, public bool) {
+		if err := Create(ctx, d, owner, name); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(ctx, d, owner, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.SetVisibility(ctx, public); err != nil {
+			t.Fatal(err)
+		}
+		r.Close(ctx)
+		if err := d.Store.Delete(ctx, MetaKey(owner, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	legacy("bob", "pub", true)
+	legacy("alice", "x", false)
+	legacy("Alice", "X", true) // differs only in case: possible before the index
+	ow := owners{}
+	n, coll, err := MigrateIndex(ctx, d, ow)
+	if err != nil || n != 2 || len(coll) != 1 || coll[0] != "alice/x" {
+		t.Fatalf("MigrateIndex = %d, %v, %v; want 2, [alice/x]", n, coll, err)
+	}
+	if m, _ := ReadMeta(ctx, d.Store, "bob", "pub"); m != (Meta{Owner: "bob", Name: "pub", Public: true}) {
+		t.Errorf("bob/pub indexed as %+v", m)
+	}
+	if m, _ := ReadMeta(ctx, d.Store, "alice", "x"); m != (Meta{Owner: "Alice", Name: "X", Public: true}) {
+		t.Errorf("alice/x indexed as %+v, want the first spelling Alice/X", m)
+	}
+	if ow["alice"] != "Alice" || ow["bob"] != "bob" {
+		t.Errorf("owners claimed %v", ow)
+	}
+	if n, coll, err := MigrateIndex(ctx, d, ow); err != nil || n != 0 || len(coll) != 1 {
+		t.Fatalf("second MigrateIndex = %d, %v, %v; want 0 written", n, coll, err)
+	}
+	// The shadowed legacy repository stays deletable by its exact name,
+	// without touching the other's index entry.
+	if err := Delete(ctx, d, "alice", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := ReadMeta(ctx, d.Store, "alice", "x"); err != nil || m.Owner != "Alice" {
+		t.Fatalf("index after deleting the shadowed repository: %+v, %v", m, err)
+	}
+}
