@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -71,7 +72,7 @@ func (n *Node) repackOnce(ctx context.Context, owner, name string, progress func
 // objects, runs outside the actor. A missing repository yields an error
 // wrapping repo.ErrNotFound (see repo.PlanOrphanGC).
 func (n *Node) PlanGC(ctx context.Context, owner, name string, now time.Time, minAge time.Duration) (repo.GCPlan, error) {
-	if err := repo.ValidateName(owner, name); err != nil {
+	if err := names.Validate(owner, name); err != nil {
 		return repo.GCPlan{}, err
 	}
 	v, _, err := n.ask(ctx, keyOf(owner, name), &planGC{now: now, minAge: minAge}, n.cfg.CallTimeout, true)

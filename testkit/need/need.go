@@ -6,7 +6,6 @@
 package need
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -26,7 +25,7 @@ func Missing(t testing.TB, what, how string) {
 		t.Fatalf("required for CI but missing: %s (%s)", what, how)
 		return
 	}
-	t.Skip(fmt.Sprintf("\n*** SKIPPING %s: %s missing (%s) ***\n*** This test did NOT run. ***", t.Name(), what, how))
+	t.Skipf("\n*** SKIPPING %s: %s missing (%s) ***\n*** This test did NOT run. ***", t.Name(), what, how)
 }
 
 // Tool makes sure each named program is on PATH (see Missing).
