@@ -1,0 +1,8 @@
+//go:build !race
+
+package cluster
+
+const (
+	raceEnabled = false
+	raceSeeds   = defaultSeeds
+)
