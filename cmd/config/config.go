@@ -37,6 +37,7 @@ type Config struct {
 	FsckStrict     bool              // RGIT_FSCK_STRICT
 	ClonePackCache int64             // RGIT_CLONE_CACHE_BYTES
 	LogLevel       string            // RGIT_LOG_LEVEL
+	LogFormat      string            // RGIT_LOG_FORMAT: auto, json or console; see LogEncoding
 	DrainTimeout   time.Duration     // RGIT_DRAIN_SECS
 }
 
@@ -67,6 +68,7 @@ var Vars = []Var{
 	{"RGIT_FSCK_SKIP", "", "comma-separated fsck checks to skip, e.g. gitmodulesParse (security checks cannot be skipped)"},
 	{"RGIT_FSCK_STRICT", "0", "1: also reject cosmetic fsck findings (zero-padded modes, bad dates and identities) that are accepted and logged by default"},
 	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
+	{"RGIT_LOG_FORMAT", "auto", "json or console; auto: console when stderr is a terminal, json otherwise"},
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
 }
 
@@ -95,6 +97,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		FsckStrict:     p.bool("RGIT_FSCK_STRICT"),
 		ClonePackCache: p.int("RGIT_CLONE_CACHE_BYTES", 0),
 		LogLevel:       p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
+		LogFormat:      p.oneOf("RGIT_LOG_FORMAT", "auto", "json", "console"),
 		DrainTimeout:   p.seconds("RGIT_DRAIN_SECS", 0),
 	}
 	if peers := p.str("RGIT_PEERS"); peers != "" {
@@ -127,6 +130,19 @@ func Parse(getenv func(string) string) (*Config, error) {
 		return nil, errors.Join(p.errs...)
 	}
 	return c, nil
+}
+
+// LogEncoding is the zap encoding for RGIT_LOG_FORMAT: json and console
+// as asked; auto picks console for a person at a terminal and json for
+// everything else (a log collector reading a pipe or file).
+func LogEncoding(format string, stderrIsTerminal bool) string {
+	if format == "auto" {
+		if stderrIsTerminal {
+			return "console"
+		}
+		return "json"
+	}
+	return format
 }
 
 // Cluster reports cluster mode: RGIT_PEER_SVC or RGIT_PEERS is set.

@@ -31,12 +31,41 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		"RGIT_SELF":              {"RGIT_PEER_SVC": "rgit.ns.svc", "RGIT_PEER_SECRET": "0123456789abcdef"},
 		"RGIT_PEER_SECRET":       {"RGIT_PEER_SECRET": "short"},
 		"RGIT_LOG_LEVEL":         {"RGIT_LOG_LEVEL": "loud"},
+		"RGIT_LOG_FORMAT":        {"RGIT_LOG_FORMAT": "xml"},
 		"RGIT_FLUSH_INTERVAL_MS": {"RGIT_FLUSH_INTERVAL_MS": "-1"},
 	}
 	for name, m := range cases {
 		_, err := Parse(env(m))
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: error %v does not name the variable", name, err)
+		}
+	}
+}
+
+// TestLogEncoding: RGIT_LOG_FORMAT picks the zap encoding; unset, a
+// terminal gets console lines and anything else (a pipe to a collector)
+// gets JSON.
+func TestLogEncoding(t *testing.T) {
+	cases := []struct {
+		env      string // RGIT_LOG_FORMAT; "" = unset
+		terminal bool
+		want     string
+	}{
+		{"", true, "console"},
+		{"", false, "json"},
+		{"auto", false, "json"},
+		{"json", true, "json"},
+		{"json", false, "json"},
+		{"console", false, "console"},
+		{"console", true, "console"},
+	}
+	for _, c := range cases {
+		cfg, err := Parse(env(map[string]string{"RGIT_LOG_FORMAT": c.env}))
+		if err != nil {
+			t.Fatalf("RGIT_LOG_FORMAT=%q: %v", c.env, err)
+		}
+		if got := LogEncoding(cfg.LogFormat, c.terminal); got != c.want {
+			t.Errorf("RGIT_LOG_FORMAT=%q terminal=%v: encoding %q, want %q", c.env, c.terminal, got, c.want)
 		}
 	}
 }
