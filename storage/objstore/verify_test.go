@@ -80,7 +80,9 @@ func TestVerifyFailures(t *testing.T) {
 // apiError has the methods of the AWS SDK's smithy.APIError.
 type apiError struct{ code, msg string }
 
-func (e apiError) Error() string        { return "operation error S3: PutObject, StatusCode: 404, api error " + e.code }
+func (e apiError) Error() string {
+	return "operation error S3: PutObject, StatusCode: 404, api error " + e.code
+}
 func (e apiError) ErrorCode() string    { return e.code }
 func (e apiError) ErrorMessage() string { return e.msg }
 
