@@ -332,7 +332,7 @@ func peerSecret(cfg *config.Config) (string, error) {
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	open, _ := s.node.OpenRepos(r.Context())
 	if fault := s.storeFault.Load(); fault != nil {
-		http.Error(w, fmt.Sprintf("object store failing: %s\nopen_repos %d\n", *fault, len(open)), http.StatusServiceUnavailable)
+		http.Error(w, fmt.Sprintf("unhealthy: %s\nopen_repos %d\n", *fault, len(open)), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintf(w, "ok\nopen_repos %d\n", len(open))
