@@ -56,8 +56,8 @@ func TestVerifyFailures(t *testing.T) {
 		store objstore.Store
 		want  []string
 	}{
-		{"create-if-absent ignored", blindStore{memstore.New()}, []string{"create-if-absent over the existing probe object health/probe-", "ignores If-None-Match"}},
-		{"read fails", brokenGet{memstore.New()}, []string{"read back probe object health/probe-", "disk on fire"}},
+		{"create-if-absent ignored", blindStore{memstore.New()}, []string{"create-if-absent over the existing probe object under health/: ", "ignores If-None-Match"}},
+		{"read fails", brokenGet{memstore.New()}, []string{"read back probe object under health/: ", "disk on fire"}},
 	}
 	for _, c := range cases {
 		err := objstore.Verify(t.Context(), c.store)
