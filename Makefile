@@ -18,9 +18,20 @@ FUZZTIME  ?= 5s
 
 all: build
 
+# Build identity for `rgit version`, /metrics (rgit_build_info) and the
+# start-up log. The date is the commit's, not the clock's, so that (with
+# -trimpath) rebuilding a commit gives the same binary. Outside a git
+# checkout these stay empty and cmd/version falls back to Go's embedded
+# build information.
+GIT_VERSION := $(shell git describe --tags --always --dirty 2>/dev/null)
+GIT_COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)
+GIT_DATE    := $(shell git log -1 --format=%cI 2>/dev/null)
+VERSION_PKG := github.com/rgit/rgit/cmd/version
+LDFLAGS     := -X $(VERSION_PKG).version=$(GIT_VERSION) -X $(VERSION_PKG).commit=$(GIT_COMMIT) -X $(VERSION_PKG).date=$(GIT_DATE)
+
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/rgit ./cmd/rgit-admin
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/rgit ./cmd/rgit-admin
 
 run: build
 	$(BIN)/rgit serve

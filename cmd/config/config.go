@@ -47,6 +47,7 @@ type Config struct {
 	HTTPBodyStall   time.Duration     // RGIT_HTTP_BODY_STALL_SECS
 	SSHIdle         time.Duration     // RGIT_SSH_IDLE_SECS
 	SSHStall        time.Duration     // RGIT_SSH_STALL_SECS
+	LogFormat       string            // RGIT_LOG_FORMAT: auto, json or console; see LogEncoding
 }
 
 // Var documents one variable; the README's configuration table is kept in
@@ -76,6 +77,7 @@ var Vars = []Var{
 	{"RGIT_FSCK_SKIP", "", "comma-separated fsck checks to skip, e.g. gitmodulesParse (security checks cannot be skipped)"},
 	{"RGIT_FSCK_STRICT", "0", "1: also reject cosmetic fsck findings (zero-padded modes, bad dates and identities) that are accepted and logged by default"},
 	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
+	{"RGIT_LOG_FORMAT", "auto", "json or console; auto: console when stderr is a terminal, json otherwise"},
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
 	{"RGIT_MAX_WANTS", "200000", "maximum distinct wants of one fetch request (git sends one per distinct ref tip fetched)"},
 	{"RGIT_MAX_HAVES", "200000", "maximum distinct haves of one fetch negotiation (a v2 request, a v0 HTTP request or a whole v0 SSH session); git sends a few thousand when it finds common history"},
@@ -122,6 +124,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		HTTPBodyStall:   p.seconds("RGIT_HTTP_BODY_STALL_SECS", 1),
 		SSHIdle:         p.seconds("RGIT_SSH_IDLE_SECS", 1),
 		SSHStall:        p.seconds("RGIT_SSH_STALL_SECS", 1),
+		LogFormat:       p.oneOf("RGIT_LOG_FORMAT", "auto", "json", "console"),
 	}
 	if peers := p.str("RGIT_PEERS"); peers != "" {
 		m, err := cluster.ParsePeerMap(peers)
@@ -153,6 +156,19 @@ func Parse(getenv func(string) string) (*Config, error) {
 		return nil, errors.Join(p.errs...)
 	}
 	return c, nil
+}
+
+// LogEncoding is the zap encoding for RGIT_LOG_FORMAT: json and console
+// as asked; auto picks console for a person at a terminal and json for
+// everything else (a log collector reading a pipe or file).
+func LogEncoding(format string, stderrIsTerminal bool) string {
+	if format == "auto" {
+		if stderrIsTerminal {
+			return "console"
+		}
+		return "json"
+	}
+	return format
 }
 
 // Cluster reports cluster mode: RGIT_PEER_SVC or RGIT_PEERS is set.

@@ -70,6 +70,7 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		"RGIT_HTTP_BODY_STALL_SECS": {"RGIT_HTTP_BODY_STALL_SECS": "soon"},
 		"RGIT_SSH_IDLE_SECS":        {"RGIT_SSH_IDLE_SECS": "-5"},
 		"RGIT_SSH_STALL_SECS":       {"RGIT_SSH_STALL_SECS": "0"},
+		"RGIT_LOG_FORMAT":           {"RGIT_LOG_FORMAT": "xml"},
 	}
 	for name, m := range cases {
 		_, err := Parse(env(m))
@@ -98,6 +99,34 @@ func TestFetchLimits(t *testing.T) {
 	c, err = Parse(env(map[string]string{"RGIT_MAX_HAVES": "5000", "RGIT_MAX_NEGOTIATIONS": "4"}))
 	if err != nil || c.MaxHaves != 5000 || c.MaxNegotiations != 4 {
 		t.Fatalf("Parse: %+v, %v", c, err)
+	}
+}
+
+// TestLogEncoding: RGIT_LOG_FORMAT picks the zap encoding; unset, a
+// terminal gets console lines and anything else (a pipe to a collector)
+// gets JSON.
+func TestLogEncoding(t *testing.T) {
+	cases := []struct {
+		env      string // RGIT_LOG_FORMAT; "" = unset
+		terminal bool
+		want     string
+	}{
+		{"", true, "console"},
+		{"", false, "json"},
+		{"auto", false, "json"},
+		{"json", true, "json"},
+		{"json", false, "json"},
+		{"console", false, "console"},
+		{"console", true, "console"},
+	}
+	for _, c := range cases {
+		cfg, err := Parse(env(map[string]string{"RGIT_LOG_FORMAT": c.env}))
+		if err != nil {
+			t.Fatalf("RGIT_LOG_FORMAT=%q: %v", c.env, err)
+		}
+		if got := LogEncoding(cfg.LogFormat, c.terminal); got != c.want {
+			t.Errorf("RGIT_LOG_FORMAT=%q terminal=%v: encoding %q, want %q", c.env, c.terminal, got, c.want)
+		}
 	}
 }
 

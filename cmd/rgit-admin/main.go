@@ -2,19 +2,24 @@
 // over the node's peer stream port (RGIT_ADMIN_ADDR, default
 // 127.0.0.1:8082), authenticated with the peer secret, and the node runs it
 // through the repository's actor — nothing has to be stopped.
+// `rgit-admin version` prints its own version and the node's.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/rgit/rgit/cmd/version"
 	"github.com/rgit/rgit/transport/admin"
 )
 
@@ -25,6 +30,7 @@ func main() {
 func run(args []string) int {
 	fs := flag.NewFlagSet("rgit-admin", flag.ContinueOnError)
 	addr := fs.String("addr", envOr("RGIT_ADMIN_ADDR", "127.0.0.1:8082"), "node's peer stream address (RGIT_ADMIN_ADDR)")
+	showVersion := fs.Bool("version", false, "print rgit-admin's version and the node's (same as the version command)")
 	fs.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: rgit-admin [--addr host:port] <command> [args]\n\ncommands:")
 		for _, l := range admin.Usage() {
@@ -33,6 +39,9 @@ func run(args []string) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion || (fs.NArg() == 1 && fs.Arg(0) == "version") {
+		return printVersion(*addr, os.Stdout, os.Stderr)
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
@@ -61,6 +70,25 @@ func run(args []string) int {
 		}
 		return 1
 	}
+	return 0
+}
+
+// printVersion prints this client's version and, when the node at addr
+// answers, the node's. An unreachable node is not an error: the client's
+// version is still worth knowing.
+func printVersion(addr string, stdout, stderr io.Writer) int {
+	fmt.Fprintln(stdout, "rgit-admin", version.Get())
+	secret, err := peerSecret()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var node bytes.Buffer
+		if err = admin.Call(ctx, addr, secret, admin.Request{Command: "version"}, stderr, &node); err == nil {
+			fmt.Fprintf(stdout, "node %s: rgit %s", addr, node.String())
+			return 0
+		}
+	}
+	fmt.Fprintf(stderr, "rgit-admin: no node version: %v\n", err)
 	return 0
 }
 

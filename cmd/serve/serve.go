@@ -27,6 +27,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cmd/config"
+	"github.com/rgit/rgit/cmd/version"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/clonecache"
 	"github.com/rgit/rgit/storage/fsck"
@@ -61,15 +62,29 @@ type Server struct {
 	// PeerSecret authenticates admin commands.
 	PeerSecret string
 
-	draining  atomic.Bool
-	storeDown atomic.Bool
-	stopProbe context.CancelFunc
-	serveErr  chan error
+	draining atomic.Bool
+	// storeFault is why the object store failed its last health probe;
+	// nil while it passes.
+	storeFault atomic.Pointer[string]
+	probeEvery time.Duration
+	stopProbe  context.CancelFunc
+	serveErr   chan error
 }
 
-// Start opens the store and cache, starts the actors and every listener.
-func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 4)}
+// Option adjusts Start beyond the configuration (tests).
+type Option func(*Server)
+
+// WithStoreProbeInterval sets how often /healthz's object store probe runs
+// (default 10 s).
+func WithStoreProbeInterval(d time.Duration) Option { return func(s *Server) { s.probeEvery = d } }
+
+// Start opens and verifies the store, opens the cache, starts the actors
+// and every listener.
+func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Option) (*Server, error) {
+	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 4), probeEvery: 10 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -84,8 +99,14 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
 	}
+	// Opening a store contacts nothing; a missing bucket or a wrong key
+	// must stop the node here, not surface at the first push.
+	if err := s.checkStore(ctx); err != nil {
+		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
+	}
+	build := version.Get()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric(build))
 	s.cache, err = packcache.Open(cfg.CacheDir, s.store, log, packcache.WithMetrics(newCacheMetrics(reg)))
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_CACHE_DIR: %w", err)
@@ -178,7 +199,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 	}
-	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: time.Hour}
+	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: time.Hour, Version: build.String()}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}
@@ -216,7 +237,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger) (*Server, e
 	probeCtx, cancel := context.WithCancel(context.Background())
 	s.stopProbe = cancel
 	go s.probeStore(probeCtx)
-	log.Info("rgit serving", zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
+	log.Info("rgit serving", zap.String("version", build.String()), zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
 		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("self", cfg.Self),
 		zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
 	ok = true
@@ -328,11 +349,12 @@ func peerSecret(cfg *config.Config) (string, error) {
 	return secret, nil
 }
 
-// healthz is liveness: 503 while the object store fails its probes.
+// healthz is liveness: 503 with the reason while the object store fails
+// its probe.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	open, _ := s.node.OpenRepos(r.Context())
-	if s.storeDown.Load() {
-		http.Error(w, fmt.Sprintf("object store unreachable\nopen_repos %d\n", len(open)), http.StatusServiceUnavailable)
+	if fault := s.storeFault.Load(); fault != nil {
+		http.Error(w, fmt.Sprintf("unhealthy: %s\nopen_repos %d\n", *fault, len(open)), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintf(w, "ok\nopen_repos %d\n", len(open))
@@ -347,38 +369,58 @@ func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "serving")
 }
 
-// probeStore marks the store down after three consecutive failed probes and
-// up again after one success.
+// checkStore runs objstore.Verify with a bound of its own (the store's
+// request timeout is for pack transfers, far too long for a probe) and
+// names the store in the error.
+func (s *Server) checkStore(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := objstore.Verify(ctx, s.store); err != nil {
+		return fmt.Errorf("object store %s: %w", objstore.Describe(s.store), err)
+	}
+	return nil
+}
+
+// probeStore re-verifies the store every probeEvery. /healthz reports each
+// probe's outcome as it is (Kubernetes' failureThreshold debounces), and
+// each change is logged once.
 func (s *Server) probeStore(ctx context.Context) {
-	fails := 0
-	t := time.NewTicker(10 * time.Second)
+	t := time.NewTicker(s.probeEvery)
 	defer t.Stop()
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := s.store.Head(pctx, "health/probe")
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			fails++
-			if fails == 3 {
-				s.log.Error("object store failed 3 probes in a row; reporting unhealthy", zap.Error(err))
-				s.storeDown.Store(true)
-			}
-		} else {
-			if s.storeDown.Load() {
-				s.log.Info("object store reachable again")
-			}
-			fails = 0
-			s.storeDown.Store(false)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		err := s.checkStore(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		was := s.storeFault.Load()
+		switch {
+		case err != nil:
+			fault := err.Error()
+			s.storeFault.Store(&fault)
+			if was == nil || *was != fault {
+				s.log.Error("object store failed its health probe; /healthz answers 503", zap.Error(err))
+			}
+		case was != nil:
+			s.storeFault.Store(nil)
+			s.log.Info("object store passed its health probe again; /healthz answers 200")
+		}
 	}
+}
+
+// buildInfoMetric is rgit_build_info: a constant 1 labelled with the build,
+// so dashboards can show which version each node runs.
+func buildInfoMetric(b version.Info) prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "rgit_build_info",
+		Help: "The running build: always 1, labelled with version, commit and Go version.",
+	}, []string{"version", "commit", "go_version"})
+	g.WithLabelValues(b.Version, b.Commit, b.GoVersion).Set(1)
+	return g
 }
 
 // commitMetric records every ref-database commit's latency by outcome.

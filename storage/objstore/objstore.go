@@ -3,8 +3,9 @@
 //
 // Backends live in sub-packages (filestore, memstore, s3store) and the
 // RGIT_STORE_URL opener in storeurl, because they import this package; this
-// package holds only the interface, the sentinel errors, key validation and
-// the WithTimeout wrapper. It imports the standard library and its own
+// package holds only the interface, the sentinel errors, key validation,
+// the WithTimeout wrapper and Verify (the start-up and health check of a
+// store). It imports the standard library and its own
 // internal/ctxio only.
 package objstore
 

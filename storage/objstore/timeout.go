@@ -88,3 +88,6 @@ func (t *timeoutStore) Copy(ctx context.Context, src, dst string) error {
 	defer cancel()
 	return t.s.Copy(ctx, src, dst)
 }
+
+// Describe names the wrapped store.
+func (t *timeoutStore) Describe() string { return Describe(t.s) }

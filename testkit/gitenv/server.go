@@ -47,6 +47,7 @@ type Server struct {
 	*serve.Server
 	Store Store
 	cfg   *config.Config
+	opts  []serve.Option
 	log   *zap.Logger
 	logs  *lockedFile
 }
@@ -57,6 +58,12 @@ type Server struct {
 // set with t.Setenv, so the calling test must not be parallel.
 func StartServer(t testing.TB, store Store, vars ...string) *Server {
 	t.Helper()
+	return StartServerOpts(t, store, nil, vars...)
+}
+
+// StartServerOpts is StartServer with serve options (probe intervals).
+func StartServerOpts(t testing.TB, store Store, opts []serve.Option, vars ...string) *Server {
+	t.Helper()
 	for _, kv := range store.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
@@ -66,7 +73,7 @@ func StartServer(t testing.TB, store Store, vars ...string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Store: store, logs: logs}
+	s := &Server{Store: store, logs: logs, opts: opts}
 	s.log = zap.New(zapcore.NewCore(
 		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(logs), zap.InfoLevel))
 	var lastErr error
@@ -121,7 +128,7 @@ func StartServer(t testing.TB, store Store, vars ...string) *Server {
 func (s *Server) start() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := serve.Start(ctx, s.cfg, s.log)
+	srv, err := serve.Start(ctx, s.cfg, s.log, s.opts...)
 	if err != nil {
 		return err
 	}

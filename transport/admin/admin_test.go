@@ -71,3 +71,15 @@ func TestUsageListsEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestVersion: the version command answers the node's build, so
+// rgit-admin can show it next to its own.
+func TestVersion(t *testing.T) {
+	const secret = "0123456789abcdef0123"
+	srv := httptest.NewServer(&Server{Secret: secret, Log: zap.NewNop(), Version: "v1.2.0 (commit abc, 2025-01-02T03:04:05Z, go1.26.0)"})
+	t.Cleanup(srv.Close)
+	out, err := call(t, srv, secret, Request{Command: "version"})
+	if err != nil || out != "v1.2.0 (commit abc, 2025-01-02T03:04:05Z, go1.26.0)\n" {
+		t.Errorf("version = %q, %v", out, err)
+	}
+}

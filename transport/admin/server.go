@@ -32,6 +32,9 @@ type Server struct {
 	// Peers, in cluster mode, finds other nodes: commands on a repository
 	// owned elsewhere are relayed to its owner. nil: single node.
 	Peers PeerAddrs
+	// Version describes the node's build (cmd/version), for status and
+	// version: during a rollout it shows which nodes run what.
+	Version string
 }
 
 // maxRequest bounds an admin request body (a public key at most).
@@ -120,6 +123,7 @@ var commands = map[string]struct {
 	"set-head":       {2, "<owner>/<name> <refname>"},
 	"list-repos":     {0, ""},
 	"status":         {0, ""},
+	"version":        {0, ""},
 	"where":          {1, "<owner>/<name>"},
 }
 
@@ -254,7 +258,9 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("open repositories: %d\n%s", len(open), strings.Join(open, "\n")), nil
+		return fmt.Sprintf("version: %s\nopen repositories: %d\n%s", s.Version, len(open), strings.Join(open, "\n")), nil
+	case "version":
+		return s.Version, nil
 	}
 	return "", fmt.Errorf("unknown command %q", req.Command)
 }

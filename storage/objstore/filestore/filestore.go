@@ -469,3 +469,6 @@ func (s *Store) Copy(ctx context.Context, src, dst string) error {
 	}
 	return nil
 }
+
+// Describe implements objstore.Describer.
+func (s *Store) Describe() string { return "file store " + s.root }

@@ -193,3 +193,6 @@ func (s *Store) Copy(ctx context.Context, src, dst string) error {
 	s.mu.Unlock()
 	return nil
 }
+
+// Describe implements objstore.Describer.
+func (s *Store) Describe() string { return "memory store (mem://)" }

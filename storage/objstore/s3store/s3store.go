@@ -401,3 +401,14 @@ func (s *Store) conditional(ctx context.Context, k, token string, do func() erro
 		backoff *= 2
 	}
 }
+
+// Describe implements objstore.Describer: bucket, prefix and the endpoint
+// requests go to, the three things to check when the store fails.
+func (s *Store) Describe() string {
+	o := s.client.Options()
+	endpoint := "AWS S3 (region " + o.Region + ")"
+	if o.BaseEndpoint != nil {
+		endpoint = *o.BaseEndpoint
+	}
+	return fmt.Sprintf("bucket %q (s3://%s/%s) at %s", s.bucket, s.bucket, s.prefix, endpoint)
+}
