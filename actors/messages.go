@@ -94,7 +94,8 @@ type callResult struct {
 }
 
 // commitRepack asks the repo actor to switch to a pack built outside it
-// (repo.BuildRepack, from a session's snapshot); *repackCommitted answers.
+// (repo.BuildRepack or repo.BuildRollUp, from a session's snapshot);
+// *repackCommitted answers.
 type commitRepack struct{ build *repo.RepackBuild }
 
 // repackCommitted answers commitRepack.

@@ -24,8 +24,11 @@ type Config struct {
 	MaxWarm     int           // RGIT_MAX_WARM
 	OpenTimeout time.Duration // bound on opening or closing one database; default 60s
 	CallTimeout time.Duration // bound on one write executed by a repo actor; default 5m
-	Log         *zap.Logger
-	Registerer  prometheus.Registerer // nil: metrics are not registered
+	// MaintenanceSlots bounds the background roll-ups running at once on
+	// this node; default 1, so maintenance never takes more than one core.
+	MaintenanceSlots int
+	Log              *zap.Logger
+	Registerer       prometheus.Registerer // nil: metrics are not registered
 	// Cluster makes the node a cluster member; nil is a single node that
 	// owns every repository.
 	Cluster *ClusterConfig
@@ -39,6 +42,11 @@ type Node struct {
 	sup     *actor.PID
 	metrics *metrics
 	cl      *clusterState // nil in single-node mode
+	maint   *maintainer
+
+	// testBeforeRollUp, if set, runs after a background roll-up is planned
+	// and before it is built (tests hold it there).
+	testBeforeRollUp func(owner, name string)
 }
 
 type metrics struct {
@@ -67,7 +75,11 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
+	if cfg.MaintenanceSlots <= 0 {
+		cfg.MaintenanceSlots = 1
+	}
 	n := &Node{cfg: cfg, log: cfg.Log, metrics: newMetrics(cfg.Registerer)}
+	n.maint = newMaintainer(n, cfg.MaintenanceSlots, cfg.Registerer)
 	// protoactor logs through slog; rgit logs through zap, so silence it
 	// and report what matters (fencing, restarts) ourselves.
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -200,6 +212,7 @@ func (n *Node) OpenRepos(ctx context.Context) ([]string, error) {
 // Leases are not released (call Drain first for that): to the cluster a
 // shutdown without a drain looks like a crash.
 func (n *Node) Shutdown(ctx context.Context) error {
+	n.maint.shutdown()
 	keys, err := n.OpenRepos(ctx)
 	if err != nil {
 		return err

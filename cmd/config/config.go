@@ -32,6 +32,7 @@ type Config struct {
 	FlushInterval   time.Duration     // RGIT_FLUSH_INTERVAL_MS
 	WarmTTL         time.Duration     // RGIT_WARM_TTL_SECS
 	MaxWarm         int               // RGIT_MAX_WARM
+	MaxOpenPacks    int               // RGIT_MAX_OPEN_PACKS; 0: derived from RLIMIT_NOFILE
 	MaxBody         int64             // RGIT_MAX_BODY
 	FsckSkip        string            // RGIT_FSCK_SKIP
 	FsckStrict      bool              // RGIT_FSCK_STRICT
@@ -72,6 +73,7 @@ var Vars = []Var{
 	{"RGIT_FLUSH_INTERVAL_MS", "0", "minimum batching delay of ref-database writes"},
 	{"RGIT_WARM_TTL_SECS", "300", "idle time before a repository's database is closed"},
 	{"RGIT_MAX_WARM", "64", "maximum number of open repository databases"},
+	{"RGIT_MAX_OPEN_PACKS", "0", "packs kept open while unused (a file descriptor and an index mapping each); 0: a quarter of RLIMIT_NOFILE"},
 	{"RGIT_MAX_BODY", "2147483648", "maximum HTTP request body in bytes, enforced before authentication"},
 	{"RGIT_CLONE_CACHE_BYTES", "1073741824", "disk budget for cached clone packs (one per ref state); 0 disables"},
 	{"RGIT_FSCK_SKIP", "", "comma-separated fsck checks to skip, e.g. gitmodulesParse (security checks cannot be skipped)"},
@@ -109,6 +111,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		FlushInterval:   time.Duration(p.int("RGIT_FLUSH_INTERVAL_MS", 0)) * time.Millisecond,
 		WarmTTL:         p.seconds("RGIT_WARM_TTL_SECS", 1),
 		MaxWarm:         int(p.int("RGIT_MAX_WARM", 1)),
+		MaxOpenPacks:    int(p.int("RGIT_MAX_OPEN_PACKS", 0)),
 		MaxBody:         p.int("RGIT_MAX_BODY", 1),
 		FsckSkip:        p.str("RGIT_FSCK_SKIP"),
 		FsckStrict:      p.bool("RGIT_FSCK_STRICT"),

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,7 +108,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	build := version.Get()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric(build))
-	s.cache, err = packcache.Open(cfg.CacheDir, s.store, log, packcache.WithMetrics(newCacheMetrics(reg)))
+	s.cache, err = packcache.Open(cfg.CacheDir, s.store, log, packcache.WithMetrics(newCacheMetrics(reg)),
+		packcache.WithMaxOpen(maxOpenPacks(cfg.MaxOpenPacks)))
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_CACHE_DIR: %w", err)
 	}
@@ -470,3 +472,16 @@ func (m *cacheMetrics) Hit()              { m.hits.Inc() }
 func (m *cacheMetrics) Miss(bytes int64)  { m.misses.Inc(); m.fetched.Add(float64(bytes)) }
 func (m *cacheMetrics) Evict(bytes int64) { m.evictions.Inc() }
 func (m *cacheMetrics) Corrupt()          { m.corrupt.Inc() }
+
+// maxOpenPacks is RGIT_MAX_OPEN_PACKS, or by default a quarter of the
+// process's descriptor limit (the rest is for connections and databases).
+func maxOpenPacks(configured int) int {
+	if configured > 0 {
+		return configured
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
+		return 256
+	}
+	return int(max(lim.Cur/4, 16))
+}

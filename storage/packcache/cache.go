@@ -58,6 +58,7 @@ type Option func(*options)
 
 type options struct {
 	maxBytes       int64
+	maxOpen        int
 	minIdle        time.Duration
 	now            func() time.Time
 	metrics        Metrics
@@ -67,6 +68,12 @@ type options struct {
 // WithMaxBytes sets the size budget (pack + idx bytes on disk). Zero, the
 // default, means unlimited.
 func WithMaxBytes(n int64) Option { return func(o *options) { o.maxBytes = n } }
+
+// WithMaxOpen bounds the packs kept open (a file descriptor and an index
+// mapping each) while nobody holds them: beyond n, the least recently
+// used unheld ones are closed and reopened from disk on their next Get.
+// Held packs stay open. Zero, the default, keeps every pack open.
+func WithMaxOpen(n int) Option { return func(o *options) { o.maxOpen = n } }
 
 // WithMinIdle keeps a pack released less than d ago from being evicted.
 func WithMinIdle(d time.Duration) Option { return func(o *options) { o.minIdle = d } }
@@ -401,17 +408,55 @@ func (c *Cache) releaser(e *entry) func() {
 			c.mu.Lock()
 			e.refs--
 			e.lastUsed = c.opt.now()
-			var toClose *pack.Pack
+			var toClose []*pack.Pack
 			if e.detached && e.refs == 0 && e.p != nil {
-				toClose, e.p, e.bm = e.p, nil, nil
+				toClose, e.p, e.bm = append(toClose, e.p), nil, nil
+			}
+			if e.refs == 0 {
+				toClose = append(toClose, c.trimOpenLocked()...)
 			}
 			c.mu.Unlock()
-			if toClose != nil {
-				c.closePack(toClose)
+			for _, p := range toClose {
+				c.closePack(p)
 			}
 			c.evict()
 		})
 	}
+}
+
+// trimOpenLocked closes, least recently used first, unheld open packs
+// beyond the maxOpen budget; their files stay cached. It returns the
+// packs for the caller to close after unlocking. Called with c.mu held.
+func (c *Cache) trimOpenLocked() []*pack.Pack {
+	if c.opt.maxOpen <= 0 {
+		return nil
+	}
+	open := 0
+	var idle []*entry
+	for _, e := range c.entries {
+		if e.p == nil {
+			continue
+		}
+		open++
+		if e.refs == 0 {
+			idle = append(idle, e)
+		}
+	}
+	if open <= c.opt.maxOpen {
+		return nil
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].lastUsed.Before(idle[j].lastUsed) })
+	var out []*pack.Pack
+	for _, e := range idle[:min(len(idle), open-c.opt.maxOpen)] {
+		// The bitmap belongs to the open pack; it is loaded again with it.
+		if e.bmState == bitmapLoaded {
+			e.size -= e.bmSize
+			c.bytes -= e.bmSize
+		}
+		out = append(out, e.p)
+		e.p, e.bm, e.bmState, e.bmSize = nil, nil, bitmapUnknown, 0
+	}
+	return out
 }
 
 func (c *Cache) closePack(p *pack.Pack) {

@@ -436,3 +436,32 @@ func TestReverseIndexKeptBesideThePack(t *testing.T) {
 		t.Fatalf("reverse index outlived its pack: %v", err)
 	}
 }
+
+func TestMaxOpenClosesUnheldPacks(t *testing.T) {
+	var fxs []fixture
+	st := &countingStore{Store: memstore.New()}
+	for _, seed := range []string{"m1", "m2", "m3", "m4", "m5"} {
+		fx := makePack(t, seed)
+		upload(t, st, fx)
+		fxs = append(fxs, fx)
+	}
+	now := time.Unix(1000, 0)
+	c := openCache(t, t.TempDir(), st, WithMaxOpen(2), WithClock(func() time.Time { return now }))
+	held := get(t, c, fxs[0])
+	for _, fx := range fxs[1:] {
+		now = now.Add(time.Second)
+		get(t, c, fx)()
+	}
+	// The held pack stays open; of the others only the newest fits.
+	if s := c.Stats(); s.Open != 2 || s.Packs != 5 {
+		t.Fatalf("stats = %+v, want 2 open of 5 cached", s)
+	}
+	held()
+	// Closed packs are reopened from disk, not downloaded again.
+	for _, fx := range fxs {
+		get(t, c, fx)()
+	}
+	if s := c.Stats(); s.Open > 2 || s.Misses != 5 {
+		t.Fatalf("stats after reopening = %+v, want at most 2 open and no new download", s)
+	}
+}

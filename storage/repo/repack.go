@@ -42,7 +42,10 @@ type RepackBuild struct {
 	Owner, Name string
 	Pack        PackInfo
 	// What the snapshot held: the ref generation and the exact stored
-	// entry of every pack the new one replaces.
+	// entry of every pack the new one replaces. A roll-up (BuildRollUp)
+	// drops no object, so a push meanwhile cannot conflict with it and
+	// its refGen is not checked.
+	rollUp   bool
 	refGen   []byte
 	replaced map[string][]byte
 }
@@ -102,14 +105,18 @@ func BuildRepack(ctx context.Context, d Deps, snap *Snapshot, progress func(stag
 // writer (the repo actor): in one transaction it lists the new pack and
 // retires the packs it replaces (recorded as "retired/{name}"; GC deletes
 // them after the grace period so running clones finish). The transaction
-// checks the ref generation and the replaced entries: if a push or another
-// repack landed since the snapshot (a push might use an object the new
-// pack dropped), it commits nothing and fails with ErrConcurrentUpdate.
+// checks the ref generation (not for a roll-up, which drops nothing) and
+// the replaced entries: if a push or another repack landed since the
+// snapshot (a push might use an object the new pack dropped), it commits
+// nothing and fails with ErrConcurrentUpdate.
 func (r *Repo) CommitRepack(ctx context.Context, b *RepackBuild) (PackInfo, error) {
 	if b.Owner != r.owner || b.Name != r.name {
 		return PackInfo{}, fmt.Errorf("repack of %s/%s committed to %s/%s", b.Owner, b.Name, r.owner, r.name)
 	}
-	txn := append(refdb.Txn{refGenCheck(b.refGen)}, listPack(b.Pack)...)
+	txn := refdb.Txn(listPack(b.Pack))
+	if !b.rollUp {
+		txn = append(txn, refGenCheck(b.refGen))
+	}
 	retired, _ := json.Marshal(retiredInfo{Retired: r.d.now().UTC()})
 	for _, name := range slices.Sorted(maps.Keys(b.replaced)) {
 		txn = append(txn, refdb.RemoveIf(prefixPack+name, b.replaced[name]),

@@ -191,6 +191,11 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 		// In the background: the push is acknowledged without waiting.
 		repo.BuildBitmapInBackground(b.e.Deps, b.snap.Owner, b.snap.Name, staged.Name, tips, nil)
 	}
+	if staged != nil && len(tips) > 0 {
+		// One more pack listed: the node rolls up small packs in the
+		// background so their number stays logarithmic.
+		b.e.Node.Maintain(b.snap.Owner, b.snap.Name)
+	}
 	return nil
 }
 
