@@ -28,14 +28,38 @@ type repoActor struct {
 	// releasing: cluster mode, idle, waiting for the supervisor to end the
 	// lease's drain (the actor keeps serving meanwhile).
 	releasing bool
+	// lastActive is when the last message other than idleTick arrived;
+	// idleTimer, when armed, sends idleTick. protoactor's own receive
+	// timeout is not used: its timer goroutine writes the actor context
+	// unsynchronized (a data race under -race).
+	lastActive time.Time
+	idleTimer  *time.Timer
 }
 
+// idleTick is the repo actor's idle timer firing.
+type idleTick struct{}
+
 func (a *repoActor) Receive(ctx actor.Context) {
+	if _, tick := ctx.Message().(*idleTick); !tick {
+		a.lastActive = time.Now()
+	}
 	a.receive(ctx)
-	// The idle timer fires once and is re-armed by any later message, so
-	// a repo that stays busy past one TTL is checked again after the next.
-	if !a.closing && a.repo != nil {
-		ctx.SetReceiveTimeout(a.node.cfg.WarmTTL)
+	if !a.closing && a.repo != nil && a.idleTimer == nil {
+		a.armIdle(ctx, a.node.cfg.WarmTTL)
+	}
+}
+
+// armIdle sends idleTick to the actor after d; only the timer's callback
+// runs elsewhere, and it touches nothing but the mailbox.
+func (a *repoActor) armIdle(ctx actor.Context, d time.Duration) {
+	self, root := ctx.Self(), a.node.system.Root
+	a.idleTimer = time.AfterFunc(d, func() { root.Send(self, &idleTick{}) })
+}
+
+func (a *repoActor) stopIdle() {
+	if a.idleTimer != nil {
+		a.idleTimer.Stop()
+		a.idleTimer = nil
 	}
 }
 
@@ -46,10 +70,25 @@ func (a *repoActor) receive(ctx actor.Context) {
 	case *actor.Restarting:
 		// A panic restarts the actor: drop the handle; Started reopens it.
 		a.node.log.Error("repo actor restarting after a panic", zap.String("repo", string(a.key)))
+		a.stopIdle()
 		a.closeDB()
 	case *actor.Stopping:
+		a.stopIdle()
 		a.closeDB()
-	case *actor.ReceiveTimeout, *evictIfIdle:
+	case *idleTick:
+		a.idleTimer = nil
+		// Busy since the timer was armed: check again when the TTL since
+		// the last message has passed.
+		if left := a.node.cfg.WarmTTL - time.Since(a.lastActive); left > 0 {
+			if !a.closing && a.repo != nil {
+				a.armIdle(ctx, left)
+			}
+			return
+		}
+		if a.sessions == 0 {
+			a.idleNow(ctx)
+		}
+	case *evictIfIdle:
 		if a.sessions == 0 {
 			a.idleNow(ctx)
 		}
