@@ -110,7 +110,7 @@ func newMaintainer(n *Node, slots int, reg prometheus.Registerer) *maintainer {
 	ctx, stop := context.WithCancel(context.Background())
 	idle := make(chan struct{})
 	close(idle)
-	return &maintainer{node: n, slots: make(chan struct{}, slots), ctx: ctx, stop: stop,
+	return &maintainer{node: n, slots: make(chan struct{}, max(slots, 1)), ctx: ctx, stop: stop,
 		m: newMaintMetrics(reg), phases: map[repoKey]maintPhase{}, idle: idle}
 }
 
@@ -226,6 +226,9 @@ func (m *maintainer) shutdown() {
 // pack): it returns at once; a roll-up runs later if the packs need one.
 // Requests for a repository already scheduled are merged.
 func (n *Node) Maintain(owner, name string) {
+	if n.cfg.MaintenanceSlots < 0 {
+		return
+	}
 	n.maint.step(keyOf(owner, name), maintRequested)
 }
 

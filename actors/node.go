@@ -26,6 +26,7 @@ type Config struct {
 	CallTimeout time.Duration // bound on one write executed by a repo actor; default 5m
 	// MaintenanceSlots bounds the background roll-ups running at once on
 	// this node; default 1, so maintenance never takes more than one core.
+	// Negative turns automatic maintenance off (tests that count packs).
 	MaintenanceSlots int
 	Log              *zap.Logger
 	Registerer       prometheus.Registerer // nil: metrics are not registered
@@ -75,7 +76,7 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	if cfg.MaintenanceSlots <= 0 {
+	if cfg.MaintenanceSlots == 0 {
 		cfg.MaintenanceSlots = 1
 	}
 	n := &Node{cfg: cfg, log: cfg.Log, metrics: newMetrics(cfg.Registerer)}

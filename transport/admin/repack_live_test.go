@@ -46,7 +46,7 @@ func startLiveNode(t *testing.T) *liveNode {
 	}
 	t.Cleanup(func() { cache.Close() })
 	d := repo.Deps{Store: st, Cache: cache}
-	n, err := actors.NewNode(actors.Config{Deps: d})
+	n, err := actors.NewNode(actors.Config{Deps: d, MaintenanceSlots: -1}) // no roll-ups: the tests count packs
 	if err != nil {
 		t.Fatal(err)
 	}
