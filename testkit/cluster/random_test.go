@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/testkit/scale"
 )
 
 // TestRandomized pushes concurrently through random nodes while killing,
@@ -20,14 +19,7 @@ import (
 // committed to one repository under the same lease epoch. Each seed is
 // one run in fake time; RGIT_CLUSTER_SEEDS raises the count (default 20).
 func TestRandomized(t *testing.T) {
-	seeds := 20
-	if s := os.Getenv("RGIT_CLUSTER_SEEDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			t.Fatalf("RGIT_CLUSTER_SEEDS=%q", s)
-		}
-		seeds = n
-	}
+	seeds := scale.Count(t, "RGIT_CLUSTER_SEEDS", 20)
 	for seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { randomRun(t, uint64(seed)) })
