@@ -50,13 +50,7 @@ func (r *gitRepo) id(rev string) object.ID {
 
 func (r *gitRepo) write(name, content string) {
 	r.t.Helper()
-	p := filepath.Join(r.dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		r.t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
+	r.g.Write(name, content)
 }
 
 // commit writes a few files (one shared, one per commit, one in a deep

@@ -60,13 +60,7 @@ func (r *testRepo) git(args ...string) string {
 
 func (r *testRepo) write(path, content string) {
 	r.tb.Helper()
-	full := filepath.Join(r.dir, path)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		r.tb.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-		r.tb.Fatal(err)
-	}
+	r.g.Write(path, content)
 }
 
 // commit stages everything and commits, advancing the clock a minute.

@@ -116,14 +116,9 @@ func (e *Env) Fail(t testing.TB, dir string, args ...string) Result {
 // with msg and returns the new commit id.
 func (e *Env) Commit(t testing.TB, dir, msg string, files map[string]string) string {
 	t.Helper()
+	work := &gitrun.Repo{T: t, Dir: dir}
 	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		work.Write(name, content)
 	}
 	e.Run(t, dir, "add", "-A")
 	e.Run(t, dir, "commit", "-q", "--allow-empty", "-m", msg)

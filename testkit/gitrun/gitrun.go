@@ -194,3 +194,16 @@ func (r *Repo) Run(args ...string) string {
 	}
 	return res.Out()
 }
+
+// Write writes content to the file name (slash-separated, relative to
+// Dir), creating its directories.
+func (r *Repo) Write(name, content string) {
+	r.T.Helper()
+	p := filepath.Join(r.Dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		r.T.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		r.T.Fatal(err)
+	}
+}
