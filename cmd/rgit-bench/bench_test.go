@@ -2,11 +2,9 @@ package main
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -46,20 +44,6 @@ func TestResultLine(t *testing.T) {
 	re := regexp.MustCompile(`^bench op=\S+ fixture=\S+ rgit_s=\d+\.\d{3} git_s=\d+\.\d{3} ratio=\d+\.\d{2} rgit_rss_mb=\d+$`)
 	if zero := (result{op: "fetch", fixture: "small"}).line(); !re.MatchString(zero) {
 		t.Errorf("line without samples %q does not match the format", zero)
-	}
-}
-
-func TestFreePorts(t *testing.T) {
-	p, err := freePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+i))
-		if err != nil {
-			t.Fatalf("port %d reported free: %v", p+i, err)
-		}
-		ln.Close()
 	}
 }
 

@@ -8,16 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/rgit/rgit/testkit/freeport"
+	"github.com/rgit/rgit/testkit/syncbuf"
 	"github.com/rgit/rgit/transport/admin"
 )
 
@@ -31,7 +31,7 @@ type rgitServer struct {
 	httpAddr  string
 	adminAddr string
 	secret    string
-	log       *lockedBuffer
+	log       *syncbuf.Buffer
 	exited    chan struct{}
 }
 
@@ -61,11 +61,11 @@ func startRgit(ctx context.Context, e rgitEnv) (*rgitServer, error) {
 }
 
 func tryStartRgit(ctx context.Context, e rgitEnv) (*rgitServer, error) {
-	httpPort, err := freePorts(1)
+	httpPort, err := freeport.Run(1)
 	if err != nil {
 		return nil, err
 	}
-	peerPort, err := freePorts(2)
+	peerPort, err := freeport.Run(2)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func tryStartRgit(ctx context.Context, e rgitEnv) (*rgitServer, error) {
 		httpAddr:  "127.0.0.1:" + strconv.Itoa(httpPort),
 		adminAddr: "127.0.0.1:" + strconv.Itoa(peerPort+1),
 		secret:    hex.EncodeToString(secret),
-		log:       &lockedBuffer{},
+		log:       &syncbuf.Buffer{},
 		exited:    make(chan struct{}),
 	}
 	s.cmd = exec.Command(e.bin, "serve")
@@ -144,51 +144,4 @@ func (s *rgitServer) admin(ctx context.Context, cmd string, args ...string) (str
 
 func (s *rgitServer) url(token, repo string) string {
 	return "http://" + benchOwner + ":" + token + "@" + s.httpAddr + "/" + benchOwner + "/" + repo + ".git"
-}
-
-// freePorts finds a port p such that p..p+n-1 are all free right now.
-func freePorts(n int) (int, error) {
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		ok := true
-		var extra []net.Listener
-		for i := 1; i < n && ok; i++ {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			extra = append(extra, l)
-		}
-		ln.Close()
-		for _, l := range extra {
-			l.Close()
-		}
-		if ok {
-			return p, nil
-		}
-	}
-	return 0, errors.New("no free run of loopback ports")
-}
-
-// lockedBuffer collects a child's output from two pipes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
 }

@@ -3,7 +3,6 @@ package serve_test
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/testkit/freeport"
 	"github.com/rgit/rgit/testkit/gitenv"
 )
 
@@ -55,7 +55,11 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	httpPort, sshPort, peerPort := freePort(t), freePort(t), freePort(t)-1
+	free, err := freeport.Runs(3, 2) // the admin port follows the peer port
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpPort, sshPort, peerPort := free[0], free[1], free[2]
 	adminAddr := "127.0.0.1:" + strconv.Itoa(peerPort+1)
 	env := gitenv.New(t)
 	env.NewSSHKey(t, "id_ed25519") // the README's ~/.ssh/id_ed25519.pub
@@ -150,16 +154,6 @@ func quickStartBlocks(readme string) ([]string, error) {
 		blocks = append(blocks, block)
 	}
 	return blocks, nil
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // waitReady polls url until it answers 200, the process exits, or a minute

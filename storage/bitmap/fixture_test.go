@@ -3,7 +3,6 @@ package bitmap
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,7 +11,7 @@ import (
 
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
-	"github.com/rgit/rgit/testkit/need"
+	"github.com/rgit/rgit/testkit/gitrun"
 )
 
 // gitRepo is a throwaway repository driven by the git CLI with a fixed
@@ -21,31 +20,23 @@ type gitRepo struct {
 	t    *testing.T
 	dir  string
 	tick int
+	g    *gitrun.Repo
 }
 
 func newGitRepo(t *testing.T) *gitRepo {
 	t.Helper()
-	need.Tool(t, "git")
-	r := &gitRepo{t: t, dir: t.TempDir()}
+	dir := t.TempDir()
+	r := &gitRepo{t: t, dir: dir, g: gitrun.New(t, dir, gitrun.Env{})}
 	r.git("init", "-q", "-b", "main")
 	return r
 }
 
+// git runs git with the clock a minute on from the previous call.
 func (r *gitRepo) git(args ...string) string {
 	r.t.Helper()
 	r.tick++
-	date := "@" + strconv.Itoa(1700000000+r.tick*60) + " +0000"
-	cmd := exec.Command("git", args...)
-	cmd.Dir = r.dir
-	cmd.Env = append(os.Environ(), "HOME="+r.dir, "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x",
-		"GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		r.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, errb.String())
-	}
-	return strings.TrimSpace(out.String())
+	r.g.Env.Ident = gitrun.Fixed("t", "t@x", "@"+strconv.Itoa(1700000000+r.tick*60)+" +0000")
+	return strings.TrimSpace(r.g.Run(args...))
 }
 
 func (r *gitRepo) id(rev string) object.ID {
@@ -59,13 +50,7 @@ func (r *gitRepo) id(rev string) object.ID {
 
 func (r *gitRepo) write(name, content string) {
 	r.t.Helper()
-	p := filepath.Join(r.dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		r.t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		r.t.Fatal(err)
-	}
+	r.g.Write(name, content)
 }
 
 // commit writes a few files (one shared, one per commit, one in a deep

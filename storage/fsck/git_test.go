@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,32 +16,25 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/storage/object"
-	"github.com/rgit/rgit/testkit/need"
+	"github.com/rgit/rgit/testkit/gitrun"
 )
 
 // gitRepo creates an empty repository and returns a function running git
 // in it.
 func gitRepo(t *testing.T) (dir string, git func(stdin []byte, args ...string) []byte) {
 	t.Helper()
-	need.Tool(t, "git")
 	dir = t.TempDir()
+	g := gitrun.New(t, dir, gitrun.Env{Ident: gitrun.Ident{
+		Author:    gitrun.Sig{Name: "A U Thor", Email: "author@example.com", Date: "1700000000 +0130"},
+		Committer: gitrun.Sig{Name: "C O Mitter", Email: "committer@example.com", Date: "1700000000 -0800"},
+	}})
 	git = func(stdin []byte, args ...string) []byte {
 		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(),
-			"GIT_CONFIG_NOSYSTEM=1", "HOME="+dir, "GIT_AUTHOR_NAME=A U Thor",
-			"GIT_AUTHOR_EMAIL=author@example.com", "GIT_COMMITTER_NAME=C O Mitter",
-			"GIT_COMMITTER_EMAIL=committer@example.com", "GIT_AUTHOR_DATE=1700000000 +0130",
-			"GIT_COMMITTER_DATE=1700000000 -0800")
-		cmd.Stdin = bytes.NewReader(stdin)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil && args[0] != "fsck" { // fsck exits non-zero on findings
-			t.Fatalf("git %v: %v\n%s", args, err, stderr.Bytes())
+		r := g.Try(stdin, args...)
+		if !r.OK() && args[0] != "fsck" { // fsck exits non-zero on findings
+			t.Fatalf("%s", r)
 		}
-		return append(out, stderr.Bytes()...)
+		return []byte(r.Stdout + r.Stderr)
 	}
 	git(nil, "init", "-q", "-b", "main")
 	return dir, git

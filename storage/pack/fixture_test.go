@@ -9,32 +9,19 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/testkit/gitrun"
 )
 
 // git runs git in dir and returns stdout.
 func git(t testing.TB, dir string, stdin []byte, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir, "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x",
-		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x", "GIT_AUTHOR_DATE=2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2020-01-01T00:00:00Z")
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return out
+	return gitrun.New(t, dir, gitrun.Env{Ident: gitrun.Fixed("t", "t@x", "2020-01-01T00:00:00Z")}).Output(stdin, args...)
 }
 
 // fixture is a git repository with history whose objects are in one pack.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/testkit/faultstore"
+	"github.com/rgit/rgit/testkit/scale"
 )
 
 // TestRandomizedTakeovers runs seeded histories: writers take turns (each
@@ -28,14 +28,7 @@ import (
 //
 // REFDB_SEEDS=N runs N seeds (default 20).
 func TestRandomizedTakeovers(t *testing.T) {
-	seeds := 20
-	if s := os.Getenv("REFDB_SEEDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			t.Fatalf("REFDB_SEEDS: %v", err)
-		}
-		seeds = n
-	}
+	seeds := scale.Count(t, "REFDB_SEEDS", 20)
 	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
+	"github.com/rgit/rgit/testkit/gitrun"
 )
 
 var ctx = context.Background()
@@ -41,31 +41,19 @@ type gitRepo struct {
 	t   *testing.T
 	dir string
 	n   int
+	g   *gitrun.Repo
 }
 
 func newGitRepo(t *testing.T) *gitRepo {
-	g := &gitRepo{t: t, dir: t.TempDir()}
+	dir := t.TempDir()
+	g := &gitRepo{t: t, dir: dir, g: gitrun.New(t, dir, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "2020-01-01T00:00:00Z")})}
 	g.run(nil, "init", "-q", "-b", "main")
 	return g
 }
 
 func (g *gitRepo) run(stdin []byte, args ...string) []byte {
 	g.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = g.dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t",
-		"GIT_AUTHOR_DATE=2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2020-01-01T00:00:00Z")
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		g.t.Fatalf("git %v: %v\n%s", args, err, stderr.Bytes())
-	}
-	return out
+	return g.g.Output(stdin, args...)
 }
 
 // commit adds a few modified files so packs contain deltas, and returns the new tip.

@@ -3,10 +3,10 @@ package walk
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/storage/object"
-	"github.com/rgit/rgit/testkit/need"
+	"github.com/rgit/rgit/testkit/gitrun"
 )
 
 // testRepo is a real git repository built with the git CLI, with fixed
@@ -24,39 +24,29 @@ type testRepo struct {
 	tb  testing.TB
 	dir string
 	now int64
+	g   *gitrun.Repo
 }
 
 const fixtureEpoch = 1700000000
 
 func newTestRepo(tb testing.TB) *testRepo {
 	tb.Helper()
-	need.Tool(tb, "git")
-	r := &testRepo{tb: tb, dir: tb.TempDir(), now: fixtureEpoch}
+	dir := tb.TempDir()
+	r := &testRepo{tb: tb, dir: dir, now: fixtureEpoch, g: gitrun.New(tb, dir, gitrun.Env{})}
 	r.git("init", "-q", "-b", "main")
 	return r
 }
 
-func (r *testRepo) gitEnv() []string {
-	date := strconv.FormatInt(r.now, 10) + " +0000"
-	return append(os.Environ(),
-		"GIT_AUTHOR_NAME=A", "GIT_AUTHOR_EMAIL=a@example.com", "GIT_AUTHOR_DATE="+date,
-		"GIT_COMMITTER_NAME=C", "GIT_COMMITTER_EMAIL=c@example.com", "GIT_COMMITTER_DATE="+date,
-		"GIT_CONFIG_NOSYSTEM=1", "HOME="+r.dir, "GIT_CONFIG_GLOBAL=/dev/null")
-}
-
 // run runs git with stdin and returns stdout.
 func (r *testRepo) run(stdin []byte, args ...string) ([]byte, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = r.dir
-	cmd.Env = r.gitEnv()
-	cmd.Stdin = bytes.NewReader(stdin)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	date := strconv.FormatInt(r.now, 10) + " +0000"
+	r.g.Env.Ident = gitrun.Ident{Author: gitrun.Sig{Name: "A", Email: "a@example.com", Date: date},
+		Committer: gitrun.Sig{Name: "C", Email: "c@example.com", Date: date}}
+	res := r.g.Try(stdin, args...)
+	if !res.OK() {
+		return []byte(res.Stdout), errors.New(res.String())
 	}
-	return out, nil
+	return []byte(res.Stdout), nil
 }
 
 func (r *testRepo) git(args ...string) string {
@@ -70,13 +60,7 @@ func (r *testRepo) git(args ...string) string {
 
 func (r *testRepo) write(path, content string) {
 	r.tb.Helper()
-	full := filepath.Join(r.dir, path)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		r.tb.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-		r.tb.Fatal(err)
-	}
+	r.g.Write(path, content)
 }
 
 // commit stages everything and commits, advancing the clock a minute.

@@ -2,10 +2,10 @@ package cluster
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"testing"
 	"testing/synctest"
+
+	"github.com/rgit/rgit/testkit/scale"
 )
 
 // TestPlacementRollingRestart measures the pack-cache hit rate after a
@@ -18,14 +18,7 @@ import (
 // asserts only what steering promises: after the restart, with every node
 // back, the rendezvous winner is the node that cached the repository.
 func TestPlacementRollingRestart(t *testing.T) {
-	repos := 200
-	if s := os.Getenv("RGIT_PLACEMENT_REPOS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			t.Fatalf("RGIT_PLACEMENT_REPOS=%q", s)
-		}
-		repos = n
-	}
+	repos := scale.Count(t, "RGIT_PLACEMENT_REPOS", 200)
 	for _, nodes := range []int{3, 5} {
 		results := map[bool]PlacementResult{}
 		for _, steer := range []bool{false, true} {

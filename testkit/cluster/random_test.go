@@ -17,6 +17,7 @@ import (
 
 	rc "github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/testkit/scale"
 )
 
 // livenessBound is how long after the chaos healed every repository must
@@ -43,14 +44,7 @@ func TestRandomized(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) { randomRun(t, seed, true) })
 		return
 	}
-	seeds := defaultSeeds
-	if s := os.Getenv("RGIT_CLUSTER_SEEDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			t.Fatalf("RGIT_CLUSTER_SEEDS=%q", s)
-		}
-		seeds = n
-	}
+	seeds := scale.Count(t, "RGIT_CLUSTER_SEEDS", defaultSeeds)
 	for seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { randomRun(t, uint64(seed), false) })

@@ -10,20 +10,20 @@
 package gitenv
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rgit/rgit/testkit/gitrun"
 )
 
 // Env is an isolated client environment: its own HOME (so no user or
 // system git configuration leaks in) with a git identity configured.
 type Env struct {
 	Home string
-	vars []string
+	git  gitrun.Env
 }
 
 // New creates a client environment in a test temp directory. git must be
@@ -34,17 +34,7 @@ func New(t testing.TB) *Env {
 		t.Fatalf("the git client is required: %v", err)
 	}
 	home := t.TempDir()
-	e := &Env{Home: home}
-	e.vars = []string{
-		"HOME=" + home,
-		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
-		"GIT_CONFIG_NOSYSTEM=1",
-		// Never wait for a password: a missing credential must fail.
-		"GIT_TERMINAL_PROMPT=0",
-		"GIT_ASKPASS=",
-		"SSH_ASKPASS=",
-		"LANG=C", "LC_ALL=C",
-	}
+	e := &Env{Home: home, git: gitrun.Env{Home: home}}
 	cfg := strings.Join([]string{
 		"[user]", "\tname = rgit test", "\temail = test@rgit.invalid",
 		"[init]", "\tdefaultBranch = main",
@@ -60,41 +50,16 @@ func New(t testing.TB) *Env {
 }
 
 // Environ is the process environment for a client command: the test
-// process's environment with HOME and the git settings replaced, plus
-// extra (KEY=value) last so it wins.
+// process's environment with HOME and the git settings replaced (see
+// gitrun.Env), plus extra (KEY=value) last so it wins.
 func (e *Env) Environ(extra ...string) []string {
-	drop := map[string]bool{}
-	for _, kv := range append(append([]string{}, e.vars...), extra...) {
-		k, _, _ := strings.Cut(kv, "=")
-		drop[k] = true
-	}
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if drop[k] || strings.HasPrefix(k, "GIT_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(append(env, e.vars...), extra...)
+	g := e.git
+	g.Extra = extra
+	return g.Environ()
 }
 
 // Result is a finished command.
-type Result struct {
-	Args           []string
-	Stdout, Stderr string
-	Err            error
-}
-
-// OK reports whether the command exited 0.
-func (r Result) OK() bool { return r.Err == nil }
-
-// Out is stdout without the trailing newline.
-func (r Result) Out() string { return strings.TrimRight(r.Stdout, "\n") }
-
-func (r Result) String() string {
-	return fmt.Sprintf("%s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(r.Args, " "), r.Err, r.Stdout, r.Stderr)
-}
+type Result = gitrun.Result
 
 // Command runs name with args in dir under this environment, with extra
 // environment variables, and returns whatever happened.
@@ -102,10 +67,7 @@ func (e *Env) Command(dir string, extra []string, name string, args ...string) R
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = e.Environ(extra...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	return Result{Args: append([]string{name}, args...), Stdout: out.String(), Stderr: errb.String(), Err: err}
+	return gitrun.Exec(cmd)
 }
 
 // Try runs git in dir and returns the result whether or not it failed.
@@ -154,14 +116,9 @@ func (e *Env) Fail(t testing.TB, dir string, args ...string) Result {
 // with msg and returns the new commit id.
 func (e *Env) Commit(t testing.TB, dir, msg string, files map[string]string) string {
 	t.Helper()
+	work := &gitrun.Repo{T: t, Dir: dir}
 	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		work.Write(name, content)
 	}
 	e.Run(t, dir, "add", "-A")
 	e.Run(t, dir, "commit", "-q", "--allow-empty", "-m", msg)

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +16,9 @@ import (
 
 	"github.com/rgit/rgit/cmd/config"
 	"github.com/rgit/rgit/cmd/serve"
+	"github.com/rgit/rgit/testkit/freeport"
 	"github.com/rgit/rgit/testkit/s3local"
+	"github.com/rgit/rgit/testkit/syncbuf"
 	"github.com/rgit/rgit/transport/admin"
 )
 
@@ -41,15 +41,15 @@ func S3Store(t testing.TB, prefix string) Store {
 	return Store{Name: "s3", URL: "s3://" + srv.Bucket + "/" + prefix, Env: srv.Env()}
 }
 
-// Server is an in-process rgit node for end-to-end tests. Its logs go to
-// a file that is printed (tail) when the test fails.
+// Server is an in-process rgit node for end-to-end tests. Its logs are
+// kept in memory and printed (tail) when the test fails.
 type Server struct {
 	*serve.Server
 	Store Store
 	cfg   *config.Config
 	opts  []serve.Option
 	log   *zap.Logger
-	logs  *lockedFile
+	logs  *syncbuf.Buffer
 }
 
 // StartServer starts a node on store with loopback listeners on free ports
@@ -69,10 +69,7 @@ func StartServerOpts(t testing.TB, store Store, opts []serve.Option, vars ...str
 		t.Setenv(k, v)
 	}
 	dir := t.TempDir()
-	logs, err := openLog(filepath.Join(dir, "rgit.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs := &syncbuf.Buffer{}
 	s := &Server{Store: store, logs: logs, opts: opts}
 	s.log = zap.New(zapcore.NewCore(
 		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(logs), zap.InfoLevel))
@@ -120,7 +117,6 @@ func StartServerOpts(t testing.TB, store Store, opts []serve.Option, vars ...str
 		if t.Failed() {
 			t.Logf("rgit log (%s, last lines):\n%s", store.Name, s.LogTail(60))
 		}
-		s.logs.f.Close()
 	})
 	return s
 }
@@ -167,20 +163,13 @@ func (s *Server) Restart(t testing.TB) {
 }
 
 // freePeerAddr returns a loopback RGIT_PEER_ADDR whose stream port
-// (port + 1) was free a moment ago.
+// (port + 1) was free a moment ago too.
 func freePeerAddr() (string, error) {
-	for i := 0; i < 20; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", fmt.Errorf("find a free port: %w", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if port > 1 {
-			return "127.0.0.1:" + strconv.Itoa(port-1), nil
-		}
+	p, err := freeport.Run(2)
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
 	}
-	return "", fmt.Errorf("no usable free port")
+	return "127.0.0.1:" + strconv.Itoa(p), nil
 }
 
 // AdminTry runs an admin command and returns its output or error.
@@ -241,40 +230,10 @@ func (s *Server) SSHURL(repo string) string {
 
 // LogTail returns the last n lines the server logged.
 func (s *Server) LogTail(n int) string {
-	b := s.logs.contents()
+	b := s.logs.Bytes()
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// lockedFile is an append-only log file safe for concurrent writers.
-type lockedFile struct {
-	mu   sync.Mutex
-	f    *os.File
-	path string
-}
-
-func openLog(path string) (*lockedFile, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open server log: %w", err)
-	}
-	return &lockedFile{f: f, path: path}, nil
-}
-
-func (l *lockedFile) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.f.Write(p)
-}
-
-func (l *lockedFile) Sync() error { return nil }
-
-func (l *lockedFile) contents() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, _ := os.ReadFile(l.path)
-	return b
 }

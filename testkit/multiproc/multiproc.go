@@ -14,17 +14,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/rgit/rgit/testkit/freeport"
 	"github.com/rgit/rgit/transport/admin"
 )
 
@@ -72,7 +71,7 @@ type Options struct {
 // Start launches the nodes and waits until each answers /ready.
 func Start(ctx context.Context, o Options) (*Cluster, error) {
 	c := &Cluster{Secret: "multiproc-secret-0123456789", Dir: o.Dir}
-	ports, err := freePorts(o.Nodes * 4)
+	ports, err := freeport.Runs(o.Nodes*4, 2) // a peer port is followed by its stream port
 	if err != nil {
 		return nil, err
 	}
@@ -274,33 +273,4 @@ func (n *Node) HTTPURL(token, repo string) string {
 // SSHURL is repo's SSH URL on node n.
 func (n *Node) SSHURL(repo string) string {
 	return "ssh://git@" + n.SSHAddr + "/" + repo + ".git"
-}
-
-// freePorts returns n ports, each with its successor also free (the peer
-// stream port is the peer HTTP port + 1), probed by binding them all at
-// once so they are distinct. Another process may still take one before the
-// node binds it; callers retry a failed start.
-func freePorts(n int) ([]int, error) {
-	var out []int
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	for len(out) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		held = append(held, l)
-		p := l.Addr().(*net.TCPAddr).Port
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
-		if err != nil {
-			continue
-		}
-		held = append(held, l2)
-		out = append(out, p)
-	}
-	return out, nil
 }

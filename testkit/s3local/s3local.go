@@ -9,11 +9,9 @@
 package s3local
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,7 +24,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/rgit/rgit/storage/objstore/s3store"
+	"github.com/rgit/rgit/testkit/freeport"
 	"github.com/rgit/rgit/testkit/need"
+	"github.com/rgit/rgit/testkit/syncbuf"
 )
 
 // Fixed test credentials and names.
@@ -50,7 +50,7 @@ type Server struct {
 
 	cmd     *exec.Cmd
 	dir     string
-	log     *syncBuffer
+	log     *syncbuf.Buffer
 	exited  chan struct{}
 	stopped sync.Once
 }
@@ -157,22 +157,13 @@ func StartProcess(dir string) (*Server, error) {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func start(bin, dir string) (*Server, error) {
-	port, err := freePort()
+	port, err := freeport.Run(1)
 	if err != nil {
 		return nil, fmt.Errorf("find a free port: %w", err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, "--port", addr, "--access", AccessKey, "--secret", SecretKey,
 		"--region", Region, "--quiet", "posix", dir)
 	cmd.Env = os.Environ()
@@ -256,23 +247,4 @@ func (s *Server) Close() error {
 		}
 	})
 	return err
-}
-
-// syncBuffer collects process output; the process writes from its own
-// goroutines while an error path may read it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/walk"
+	"github.com/rgit/rgit/testkit/gitrun"
 	"github.com/rgit/rgit/testkit/need"
 	"github.com/rgit/rgit/transport/gitproto"
 )
@@ -27,9 +28,7 @@ func sh(t *testing.T, dir, script string) string {
 	t.Helper()
 	cmd := exec.Command("sh", "-ec", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "HOME="+dir, "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x",
-		"GIT_AUTHOR_DATE=@1700000000 +0000", "GIT_COMMITTER_DATE=@1700000000 +0000")
+	cmd.Env = gitrun.Env{Ident: gitrun.Fixed("t", "t@x", "@1700000000 +0000")}.Environ()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", script, err, out)
@@ -111,8 +110,8 @@ func TestPlanWithBitmap(t *testing.T) {
 		}
 		bare := t.TempDir()
 		sh(t, bare, "git init -q --bare .")
-		cmd := exec.Command("git", "index-pack", "--strict", "--stdin")
-		cmd.Dir, cmd.Stdin = bare, &buf
+		cmd := gitrun.Env{}.Command(ctx, bare, "index-pack", "--strict", "--stdin")
+		cmd.Stdin = &buf
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("%s: git index-pack --strict: %v\n%s", name, err, out)
 		}

@@ -20,28 +20,21 @@ import (
 	"strings"
 
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/testkit/gitrun"
 	"github.com/rgit/rgit/transport/pktline"
 )
 
 type gitRepo struct{ dir string }
 
-func gitEnv() []string {
-	return append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
-		"GIT_AUTHOR_NAME=T", "GIT_AUTHOR_EMAIL=t@example.com",
-		"GIT_COMMITTER_NAME=T", "GIT_COMMITTER_EMAIL=t@example.com")
-}
+// gitEnv is the environment of every git command these tests run.
+func gitEnv() []string { return gitIsolated.Environ() }
+
+var gitIsolated = gitrun.Env{Ident: gitrun.Fixed("T", "t@example.com", "")}
 
 // git runs a git command in the repository with optional stdin.
 func (r *gitRepo) git(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"--git-dir", r.dir}, args...)...)
-	cmd.Env = gitEnv()
-	cmd.Stdin = stdin
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, errb.String())
-	}
-	return out.String(), nil
+	out, err := gitIsolated.Output(ctx, "", stdin, append([]string{"--git-dir", r.dir}, args...)...)
+	return string(out), err
 }
 
 func (r *gitRepo) Snapshot(ctx context.Context) (RefSnapshot, error) {

@@ -201,23 +201,32 @@ func TestGitOverSSHDenials(t *testing.T) {
 	}
 }
 
-// run executes cmd ("" = shell) with the Go client and returns stderr and
-// the exit status.
-func (f *fixture) run(t *testing.T, k clientKey, cmd string, pty bool) (string, int) {
+// session connects with the Go client as signer's owner and opens a
+// session; done closes both.
+func (f *fixture) session(t *testing.T, signer gossh.Signer) (s *gossh.Session, done func()) {
 	t.Helper()
 	c, err := gossh.Dial("tcp", f.addr, &gossh.ClientConfig{
-		User: "git", Auth: []gossh.AuthMethod{gossh.PublicKeys(k.signer)},
+		User: "git", Auth: []gossh.AuthMethod{gossh.PublicKeys(signer)},
 		HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	s, err := c.NewSession()
+	s, err = c.NewSession()
 	if err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
-	defer s.Close()
+	return s, func() { s.Close(); c.Close() }
+}
+
+// run executes cmd ("" = shell) with the Go client and returns stderr and
+// the exit status.
+func (f *fixture) run(t *testing.T, k clientKey, cmd string, pty bool) (string, int) {
+	t.Helper()
+	s, closeSession := f.session(t, k.signer)
+	defer closeSession()
+	var err error
 	if pty {
 		if err := s.RequestPty("xterm", 24, 80, gossh.TerminalModes{}); err == nil {
 			t.Error("pty request accepted")
@@ -474,19 +483,8 @@ var _ KeyLookup = (*auth.Store)(nil)
 func TestStallTimeout(t *testing.T) {
 	const stall = 300 * time.Millisecond
 	f := newFixture(t, nil, func(c *Config) { c.StallTimeout = stall })
-	c, err := gossh.Dial("tcp", f.addr, &gossh.ClientConfig{
-		User: "git", Auth: []gossh.AuthMethod{gossh.PublicKeys(f.alice.signer)},
-		HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := c.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, closeSession := f.session(t, f.alice.signer)
+	defer closeSession()
 	stdin, _ := io.Pipe() // never written: the client stalls
 	s.Stdin = stdin
 	stdout, err := s.StdoutPipe()

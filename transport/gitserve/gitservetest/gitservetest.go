@@ -25,6 +25,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/testkit/gitrun"
 	"github.com/rgit/rgit/testkit/need"
 	"github.com/rgit/rgit/transport/gitproto"
 )
@@ -130,11 +131,11 @@ func (e *ExecEngine) run(ctx context.Context, svc string, b gitproto.Backend, in
 		args = append(args, "--advertise-refs")
 	}
 	args = append(args, be.Dir)
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1")
+	var env gitrun.Env
 	if opt.Protocol > 0 {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("GIT_PROTOCOL=version=%d", opt.Protocol))
+		env.Extra = []string{fmt.Sprintf("GIT_PROTOCOL=version=%d", opt.Protocol)}
 	}
+	cmd := env.Command(ctx, "", args...)
 	var stderr bytes.Buffer
 	cmd.Stdout = out
 	cmd.Stderr = &stderr
@@ -211,8 +212,8 @@ func (k Keys) LookupKey(_ context.Context, pub ssh.PublicKey) (string, error) {
 	return "", auth.ErrUnknownCredential
 }
 
-// Env is an isolated git environment: no system or user config, no
-// credential prompts.
+// Env is an isolated git client environment (see gitrun.Env) with its own
+// HOME and a fixed identity.
 type Env struct {
 	T    testing.TB
 	Home string
@@ -230,14 +231,7 @@ func NewEnv(t testing.TB) *Env {
 }
 
 func (e *Env) environ() []string {
-	env := []string{
-		"HOME=" + e.Home, "PATH=" + os.Getenv("PATH"),
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=",
-		"GIT_AUTHOR_NAME=T", "GIT_AUTHOR_EMAIL=t@example.com",
-		"GIT_COMMITTER_NAME=T", "GIT_COMMITTER_EMAIL=t@example.com",
-		"GIT_AUTHOR_DATE=2020-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2020-01-01T00:00:00Z",
-	}
-	return append(env, e.Extra...)
+	return gitrun.Env{Home: e.Home, Ident: gitrun.Fixed("T", "t@example.com", "2020-01-01T00:00:00Z"), Extra: e.Extra}.Environ()
 }
 
 // Git runs git in dir and returns combined output; it fails the test on error.
