@@ -333,7 +333,7 @@ func TestHostileInput(t *testing.T) {
 		{"push bad id", ReceivePack, v0, pkt(strings.Repeat("g", 40)+" "+zero+" refs/heads/feature\x00report-status\n", "0000"), "ERR protocol error: expected old/new/ref"},
 		{"push NUL in second command", ReceivePack, v0, pkt(main+" "+zero+" refs/heads/feature\x00report-status\n", main+" "+zero+" refs/heads/x\x00y\n", "0000"), "ERR protocol error: unexpected NUL"},
 		{"push eof in commands", ReceivePack, v0, pkt(main + " " + zero + " refs/heads/feature\x00report-status\n"), "ERR protocol error"},
-		{"too many push options", ReceivePack, Options{StatelessRPC: true, MaxPushOptions: 2},
+		{"too many push options", ReceivePack, Options{StatelessRPC: true, Limits: Limits{MaxPushOptions: 2}},
 			pkt(rev(t, src, "feature")+" "+zero+" refs/heads/feature\x00report-status push-options\n", "0000", "a\n", "b\n", "c\n", "0000"), "ERR too many push options"},
 		{"push option too long", ReceivePack, v0,
 			pkt(rev(t, src, "feature")+" "+zero+" refs/heads/feature\x00report-status push-options\n", "0000", strings.Repeat("o", 5000)+"\n", "0000"), "ERR push option too long"},
