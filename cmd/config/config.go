@@ -39,6 +39,10 @@ type Config struct {
 	ClonePackCache  int64             // RGIT_CLONE_CACHE_BYTES
 	LogLevel        string            // RGIT_LOG_LEVEL
 	DrainTimeout    time.Duration     // RGIT_DRAIN_SECS
+	MaxPushRefs     int               // RGIT_MAX_PUSH_REFS
+	MaxPushOptions  int               // RGIT_MAX_PUSH_OPTIONS
+	MaxObjectSize   int64             // RGIT_MAX_OBJECT_SIZE
+	MaxDeltaDepth   int               // RGIT_MAX_DELTA_DEPTH
 	MaxWants        int               // RGIT_MAX_WANTS
 	MaxHaves        int               // RGIT_MAX_HAVES
 	MaxArgBytes     int               // RGIT_MAX_ARG_BYTES
@@ -81,6 +85,10 @@ var Vars = []Var{
 	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"RGIT_LOG_FORMAT", "auto", "json or console; auto: console when stderr is a terminal, json otherwise"},
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
+	{"RGIT_MAX_PUSH_REFS", "100000", "maximum ref updates of one push (a mirror push sends one per ref)"},
+	{"RGIT_MAX_PUSH_OPTIONS", "32", "maximum push options (git push -o) of one push"},
+	{"RGIT_MAX_OBJECT_SIZE", "0", "maximum size in bytes of one pushed object, inflated; 0: no limit beyond RGIT_MAX_BODY"},
+	{"RGIT_MAX_DELTA_DEPTH", "10000", "maximum delta chain length in a pushed pack (git writes at most 50 by default)"},
 	{"RGIT_MAX_WANTS", "200000", "maximum distinct wants of one fetch request (git sends one per distinct ref tip fetched)"},
 	{"RGIT_MAX_HAVES", "200000", "maximum distinct haves of one fetch negotiation (a v2 request, a v0 HTTP request or a whole v0 SSH session); git sends a few thousand when it finds common history"},
 	{"RGIT_MAX_ARG_BYTES", "33554432", "maximum bytes of one fetch request's argument lines"},
@@ -118,6 +126,10 @@ func Parse(getenv func(string) string) (*Config, error) {
 		ClonePackCache:  p.int("RGIT_CLONE_CACHE_BYTES", 0),
 		LogLevel:        p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
 		DrainTimeout:    p.seconds("RGIT_DRAIN_SECS", 0),
+		MaxPushRefs:     int(p.int("RGIT_MAX_PUSH_REFS", 1)),
+		MaxPushOptions:  int(p.int("RGIT_MAX_PUSH_OPTIONS", 1)),
+		MaxObjectSize:   p.int("RGIT_MAX_OBJECT_SIZE", 0),
+		MaxDeltaDepth:   int(p.int("RGIT_MAX_DELTA_DEPTH", 1)),
 		MaxWants:        int(p.int("RGIT_MAX_WANTS", 1)),
 		MaxHaves:        int(p.int("RGIT_MAX_HAVES", 1)),
 		MaxArgBytes:     int(p.int("RGIT_MAX_ARG_BYTES", 1024)),

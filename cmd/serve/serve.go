@@ -141,7 +141,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
-	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip, Strict: cfg.FsckStrict}, Log: log}
+	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip, Strict: cfg.FsckStrict}, Log: log,
+		MaxObjectSize: cfg.MaxObjectSize, MaxDeltaDepth: cfg.MaxDeltaDepth}
 	if cfg.ClonePackCache > 0 {
 		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache); err != nil {
 			return nil, fmt.Errorf("RGIT_CLONE_CACHE_BYTES: %w", err)
@@ -161,6 +162,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	// One protocol engine per node: its limits, and the negotiation slots
 	// above all, are shared by the HTTP, SSH and peer front ends.
 	proto := gitserve.ProtoEngine{Limits: gitproto.Limits{
+		MaxPushRefs: cfg.MaxPushRefs, MaxPushOptions: cfg.MaxPushOptions,
 		MaxWants: cfg.MaxWants, MaxHaves: cfg.MaxHaves, MaxArgBytes: cfg.MaxArgBytes,
 		Negotiations: semaphore.NewWeighted(int64(cfg.MaxNegotiations)),
 	}}

@@ -15,6 +15,9 @@ var (
 	ErrChecksum = errors.New("pack: checksum mismatch")
 	// ErrTooLarge: an object or the pack exceeds a configured limit.
 	ErrTooLarge = errors.New("pack: size limit exceeded")
+	// ErrPackTooLarge: the pack exceeds IndexOptions.MaxPackSize (and
+	// wraps ErrTooLarge); any other ErrTooLarge is about one object.
+	ErrPackTooLarge = fmt.Errorf("%w: pack", ErrTooLarge)
 	// ErrDeltaDepth: a delta chain is longer than the allowed depth.
 	ErrDeltaDepth = errors.New("pack: delta chain too deep")
 	// ErrMissingBase: a REF_DELTA base is neither in the pack nor in the

@@ -86,7 +86,7 @@ func (s *streamReader) fill(want int) error {
 			s.rerr = err
 		}
 		if s.max > 0 && s.base+int64(s.end) > s.max {
-			s.rerr = fmt.Errorf("%w: pack exceeds max size %d", ErrTooLarge, s.max)
+			s.rerr = fmt.Errorf("%w exceeds max size %d", ErrPackTooLarge, s.max)
 			s.end = int(s.max - s.base)
 			return s.rerr
 		}

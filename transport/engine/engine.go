@@ -33,6 +33,8 @@ type Engine struct {
 	Fsck        fsck.Options
 	// MaxObjectSize and MaxPackSize bound pushed packs (0: pack defaults).
 	MaxObjectSize, MaxPackSize int64
+	// MaxDeltaDepth bounds delta chains of pushed packs (0: pack default).
+	MaxDeltaDepth int
 	// MaxCommits bounds each session's commit-graph cache.
 	MaxCommits int
 	// ClonePacks, if set, caches the packs of clones (no haves, no

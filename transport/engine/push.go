@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,7 +38,7 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 			} else {
 				b.log().Warn("push rejected: bad pack", zap.Error(err))
 			}
-			res.UnpackErr = err
+			res.UnpackErr = b.e.limitError(err)
 			return res, nil
 		}
 		defer removeFiles(ix.PackPath, ix.IdxPath)
@@ -107,10 +108,27 @@ func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c 
 	set := b.snap.Objects()
 	return pack.IndexPack(ctx, r, b.e.IncomingDir, pack.IndexOptions{
 		Base: set, BaseHas: set.Has,
-		MaxObjectSize: b.e.MaxObjectSize, MaxPackSize: b.e.MaxPackSize,
+		MaxObjectSize: b.e.MaxObjectSize, MaxPackSize: b.e.MaxPackSize, MaxDeltaDepth: b.e.MaxDeltaDepth,
 		Progress: progressFunc(progress),
 		Check:    c.Check,
 	})
+}
+
+// limitError turns a pack refused for a configured limit into the
+// *gitproto.LimitError the client sees in its unpack line; other errors
+// are returned unchanged.
+func (e *Engine) limitError(err error) error {
+	switch {
+	case errors.Is(err, pack.ErrPackTooLarge):
+		// Set by embedders only (the server bounds an HTTP push by
+		// RGIT_MAX_BODY before it reaches the pack), so no setting.
+		return &gitproto.LimitError{What: "pack too large", Limit: e.MaxPackSize, Unit: "bytes"}
+	case errors.Is(err, pack.ErrTooLarge):
+		return &gitproto.LimitError{What: "object too large", Limit: e.MaxObjectSize, Unit: "bytes", Setting: gitproto.SettingMaxObjectSize}
+	case errors.Is(err, pack.ErrDeltaDepth):
+		return &gitproto.LimitError{What: "delta chain too deep", Limit: int64(cmp.Or(e.MaxDeltaDepth, pack.DefaultMaxDeltaDepth)), Setting: gitproto.SettingMaxDeltaDepth}
+	}
+	return err
 }
 
 // checkGitmodules finishes fsck after indexing: every blob the pushed trees

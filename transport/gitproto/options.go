@@ -26,22 +26,22 @@ type Options struct {
 	AdvertiseOnly bool
 	// Agent is advertised as agent=<Agent>; DefaultAgent when empty.
 	Agent string
-	// MaxPushOptions caps the number of push options (DefaultMaxPushOptions
-	// when 0); more is a protocol error.
-	MaxPushOptions int
-	// MaxCommands caps the number of ref update commands in one push
-	// (DefaultMaxCommands when 0).
-	MaxCommands int
-	// Limits bound fetch requests; zero fields take the defaults.
+	// Limits bound fetch and push requests; zero fields take the defaults.
 	Limits
 }
 
-// Limits bound what one fetch request may make the server hold or do, so
-// a hostile client cannot make it buffer unbounded lists or answer one
-// line many times. Zero fields take the defaults. A request over a limit
-// gets a git ERR naming it (*LimitError) as soon as the server sees the
-// line that crosses it; nothing after that line is read.
+// Limits bound what one fetch or push request may make the server hold or
+// do, so a hostile client cannot make it buffer unbounded lists or answer
+// one line many times. Zero fields take the defaults. A request over a
+// limit gets a git ERR naming it (*LimitError) as soon as the server sees
+// the line that crosses it; nothing after that line is read.
 type Limits struct {
+	// MaxPushRefs caps the ref update commands of one push. A mirror push
+	// sends one per ref, so it must exceed the refs of the largest
+	// repository moved to this server.
+	MaxPushRefs int
+	// MaxPushOptions caps the push options (git push -o) of one push.
+	MaxPushOptions int
 	// MaxWants caps the distinct wants (want and want-ref lines) of one
 	// fetch request.
 	MaxWants int
@@ -65,9 +65,12 @@ type Limits struct {
 
 // Defaults for the zero values of Options.
 const (
-	DefaultAgent          = "rgit/0.1"
+	DefaultAgent = "rgit/0.1"
+	// DefaultMaxPushRefs admits a mirror push of a history with tens of
+	// thousands of tags and release branches; the commands of a push are
+	// held in memory (~150 bytes each) and committed as one transaction.
+	DefaultMaxPushRefs    = 100_000
 	DefaultMaxPushOptions = 32
-	DefaultMaxCommands    = 10000
 	// DefaultMaxWants admits a mirror clone of a repository with that many
 	// distinct ref tips (git sends one want per distinct tip).
 	DefaultMaxWants = 200_000
@@ -81,9 +84,12 @@ const (
 	// DefaultMaxArgBytes fits DefaultMaxWants plus DefaultMaxHaves lines
 	// (~50 bytes each) with room for shallow and filter lines.
 	DefaultMaxArgBytes = 32 << 20
-	// maxPushOptionLen bounds one push option; the pkt-line limit bounds it
+	// MaxPushOptionLen bounds one push option; the pkt-line limit bounds it
 	// anyway, this keeps the total small.
-	maxPushOptionLen = 4096
+	MaxPushOptionLen = 4096
+	// MaxRefNameLen bounds a pushed ref name (git's own refs are far
+	// shorter; file systems refuse longer paths).
+	MaxRefNameLen = 4096
 )
 
 func (o Options) agent() string {
@@ -93,9 +99,11 @@ func (o Options) agent() string {
 	return o.Agent
 }
 
-func (l Limits) maxWants() int    { return orDefault(l.MaxWants, DefaultMaxWants) }
-func (l Limits) maxHaves() int    { return orDefault(l.MaxHaves, DefaultMaxHaves) }
-func (l Limits) maxArgBytes() int { return orDefault(l.MaxArgBytes, DefaultMaxArgBytes) }
+func (l Limits) maxPushRefs() int    { return orDefault(l.MaxPushRefs, DefaultMaxPushRefs) }
+func (l Limits) maxPushOptions() int { return orDefault(l.MaxPushOptions, DefaultMaxPushOptions) }
+func (l Limits) maxWants() int       { return orDefault(l.MaxWants, DefaultMaxWants) }
+func (l Limits) maxHaves() int       { return orDefault(l.MaxHaves, DefaultMaxHaves) }
+func (l Limits) maxArgBytes() int    { return orDefault(l.MaxArgBytes, DefaultMaxArgBytes) }
 
 // acquire waits for a negotiation slot; release must be called after.
 func (l Limits) acquire(ctx context.Context) (release func(), err error) {
@@ -111,21 +119,25 @@ func (l Limits) acquire(ctx context.Context) (release func(), err error) {
 // Settings that raise the limits, named in the errors clients see. The
 // server configuration (cmd/config) reads them.
 const (
-	SettingMaxWants    = "RGIT_MAX_WANTS"
-	SettingMaxHaves    = "RGIT_MAX_HAVES"
-	SettingMaxArgBytes = "RGIT_MAX_ARG_BYTES"
+	SettingMaxPushRefs    = "RGIT_MAX_PUSH_REFS"
+	SettingMaxPushOptions = "RGIT_MAX_PUSH_OPTIONS"
+	SettingMaxObjectSize  = "RGIT_MAX_OBJECT_SIZE"
+	SettingMaxDeltaDepth  = "RGIT_MAX_DELTA_DEPTH"
+	SettingMaxWants       = "RGIT_MAX_WANTS"
+	SettingMaxHaves       = "RGIT_MAX_HAVES"
+	SettingMaxArgBytes    = "RGIT_MAX_ARG_BYTES"
 )
 
-// LimitError is a request refused for exceeding a configured limit. Its
-// text is the ERR line the client prints: what was exceeded, the limit
-// and the setting that raises it, e.g. "too many have lines (limit
-// 200000, set RGIT_MAX_HAVES)". It wraps ErrProtocol: the request is at
-// fault, not the server.
+// LimitError is a request refused for exceeding a limit. Its text is the
+// line the client prints: what was exceeded, the limit and the setting
+// that raises it, e.g. "too many have lines (limit 200000, set
+// RGIT_MAX_HAVES)", or "fixed" for a limit no setting raises. It wraps
+// ErrProtocol: the request is at fault, not the server.
 type LimitError struct {
 	What    string // "too many have lines"
 	Limit   int64
 	Unit    string // "" for counts, "bytes"
-	Setting string // the RGIT_* variable that raises Limit
+	Setting string // the RGIT_* variable that raises Limit; "" if fixed
 }
 
 func (e *LimitError) Error() string {
@@ -133,7 +145,11 @@ func (e *LimitError) Error() string {
 	if e.Unit != "" {
 		unit = " " + e.Unit
 	}
-	return fmt.Sprintf("%s (limit %d%s, set %s)", e.What, e.Limit, unit, e.Setting)
+	setting := "fixed"
+	if e.Setting != "" {
+		setting = "set " + e.Setting
+	}
+	return fmt.Sprintf("%s (limit %d%s, %s)", e.What, e.Limit, unit, setting)
 }
 
 // Is makes errors.Is(err, ErrProtocol) true.

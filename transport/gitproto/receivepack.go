@@ -65,7 +65,7 @@ type push struct {
 // when the client sent no commands.
 func readPushRequest(c *conn, opt Options) (*push, error) {
 	p := &push{}
-	maxCmds := orDefault(opt.MaxCommands, DefaultMaxCommands)
+	maxCmds := opt.maxPushRefs()
 	pushOptions := false
 	for {
 		l, err := c.read()
@@ -106,7 +106,8 @@ func readPushRequest(c *conn, opt Options) (*push, error) {
 			return nil, c.protoErr("", "protocol error: expected old/new/ref, got '%s'", text)
 		}
 		if len(p.cmds) >= maxCmds {
-			return nil, c.protoErr("", "too many commands")
+			p.failBand(c)
+			return nil, c.failLimit(rpErrPrefix, &LimitError{What: "too many ref updates in one push", Limit: int64(maxCmds), Setting: SettingMaxPushRefs})
 		}
 		p.cmds = append(p.cmds, cmd)
 	}
@@ -114,7 +115,7 @@ func readPushRequest(c *conn, opt Options) (*push, error) {
 		return nil, nil
 	}
 	if pushOptions {
-		maxOpts := orDefault(opt.MaxPushOptions, DefaultMaxPushOptions)
+		maxOpts := opt.maxPushOptions()
 		for {
 			l, err := c.readData()
 			if err != nil {
@@ -127,16 +128,28 @@ func readPushRequest(c *conn, opt Options) (*push, error) {
 				return nil, c.protoErr("", "protocol error: unexpected %s in push options", l.kind)
 			}
 			if len(p.options) >= maxOpts {
-				return nil, c.protoErr("", "too many push options")
+				p.failBand(c)
+				return nil, c.failLimit(rpErrPrefix, &LimitError{What: "too many push options", Limit: int64(maxOpts), Setting: SettingMaxPushOptions})
 			}
-			if len(l.text) > maxPushOptionLen {
-				return nil, c.protoErr("", "push option too long")
+			if len(l.text) > MaxPushOptionLen {
+				p.failBand(c)
+				return nil, c.failLimit(rpErrPrefix, &LimitError{What: "push option too long", Limit: MaxPushOptionLen, Unit: "bytes"})
 			}
 			p.options = append(p.options, l.text)
 		}
 	}
 	p.reasons = commandReasons(p.cmds)
 	return p, nil
+}
+
+// failBand makes a failure while reading the request go to the client on
+// side-band 3 when it asked for side-band: git then reads the response
+// through its demultiplexer, which prints "remote error: <msg>" for band
+// 3 but only "bad band" for an ERR packet.
+func (p *push) failBand(c *conn) {
+	if p.sideband {
+		c.sideband(pktline.SideBand64k)
+	}
 }
 
 // reasonDuplicate rejects every command naming a ref that another command

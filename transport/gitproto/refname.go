@@ -6,6 +6,9 @@ import "strings"
 // wants to update and returns "" when it is acceptable, else git's reason
 // text for the report ("funny refname").
 func checkRefName(name string) string {
+	if len(name) > MaxRefNameLen {
+		return (&LimitError{What: "refname too long", Limit: MaxRefNameLen, Unit: "bytes"}).Error()
+	}
 	if !validRefName(name) {
 		return "funny refname"
 	}
@@ -15,7 +18,7 @@ func checkRefName(name string) string {
 // validRefName reports whether name is a full ref name under refs/ that
 // git check-ref-format accepts.
 func validRefName(name string) bool {
-	if !strings.HasPrefix(name, "refs/") || len(name) > 4096 {
+	if !strings.HasPrefix(name, "refs/") || len(name) > MaxRefNameLen {
 		return false
 	}
 	if strings.Contains(name, "..") || strings.Contains(name, "@{") || strings.HasSuffix(name, ".") {

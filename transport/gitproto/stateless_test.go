@@ -270,12 +270,14 @@ func TestStatelessReceivePack(t *testing.T) {
 	})
 	t.Run("duplicate ref update rejected as such", func(t *testing.T) {
 		before := refsOf(t, src)
+		long := "refs/heads/" + strings.Repeat("n", MaxRefNameLen)
 		main := rev(t, src, "main")
 		in := pkt(feature+" "+zero+" refs/heads/feature\x00report-status delete-refs\n",
-			main+" "+zero+" refs/heads/feature\n", main+" "+zero+" refs/heads/nope..x\n", "0000")
+			main+" "+zero+" refs/heads/feature\n", main+" "+zero+" refs/heads/nope..x\n", main+" "+zero+" "+long+"\n", "0000")
 		out, err := serve(t, ReceivePack, src, in, Options{StatelessRPC: true})
 		want := pkt("unpack ok\n", "ng refs/heads/feature ref updated more than once in this push\n",
-			"ng refs/heads/feature ref updated more than once in this push\n", "ng refs/heads/nope..x funny refname\n", "0000")
+			"ng refs/heads/feature ref updated more than once in this push\n", "ng refs/heads/nope..x funny refname\n",
+			"ng "+long+" refname too long (limit 4096 bytes, fixed)\n", "0000")
 		if err != nil || out != want {
 			t.Fatalf("got %q, %v\nwant %q", out, err, want)
 		}
@@ -333,10 +335,18 @@ func TestHostileInput(t *testing.T) {
 		{"push bad id", ReceivePack, v0, pkt(strings.Repeat("g", 40)+" "+zero+" refs/heads/feature\x00report-status\n", "0000"), "ERR protocol error: expected old/new/ref"},
 		{"push NUL in second command", ReceivePack, v0, pkt(main+" "+zero+" refs/heads/feature\x00report-status\n", main+" "+zero+" refs/heads/x\x00y\n", "0000"), "ERR protocol error: unexpected NUL"},
 		{"push eof in commands", ReceivePack, v0, pkt(main + " " + zero + " refs/heads/feature\x00report-status\n"), "ERR protocol error"},
-		{"too many push options", ReceivePack, Options{StatelessRPC: true, MaxPushOptions: 2},
-			pkt(rev(t, src, "feature")+" "+zero+" refs/heads/feature\x00report-status push-options\n", "0000", "a\n", "b\n", "c\n", "0000"), "ERR too many push options"},
+		{"too many push options", ReceivePack, Options{StatelessRPC: true, Limits: Limits{MaxPushOptions: 2}},
+			pkt(rev(t, src, "feature")+" "+zero+" refs/heads/feature\x00report-status push-options\n", "0000", "a\n", "b\n", "c\n", "0000"), "ERR receive-pack: too many push options (limit 2, set RGIT_MAX_PUSH_OPTIONS)"},
 		{"push option too long", ReceivePack, v0,
-			pkt(rev(t, src, "feature")+" "+zero+" refs/heads/feature\x00report-status push-options\n", "0000", strings.Repeat("o", 5000)+"\n", "0000"), "ERR push option too long"},
+			pkt(rev(t, src, "feature")+" "+zero+" refs/heads/feature\x00report-status push-options\n", "0000", strings.Repeat("o", 5000)+"\n", "0000"), "ERR receive-pack: push option too long (limit 4096 bytes, fixed)"},
+		{"too many ref updates", ReceivePack, Options{StatelessRPC: true, Limits: Limits{MaxPushRefs: 2}},
+			pkt(main+" "+zero+" refs/heads/a\x00report-status\n", main+" "+zero+" refs/heads/b\n", main+" "+zero+" refs/heads/c\n", "0000"),
+			"ERR receive-pack: too many ref updates in one push (limit 2, set RGIT_MAX_PUSH_REFS)"},
+		// git reads a side-band response through its demultiplexer, which
+		// prints band 3 as the remote's error but an ERR line as "bad band".
+		{"too many ref updates, side-band", ReceivePack, Options{StatelessRPC: true, Limits: Limits{MaxPushRefs: 1}},
+			pkt(main+" "+zero+" refs/heads/a\x00report-status side-band-64k\n", main+" "+zero+" refs/heads/b\n", "0000"),
+			"\x03receive-pack: too many ref updates in one push (limit 1, set RGIT_MAX_PUSH_REFS)"},
 	}
 	before := refsOf(t, src)
 	for _, tc := range cases {

@@ -22,6 +22,7 @@ func (e ProtoEngine) UploadPack(ctx context.Context, b gitproto.Backend, in io.R
 }
 
 // ReceivePack implements Engine.
-func (ProtoEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
+func (e ProtoEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
+	opt.Limits = e.Limits
 	return gitproto.ReceivePack(ctx, b, in, out, opt)
 }

@@ -257,8 +257,13 @@ func (s *Server) handle(sess ssh.Session) {
 	}
 	msg := class.Message()
 	var ue *usageError
-	if errors.As(err, &ue) {
+	var le *gitproto.LimitError
+	switch {
+	case errors.As(err, &ue):
 		msg = ue.msg
+	case errors.As(err, &le):
+		// Names a limit and its setting, nothing private.
+		msg = le.Error()
 	}
 	fmt.Fprintf(sess.Stderr(), "ERROR: %s\n", msg)
 	_ = sess.Exit(1)
