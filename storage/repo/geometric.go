@@ -9,10 +9,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"slices"
-
-	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
@@ -110,30 +107,13 @@ func BuildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, pr
 			ids = append(ids, x.ID(i))
 		}
 	}
-	dir := os.TempDir()
-	if d.Cache != nil {
-		dir = d.Cache.TempDir()
-	}
 	// Over the chosen packs only, so every delta base comes from the
-	// rolled-up set (a push's pack carries its bases) and is copied.
-	ix, err := writeAndIndex(ctx, pack.NewSet(packs...), ids, dir, progress)
+	// rolled-up set (a push's pack carries its bases) and is copied. A
+	// roll-up of every pack is the whole repository: it gets a bitmap.
+	whole := len(names) == len(snap.Packs) && len(snap.Refs) > 0
+	info, err := writePack(ctx, d, snap, pack.NewSet(packs...), ids, whole, progress)
 	if err != nil {
 		return fail(err)
-	}
-	info, err := StagePack(ctx, d, snap.Owner, snap.Name, ix)
-	_ = os.Remove(ix.PackPath)
-	_ = os.Remove(ix.IdxPath)
-	if err != nil {
-		return fail(err)
-	}
-	if len(names) == len(snap.Packs) && len(snap.Refs) > 0 {
-		if err := BuildBitmap(ctx, d, snap.Owner, snap.Name, info.Name, refTips(snap.Refs)); err != nil {
-			if ctx.Err() != nil {
-				return fail(ctx.Err())
-			}
-			d.log().Warn("roll-up: no bitmap for the new pack", zap.String("repo", snap.Owner+"/"+snap.Name),
-				zap.String("pack", info.Name), zap.Error(err))
-		}
 	}
 	b := &RepackBuild{Owner: snap.Owner, Name: snap.Name, Pack: info, rollUp: true, replaced: map[string][]byte{}}
 	for _, n := range names {

@@ -66,30 +66,9 @@ func BuildRepack(ctx context.Context, d Deps, snap *Snapshot, progress func(stag
 	if err != nil {
 		return fail(err)
 	}
-	dir := os.TempDir()
-	if d.Cache != nil {
-		dir = d.Cache.TempDir()
-	}
-	ix, err := writeAndIndex(ctx, snap.Objects(), ids, dir, progress)
+	info, err := writePack(ctx, d, snap, snap.Objects(), ids, true, progress)
 	if err != nil {
 		return fail(err)
-	}
-	info, err := StagePack(ctx, d, snap.Owner, snap.Name, ix)
-	// StagePack adopted the files into the cache; these removals only
-	// matter when it did not.
-	_ = os.Remove(ix.PackPath)
-	_ = os.Remove(ix.IdxPath)
-	if err != nil {
-		return fail(err)
-	}
-	// Before listing, so the pack is never served without its bitmap on a
-	// node that opens it later. A failure costs fetches time, not the repack.
-	if err := BuildBitmap(ctx, d, snap.Owner, snap.Name, info.Name, refTips(snap.Refs)); err != nil {
-		if ctx.Err() != nil {
-			return fail(ctx.Err())
-		}
-		d.log().Warn("repack: no bitmap for the new pack", zap.String("repo", snap.Owner+"/"+snap.Name),
-			zap.String("pack", info.Name), zap.Error(err))
 	}
 	b := &RepackBuild{Owner: snap.Owner, Name: snap.Name, Pack: info, refGen: snap.st.refGen,
 		replaced: map[string][]byte{}}
@@ -135,6 +114,37 @@ func (r *Repo) CommitRepack(ctx context.Context, b *RepackBuild) (PackInfo, erro
 	r.log.Info("repacked", zap.String("pack", b.Pack.Name), zap.Int("objects", b.Pack.Objects),
 		zap.Int("replaced", len(b.replaced)))
 	return b.Pack, nil
+}
+
+// writePack writes ids, read from set, into a new pack for snap's
+// repository and uploads it unlisted; withBitmap adds its reachability
+// bitmap, uploaded before anything lists the pack so it is never served
+// without one (a bitmap failure costs fetches time, not the pack).
+func writePack(ctx context.Context, d Deps, snap *Snapshot, set *pack.Set, ids []object.ID, withBitmap bool, progress func(string, uint64, uint64)) (PackInfo, error) {
+	dir := os.TempDir()
+	if d.Cache != nil {
+		dir = d.Cache.TempDir()
+	}
+	ix, err := writeAndIndex(ctx, set, ids, dir, progress)
+	if err != nil {
+		return PackInfo{}, err
+	}
+	info, err := StagePack(ctx, d, snap.Owner, snap.Name, ix)
+	// StagePack adopted the files into the cache; these removals only
+	// matter when it did not.
+	_ = os.Remove(ix.PackPath)
+	_ = os.Remove(ix.IdxPath)
+	if err != nil || !withBitmap {
+		return info, err
+	}
+	if err := BuildBitmap(ctx, d, snap.Owner, snap.Name, info.Name, refTips(snap.Refs)); err != nil {
+		if ctx.Err() != nil {
+			return PackInfo{}, ctx.Err()
+		}
+		d.log().Warn("no bitmap for the new pack", zap.String("repo", snap.Owner+"/"+snap.Name),
+			zap.String("pack", info.Name), zap.Error(err))
+	}
+	return info, nil
 }
 
 // reachable lists every object reachable from the snapshot's refs.
