@@ -1,11 +1,7 @@
 package serve_test
 
 import (
-	"bytes"
-	"crypto/sha1"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -359,28 +355,8 @@ func hostile(t *testing.T, f *fixture, tr transport) {
 // client's own ref-name checks, and returns the HTTP status and body.
 func rawPush(t *testing.T, f *fixture, repo, oid, ref string) (int, string) {
 	t.Helper()
-	var body bytes.Buffer
-	line := fmt.Sprintf("%s %s %s\x00report-status\n", strings.Repeat("0", 40), oid, ref)
-	fmt.Fprintf(&body, "%04x%s0000", len(line)+4, line)
-	// An empty pack: "PACK", version 2, zero objects, SHA-1 trailer.
-	hdr := []byte{'P', 'A', 'C', 'K', 0, 0, 0, 2, 0, 0, 0, 0}
-	sum := sha1.Sum(hdr)
-	body.Write(hdr)
-	body.Write(sum[:])
-	url := "http://" + f.srv.HTTPAddr + "/" + repo + ".git/git-receive-pack"
-	req, err := http.NewRequest(http.MethodPost, url, &body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth("x", f.aliceToken)
-	req.Header.Set("Content-Type", "application/x-git-receive-pack-request")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	body := pushRequest("report-status", []string{strings.Repeat("0", 40) + " " + oid + " " + ref}, nil)
+	return postReceivePack(t, f.srv.HTTPAddr, f.aliceToken, repo, body, false)
 }
 
 // restart: everything written before a restart is there after it.
