@@ -19,6 +19,7 @@ import (
 
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/ttlcache"
 )
 
 // Sentinel errors callers branch on.
@@ -68,7 +69,7 @@ type keyRecord struct {
 // a small in-memory cache (see Options); it is safe for concurrent use.
 type Store struct {
 	s     objstore.Store
-	cache *ttlCache
+	cache *ttlcache.Cache[string] // token/key hash → owner
 	now   func() time.Time
 }
 
@@ -104,7 +105,7 @@ func NewStoreWithOptions(s objstore.Store, o Options) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Store{s: s, cache: newTTLCache(o.PositiveTTL, o.NegativeTTL, o.MaxEntries, o.Now), now: o.Now}
+	return &Store{s: s, cache: ttlcache.New[string](o.PositiveTTL, o.NegativeTTL, o.MaxEntries, o.Now), now: o.Now}
 }
 
 // hashHex is hex(sha256(s)), the form credentials take in store keys.
@@ -136,7 +137,7 @@ func (st *Store) CreateToken(ctx context.Context, owner string) (string, error) 
 	if err := st.s.PutIfAbsent(ctx, tokenPrefix+h, bytes.NewReader(rec), int64(len(rec))); err != nil {
 		return "", fmt.Errorf("create token for %s: %w", owner, err)
 	}
-	st.cache.drop("t" + h)
+	st.cache.Drop("t" + h)
 	return token, nil
 }
 
@@ -167,7 +168,7 @@ func (st *Store) DeleteToken(ctx context.Context, token string) error {
 	if err := st.s.Delete(ctx, tokenPrefix+h); err != nil {
 		return fmt.Errorf("delete token: %w", err)
 	}
-	st.cache.drop("t" + h)
+	st.cache.Drop("t" + h)
 	return nil
 }
 
@@ -213,7 +214,7 @@ func (st *Store) AddKey(ctx context.Context, owner string, authorizedKey []byte)
 	if err != nil {
 		return "", fmt.Errorf("add key %s for %s: %w", fp, owner, err)
 	}
-	st.cache.drop("k" + hashHex(fp))
+	st.cache.Drop("k" + hashHex(fp))
 	return fp, nil
 }
 
@@ -246,7 +247,7 @@ func (st *Store) LookupKey(ctx context.Context, pub ssh.PublicKey) (string, erro
 // ErrUnknownCredential) are cached; store failures are not, so an outage
 // does not linger.
 func (st *Store) cached(ctx context.Context, ck string, load func() (string, error)) (string, error) {
-	if owner, known, ok := st.cache.get(ck); ok {
+	if owner, known, ok := st.cache.Get(ck); ok {
 		if !known {
 			return "", ErrUnknownCredential
 		}
@@ -255,9 +256,9 @@ func (st *Store) cached(ctx context.Context, ck string, load func() (string, err
 	owner, err := load()
 	switch {
 	case err == nil:
-		st.cache.put(ck, owner, true)
+		st.cache.Put(ck, owner, true)
 	case errors.Is(err, ErrUnknownCredential):
-		st.cache.put(ck, "", false)
+		st.cache.Put(ck, "", false)
 	}
 	return owner, err
 }

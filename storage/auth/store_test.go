@@ -226,20 +226,6 @@ func TestLookupCache(t *testing.T) {
 	}
 }
 
-func TestCacheBounded(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1e9, 0)}
-	c := newTTLCache(time.Minute, time.Minute, 4, clk.Now)
-	for i := range 10 {
-		c.put(fmt.Sprint(i), "o", true)
-		if len(c.m) > 4 {
-			t.Fatalf("cache grew to %d", len(c.m))
-		}
-	}
-	if _, _, ok := c.get("9"); !ok {
-		t.Fatal("latest entry missing")
-	}
-}
-
 func newKey(t *testing.T) (ssh.PublicKey, []byte) {
 	t.Helper()
 	pub, _, err := ed25519.GenerateKey(rand.Reader)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,6 +14,7 @@ import (
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/refdb"
+	"github.com/rgit/rgit/storage/ttlcache"
 )
 
 // The name index. Each repository has one small object keyed by its
@@ -265,19 +265,8 @@ func readVisibility(ctx context.Context, d Deps, owner, name string) (bool, erro
 // change can look here. Missing names are cached too (a shorter TTL), so
 // "missing" and "private" cost the same: one GET cold, nothing warm.
 type MetaCache struct {
-	store    objstore.Store
-	pos, neg time.Duration
-	max      int
-	now      func() time.Time
-
-	mu sync.Mutex
-	m  map[string]metaEntry
-}
-
-type metaEntry struct {
-	meta    Meta
-	found   bool
-	expires time.Time
+	store objstore.Store
+	c     *ttlcache.Cache[Meta]
 }
 
 // MetaCacheOptions tunes a MetaCache; zero values take the defaults.
@@ -299,56 +288,27 @@ func NewMetaCache(s objstore.Store, o MetaCacheOptions) *MetaCache {
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = 8192
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return &MetaCache{store: s, pos: o.PositiveTTL, neg: o.NegativeTTL, max: o.MaxEntries, now: o.Now, m: map[string]metaEntry{}}
+	return &MetaCache{store: s, c: ttlcache.New[Meta](o.PositiveTTL, o.NegativeTTL, o.MaxEntries, o.Now)}
 }
 
 // Lookup returns owner/name's index entry (any spelling), or ErrNotFound.
 // Store failures are not cached.
 func (c *MetaCache) Lookup(ctx context.Context, owner, name string) (Meta, error) {
 	k := MetaKey(owner, name)
-	c.mu.Lock()
-	e, hit := c.m[k]
-	if hit && !c.now().Before(e.expires) {
-		delete(c.m, k)
-		hit = false
-	}
-	c.mu.Unlock()
-	if hit {
-		if !e.found {
+	if m, found, hit := c.c.Get(k); hit {
+		if !found {
 			return Meta{}, fmt.Errorf("%s/%s: %w", owner, name, ErrNotFound)
 		}
-		return e.meta, nil
+		return m, nil
 	}
 	m, err := ReadMeta(ctx, c.store, owner, name)
 	switch {
 	case err == nil:
-		c.put(k, metaEntry{meta: m, found: true, expires: c.now().Add(c.pos)})
+		c.c.Put(k, m, true)
 	case errors.Is(err, ErrNotFound):
-		c.put(k, metaEntry{expires: c.now().Add(c.neg)})
+		c.c.Put(k, Meta{}, false)
 	}
 	return m, err
-}
-
-func (c *MetaCache) put(k string, e metaEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= c.max {
-		now := c.now()
-		for key, old := range c.m {
-			if !now.Before(old.expires) {
-				delete(c.m, key)
-			}
-		}
-		// Still full of live entries (a scan of made-up names): start
-		// over rather than grow; the cost is a few extra reads.
-		if len(c.m) >= c.max {
-			clear(c.m)
-		}
-	}
-	c.m[k] = e
 }
 
 // Forget drops owner/name's entry (any spelling); nil-safe.
@@ -356,7 +316,5 @@ func (c *MetaCache) Forget(owner, name string) {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
-	delete(c.m, MetaKey(owner, name))
-	c.mu.Unlock()
+	c.c.Drop(MetaKey(owner, name))
 }
