@@ -142,8 +142,7 @@ func TestBitmapBuildRejectsPartialPack(t *testing.T) {
 	d := newDeps(t, st)
 	r := create(t, d, "o", "r")
 	g := newGitRepo(t)
-	c1 := g.commit()
-	push(t, r, g.indexPack(d.Cache.TempDir(), c1.String()), RefUpdate{Name: "refs/heads/main", New: c1})
+	c1 := pushFirst(t, d, r, g)
 	first := snapshot(t, r).Packs[0].Name
 	c2 := g.commit()
 	push(t, r, g.indexPack(d.Cache.TempDir(), c2.String(), "^"+c1.String()), RefUpdate{Name: "refs/heads/main", Old: c1, New: c2})
@@ -164,8 +163,7 @@ func testRepackBitmapLifecycle(t *testing.T, st objstore.Store) {
 	d := newDeps(t, st)
 	r := create(t, d, "o", "r")
 	g := newGitRepo(t)
-	c1 := g.commit()
-	push(t, r, g.indexPack(d.Cache.TempDir(), c1.String()), RefUpdate{Name: "refs/heads/main", New: c1})
+	c1 := pushFirst(t, d, r, g)
 	cmds := branchyHistory(g)
 	cmds[0].Old = c1
 	push(t, r, g.indexPack(d.Cache.TempDir(), "--all", "^"+c1.String()), cmds...)

@@ -147,6 +147,14 @@ func create(t *testing.T, d Deps, owner, name string) *Repo {
 	return r
 }
 
+// pushFirst commits in g and pushes that commit to r's empty main.
+func pushFirst(t *testing.T, d Deps, r *Repo, g *gitRepo) object.ID {
+	t.Helper()
+	c := g.commit()
+	push(t, r, g.indexPack(d.Cache.TempDir(), c.String()), RefUpdate{Name: "refs/heads/main", New: c})
+	return c
+}
+
 // push stages ix and applies cmds non-atomically, failing on any error.
 func push(t *testing.T, r *Repo, ix *pack.Indexed, cmds ...RefUpdate) {
 	t.Helper()
@@ -499,8 +507,7 @@ func testRepackKeepsObjectsAndGCRetiresLater(t *testing.T, st objstore.Store) {
 	d := newDeps(t, st)
 	r := create(t, d, "o", "r")
 	g := newGitRepo(t)
-	c1 := g.commit()
-	push(t, r, g.indexPack(d.Cache.TempDir(), c1.String()), RefUpdate{Name: "refs/heads/main", New: c1})
+	c1 := pushFirst(t, d, r, g)
 	c2 := g.commit()
 	push(t, r, g.indexPack(d.Cache.TempDir(), c2.String(), "^"+c1.String()),
 		RefUpdate{Name: "refs/heads/main", Old: c1, New: c2})
@@ -570,8 +577,7 @@ func TestGCDeletesOnlyOldUnlistedPacks(t *testing.T) {
 	d := newDeps(t, st)
 	r := create(t, d, "o", "r")
 	g := newGitRepo(t)
-	c1 := g.commit()
-	push(t, r, g.indexPack(d.Cache.TempDir(), c1.String()), RefUpdate{Name: "refs/heads/main", New: c1})
+	c1 := pushFirst(t, d, r, g)
 	c2 := g.commit()
 	// A rejected push: staged, never listed.
 	if _, err := r.StagePack(ctx, g.indexPack(d.Cache.TempDir(), c2.String(), "^"+c1.String())); err != nil {
@@ -617,8 +623,7 @@ func TestOrphanGC(t *testing.T) {
 	d := newDeps(t, st)
 	r := create(t, d, "o", "r")
 	g := newGitRepo(t)
-	c1 := g.commit()
-	push(t, r, g.indexPack(d.Cache.TempDir(), c1.String()), RefUpdate{Name: "refs/heads/main", New: c1})
+	pushFirst(t, d, r, g)
 	now := time.Now().Add(2 * time.Hour)
 	if _, err := PlanOrphanGC(ctx, d, "o", "r", now, time.Hour); !errors.Is(err, ErrExists) {
 		t.Fatalf("orphan GC of a live repository: %v, want ErrExists", err)
@@ -643,8 +648,7 @@ func TestRepackDropsUnreachableAndDetectsConcurrentPush(t *testing.T) {
 	d := newDeps(t, memstore.New())
 	r := create(t, d, "o", "r")
 	g := newGitRepo(t)
-	c1 := g.commit()
-	push(t, r, g.indexPack(d.Cache.TempDir(), c1.String()), RefUpdate{Name: "refs/heads/main", New: c1})
+	c1 := pushFirst(t, d, r, g)
 	c2 := g.commit()
 	push(t, r, g.indexPack(d.Cache.TempDir(), c2.String(), "^"+c1.String()), RefUpdate{Name: "refs/heads/tmp", New: c2})
 	push(t, r, nil, RefUpdate{Name: "refs/heads/tmp", Old: c2}) // c2 is now unreachable
