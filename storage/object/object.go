@@ -125,21 +125,36 @@ type Reader interface {
 // ErrNotFound reports an object id that is not present.
 var ErrNotFound = errors.New("object not found")
 
-// hexID parses exactly 40 hex digits at the start of b.
-func hexID(b []byte) (ID, bool) {
+// ParseHex parses exactly 40 lowercase hex digits, as git writes ids in
+// objects and protocol lines. It takes a packet's bytes as well as a
+// string, so protocol loops parse without allocating.
+func ParseHex[T string | []byte](s T) (ID, bool) {
 	var id ID
-	if len(b) < 2*IDSize {
+	if len(s) != 2*IDSize {
 		return id, false
 	}
-	if _, err := hex.Decode(id[:], b[:2*IDSize]); err != nil {
-		return id, false
-	}
-	for _, c := range b[:2*IDSize] {
-		if c >= 'A' && c <= 'F' { // git writes lowercase only
-			return id, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		var v byte
+		switch {
+		case c >= '0' && c <= '9':
+			v = c - '0'
+		case c >= 'a' && c <= 'f':
+			v = c - 'a' + 10
+		default:
+			return ID{}, false
 		}
+		id[i/2] |= v << (4 * (1 - i%2))
 	}
 	return id, true
+}
+
+// hexID parses exactly 40 hex digits at the start of b.
+func hexID(b []byte) (ID, bool) {
+	if len(b) < 2*IDSize {
+		return ID{}, false
+	}
+	return ParseHex(b[:2*IDSize])
 }
 
 // nextLine splits b at the first '\n'.

@@ -2,6 +2,7 @@ package object
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -128,5 +129,31 @@ func TestTypes(t *testing.T) {
 	}
 	if Type(5).String() != "type(5)" {
 		t.Fatal(Type(5).String())
+	}
+}
+
+func TestParseHex(t *testing.T) {
+	good := "0123456789abcdef0123456789abcdef01234567"
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{good, true},
+		{strings.ToUpper(good), false}, // git writes lowercase only
+		{good[:39], false},
+		{good + "0", false},
+		{good[:39] + "g", false},
+		{"", false},
+	} {
+		id, ok := ParseHex(tc.in)
+		if ok != tc.ok {
+			t.Errorf("ParseHex(%q) ok = %v, want %v", tc.in, ok, tc.ok)
+		}
+		if ok && id.String() != tc.in {
+			t.Errorf("ParseHex(%q) = %s", tc.in, id)
+		}
+		if idb, okb := ParseHex([]byte(tc.in)); okb != ok || idb != id {
+			t.Errorf("ParseHex([]byte(%q)) differs from the string form", tc.in)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/transport/pktline"
 )
 
@@ -135,30 +134,6 @@ func (c *conn) failLimit(prefix string, e *LimitError) error {
 // the returned error only.
 func (c *conn) internalErr(prefix string, err error) error {
 	return c.fail(prefix+"internal server error", err)
-}
-
-// parseID parses a 40-hex id argument (lower case, as git sends it). It
-// takes the bytes of a packet too, so argument loops parse without
-// allocating.
-func parseID[T string | []byte](s T) (object.ID, bool) {
-	var id object.ID
-	if len(s) != 2*object.IDSize {
-		return id, false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		var v byte
-		switch {
-		case c >= '0' && c <= '9':
-			v = c - '0'
-		case c >= 'a' && c <= 'f':
-			v = c - 'a' + 10
-		default:
-			return object.ID{}, false
-		}
-		id[i/2] |= v << (4 * (1 - i%2))
-	}
-	return id, true
 }
 
 // sideband starts side-band framing on the response.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/transport/pktline"
 )
 
@@ -197,8 +198,8 @@ func parseCommand(s string) (Command, bool) {
 	if len(s) < 83 || s[40] != ' ' || s[81] != ' ' {
 		return Command{}, false
 	}
-	old, ok1 := parseID(s[:40])
-	nu, ok2 := parseID(s[41:81])
+	old, ok1 := object.ParseHex(s[:40])
+	nu, ok2 := object.ParseHex(s[41:81])
 	if !ok1 || !ok2 {
 		return Command{}, false
 	}

@@ -89,7 +89,7 @@ func (b *argBudget) charge(n int) *LimitError {
 func (a *fetchArgs) parseShallowArg(l string) (handled bool, err error) {
 	switch {
 	case strings.HasPrefix(l, "shallow "):
-		id, ok := parseID(l[len("shallow "):])
+		id, ok := object.ParseHex(l[len("shallow "):])
 		if !ok {
 			return true, fmt.Errorf("invalid shallow line: %s", l)
 		}

@@ -191,7 +191,7 @@ func (s *v0session) readWants() (done bool, err error) {
 		}
 		if rest, ok := strings.CutPrefix(l.text, "want "); ok {
 			idText, caps, hasCaps := strings.Cut(rest, " ")
-			id, ok := parseID(idText)
+			id, ok := object.ParseHex(idText)
 			if !ok {
 				return true, c.protoErr(upErrPrefix, "protocol error, expected to get object ID, not '%s'", l.text)
 			}
@@ -287,7 +287,7 @@ func (s *v0session) negotiate(ctx context.Context) (send bool, err error) {
 		case k != pktline.Data:
 			return false, c.protoErr(upErrPrefix, "protocol error: unexpected %s", k)
 		case bytes.HasPrefix(p, havePrefix):
-			id, ok := parseID(p[len(havePrefix):])
+			id, ok := object.ParseHex(p[len(havePrefix):])
 			if !ok {
 				return false, c.protoErr(upErrPrefix, "protocol error, expected to get object ID, not '%s'", p)
 			}

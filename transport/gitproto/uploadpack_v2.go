@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/transport/pktline"
 )
 
@@ -259,7 +260,7 @@ func negotiateV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs b
 	err = readV2Args(c, opt, hasArgs, func(arg []byte) error {
 		// Haves are most of a long request: parse them without allocating.
 		if rest, ok := bytes.CutPrefix(arg, havePrefix); ok {
-			id, ok := parseID(rest)
+			id, ok := object.ParseHex(rest)
 			if !ok {
 				return c.protoErr("", "protocol error: expected have object ID, got '%s'", arg)
 			}
@@ -279,7 +280,7 @@ func negotiateV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs b
 		}
 		switch {
 		case strings.HasPrefix(l, "want "):
-			id, ok := parseID(l[len("want "):])
+			id, ok := object.ParseHex(l[len("want "):])
 			if !ok {
 				return c.protoErr("", "protocol error: expected want object ID, got '%s'", l)
 			}
