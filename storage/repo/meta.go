@@ -43,6 +43,10 @@ type Meta struct {
 
 const (
 	metaPrefix = "index/repo/"
+	// migratedKey marks a completed MigrateIndex: every repository created
+	// before the index has its entry, and every later create writes its
+	// own, so later starts skip the scan.
+	migratedKey = "index/migrated-v1"
 	// maxMeta bounds what a lookup reads.
 	maxMeta = 4 << 10
 )
@@ -181,8 +185,18 @@ func Canonical(ctx context.Context, d Deps, owner, name string) (string, string,
 // stays in the store (delete-repo with its exact spelling removes it).
 // Every owner is recorded in owners (nil: skipped) so that credentials
 // added later in another spelling join the same identity. Idempotent;
-// safe to run on several nodes at once.
+// safe to run on several nodes at once. Once a run completes it leaves a
+// marker and later runs return at once (one HEAD): the scan costs a
+// store read per repository, too much for every start of a large fleet.
+// Nodes that predate the index stop creating repositories before the
+// marker can appear: a single node has no others, and a rollout restarts
+// the leader (which runs this) last.
 func MigrateIndex(ctx context.Context, d Deps, owners OwnerIndex) (written int, collisions []string, err error) {
+	if _, err := d.Store.Head(ctx, migratedKey); err == nil {
+		return 0, nil, nil
+	} else if !errors.Is(err, objstore.ErrNotFound) {
+		return 0, nil, fmt.Errorf("name index: %w", err)
+	}
 	all, err := List(ctx, d)
 	if err != nil {
 		return 0, nil, err
@@ -234,6 +248,10 @@ func MigrateIndex(ctx context.Context, d Deps, owners OwnerIndex) (written int, 
 		}
 		d.Meta.Forget(owner, name)
 		written++
+	}
+	stamp := []byte(time.Now().UTC().Format(time.RFC3339) + "\n")
+	if err := d.Store.Put(ctx, migratedKey, bytes.NewReader(stamp), int64(len(stamp))); err != nil {
+		return written, collisions, fmt.Errorf("name index: mark migrated: %w", err)
 	}
 	return written, collisions, nil
 }

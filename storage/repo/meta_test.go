@@ -98,8 +98,16 @@ func TestMigrateIndex(t *testing.T) {
 	if ow["alice"] != "Alice" || ow["bob"] != "bob" {
 		t.Errorf("owners claimed %v", ow)
 	}
-	if n, coll, err := MigrateIndex(ctx, d, ow); err != nil || n != 0 || len(coll) != 1 {
-		t.Fatalf("second MigrateIndex = %d, %v, %v; want 0 written", n, coll, err)
+	// Done once: a later start neither scans nor rewrites, even if an
+	// entry went missing since.
+	if err := d.Store.Delete(ctx, MetaKey("bob", "pub")); err != nil {
+		t.Fatal(err)
+	}
+	if n, coll, err := MigrateIndex(ctx, d, ow); err != nil || n != 0 || len(coll) != 0 {
+		t.Fatalf("second MigrateIndex = %d, %v, %v; want nothing done", n, coll, err)
+	}
+	if _, err := ReadMeta(ctx, d.Store, "bob", "pub"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second MigrateIndex scanned again: %v", err)
 	}
 	// The shadowed legacy repository stays deletable by its exact name,
 	// without touching the other's index entry.
