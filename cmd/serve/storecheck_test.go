@@ -128,11 +128,21 @@ func TestHealthzProbesTheStore(t *testing.T) {
 	url := "http://" + node.HTTPAddr + "/healthz"
 	waitHealth(t, url, http.StatusOK, "ok")
 
-	// A probe may hold an object in the bucket at any moment; retry the
-	// delete until the bucket is empty at the time it runs.
+	// The bucket disappears under the node: empty it (the node's data,
+	// and a probe object that may come and go), then delete it; retry
+	// until no probe lands in between.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := client.DeleteBucket(t.Context(), &s3.DeleteBucketInput{Bucket: ptr(bucket)})
+		list, err := client.ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: ptr(bucket)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range list.Contents {
+			if _, err := client.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: ptr(bucket), Key: o.Key}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err = client.DeleteBucket(t.Context(), &s3.DeleteBucketInput{Bucket: ptr(bucket)})
 		if err == nil {
 			break
 		}
