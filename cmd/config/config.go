@@ -42,6 +42,7 @@ type Config struct {
 	MaxPushRefs     int               // RGIT_MAX_PUSH_REFS
 	MaxPushOptions  int               // RGIT_MAX_PUSH_OPTIONS
 	MaxObjectSize   int64             // RGIT_MAX_OBJECT_SIZE
+	MaxPackSize     int64             // RGIT_MAX_PACK_SIZE
 	MaxDeltaDepth   int               // RGIT_MAX_DELTA_DEPTH
 	MaxWants        int               // RGIT_MAX_WANTS
 	MaxHaves        int               // RGIT_MAX_HAVES
@@ -88,6 +89,7 @@ var Vars = []Var{
 	{"RGIT_MAX_PUSH_REFS", "100000", "maximum ref updates of one push (a mirror push sends one per ref)"},
 	{"RGIT_MAX_PUSH_OPTIONS", "32", "maximum push options (git push -o) of one push"},
 	{"RGIT_MAX_OBJECT_SIZE", "0", "maximum size in bytes of one pushed object, inflated; 0: no limit beyond RGIT_MAX_BODY"},
+	{"RGIT_MAX_PACK_SIZE", "2147483648", "maximum bytes of one pushed pack, over HTTP and SSH alike; 0: no limit"},
 	{"RGIT_MAX_DELTA_DEPTH", "10000", "maximum delta chain length in a pushed pack (git writes at most 50 by default)"},
 	{"RGIT_MAX_WANTS", "200000", "maximum distinct wants of one fetch request (git sends one per distinct ref tip fetched)"},
 	{"RGIT_MAX_HAVES", "200000", "maximum distinct haves of one fetch negotiation (a v2 request, a v0 HTTP request or a whole v0 SSH session); git sends a few thousand when it finds common history"},
@@ -129,6 +131,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		MaxPushRefs:     int(p.int("RGIT_MAX_PUSH_REFS", 1)),
 		MaxPushOptions:  int(p.int("RGIT_MAX_PUSH_OPTIONS", 1)),
 		MaxObjectSize:   p.int("RGIT_MAX_OBJECT_SIZE", 0),
+		MaxPackSize:     p.int("RGIT_MAX_PACK_SIZE", 0),
 		MaxDeltaDepth:   int(p.int("RGIT_MAX_DELTA_DEPTH", 1)),
 		MaxWants:        int(p.int("RGIT_MAX_WANTS", 1)),
 		MaxHaves:        int(p.int("RGIT_MAX_HAVES", 1)),

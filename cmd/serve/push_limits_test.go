@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -71,7 +72,7 @@ func TestMirrorPushManyRefs(t *testing.T) {
 // nothing.
 func TestPushLimitsSpeakGit(t *testing.T) {
 	srv := gitenv.StartServer(t, gitenv.FileStore(t),
-		"RGIT_MAX_PUSH_REFS=10", "RGIT_MAX_PUSH_OPTIONS=1", "RGIT_MAX_OBJECT_SIZE=100000", "RGIT_MAX_DELTA_DEPTH=2")
+		"RGIT_MAX_PUSH_REFS=10", "RGIT_MAX_PUSH_OPTIONS=1", "RGIT_MAX_OBJECT_SIZE=100000", "RGIT_MAX_DELTA_DEPTH=2", "RGIT_MAX_PACK_SIZE=150000")
 	env := gitenv.New(t)
 	tok := srv.AddToken(t, "alice")
 	key := env.NewSSHKey(t, "alice")
@@ -99,6 +100,16 @@ func TestPushLimitsSpeakGit(t *testing.T) {
 	env.Run(t, "", "init", "-q", "-b", "main", big)
 	env.Commit(t, big, "big", map[string]string{"big": strings.Repeat("x", 200_000)})
 
+	// Four incompressible files, each under the object limit, make a pack
+	// over the pack limit.
+	wide := filepath.Join(t.TempDir(), "wide")
+	env.Run(t, "", "init", "-q", "-b", "main", wide)
+	files := map[string]string{}
+	for i := range 4 {
+		files[fmt.Sprint("r", i)] = incompressible(60_000, byte(i))
+	}
+	env.Commit(t, wide, "wide", files)
+
 	cases := []struct {
 		name string
 		dir  string
@@ -108,6 +119,7 @@ func TestPushLimitsSpeakGit(t *testing.T) {
 		{"push refs", work, []string{"push", "--mirror"}, "too many ref updates in one push (limit 10, set RGIT_MAX_PUSH_REFS)"},
 		{"push options", work, []string{"push", "-o", "a", "-o", "b"}, "too many push options (limit 1, set RGIT_MAX_PUSH_OPTIONS)"},
 		{"object size", big, []string{"push"}, "remote unpack failed: object too large (limit 100000 bytes, set RGIT_MAX_OBJECT_SIZE)"},
+		{"pack size", wide, []string{"push"}, "remote unpack failed: pack too large (limit 150000 bytes, set RGIT_MAX_PACK_SIZE)"},
 		{"delta depth", deep, []string{"-c", "pack.depth=50", "push"}, "remote unpack failed: delta chain too deep (limit 2, set RGIT_MAX_DELTA_DEPTH)"},
 	}
 	for i, c := range cases {
@@ -216,4 +228,12 @@ func sidebandData(t *testing.T, answer string) string {
 		}
 	}
 	return out.String()
+}
+
+// incompressible returns n bytes that deflate cannot shrink, the same for
+// the same seed.
+func incompressible(n int, seed byte) string {
+	b := make([]byte, n)
+	_, _ = rand.NewChaCha8([32]byte{seed}).Read(b)
+	return string(b)
 }

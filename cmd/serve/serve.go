@@ -142,7 +142,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, err
 	}
 	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip, Strict: cfg.FsckStrict}, Log: log,
-		MaxObjectSize: cfg.MaxObjectSize, MaxDeltaDepth: cfg.MaxDeltaDepth}
+		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth}
 	if cfg.ClonePackCache > 0 {
 		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache); err != nil {
 			return nil, fmt.Errorf("RGIT_CLONE_CACHE_BYTES: %w", err)

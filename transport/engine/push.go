@@ -120,9 +120,7 @@ func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c 
 func (e *Engine) limitError(err error) error {
 	switch {
 	case errors.Is(err, pack.ErrPackTooLarge):
-		// Set by embedders only (the server bounds an HTTP push by
-		// RGIT_MAX_BODY before it reaches the pack), so no setting.
-		return &gitproto.LimitError{What: "pack too large", Limit: e.MaxPackSize, Unit: "bytes"}
+		return &gitproto.LimitError{What: "pack too large", Limit: e.MaxPackSize, Unit: "bytes", Setting: gitproto.SettingMaxPackSize}
 	case errors.Is(err, pack.ErrTooLarge):
 		return &gitproto.LimitError{What: "object too large", Limit: e.MaxObjectSize, Unit: "bytes", Setting: gitproto.SettingMaxObjectSize}
 	case errors.Is(err, pack.ErrDeltaDepth):

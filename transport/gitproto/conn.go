@@ -56,6 +56,9 @@ func (c *conn) readPkt() (pktline.Kind, []byte, error) {
 		if err == io.EOF {
 			return 0, nil, io.EOF
 		}
+		if errors.Is(err, pktline.ErrTooLong) {
+			return 0, nil, &LimitError{What: "pkt-line longer than the git protocol allows", Limit: pktline.MaxPacketLen, Unit: "bytes"}
+		}
 		if errors.Is(err, pktline.ErrInvalidLength) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return 0, nil, fmt.Errorf("%w: %w", ErrProtocol, err)
 		}

@@ -123,6 +123,7 @@ const (
 	SettingMaxPushOptions = "RGIT_MAX_PUSH_OPTIONS"
 	SettingMaxObjectSize  = "RGIT_MAX_OBJECT_SIZE"
 	SettingMaxDeltaDepth  = "RGIT_MAX_DELTA_DEPTH"
+	SettingMaxPackSize    = "RGIT_MAX_PACK_SIZE"
 	SettingMaxWants       = "RGIT_MAX_WANTS"
 	SettingMaxHaves       = "RGIT_MAX_HAVES"
 	SettingMaxArgBytes    = "RGIT_MAX_ARG_BYTES"

@@ -307,7 +307,9 @@ func TestHostileInput(t *testing.T) {
 		in   string
 		want string // substring of the response
 	}{
-		{"giant length", UploadPack, v2, "ffff" + strings.Repeat("x", 100), "ERR protocol error"},
+		{"giant length", UploadPack, v2, "ffff" + strings.Repeat("x", 100), "ERR pkt-line longer than the git protocol allows (limit 65520 bytes, fixed)"},
+		{"giant length in push", ReceivePack, v0, "fff1" + strings.Repeat("x", 100), "ERR pkt-line longer than the git protocol allows (limit 65520 bytes, fixed)"},
+		{"giant length in v0 fetch", UploadPack, v0, "fff1" + strings.Repeat("x", 100), "ERR pkt-line longer than the git protocol allows (limit 65520 bytes, fixed)"},
 		{"non-hex length", UploadPack, v2, "zz12command=ls-refs\n", "ERR protocol error"},
 		{"reserved 0004", UploadPack, v2, "0004", "ERR protocol error"},
 		{"reserved 0003", UploadPack, v0, "0003", "ERR protocol error"},

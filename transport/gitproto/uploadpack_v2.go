@@ -3,6 +3,7 @@ package gitproto
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -137,6 +138,9 @@ func readV2Args(c *conn, opt Options, hasArgs bool, f func(arg []byte) error) er
 // failRead reports a read error: framing errors to the client, I/O errors
 // only to the caller.
 func (c *conn) failRead(err error) error {
+	if le, ok := errors.AsType[*LimitError](err); ok {
+		return c.failLimit("", le)
+	}
 	if isProtocol(err) {
 		return c.fail("protocol error: "+err.Error(), err)
 	}

@@ -51,6 +51,9 @@ var (
 	// header: non-hex digits, the reserved values 0003/0004, or a length
 	// beyond MaxPacketLen.
 	ErrInvalidLength = errors.New("pkt-line: invalid length")
+	// ErrTooLong is also wrapped when the length field is over
+	// MaxPacketLen, so that servers can name the protocol's limit.
+	ErrTooLong = errors.New("pkt-line: longer than the protocol allows")
 	// ErrTooLarge is returned by Writer for payloads over MaxPayload.
 	ErrTooLarge = errors.New("pkt-line: payload too large")
 	// ErrEmpty is returned by Writer for an empty data payload, which would
@@ -130,7 +133,7 @@ func ParseLength(h []byte) (int, error) {
 	case n == 3 || n == 4:
 		return 0, fmt.Errorf("%w: reserved length %q", ErrInvalidLength, h)
 	case n > MaxPacketLen:
-		return 0, fmt.Errorf("%w: %d exceeds maximum %d", ErrInvalidLength, n, MaxPacketLen)
+		return 0, fmt.Errorf("%w: %w: %d exceeds maximum %d", ErrInvalidLength, ErrTooLong, n, MaxPacketLen)
 	}
 	return n, nil
 }
