@@ -94,9 +94,14 @@ func (p *pusher) push() {
 		p.t.Fatal(err)
 	}
 	cmds := []repo.RefUpdate{{Name: "refs/heads/main", Old: p.prev, New: tip}}
-	v, err := p.n.Do(ctx, p.owner, p.repoNm, func(r *repo.Repo) (any, error) { return r.UpdateRefs(ctx, &info, cmds, false) })
-	if err != nil || v.([]error)[0] != nil {
-		p.t.Fatalf("push %d: %v %v", p.i, err, v)
+	s, err := p.n.Session(ctx, p.owner, p.repoNm)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer s.Release()
+	errs, err := s.UpdateRefs(ctx, &info, cmds, false)
+	if err != nil || errs[0] != nil {
+		p.t.Fatalf("push %d: %v %v", p.i, err, errs)
 	}
 	p.prev = tip
 	p.n.Maintain(p.owner, p.repoNm)

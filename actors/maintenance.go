@@ -62,13 +62,11 @@ func (n *Node) commitRepack(ctx context.Context, s *Session, b *repo.RepackBuild
 	if err != nil {
 		return repo.PackInfo{}, err
 	}
-	switch r := v.(type) {
-	case *repackCommitted:
-		return r.pack, r.err
-	default:
-		_, err := unwrapCall(v)
+	r, err := reply[*repackCommitted](v)
+	if err != nil {
 		return repo.PackInfo{}, err
 	}
+	return r.pack, r.err
 }
 
 // PlanGC runs the database half of a garbage collection of owner/name in
@@ -84,6 +82,9 @@ func (n *Node) PlanGC(ctx context.Context, owner, name string, now time.Time, mi
 	if err != nil {
 		return repo.GCPlan{}, err
 	}
-	r := v.(*gcPlanned)
+	r, err := reply[*gcPlanned](v)
+	if err != nil {
+		return repo.GCPlan{}, err
+	}
 	return r.plan, r.err
 }

@@ -81,17 +81,33 @@ type release struct{}
 // caller asks the supervisor again.
 type errRetry struct{}
 
-// call runs fn against the open repository inside the actor, serialized with
-// every other write to it, and answers with fn's error and result.
-type call struct {
-	fn func(r *repo.Repo) (any, error)
+// failed answers any request to a repo actor that could not run it: the
+// database did not open, or the session's snapshot could not be taken.
+type failed struct{ err error }
+
+// updateRefs applies a push's ref updates (repo.Repo.UpdateRefs), staged
+// being its pack (nil for a ref-only push); *refsUpdated answers.
+type updateRefs struct {
+	staged *repo.PackInfo
+	cmds   []repo.RefUpdate
+	atomic bool
 }
 
-// callResult answers call.
-type callResult struct {
-	v   any
-	err error
+// refsUpdated answers updateRefs: errs has one entry per command (nil:
+// applied), err a failure of the whole transaction.
+type refsUpdated struct {
+	errs []error
+	err  error
 }
+
+// setVisibility makes the repository public or private; *written answers.
+type setVisibility struct{ public bool }
+
+// setHead points HEAD at a branch; *written answers.
+type setHead struct{ target string }
+
+// written answers a write that has no result but its error.
+type written struct{ err error }
 
 // commitRepack asks the repo actor to switch to a pack built outside it
 // (repo.BuildRepack or repo.BuildRollUp, from a session's snapshot);
@@ -118,7 +134,8 @@ type gcPlanned struct {
 }
 
 // closeRepo closes the repository (delete-repo needs it closed) and stops the
-// actor; it answers once the database is closed. shutdown keeps the lease.
+// actor; *written answers once the database is closed. shutdown keeps the
+// lease.
 type closeRepo struct{ shutdown bool }
 
 // Cluster-mode messages between the node, the supervisor and repo actors.

@@ -150,14 +150,20 @@ func (n *Node) Session(ctx context.Context, owner, name string) (*Session, error
 	return &Session{node: n, pid: rp.pid, Snapshot: a.snap, Info: a.info, Epoch: rp.epoch}, nil
 }
 
-// Call runs fn inside the repo actor (serialized with every other write to
-// the repository) and returns its result.
-func (s *Session) Call(ctx context.Context, fn func(r *repo.Repo) (any, error)) (any, error) {
-	v, err := s.node.request(ctx, s.pid, &call{fn: fn}, s.node.cfg.CallTimeout)
+// UpdateRefs applies a push's ref updates in the session's repo actor,
+// serialized with every other write to the repository: staged is the
+// push's pack (nil for a ref-only push). It returns one error per command
+// (nil: applied) and the error of the whole transaction.
+func (s *Session) UpdateRefs(ctx context.Context, staged *repo.PackInfo, cmds []repo.RefUpdate, atomic bool) ([]error, error) {
+	v, err := s.node.request(ctx, s.pid, &updateRefs{staged: staged, cmds: cmds, atomic: atomic}, s.node.cfg.CallTimeout)
 	if err != nil {
 		return nil, err
 	}
-	return unwrapCall(v)
+	r, err := reply[*refsUpdated](v)
+	if err != nil {
+		return nil, err
+	}
+	return r.errs, r.err
 }
 
 // Release ends the session; the repository may close once idle.
@@ -170,17 +176,32 @@ func (s *Session) Release() {
 	s.node.system.Root.Send(s.pid, &release{})
 }
 
-// Do runs fn inside owner/name's repo actor, opening it if needed. Admin
-// writes use it so they never fence the serving node.
-func (n *Node) Do(ctx context.Context, owner, name string, fn func(r *repo.Repo) (any, error)) (any, error) {
+// SetVisibility makes owner/name public or private through its repo actor
+// (opening it if needed), so that an admin write never fences the serving
+// node.
+func (n *Node) SetVisibility(ctx context.Context, owner, name string, public bool) error {
+	return n.writeRepo(ctx, owner, name, &setVisibility{public: public})
+}
+
+// SetHead points owner/name's HEAD at target through its repo actor.
+func (n *Node) SetHead(ctx context.Context, owner, name, target string) error {
+	return n.writeRepo(ctx, owner, name, &setHead{target: target})
+}
+
+// writeRepo sends a write answered by *written to owner/name's repo actor.
+func (n *Node) writeRepo(ctx context.Context, owner, name string, msg any) error {
 	if err := names.Validate(owner, name); err != nil {
-		return nil, err
+		return err
 	}
-	v, _, err := n.ask(ctx, keyOf(owner, name), &call{fn: fn}, n.cfg.CallTimeout, true)
+	v, _, err := n.ask(ctx, keyOf(owner, name), msg, n.cfg.CallTimeout, true)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return unwrapCall(v)
+	r, err := reply[*written](v)
+	if err != nil {
+		return err
+	}
+	return r.err
 }
 
 // CloseRepo closes owner/name's database if this node holds it open and
@@ -281,7 +302,7 @@ func (n *Node) ask(ctx context.Context, key repoKey, msg any, timeout time.Durat
 		if _, retry := v.(*errRetry); retry {
 			continue
 		}
-		if r, ok := v.(*callResult); ok && r.err != nil {
+		if r, ok := v.(*failed); ok {
 			return nil, nil, r.err
 		}
 		return v, rp, nil
@@ -307,12 +328,17 @@ func (n *Node) request(ctx context.Context, pid *actor.PID, msg any, timeout tim
 	return v, err
 }
 
-func unwrapCall(v any) (any, error) {
+// reply is a repo actor's answer v as the reply type T of the request, or
+// the error of a request that could not run.
+func reply[T any](v any) (T, error) {
+	var zero T
 	switch r := v.(type) {
-	case *callResult:
-		return r.v, r.err
+	case T:
+		return r, nil
+	case *failed:
+		return zero, r.err
 	case *errRetry:
-		return nil, ErrBusy
+		return zero, ErrBusy
 	}
-	return nil, fmt.Errorf("unexpected actor reply %T", v)
+	return zero, fmt.Errorf("unexpected actor reply %T, want %T", v, zero)
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/packcache"
@@ -97,6 +99,10 @@ func TestSessionKeepsRepoOpenUntilIdle(t *testing.T) {
 	s2.Release()
 }
 
+// TestWritesAreSerializedThroughTheActor: twenty pushes racing to create
+// the same branch each send a compare-and-swap from "no branch"; written
+// one after the other, exactly one wins and every other one sees the
+// branch the winner created.
 func TestWritesAreSerializedThroughTheActor(t *testing.T) {
 	st := memstore.New()
 	n, d := newTestNode(t, st, time.Minute, 8)
@@ -104,39 +110,32 @@ func TestWritesAreSerializedThroughTheActor(t *testing.T) {
 	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	inside := 0
+	const pushers = 20
+	var won atomic.Int32
 	var wg sync.WaitGroup
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := n.Do(ctx, "alice", "web", func(r *repo.Repo) (any, error) {
-				mu.Lock()
-				inside++
-				if inside != 1 {
-					t.Errorf("%d writers inside the actor at once", inside)
-				}
-				mu.Unlock()
-				err := r.SetVisibility(ctx, true)
-				mu.Lock()
-				inside--
-				mu.Unlock()
-				return nil, err
-			})
+	for i := range pushers {
+		wg.Go(func() {
+			s, err := n.Session(ctx, "alice", "web")
 			if err != nil {
 				t.Error(err)
+				return
 			}
-		}()
+			defer s.Release()
+			var id object.ID
+			id[0], id[19] = byte(i), 1
+			errs, err := s.UpdateRefs(ctx, nil, []repo.RefUpdate{{Name: "refs/heads/main", New: id}}, true)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if errs[0] == nil {
+				won.Add(1)
+			}
+		})
 	}
 	wg.Wait()
-	s, err := n.Session(ctx, "alice", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Release()
-	if !s.Info.Public {
-		t.Fatal("visibility change lost")
+	if got := won.Load(); got != 1 {
+		t.Fatalf("%d of %d racing creations of one branch succeeded, want exactly 1", got, pushers)
 	}
 }
 
@@ -192,7 +191,7 @@ func TestFencedRepoActorStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close(ctx)
-	_, err = n.Do(ctx, "alice", "web", func(r *repo.Repo) (any, error) { return nil, r.SetVisibility(ctx, true) })
+	err = n.SetVisibility(ctx, "alice", "web", true)
 	if !errors.Is(err, refdb.ErrFenced) {
 		t.Fatalf("write after fencing: err = %v, want ErrFenced", err)
 	}
@@ -206,11 +205,12 @@ func TestPanicRestartsRepoActor(t *testing.T) {
 	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := n.Do(ctx, "alice", "web", func(*repo.Repo) (any, error) { panic("boom") })
-	if err == nil {
-		t.Fatal("a panicking call reported success")
+	// A repack commit without a build is a bug that panics in the write.
+	v, _, err := n.ask(ctx, keyOf("alice", "web"), &commitRepack{}, time.Minute, true)
+	if r, _ := v.(*repackCommitted); err != nil || r == nil || !errors.Is(r.err, errPanic) {
+		t.Fatalf("a panicking write answered %#v, %v; want errPanic", v, err)
 	}
-	if _, err := n.Do(ctx, "alice", "web", func(r *repo.Repo) (any, error) { return nil, r.SetVisibility(ctx, true) }); err != nil {
+	if err := n.SetVisibility(ctx, "alice", "web", true); err != nil {
 		t.Fatalf("after restart: %v", err)
 	}
 }

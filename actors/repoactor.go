@@ -109,19 +109,22 @@ func (a *repoActor) receive(ctx actor.Context) {
 		if a.sessions > 0 {
 			a.sessions--
 		}
-	case *call:
+	case *updateRefs:
 		if !a.ready(ctx) {
 			return
 		}
-		v, panicked, err := guard(func() (any, error) { return m.fn(a.repo) })
-		ctx.Respond(&callResult{v: v, err: err})
-		if panicked != nil {
-			// Answer first so the caller is not left waiting, then let the
-			// supervisor restart the actor with a fresh handle.
-			panic(panicked)
+		var errs []error
+		a.write(ctx, func(c context.Context) (err error) {
+			errs, err = a.repo.UpdateRefs(c, m.staged, m.cmds, m.atomic)
+			return err
+		}, func(err error) any { return &refsUpdated{errs: errs, err: err} })
+	case *setVisibility:
+		if a.ready(ctx) {
+			a.write(ctx, func(c context.Context) error { return a.repo.SetVisibility(c, m.public) }, writtenReply)
 		}
-		if errors.Is(err, refdb.ErrFenced) {
-			a.fenced(ctx)
+	case *setHead:
+		if a.ready(ctx) {
+			a.write(ctx, func(c context.Context) error { return a.repo.SetHead(c, m.target) }, writtenReply)
 		}
 	case *commitRepack:
 		if !a.ready(ctx) {
@@ -149,7 +152,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 		a.closing = true
 		a.closeDB()
 		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: why})
-		ctx.Respond(&callResult{})
+		ctx.Respond(&written{})
 		ctx.Stop(ctx.Self())
 	}
 }
@@ -158,10 +161,12 @@ func (a *repoActor) receive(ctx actor.Context) {
 // reply(its error). A panic is answered first (so the caller is not left
 // waiting) and then restarts the actor with a fresh handle; a fenced
 // database closes the actor.
+func writtenReply(err error) any { return &written{err: err} }
+
 func (a *repoActor) write(ctx actor.Context, op func(context.Context) error, reply func(error) any) {
 	wctx, cancel := context.WithTimeout(context.Background(), a.node.cfg.CallTimeout)
 	defer cancel()
-	_, panicked, err := guard(func() (any, error) { return nil, op(wctx) })
+	panicked, err := guard(func() error { return op(wctx) })
 	ctx.Respond(reply(err))
 	if panicked != nil {
 		panic(panicked)
@@ -208,7 +213,7 @@ func (a *repoActor) ready(ctx actor.Context) bool {
 		ctx.Respond(&errRetry{})
 		return false
 	case a.openErr != nil:
-		ctx.Respond(&callResult{err: a.openErr})
+		ctx.Respond(&failed{err: a.openErr})
 		a.closing = true
 		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: whyOpenFailed})
 		ctx.Stop(ctx.Self())
@@ -219,7 +224,7 @@ func (a *repoActor) ready(ctx actor.Context) bool {
 
 // fail answers a request with err; a fenced database stops the actor.
 func (a *repoActor) fail(ctx actor.Context, err error) {
-	ctx.Respond(&callResult{err: err})
+	ctx.Respond(&failed{err: err})
 	if errors.Is(err, refdb.ErrFenced) {
 		a.fenced(ctx)
 	}
@@ -262,12 +267,11 @@ func (a *repoActor) closeDB() {
 var errPanic = errors.New("internal error: repository write panicked")
 
 // guard runs fn, turning a panic into errPanic plus the panic value.
-func guard(fn func() (any, error)) (v any, panicked any, err error) {
+func guard(fn func() error) (panicked any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			v, panicked, err = nil, p, errPanic
+			panicked, err = p, errPanic
 		}
 	}()
-	v, err = fn()
-	return v, nil, err
+	return nil, fn()
 }

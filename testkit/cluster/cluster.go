@@ -317,13 +317,11 @@ func (c *Cluster) Push(ctx context.Context, entry, repoName, ref string, v uint6
 		}
 		defer s.Release()
 		old, _ := s.Snapshot.Ref(ref)
-		res, err := s.Call(ctx, func(r *repo.Repo) (any, error) {
-			return r.UpdateRefs(ctx, nil, []repo.RefUpdate{{Name: ref, Old: old, New: RefID(v)}}, true)
-		})
+		res, err := s.UpdateRefs(ctx, nil, []repo.RefUpdate{{Name: ref, Old: old, New: RefID(v)}}, true)
 		if err != nil {
 			return "", err
 		}
-		if e := res.([]error)[0]; e != nil {
+		if e := res[0]; e != nil {
 			return "", e
 		}
 		epoch = s.Epoch

@@ -225,11 +225,9 @@ func (w *world) run(line string) (string, error) {
 		v := w.next(key, arg(2))
 		ref := "refs/heads/" + arg(2)
 		old, _ := s.Snapshot.Ref(ref)
-		res, err := s.Call(ctx, func(r *repo.Repo) (any, error) {
-			return r.UpdateRefs(ctx, nil, []repo.RefUpdate{{Name: ref, Old: old, New: RefID(v)}}, true)
-		})
+		res, err := s.UpdateRefs(ctx, nil, []repo.RefUpdate{{Name: ref, Old: old, New: RefID(v)}}, true)
 		if err == nil {
-			err = res.([]error)[0]
+			err = res[0]
 		}
 		if err != nil {
 			return fmtErr(err), nil

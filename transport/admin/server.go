@@ -221,9 +221,7 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		if err != nil {
 			return "", err
 		}
-		if _, err := s.Node.Do(ctx, owner, name, func(r *repo.Repo) (any, error) {
-			return nil, r.SetVisibility(ctx, v == "public")
-		}); err != nil {
+		if err := s.Node.SetVisibility(ctx, owner, name, v == "public"); err != nil {
 			return "", err
 		}
 		return owner + "/" + name + " is " + v, nil
@@ -232,9 +230,7 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		if err != nil {
 			return "", err
 		}
-		if _, err := s.Node.Do(ctx, owner, name, func(r *repo.Repo) (any, error) {
-			return nil, r.SetHead(ctx, req.Args[1])
-		}); err != nil {
+		if err := s.Node.SetHead(ctx, owner, name, req.Args[1]); err != nil {
 			return "", err
 		}
 		return "HEAD of " + owner + "/" + name + " is " + req.Args[1], nil

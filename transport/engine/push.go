@@ -180,10 +180,7 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 	if len(cmds) == 0 {
 		return nil
 	}
-	v, err := b.sess.Call(ctx, func(r *repo.Repo) (any, error) {
-		errs, err := r.UpdateRefs(ctx, staged, cmds, req.Atomic)
-		return errs, err
-	})
+	errs, err := b.sess.UpdateRefs(ctx, staged, cmds, req.Atomic)
 	if err != nil {
 		if errors.Is(err, refdb.ErrFenced) {
 			b.log().Error("push not acknowledged: repository fenced by another writer", zap.Error(err))
@@ -194,7 +191,7 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 		return fmt.Errorf("update refs: %w", err)
 	}
 	var tips []object.ID
-	for k, e := range v.([]error) {
+	for k, e := range errs {
 		if e != nil {
 			results[idx[k]].Err = reason(e)
 		} else if !cmds[k].New.IsZero() {
