@@ -403,17 +403,22 @@ func routeHeld(view cluster.View, repo, self string, l leaseInfo) (RouteResult, 
 	return RouteResult{Local: true}, true
 }
 
-// apply acts on the leader's answer to this node's claim or force-grant.
+// apply acts on the leader's answer to this node's claim or force-grant:
+// the claim's holder steps from Claiming and its action is carried out
+// here (open the database: spawn the repo actor, which owns the lease from
+// then on; forward; or answer 503).
 func (n *Node) apply(ctx context.Context, key repoKey, d cluster.Decision) (RouteResult, error) {
-	ev := cluster.EventOf(d, n.cl.cfg.Self)
-	switch ev.Kind {
-	case cluster.EvGranted:
-		if _, err := n.request(ctx, n.sup, &granted{key: key, epoch: d.Entry.Epoch}, 10*time.Second); err != nil {
-			return RouteResult{}, fmt.Errorf("record lease on %s: %w", key, err)
+	h, acts := cluster.Step(cluster.NewHolder(n.cl.drain()), cluster.EventOf(d, n.cl.cfg.Self), time.Now())
+	for _, act := range acts {
+		switch act.Kind {
+		case cluster.OpenDB:
+			if _, err := n.request(ctx, n.sup, &granted{key: key, epoch: d.Entry.Epoch, holder: h}, 10*time.Second); err != nil {
+				return RouteResult{}, fmt.Errorf("record lease on %s: %w", key, err)
+			}
+			return RouteResult{Local: true}, nil
+		case cluster.ForwardTo:
+			return RouteResult{Node: act.Node}, nil
 		}
-		return RouteResult{Local: true}, nil
-	case cluster.EvRedirected:
-		return RouteResult{Node: ev.Node}, nil
 	}
 	return RouteResult{}, fmt.Errorf("claim %s: %s without an owner: %w", key, d.Outcome, ErrLeaderUnreachable)
 }

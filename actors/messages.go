@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -146,23 +147,28 @@ type (
 		held  bool // Serving or Draining: requests are served here
 		epoch uint64
 	}
-	// granted records a lease the leader granted to this node; answered
-	// with *leaseInfo once the repo actor is spawned.
+	// granted records a lease the leader granted to this node, holder
+	// being its state after the grant (cluster.Step from Claiming);
+	// answered with *leaseInfo once the repo actor is spawned.
 	granted struct {
-		key   repoKey
-		epoch uint64
+		key    repoKey
+		epoch  uint64
+		holder cluster.Holder
 	}
-	// wantRelease: an idle repo actor asks to let its lease go.
-	wantRelease struct {
-		key repoKey
-		pid *actor.PID
-	}
-	// closeNow tells a repo actor its lease ended: close at once.
-	closeNow struct{}
-	// drainTick is the end of key's drain (epoch guards a stale timer).
-	drainTick struct {
-		key   repoKey
-		epoch uint64
+	// regranted tells a repo actor the lease it holds was granted again
+	// under epoch.
+	regranted struct{ epoch uint64 }
+	// startRelease tells a repo actor to let its lease go through the
+	// drain (the node drains).
+	startRelease struct{}
+	// drainTick is the end of a repo actor's drain.
+	drainTick struct{}
+	// leaseChanged tells the supervisor whether a repo actor's lease is
+	// still in the renewal batch.
+	leaseChanged struct {
+		key    repoKey
+		pid    *actor.PID
+		renews bool
 	}
 	// renewTick starts the periodic batched renewal.
 	renewTick struct{}
@@ -172,6 +178,12 @@ type (
 		sent     map[repoKey]uint64
 		declined []string
 		err      error
+	}
+	// renewAnswer hands a repo actor the leader's answer to the renewal
+	// of its lease under epoch.
+	renewAnswer struct {
+		epoch    uint64
+		declined bool
 	}
 	// drainAll releases every lease; *drainWait answers.
 	drainAll  struct{}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -44,6 +45,9 @@ type Node struct {
 	metrics *metrics
 	cl      *clusterState // nil in single-node mode
 	maint   *maintainer
+
+	shutOnce sync.Once
+	shutErr  error
 
 	// testBeforeRollUp, if set, runs after a background roll-up is planned
 	// and before it is built (tests hold it there).
@@ -93,7 +97,7 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &supervisor{node: n, children: map[repoKey]*child{}, leases: map[repoKey]*lease{}}
+		return &supervisor{node: n, children: map[repoKey]*child{}}
 	})
 	pid, err := n.system.Root.SpawnNamed(props, "repos")
 	if err != nil {
@@ -232,8 +236,14 @@ func (n *Node) OpenRepos(ctx context.Context) ([]string, error) {
 
 // Shutdown closes every open repository database and stops the actors.
 // Leases are not released (call Drain first for that): to the cluster a
-// shutdown without a drain looks like a crash.
+// shutdown without a drain looks like a crash. Later calls return the
+// first one's result.
 func (n *Node) Shutdown(ctx context.Context) error {
+	n.shutOnce.Do(func() { n.shutErr = n.shutdown(ctx) })
+	return n.shutErr
+}
+
+func (n *Node) shutdown(ctx context.Context) error {
 	n.maint.shutdown()
 	keys, err := n.OpenRepos(ctx)
 	if err != nil {

@@ -3,10 +3,11 @@ package actors
 import (
 	"context"
 	"errors"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rgit/rgit/storage/object"
@@ -42,16 +43,13 @@ func openRepos(t *testing.T, n *Node) []string {
 	return open
 }
 
-// waitClosed polls until no repo actor is alive (the idle TTL fires inside
-// the actor system's own timer; the bound only stops a broken test).
+// waitClosed waits, in a synctest bubble, until every actor of n is idle
+// and checks that no repo actor is left open.
 func waitClosed(t *testing.T, n *Node) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(openRepos(t, n)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("repos still open: %v", openRepos(t, n))
-		}
-		time.Sleep(5 * time.Millisecond)
+	synctest.Wait()
+	if open := openRepos(t, n); len(open) > 0 {
+		t.Fatalf("repos still open: %v", open)
 	}
 }
 
@@ -71,32 +69,43 @@ func TestMissingRepoCreatesNothing(t *testing.T) {
 }
 
 func TestSessionKeepsRepoOpenUntilIdle(t *testing.T) {
-	st := memstore.New()
-	n, d := newTestNode(t, st, 50*time.Millisecond, 8)
-	ctx := context.Background()
-	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
-		t.Fatal(err)
-	}
-	s, err := n.Session(ctx, "alice", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Snapshot.Head != "refs/heads/main" || s.Info.Owner != "alice" {
-		t.Fatalf("snapshot %+v info %+v", s.Snapshot, s.Info)
-	}
-	// Several TTLs pass while the session is held: the repo stays open.
-	time.Sleep(200 * time.Millisecond)
-	if got := openRepos(t, n); len(got) != 1 || got[0] != "alice/web" {
-		t.Fatalf("open = %v while a session holds it", got)
-	}
-	s.Release()
-	waitClosed(t, n)
-	// A later session reopens it.
-	s2, err := n.Session(ctx, "alice", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2.Release()
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		n, d := newTestNode(t, st, time.Minute, 8)
+		defer endBubble(n)
+		ctx := context.Background()
+		if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+			t.Fatal(err)
+		}
+		s, err := n.Session(ctx, "alice", "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Snapshot.Head != "refs/heads/main" || s.Info.Owner != "alice" {
+			t.Fatalf("snapshot %+v info %+v", s.Snapshot, s.Info)
+		}
+		// Several TTLs pass while the session is held: the repo stays open.
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if got := openRepos(t, n); len(got) != 1 || got[0] != "alice/web" {
+			t.Fatalf("open = %v while a session holds it", got)
+		}
+		// The TTL counts from the last use, the release.
+		s.Release()
+		time.Sleep(time.Minute - time.Second)
+		synctest.Wait()
+		if got := openRepos(t, n); len(got) != 1 {
+			t.Fatalf("open = %v a second before the TTL", got)
+		}
+		time.Sleep(time.Second)
+		waitClosed(t, n)
+		// A later session reopens it.
+		s2, err := n.Session(ctx, "alice", "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2.Release()
+	})
 }
 
 // TestWritesAreSerializedThroughTheActor: twenty pushes racing to create
@@ -139,63 +148,68 @@ func TestWritesAreSerializedThroughTheActor(t *testing.T) {
 	}
 }
 
+// TestMaxWarmEvictsIdleRepos: with two warm repositories allowed, opening
+// a fourth closes the least recently used idle one and keeps the one a
+// session holds.
 func TestMaxWarmEvictsIdleRepos(t *testing.T) {
-	st := memstore.New()
-	n, d := newTestNode(t, st, time.Hour, 2)
-	ctx := context.Background()
-	for _, name := range []string{"a", "b", "c", "d"} {
-		if err := repo.Create(ctx, d, "alice", name); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		n, d := newTestNode(t, st, time.Hour, 2)
+		defer endBubble(n)
+		ctx := context.Background()
+		for _, name := range []string{"a", "b", "c", "d"} {
+			if err := repo.Create(ctx, d, "alice", name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		held, err := n.Session(ctx, "alice", "a")
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	held, err := n.Session(ctx, "alice", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release()
-	for _, name := range []string{"b", "c", "d"} {
-		s, err := n.Session(ctx, "alice", name)
+		defer held.Release()
+		for _, name := range []string{"b", "c", "d"} {
+			time.Sleep(time.Second)
+			s, err := n.Session(ctx, "alice", name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Release()
+			synctest.Wait()
+		}
+		// Opening c asked a (held: it stays); opening d asked b, the least
+		// recently used, which closed.
+		if open := openRepos(t, n); !slices.Equal(open, []string{"alice/a", "alice/c", "alice/d"}) {
+			t.Fatalf("open = %v, want alice/a (held), alice/c and alice/d", open)
+		}
+	})
+}
+
+func TestFencedRepoActorStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		n, d := newTestNode(t, st, time.Hour, 8)
+		defer endBubble(n)
+		ctx := context.Background()
+		if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+			t.Fatal(err)
+		}
+		s, err := n.Session(ctx, "alice", "web")
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.Release()
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		open := openRepos(t, n)
-		if len(open) <= 3 && strings.Contains(strings.Join(open, ","), "alice/a") {
-			break
+		// Another writer (another node, or a direct admin process) opens it.
+		other, err := repo.Open(ctx, d, "alice", "web")
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("open = %v: want at most MaxWarm+1 with the held repo kept", open)
+		defer other.Close(ctx)
+		err = n.SetVisibility(ctx, "alice", "web", true)
+		if !errors.Is(err, refdb.ErrFenced) {
+			t.Fatalf("write after fencing: err = %v, want ErrFenced", err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func TestFencedRepoActorStops(t *testing.T) {
-	st := memstore.New()
-	n, d := newTestNode(t, st, time.Hour, 8)
-	ctx := context.Background()
-	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
-		t.Fatal(err)
-	}
-	s, err := n.Session(ctx, "alice", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Release()
-	// Another writer (another node, or a direct admin process) opens it.
-	other, err := repo.Open(ctx, d, "alice", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(ctx)
-	err = n.SetVisibility(ctx, "alice", "web", true)
-	if !errors.Is(err, refdb.ErrFenced) {
-		t.Fatalf("write after fencing: err = %v, want ErrFenced", err)
-	}
-	waitClosed(t, n)
+		waitClosed(t, n)
+	})
 }
 
 func TestPanicRestartsRepoActor(t *testing.T) {

@@ -8,12 +8,14 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 )
 
 // repoActor owns one open repository: its database handle, its session
-// count and its idle timer. Every write to the repository is a message here,
+// count, its idle timer and, in cluster mode, its lease (holder state,
+// epoch and drain timer). Every write to the repository is a message here,
 // so writes are serialized by construction; sessions stream bytes on their
 // own goroutines with the snapshot they were handed.
 type repoActor struct {
@@ -25,9 +27,11 @@ type repoActor struct {
 	openErr  error
 	sessions int
 	closing  bool
-	// releasing: cluster mode, idle, waiting for the supervisor to end the
-	// lease's drain (the actor keeps serving meanwhile).
-	releasing bool
+	// lease is nil on a single node. It is allocated by the supervisor
+	// when the lease is granted and handed to every incarnation of the
+	// actor, so that a restart after a panic keeps the lease's state; no
+	// one else touches it.
+	lease *actorLease
 	// lastActive is when the last message other than idleTick arrived;
 	// idleTimer, when armed, sends idleTick. protoactor's own receive
 	// timeout is not used: its timer goroutine writes the actor context
@@ -36,11 +40,27 @@ type repoActor struct {
 	idleTimer  *time.Timer
 }
 
+// actorLease is a repo actor's lease on its repository.
+type actorLease struct {
+	h     cluster.Holder
+	epoch uint64
+	drain *time.Timer // sends drainTick at the end of the drain
+}
+
 // idleTick is the repo actor's idle timer firing.
 type idleTick struct{}
 
+// life is the actor's state as its lifecycle decisions read it.
+func (a *repoActor) life() life {
+	l := life{open: a.repo != nil, closing: a.closing, sessions: a.sessions}
+	if a.lease != nil {
+		l.lease = &a.lease.h
+	}
+	return l
+}
+
 func (a *repoActor) Receive(ctx actor.Context) {
-	if _, tick := ctx.Message().(*idleTick); !tick {
+	if isActivity(ctx.Message()) {
 		a.lastActive = time.Now()
 	}
 	a.receive(ctx)
@@ -66,6 +86,8 @@ func (a *repoActor) stopIdle() {
 func (a *repoActor) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		// A granted lease (cluster.NewServing) or a single node's request
+		// opens the database: the OpenDB action, carried out on spawn.
 		a.open()
 	case *actor.Restarting:
 		// A panic restarts the actor: drop the handle; Started reopens it.
@@ -74,26 +96,40 @@ func (a *repoActor) receive(ctx actor.Context) {
 		a.closeDB()
 	case *actor.Stopping:
 		a.stopIdle()
+		if a.lease != nil && a.lease.drain != nil {
+			a.lease.drain.Stop()
+		}
 		a.closeDB()
 	case *idleTick:
 		a.idleTimer = nil
-		// Busy since the timer was armed: check again when the TTL since
-		// the last message has passed.
-		if left := a.node.cfg.WarmTTL - time.Since(a.lastActive); left > 0 {
-			if !a.closing && a.repo != nil {
-				a.armIdle(ctx, left)
-			}
+		v, wait := onIdleTimer(a.life(), a.lastActive, time.Now(), a.node.cfg.WarmTTL)
+		if v == rearmIdle {
+			a.armIdle(ctx, wait)
 			return
 		}
-		if a.sessions == 0 {
-			a.idleNow(ctx)
-		}
+		a.idleVerdict(ctx, v)
 	case *evictIfIdle:
-		if a.sessions == 0 {
-			a.idleNow(ctx)
+		a.idleVerdict(ctx, onEvict(a.life()))
+	case *startRelease:
+		if a.lease != nil && a.lease.h.State == cluster.Serving {
+			a.stepLease(ctx, cluster.Event{Kind: cluster.EvReleaseStarted}, whyLeaseEnded)
 		}
-	case *closeNow:
-		a.goIdle(ctx, whyLeaseEnded)
+	case *drainTick:
+		if a.lease != nil {
+			a.stepLease(ctx, cluster.Event{Kind: cluster.EvTick}, whyLeaseEnded)
+		}
+	case *regranted:
+		// The leader granted this node the lease it holds again (a claim
+		// or force-grant in flight): only the epoch changes. A draining
+		// lease keeps draining; the next request claims again.
+		if a.lease != nil {
+			a.lease.epoch = m.epoch
+		}
+	case *renewAnswer:
+		if a.lease != nil && m.declined && m.epoch == a.lease.epoch {
+			a.node.log.Warn("lease renewal declined; closing repository", zap.String("repo", string(a.key)))
+			a.stepLease(ctx, cluster.Event{Kind: cluster.EvRenewDeclined}, whyLeaseEnded)
+		}
 	case *acquire:
 		if !a.ready(ctx) {
 			return
@@ -149,11 +185,8 @@ func (a *repoActor) receive(ctx actor.Context) {
 		if m.shutdown {
 			why = whyShutdown
 		}
-		a.closing = true
-		a.closeDB()
-		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: why})
+		a.goIdle(ctx, why)
 		ctx.Respond(&written{})
-		ctx.Stop(ctx.Self())
 	}
 }
 
@@ -176,17 +209,63 @@ func (a *repoActor) write(ctx actor.Context, op func(context.Context) error, rep
 	}
 }
 
-// idleNow closes an unused repository; in cluster mode it first asks the
-// supervisor to release the lease, which closes it after the drain.
-func (a *repoActor) idleNow(ctx actor.Context) {
-	if a.node.cl == nil {
+// idleVerdict carries out onIdleTimer's or onEvict's decision.
+func (a *repoActor) idleVerdict(ctx actor.Context, v idleVerdict) {
+	switch v {
+	case closeIdle:
 		a.goIdle(ctx, whyIdle)
-		return
+	case releaseLease:
+		a.stepLease(ctx, cluster.Event{Kind: cluster.EvReleaseStarted}, whyLeaseEnded)
 	}
-	if !a.releasing && !a.closing {
-		a.releasing = true
-		ctx.Send(ctx.Parent(), &wantRelease{key: a.key, pid: ctx.Self()})
+}
+
+// stepLease applies ev to the lease (cluster.Step) and carries out every
+// action it returns; why is the reason the actor gives if the lease closes
+// the database. The supervisor learns when the lease leaves its renewal
+// batch.
+func (a *repoActor) stepLease(ctx actor.Context, ev cluster.Event, why closeWhy) {
+	l := a.lease
+	renewed := l.h.Renews()
+	h, acts := cluster.Step(l.h, ev, time.Now())
+	l.h = h
+	if renewed && !h.Renews() {
+		ctx.Send(ctx.Parent(), &leaseChanged{key: a.key, pid: ctx.Self(), renews: false})
 	}
+	for _, act := range acts {
+		switch act.Kind {
+		case cluster.SendRelease:
+			a.sendRelease()
+		case cluster.WakeAt:
+			self, root := ctx.Self(), a.node.system.Root
+			l.drain = time.AfterFunc(time.Until(act.At), func() { root.Send(self, &drainTick{}) })
+		case cluster.CloseDB:
+			a.goIdle(ctx, why)
+		case cluster.OpenDB:
+			if a.repo == nil && a.openErr == nil {
+				a.open()
+			}
+		default:
+			// Respond503 and ForwardTo answer a claim, which is decided
+			// before a repo actor exists (Node.apply).
+			a.node.log.Error("lease action a repo actor cannot carry out", zap.String("repo", string(a.key)),
+				zap.Stringer("event", ev.Kind), zap.Stringer("action", act.Kind))
+		}
+	}
+}
+
+// sendRelease tells the leader the lease is being let go (the entry is
+// shortened to the drain). Off the actor: the drain already bounds what
+// happens if the leader is away.
+func (a *repoActor) sendRelease() {
+	leader, self, log, key := a.node.cl.leader, a.node.cl.cfg.Self, a.node.log, a.key
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
+		defer cancel()
+		if _, err := leader.Release(ctx, self, string(key)); err != nil {
+			// The entry then lapses at its TTL instead of the drain.
+			log.Warn("release lease", zap.String("repo", string(key)), zap.Error(err))
+		}
+	}()
 }
 
 // open opens the repository's database; a missing repository is remembered
@@ -208,15 +287,13 @@ func (a *repoActor) open() {
 // ready reports whether the actor can serve a request, answering it
 // otherwise: with the open error (and stopping), or errRetry when closing.
 func (a *repoActor) ready(ctx actor.Context) bool {
-	switch {
-	case a.closing:
+	switch onRequest(a.closing, a.openErr) {
+	case retryElsewhere:
 		ctx.Respond(&errRetry{})
 		return false
-	case a.openErr != nil:
+	case failOpen:
 		ctx.Respond(&failed{err: a.openErr})
-		a.closing = true
-		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: whyOpenFailed})
-		ctx.Stop(ctx.Self())
+		a.goIdle(ctx, whyOpenFailed)
 		return false
 	}
 	return true
@@ -234,17 +311,24 @@ func (a *repoActor) fenced(ctx actor.Context) {
 	a.node.log.Error("repository database fenced by another writer; closing it",
 		zap.String("repo", string(a.key)))
 	a.node.metrics.fenced.Inc()
+	if a.lease != nil {
+		a.stepLease(ctx, cluster.Event{Kind: cluster.EvFenced}, whyFenced)
+	}
 	a.goIdle(ctx, whyFenced)
 }
 
 // goIdle tells the supervisor first (so new requests spawn a fresh actor),
-// then closes the database and stops.
+// then closes the database and stops; the lease is released when nothing
+// else will (releaseOnClose).
 func (a *repoActor) goIdle(ctx actor.Context, why closeWhy) {
 	if a.closing {
 		return
 	}
 	a.closing = true
 	a.node.log.Debug("closing repository", zap.String("repo", string(a.key)), zap.Stringer("why", why))
+	if releaseOnClose(why, a.life().lease) {
+		a.sendRelease()
+	}
 	ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: why})
 	a.closeDB()
 	ctx.Stop(ctx.Self())

@@ -13,20 +13,21 @@ import (
 
 // supervisor is the node's parent of every repo actor: it spawns them on
 // demand, forgets them when they close, restarts them on panic (the default
-// one-for-one strategy of their props) and enforces RGIT_MAX_WARM by asking
-// the least recently requested idle repo to close.
+// one-for-one strategy of their props) and keeps the warm pool within
+// RGIT_MAX_WARM by asking the least recently requested repos to close
+// (evictions).
 //
-// In cluster mode it also holds the node's leases (one cluster.Holder per
-// repository, driven by cluster.Step): a repo actor is spawned only for a
-// lease granted to this node, renewals are batched into one LeaderClient
-// call every RenewEvery, a declined renewal closes the database at once,
-// and an idle repo is released through the drain before it closes.
+// In cluster mode a repo actor exists exactly while this node holds its
+// lease: the supervisor spawns it when the leader grants the lease, and
+// the actor owns the lease from then on (its holder state, epoch and drain
+// timer; see repoActor). The supervisor keeps only what the renewal needs:
+// every RenewEvery it sends one batch with the leases its children report
+// as renewing, and hands each child the leader's answer.
 type supervisor struct {
 	node     *Node
 	children map[repoKey]*child
 
 	// Cluster mode only.
-	leases     map[repoKey]*lease
 	renewTimer *time.Timer
 	renewing   bool // a renewal batch is in flight
 	draining   bool
@@ -36,12 +37,10 @@ type supervisor struct {
 type child struct {
 	pid      *actor.PID
 	lastUsed time.Time
-}
-
-type lease struct {
-	h     cluster.Holder
-	epoch uint64
-	timer *time.Timer // drain end
+	// Cluster mode: the lease's epoch (the supervisor records every grant)
+	// and whether the actor reports it in the renewal batch.
+	epoch  uint64
+	renews bool
 }
 
 func (s *supervisor) Receive(ctx actor.Context) {
@@ -54,33 +53,25 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if s.renewTimer != nil {
 			s.renewTimer.Stop()
 		}
-		for _, l := range s.leases {
-			if l.timer != nil {
-				l.timer.Stop()
-			}
-		}
 	case *getRepo:
-		var epoch uint64
-		if s.node.cl != nil {
-			l, ok := s.leases[m.key]
-			if !ok {
-				ctx.Respond(&notHeld{})
-				return
-			}
-			epoch = l.epoch
+		c, ok := s.children[m.key]
+		switch {
+		case ok:
+		case s.node.cl != nil:
+			ctx.Respond(&notHeld{})
+			return
+		default:
+			c = s.spawn(ctx, m.key, nil)
 		}
-		c := s.spawn(ctx, m.key)
 		c.lastUsed = time.Now()
-		ctx.Respond(&repoPID{pid: c.pid, epoch: epoch})
+		ctx.Respond(&repoPID{pid: c.pid, epoch: c.epoch})
 	case *idle:
 		c, ok := s.children[m.key]
 		if !ok || !c.pid.Equal(m.pid) {
 			return
 		}
 		delete(s.children, m.key)
-		if s.node.cl != nil {
-			s.actorClosed(ctx, m.key, m.why)
-		}
+		s.checkDrained()
 	case *listOpen:
 		keys := make([]repoKey, 0, len(s.children))
 		for k := range s.children {
@@ -90,23 +81,15 @@ func (s *supervisor) Receive(ctx actor.Context) {
 
 	case *leaseQuery:
 		var info leaseInfo
-		if l, ok := s.leases[m.key]; ok {
-			info = leaseInfo{held: true, epoch: l.epoch}
+		if c, ok := s.children[m.key]; ok {
+			info = leaseInfo{held: true, epoch: c.epoch}
 		}
 		ctx.Respond(&info)
 	case *granted:
 		s.granted(ctx, m)
-	case *wantRelease:
-		l, ok := s.leases[m.key]
-		switch {
-		case !ok:
-			ctx.Send(m.pid, &closeNow{})
-		case l.h.State == cluster.Serving:
-			s.step(ctx, m.key, l, cluster.Event{Kind: cluster.EvReleaseStarted})
-		}
-	case *drainTick:
-		if l, ok := s.leases[m.key]; ok && l.epoch == m.epoch {
-			s.step(ctx, m.key, l, cluster.Event{Kind: cluster.EvTick})
+	case *leaseChanged:
+		if c, ok := s.children[m.key]; ok && c.pid.Equal(m.pid) {
+			c.renews = m.renews
 		}
 	case *renewTick:
 		// After Shutdown the actor may never see Stopping (system shutdown
@@ -125,115 +108,49 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if s.drainDone == nil {
 			s.drainDone = make(chan struct{})
 		}
-		for _, k := range sortedKeys(s.leases) {
-			if l := s.leases[k]; l.h.State == cluster.Serving {
-				s.step(ctx, k, l, cluster.Event{Kind: cluster.EvReleaseStarted})
-			}
+		for _, k := range sortedKeys(s.children) {
+			ctx.Send(s.children[k].pid, &startRelease{})
 		}
 		s.checkDrained()
 		ctx.Respond(&drainWait{done: s.drainDone})
 	}
 }
 
-// spawn returns key's repo actor, starting it if needed.
-func (s *supervisor) spawn(ctx actor.Context, key repoKey) *child {
+// spawn returns key's repo actor, starting it if needed; lease is its
+// lease in cluster mode (nil on a single node).
+func (s *supervisor) spawn(ctx actor.Context, key repoKey, lease *actorLease) *child {
 	if c, ok := s.children[key]; ok {
 		return c
 	}
 	owner, name := key.split()
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &repoActor{node: s.node, key: key, owner: owner, name: name}
+		return &repoActor{node: s.node, key: key, owner: owner, name: name, lease: lease}
 	}, actor.WithSupervisor(repoStrategy))
 	c := &child{pid: ctx.Spawn(props), lastUsed: time.Now()}
+	if lease != nil {
+		c.epoch, c.renews = lease.epoch, lease.h.Renews()
+	}
 	s.children[key] = c
 	s.enforceMaxWarm(ctx, key)
 	return c
 }
 
-// granted records a lease and opens the repository (spawning its actor
-// opens the database). A grant for a lease already held only updates the
-// epoch; a draining one keeps draining and the next request claims again.
+// granted spawns the repo actor of a newly granted lease (spawning opens
+// the database), or tells the actor holding it of the new epoch. A grant
+// that was in flight when the drain began is served through the drain
+// and then let go.
 func (s *supervisor) granted(ctx actor.Context, m *granted) {
-	l, ok := s.leases[m.key]
-	if !ok {
-		h, _ := cluster.NewServing(s.node.cl.drain())
-		l = &lease{h: h}
-		s.leases[m.key] = l
+	c, ok := s.children[m.key]
+	if ok {
+		c.epoch = m.epoch
+		ctx.Send(c.pid, &regranted{epoch: m.epoch})
+	} else {
+		c = s.spawn(ctx, m.key, &actorLease{h: m.holder, epoch: m.epoch})
 	}
-	l.epoch = m.epoch
-	s.spawn(ctx, m.key)
-	ctx.Respond(&leaseInfo{held: true, epoch: l.epoch})
-	if s.draining && l.h.State == cluster.Serving {
-		// A claim or force-grant that was in flight when the drain began:
-		// serve the request that made it, through the drain, then let go.
-		s.step(ctx, m.key, l, cluster.Event{Kind: cluster.EvReleaseStarted})
+	ctx.Respond(&leaseInfo{held: true, epoch: c.epoch})
+	if s.draining {
+		ctx.Send(c.pid, &startRelease{})
 	}
-}
-
-// step applies ev to key's holder and performs the actions.
-func (s *supervisor) step(ctx actor.Context, key repoKey, l *lease, ev cluster.Event) {
-	h, acts := cluster.Step(l.h, ev, time.Now())
-	l.h = h
-	for _, a := range acts {
-		switch a.Kind {
-		case cluster.SendRelease:
-			s.sendRelease(key)
-		case cluster.WakeAt:
-			self, root, epoch := ctx.Self(), s.node.system.Root, l.epoch
-			l.timer = time.AfterFunc(time.Until(a.At), func() { root.Send(self, &drainTick{key: key, epoch: epoch}) })
-		case cluster.CloseDB:
-			if c, ok := s.children[key]; ok {
-				ctx.Send(c.pid, &closeNow{})
-			}
-		}
-	}
-	if h.State == cluster.Closed {
-		s.dropLease(key)
-	}
-}
-
-func (s *supervisor) dropLease(key repoKey) {
-	if l, ok := s.leases[key]; ok && l.timer != nil {
-		l.timer.Stop()
-	}
-	delete(s.leases, key)
-	s.checkDrained()
-}
-
-// actorClosed updates the lease of a repo actor that closed on its own.
-func (s *supervisor) actorClosed(ctx actor.Context, key repoKey, why closeWhy) {
-	l, ok := s.leases[key]
-	if !ok {
-		s.checkDrained()
-		return
-	}
-	switch why {
-	case whyFenced:
-		s.step(ctx, key, l, cluster.Event{Kind: cluster.EvFenced})
-	case whyOpenFailed, whyClosed:
-		// Nothing is open any more, so no drain is needed: let the lease
-		// go now rather than block the repository for the TTL.
-		if l.h.State == cluster.Serving {
-			s.sendRelease(key)
-		}
-		s.dropLease(key)
-	case whyShutdown:
-		s.dropLease(key)
-	default:
-		s.checkDrained()
-	}
-}
-
-func (s *supervisor) sendRelease(key repoKey) {
-	leader, self, log := s.node.cl.leader, s.node.cl.cfg.Self, s.node.log
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
-		defer cancel()
-		if _, err := leader.Release(ctx, self, string(key)); err != nil {
-			// The entry then lapses at its TTL instead of the drain.
-			log.Warn("release lease", zap.String("repo", string(key)), zap.Error(err))
-		}
-	}()
 }
 
 func (s *supervisor) scheduleRenew(ctx actor.Context) {
@@ -251,9 +168,9 @@ func (s *supervisor) renew(ctx actor.Context) {
 	}
 	sent := make(map[repoKey]uint64)
 	var repos []string
-	for _, k := range sortedKeys(s.leases) {
-		if l := s.leases[k]; l.h.Renews() {
-			sent[k] = l.epoch
+	for _, k := range sortedKeys(s.children) {
+		if c := s.children[k]; c.renews {
+			sent[k] = c.epoch
 			repos = append(repos, string(k))
 		}
 	}
@@ -270,26 +187,29 @@ func (s *supervisor) renew(ctx actor.Context) {
 	}()
 }
 
-// renewed closes every declined repository at once. A failed batch
-// changes nothing: a node cut off from the leader keeps serving.
+// renewed hands each child of the batch the leader's answer; a declined
+// lease closes its repository at once. A failed batch changes nothing: a
+// node cut off from the leader keeps serving.
 func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 	if m.err != nil {
 		s.node.log.Warn("renew leases", zap.Error(m.err))
 		return
 	}
+	declined := make(map[repoKey]bool, len(m.declined))
 	for _, r := range m.declined {
-		k := repoKey(r)
-		l, ok := s.leases[k]
-		if !ok || l.epoch != m.sent[k] {
-			continue // closed or re-granted since the batch left
+		declined[repoKey(r)] = true
+	}
+	for k, epoch := range m.sent {
+		if c, ok := s.children[k]; ok {
+			// The actor compares the epoch: a lease granted again since
+			// the batch left is not the one declined.
+			ctx.Send(c.pid, &renewAnswer{epoch: epoch, declined: declined[k]})
 		}
-		s.node.log.Warn("lease renewal declined; closing repository", zap.String("repo", r))
-		s.step(ctx, k, l, cluster.Event{Kind: cluster.EvRenewDeclined})
 	}
 }
 
 func (s *supervisor) checkDrained() {
-	if s.draining && s.drainDone != nil && len(s.leases) == 0 && len(s.children) == 0 {
+	if s.draining && s.drainDone != nil && len(s.children) == 0 {
 		select {
 		case <-s.drainDone:
 		default:
@@ -307,29 +227,19 @@ func sortedKeys[V any](m map[repoKey]V) []repoKey {
 	return out
 }
 
-// enforceMaxWarm asks the least recently used other repos to close while
-// more than MaxWarm are open. A repo with sessions ignores the request and
-// is asked again on the next spawn.
+// enforceMaxWarm asks the repositories evictions picks to close. One with
+// sessions ignores the request and is asked again on the next spawn.
 func (s *supervisor) enforceMaxWarm(ctx actor.Context, fresh repoKey) {
-	over := len(s.children) - s.node.cfg.MaxWarm
-	if over <= 0 {
-		return
+	pool := make([]warmChild, 0, len(s.children))
+	for k, c := range s.children {
+		pool = append(pool, warmChild{key: k, lastUsed: c.lastUsed})
 	}
-	for ; over > 0; over-- {
-		var oldest repoKey
-		var oldestAt time.Time
-		for k, c := range s.children {
-			if k != fresh && (oldest == "" || c.lastUsed.Before(oldestAt)) {
-				oldest, oldestAt = k, c.lastUsed
-			}
-		}
-		if oldest == "" {
-			return
-		}
-		s.node.log.Debug("max warm reached; asking repo to close", zap.String("repo", string(oldest)))
-		ctx.Send(s.children[oldest].pid, &evictIfIdle{})
-		// Stop considering it this round; it leaves the map when it closes.
-		s.children[oldest].lastUsed = time.Now()
+	for _, k := range evictions(pool, fresh, s.node.cfg.MaxWarm) {
+		s.node.log.Debug("max warm reached; asking repo to close", zap.String("repo", string(k)))
+		c := s.children[k]
+		ctx.Send(c.pid, &evictIfIdle{})
+		// Not picked again before it closes unless it stays in use.
+		c.lastUsed = time.Now()
 	}
 }
 
