@@ -85,9 +85,9 @@ func onEvict(l life) idleVerdict {
 type sessionVerdict uint8
 
 const (
-	serveRequest sessionVerdict = iota
-	retryElsewhere                 // closing: the caller asks the supervisor again
-	failOpen                       // the database did not open: answer its error, then stop
+	serveRequest   sessionVerdict = iota
+	retryElsewhere                // closing: the caller asks the supervisor again
+	failOpen                      // the database did not open: answer its error, then stop
 )
 
 // onRequest decides whether a repo actor serves a request: a closing actor
