@@ -64,6 +64,9 @@ type Server struct {
 	PeerSecret string
 
 	draining atomic.Bool
+	// started is set once every listener is bound: /ready answers 503
+	// before, so that nothing reaches a port that is not open yet.
+	started atomic.Bool
 	// storeFault is why the object store failed its last health probe;
 	// nil while it passes.
 	storeFault atomic.Pointer[string]
@@ -245,6 +248,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("self", cfg.Self),
 		zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
 	ok = true
+	s.started.Store(true)
 	return s, nil
 }
 
@@ -364,8 +368,12 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "ok\nopen_repos %d\n", len(open))
 }
 
-// ready is readiness: serving or draining.
+// ready is readiness: starting, serving or draining.
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+	if !s.started.Load() {
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+		return
+	}
 	if s.draining.Load() {
 		http.Error(w, "draining", http.StatusServiceUnavailable)
 		return
