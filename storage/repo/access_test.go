@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/storage/auth"
-	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/objstore/memstore"
 )
 
 // TestGrantsReachIndexAndSurviveReopen: grants are stored in the database
