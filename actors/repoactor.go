@@ -151,6 +151,8 @@ func (a *repoActor) receive(ctx actor.Context) {
 		ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: why})
 		ctx.Respond(&callResult{})
 		ctx.Stop(ctx.Self())
+	default:
+		a.receiveAccess(ctx, m)
 	}
 }
 

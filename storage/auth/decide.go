@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -83,17 +84,17 @@ type RepoInfo struct {
 type Identity struct {
 	// Owner is the user the credential belongs to; "" for anonymous
 	// callers and for deploy keys, which act for no user.
-	Owner         string
-	Authenticated bool
+	Owner         string `json:"owner,omitempty"`
+	Authenticated bool   `json:"authenticated,omitempty"`
 	// ReadOnly: the credential may only read (a read-scoped token, a
 	// deploy key without write), whatever its user's role.
-	ReadOnly bool
+	ReadOnly bool `json:"readOnly,omitempty"`
 	// Repos, when not empty, limits the credential to these repositories
 	// ("owner/name", any letter case): elsewhere it counts as a stranger's.
-	Repos []string
+	Repos []string `json:"repos,omitempty"`
 	// DeployKey is the fingerprint of a deploy key: it has write access
 	// (read if ReadOnly) to Repos, its single repository, and nothing else.
-	DeployKey string
+	DeployKey string `json:"deployKey,omitempty"`
 }
 
 // Anonymous is the identity of a caller that presented no valid credential.
@@ -256,4 +257,18 @@ func Decide(id Identity, repo RepoInfo, found bool, acc Access) Decision {
 		return NotFound
 	}
 	return Forbidden
+}
+
+type identityKey struct{}
+
+// WithIdentity returns ctx carrying the caller's identity, for the layers
+// below a session that log who did what (audit).
+func WithIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// IdentityFrom returns the identity WithIdentity stored, or Anonymous.
+func IdentityFrom(ctx context.Context) Identity {
+	id, _ := ctx.Value(identityKey{}).(Identity)
+	return id
 }

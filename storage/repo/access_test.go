@@ -70,7 +70,7 @@ func TestUpdateRefsAppliesProtection(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, err := r.UpdateRefs(ctx, nil, []RefUpdate{
-		{Name: "refs/heads/main", Old: c1, New: c2, Force: true},
+		{Name: "refs/heads/main", Old: c1, New: c2},
 		{Name: "refs/heads/dev", Old: c2},
 		{Name: "refs/heads/new", New: c1},
 	}, true)

@@ -32,9 +32,11 @@ var (
 type RefUpdate struct {
 	Name     string
 	Old, New object.ID
-	// Force: Old is not an ancestor of New (the caller walked the history;
-	// protected refs refuse it). Ignored for creations and deletions.
-	Force bool
+	// FastForward: Old is an ancestor of New, as the caller found by
+	// walking the history. Protected refs refuse updates without it
+	// (forced, or not walked because the ref was not protected when the
+	// push was checked). Ignored for creations and deletions.
+	FastForward bool
 }
 
 // Kind is what the command does, as protection rules see it.
@@ -44,10 +46,10 @@ func (c RefUpdate) Kind() auth.UpdateKind {
 		return auth.Delete
 	case c.Old.IsZero():
 		return auth.Create
-	case c.Force:
-		return auth.Force
+	case c.FastForward:
+		return auth.FastForward
 	}
-	return auth.FastForward
+	return auth.Force
 }
 
 // StagePack uploads an indexed pack (pack, then idx) and adopts its files
