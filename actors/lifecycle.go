@@ -30,7 +30,8 @@ type life struct {
 // bookkeeping are not.
 func isActivity(msg any) bool {
 	switch msg.(type) {
-	case *acquire, *release, *updateRefs, *setVisibility, *setHead, *commitRepack, *planGC, *closeRepo:
+	case *acquire, *release, *updateRefs, *setVisibility, *setHead, *commitRepack, *planGC, *closeRepo,
+		*grantAccess, *revokeAccess, *protectRef, *unprotectRef, *readSettings:
 		return true
 	}
 	return false

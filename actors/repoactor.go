@@ -187,6 +187,8 @@ func (a *repoActor) receive(ctx actor.Context) {
 		}
 		a.goIdle(ctx, why)
 		ctx.Respond(&written{})
+	default:
+		a.receiveAccess(ctx, m)
 	}
 }
 

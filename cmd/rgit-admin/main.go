@@ -48,13 +48,11 @@ func run(args []string) int {
 		return 2
 	}
 	req := admin.Request{Command: fs.Arg(0), Args: fs.Args()[1:]}
-	if req.Command == "add-key" && len(req.Args) == 2 {
-		key, err := os.ReadFile(req.Args[1])
-		if err != nil {
+	if req.Command == "add-key" || req.Command == "add-deploy-key" {
+		if err := readKeyFile(&req); err != nil {
 			fmt.Fprintln(os.Stderr, "rgit-admin: read public key:", err)
 			return 1
 		}
-		req.Args, req.Body = req.Args[:1], string(key)
 	}
 	secret, err := peerSecret()
 	if err != nil {
@@ -111,4 +109,25 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// readKeyFile replaces the key-file argument of add-key and add-deploy-key
+// (the second one that is not a flag) with the file's contents in Body.
+func readKeyFile(req *admin.Request) error {
+	n := 0
+	for i, a := range req.Args {
+		if strings.HasPrefix(a, "--") {
+			continue
+		}
+		if n++; n == 2 {
+			key, err := os.ReadFile(a)
+			if err != nil {
+				return err
+			}
+			req.Body = string(key)
+			req.Args = append(req.Args[:i:i], req.Args[i+1:]...)
+			return nil
+		}
+	}
+	return nil
 }

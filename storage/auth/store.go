@@ -1,23 +1,16 @@
 package auth
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
-	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/ttlcache"
 )
@@ -48,35 +41,27 @@ const (
 
 var tokenEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
-// tokenRecord is the JSON value under auth/token/{hash}. Hash repeats the
-// key so the lookup can compare it in constant time (the key match the
-// store does is not guaranteed to be).
-type tokenRecord struct {
-	Owner   string    `json:"owner"`
-	Hash    string    `json:"hash"`
-	Created time.Time `json:"created"`
-}
-
-// keyRecord is the JSON value under auth/key/{hash(fingerprint)}.
-type keyRecord struct {
-	Owner       string    `json:"owner"`
-	Fingerprint string    `json:"fingerprint"`
-	Key         string    `json:"key"` // the authorized_keys line as given
-	Created     time.Time `json:"created"`
-}
-
 // Store reads and writes credentials in the object store. Lookups go through
 // a small in-memory cache (see Options); it is safe for concurrent use.
+//
+// Records are written once (create-if-absent) and deleted, never rewritten,
+// so nodes never race on one: there is no second writer to fence. The one
+// mutable datum, a token's last use, lives in its own object (see
+// tokenUsedPrefix).
 type Store struct {
-	s     objstore.Store
-	cache *ttlcache.Cache[string] // token/key hash → owner
-	now   func() time.Time
+	s      objstore.Store
+	tokens *ttlcache.Cache[tokenRecord] // by token hash
+	keys   *ttlcache.Cache[keyRecord]   // by fingerprint hash
+	now    func() time.Time
+	pos    time.Duration
 }
 
 // Options tunes the lookup cache. Zero values take the defaults.
 type Options struct {
-	// PositiveTTL is how long a successful lookup is reused (default 30s).
-	// It is also how long a deleted credential keeps working on a node.
+	// PositiveTTL is how long a successful lookup is reused (default 5s).
+	// It is also how long a revoked or removed credential keeps working on
+	// a node other than the one that revoked it: revocation reaches every
+	// node within this bound. Expiry is checked on every use, cached or not.
 	PositiveTTL time.Duration
 	// NegativeTTL is how long "unknown credential" is reused (default 5s).
 	// It is also how long a newly added credential may be refused on a
@@ -88,13 +73,17 @@ type Options struct {
 	Now func() time.Time
 }
 
+// DefaultPositiveTTL is how long a node reuses a credential lookup, and so
+// the bound on how long a revoked credential keeps working on other nodes.
+const DefaultPositiveTTL = 5 * time.Second
+
 // NewStore returns a Store with the default cache settings.
 func NewStore(s objstore.Store) *Store { return NewStoreWithOptions(s, Options{}) }
 
 // NewStoreWithOptions returns a Store with explicit cache settings.
 func NewStoreWithOptions(s objstore.Store, o Options) *Store {
 	if o.PositiveTTL <= 0 {
-		o.PositiveTTL = 30 * time.Second
+		o.PositiveTTL = DefaultPositiveTTL
 	}
 	if o.NegativeTTL <= 0 {
 		o.NegativeTTL = 5 * time.Second
@@ -105,7 +94,9 @@ func NewStoreWithOptions(s objstore.Store, o Options) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Store{s: s, cache: ttlcache.New[string](o.PositiveTTL, o.NegativeTTL, o.MaxEntries, o.Now), now: o.Now}
+	return &Store{s: s, now: o.Now, pos: o.PositiveTTL,
+		tokens: ttlcache.New[tokenRecord](o.PositiveTTL, o.NegativeTTL, o.MaxEntries, o.Now),
+		keys:   ttlcache.New[keyRecord](o.PositiveTTL, o.NegativeTTL, o.MaxEntries, o.Now)}
 }
 
 // hashHex is hex(sha256(s)), the form credentials take in store keys.
@@ -114,153 +105,24 @@ func hashHex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// CreateToken issues a new token for owner (in any spelling: the token
-// belongs to the owner's canonical spelling, see ClaimOwner). The token is
-// returned once; only its SHA-256 is stored.
-func (st *Store) CreateToken(ctx context.Context, owner string) (string, error) {
-	owner, err := st.ClaimOwner(ctx, owner)
-	if err != nil {
-		return "", fmt.Errorf("create token: %w", err)
-	}
-	var raw [tokenBytes]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", fmt.Errorf("create token: random: %w", err)
-	}
-	token := TokenPrefix + strings.ToLower(tokenEncoding.EncodeToString(raw[:]))
-	h := hashHex(token)
-	rec, err := json.Marshal(tokenRecord{Owner: owner, Hash: h, Created: st.now().UTC()})
-	if err != nil {
-		return "", fmt.Errorf("create token: encode: %w", err)
-	}
-	// PutIfAbsent: a 256-bit collision is not a real risk, but overwriting
-	// another owner's token record must be impossible by construction.
-	if err := st.s.PutIfAbsent(ctx, tokenPrefix+h, bytes.NewReader(rec), int64(len(rec))); err != nil {
-		return "", fmt.Errorf("create token for %s: %w", owner, err)
-	}
-	st.cache.Drop("t" + h)
-	return token, nil
-}
-
-// LookupToken returns the owner of token, or ErrUnknownCredential.
-func (st *Store) LookupToken(ctx context.Context, token string) (string, error) {
-	// Reject obvious garbage before touching the store; the length check
-	// also bounds what gets hashed and cached.
-	if !strings.HasPrefix(token, TokenPrefix) || len(token) > 256 {
-		return "", ErrUnknownCredential
-	}
-	h := hashHex(token)
-	return st.cached(ctx, "t"+h, func() (string, error) {
-		var rec tokenRecord
-		if err := st.readRecord(ctx, tokenPrefix+h, &rec); err != nil {
-			return "", err
-		}
-		if subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(h)) != 1 || rec.Owner == "" {
-			return "", ErrUnknownCredential
-		}
-		return rec.Owner, nil
-	})
-}
-
-// DeleteToken revokes token. Other nodes may accept it for up to the
-// positive cache TTL.
-func (st *Store) DeleteToken(ctx context.Context, token string) error {
-	h := hashHex(token)
-	if err := st.s.Delete(ctx, tokenPrefix+h); err != nil {
-		return fmt.Errorf("delete token: %w", err)
-	}
-	st.cache.Drop("t" + h)
-	return nil
-}
-
-// AddKey registers an authorized_keys line for owner and returns the key's
-// SHA256:… fingerprint. owner may be spelled in any case (see
-// ClaimOwner). Adding the same key again for the same owner is a no-op;
-// for another owner it fails with ErrKeyInUse.
-func (st *Store) AddKey(ctx context.Context, owner string, authorizedKey []byte) (string, error) {
-	owner, err := st.ClaimOwner(ctx, owner)
-	if err != nil {
-		return "", fmt.Errorf("add key: %w", err)
-	}
-	pub, comment, options, _, err := ssh.ParseAuthorizedKey(authorizedKey)
-	if err != nil {
-		return "", fmt.Errorf("add key: %w: %w", ErrInvalidKey, err)
-	}
-	if len(options) > 0 {
-		// Options such as command= or from= would be silently ignored by
-		// rgit; refusing them is more honest than pretending to apply them.
-		return "", fmt.Errorf("add key: %w: authorized_keys options are not supported", ErrInvalidKey)
-	}
-	fp := ssh.FingerprintSHA256(pub)
-	line := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
-	if comment != "" {
-		line += " " + comment
-	}
-	rec, err := json.Marshal(keyRecord{Owner: owner, Fingerprint: fp, Key: line, Created: st.now().UTC()})
-	if err != nil {
-		return "", fmt.Errorf("add key: encode: %w", err)
-	}
-	key := keyPrefix + hashHex(fp)
-	err = st.s.PutIfAbsent(ctx, key, bytes.NewReader(rec), int64(len(rec)))
-	if errors.Is(err, objstore.ErrExists) {
-		var old keyRecord
-		if rerr := st.readRecord(ctx, key, &old); rerr != nil {
-			return "", fmt.Errorf("add key %s: read existing: %w", fp, rerr)
-		}
-		if !names.Same(old.Owner, owner) {
-			return "", fmt.Errorf("add key %s for %s: %w", fp, owner, ErrKeyInUse)
-		}
-		return fp, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("add key %s for %s: %w", fp, owner, err)
-	}
-	st.cache.Drop("k" + hashHex(fp))
-	return fp, nil
-}
-
-// LookupKey returns the owner of pub, or ErrUnknownCredential.
-func (st *Store) LookupKey(ctx context.Context, pub ssh.PublicKey) (string, error) {
-	if pub == nil {
-		return "", ErrUnknownCredential
-	}
-	fp := ssh.FingerprintSHA256(pub)
-	h := hashHex(fp)
-	return st.cached(ctx, "k"+h, func() (string, error) {
-		var rec keyRecord
-		if err := st.readRecord(ctx, keyPrefix+h, &rec); err != nil {
-			return "", err
-		}
-		stored, _, _, _, err := ssh.ParseAuthorizedKey([]byte(rec.Key))
-		if err != nil {
-			return "", fmt.Errorf("lookup key %s: stored record: %w", fp, err)
-		}
-		// Compare the full key, not just the fingerprint the store key was
-		// derived from.
-		if subtle.ConstantTimeCompare(stored.Marshal(), pub.Marshal()) != 1 || rec.Owner == "" {
-			return "", ErrUnknownCredential
-		}
-		return rec.Owner, nil
-	})
-}
-
-// cached runs load through the cache. Only definite answers (an owner, or
+// cached runs load through c. Only definite answers (a record, or
 // ErrUnknownCredential) are cached; store failures are not, so an outage
 // does not linger.
-func (st *Store) cached(ctx context.Context, ck string, load func() (string, error)) (string, error) {
-	if owner, known, ok := st.cache.Get(ck); ok {
+func cached[V any](c *ttlcache.Cache[V], ck string, load func() (V, error)) (V, error) {
+	if v, known, ok := c.Get(ck); ok {
 		if !known {
-			return "", ErrUnknownCredential
+			return v, ErrUnknownCredential
 		}
-		return owner, nil
+		return v, nil
 	}
-	owner, err := load()
+	v, err := load()
 	switch {
 	case err == nil:
-		st.cache.Put(ck, owner, true)
+		c.Put(ck, v, true)
 	case errors.Is(err, ErrUnknownCredential):
-		st.cache.Put(ck, "", false)
+		c.Put(ck, v, false)
 	}
-	return owner, err
+	return v, err
 }
 
 // readRecord reads and decodes a JSON record; a missing key is

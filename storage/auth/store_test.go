@@ -79,8 +79,21 @@ func (s *memStore) Delete(_ context.Context, key string) error {
 	s.mu.Unlock()
 	return nil
 }
-func (s *memStore) List(context.Context, string, string) iter.Seq2[objstore.ObjectInfo, error] {
-	return func(func(objstore.ObjectInfo, error) bool) {}
+func (s *memStore) List(_ context.Context, prefix, _ string) iter.Seq2[objstore.ObjectInfo, error] {
+	var ks []string
+	for _, k := range s.keys() {
+		if strings.HasPrefix(k, prefix) {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	return func(yield func(objstore.ObjectInfo, error) bool) {
+		for _, k := range ks {
+			if !yield(objstore.ObjectInfo{Key: k}, nil) {
+				return
+			}
+		}
+	}
 }
 func (s *memStore) Copy(context.Context, string, string) error { return errors.New("not implemented") }
 
@@ -125,8 +138,8 @@ func TestTokenRoundTrip(t *testing.T) {
 	}
 	// Stored only hashed: the raw token appears in no key and no value.
 	for _, k := range ms.keys() {
-		if strings.HasPrefix(k, ownerPrefix) {
-			continue // the owner index: no secret in it
+		if strings.HasPrefix(k, ownerPrefix) || strings.HasPrefix(k, tokenUsedPrefix) {
+			continue // the owner index and last-use stamps: no secret in them
 		}
 		if want := "auth/token/" + hashHex(tok); k != want {
 			t.Errorf("stored key %q, want %q", k, want)
@@ -151,7 +164,7 @@ func TestTokenRoundTrip(t *testing.T) {
 	if _, err := st.CreateToken(ctx, "api"); !errors.Is(err, ErrInvalidName) {
 		t.Errorf("CreateToken(api) err = %v", err)
 	}
-	if err := st.DeleteToken(ctx, tok); err != nil {
+	if _, err := st.RevokeToken(ctx, "alice", hashHex(tok)[:tokenIDLen]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.LookupToken(ctx, tok); !errors.Is(err, ErrUnknownCredential) {

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/refdb"
@@ -39,6 +40,13 @@ type Meta struct {
 	Owner  string `json:"owner"`
 	Name   string `json:"name"`
 	Public bool   `json:"public"`
+	// Grants are the collaborators (see access.go).
+	Grants []auth.Grant `json:"grants,omitempty"`
+}
+
+// AccessInfo is what the access decision needs from the entry.
+func (m Meta) AccessInfo() auth.RepoInfo {
+	return auth.RepoInfo{Owner: m.Owner, Name: m.Name, Public: m.Public, Grants: m.Grants}
 }
 
 const (
@@ -47,8 +55,8 @@ const (
 	// before the index has its entry, and every later create writes its
 	// own, so later starts skip the scan.
 	migratedKey = "index/migrated-v1"
-	// maxMeta bounds what a lookup reads.
-	maxMeta = 4 << 10
+	// maxMeta bounds what a lookup reads (maxGrants grants fit).
+	maxMeta = 256 << 10
 )
 
 // MetaKey is the index key of owner/name (any spelling).

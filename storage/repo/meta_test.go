@@ -3,6 +3,7 @@ package repo
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -22,7 +23,7 @@ func TestNameIndex(t *testing.T) {
 		}
 	}
 	m, err := ReadMeta(ctx, d.Store, "ALICE", "Priv")
-	if err != nil || m != (Meta{Owner: "alice", Name: "priv"}) {
+	if err != nil || !reflect.DeepEqual(m, Meta{Owner: "alice", Name: "priv"}) {
 		t.Fatalf("ReadMeta(ALICE/Priv) = %+v, %v", m, err)
 	}
 	r, err := Open(ctx, d, "alice", "priv")
@@ -89,10 +90,10 @@ func TestMigrateIndex(t *testing.T) {
 	if err != nil || n != 2 || len(coll) != 1 || coll[0] != "alice/x" {
 		t.Fatalf("MigrateIndex = %d, %v, %v; want 2, [alice/x]", n, coll, err)
 	}
-	if m, _ := ReadMeta(ctx, d.Store, "bob", "pub"); m != (Meta{Owner: "bob", Name: "pub", Public: true}) {
+	if m, _ := ReadMeta(ctx, d.Store, "bob", "pub"); !reflect.DeepEqual(m, Meta{Owner: "bob", Name: "pub", Public: true}) {
 		t.Errorf("bob/pub indexed as %+v", m)
 	}
-	if m, _ := ReadMeta(ctx, d.Store, "alice", "x"); m != (Meta{Owner: "Alice", Name: "X", Public: true}) {
+	if m, _ := ReadMeta(ctx, d.Store, "alice", "x"); !reflect.DeepEqual(m, Meta{Owner: "Alice", Name: "X", Public: true}) {
 		t.Errorf("alice/x indexed as %+v, want the first spelling Alice/X", m)
 	}
 	if ow["alice"] != "Alice" || ow["bob"] != "bob" {

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/packcache"
@@ -47,6 +48,16 @@ type RepoInfo struct {
 	Public      bool
 	Head        string
 	Created     time.Time
+	// Grants and Protections are the access settings (access.go); a list
+	// the database cannot decode reads as empty here, and fails the
+	// changes and pushes that need it.
+	Grants      []auth.Grant
+	Protections []auth.Protection
+}
+
+// AccessInfo is what the access decision needs from the settings.
+func (i RepoInfo) AccessInfo() auth.RepoInfo {
+	return auth.RepoInfo{Owner: i.Owner, Name: i.Name, Public: i.Public, Grants: i.Grants}
 }
 
 // PackInfo describes one pack of a repository (the "pack/{name}" entry).
@@ -204,6 +215,8 @@ func (r *Repo) Info() RepoInfo {
 	if v, ok := r.db.Get(keyCreated); ok {
 		info.Created, _ = time.Parse(time.RFC3339, string(v))
 	}
+	info.Grants, _ = r.grants()
+	info.Protections, _ = r.Protections()
 	return info
 }
 
@@ -225,7 +238,11 @@ func (r *Repo) SetVisibility(ctx context.Context, public bool) error {
 	if public {
 		v = visPublic
 	}
-	meta := Meta{Owner: r.owner, Name: r.name, Public: public}
+	meta, err := r.meta()
+	if err != nil {
+		return fmt.Errorf("set visibility of %s/%s: %w", r.owner, r.name, err)
+	}
+	meta.Public = public
 	if !public {
 		if err := writeMeta(ctx, r.d, meta); err != nil {
 			return fmt.Errorf("set visibility of %s/%s: %w", r.owner, r.name, err)

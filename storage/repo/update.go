@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/refdb"
@@ -30,6 +32,24 @@ var (
 type RefUpdate struct {
 	Name     string
 	Old, New object.ID
+	// FastForward: Old is an ancestor of New, as the caller found by
+	// walking the history. Protected refs refuse updates without it
+	// (forced, or not walked because the ref was not protected when the
+	// push was checked). Ignored for creations and deletions.
+	FastForward bool
+}
+
+// Kind is what the command does, as protection rules see it.
+func (c RefUpdate) Kind() auth.UpdateKind {
+	switch {
+	case c.New.IsZero():
+		return auth.Delete
+	case c.Old.IsZero():
+		return auth.Create
+	case c.FastForward:
+		return auth.FastForward
+	}
+	return auth.Force
 }
 
 // StagePack uploads an indexed pack (pack, then idx) and adopts its files
@@ -91,12 +111,19 @@ func putFile(ctx context.Context, d Deps, key, path string) (int64, error) {
 // without them so the others land; the pack entry is committed with the
 // first successful transaction, or not at all.
 //
+// Commands a protected ref pattern refuses (by the rules the database
+// holds now) fail with a *ProtectedError before anything is written.
+//
 // The []error has one entry per command (nil = applied). The error return
 // is for failures of the whole call (no command applied); it wraps
 // refdb.ErrFenced when this writer has been fenced.
 func (r *Repo) UpdateRefs(ctx context.Context, staged *PackInfo, cmds []RefUpdate, atomic bool) ([]error, error) {
 	results := make([]error, len(cmds))
 	active := checkCommands(cmds, results)
+	if err := r.protectionResults(cmds, results); err != nil {
+		return nil, fmt.Errorf("update refs of %s/%s: %w", r.owner, r.name, err)
+	}
+	active = slices.DeleteFunc(active, func(i int) bool { return results[i] != nil })
 	if len(active) < len(cmds) && atomic {
 		failRest(results, active)
 		return results, nil

@@ -9,6 +9,8 @@
 // storage/.
 package admin
 
+import "encoding/json"
+
 // Request is one admin command.
 type Request struct {
 	Command string   `json:"command"`
@@ -21,8 +23,11 @@ type Request struct {
 type Event struct {
 	Progress string `json:"progress,omitempty"`
 	Output   string `json:"output,omitempty"`
-	Error    string `json:"error,omitempty"`
-	Done     bool   `json:"done,omitempty"`
+	// Data is the typed result of commands that have one (access listings
+	// and changes: AccessList, TokenList, KeyList, Message), as JSON.
+	Data  json.RawMessage `json:"data,omitempty"`
+	Error string          `json:"error,omitempty"`
+	Done  bool            `json:"done,omitempty"`
 }
 
 // Path is the HTTP path of the admin endpoint.

@@ -30,6 +30,7 @@ const (
 // credentials, listings) act on the store or on this node and run here.
 var routed = map[string]int{
 	"delete-repo": 0, "fork": 0, "repack": 0, "gc": 0, "set-visibility": 0, "set-head": 0,
+	"grant": 0, "revoke": 0, "list-access": 0, "protect": 0, "unprotect": 0,
 }
 
 // relay delivers req to the node that owns its repository when that is
@@ -37,10 +38,11 @@ var routed = map[string]int{
 // the owner's event stream is copied to w as it arrives.
 func (s *Server) relay(w http.ResponseWriter, r *http.Request, req Request) bool {
 	i, ok := routed[req.Command]
-	if s.Peers == nil || !ok || len(req.Args) <= i {
+	pos, _, err := parseFlags(req.Args, flagSpecs[req.Command])
+	if s.Peers == nil || !ok || err != nil || len(pos) <= i {
 		return false
 	}
-	owner, name, err := s.existing(r.Context(), req.Args[i])
+	owner, name, err := s.existing(r.Context(), pos[i])
 	if err != nil {
 		return false // run answers the usage or not-found error
 	}

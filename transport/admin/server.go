@@ -60,13 +60,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	out := &eventWriter{w: w, rc: http.NewResponseController(w)}
 	s.Log.Info("admin command", zap.String("command", req.Command), zap.Strings("args", req.Args))
-	output, err := s.run(r.Context(), req, out.progress)
+	output, data, err := s.runCommand(r.Context(), req, out.progress)
 	if err != nil {
 		s.Log.Warn("admin command failed", zap.String("command", req.Command), zap.Strings("args", req.Args), zap.Error(err))
 		out.send(Event{Error: err.Error(), Done: true})
 		return
 	}
-	out.send(Event{Output: output, Done: true})
+	out.send(Event{Output: output, Data: encodeData(data), Done: true})
 }
 
 type eventWriter struct {
@@ -117,9 +117,19 @@ var commands = map[string]struct {
 	"fork":           {2, "<src-owner>/<src-name> <owner>/<name>"},
 	"repack":         {1, "<owner>/<name>"},
 	"gc":             {1, "<owner>/<name>"},
-	"add-token":      {1, "<owner>"},
+	"add-token":      {1, "<owner> [--scope read|write] [--repo <owner>/<name>]... [--expires 30d] [--name <name>]"},
+	"list-tokens":    {1, "<owner>"},
+	"revoke-token":   {2, "<owner> <token-id>"},
 	"add-key":        {1, "<owner> <public-key-file>"},
-	"set-visibility": {2, "<owner>/<name> public|private"},
+	"add-deploy-key": {1, "<owner>/<name> <public-key-file> [--write]"},
+	"list-keys":      {1, "<owner>"},
+	"remove-key":     {2, "<owner> <fingerprint>"},
+	"set-visibility": {2, "<owner>/<name> public|private [--as <user>]"},
+	"grant":          {3, "<owner>/<name> <user> read|write|admin [--as <user>]"},
+	"revoke":         {2, "<owner>/<name> <user> [--as <user>]"},
+	"list-access":    {1, "<owner>/<name> [--as <user>]"},
+	"protect":        {2, "<owner>/<name> <ref-pattern> [--no-force-push] [--no-delete] [--as <user>]"},
+	"unprotect":      {2, "<owner>/<name> <ref-pattern> [--as <user>]"},
 	"set-head":       {2, "<owner>/<name> <refname>"},
 	"list-repos":     {0, ""},
 	"status":         {0, ""},
@@ -204,14 +214,6 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 			return "", err
 		}
 		return fmt.Sprintf("gc %s/%s: %+v", owner, name, st), nil
-	case "add-token":
-		return s.Auth.CreateToken(ctx, req.Args[0])
-	case "add-key":
-		fp, err := s.Auth.AddKey(ctx, req.Args[0], []byte(req.Body))
-		if err != nil {
-			return "", err
-		}
-		return "added key " + fp + " for " + req.Args[0], nil
 	case "set-visibility":
 		v := req.Args[1]
 		if v != "public" && v != "private" {

@@ -36,8 +36,7 @@ func (b *backend) close() { b.sess.Release() }
 // RepoInfo is the repository's settings as its database holds them
 // (gitserve re-checks access against them; see gitserve.Authoritative).
 func (b *backend) RepoInfo() auth.RepoInfo {
-	i := b.sess.Info
-	return auth.RepoInfo{Owner: i.Owner, Name: i.Name, Public: i.Public}
+	return b.sess.Info.AccessInfo()
 }
 
 func (b *backend) log() *zap.Logger {

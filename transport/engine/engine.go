@@ -49,8 +49,8 @@ var (
 	_ gitserve.Rerouter = (*Engine)(nil)
 )
 
-// Lookup returns the repository's canonical owner, name and visibility
-// from the name index (through Deps.Meta, the node's cache, when set). It
+// Lookup returns the repository's canonical owner, name, visibility and
+// collaborators from the name index (through Deps.Meta, the node's cache, when set). It
 // opens nothing and costs the same for a missing repository as for a
 // private one: one GET when cold, none when cached.
 func (e *Engine) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
@@ -67,7 +67,7 @@ func (e *Engine) Lookup(ctx context.Context, owner, name string) (gitserve.RepoI
 	case err != nil:
 		return gitserve.RepoInfo{}, fmt.Errorf("look up %s/%s: %w: %w", owner, name, gitserve.ErrUnavailable, err)
 	}
-	return gitserve.RepoInfo{Owner: m.Owner, Name: m.Name, Public: m.Public}, nil
+	return m.AccessInfo(), nil
 }
 
 // Session opens a git session on the repository.

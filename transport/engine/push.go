@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/fsck"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
@@ -23,6 +25,7 @@ import (
 // with the pack entry in one transaction through the repo actor.
 func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.PushResult, error) {
 	res := gitproto.PushResult{Results: make([]gitproto.CommandResult, len(req.Commands))}
+	ff := make([]bool, len(req.Commands)) // per command: walked and found a fast-forward
 	for i, c := range req.Commands {
 		res.Results[i].Name = c.Name
 	}
@@ -59,6 +62,8 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 		}
 		logAccepted(b.log(), checker)
 		b.checkConnected(ctx, reader, req.Commands, res.Results)
+		b.checkProtected(ctx, reader, req.Commands, res.Results, ff)
+		failAtomic(req.Atomic, res.Results)
 		if len(ix.Objects) > 0 && anyOK(res.Results) {
 			info, err := repo.StagePack(ctx, b.e.Deps, b.snap.Owner, b.snap.Name, ix)
 			if err != nil {
@@ -72,8 +77,9 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 				res.Results[i].Err = "missing necessary objects"
 			}
 		}
+		b.checkProtected(ctx, b.snap.Objects(), req.Commands, res.Results, ff)
 	}
-	return res, b.update(ctx, req, staged, res.Results)
+	return res, b.update(ctx, req, staged, res.Results, ff)
 }
 
 // checkConnected marks the commands whose new value does not resolve to a
@@ -98,6 +104,59 @@ func (b *backend) checkConnected(ctx context.Context, r object.Reader, cmds []gi
 		if err := walk.CheckConnected(ctx, r, []object.ID{c.New}, known); err != nil {
 			b.log().Warn("push command rejected: not connected", zap.String("ref", c.Name), zap.Error(err))
 			results[i].Err = "missing necessary objects"
+		}
+	}
+}
+
+// checkProtected refuses, before anything is stored, the commands that the
+// repository's protected ref patterns forbid (as the session's settings
+// say; the writer checks again with its own when it commits). Whether an
+// update is forced is decided as git does: the old value is not an
+// ancestor of the new one, walked over r (the repository plus the pushed
+// pack). Only updates of protected refs are walked; ff records which were
+// fast-forwards. Every refusal is logged (audit).
+func (b *backend) checkProtected(ctx context.Context, r object.Reader, cmds []gitproto.Command, results []gitproto.CommandResult, ff []bool) {
+	rules := b.sess.Info.Protections
+	if len(rules) == 0 {
+		return
+	}
+	var g *walk.Graph
+	for i, c := range cmds {
+		if results[i].Err != "" || !slices.ContainsFunc(rules, func(p auth.Protection) bool { return p.Matches(c.Name) }) {
+			continue
+		}
+		u := repo.RefUpdate{Name: c.Name, Old: c.Old, New: c.New}
+		if !c.Old.IsZero() && !c.New.IsZero() {
+			if g == nil {
+				g = walk.NewGraph(r, b.e.MaxCommits)
+			}
+			var err error
+			ff[i], err = walk.IsAncestor(ctx, g, c.Old, c.New)
+			if err != nil {
+				// An old value the repository does not have cannot be
+				// shown to be an ancestor: git too refuses it as forced.
+				b.log().Info("push: ancestry undecidable, treated as forced", zap.String("ref", c.Name), zap.Error(err))
+			}
+			u.FastForward = ff[i]
+		}
+		if why := auth.CheckUpdate(rules, c.Name, u.Kind()); why != "" {
+			results[i].Err = why
+			b.log().Warn("audit: push refused by branch protection", zap.String("who", auth.IdentityFrom(ctx).Who()),
+				zap.String("ref", c.Name), zap.Stringer("update", u.Kind()),
+				zap.Stringer("old", c.Old), zap.Stringer("new", c.New), zap.String("reason", why))
+		}
+	}
+}
+
+// failAtomic fails every command of an atomic push once one has failed,
+// before the pack is stored: nothing of a refused atomic push is written.
+func failAtomic(atomic bool, results []gitproto.CommandResult) {
+	if !atomic || !slices.ContainsFunc(results, func(r gitproto.CommandResult) bool { return r.Err != "" }) {
+		return
+	}
+	for i := range results {
+		if results[i].Err == "" {
+			results[i].Err = "atomic push failed"
 		}
 	}
 }
@@ -159,14 +218,14 @@ func checkGitmodules(c *fsck.Checker, all object.Reader) error {
 }
 
 // update commits the commands that passed the checks.
-func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *repo.PackInfo, results []gitproto.CommandResult) error {
+func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *repo.PackInfo, results []gitproto.CommandResult, ff []bool) error {
 	var cmds []repo.RefUpdate
 	var idx []int
 	for i, c := range req.Commands {
 		if results[i].Err != "" {
 			continue
 		}
-		cmds = append(cmds, repo.RefUpdate{Name: c.Name, Old: c.Old, New: c.New})
+		cmds = append(cmds, repo.RefUpdate{Name: c.Name, Old: c.Old, New: c.New, FastForward: ff[i]})
 		idx = append(idx, i)
 	}
 	if req.Atomic && len(idx) < len(req.Commands) {
@@ -214,7 +273,10 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 
 // reason maps a per-command error to git's wording.
 func reason(err error) string {
+	var pe *repo.ProtectedError
 	switch {
+	case errors.As(err, &pe):
+		return pe.Reason
 	case errors.Is(err, repo.ErrStale):
 		return "fetch first"
 	case errors.Is(err, repo.ErrAtomicFailed):

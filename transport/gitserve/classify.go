@@ -90,7 +90,7 @@ func (c Class) Message() string {
 		// decision does.
 		return "repository not found (or you are not authorized to access it)"
 	case Forbidden:
-		return "permission denied: only the repository owner may push"
+		return "permission denied: you may read this repository but not change it"
 	case BadRequest:
 		return "malformed git protocol request"
 	case TooLarge:

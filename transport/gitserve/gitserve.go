@@ -158,6 +158,7 @@ func NewGate(r Resolver, engine Engine, agent string) (*Gate, error) {
 type Session struct {
 	Service     Service
 	Owner, Name string
+	id          auth.Identity
 	gate        *Gate
 	backend     gitproto.Backend
 	release     func()
@@ -215,7 +216,7 @@ func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id 
 			return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name}
 		}
 	}
-	return &Session{Service: svc, Owner: owner, Name: name, gate: g, backend: b, release: release}, nil
+	return &Session{Service: svc, Owner: owner, Name: name, id: id, gate: g, backend: b, release: release}, nil
 }
 
 // Stats counts a session's traffic.
@@ -234,6 +235,7 @@ func (s *Session) Run(ctx context.Context, in io.Reader, out io.Writer, opt gitp
 		cin.r = eofReader{}
 	}
 	cout := &countingWriter{w: out}
+	ctx = auth.WithIdentity(ctx, s.id) // who, for the audit lines below
 	var err error
 	switch s.Service {
 	case UploadPack:

@@ -33,10 +33,11 @@ import (
 	"github.com/rgit/rgit/transport/gitserve"
 )
 
-// TokenLookup maps a token to its owner; *auth.Store implements it. An
-// unknown token is an error wrapping auth.ErrUnknownCredential.
+// TokenLookup maps a token to the identity it carries (owner, scope,
+// repositories); *auth.Store implements it. An unknown, revoked or expired
+// token is an error wrapping auth.ErrUnknownCredential.
 type TokenLookup interface {
-	LookupToken(ctx context.Context, token string) (owner string, err error)
+	TokenIdentity(ctx context.Context, token string) (auth.Identity, error)
 }
 
 // DefaultMaxBody is the request body limit when Config.MaxBody is 0.
@@ -291,14 +292,14 @@ func (h *handler) identity(r *http.Request) (auth.Identity, error) {
 	if !ok || token == "" {
 		return auth.Anonymous, errInvalidCredentials
 	}
-	owner, err := h.auth.LookupToken(r.Context(), token)
+	id, err := h.auth.TokenIdentity(r.Context(), token)
 	if errors.Is(err, auth.ErrUnknownCredential) {
 		return auth.Anonymous, errInvalidCredentials
 	}
 	if err != nil {
 		return auth.Anonymous, fmt.Errorf("token lookup: %w: %w", gitserve.ErrUnavailable, err)
 	}
-	return auth.Identity{Owner: owner, Authenticated: true}, nil
+	return id, nil
 }
 
 var errInvalidCredentials = errors.New("invalid credentials")

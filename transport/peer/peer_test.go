@@ -342,6 +342,26 @@ func TestSessionForwarding(t *testing.T) {
 	if gitserve.Classify(err) != gitserve.Unauthorized || out.Len() != 0 {
 		t.Errorf("anonymous on a private repo: class %v (%v), %d bytes", gitserve.Classify(err), err, out.Len())
 	}
+	// The whole identity travels, not just the owner: a read-only token
+	// of the owner cannot push, a deploy key of another repository sees
+	// nothing.
+	for _, tc := range []struct {
+		id   auth.Identity
+		svc  gitserve.Service
+		want gitserve.Class
+	}{
+		{auth.Identity{Owner: "a", Authenticated: true, ReadOnly: true}, gitserve.ReceivePack, gitserve.Forbidden},
+		{auth.Identity{Owner: "a", Authenticated: true, ReadOnly: true}, gitserve.UploadPack, gitserve.OK},
+		{auth.Identity{DeployKey: "SHA256:k", Authenticated: true, Repos: []string{"a/other"}}, gitserve.UploadPack, gitserve.NotFound},
+		{auth.Identity{DeployKey: "SHA256:k", Authenticated: true, Repos: []string{"a/private"}}, gitserve.ReceivePack, gitserve.OK},
+	} {
+		out.Reset()
+		_, err = c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: tc.svc, Owner: "a", Name: "private", Identity: tc.id},
+			strings.NewReader("x"), &out)
+		if gitserve.Classify(err) != tc.want {
+			t.Errorf("%+v %s: class %v (%v), want %v", tc.id, tc.svc, gitserve.Classify(err), err, tc.want)
+		}
+	}
 	// Remote protocol errors keep their class.
 	_, err = c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "private", Identity: alice},
 		strings.NewReader("fail"), &out)

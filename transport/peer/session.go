@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,8 @@ import (
 //
 //	POST /peer/v1/git  Authorization: Bearer <secret>, Upgrade: rgit-git,
 //	  X-Rgit-Hop, X-Rgit-Service, X-Rgit-Repo (owner/name as the client
-//	  wrote it), X-Rgit-Identity (authenticated owner; absent: anonymous),
+//	  wrote it), X-Rgit-Identity (the authenticated auth.Identity as JSON,
+//	  scope and deploy key included; absent: anonymous),
 //	  X-Rgit-Protocol (git protocol version)
 //	← 101 Switching Protocols
 //
@@ -119,7 +121,11 @@ func (c *SessionClient) ForwardSession(ctx context.Context, node string, req git
 	h.Set(hdrService, req.Service.String())
 	h.Set(hdrRepo, req.Owner+"/"+req.Name)
 	if req.Identity.Authenticated {
-		h.Set(hdrIdentity, req.Identity.Owner)
+		b, err := json.Marshal(req.Identity)
+		if err != nil {
+			return st, fmt.Errorf("forward session to %s: encode identity: %w", node, err)
+		}
+		h.Set(hdrIdentity, string(b))
 	}
 	h.Set(hdrProtocol, strconv.Itoa(req.Protocol))
 	if err := hreq.Write(conn); err != nil {
@@ -301,9 +307,10 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad "+hdrProtocol, http.StatusBadRequest)
 		return
 	}
-	id := auth.Anonymous
-	if o := r.Header.Get(hdrIdentity); o != "" {
-		id = auth.Identity{Owner: o, Authenticated: true}
+	id, err := parseIdentity(r.Header.Get(hdrIdentity))
+	if err != nil {
+		http.Error(w, "bad "+hdrIdentity, http.StatusBadRequest)
+		return
 	}
 	// Not r.Context(): net/http cancels it when the hijacked reader sees
 	// EOF, and EOF here is only the client's stdin ending (half-close)
@@ -354,4 +361,21 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := fw.status(s); err != nil {
 		log.Debug("peer session: write status", zap.Error(err))
 	}
+}
+
+// parseIdentity decodes X-Rgit-Identity. A node from before scoped
+// credentials sends a bare owner name: its credentials were all
+// unrestricted, so that is the full identity.
+func parseIdentity(h string) (auth.Identity, error) {
+	switch {
+	case h == "":
+		return auth.Anonymous, nil
+	case !strings.HasPrefix(h, "{"):
+		return auth.Identity{Owner: h, Authenticated: true}, nil
+	}
+	var id auth.Identity
+	if err := json.Unmarshal([]byte(h), &id); err != nil {
+		return auth.Anonymous, err
+	}
+	return id, nil
 }

@@ -42,10 +42,11 @@ import (
 	"github.com/rgit/rgit/transport/gitserve"
 )
 
-// KeyLookup maps a public key to its owner; *auth.Store implements it. An
-// unknown key is an error wrapping auth.ErrUnknownCredential.
+// KeyLookup maps a public key to the identity it carries (a user, or a
+// deploy key of one repository); *auth.Store implements it. An unknown key
+// is an error wrapping auth.ErrUnknownCredential.
 type KeyLookup interface {
-	LookupKey(ctx context.Context, pub gossh.PublicKey) (owner string, err error)
+	KeyIdentity(ctx context.Context, pub gossh.PublicKey) (auth.Identity, error)
 }
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -358,14 +359,14 @@ func (s *Server) identity(sess ssh.Session) (auth.Identity, error) {
 	if pub == nil {
 		return auth.Anonymous, nil
 	}
-	owner, err := s.keys.LookupKey(sess.Context(), pub)
+	id, err := s.keys.KeyIdentity(sess.Context(), pub)
 	if errors.Is(err, auth.ErrUnknownCredential) {
 		return auth.Anonymous, nil
 	}
 	if err != nil {
 		return auth.Anonymous, fmt.Errorf("key lookup: %w: %w", gitserve.ErrUnavailable, err)
 	}
-	return auth.Identity{Owner: owner, Authenticated: true}, nil
+	return id, nil
 }
 
 // usageError is a refused command; its message is shown as is. It counts

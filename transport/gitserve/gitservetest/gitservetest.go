@@ -193,23 +193,23 @@ func isPipeClosed(err error) bool {
 // Tokens is an in-memory token table (token → owner).
 type Tokens map[string]string
 
-// LookupToken implements the front ends' token lookup.
-func (t Tokens) LookupToken(_ context.Context, token string) (string, error) {
+// TokenIdentity implements the HTTP front end's token lookup.
+func (t Tokens) TokenIdentity(_ context.Context, token string) (auth.Identity, error) {
 	if o, ok := t[token]; ok {
-		return o, nil
+		return auth.Identity{Owner: o, Authenticated: true}, nil
 	}
-	return "", auth.ErrUnknownCredential
+	return auth.Anonymous, auth.ErrUnknownCredential
 }
 
 // Keys is an in-memory SSH key table (SHA256 fingerprint → owner).
 type Keys map[string]string
 
-// LookupKey implements the SSH front end's key lookup.
-func (k Keys) LookupKey(_ context.Context, pub ssh.PublicKey) (string, error) {
+// KeyIdentity implements the SSH front end's key lookup.
+func (k Keys) KeyIdentity(_ context.Context, pub ssh.PublicKey) (auth.Identity, error) {
 	if o, ok := k[ssh.FingerprintSHA256(pub)]; ok {
-		return o, nil
+		return auth.Identity{Owner: o, Authenticated: true}, nil
 	}
-	return "", auth.ErrUnknownCredential
+	return auth.Anonymous, auth.ErrUnknownCredential
 }
 
 // Env is an isolated git client environment (see gitrun.Env) with its own

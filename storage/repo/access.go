@@ -1,0 +1,220 @@
+package repo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/refdb"
+)
+
+// Access settings live in the repository's database, changed only by its
+// writer (the repo actor), each list under one key so a change is one
+// compare-free write and a reader sees a whole list:
+//
+//	meta/grants  → JSON []auth.Grant       (collaborators)
+//	meta/protect → JSON []auth.Protection  (protected ref patterns)
+//
+// The grants are copied into the name index entry too (Meta.Grants), so a
+// collaborator's access is decided before anything is opened, exactly as
+// visibility is. The same ordering rule applies: a change that takes
+// access away writes the index first, one that gives access writes it
+// last, and sessions re-check against the database (gitserve).
+const (
+	keyGrants  = "meta/grants"
+	keyProtect = "meta/protect"
+	// maxGrants and maxRules bound a repository's lists (and so its index
+	// entry, read on every cold access decision).
+	maxGrants = 500
+	maxRules  = 100
+)
+
+// Sentinel errors of access changes.
+var (
+	// ErrTooMany: a grant or protection list is full.
+	ErrTooMany = errors.New("too many entries")
+	// ErrNoEntry: revoke or unprotect named nothing that exists.
+	ErrNoEntry = errors.New("no such entry")
+)
+
+// ProtectedError is the per-command result of UpdateRefs for an update
+// a protection rule refuses; Reason is git's "protected branch: …" text.
+type ProtectedError struct {
+	Ref, Reason string
+}
+
+func (e *ProtectedError) Error() string { return e.Ref + ": " + e.Reason }
+
+func (r *Repo) grants() ([]auth.Grant, error) {
+	var gs []auth.Grant
+	return gs, decodeList(r.db, keyGrants, &gs)
+}
+
+// Protections returns the protected ref patterns as the writer holds them.
+func (r *Repo) Protections() ([]auth.Protection, error) {
+	var ps []auth.Protection
+	return ps, decodeList(r.db, keyProtect, &ps)
+}
+
+func decodeList(db *refdb.DB, key string, v any) error {
+	b, ok := db.Get(key)
+	if !ok {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w", key, err)
+	}
+	return nil
+}
+
+// meta is the repository's name index entry as its database says.
+func (r *Repo) meta() (Meta, error) {
+	gs, err := r.grants()
+	if err != nil {
+		return Meta{}, err
+	}
+	info := r.Info()
+	return Meta{Owner: r.owner, Name: r.name, Public: info.Public, Grants: gs}, nil
+}
+
+// Grant gives g.User g.Role (replacing any earlier role) and returns the
+// role they had. The owner needs no grant and cannot be given one.
+func (r *Repo) Grant(ctx context.Context, g auth.Grant) (auth.Role, error) {
+	if err := names.ValidateOwner(g.User); err != nil {
+		return auth.NoRole, fmt.Errorf("grant on %s/%s: %w", r.owner, r.name, err)
+	}
+	if names.Same(g.User, r.owner) {
+		return auth.NoRole, fmt.Errorf("grant on %s/%s: %s owns it already", r.owner, r.name, g.User)
+	}
+	if g.Role < auth.RoleRead || g.Role > auth.RoleAdmin {
+		return auth.NoRole, fmt.Errorf("grant on %s/%s: %w", r.owner, r.name, auth.ErrBadRole)
+	}
+	gs, err := r.grants()
+	if err != nil {
+		return auth.NoRole, err
+	}
+	old := auth.NoRole
+	i := slices.IndexFunc(gs, func(x auth.Grant) bool { return names.Same(x.User, g.User) })
+	if i >= 0 {
+		old = gs[i].Role
+		gs[i] = g
+	} else {
+		if len(gs) >= maxGrants {
+			return auth.NoRole, fmt.Errorf("grant on %s/%s: %w (%d collaborators)", r.owner, r.name, ErrTooMany, maxGrants)
+		}
+		gs = append(gs, g)
+	}
+	return old, r.setGrants(ctx, gs, g.Role < old)
+}
+
+// Revoke removes user's grant and returns the role they had; ErrNoEntry
+// if they had none.
+func (r *Repo) Revoke(ctx context.Context, user string) (auth.Role, error) {
+	gs, err := r.grants()
+	if err != nil {
+		return auth.NoRole, err
+	}
+	i := slices.IndexFunc(gs, func(x auth.Grant) bool { return names.Same(x.User, user) })
+	if i < 0 {
+		return auth.NoRole, fmt.Errorf("revoke %s on %s/%s: %w", user, r.owner, r.name, ErrNoEntry)
+	}
+	old := gs[i].Role
+	return old, r.setGrants(ctx, slices.Delete(gs, i, i+1), true)
+}
+
+// Grants lists the collaborators as the writer holds them.
+func (r *Repo) Grants() ([]auth.Grant, error) { return r.grants() }
+
+// setGrants stores gs in the database and the index, in the order that
+// never shows more access than either copy grants (see the top of this
+// file).
+func (r *Repo) setGrants(ctx context.Context, gs []auth.Grant, reduces bool) error {
+	b, err := json.Marshal(gs)
+	if err != nil {
+		return fmt.Errorf("encode grants: %w", err)
+	}
+	m, err := r.meta()
+	if err != nil {
+		return err
+	}
+	m.Grants = gs
+	if reduces {
+		if err := writeMeta(ctx, r.d, m); err != nil {
+			return fmt.Errorf("grants of %s/%s: %w", r.owner, r.name, err)
+		}
+	}
+	if err := r.commit(ctx, "set grants", refdb.Txn{refdb.Set(keyGrants, b)}); err != nil {
+		return err
+	}
+	if !reduces {
+		if err := writeMeta(ctx, r.d, m); err != nil {
+			return fmt.Errorf("grants of %s/%s: %w", r.owner, r.name, err)
+		}
+	}
+	return nil
+}
+
+// Protect adds p (replacing a rule with the same pattern).
+func (r *Repo) Protect(ctx context.Context, p auth.Protection) error {
+	if err := auth.ValidatePattern(p.Pattern); err != nil {
+		return fmt.Errorf("protect %s/%s: %w", r.owner, r.name, err)
+	}
+	ps, err := r.Protections()
+	if err != nil {
+		return err
+	}
+	if i := slices.IndexFunc(ps, func(x auth.Protection) bool { return x.Pattern == p.Pattern }); i >= 0 {
+		ps[i] = p
+	} else if len(ps) >= maxRules {
+		return fmt.Errorf("protect %s/%s: %w (%d patterns)", r.owner, r.name, ErrTooMany, maxRules)
+	} else {
+		ps = append(ps, p)
+	}
+	return r.setProtections(ctx, ps)
+}
+
+// Unprotect removes the rule with this pattern and returns it; ErrNoEntry
+// if there is none.
+func (r *Repo) Unprotect(ctx context.Context, pattern string) (auth.Protection, error) {
+	ps, err := r.Protections()
+	if err != nil {
+		return auth.Protection{}, err
+	}
+	i := slices.IndexFunc(ps, func(x auth.Protection) bool { return x.Pattern == pattern })
+	if i < 0 {
+		return auth.Protection{}, fmt.Errorf("unprotect %s on %s/%s: %w", pattern, r.owner, r.name, ErrNoEntry)
+	}
+	old := ps[i]
+	return old, r.setProtections(ctx, slices.Delete(ps, i, i+1))
+}
+
+func (r *Repo) setProtections(ctx context.Context, ps []auth.Protection) error {
+	b, err := json.Marshal(ps)
+	if err != nil {
+		return fmt.Errorf("encode protections: %w", err)
+	}
+	return r.commit(ctx, "set protected refs", refdb.Txn{refdb.Set(keyProtect, b)})
+}
+
+// protectionResults marks the commands the current rules refuse; called
+// by UpdateRefs inside the writer, so a rule added while a push was being
+// checked still applies to it.
+func (r *Repo) protectionResults(cmds []RefUpdate, results []error) error {
+	ps, err := r.Protections()
+	if err != nil || len(ps) == 0 {
+		return err
+	}
+	for i, c := range cmds {
+		if results[i] != nil {
+			continue
+		}
+		if why := auth.CheckUpdate(ps, c.Name, c.Kind()); why != "" {
+			results[i] = &ProtectedError{Ref: c.Name, Reason: why}
+		}
+	}
+	return nil
+}
