@@ -9,6 +9,8 @@
 // storage/.
 package admin
 
+import "encoding/json"
+
 // Request is one admin command.
 type Request struct {
 	Command string   `json:"command"`
@@ -21,8 +23,12 @@ type Request struct {
 type Event struct {
 	Progress string `json:"progress,omitempty"`
 	Output   string `json:"output,omitempty"`
-	Error    string `json:"error,omitempty"`
-	Done     bool   `json:"done,omitempty"`
+	// Data is a structured command's Result as JSON (see output.go).
+	Data  json.RawMessage `json:"data,omitempty"`
+	Error string          `json:"error,omitempty"`
+	// Code classifies Error (CodeNotFound, …) for exit statuses.
+	Code string `json:"code,omitempty"`
+	Done bool   `json:"done,omitempty"`
 }
 
 // Path is the HTTP path of the admin endpoint.
