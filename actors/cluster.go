@@ -148,6 +148,7 @@ func (n *Node) startCluster(cfg ClusterConfig) error {
 			return err
 		}
 		c.service, c.leader, c.leaderDB, c.leaderPID = svc, svc, db, svc.pid
+		go n.pruneLoop(c)
 		return nil
 	}
 	if cfg.Leader == nil {

@@ -96,6 +96,9 @@ func loadMap(v *refdb.View, t cluster.Timings) (*cluster.Map, error) {
 			return nil, fmt.Errorf("load ownership map: %w", err)
 		}
 	}
+	if err := loadFloor(v, m); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -156,6 +159,8 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 			r.renewed, r.declined = nil, nil
 			a.reload()
 		}
+	case *leaderPrune:
+		r = a.prune(ctx, m, now)
 	default:
 		return
 	}

@@ -15,4 +15,16 @@
 // (0.510 on 5), and 0.850 against 0.530 while the restart is in progress
 // (0.928 against 0.561 on 5). The cost is one forwarding hop on the first
 // request for a cold repository that entered elsewhere.
+//
+// Map hygiene: an entry leaves the map when its lease lapsed more than
+// PruneGrace ago, or when it lapsed and its repository was deleted
+// (Map.Prune). Epochs must still never go backwards for a repo: a node
+// holding a stale lease notices it lost the repo by seeing a higher epoch,
+// and a regranted epoch 1 after a prune would look older than the epoch 4
+// it holds. So the map keeps one epoch floor (FloorKey), the highest epoch
+// it ever pruned, written in the same transaction as the removals, and
+// every grant takes max(entry's epoch, floor)+1. A pruned repo's last
+// epoch is at most the floor, so its next grant is above it; an entry
+// that survives is unaffected except that it, too, climbs above the
+// floor. The floor costs one key, whatever the map's history.
 package cluster

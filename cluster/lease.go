@@ -89,11 +89,14 @@ type Options struct {
 // only for routing. Methods mutate the receiver and return what must be
 // persisted; a caller whose write fails must discard the map (or a Clone
 // taken before) and reload, never keep serving from the unpersisted state.
-// Entries are never deleted, which is what keeps Epoch monotonic. A Map is
-// not safe for concurrent use; one actor owns it.
+// Entries leave only through Prune, which raises the map's epoch floor
+// above every epoch it removes; grants start above the floor, which is
+// what keeps Epoch monotonic per repo (see the package doc). A Map is not
+// safe for concurrent use; one actor owns it.
 type Map struct {
 	t       Timings
 	entries map[string]Entry
+	floor   uint64
 }
 
 // NewMap returns an empty map using timings t.
@@ -121,6 +124,13 @@ func (m *Map) Put(repo string, e Entry) error {
 	return nil
 }
 
+// Floor is the epoch floor: no epoch at or below it is granted again.
+func (m *Map) Floor() uint64 { return m.floor }
+
+// SetFloor loads the floor read from the refdb (key FloorKey). It only
+// raises the floor, never lowers it.
+func (m *Map) SetFloor(f uint64) { m.floor = max(m.floor, f) }
+
 // Len is the number of entries.
 func (m *Map) Len() int { return len(m.entries) }
 
@@ -137,6 +147,7 @@ func (m *Map) Repos() []string {
 // Clone returns an independent copy.
 func (m *Map) Clone() *Map {
 	c := NewMap(m.t)
+	c.floor = m.floor
 	for r, e := range m.entries {
 		c.entries[r] = e
 	}
@@ -238,7 +249,9 @@ func (m *Map) ForceGrant(repo, requester, deadNode string, now time.Time) (Decis
 }
 
 func (m *Map) grant(repo, node string, now time.Time) Decision {
-	e := Entry{Node: node, Expires: now.Add(m.t.TTL), Written: now, Epoch: m.entries[repo].Epoch + 1}
+	// An entry's epoch may be below the floor if it outlived a prune of
+	// others; starting above both keeps it monotonic either way.
+	e := Entry{Node: node, Expires: now.Add(m.t.TTL), Written: now, Epoch: max(m.entries[repo].Epoch, m.floor) + 1}
 	m.entries[repo] = e
 	return Decision{Outcome: Granted, Repo: repo, Owner: node, Entry: e, Write: true}
 }

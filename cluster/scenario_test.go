@@ -167,6 +167,13 @@ func (w *world) run(line string) (string, error) {
 			break
 		}
 		step(node, repo, EventOf(d, node))
+	case "prune":
+		var gone []string
+		if g := args["gone"]; g != "" {
+			gone = strings.Split(g, ",")
+		}
+		p := w.m.Prune(now, gone)
+		say("pruned [%s] floor=%d entries=%d", strings.Join(p.Repos, " "), p.Floor, w.m.Len())
 	case "kill":
 		for k := range w.holders {
 			if k[0] == node {

@@ -20,6 +20,13 @@ const (
 	ForceGrantQuietPeriod = time.Second
 	// FollowerPoll is how often followers re-read the ownership map.
 	FollowerPoll = 200 * time.Millisecond
+	// PruneGrace is how long an entry stays in the map after its lease
+	// lapsed: long enough that the repo's next claim usually finds it (and
+	// placement its old owner's warm cache), short enough that the map
+	// holds roughly the repositories used in the last hour.
+	PruneGrace = time.Hour
+	// PruneEvery is the period of the leader's pruning pass.
+	PruneEvery = time.Minute
 )
 
 // Timings parameterises the leader's map; DefaultTimings gives the
@@ -28,9 +35,12 @@ type Timings struct {
 	TTL         time.Duration
 	Drain       time.Duration
 	QuietPeriod time.Duration
+	// PruneGrace: entries lapsed longer than this are pruned; zero never
+	// prunes by age (deleted repositories are still pruned).
+	PruneGrace time.Duration
 }
 
 // DefaultTimings returns the production timings.
 func DefaultTimings() Timings {
-	return Timings{TTL: TTL, Drain: Drain, QuietPeriod: ForceGrantQuietPeriod}
+	return Timings{TTL: TTL, Drain: Drain, QuietPeriod: ForceGrantQuietPeriod, PruneGrace: PruneGrace}
 }

@@ -2,13 +2,17 @@
 // over the node's peer stream port (RGIT_ADMIN_ADDR, default
 // 127.0.0.1:8082), authenticated with the peer secret, and the node runs it
 // through the repository's actor — nothing has to be stopped.
-// `rgit-admin version` prints its own version and the node's.
+// `rgit-admin version` prints its own version and the node's. With --json
+// the answer is one JSON object on stdout (a structured command's result,
+// {"output": …} for the others, {"error": …, "code": …} on failure), and
+// the exit status says how it failed: 1 not found, 2 usage, 3 refused,
+// 4 unreachable, 5 anything else.
 package main
 
 import (
 	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -24,24 +28,27 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rgit-admin", flag.ContinueOnError)
 	addr := fs.String("addr", envOr("RGIT_ADMIN_ADDR", "127.0.0.1:8082"), "node's peer stream address (RGIT_ADMIN_ADDR)")
 	showVersion := fs.Bool("version", false, "print rgit-admin's version and the node's (same as the version command)")
+	asJSON := fs.Bool("json", false, "print the answer as one JSON object (for scripts)")
+	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: rgit-admin [--addr host:port] <command> [args]\n\ncommands:")
+		fmt.Fprintln(stderr, "usage: rgit-admin [--addr host:port] [--json] <command> [args]\n\ncommands:")
 		for _, l := range admin.Usage() {
-			fmt.Fprintln(os.Stderr, "  "+l)
+			fmt.Fprintln(stderr, "  "+l)
 		}
+		fmt.Fprintln(stderr, "\nexit status: 0 ok, 1 not found, 2 usage, 3 refused, 4 unreachable, 5 other failure")
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *showVersion || (fs.NArg() == 1 && fs.Arg(0) == "version") {
-		return printVersion(*addr, os.Stdout, os.Stderr)
+		return printVersion(*addr, stdout, stderr)
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
@@ -50,25 +57,48 @@ func run(args []string) int {
 	req := admin.Request{Command: fs.Arg(0), Args: fs.Args()[1:]}
 	if req.Command == "add-key" || req.Command == "add-deploy-key" {
 		if err := readKeyFile(&req); err != nil {
-			fmt.Fprintln(os.Stderr, "rgit-admin: read public key:", err)
-			return 1
+			fmt.Fprintln(stderr, "rgit-admin: read public key:", err)
+			return admin.ExitUsage
 		}
 	}
 	secret, err := peerSecret()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "rgit-admin:", err)
-		return 1
+		fmt.Fprintln(stderr, "rgit-admin:", err)
+		return admin.ExitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := admin.Call(ctx, *addr, secret, req, os.Stderr, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "rgit-admin:", err)
-		if errors.Is(err, admin.ErrCommand) && strings.Contains(err.Error(), "usage") {
-			return 2
-		}
-		return 1
+	ev, err := admin.Do(ctx, *addr, secret, req, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "rgit-admin:", err)
 	}
-	return 0
+	if *asJSON {
+		printJSON(stdout, ev, err)
+	} else if err == nil && ev.Output != "" {
+		fmt.Fprintln(stdout, ev.Output)
+	}
+	return admin.ExitCode(err)
+}
+
+// printJSON prints the answer as one JSON object: the command's Data, or
+// {"output": …} for a command without structured output, or
+// {"error": …, "code": …}.
+func printJSON(w io.Writer, ev admin.Event, err error) {
+	var b []byte
+	switch {
+	case err != nil:
+		b, _ = json.Marshal(struct {
+			Error string `json:"error"`
+			Code  string `json:"code"`
+		}{strings.TrimPrefix(err.Error(), admin.ErrCommand.Error()+": "), admin.ErrorCode(err)})
+	case ev.Data != nil:
+		b = ev.Data
+	default:
+		b, _ = json.Marshal(struct {
+			Output string `json:"output"`
+		}{ev.Output})
+	}
+	fmt.Fprintf(w, "%s\n", b)
 }
 
 // printVersion prints this client's version and, when the node at addr

@@ -41,7 +41,8 @@ func moduleRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-func startCluster(t *testing.T) (*Cluster, *gitenv.Env) {
+// startCluster starts three nodes; env adds KEY=value settings to each.
+func startCluster(t *testing.T, env ...string) (*Cluster, *gitenv.Env) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("multi-process cluster test: skipped with -short")
@@ -63,7 +64,7 @@ func startCluster(t *testing.T) (*Cluster, *gitenv.Env) {
 	var err error
 	var c *Cluster
 	for attempt := 0; ; attempt++ {
-		c, err = Start(ctx, Options{Bin: bin, Dir: filepath.Join(dir, fmt.Sprint("c", attempt)), Nodes: 3})
+		c, err = Start(ctx, Options{Bin: bin, Dir: filepath.Join(dir, fmt.Sprint("c", attempt)), Nodes: 3, Env: env})
 		if err == nil || attempt == 2 {
 			break
 		}

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/repo"
 )
 
 // Access commands: collaborators, protected refs, tokens and keys (issue
@@ -63,6 +65,9 @@ func parseFlags(args []string, spec map[string]bool) (pos []string, flags map[st
 	}
 	return pos, flags, nil
 }
+
+// errForbidden: --as names a user without the role the command needs.
+var errForbidden = errors.New("forbidden")
 
 // operator is who an admin command acts as without --as: whoever holds
 // the peer secret.
@@ -192,12 +197,8 @@ func (s *Server) runCommand(ctx context.Context, req Request, progress func(stri
 			return "", nil, err
 		}
 	}
-	c, known := commands[req.Command]
-	if !known {
-		return "", nil, fmt.Errorf("unknown command %q", req.Command)
-	}
-	if len(req.Args) != c.nargs {
-		return "", nil, fmt.Errorf("%w: %s %s", ErrUsage, req.Command, c.synopsis)
+	if err := checkUsage(req); err != nil {
+		return "", nil, err
 	}
 	who := operator
 	if as := flags["as"]; len(as) > 0 {
@@ -243,9 +244,9 @@ func (s *Server) authorizeAs(ctx context.Context, req Request, user string) erro
 		s.audit(user, req.Command, zap.String("repo", owner+"/"+name), zap.String("refused", d.String()))
 		if d == auth.NotFound {
 			// As over git: a repository the user may not read is missing.
-			return fmt.Errorf("%s/%s: repository not found (as %s)", owner, name, user)
+			return fmt.Errorf("%s/%s: %w (as %s)", owner, name, repo.ErrNotFound, user)
 		}
-		return fmt.Errorf("%s may not %s %s/%s: needs the %s role", user, req.Command, owner, name, need)
+		return fmt.Errorf("%s may not %s %s/%s: needs the %s role: %w", user, req.Command, owner, name, need, errForbidden)
 	}
 	return nil
 }
@@ -333,7 +334,7 @@ func (s *Server) runAccess(ctx context.Context, req Request, flags map[string][]
 		s.audit(who, "remove-key", zap.String("owner", k.Owner), zap.String("fingerprint", k.Fingerprint), zap.String("repo", k.Repo))
 		return Message{Text: fmt.Sprintf("removed key %s of %s", k.Fingerprint, k.Owner), Key: &k}, nil
 	}
-	return nil, fmt.Errorf("unknown command %q", req.Command)
+	return nil, fmt.Errorf("%w %q", errUnknownCommand, req.Command)
 }
 
 // repoAccess runs the commands that change or show one repository's
@@ -390,9 +391,10 @@ func (s *Server) repoAccess(ctx context.Context, req Request, flags map[string][
 		s.audit(who, "unprotect", zap.String("repo", repo), zap.String("pattern", p.Pattern))
 		return Message{Text: fmt.Sprintf("%s no longer protected on %s", p.Pattern, repo), Protection: &p}, nil
 	}
-	return nil, fmt.Errorf("unknown command %q", req.Command)
+	return nil, fmt.Errorf("%w %q", errUnknownCommand, req.Command)
 }
 
+// nonNil makes an empty list encode as [] rather than null.
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}

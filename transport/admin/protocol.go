@@ -23,11 +23,14 @@ type Request struct {
 type Event struct {
 	Progress string `json:"progress,omitempty"`
 	Output   string `json:"output,omitempty"`
-	// Data is the typed result of commands that have one (access listings
-	// and changes: AccessList, TokenList, KeyList, Message), as JSON.
+	// Data is the typed result of commands that have one (listings and
+	// access changes: Repos, Status, Where, AccessList, TokenList, …), as
+	// JSON: what `rgit-admin --json` prints.
 	Data  json.RawMessage `json:"data,omitempty"`
 	Error string          `json:"error,omitempty"`
-	Done  bool            `json:"done,omitempty"`
+	// Code classifies Error (CodeNotFound, …) for exit statuses.
+	Code string `json:"code,omitempty"`
+	Done bool   `json:"done,omitempty"`
 }
 
 // Path is the HTTP path of the admin endpoint.

@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/actors"
 )
 
 // PeerAddrs finds a node's peer stream port (transport/peer.Directory).
@@ -56,7 +58,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, req Request) bool
 	}
 	hop, _ := strconv.Atoi(r.Header.Get(headerHop))
 	if hop+1 > maxHops {
-		s.failRelay(w, req, fmt.Errorf("%s/%s: relay hop limit reached (nodes disagree on the owner; retry)", owner, name))
+		s.failRelay(w, req, fmt.Errorf("%s/%s: %w (nodes disagree on the owner; retry)", owner, name, errHopLimit))
 		return true
 	}
 	// The owner forgets its index cache entry when it changes the
@@ -69,6 +71,8 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, req Request) bool
 	}
 	return true
 }
+
+var errHopLimit = errors.New("relay hop limit reached")
 
 var errRelayStarted = errors.New("relay failed after the owner started answering")
 
@@ -91,7 +95,7 @@ func (s *Server) relayTo(ctx context.Context, w http.ResponseWriter, node string
 	hr.Header.Set(headerHop, strconv.Itoa(hop))
 	resp, err := http.DefaultClient.Do(hr)
 	if err != nil {
-		return fmt.Errorf("reach owner %s at %s: %w", node, addr, err)
+		return fmt.Errorf("reach owner %s at %s: %w: %w", node, addr, actors.ErrOwnerUnreachable, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -128,5 +132,5 @@ func (s *Server) failRelay(w http.ResponseWriter, req Request, err error) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	(&eventWriter{w: w, rc: http.NewResponseController(w)}).send(Event{Error: err.Error(), Done: true})
+	(&eventWriter{w: w, rc: http.NewResponseController(w)}).send(Event{Error: err.Error(), Code: codeOf(err), Done: true})
 }

@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/actors"
-	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
@@ -60,13 +58,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	out := &eventWriter{w: w, rc: http.NewResponseController(w)}
 	s.Log.Info("admin command", zap.String("command", req.Command), zap.Strings("args", req.Args))
-	output, data, err := s.runCommand(r.Context(), req, out.progress)
+	ev, err := s.answer(r.Context(), req, out.progress)
 	if err != nil {
 		s.Log.Warn("admin command failed", zap.String("command", req.Command), zap.Strings("args", req.Args), zap.Error(err))
-		out.send(Event{Error: err.Error(), Done: true})
-		return
 	}
-	out.send(Event{Output: output, Data: encodeData(data), Done: true})
+	out.send(ev)
 }
 
 type eventWriter struct {
@@ -140,14 +136,23 @@ var commands = map[string]struct {
 // ErrUsage reports a malformed admin command.
 var ErrUsage = errors.New("usage")
 
-func (s *Server) run(ctx context.Context, req Request, progress func(string, uint64, uint64)) (string, error) {
+var errUnknownCommand = errors.New("unknown command")
+
+// checkUsage checks that req names a command with its number of arguments.
+func checkUsage(req Request) error {
 	c, known := commands[req.Command]
 	if !known {
-		return "", fmt.Errorf("unknown command %q", req.Command)
+		return fmt.Errorf("%w %q", errUnknownCommand, req.Command)
 	}
 	if len(req.Args) != c.nargs {
-		return "", fmt.Errorf("%w: %s %s", ErrUsage, req.Command, c.synopsis)
+		return fmt.Errorf("%w: %s %s", ErrUsage, req.Command, c.synopsis)
 	}
+	return nil
+}
+
+// run runs the commands without structured results or flags; runCommand
+// has checked req's usage.
+func (s *Server) run(ctx context.Context, req Request, progress func(string, uint64, uint64)) (string, error) {
 	// arg resolves an existing repository to the spelling it is stored
 	// under (names are case-insensitive).
 	arg := func(i int) (string, string, error) { return s.existing(ctx, req.Args[i]) }
@@ -236,31 +241,10 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 			return "", err
 		}
 		return "HEAD of " + owner + "/" + name + " is " + req.Args[1], nil
-	case "list-repos":
-		names, err := repo.List(ctx, s.Deps)
-		if err != nil {
-			return "", err
-		}
-		return strings.Join(names, "\n"), nil
-	case "where":
-		owner, name, err := names.Split(req.Args[0])
-		if err != nil {
-			return "", err
-		}
-		if s.Peers == nil {
-			return owner + "/" + name + " is served by this node (single node)", nil
-		}
-		return where(s.Node.OwnershipView(), owner+"/"+name, time.Now()), nil
-	case "status":
-		open, err := s.Node.OpenRepos(ctx)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("version: %s\nopen repositories: %d\n%s", s.Version, len(open), strings.Join(open, "\n")), nil
 	case "version":
 		return s.Version, nil
 	}
-	return "", fmt.Errorf("unknown command %q", req.Command)
+	return "", fmt.Errorf("%w %q", errUnknownCommand, req.Command)
 }
 
 // gc collects owner/name's garbage: the repo actor drops expired retired
@@ -277,20 +261,6 @@ func (s *Server) gc(ctx context.Context, owner, name string) (repo.GCStats, erro
 		return repo.GCStats{}, err
 	}
 	return repo.Collect(ctx, s.Deps, plan)
-}
-
-// where describes a repository's entry in this node's view of the
-// ownership map, without claiming anything.
-func where(view cluster.View, repo string, now time.Time) string {
-	e, ok := view.Get(repo)
-	if !ok {
-		return repo + " is unowned"
-	}
-	state := "live"
-	if !e.Live(now) {
-		state = "expired"
-	}
-	return fmt.Sprintf("%s is owned by %s (epoch %d, lease %s, expires %s)", repo, e.Node, e.Epoch, state, e.Expires.UTC().Format(time.RFC3339Nano))
 }
 
 // existing parses "owner/name" and resolves it to the spelling the

@@ -31,6 +31,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/reqid"
 )
 
 // TokenLookup maps a token to the identity it carries (owner, scope,
@@ -140,9 +141,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // on an ambiguous overlap (e.g. a method-less "/x/{rest...}").
 func (s *Server) Register(mux *http.ServeMux) {
 	h := s.h
-	mux.HandleFunc(Patterns[0], h.infoRefs)
-	mux.HandleFunc(Patterns[1], func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.UploadPack) })
-	mux.HandleFunc(Patterns[2], func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.ReceivePack) })
+	mux.HandleFunc(Patterns[0], withID(h.infoRefs))
+	mux.HandleFunc(Patterns[1], withID(func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.UploadPack) }))
+	mux.HandleFunc(Patterns[2], withID(func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.ReceivePack) }))
+}
+
+// withID gives the request its id (package reqid): the X-Request-Id it
+// came with when sane (a client's, a load balancer's, or the forwarding
+// node's), else a new one. The answer echoes it; a forwarder sends it on.
+func withID(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := reqid.Accept(r.Header.Get(reqid.Header))
+		w.Header().Set(reqid.Header, id)
+		next(w, r.WithContext(reqid.With(r.Context(), id)))
+	}
 }
 
 func newHandler(cfg Config) (*handler, error) {
@@ -170,6 +182,7 @@ func newHandler(cfg Config) (*handler, error) {
 // request is the per-request state shared by the two endpoints.
 type request struct {
 	h     *handler
+	log   *zap.Logger // h's, with the request id
 	w     http.ResponseWriter
 	r     *http.Request
 	op    string
@@ -192,7 +205,7 @@ func (h *handler) begin(w http.ResponseWriter, r *http.Request, op string) *requ
 			delete(r.Header, k)
 		}
 	}
-	return &request{h: h, w: w, r: r, op: op, start: time.Now()}
+	return &request{h: h, log: h.log.With(reqid.Field(r.Context())), w: w, r: r, op: op, start: time.Now()}
 }
 
 // finish logs and records the request. err is the failure, if any; once the
@@ -209,24 +222,25 @@ func (q *request) finish(err error) {
 		}
 	}
 	q.h.metrics.Observe(q.op, strconv.Itoa(status), time.Since(q.start), q.stats.BytesIn, q.stats.BytesOut)
-	if err == nil {
-		return
-	}
 	fields := []zap.Field{
 		zap.String("op", q.op), zap.String("path", q.r.URL.Path), zap.String("remote", q.r.RemoteAddr),
 		zap.Int("status", status), zap.String("class", class.String()), zap.Error(err),
 	}
+	if err == nil {
+		q.log.Debug("git http request", append(fields, zap.Duration("duration", time.Since(q.start)))...)
+		return
+	}
 	switch class {
 	case gitserve.Internal:
-		q.h.log.Error("git http request failed", fields...)
+		q.log.Error("git http request failed", fields...)
 	case gitserve.Unavailable:
-		q.h.log.Warn("git http request failed", fields...)
+		q.log.Warn("git http request failed", fields...)
 	case gitserve.Unauthorized:
 		// git's first request is routinely anonymous; this is the
 		// credential challenge, not an incident.
-		q.h.log.Debug("git http request needs credentials", fields...)
+		q.log.Debug("git http request needs credentials", fields...)
 	default:
-		q.h.log.Info("git http request refused", fields...)
+		q.log.Info("git http request refused", fields...)
 	}
 }
 
@@ -277,7 +291,7 @@ func statusOf(c gitserve.Class) int {
 func (q *request) refuse(status int, msg string) {
 	q.fail(status, msg)
 	q.h.metrics.Observe(q.op, strconv.Itoa(status), time.Since(q.start), 0, 0)
-	q.h.log.Info("git http request refused", zap.String("op", q.op), zap.String("path", q.r.URL.Path),
+	q.log.Info("git http request refused", zap.String("op", q.op), zap.String("path", q.r.URL.Path),
 		zap.String("remote", q.r.RemoteAddr), zap.Int("status", status), zap.String("reason", msg))
 }
 
@@ -340,7 +354,7 @@ func (h *handler) open(q *request, svc gitserve.Service) *gitserve.Session {
 func (q *request) moved(err error) {
 	gitserve.WriteMoved(q.w)
 	q.h.metrics.Observe(q.op, strconv.Itoa(http.StatusMisdirectedRequest), time.Since(q.start), 0, 0)
-	q.h.log.Info("forwarded git http request for a repository this node released; answered moved",
+	q.log.Info("forwarded git http request for a repository this node released; answered moved",
 		zap.String("op", q.op), zap.String("path", q.r.URL.Path), zap.Error(err))
 }
 

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/reqid"
 )
 
 // DialTimeout bounds connecting to a peer. Peers are on the same network;
@@ -85,6 +86,12 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 			pr.Out.Host = st.addr
 			pr.Out.Header.Set(HeaderSecret, f.secret)
 			pr.Out.Header.Set(HeaderHop, strconv.Itoa(st.hop))
+			// The id this node gave the request, not whatever the client
+			// sent: the owner logs under the same id.
+			pr.Out.Header.Del(reqid.Header)
+			if id := reqid.From(pr.In.Context()); id != "" {
+				pr.Out.Header.Set(reqid.Header, id)
+			}
 			if st.replayable && pr.Out.Method != http.MethodGet {
 				// A replayable body (upload-pack requests are reads): let
 				// the transport resend it on a reused connection that the
@@ -97,6 +104,7 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 			if gitserve.IsMovedResponse(resp.StatusCode, resp.Header) {
 				return errMovedAnswer
 			}
+			resp.Header.Del(reqid.Header) // the same id, already set here
 			return nil
 		},
 		Transport:     f.tr,

@@ -21,6 +21,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/reqid"
 )
 
 // A forwarded git session is an HTTP Upgrade on the peer stream port:
@@ -29,7 +30,8 @@ import (
 //	  X-Rgit-Hop, X-Rgit-Service, X-Rgit-Repo (owner/name as the client
 //	  wrote it), X-Rgit-Identity (the authenticated auth.Identity as JSON,
 //	  scope and deploy key included; absent: anonymous),
-//	  X-Rgit-Protocol (git protocol version)
+//	  X-Rgit-Protocol (git protocol version), X-Request-Id (the session's id,
+//	  package reqid)
 //	← 101 Switching Protocols
 //
 // Then the client's stdin flows raw from caller to owner (a TCP half-close
@@ -128,6 +130,9 @@ func (c *SessionClient) ForwardSession(ctx context.Context, node string, req git
 		h.Set(hdrIdentity, string(b))
 	}
 	h.Set(hdrProtocol, strconv.Itoa(req.Protocol))
+	if id := reqid.From(ctx); id != "" {
+		h.Set(reqid.Header, id)
+	}
 	if err := hreq.Write(conn); err != nil {
 		return st, fmt.Errorf("forward session to %s: send request: %w", node, err)
 	}
@@ -317,6 +322,8 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// while the owner still works and answers. A caller that goes away
 	// shows up as failing writes instead.
 	ctx := gitserve.WithHops(context.WithoutCancel(r.Context()), hop)
+	ctx = reqid.With(ctx, reqid.Accept(r.Header.Get(reqid.Header)))
+	log = log.With(reqid.Field(ctx))
 	// Open before the upgrade: a repository this draining node no longer
 	// holds is answered with the moved signal while the caller can still
 	// send the session elsewhere (it has read nothing of the client yet).
@@ -357,6 +364,8 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Msg = err.Error()
 		log.Info("peer session ended with an error", zap.String("service", svc.String()),
 			zap.String("repo", owner+"/"+name), zap.String("class", class.String()), zap.Error(err))
+	} else {
+		log.Debug("peer session", zap.String("service", svc.String()), zap.String("repo", owner+"/"+name))
 	}
 	if err := fw.status(s); err != nil {
 		log.Debug("peer session: write status", zap.Error(err))

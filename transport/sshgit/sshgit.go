@@ -40,6 +40,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/reqid"
 )
 
 // KeyLookup maps a public key to the identity it carries (a user, or a
@@ -249,11 +250,16 @@ func (s *Server) handle(sess ssh.Session) {
 	start := time.Now()
 	op := "ssh"
 	var stats gitserve.Stats
-	err := s.serve(sess, &op, &stats)
+	// SSH has no header to take an id from: every session gets a new one,
+	// which forwarding carries to the owner.
+	ctx := reqid.With(sess.Context(), reqid.New())
+	err := s.serve(ctx, sess, &op, &stats)
 	class := gitserve.Classify(err)
 	s.metrics.Observe(op, class.String(), time.Since(start), stats.BytesIn, stats.BytesOut)
 	if err == nil {
 		_ = sess.Exit(0)
+		s.log.Debug("git ssh session", zap.String("op", op), zap.String("user", sess.User()),
+			zap.String("remote", sess.RemoteAddr().String()), zap.Duration("duration", time.Since(start)), reqid.Field(ctx))
 		return
 	}
 	msg := class.Message()
@@ -271,7 +277,7 @@ func (s *Server) handle(sess ssh.Session) {
 
 	fields := []zap.Field{zap.String("op", op), zap.String("user", sess.User()),
 		zap.String("remote", sess.RemoteAddr().String()), zap.String("command", truncate(sess.RawCommand(), 200)),
-		zap.String("class", class.String()), zap.Error(err)}
+		zap.String("class", class.String()), zap.Error(err), reqid.Field(ctx)}
 	switch class {
 	case gitserve.Internal:
 		s.log.Error("git ssh session failed", fields...)
@@ -282,7 +288,7 @@ func (s *Server) handle(sess ssh.Session) {
 	}
 }
 
-func (s *Server) serve(sess ssh.Session, op *string, stats *gitserve.Stats) error {
+func (s *Server) serve(ctx context.Context, sess ssh.Session, op *string, stats *gitserve.Stats) error {
 	raw := sess.RawCommand()
 	if raw == "" {
 		return &usageError{"interactive shells are not supported; use git clone, fetch or push"}
@@ -303,12 +309,12 @@ func (s *Server) serve(sess ssh.Session, op *string, stats *gitserve.Stats) erro
 	opt := gitproto.Options{Protocol: gitproto.ParseProtocol(envValue(sess.Environ(), "GIT_PROTOCOL"))}
 	req := gitserve.SessionRequest{Service: svc, Owner: owner, Name: name, Identity: id, Protocol: opt.Protocol}
 	if s.stall == 0 {
-		*stats, err = s.gate.ServeRouted(sess.Context(), s.forward, s.reroute, req, sess, sess, opt)
+		*stats, err = s.gate.ServeRouted(ctx, s.forward, s.reroute, req, sess, sess, opt)
 		return err
 	}
 	in := newStallReader(sess, s.stall, func() { sess.Close() })
 	defer in.stop()
-	*stats, err = s.gate.ServeRouted(sess.Context(), s.forward, s.reroute, req, in, sess, opt)
+	*stats, err = s.gate.ServeRouted(ctx, s.forward, s.reroute, req, in, sess, opt)
 	if in.stalled.Load() {
 		return fmt.Errorf("%w: no input for %s", errStalled, s.stall)
 	}

@@ -1,0 +1,109 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/refdb"
+	"github.com/rgit/rgit/storage/repo"
+)
+
+// leaderPrune asks the leader actor to prune the map (cluster.Map.Prune);
+// gone lists lapsed repos found deleted. Answered with a *leaderReply.
+type leaderPrune struct{ gone []string }
+
+// prune applies the pure decision and persists the removals with the
+// raised epoch floor in one transaction, as cluster.Pruned.Write demands.
+func (a *leaderActor) prune(ctx actor.Context, m *leaderPrune, now time.Time) leaderReply {
+	p := a.m.Prune(now, m.gone)
+	if !p.Write {
+		return leaderReply{}
+	}
+	txn := refdb.Txn{refdb.Set(cluster.FloorKey, cluster.EncodeFloor(p.Floor))}
+	for _, r := range p.Repos {
+		key, err := cluster.Key(r)
+		if err != nil {
+			a.reload()
+			return leaderReply{err: err}
+		}
+		txn = append(txn, refdb.Remove(key))
+	}
+	if err := a.commit(ctx, txn); err != nil {
+		a.reload()
+		return leaderReply{err: err}
+	}
+	a.node.log.Info("pruned ownership map", zap.Strings("repos", p.Repos), zap.Uint64("epoch_floor", p.Floor))
+	return leaderReply{}
+}
+
+// loadFloor reads the epoch floor of v into m.
+func loadFloor(v *refdb.View, m *cluster.Map) error {
+	b, ok := v.Get(cluster.FloorKey)
+	if !ok {
+		return nil
+	}
+	f, err := cluster.DecodeFloor(b)
+	if err != nil {
+		return fmt.Errorf("load ownership map: %w", err)
+	}
+	m.SetFloor(f)
+	return nil
+}
+
+// pruneLoop runs a pruning pass every cluster.PruneEvery on the leader
+// node until the node stops.
+func (n *Node) pruneLoop(c *clusterState) {
+	t := time.NewTicker(cluster.PruneEvery)
+	defer t.Stop()
+	since := time.Now()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case now := <-t.C:
+			if err := n.pruneOnce(c, since, now); err != nil {
+				n.log.Warn("prune ownership map", zap.Error(err))
+				continue
+			}
+			// Overlap one period: a repo deleted just after its lease
+			// lapsed is still checked in the next pass.
+			since = now.Add(-cluster.PruneEvery)
+		}
+	}
+}
+
+// pruneOnce checks which entries lapsed in [since, now) belong to deleted
+// repositories (outside the actor: it is store I/O) and asks the leader
+// actor to prune. A failed check prunes nothing for that repo: the grace
+// period removes it later.
+func (n *Node) pruneOnce(c *clusterState, since, now time.Time) error {
+	m, err := loadMap(c.leaderDB.View(), c.cfg.Timings)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cluster.PruneEvery)
+	defer cancel()
+	var gone []string
+	for _, r := range m.Lapsed(since, now) {
+		owner, name, err := names.Split(r)
+		if err != nil {
+			continue
+		}
+		if ok, err := repo.Exists(ctx, n.cfg.Deps, owner, name); err != nil {
+			n.log.Warn("prune: check repository", zap.String("repo", r), zap.Error(err))
+		} else if !ok {
+			gone = append(gone, r)
+		}
+	}
+	v, err := n.request(ctx, c.leaderPID, &leaderPrune{gone: gone}, leaderCommitTimeout+time.Second)
+	if err != nil {
+		return err
+	}
+	return v.(*leaderReply).err
+}

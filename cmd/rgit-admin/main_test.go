@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/objstore/memstore"
+	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/admin"
+)
+
+const secret = "0123456789abcdef0123"
+
+// startNode serves the admin endpoint of a single in-memory node.
+func startNode(t *testing.T) string {
+	t.Helper()
+	st := memstore.New()
+	d := repo.Deps{Store: st}
+	n, err := actors.NewNode(actors.Config{Deps: d, MaintenanceSlots: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown(context.Background()) })
+	srv := httptest.NewServer(&admin.Server{Node: n, Deps: d, Auth: auth.NewStore(st), Secret: secret,
+		Log: zap.NewNop(), Version: "v9.9.9"})
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// admin runs rgit-admin with args against addr and returns its exit status
+// and stdout.
+func runAdmin(t *testing.T, addr string, args ...string) (int, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(append([]string{"--addr", addr}, args...), &out, &errOut)
+	t.Logf("rgit-admin %s: exit %d, stderr %q", strings.Join(args, " "), code, errOut.String())
+	return code, out.String()
+}
+
+// TestJSONOutput: --json prints each listing command's answer as one JSON
+// object of a fixed shape.
+func TestJSONOutput(t *testing.T) {
+	t.Setenv("RGIT_PEER_SECRET", secret)
+	addr := startNode(t)
+	if code, _ := runAdmin(t, addr, "create-repo", "alice/web"); code != 0 {
+		t.Fatalf("create-repo: exit %d", code)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--json", "list-repos"}, `{"repos":["alice/web"]}`},
+		{[]string{"--json", "where", "alice/web"}, `{"repo":"alice/web","state":"single-node"}`},
+		{[]string{"--json", "status"}, `{"version":"v9.9.9","open_repos":[]}`},
+		{[]string{"--json", "set-visibility", "alice/web", "public"}, `{"output":"alice/web is public"}`},
+		{[]string{"--json", "delete-repo", "alice/nope"}, `"code":"not_found"}`},
+	}
+	for _, c := range cases {
+		_, out := runAdmin(t, addr, c.args...)
+		if !strings.HasSuffix(strings.TrimSpace(out), c.want) || !json.Valid([]byte(out)) {
+			t.Errorf("%v: stdout %q, want JSON ending in %s", c.args, out, c.want)
+		}
+	}
+}
+
+// TestExitCodes: scripts tell not found, refused and unreachable apart.
+func TestExitCodes(t *testing.T) {
+	t.Setenv("RGIT_PEER_SECRET", secret)
+	addr := startNode(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	if code, _ := runAdmin(t, addr, "create-repo", "alice/web"); code != 0 {
+		t.Fatalf("create-repo: exit %d", code)
+	}
+	cases := []struct {
+		name string
+		addr string
+		args []string
+		want int
+	}{
+		{"success", addr, []string{"list-repos"}, 0},
+		{"not found", addr, []string{"delete-repo", "alice/nope"}, 1},
+		{"usage", addr, []string{"create-repo"}, 2},
+		{"exists refused", addr, []string{"create-repo", "alice/web"}, 3},
+		{"unreachable", closed, []string{"list-repos"}, 4},
+	}
+	for _, c := range cases {
+		if code, _ := runAdmin(t, c.addr, c.args...); code != c.want {
+			t.Errorf("%s: exit %d, want %d", c.name, code, c.want)
+		}
+	}
+	t.Setenv("RGIT_PEER_SECRET", "wrong-secret-wrong-secret")
+	if code, _ := runAdmin(t, addr, "list-repos"); code != 3 {
+		t.Errorf("bad secret: exit %d, want 3", code)
+	}
+}

@@ -1,0 +1,36 @@
+package admin
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/rgit/rgit/cluster"
+)
+
+type mapView map[string]cluster.Entry
+
+func (m mapView) Get(r string) (cluster.Entry, bool) { e, ok := m[r]; return e, ok }
+
+// TestWhereShape pins where's JSON shape, which scripts depend on.
+func TestWhereShape(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	view := mapView{
+		"a/live": {Node: "rgit-1", Expires: now.Add(time.Second), Epoch: 7},
+		"a/old":  {Node: "rgit-2", Expires: now, Epoch: 3},
+	}
+	cases := map[string]string{
+		"a/live": `{"repo":"a/live","state":"live","node":"rgit-1","epoch":7,"expires":"2026-01-02T03:04:06Z"}`,
+		"a/old":  `{"repo":"a/old","state":"expired","node":"rgit-2","epoch":3,"expires":"2026-01-02T03:04:05Z"}`,
+		"a/none": `{"repo":"a/none","state":"unowned"}`,
+	}
+	for r, want := range cases {
+		b, err := json.Marshal(whereIn(view, r, now))
+		if err != nil || string(b) != want {
+			t.Errorf("where %s = %s, %v; want %s", r, b, err, want)
+		}
+	}
+	if got := whereIn(view, "a/live", now).Text(); got != "a/live is owned by rgit-1 (epoch 7, lease live, expires 2026-01-02T03:04:06Z)" {
+		t.Errorf("text = %q", got)
+	}
+}
