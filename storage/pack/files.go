@@ -175,6 +175,29 @@ func (pf *packFile) pin() error {
 	return nil
 }
 
+// closeIdle closes the file now if it is open within a budget and no
+// read is in flight; the next read reopens it.
+func (pf *packFile) closeIdle() {
+	b := pf.budget
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	f := pf.f
+	if f == nil || pf.inUse > 0 || pf.pinned {
+		b.mu.Unlock()
+		return
+	}
+	pf.f = nil
+	b.open--
+	if pf.elem != nil {
+		b.idle.Remove(pf.elem)
+		pf.elem = nil
+	}
+	b.mu.Unlock()
+	_ = f.Close()
+}
+
 func (pf *packFile) close() error {
 	if pf.budget == nil {
 		return pf.f.Close()

@@ -187,6 +187,11 @@ func (p *Pack) Close() error {
 	return errors.Join(p.f.close(), p.idx.Close())
 }
 
+// CloseFile closes the pack file now if it has a budget (OpenOptions.Files)
+// and no read in flight, leaving the Pack usable: the next read reopens
+// it. For a pack nobody is using for a while, so it holds no descriptor.
+func (p *Pack) CloseFile() { p.f.closeIdle() }
+
 // KeepOpen opens the pack file if its budget closed it and keeps it open,
 // outside the budget, until Close: the caller is about to delete the
 // file while the pack is still in use.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -421,12 +422,19 @@ func (c *Cache) releaser(e *entry) func() {
 			if e.detached && e.refs == 0 && e.p != nil {
 				toClose, e.p, e.bm = append(toClose, e.p), nil, nil
 			}
+			var idle *pack.Pack
 			if e.refs == 0 {
 				toClose = append(toClose, c.trimOpenLocked()...)
+				idle = e.p
 			}
 			c.mu.Unlock()
 			for _, p := range toClose {
 				c.closePack(p)
+			}
+			if idle != nil && !slices.Contains(toClose, idle) {
+				// No pack set holds it (a retired pack, a repository gone
+				// cold): it keeps its mapping but not a descriptor.
+				idle.CloseFile()
 			}
 			c.evict()
 		})
