@@ -138,7 +138,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		}
 	}
 	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm,
-		MaintenanceSlots: maintSlots(cfg.MaintSlots), Log: log, Registerer: reg, Cluster: clusterCfg})
+		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: reg, Cluster: clusterCfg})
 	if err != nil {
 		return nil, err
 	}
