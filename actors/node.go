@@ -40,9 +40,9 @@ type Config struct {
 	// Busy is the load signal maintenance backs off on: while it reports
 	// true, jobs wait (retrying with backoff) before they start. Nil: the
 	// node is busy while more than 4 sessions per CPU are live.
-	Busy func() bool
-	Log              *zap.Logger
-	Registerer       prometheus.Registerer // nil: metrics are not registered
+	Busy       func() bool
+	Log        *zap.Logger
+	Registerer prometheus.Registerer // nil: metrics are not registered
 	// Cluster makes the node a cluster member; nil is a single node that
 	// owns every repository.
 	Cluster *ClusterConfig
