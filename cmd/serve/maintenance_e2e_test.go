@@ -1,12 +1,17 @@
 package serve_test
 
 import (
+	"context"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/rgit/rgit/storage/objstore/storeurl"
+	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/gitenv"
 )
 
@@ -83,4 +88,49 @@ func countPacks(t *testing.T, srv *gitenv.Server) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestPushLoopLeavesBoundedPacks pushes, with real git over HTTP and the
+// node's default maintenance, 40 times to one repository: once
+// maintenance settles the packs are a geometric progression (at most
+// log2 of the objects, plus one), and a clone passes git fsck.
+func TestPushLoopLeavesBoundedPacks(t *testing.T) {
+	const pushes = 40
+	srv := gitenv.StartServer(t, gitenv.FileStore(t))
+	token := srv.AddToken(t, "alice")
+	srv.CreateRepo(t, "alice/loop")
+	url := srv.HTTPURL(token, "alice/loop")
+	env := gitenv.New(t)
+	src := t.TempDir()
+	env.Run(t, src, "init", "-q", "-b", "main")
+	for i := range pushes {
+		env.Commit(t, src, fmt.Sprint("c", i), map[string]string{"f": strings.Repeat(fmt.Sprintf("push %d\n", i), 50)})
+		env.Run(t, src, "push", "-q", url, "main")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.WaitMaintenance(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store, err := storeurl.Open(ctx, srv.Store.URL, storeurl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	packs, err := repo.ReadPacks(ctx, repo.Deps{Store: store}, "alice", "loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := 0
+	for _, p := range packs {
+		objects += p.Objects
+	}
+	if limit := bits.Len(uint(objects)) + 1; len(packs) > limit || repo.PlanGeometric(packs, repo.GeometricFactor) != nil {
+		t.Fatalf("after %d pushes: %d packs (limit %d, %d objects), want a geometric progression: %+v", pushes, len(packs), limit, objects, packs)
+	}
+	dst := filepath.Join(t.TempDir(), "clone")
+	env.Run(t, "", "clone", "-q", url, dst)
+	env.Fsck(t, dst)
+	if got, want := env.Run(t, dst, "rev-parse", "HEAD"), env.Run(t, src, "rev-parse", "HEAD"); got != want {
+		t.Fatalf("clone HEAD %s, want %s", got, want)
+	}
 }

@@ -281,6 +281,10 @@ func ignoreClosed(err, closed error) error {
 	return err
 }
 
+// WaitMaintenance returns once the node has no background pack
+// maintenance scheduled or running (tests, benchmarks), or when ctx ends.
+func (s *Server) WaitMaintenance(ctx context.Context) error { return s.node.WaitMaintenance(ctx) }
+
 // Err reports a listener that stopped unexpectedly.
 func (s *Server) Err() <-chan error { return s.serveErr }
 
