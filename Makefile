@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster lint generate clean
+.PHONY: all build run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance lint generate clean
 
 all: build
 
@@ -74,6 +74,11 @@ bench-http: build
 
 bench-cluster: build
 	$(GO) run ./cmd/rgit-bench cluster
+
+## bench-maintenance: 1,000 pushes to one repository (MAINT_N to change).
+MAINT_N ?= 1000
+bench-maintenance: build
+	$(GO) run ./cmd/rgit-bench maint -n $(MAINT_N)
 
 lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

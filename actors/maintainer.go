@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 
@@ -64,6 +66,79 @@ func maintStep(p maintPhase, ev maintEvent) (next maintPhase, spawn bool) {
 	return p, false
 }
 
+// maintKind is what one maintenance check of a repository does.
+type maintKind uint8
+
+const (
+	maintNothing maintKind = iota
+	maintRollUp            // roll up some packs (repo.BuildRollUp)
+	maintFull              // repack everything reachable (repo.BuildRepack)
+)
+
+// planMaintenance decides one maintenance check of a repository from its
+// packs: a geometric roll-up as a rule, and occasionally a full repack,
+// which drops unreachable objects and rewrites every reused delta chain
+// into one pack with a bitmap. Occasionally means on a size or an age
+// threshold:
+//
+//	packs                                          does
+//	0 or 1                                         nothing
+//	a geometric progression, largest < fullAge     nothing
+//	more than one, largest older than fullAge      full repack
+//	the roll-up would take every pack (size:       full repack
+//	  the small packs reached half the largest)
+//	otherwise                                      roll up the plan's packs
+func planMaintenance(packs []repo.PackInfo, now time.Time, fullAge time.Duration) (maintKind, []string) {
+	if len(packs) < 2 {
+		return maintNothing, nil
+	}
+	largest := packs[0]
+	for _, p := range packs[1:] {
+		if p.Objects > largest.Objects {
+			largest = p
+		}
+	}
+	if now.Sub(largest.Created) > fullAge {
+		return maintFull, nil
+	}
+	roll := repo.PlanGeometric(packs, repo.GeometricFactor)
+	switch {
+	case roll == nil:
+		return maintNothing, nil
+	case len(roll) == len(packs):
+		return maintFull, nil
+	}
+	return maintRollUp, roll
+}
+
+// jittered spreads the scheduled passes of the nodes of a cluster (and of
+// nodes restarted together) over ±25% of the interval; r is uniform in
+// [0, 1).
+func jittered(interval time.Duration, r float64) time.Duration {
+	return time.Duration(float64(interval) * (0.75 + 0.5*r))
+}
+
+// Backoff of a job deferred because the node is busy: the wait doubles
+// from the first to the last and stays there.
+const (
+	busyRetryFirst = time.Second
+	busyRetryMax   = time.Minute
+)
+
+// busyBackoff is the wait before the next load check of a deferred job.
+func busyBackoff(prev, first time.Duration) time.Duration {
+	if prev <= 0 {
+		return first
+	}
+	return min(2*prev, busyRetryMax)
+}
+
+// manySessions is the default load signal: more than 4 live sessions per
+// CPU.
+func (n *Node) manySessions() bool {
+	return n.sessions.Load() > int64(4*runtime.GOMAXPROCS(0))
+}
+
 // maintainer runs the node's background maintenance.
 type maintainer struct {
 	node  *Node
@@ -79,6 +154,7 @@ type maintainer struct {
 }
 
 type maintMetrics struct {
+	deferred  prometheus.Counter
 	runs      *prometheus.CounterVec
 	rewritten prometheus.Counter
 	seconds   prometheus.Histogram
@@ -89,19 +165,21 @@ func newMaintMetrics(reg prometheus.Registerer) *maintMetrics {
 	m := &maintMetrics{
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rgit_repack_runs_total",
-			Help: "Background roll-ups of small packs, by result (rolled_up, nothing, conflict, error)."},
+			Help: "Background maintenance checks, by result (rolled_up, repacked, nothing, conflict, error)."},
 			[]string{"result"}),
+		deferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rgit_repack_deferred_total", Help: "Times a background maintenance job waited because the node was busy."}),
 		rewritten: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "rgit_repack_bytes_written_total", Help: "Pack bytes written by background roll-ups."}),
+			Name: "rgit_repack_bytes_written_total", Help: "Pack bytes written by background roll-ups and full repacks."}),
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "rgit_repack_seconds", Help: "Time one background roll-up took, build and switch.",
+			Name: "rgit_repack_seconds", Help: "Time one background roll-up or full repack took, build and switch.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 9)}),
 		packs: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "rgit_repo_packs", Help: "Packs a repository has after each background maintenance check.",
 			Buckets: []float64{1, 2, 4, 8, 12, 16, 32, 64, 128, 256}}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.runs, m.rewritten, m.seconds, m.packs)
+		reg.MustRegister(m.runs, m.deferred, m.rewritten, m.seconds, m.packs)
 	}
 	return m
 }
@@ -153,11 +231,14 @@ func (m *maintainer) job(key repoKey) {
 	}
 	defer func() { <-m.slots }()
 	m.step(key, maintStarted)
+	if !m.waitNotBusy() {
+		return
+	}
 	owner, name := key.split()
 	start := time.Now()
-	result, err := m.rollUp(owner, name)
+	result, err := m.maintain(owner, name)
 	if err != nil && !errors.Is(err, context.Canceled) {
-		m.node.log.Warn("background roll-up failed", zap.String("repo", string(key)), zap.Error(err))
+		m.node.log.Warn("background maintenance failed", zap.String("repo", string(key)), zap.Error(err))
 	}
 	m.m.runs.WithLabelValues(result).Inc()
 	if result != "nothing" {
@@ -165,24 +246,52 @@ func (m *maintainer) job(key repoKey) {
 	}
 }
 
-// rollUp checks owner/name's packs and rolls up the smallest ones if they
-// no longer form a geometric progression. It reports the result label.
-func (m *maintainer) rollUp(owner, name string) (string, error) {
+// waitNotBusy defers a job while the node is busy, re-checking with
+// backoff. It reports false if the maintainer shut down meanwhile.
+func (m *maintainer) waitNotBusy() bool {
+	first := busyRetryFirst
+	if m.node.testBusyRetry > 0 {
+		first = m.node.testBusyRetry
+	}
+	var wait time.Duration
+	for m.node.cfg.Busy() {
+		m.m.deferred.Inc()
+		wait = busyBackoff(wait, first)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-m.ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
+	return true
+}
+
+// maintain checks owner/name's packs and rolls up the smallest ones, or
+// repacks everything, as planMaintenance says. It reports the result
+// label.
+func (m *maintainer) maintain(owner, name string) (string, error) {
 	ctx := m.ctx
 	s, err := m.node.Session(ctx, owner, name)
 	if err != nil {
 		return "error", err
 	}
 	defer s.Release()
-	roll := repo.PlanGeometric(s.Snapshot.Packs, repo.GeometricFactor)
-	if roll == nil {
+	kind, roll := planMaintenance(s.Snapshot.Packs, time.Now(), m.node.cfg.FullRepackAge)
+	if kind == maintNothing {
 		m.m.packs.Observe(float64(len(s.Snapshot.Packs)))
 		return "nothing", nil
 	}
 	if m.node.testBeforeRollUp != nil {
 		m.node.testBeforeRollUp(owner, name)
 	}
-	b, err := repo.BuildRollUp(ctx, m.node.cfg.Deps, s.Snapshot, roll, nil)
+	var b *repo.RepackBuild
+	if kind == maintFull {
+		b, err = repo.BuildRepack(ctx, m.node.cfg.Deps, s.Snapshot, nil)
+	} else {
+		b, err = repo.BuildRollUp(ctx, m.node.cfg.Deps, s.Snapshot, roll, nil)
+	}
 	if err != nil || b == nil {
 		return "error", err
 	}
@@ -190,17 +299,55 @@ func (m *maintainer) rollUp(owner, name string) (string, error) {
 	pack, err := m.node.commitRepack(ctx, s, b)
 	switch {
 	case errors.Is(err, repo.ErrConcurrentUpdate):
-		// An admin repack or another node's roll-up replaced some of the
-		// packs; the uploaded pack is garbage for GC. The next push plans
-		// again.
+		// A push moved a ref during a full repack, or an admin repack or
+		// another node's roll-up replaced some of the packs; the uploaded
+		// pack is garbage for GC. The next push or pass plans again.
 		return "conflict", err
 	case err != nil:
 		return "error", err
 	}
-	m.m.packs.Observe(float64(len(s.Snapshot.Packs) - len(roll) + 1))
-	m.node.log.Debug("rolled up packs", zap.String("repo", owner+"/"+name),
-		zap.Int("packs", len(roll)), zap.String("into", pack.Name), zap.Int("objects", pack.Objects))
-	return "rolled_up", nil
+	after := 1
+	if kind == maintRollUp {
+		after = len(s.Snapshot.Packs) - len(roll) + 1
+	}
+	m.m.packs.Observe(float64(after))
+	result := map[maintKind]string{maintRollUp: "rolled_up", maintFull: "repacked"}[kind]
+	m.node.log.Debug("background maintenance", zap.String("repo", owner+"/"+name), zap.String("result", result),
+		zap.Int("packs_before", len(s.Snapshot.Packs)), zap.String("into", pack.Name), zap.Int("objects", pack.Objects))
+	return result, nil
+}
+
+// schedule starts the scheduled pass: every jittered interval, a
+// maintenance request for each repository open on the node (merged with
+// any already scheduled). Repositories not open here are maintained after
+// their next push.
+func (m *maintainer) schedule(interval time.Duration) {
+	m.jobs.Add(1)
+	go func() {
+		defer m.jobs.Done()
+		for {
+			t := time.NewTimer(jittered(interval, rand.Float64()))
+			select {
+			case <-t.C:
+			case <-m.ctx.Done():
+				t.Stop()
+				return
+			}
+			open, err := m.node.OpenRepos(m.ctx)
+			if err != nil {
+				if m.ctx.Err() == nil {
+					m.node.log.Warn("scheduled maintenance: list open repositories", zap.Error(err))
+				}
+				continue
+			}
+			for _, k := range open {
+				m.step(repoKey(k), maintRequested)
+			}
+			if m.node.testAfterPass != nil {
+				m.node.testAfterPass()
+			}
+		}
+	}()
 }
 
 // wait returns once no repository is scheduled, or when ctx ends.

@@ -7,13 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -52,6 +55,9 @@ type pusher struct {
 	prev   object.ID
 	owner  string
 	repoNm string
+	// quiet: do not ask for maintenance after a push (the scheduled pass
+	// must find the packs).
+	quiet bool
 }
 
 func (p *pusher) git(stdin []byte, args ...string) []byte {
@@ -104,7 +110,9 @@ func (p *pusher) push() {
 		p.t.Fatalf("push %d: %v %v", p.i, err, errs)
 	}
 	p.prev = tip
-	p.n.Maintain(p.owner, p.repoNm)
+	if !p.quiet {
+		p.n.Maintain(p.owner, p.repoNm)
+	}
 }
 
 func newPusher(t *testing.T, n *Node, d repo.Deps, owner, name string) *pusher {
@@ -209,5 +217,145 @@ func TestCloneDuringRollUp(t *testing.T) {
 		check := &pusher{t: t, dir: t.TempDir()}
 		check.git(nil, "init", "-q")
 		check.git(buf.Bytes(), "index-pack", "--stdin", "--strict")
+	}
+}
+
+func TestPlanMaintenance(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	const age = 24 * time.Hour
+	young, old := now.Add(-time.Hour), now.Add(-2*age)
+	pk := func(name string, objects int, created time.Time) repo.PackInfo {
+		return repo.PackInfo{Name: name, Objects: objects, Created: created}
+	}
+	for _, r := range []struct {
+		name  string
+		packs []repo.PackInfo
+		kind  maintKind
+		roll  []string
+	}{
+		{"none", nil, maintNothing, nil},
+		{"one old pack", []repo.PackInfo{pk("a", 100, old)}, maintNothing, nil},
+		{"progression", []repo.PackInfo{pk("a", 100, young), pk("b", 40, young), pk("c", 10, now)}, maintNothing, nil},
+		{"largest too old", []repo.PackInfo{pk("a", 100, old), pk("b", 40, young)}, maintFull, nil},
+		{"small ones roll up", []repo.PackInfo{pk("a", 100, young), pk("b", 1, now), pk("c", 1, now)}, maintRollUp, []string{"b", "c"}},
+		{"roll-up would take all", []repo.PackInfo{pk("a", 10, young), pk("b", 3, now), pk("c", 3, now)}, maintFull, nil},
+	} {
+		kind, roll := planMaintenance(r.packs, now, age)
+		if kind != r.kind || !slices.Equal(roll, r.roll) {
+			t.Errorf("%s: planMaintenance = %d %v, want %d %v", r.name, kind, roll, r.kind, r.roll)
+		}
+	}
+}
+
+func TestJitteredAndBackoff(t *testing.T) {
+	for _, c := range []struct {
+		r    float64
+		want time.Duration
+	}{{0, 75 * time.Second}, {0.5, 100 * time.Second}, {0.999999, 125 * time.Second}} {
+		if got := jittered(100*time.Second, c.r); got.Round(time.Second) != c.want {
+			t.Errorf("jittered(100s, %v) = %v, want %v", c.r, got, c.want)
+		}
+	}
+	var waits []time.Duration
+	var w time.Duration
+	for range 9 {
+		w = busyBackoff(w, time.Second)
+		waits = append(waits, w)
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60, 60}
+	for i := range want {
+		want[i] *= time.Second
+	}
+	if !slices.Equal(waits, want) {
+		t.Errorf("busy backoff waits = %v, want %v", waits, want)
+	}
+}
+
+// newMaintNode is newTestNode with cfg changed by edit before the node starts.
+func newMaintNode(t *testing.T, edit func(*Config)) (*Node, repo.Deps) {
+	t.Helper()
+	st := memstore.New()
+	cache, err := packcache.Open(t.TempDir(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cache.Close() })
+	d := repo.Deps{Store: st, Cache: cache}
+	cfg := Config{Deps: d, WarmTTL: time.Minute, MaxWarm: 8}
+	edit(&cfg)
+	n, err := NewNode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown(context.Background()) })
+	return n, d
+}
+
+// TestMaintenanceDefersWhileBusy: while the load signal says busy, a
+// requested roll-up waits (checking again with backoff) and the packs
+// stay as they are; once the node is idle it runs.
+func TestMaintenanceDefersWhileBusy(t *testing.T) {
+	var busy atomic.Bool
+	busy.Store(true)
+	checks := make(chan struct{}, 1)
+	n, d := newMaintNode(t, func(c *Config) {
+		c.Busy = func() bool {
+			select {
+			case checks <- struct{}{}:
+			default:
+			}
+			return busy.Load()
+		}
+	})
+	n.testBusyRetry = time.Millisecond
+	p := newPusher(t, n, d, "alice", "busy")
+	for range 4 {
+		p.push()
+	}
+	for range 3 { // the job asked, was told busy, and asked again twice
+		<-checks
+	}
+	if got := len(packsOf(t, n, "alice", "busy")); got != 4 {
+		t.Fatalf("%d packs while busy, want the 4 pushed", got)
+	}
+	busy.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := n.WaitMaintenance(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(packsOf(t, n, "alice", "busy")); got != 1 {
+		t.Fatalf("%d packs after the node became idle, want 1", got)
+	}
+}
+
+// TestScheduledPassMaintains: packs pushed without a maintenance request
+// are rolled up by the scheduled pass over the open repositories.
+func TestScheduledPassMaintains(t *testing.T) {
+	n, d := newMaintNode(t, func(*Config) {})
+	p := newPusher(t, n, d, "alice", "sched")
+	p.quiet = true
+	for range 4 {
+		p.push()
+	}
+	if got := len(packsOf(t, n, "alice", "sched")); got != 4 {
+		t.Fatalf("%d packs before the pass, want 4", got)
+	}
+	passed := make(chan struct{}, 1)
+	n.testAfterPass = func() {
+		select {
+		case passed <- struct{}{}:
+		default:
+		}
+	}
+	n.maint.schedule(time.Millisecond)
+	<-passed
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := n.WaitMaintenance(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(packsOf(t, n, "alice", "sched")); got != 1 {
+		t.Fatalf("%d packs after a scheduled pass, want 1", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -29,8 +30,20 @@ type Config struct {
 	// this node; default 1, so maintenance never takes more than one core.
 	// Negative turns automatic maintenance off (tests that count packs).
 	MaintenanceSlots int
-	Log              *zap.Logger
-	Registerer       prometheus.Registerer // nil: metrics are not registered
+	// MaintenanceInterval is the mean interval of the scheduled
+	// maintenance pass over the node's open repositories (jittered, see
+	// jittered); 0: maintenance runs only after pushes.
+	MaintenanceInterval time.Duration
+	// FullRepackAge: a repository with more than one pack whose largest
+	// pack is older than this gets a full repack instead of a roll-up;
+	// default 7 days.
+	FullRepackAge time.Duration
+	// Busy is the load signal maintenance backs off on: while it reports
+	// true, jobs wait (retrying with backoff) before they start. Nil: the
+	// node is busy while more than 4 sessions per CPU are live.
+	Busy       func() bool
+	Log        *zap.Logger
+	Registerer prometheus.Registerer // nil: metrics are not registered
 	// Cluster makes the node a cluster member; nil is a single node that
 	// owns every repository.
 	Cluster *ClusterConfig
@@ -52,6 +65,14 @@ type Node struct {
 	// testBeforeRollUp, if set, runs after a background roll-up is planned
 	// and before it is built (tests hold it there).
 	testBeforeRollUp func(owner, name string)
+	// testBusyRetry, if set, replaces the first wait of a job deferred
+	// because the node is busy.
+	testBusyRetry time.Duration
+	// testAfterPass, if set, runs after each scheduled maintenance pass
+	// has asked for maintenance of the open repositories.
+	testAfterPass func()
+
+	sessions atomic.Int64 // live Sessions (the default load signal)
 }
 
 type metrics struct {
@@ -83,7 +104,13 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.MaintenanceSlots == 0 {
 		cfg.MaintenanceSlots = 1
 	}
+	if cfg.FullRepackAge <= 0 {
+		cfg.FullRepackAge = 7 * 24 * time.Hour
+	}
 	n := &Node{cfg: cfg, log: cfg.Log, metrics: newMetrics(cfg.Registerer)}
+	if n.cfg.Busy == nil {
+		n.cfg.Busy = n.manySessions
+	}
 	n.maint = newMaintainer(n, cfg.MaintenanceSlots, cfg.Registerer)
 	// protoactor logs through slog; rgit logs through zap, so silence it
 	// and report what matters (fencing, restarts) ourselves.
@@ -106,6 +133,9 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("spawn node supervisor: %w", err)
 	}
 	n.sup = pid
+	if cfg.MaintenanceSlots > 0 && cfg.MaintenanceInterval > 0 {
+		n.maint.schedule(cfg.MaintenanceInterval)
+	}
 	return n, nil
 }
 
@@ -151,6 +181,7 @@ func (n *Node) Session(ctx context.Context, owner, name string) (*Session, error
 		return nil, err
 	}
 	a := v.(*acquired)
+	n.sessions.Add(1)
 	return &Session{node: n, pid: rp.pid, Snapshot: a.snap, Info: a.info, Epoch: rp.epoch}, nil
 }
 
@@ -176,6 +207,7 @@ func (s *Session) Release() {
 		return
 	}
 	s.released = true
+	s.node.sessions.Add(-1)
 	s.Snapshot.Close()
 	s.node.system.Root.Send(s.pid, &release{})
 }

@@ -33,6 +33,8 @@ type Config struct {
 	WarmTTL         time.Duration     // RGIT_WARM_TTL_SECS
 	MaxWarm         int               // RGIT_MAX_WARM
 	MaxOpenPacks    int               // RGIT_MAX_OPEN_PACKS; 0: derived from RLIMIT_NOFILE
+	MaintSlots      int               // RGIT_MAINTENANCE_SLOTS; 0: automatic maintenance off
+	MaintInterval   time.Duration     // RGIT_MAINTENANCE_INTERVAL_SECS; 0: no scheduled pass
 	MaxBody         int64             // RGIT_MAX_BODY
 	FsckSkip        string            // RGIT_FSCK_SKIP
 	FsckStrict      bool              // RGIT_FSCK_STRICT
@@ -78,7 +80,9 @@ var Vars = []Var{
 	{"RGIT_FLUSH_INTERVAL_MS", "0", "minimum batching delay of ref-database writes"},
 	{"RGIT_WARM_TTL_SECS", "300", "idle time before a repository's database is closed"},
 	{"RGIT_MAX_WARM", "64", "maximum number of open repository databases"},
-	{"RGIT_MAX_OPEN_PACKS", "0", "packs kept open while unused (a file descriptor and an index mapping each); 0: a quarter of RLIMIT_NOFILE"},
+	{"RGIT_MAX_OPEN_PACKS", "0", "node-wide budget of open pack files: beyond it the least recently used are closed and reopened on their next read; 0: a quarter of RLIMIT_NOFILE"},
+	{"RGIT_MAINTENANCE_SLOTS", "1", "background pack maintenance jobs (roll-ups, full repacks) running at once on the node; 0 turns automatic maintenance off"},
+	{"RGIT_MAINTENANCE_INTERVAL_SECS", "3600", "mean interval of the scheduled maintenance pass over the node's warm repositories (jittered ±25%); 0: only after pushes"},
 	{"RGIT_MAX_BODY", "2147483648", "maximum HTTP request body in bytes, enforced before authentication"},
 	{"RGIT_CLONE_CACHE_BYTES", "1073741824", "disk budget for cached clone packs (one per ref state); 0 disables"},
 	{"RGIT_FSCK_SKIP", "", "comma-separated fsck checks to skip, e.g. gitmodulesParse (security checks cannot be skipped)"},
@@ -122,6 +126,8 @@ func Parse(getenv func(string) string) (*Config, error) {
 		WarmTTL:         p.seconds("RGIT_WARM_TTL_SECS", 1),
 		MaxWarm:         int(p.int("RGIT_MAX_WARM", 1)),
 		MaxOpenPacks:    int(p.int("RGIT_MAX_OPEN_PACKS", 0)),
+		MaintSlots:      int(p.int("RGIT_MAINTENANCE_SLOTS", 0)),
+		MaintInterval:   p.seconds("RGIT_MAINTENANCE_INTERVAL_SECS", 0),
 		MaxBody:         p.int("RGIT_MAX_BODY", 1),
 		FsckSkip:        p.str("RGIT_FSCK_SKIP"),
 		FsckStrict:      p.bool("RGIT_FSCK_STRICT"),

@@ -12,6 +12,9 @@
 //	http      end to end over smart HTTP against git http-backend
 //	cluster   three nodes: clone through a forwarding node vs. direct to
 //	          the owner, and takeover time after kill -9 of the owner
+//	maint     pack maintenance: n pushes to one repository, then packs,
+//	          open files, RSS and a fetch against a fully packed copy
+//	          (its own line format, see maint.go)
 //
 // The engine ops model each side's production path. C git serves a fetch
 // by upload-pack spawning `git pack-objects` (bitmaps on), so its side is
@@ -69,6 +72,8 @@ func main() {
 		err = runHTTP(ctx, args)
 	case "cluster":
 		err = runCluster(ctx, args)
+	case "maint":
+		err = runMaint(ctx, args)
 	default:
 		usage()
 		os.Exit(2)
@@ -80,7 +85,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

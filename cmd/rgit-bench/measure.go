@@ -47,13 +47,17 @@ const hwmPrefix = "rgit-bench-vmhwm-kb="
 func ownHWM() int64 { return procHWM("self") }
 
 // procHWM reads VmHWM (KB) from /proc/<pid>/status; 0 if unavailable.
-func procHWM(pid string) int64 {
+func procHWM(pid string) int64 { return procStatusKB(pid, "VmHWM:") }
+
+// procStatusKB reads a KB field ("VmRSS:") of /proc/<pid>/status; 0 if
+// unavailable.
+func procStatusKB(pid, field string) int64 {
 	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return n
 		}

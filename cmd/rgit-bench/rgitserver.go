@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -97,10 +98,11 @@ func tryStartRgit(ctx context.Context, e rgitEnv) (*rgitServer, error) {
 	go func() { s.cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// The admin port opens after the HTTP port: wait for both.
 		resp, err := http.Get("http://" + s.httpAddr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && listening(s.adminAddr) {
 				return s, nil
 			}
 		}
@@ -117,6 +119,15 @@ func tryStartRgit(ctx context.Context, e rgitEnv) (*rgitServer, error) {
 			return nil, fmt.Errorf("rgit serve not healthy after 30s: %s", lastLines(s.log.Bytes(), 10))
 		}
 	}
+}
+
+func listening(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // stop drains the node with SIGTERM and returns its peak RSS in KB.

@@ -140,7 +140,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 			log.Info("name index migrated", zap.Int("indexed", n), zap.Strings("case_collisions", collisions))
 		}
 	}
-	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Log: log, Registerer: reg, Cluster: clusterCfg})
+	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm,
+		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: reg, Cluster: clusterCfg})
 	if err != nil {
 		return nil, err
 	}
@@ -283,6 +284,10 @@ func ignoreClosed(err, closed error) error {
 	}
 	return err
 }
+
+// WaitMaintenance returns once the node has no background pack
+// maintenance scheduled or running (tests, benchmarks), or when ctx ends.
+func (s *Server) WaitMaintenance(ctx context.Context) error { return s.node.WaitMaintenance(ctx) }
 
 // Err reports a listener that stopped unexpectedly.
 func (s *Server) Err() <-chan error { return s.serveErr }
@@ -482,6 +487,15 @@ func (m *cacheMetrics) Hit()              { m.hits.Inc() }
 func (m *cacheMetrics) Miss(bytes int64)  { m.misses.Inc(); m.fetched.Add(float64(bytes)) }
 func (m *cacheMetrics) Evict(bytes int64) { m.evictions.Inc() }
 func (m *cacheMetrics) Corrupt()          { m.corrupt.Inc() }
+
+// maintSlots maps RGIT_MAINTENANCE_SLOTS (0: off) to the node's setting
+// (negative: off).
+func maintSlots(configured int) int {
+	if configured == 0 {
+		return -1
+	}
+	return configured
+}
 
 // maxOpenPacks is RGIT_MAX_OPEN_PACKS, or by default a quarter of the
 // process's descriptor limit (the rest is for connections and databases).

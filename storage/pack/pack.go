@@ -32,11 +32,15 @@ type OpenOptions struct {
 	// and the file (re)written atomically, so only the first process to
 	// open a pack pays for the sort. Empty: sort in every process.
 	RevPath string
+	// Files, if set, bounds the open pack files: this pack's file is
+	// closed while unused when the budget needs it, and reopened by path
+	// on the next read. Nil: the file stays open until Close.
+	Files *FileBudget
 }
 
 // Pack is a pack file with its index. Safe for concurrent use.
 type Pack struct {
-	f     *os.File
+	f     *packFile
 	idx   *Index
 	name  string
 	size  int64
@@ -113,7 +117,7 @@ func openPack(packPath string, idx *Index, opts OpenOptions) (*Pack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pack: %w", err)
 	}
-	p, err := newPack(f, idx, opts)
+	p, err := newPack(packPath, f, idx, opts)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("pack %s: %w", packPath, err)
@@ -121,7 +125,7 @@ func openPack(packPath string, idx *Index, opts OpenOptions) (*Pack, error) {
 	return p, nil
 }
 
-func newPack(f *os.File, idx *Index, opts OpenOptions) (*Pack, error) {
+func newPack(path string, f *os.File, idx *Index, opts OpenOptions) (*Pack, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -152,7 +156,7 @@ func newPack(f *os.File, idx *Index, opts OpenOptions) (*Pack, error) {
 	if limit <= 0 {
 		limit = DefaultCacheBytes
 	}
-	return &Pack{f: f, idx: idx, name: "pack-" + sum.String(), size: size, cache: newBaseCache(limit), revPath: opts.RevPath}, nil
+	return &Pack{f: newPackFile(path, f, opts.Files), idx: idx, name: "pack-" + sum.String(), size: size, cache: newBaseCache(limit), revPath: opts.RevPath}, nil
 }
 
 // checkPackHeader validates the 12-byte pack header and returns the count.
@@ -180,8 +184,18 @@ func (p *Pack) Size() int64 { return p.size }
 
 // Close closes the pack file and its index.
 func (p *Pack) Close() error {
-	return errors.Join(p.f.Close(), p.idx.Close())
+	return errors.Join(p.f.close(), p.idx.Close())
 }
+
+// CloseFile closes the pack file now if it has a budget (OpenOptions.Files)
+// and no read in flight, leaving the Pack usable: the next read reopens
+// it. For a pack nobody is using for a while, so it holds no descriptor.
+func (p *Pack) CloseFile() { p.f.closeIdle() }
+
+// KeepOpen opens the pack file if its budget closed it and keeps it open,
+// outside the budget, until Close: the caller is about to delete the
+// file while the pack is still in use.
+func (p *Pack) KeepOpen() error { return p.f.pin() }
 
 // Has reports whether the pack contains id.
 func (p *Pack) Has(id object.ID) bool {

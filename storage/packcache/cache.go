@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ type Stats struct {
 	Bytes                            int64 // on disk, pack + idx
 	Packs                            int   // cached pairs
 	Open                             int   // packs currently opened
+	Files                            int   // pack file descriptors open (with WithMaxOpen)
 	InUse                            int   // packs with references
 }
 
@@ -69,10 +71,13 @@ type options struct {
 // default, means unlimited.
 func WithMaxBytes(n int64) Option { return func(o *options) { o.maxBytes = n } }
 
-// WithMaxOpen bounds the packs kept open (a file descriptor and an index
-// mapping each) while nobody holds them: beyond n, the least recently
-// used unheld ones are closed and reopened from disk on their next Get.
-// Held packs stay open. Zero, the default, keeps every pack open.
+// WithMaxOpen bounds the open pack files of the node to n: a pack's file
+// descriptor is closed, least recently used first, whenever more than n
+// are open and it has no read in flight, and reopened on its next read,
+// also while a pack set holds the pack (see pack.FileBudget). Packs
+// nobody holds are closed beyond n as a whole (their index mappings
+// too) and reopened on their next Get. Zero, the default, keeps every
+// pack open.
 func WithMaxOpen(n int) Option { return func(o *options) { o.maxOpen = n } }
 
 // WithMinIdle keeps a pack released less than d ago from being evicted.
@@ -96,6 +101,7 @@ type Cache struct {
 	log                  *zap.Logger
 	opt                  options
 	lock                 *os.File
+	files                *pack.FileBudget // nil without WithMaxOpen
 
 	mu      sync.Mutex
 	closed  bool
@@ -153,6 +159,9 @@ func Open(dir string, store objstore.Store, log *zap.Logger, opts ...Option) (*C
 	}
 	for _, o := range opts {
 		o(&c.opt)
+	}
+	if c.opt.maxOpen > 0 {
+		c.files = pack.NewFileBudget(c.opt.maxOpen)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("packcache: create %s: %w", dir, err)
@@ -277,10 +286,11 @@ func (c *Cache) removeFiles(name string) error {
 		removeIfExists(pack.RevPathFor(pp)))
 }
 
-// open opens a cached pack, with its reverse index (the pack's offset
-// order) kept beside it so it is computed once per pack, not per open.
-func open(pp, ip string) (*pack.Pack, error) {
-	return pack.OpenWith(pp, ip, pack.OpenOptions{RevPath: pack.RevPathFor(pp)})
+// open opens a cached pack within the node's file budget, with its
+// reverse index (the pack's offset order) kept beside it so it is
+// computed once per pack, not per open.
+func (c *Cache) open(pp, ip string) (*pack.Pack, error) {
+	return pack.OpenWith(pp, ip, pack.OpenOptions{RevPath: pack.RevPathFor(pp), Files: c.files})
 }
 
 // TempDir is a directory on the cache's filesystem for files that will be
@@ -412,12 +422,19 @@ func (c *Cache) releaser(e *entry) func() {
 			if e.detached && e.refs == 0 && e.p != nil {
 				toClose, e.p, e.bm = append(toClose, e.p), nil, nil
 			}
+			var idle *pack.Pack
 			if e.refs == 0 {
 				toClose = append(toClose, c.trimOpenLocked()...)
+				idle = e.p
 			}
 			c.mu.Unlock()
 			for _, p := range toClose {
 				c.closePack(p)
+			}
+			if idle != nil && !slices.Contains(toClose, idle) {
+				// No pack set holds it (a retired pack, a repository gone
+				// cold): it keeps its mapping but not a descriptor.
+				idle.CloseFile()
 			}
 			c.evict()
 		})
@@ -476,7 +493,7 @@ func (c *Cache) load(ctx context.Context, packKey, idxKey, name string, want obj
 	if onDisk {
 		size, err := c.checkExisting(pp, ip, want, !verified && c.opt.verifyExisting)
 		if err == nil {
-			p, err = open(pp, ip)
+			p, err = c.open(pp, ip)
 		}
 		if err == nil {
 			return p, size, false, nil
@@ -493,7 +510,7 @@ func (c *Cache) load(ctx context.Context, packKey, idxKey, name string, want obj
 		}
 		return nil, 0, false, fmt.Errorf("packcache: fetch %s: %w", name, err)
 	}
-	p, err = open(pp, ip)
+	p, err = c.open(pp, ip)
 	if err != nil {
 		_ = os.Remove(pp)
 		_ = os.Remove(ip)
@@ -714,14 +731,23 @@ func (c *Cache) Remove(name string) error {
 	return c.removeFiles(name)
 }
 
-// dropLocked unregisters e; its pack closes now if unused, else on last release.
+// dropLocked unregisters e; its pack closes now if unused, else on last
+// release. A held pack keeps its file open from now on: its files are
+// about to be deleted, so the budget could not reopen it.
 func (c *Cache) dropLocked(e *entry) {
 	delete(c.entries, e.name)
 	c.bytes -= e.size
 	e.detached = true
-	if e.refs == 0 && e.p != nil {
+	if e.p == nil {
+		return
+	}
+	if e.refs == 0 {
 		c.closePack(e.p)
 		e.p, e.bm = nil, nil
+		return
+	}
+	if err := e.p.KeepOpen(); err != nil {
+		c.log.Warn("packcache: keep a dropped pack open for its users", zap.String("pack", e.name), zap.Error(err))
 	}
 }
 
@@ -790,6 +816,9 @@ func (c *Cache) Stats() Stats {
 	s := c.stats
 	s.Bytes = c.bytes
 	s.Packs = len(c.entries)
+	if c.files != nil {
+		s.Files = c.files.Open()
+	}
 	for _, e := range c.entries {
 		if e.p != nil {
 			s.Open++

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -452,4 +453,73 @@ func TestMaxOpenClosesUnheldPacks(t *testing.T) {
 	if s := c.Stats(); s.Open > 2 || s.Misses != 5 {
 		t.Fatalf("stats after reopening = %+v, want at most 2 open and no new download", s)
 	}
+}
+
+// TestMaxOpenBoundsHeldPacks holds every pack, as a live pack set does,
+// and reads them all in turn: the open descriptors stay within the
+// budget, counted both by the cache and in /proc/self/fd, and a held
+// pack removed from the cache (its files deleted) stays readable.
+func TestMaxOpenBoundsHeldPacks(t *testing.T) {
+	const budget = 2
+	var fxs []fixture
+	st := &countingStore{Store: memstore.New()}
+	for i := range 6 {
+		fx := makePack(t, fmt.Sprint("h", i))
+		upload(t, st, fx)
+		fxs = append(fxs, fx)
+	}
+	dir := t.TempDir()
+	c := openCache(t, dir, st, WithMaxOpen(budget))
+	var releases []func()
+	for _, fx := range fxs {
+		releases = append(releases, get(t, c, fx))
+	}
+	defer func() {
+		for _, r := range releases {
+			r()
+		}
+	}()
+	for round := range 3 {
+		for _, fx := range fxs {
+			get(t, c, fx)() // reads every blob while all are held
+		}
+		if s := c.Stats(); s.Open != len(fxs) || s.Files > budget {
+			t.Fatalf("round %d: stats = %+v, want %d packs open with at most %d files", round, s, len(fxs), budget)
+		}
+		if n := openFilesUnder(t, dir); n > budget {
+			t.Fatalf("round %d: %d descriptors open under the cache dir, budget %d", round, n, budget)
+		}
+	}
+	pk, ik := keys(fxs[0])
+	p, release, err := c.Get(context.Background(), pk, ik, fxs[0].name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if err := c.Remove(fxs[0].name); err != nil {
+		t.Fatal(err)
+	}
+	for _, fx := range fxs[1:] {
+		get(t, c, fx)() // pushes the removed pack's file out of the budget if it could
+	}
+	if _, _, err := p.ReadObject(firstID(fxs[0])); err != nil {
+		t.Fatalf("read from a removed but held pack under a file budget: %v", err)
+	}
+}
+
+// openFilesUnder counts this process's descriptors open on files under dir.
+func openFilesUnder(t *testing.T, dir string) int {
+	t.Helper()
+	des, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	n := 0
+	for _, de := range des {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", de.Name()))
+		if err == nil && strings.HasPrefix(target, dir+"/packs/") {
+			n++
+		}
+	}
+	return n
 }

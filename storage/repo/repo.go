@@ -265,3 +265,26 @@ func (r *Repo) commit(ctx context.Context, what string, txn refdb.Txn) error {
 	}
 	return nil
 }
+
+// ReadPacks returns owner/name's recorded packs, read-only from the
+// store: it neither fences nor waits for the repository's writer, so an
+// operator or a benchmark can look at a repository a node is serving.
+// The answer is as of the last durable write.
+func ReadPacks(ctx context.Context, d Deps, owner, name string) ([]PackInfo, error) {
+	if err := names.Validate(owner, name); err != nil {
+		return nil, err
+	}
+	f, err := refdb.OpenFollower(ctx, d.Store, dbPrefix(owner, name), d.RefOpts)
+	if errors.Is(err, refdb.ErrNotExist) {
+		return nil, fmt.Errorf("read packs of %s/%s: %w", owner, name, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read packs of %s/%s: %w", owner, name, err)
+	}
+	defer f.Close()
+	st, err := parseState(f.View())
+	if err != nil {
+		return nil, fmt.Errorf("read packs of %s/%s: %w", owner, name, err)
+	}
+	return st.packs, nil
+}

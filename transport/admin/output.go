@@ -111,7 +111,6 @@ func whereIn(view cluster.View, repo string, now time.Time) Where {
 	return Where{Repo: repo, State: state, Node: e.Node, Epoch: e.Epoch, Expires: &exp}
 }
 
-
 // Error codes of a failed command (Event.Code); rgit-admin turns each
 // into its exit status.
 const (

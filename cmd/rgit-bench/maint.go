@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rgit/rgit/storage/objstore/storeurl"
+	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/testkit/fixture"
+)
+
+// Pack maintenance (issue 17): n small pushes over smart HTTP to one
+// repository of a running node (`rgit serve`, default settings, so
+// background roll-ups on), then:
+//
+//	maint op=pushes n=<N> packs_after=<P> open_fds=<F> rss_mb=<M>
+//	maint op=fetch-after-pushes n=<N> rgit_s=<X> packed_s=<Y> ratio=<X/Y>
+//
+// packs_after is the repository's pack list once maintenance has nothing
+// left to roll up; open_fds the node's descriptors open on pack files;
+// rss_mb its RSS then. The fetch brings a client from push n/2 to the tip,
+// from the pushed repository and from a copy of the same history pushed
+// in one go (one pack), on the same node; the median of -runs fetches
+// after one untimed warm-up each.
+// Targets: packs_after ≤ 12, open_fds ≤ 64, ratio ≤ 1.2, and rss_mb
+// within 1.2x of the RSS after the first 100 pushes (a note on stderr).
+
+const (
+	maintFiles = 40 // files the pushes edit in turn
+	maintRSSAt = 100
+)
+
+func runMaint(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("maint", flag.ExitOnError)
+	n := fs.Int("n", 1000, "pushes")
+	nRuns := fs.Int("runs", 5, "fetches per side (the median is reported)")
+	rgitBin := fs.String("rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
+	dir := fs.String("dir", fixture.DefaultDir(), "scratch directory base (default $RGIT_BENCH_DIR or ./bench/fixtures)")
+	fs.Parse(args)
+	if *n < 2 || *nRuns < 1 {
+		return errors.New("-n must be at least 2 and -runs at least 1")
+	}
+	bin, err := filepath.Abs(*rgitBin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("rgit binary: %w (run `make build` or pass -rgit)", err)
+	}
+	base, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp(base, "maint-work-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	storeURL := "file://" + filepath.Join(work, "store")
+	srv, err := startRgit(ctx, rgitEnv{bin: bin, storeURL: storeURL,
+		cacheDir: filepath.Join(work, "cache"), hostKey: filepath.Join(work, "host_key")})
+	if err != nil {
+		return err
+	}
+	err = benchMaint(ctx, srv, storeURL, work, *n, *nRuns)
+	if _, serr := srv.stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("%w\nrgit log:\n%s", err, lastLines(srv.log.Bytes(), 15))
+	}
+	return nil
+}
+
+func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, nRuns int) error {
+	token, err := srv.admin(ctx, "add-token", benchOwner)
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"pushed", "packed"} {
+		if _, err := srv.admin(ctx, "create-repo", benchOwner+"/"+name); err != nil {
+			return err
+		}
+	}
+	store, err := storeurl.Open(ctx, storeURL, storeurl.Options{})
+	if err != nil {
+		return err
+	}
+	deps := repo.Deps{Store: store}
+	pid := strconv.Itoa(srv.cmd.Process.Pid)
+	src := filepath.Join(work, "src")
+	if _, err := fixture.Git(ctx, work, nil, "init", "-q", "-b", "main", src); err != nil {
+		return err
+	}
+	url := srv.url(token, "pushed")
+	var mid string
+	var rss100 int64
+	start := time.Now()
+	for i := 1; i <= n; i++ {
+		if err := maintCommit(ctx, src, i); err != nil {
+			return err
+		}
+		if _, err := fixture.Git(ctx, src, nil, "push", "-q", url, "main"); err != nil {
+			return fmt.Errorf("push %d: %w", i, err)
+		}
+		if i == n/2 {
+			if mid, err = revParse(ctx, src, "HEAD"); err != nil {
+				return err
+			}
+		}
+		if i == min(maintRSSAt, n) {
+			rss100 = procStatusKB(pid, "VmRSS:")
+		}
+	}
+	pushSecs := time.Since(start).Seconds()
+	packs, err := settledPacks(ctx, deps, "pushed")
+	if err != nil {
+		return err
+	}
+	fds, packFDs := openFDs(pid)
+	rss := procStatusKB(pid, "VmRSS:")
+	fmt.Printf("maint op=pushes n=%d packs_after=%d open_fds=%d rss_mb=%.0f\n", n, len(packs), packFDs, float64(rss)/1024)
+	fmt.Fprintf(os.Stderr, "  note op=pushes push_s=%.1f rss_after_%d_mb=%.0f rss_ratio=%.2f all_fds=%d\n",
+		pushSecs, min(maintRSSAt, n), float64(rss100)/1024, float64(rss)/float64(max(rss100, 1)), fds)
+
+	// The fully packed copy: the same history in one push, one pack.
+	packedURL := srv.url(token, "packed")
+	if _, err := fixture.Git(ctx, src, nil, "push", "-q", packedURL, "main"); err != nil {
+		return err
+	}
+	if pp, err := repo.ReadPacks(ctx, deps, benchOwner, "packed"); err != nil || len(pp) != 1 {
+		return fmt.Errorf("packed copy has %d packs (%v), want 1", len(pp), err)
+	}
+	tip, err := revParse(ctx, src, "HEAD")
+	if err != nil {
+		return err
+	}
+	template := filepath.Join(work, "client.git")
+	if _, err := fixture.Git(ctx, work, nil, "init", "-q", "--bare", template); err != nil {
+		return err
+	}
+	if _, err := fixture.Git(ctx, template, nil, "fetch", "-q", "file://"+src, mid+":refs/heads/main"); err != nil {
+		return err
+	}
+	var pushed, packed []sample
+	// One untimed fetch per side first: both repositories are then warm
+	// (packs cached and open, indexes mapped), as a busy server's are.
+	for _, u := range []string{url, packedURL} {
+		if _, err := timedFetch(ctx, template, filepath.Join(work, "client"), u, tip); err != nil {
+			return err
+		}
+	}
+	for range nRuns {
+		for _, side := range []struct {
+			url string
+			out *[]sample
+		}{{url, &pushed}, {packedURL, &packed}} {
+			s, err := timedFetch(ctx, template, filepath.Join(work, "client"), side.url, tip)
+			if err != nil {
+				return err
+			}
+			*side.out = append(*side.out, s)
+		}
+	}
+	x, y := median(pushed), median(packed)
+	fmt.Printf("maint op=fetch-after-pushes n=%d rgit_s=%.3f packed_s=%.3f ratio=%.2f\n", n, x, y, x/y)
+	fmt.Fprintf(os.Stderr, "  note op=fetch-after-pushes rgit_runs=%s packed_runs=%s\n", runs(pushed), runs(packed))
+	return nil
+}
+
+// maintCommit edits one file (a new line at the end, so consecutive
+// versions delta well) and commits.
+func maintCommit(ctx context.Context, dir string, i int) error {
+	path := filepath.Join(dir, fmt.Sprintf("f%02d.txt", i%maintFiles))
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "push %d: %s\n", i, strings.Repeat("x", 60))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := fixture.Git(ctx, dir, nil, "add", "-A"); err != nil {
+		return err
+	}
+	_, err = fixture.Git(ctx, dir, nil, "commit", "-q", "-m", fmt.Sprint("push ", i))
+	return err
+}
+
+func revParse(ctx context.Context, dir, rev string) (string, error) {
+	out, err := fixture.Git(ctx, dir, nil, "rev-parse", rev)
+	return strings.TrimSpace(string(out)), err
+}
+
+// settledPacks waits until background maintenance has nothing left to
+// roll up in the repository (the plan over its recorded packs is empty)
+// and returns the packs.
+func settledPacks(ctx context.Context, deps repo.Deps, name string) ([]repo.PackInfo, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		packs, err := repo.ReadPacks(ctx, deps, benchOwner, name)
+		if err != nil {
+			return nil, err
+		}
+		if repo.PlanGeometric(packs, repo.GeometricFactor) == nil {
+			return packs, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("maintenance did not settle in 2 minutes: %d packs", len(packs))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// timedFetch copies the client template to dst and times one fetch of
+// main from url, checking that the client then has tip.
+func timedFetch(ctx context.Context, template, dst, url, tip string) (sample, error) {
+	os.RemoveAll(dst)
+	defer os.RemoveAll(dst)
+	if out, err := exec.CommandContext(ctx, "cp", "-al", template, dst).CombinedOutput(); err != nil {
+		return sample{}, fmt.Errorf("copy fetch client: %w: %s", err, out)
+	}
+	s, err := timeGit(ctx, dst, "-c", "gc.auto=0", "-c", "maintenance.auto=false", "fetch", "-q", url, "+refs/heads/main:refs/heads/main")
+	if err != nil {
+		return s, err
+	}
+	got, err := revParse(ctx, dst, "refs/heads/main")
+	if err == nil && got != tip {
+		err = fmt.Errorf("fetched main %s, want %s", got, tip)
+	}
+	return s, err
+}
+
+// openFDs counts a process's open descriptors, all and those on pack files.
+func openFDs(pid string) (all, packs int) {
+	des, err := os.ReadDir("/proc/" + pid + "/fd")
+	if err != nil {
+		return -1, -1
+	}
+	for _, de := range des {
+		all++
+		if target, err := os.Readlink("/proc/" + pid + "/fd/" + de.Name()); err == nil && strings.HasSuffix(target, ".pack") {
+			packs++
+		}
+	}
+	return all, packs
+}
