@@ -71,6 +71,7 @@ type maintainer struct {
 	ctx   context.Context
 	stop  context.CancelFunc
 	m     *maintMetrics
+	gc    *gcMetrics
 
 	mu     sync.Mutex
 	phases map[repoKey]maintPhase
@@ -111,7 +112,7 @@ func newMaintainer(n *Node, slots int, reg prometheus.Registerer) *maintainer {
 	idle := make(chan struct{})
 	close(idle)
 	return &maintainer{node: n, slots: make(chan struct{}, max(slots, 1)), ctx: ctx, stop: stop,
-		m: newMaintMetrics(reg), phases: map[repoKey]maintPhase{}, idle: idle}
+		m: newMaintMetrics(reg), gc: newGCMetrics(reg), phases: map[repoKey]maintPhase{}, idle: idle}
 }
 
 // step applies ev to key's schedule and starts a job when it says so.

@@ -46,6 +46,10 @@ import (
 	"github.com/rgit/rgit/transport/sshgit"
 )
 
+// gcMinAge is how long garbage collection keeps an unreferenced pack: far
+// longer than any push takes between staging its pack and listing it.
+const gcMinAge = time.Hour
+
 // Server is one running node.
 type Server struct {
 	cfg   *config.Config
@@ -137,7 +141,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 			log.Info("name index migrated", zap.Int("indexed", n), zap.Strings("case_collisions", collisions))
 		}
 	}
-	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Log: log, Registerer: reg, Cluster: clusterCfg})
+	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Log: log, Registerer: reg, Cluster: clusterCfg,
+		GCInterval: cfg.GCInterval, GCMinAge: gcMinAge})
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +208,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 	}
-	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: time.Hour, Version: build.String()}
+	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Version: build.String()}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}
