@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance lint generate clean
 
 all: build
 
@@ -32,6 +32,25 @@ LDFLAGS     := -X $(VERSION_PKG).version=$(GIT_VERSION) -X $(VERSION_PKG).commit
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/rgit ./cmd/rgit-admin
+
+## image: an OCI image of rgit and rgit-admin (static binaries, CA bundle,
+## non-root user, /cache volume) as a tarball for docker/podman load or
+## crane push, built without a Docker daemon or base image. Two builds of
+## one commit give the same digest (bin/image.digest).
+IMAGE_TAG ?= rgit:$(or $(GIT_VERSION),devel)
+IMAGE_TAR := $(BIN)/rgit-image.tar
+IMAGE_REPO ?= ghcr.io/rgit/rgit
+image:
+	@mkdir -p $(BIN)/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/image/ ./cmd/rgit ./cmd/rgit-admin
+	$(GO) run ./cmd/rgit-image -bin $(BIN)/image -version '$(or $(GIT_VERSION),devel)' -revision '$(or $(GIT_COMMIT),unknown)' \
+		-created '$(or $(GIT_DATE),1970-01-01T00:00:00Z)' -tag '$(IMAGE_TAG)' -o $(IMAGE_TAR) -layout $(BIN)/rgit-oci -digest-file $(BIN)/image.digest
+
+## manifests: pin the digest `make image` wrote into deploy/*.yaml
+## (IMAGE_REPO is where you pushed it: crane push bin/rgit-oci $(IMAGE_REPO)).
+manifests:
+	@test -s $(BIN)/image.digest || { echo "run make image first"; exit 1; }
+	$(GO) run ./cmd/rgit-image pin -image '$(IMAGE_REPO)@'"$$(cat $(BIN)/image.digest)" deploy/rgit.yaml deploy/api.yaml
 
 run: build
 	$(BIN)/rgit serve

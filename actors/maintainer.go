@@ -146,6 +146,7 @@ type maintainer struct {
 	ctx   context.Context
 	stop  context.CancelFunc
 	m     *maintMetrics
+	gc    *gcMetrics
 
 	mu     sync.Mutex
 	phases map[repoKey]maintPhase
@@ -189,7 +190,7 @@ func newMaintainer(n *Node, slots int, reg prometheus.Registerer) *maintainer {
 	idle := make(chan struct{})
 	close(idle)
 	return &maintainer{node: n, slots: make(chan struct{}, max(slots, 1)), ctx: ctx, stop: stop,
-		m: newMaintMetrics(reg), phases: map[repoKey]maintPhase{}, idle: idle}
+		m: newMaintMetrics(reg), gc: newGCMetrics(reg), phases: map[repoKey]maintPhase{}, idle: idle}
 }
 
 // step applies ev to key's schedule and starts a job when it says so.
@@ -322,6 +323,15 @@ func (m *maintainer) maintain(owner, name string) (string, error) {
 // any already scheduled). Repositories not open here are maintained after
 // their next push.
 func (m *maintainer) schedule(interval time.Duration) {
+	m.every(interval, "scheduled maintenance", func(key repoKey) bool {
+		m.step(key, maintRequested)
+		return true
+	})
+}
+
+// every runs each on every repository open on the node, every jittered
+// interval, until shutdown or until each returns false.
+func (m *maintainer) every(interval time.Duration, what string, each func(key repoKey) bool) {
 	m.jobs.Add(1)
 	go func() {
 		defer m.jobs.Done()
@@ -336,12 +346,14 @@ func (m *maintainer) schedule(interval time.Duration) {
 			open, err := m.node.OpenRepos(m.ctx)
 			if err != nil {
 				if m.ctx.Err() == nil {
-					m.node.log.Warn("scheduled maintenance: list open repositories", zap.Error(err))
+					m.node.log.Warn(what+": list open repositories", zap.Error(err))
 				}
 				continue
 			}
 			for _, k := range open {
-				m.step(repoKey(k), maintRequested)
+				if !each(repoKey(k)) {
+					return
+				}
 			}
 			if m.node.testAfterPass != nil {
 				m.node.testAfterPass()

@@ -47,6 +47,12 @@ type Config struct {
 	// Cluster makes the node a cluster member; nil is a single node that
 	// owns every repository.
 	Cluster *ClusterConfig
+
+	// GCInterval is the mean time between automatic garbage collections
+	// of the open (owned) repositories (RGIT_GC_INTERVAL_SECS); 0: none.
+	// GCMinAge is how long an unreferenced pack is kept (a push may be
+	// staging it).
+	GCInterval, GCMinAge time.Duration
 }
 
 // Node is one rgit node's actor system: the supervisor and its repo actors.
@@ -136,6 +142,7 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.MaintenanceSlots > 0 && cfg.MaintenanceInterval > 0 {
 		n.maint.schedule(cfg.MaintenanceInterval)
 	}
+	n.maint.startGC()
 	return n, nil
 }
 

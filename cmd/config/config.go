@@ -56,6 +56,8 @@ type Config struct {
 	SSHIdle         time.Duration     // RGIT_SSH_IDLE_SECS
 	SSHStall        time.Duration     // RGIT_SSH_STALL_SECS
 	LogFormat       string            // RGIT_LOG_FORMAT: auto, json or console; see LogEncoding
+	MemoryLimit     int64             // RGIT_MEMORY_LIMIT in bytes; 0: the cgroup limit alone
+	GCInterval      time.Duration     // RGIT_GC_INTERVAL_SECS; 0 disables automatic GC
 }
 
 // Var documents one variable; the README's configuration table is kept in
@@ -103,6 +105,8 @@ var Vars = []Var{
 	{"RGIT_HTTP_BODY_STALL_SECS", "60", "a request body that sends no byte for this long while the server waits for it is cut off (every HTTP listener)"},
 	{"RGIT_SSH_IDLE_SECS", "300", "an SSH connection that moves no data for this long is closed"},
 	{"RGIT_SSH_STALL_SECS", "60", "an SSH session that sends no byte for this long while the server waits for input is closed"},
+	{"RGIT_MEMORY_LIMIT", "0", "memory budget in bytes (suffixes Ki, Mi, Gi); the cgroup limit (memory.max) applies when lower; 0: the cgroup limit alone"},
+	{"RGIT_GC_INTERVAL_SECS", "3600", "average time between automatic garbage collections of each repository this node owns (jittered); 0 disables"},
 }
 
 // FromEnv reads the configuration from the process environment.
@@ -149,6 +153,8 @@ func Parse(getenv func(string) string) (*Config, error) {
 		SSHIdle:         p.seconds("RGIT_SSH_IDLE_SECS", 1),
 		SSHStall:        p.seconds("RGIT_SSH_STALL_SECS", 1),
 		LogFormat:       p.oneOf("RGIT_LOG_FORMAT", "auto", "json", "console"),
+		MemoryLimit:     p.bytes("RGIT_MEMORY_LIMIT"),
+		GCInterval:      p.seconds("RGIT_GC_INTERVAL_SECS", 0),
 	}
 	if peers := p.str("RGIT_PEERS"); peers != "" {
 		m, err := cluster.ParsePeerMap(peers)
@@ -247,6 +253,25 @@ func (p *parser) int(name string, min int64) int64 {
 		p.fail(name, "%d is below the minimum %d", n, min)
 	}
 	return n
+}
+
+// bytes reads a byte count with an optional binary suffix (Ki, Mi, Gi,
+// Ti), as Kubernetes writes memory limits.
+func (p *parser) bytes(name string) int64 {
+	s := p.str(name)
+	mult := int64(1)
+	for i, suffix := range []string{"Ki", "Mi", "Gi", "Ti"} {
+		if rest, ok := strings.CutSuffix(s, suffix); ok {
+			s, mult = rest, int64(1)<<(10*(i+1))
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		p.fail(name, "%q is not a byte count (an integer, optionally with Ki, Mi, Gi or Ti)", p.str(name))
+		return 0
+	}
+	return n * mult
 }
 
 func (p *parser) bool(name string) bool {

@@ -56,6 +56,8 @@ func TestPeerStreamAddr(t *testing.T) {
 func TestBadValuesNameTheVariable(t *testing.T) {
 	cases := map[string]map[string]string{
 		"RGIT_MAX_WARM":             {"RGIT_MAX_WARM": "many"},
+		"RGIT_MEMORY_LIMIT":         {"RGIT_MEMORY_LIMIT": "4GB"},
+		"RGIT_GC_INTERVAL_SECS":     {"RGIT_GC_INTERVAL_SECS": "-1"},
 		"RGIT_WARM_TTL_SECS":        {"RGIT_WARM_TTL_SECS": "0"},
 		"RGIT_HTTP_ADDR":            {"RGIT_HTTP_ADDR": "8080"},
 		"RGIT_SELF":                 {"RGIT_PEER_SVC": "rgit.ns.svc", "RGIT_PEER_SECRET": "0123456789abcdef"},
@@ -167,6 +169,22 @@ func TestClusterMode(t *testing.T) {
 	for name, m := range bad {
 		if _, err := Parse(env(m)); err == nil || (!strings.Contains(err.Error(), name) && !strings.Contains(err.Error(), "RGIT_SELF")) {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+func TestMemoryLimitSuffixes(t *testing.T) {
+	for in, want := range map[string]int64{"": 0, "0": 0, "1048576": 1 << 20, "512Mi": 512 << 20, "4Gi": 4 << 30, "64Ki": 64 << 10} {
+		c, err := Parse(env(map[string]string{"RGIT_MEMORY_LIMIT": in}))
+		if err != nil {
+			t.Errorf("RGIT_MEMORY_LIMIT=%q: %v", in, err)
+		} else if c.MemoryLimit != want {
+			t.Errorf("RGIT_MEMORY_LIMIT=%q: %d, want %d", in, c.MemoryLimit, want)
+		}
+	}
+	for _, bad := range []string{"-1", "4G", "Gi", "9999999Ti"} {
+		if _, err := Parse(env(map[string]string{"RGIT_MEMORY_LIMIT": bad})); err == nil || !strings.Contains(err.Error(), "RGIT_MEMORY_LIMIT") {
+			t.Errorf("RGIT_MEMORY_LIMIT=%q: %v, want an error naming the variable", bad, err)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -38,6 +39,7 @@ import (
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/admission"
 	"github.com/rgit/rgit/transport/engine"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
@@ -45,6 +47,10 @@ import (
 	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/sshgit"
 )
+
+// gcMinAge is how long garbage collection keeps an unreferenced pack: far
+// longer than any push takes between staging its pack and listing it.
+const gcMinAge = time.Hour
 
 // Server is one running node.
 type Server struct {
@@ -71,6 +77,7 @@ type Server struct {
 	// nil while it passes.
 	storeFault atomic.Pointer[string]
 	probeEvery time.Duration
+	admission  *admission.Controller // nil: derived from the memory budget
 	stopProbe  context.CancelFunc
 	serveErr   chan error
 }
@@ -81,6 +88,10 @@ type Option func(*Server)
 // WithStoreProbeInterval sets how often /healthz's object store probe runs
 // (default 10 s).
 func WithStoreProbeInterval(d time.Duration) Option { return func(s *Server) { s.probeEvery = d } }
+
+// WithAdmission replaces the admission controller derived from the memory
+// budget (tests hold its budget to see refusals).
+func WithAdmission(c *admission.Controller) Option { return func(s *Server) { s.admission = c } }
 
 // Start opens and verifies the store, opens the cache, starts the actors
 // and every listener.
@@ -141,7 +152,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		}
 	}
 	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm,
-		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: reg, Cluster: clusterCfg})
+		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: reg, Cluster: clusterCfg,
+		GCInterval: cfg.GCInterval, GCMinAge: gcMinAge})
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +181,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		MaxPushRefs: cfg.MaxPushRefs, MaxPushOptions: cfg.MaxPushOptions,
 		MaxWants: cfg.MaxWants, MaxHaves: cfg.MaxHaves, MaxArgBytes: cfg.MaxArgBytes,
 		Negotiations: semaphore.NewWeighted(int64(cfg.MaxNegotiations)),
-	}}
+	}, Admission: s.admission}
+	if proto.Admission == nil {
+		proto.Admission = admission.New(memoryLimits(cfg.MemoryLimit, log), reg)
+	}
 	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
 	if httpFwd != nil {
 		httpCfg.Forward, httpCfg.Rerouter = httpFwd, eng
@@ -207,7 +222,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 	}
-	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: time.Hour, Version: build.String()}
+	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Version: build.String()}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}
@@ -495,6 +510,35 @@ func maintSlots(configured int) int {
 		return -1
 	}
 	return configured
+}
+
+// memoryLimits derives the node's admission limits from the cgroup memory
+// limit, RGIT_MEMORY_LIMIT (configured) and RLIMIT_NOFILE, and sets the Go
+// runtime's soft memory limit from them unless GOMEMLIMIT says otherwise.
+func memoryLimits(configured int64, log *zap.Logger) admission.Limits {
+	var cgroup int64
+	for _, f := range admission.CgroupFiles {
+		if b, err := os.ReadFile(f); err == nil {
+			if n, ok := admission.ParseCgroupLimit(string(b)); ok {
+				cgroup = n
+				break
+			}
+		}
+	}
+	var lim syscall.Rlimit
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	l := admission.Derive(cgroup, configured, lim.Cur)
+	if l.GoMemLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(l.GoMemLimit)
+	}
+	if l.Memory == 0 {
+		log.Warn("no memory budget (no cgroup limit, RGIT_MEMORY_LIMIT unset): pack work is admitted without a memory bound",
+			zap.Int("max_active", l.MaxActive))
+	} else {
+		log.Info("memory budget", zap.Int64("budget_bytes", l.Memory), zap.Int64("cgroup_bytes", cgroup),
+			zap.Int64("pack_work_bytes", l.Work), zap.Int64("gomemlimit_bytes", l.GoMemLimit), zap.Int("max_active", l.MaxActive))
+	}
+	return l
 }
 
 // maxOpenPacks is RGIT_MAX_OPEN_PACKS, or by default a quarter of the

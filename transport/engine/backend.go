@@ -73,3 +73,13 @@ func (b *backend) Snapshot(ctx context.Context) (gitproto.RefSnapshot, error) {
 }
 
 func (b *backend) HasCommit(_ context.Context, id object.ID) bool { return b.snap.Objects().Has(id) }
+
+// Objects is the number of objects in the session's packs (gitserve.Sized:
+// it scales the memory admission estimate).
+func (b *backend) Objects() int64 {
+	var n int64
+	for _, p := range b.snap.Packs {
+		n += int64(p.Objects)
+	}
+	return n
+}

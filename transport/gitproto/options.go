@@ -170,6 +170,12 @@ func orDefault(v, d int) int {
 // written yet.
 var ErrProtocol = errors.New("git protocol error")
 
+// ErrBusy is wrapped by errors that refuse work because the server is
+// out of capacity (memory admission). Its text reaches the client as
+// "ERR server busy"; front ends answer 503 with Retry-After when nothing
+// was written yet.
+var ErrBusy = errors.New("server busy")
+
 // ErrNotOurRef is wrapped by Backend.CheckWants errors for a want that is
 // not reachable from any advertised ref. Use NotOurRefError to name the id.
 var ErrNotOurRef = errors.New("not our ref")

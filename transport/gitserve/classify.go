@@ -70,7 +70,7 @@ func Classify(err error) Class {
 		return TooLarge
 	case errors.Is(err, gitproto.ErrProtocol):
 		return BadRequest
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, gitproto.ErrBusy):
 		return Unavailable
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return Canceled

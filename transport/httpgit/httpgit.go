@@ -253,8 +253,12 @@ func (q *request) started() bool {
 // fail writes a short text error.
 func (q *request) fail(status int, msg string) {
 	h := q.w.Header()
-	if status == http.StatusUnauthorized {
+	switch status {
+	case http.StatusUnauthorized:
 		h.Set("WWW-Authenticate", `Basic realm="`+Realm+`"`)
+	case http.StatusServiceUnavailable:
+		// Busy (memory admission), claim failed, draining: all pass soon.
+		h.Set("Retry-After", RetryAfter)
 	}
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -262,6 +266,9 @@ func (q *request) fail(status int, msg string) {
 	q.w.WriteHeader(status)
 	io.WriteString(q.w, msg+"\n")
 }
+
+// RetryAfter is the Retry-After of 503 answers, in seconds.
+const RetryAfter = "2"
 
 func statusOf(c gitserve.Class) int {
 	switch c {

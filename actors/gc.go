@@ -1,0 +1,85 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/repo"
+)
+
+// Automatic garbage collection: every GCInterval (jittered, so a fleet
+// restarted at once does not list the store in step) the node collects
+// each repository it has open, and so owns: the repo actor plans
+// (PlanGC, dropping retired entries past their grace), the store half
+// (repo.Collect) runs outside the actor. Collections take a maintenance
+// slot, so they never run beside a roll-up beyond MaintenanceSlots.
+
+// CollectGarbage runs one garbage collection of owner/name: the database
+// half in its repo actor, the store half here. Packs unreferenced for
+// less than minAge are kept (a push may be staging them).
+func (n *Node) CollectGarbage(ctx context.Context, owner, name string, minAge time.Duration) (repo.GCStats, error) {
+	plan, err := n.PlanGC(ctx, owner, name, time.Now(), minAge)
+	if err != nil {
+		return repo.GCStats{}, err
+	}
+	return repo.Collect(ctx, n.cfg.Deps, plan)
+}
+
+type gcMetrics struct {
+	runs    *prometheus.CounterVec
+	deleted prometheus.Counter
+}
+
+func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
+	m := &gcMetrics{
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rgit_gc_runs_total",
+			Help: "Automatic garbage collections of owned repositories, by result (ok, error)."}, []string{"result"}),
+		deleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rgit_gc_deleted_bytes_total", Help: "Pack bytes deleted by automatic garbage collection."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.runs, m.deleted)
+	}
+	return m
+}
+
+// startGC starts the collection pass if GCInterval asks for one; the
+// node's supervisor must exist.
+func (m *maintainer) startGC() {
+	if interval, minAge := m.node.cfg.GCInterval, m.node.cfg.GCMinAge; interval > 0 {
+		m.every(interval, "automatic gc", func(key repoKey) bool { return m.collect(key, minAge) })
+	}
+}
+
+// collect runs one collection of key in a maintenance slot; false when
+// the node is shutting down.
+func (m *maintainer) collect(key repoKey, minAge time.Duration) bool {
+	select {
+	case m.slots <- struct{}{}:
+	case <-m.ctx.Done():
+		return false
+	}
+	defer func() { <-m.slots }()
+	owner, name := key.split()
+	st, err := m.node.CollectGarbage(m.ctx, owner, name, minAge)
+	switch {
+	case m.ctx.Err() != nil:
+		return false
+	case err != nil && !errors.Is(err, repo.ErrNotFound):
+		m.gc.runs.WithLabelValues("error").Inc()
+		m.node.log.Warn("automatic gc failed", zap.String("repo", string(key)), zap.Error(err))
+	case err == nil:
+		m.gc.runs.WithLabelValues("ok").Inc()
+		m.gc.deleted.Add(float64(st.DeletedBytes))
+		if st.DeletedKeys > 0 || st.Retired > 0 {
+			m.node.log.Info("automatic gc", zap.String("repo", string(key)), zap.Int("deleted_objects", st.DeletedKeys),
+				zap.Int64("deleted_bytes", st.DeletedBytes), zap.Int("retired_dropped", st.Retired))
+		}
+	}
+	return true
+}

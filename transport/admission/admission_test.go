@@ -1,0 +1,120 @@
+package admission
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestDecide(t *testing.T) {
+	const mib = 1 << 20
+	for _, r := range []struct {
+		name string
+		s    State
+		est  int64
+		want Verdict
+	}{
+		{"no limits", State{Reserved: 1 << 40, Active: 1000}, mib, Admit},
+		{"fits", State{Work: 100 * mib, Reserved: 50 * mib, Active: 2}, 50 * mib, Admit},
+		{"exactly spent", State{Work: 100 * mib, Reserved: 60 * mib, Active: 2}, 41 * mib, RefuseMemory},
+		{"spent", State{Work: 100 * mib, Reserved: 100 * mib, Active: 4}, mib, RefuseMemory},
+		{"idle node admits a big repository alone", State{Work: 100 * mib}, 500 * mib, Admit},
+		{"big repository waits for others to finish", State{Work: 100 * mib, Reserved: mib, Active: 1}, 500 * mib, RefuseMemory},
+		{"descriptors", State{MaxActive: 4, Active: 4}, 1, RefuseActive},
+		{"descriptors before memory", State{Work: mib, Reserved: mib, MaxActive: 1, Active: 1}, mib, RefuseActive},
+		{"below the descriptor cap", State{MaxActive: 4, Active: 3}, 1, Admit},
+	} {
+		if got := Decide(r.s, r.est); got != r.want {
+			t.Errorf("%s: Decide(%+v, %d) = %d, want %d", r.name, r.s, r.est, got, r.want)
+		}
+	}
+}
+
+func TestDerive(t *testing.T) {
+	const gib = 1 << 30
+	for _, r := range []struct {
+		cgroup, configured int64
+		wantMem            int64
+	}{
+		{0, 0, 0},
+		{4 * gib, 0, 4 * gib},
+		{0, 2 * gib, 2 * gib},
+		{4 * gib, 2 * gib, 2 * gib},
+		{2 * gib, 4 * gib, 2 * gib},
+	} {
+		l := Derive(r.cgroup, r.configured, 1024)
+		if l.Memory != r.wantMem {
+			t.Errorf("Derive(%d, %d): memory %d, want %d", r.cgroup, r.configured, l.Memory, r.wantMem)
+		}
+		if r.wantMem > 0 && (l.Work != r.wantMem/10*6 || l.GoMemLimit != r.wantMem/10*9) {
+			t.Errorf("Derive(%d, %d): work %d gomemlimit %d", r.cgroup, r.configured, l.Work, l.GoMemLimit)
+		}
+		if r.wantMem == 0 && (l.Work != 0 || l.GoMemLimit != 0) {
+			t.Errorf("no budget, yet work %d gomemlimit %d", l.Work, l.GoMemLimit)
+		}
+	}
+	for nofile, want := range map[uint64]int{1024: 234, 20000: 4978, 16: 4, 0: (1<<20*3/4 - 64) / 3} {
+		if got := Derive(0, 0, nofile).MaxActive; got != want {
+			t.Errorf("RLIMIT_NOFILE %d: MaxActive %d, want %d", nofile, got, want)
+		}
+	}
+}
+
+func TestParseCgroupLimit(t *testing.T) {
+	for in, want := range map[string]int64{"max\n": 0, "4294967296\n": 4 << 30, "9223372036854771712\n": 0} {
+		if got, ok := ParseCgroupLimit(in); !ok || got != want {
+			t.Errorf("ParseCgroupLimit(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "lots", "-1"} {
+		if _, ok := ParseCgroupLimit(bad); ok {
+			t.Errorf("ParseCgroupLimit(%q) accepted", bad)
+		}
+	}
+}
+
+func TestEstimate(t *testing.T) {
+	if Estimate(Fetch, 0) != FetchBase || Estimate(Push, 0) != PushBase || Estimate(Fetch, 1000) != FetchBase+1000*BytesPerObject {
+		t.Fatal("estimate is base + objects × BytesPerObject")
+	}
+}
+
+// TestControllerReleases: reservations add up to the budget, a refusal
+// reserves nothing, and releasing (once, however often it is called)
+// frees room for new work.
+func TestControllerReleases(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := New(Limits{Memory: 100, Work: 60, MaxActive: 10}, reg)
+	r1, ok1 := c.Reserve(Fetch, 30)
+	r2, ok2 := c.Reserve(Push, 30)
+	if !ok1 || !ok2 {
+		t.Fatal("two reservations within the budget refused")
+	}
+	if _, ok := c.Reserve(Fetch, 1); ok {
+		t.Fatal("reservation past the budget admitted")
+	}
+	if got := testutil.ToFloat64(c.m.refused.WithLabelValues("fetch", "memory")); got != 1 {
+		t.Errorf("refusals counted %v, want 1", got)
+	}
+	r1()
+	r1()
+	if got := testutil.ToFloat64(c.m.reserved); got != 30 {
+		t.Errorf("reserved %v after one release (called twice), want 30", got)
+	}
+	r3, ok := c.Reserve(Fetch, 30)
+	if !ok {
+		t.Fatal("refused after a release made room")
+	}
+	r2()
+	r3()
+	if c.state.Reserved != 0 || c.state.Active != 0 {
+		t.Fatalf("state after every release: %+v", c.state)
+	}
+	var nilc *Controller
+	if release, ok := nilc.Reserve(Push, 1<<40); !ok {
+		t.Fatal("a nil controller refused")
+	} else {
+		release()
+	}
+}
