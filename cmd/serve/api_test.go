@@ -215,8 +215,8 @@ func TestReadAPI(t *testing.T) {
 		var c struct {
 			OID   string
 			Files []struct {
-				Path, Status        string
-				Binary              bool
+				Path, Status         string
+				Binary               bool
 				Additions, Deletions int
 			}
 			Diff      string
