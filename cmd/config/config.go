@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -58,6 +59,9 @@ type Config struct {
 	LogFormat       string            // RGIT_LOG_FORMAT: auto, json or console; see LogEncoding
 	MemoryLimit     int64             // RGIT_MEMORY_LIMIT in bytes; 0: the cgroup limit alone
 	GCInterval      time.Duration     // RGIT_GC_INTERVAL_SECS; 0 disables automatic GC
+	RedisURL        string            // RGIT_REDIS_URL; "" disables the read API cache
+	Upstream        string            // RGIT_UPSTREAM (api-serve)
+	APIAddr         string            // RGIT_API_ADDR (api-serve)
 }
 
 // Var documents one variable; the README's configuration table is kept in
@@ -107,6 +111,9 @@ var Vars = []Var{
 	{"RGIT_SSH_STALL_SECS", "60", "an SSH session that sends no byte for this long while the server waits for input is closed"},
 	{"RGIT_MEMORY_LIMIT", "0", "memory budget in bytes (suffixes Ki, Mi, Gi); the cgroup limit (memory.max) applies when lower; 0: the cgroup limit alone"},
 	{"RGIT_GC_INTERVAL_SECS", "3600", "average time between automatic garbage collections of each repository this node owns (jittered); 0 disables"},
+	{"RGIT_REDIS_URL", "", "read API cache: redis://[:password@]host:port[/db] or rediss:// (TLS); set it on the git nodes and on api-serve alike (nodes invalidate); Redis must run maxmemory-policy volatile-lru; unset: no cache"},
+	{"RGIT_UPSTREAM", "http://rgit:8081", "api-serve only: base URL of the git fleet's peer HTTP service (not the public port)"},
+	{"RGIT_API_ADDR", ":8090", "api-serve only: read API listen address"},
 }
 
 // FromEnv reads the configuration from the process environment.
@@ -155,6 +162,15 @@ func Parse(getenv func(string) string) (*Config, error) {
 		LogFormat:       p.oneOf("RGIT_LOG_FORMAT", "auto", "json", "console"),
 		MemoryLimit:     p.bytes("RGIT_MEMORY_LIMIT"),
 		GCInterval:      p.seconds("RGIT_GC_INTERVAL_SECS", 0),
+		RedisURL:        p.str("RGIT_REDIS_URL"),
+		Upstream:        p.str("RGIT_UPSTREAM"),
+		APIAddr:         p.addr("RGIT_API_ADDR"),
+	}
+	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
+		p.fail("RGIT_REDIS_URL", "must start with redis:// or rediss://")
+	}
+	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.fail("RGIT_UPSTREAM", "%q is not an http:// or https:// URL", c.Upstream)
 	}
 	if peers := p.str("RGIT_PEERS"); peers != "" {
 		m, err := cluster.ParsePeerMap(peers)

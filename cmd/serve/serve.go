@@ -40,6 +40,7 @@ import (
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/admin"
 	"github.com/rgit/rgit/transport/admission"
+	"github.com/rgit/rgit/transport/api"
 	"github.com/rgit/rgit/transport/engine"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
@@ -61,6 +62,7 @@ type Server struct {
 	node  *actors.Node
 
 	httpSrv, adminSrv, peerSrv *http.Server
+	apiCache                   *api.Cache // nil: RGIT_REDIS_URL unset
 	sshSrv                     *sshgit.Server
 	cluster                    *clusterSetup // nil: single node
 	// Bound addresses (useful when the configuration asks for port 0).
@@ -134,6 +136,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		RefOpts: refdb.Options{FlushInterval: cfg.FlushInterval, ObserveCommit: commitMetric(reg)},
 		Meta:    repo.NewMetaCache(s.store, repo.MetaCacheOptions{})}
 	credentials := auth.NewStore(s.store)
+	if s.apiCache, err = openAPICache(ctx, cfg, log); err != nil {
+		return nil, err
+	}
 	var clusterCfg *actors.ClusterConfig
 	if cfg.Cluster() {
 		if s.cluster, clusterCfg, err = newClusterSetup(cfg, s.PeerSecret, log); err != nil {
@@ -159,6 +164,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip, Strict: cfg.FsckStrict}, Log: log,
 		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth}
+	if s.apiCache != nil {
+		eng.RefsWatch = s.apiCache
+	}
 	if cfg.ClonePackCache > 0 {
 		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache); err != nil {
 			return nil, fmt.Errorf("RGIT_CLONE_CACHE_BYTES: %w", err)
@@ -198,7 +206,19 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /ready", s.ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	if s.HTTPAddr, err = s.listenHTTP(cfg.HTTPAddr, mux, &s.httpSrv); err != nil {
+	apiGate, err := gitserve.NewGate(eng, proto, "")
+	if err != nil {
+		return nil, err
+	}
+	// The read API: a single node answers it on its public port; in a
+	// cluster it is api-serve's, and nodes answer it only from peers.
+	var publicAPI http.Handler = api.Refused
+	if s.cluster == nil {
+		if publicAPI, err = api.New(api.Config{Auth: credentials, Origin: &api.Local{Gate: apiGate, Log: log}, Cache: s.apiCache, Log: log}); err != nil {
+			return nil, err
+		}
+	}
+	if s.HTTPAddr, err = s.listenHTTP(cfg.HTTPAddr, api.Mount(publicAPI, mux), &s.httpSrv); err != nil {
 		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
 	}
 
@@ -226,6 +246,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}
+	if s.apiCache != nil {
+		adm.Cache = s.apiCache
+	}
 	adminMux := http.NewServeMux()
 	adminMux.Handle(admin.Path, adm)
 	adminMux.Handle("/debug/pprof/", admin.RequireSecret(s.PeerSecret, log, pprofHandler()))
@@ -243,7 +266,12 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		if err != nil {
 			return nil, err
 		}
-		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peer.PeerHTTP(s.PeerSecret, log, peerGit), &s.peerSrv); err != nil {
+		peerAPI, err := api.New(api.Config{Auth: credentials, Log: log,
+			Origin: &api.Local{Gate: apiGate, Forward: httpFwd, Rerouter: eng, Log: log}})
+		if err != nil {
+			return nil, err
+		}
+		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)), &s.peerSrv); err != nil {
 			return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 		}
 	}
@@ -353,6 +381,9 @@ func (s *Server) close() error {
 		errs = append(errs, s.cache.Close())
 	}
 	s.cluster.close()
+	if s.apiCache != nil {
+		errs = append(errs, s.apiCache.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -552,4 +583,20 @@ func maxOpenPacks(configured int) int {
 		return 256
 	}
 	return int(max(lim.Cur/4, 16))
+}
+
+// openAPICache connects the read API's cache (RGIT_REDIS_URL) and checks
+// Redis's eviction policy; nil when unset. Nodes need it even where
+// api-serve does the caching: pushes, visibility flips and deletes
+// invalidate from here.
+func openAPICache(ctx context.Context, cfg *config.Config, log *zap.Logger) (*api.Cache, error) {
+	if cfg.RedisURL == "" {
+		return nil, nil
+	}
+	c, err := api.OpenCache(cfg.RedisURL, log, api.CacheOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("RGIT_REDIS_URL: %w", err)
+	}
+	c.CheckPolicy(ctx)
+	return c, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/storage/walk"
 	"github.com/rgit/rgit/transport/gitproto"
@@ -72,11 +73,14 @@ func (b *backend) Snapshot(ctx context.Context) (gitproto.RefSnapshot, error) {
 	return rs, nil
 }
 
+// Objects is the session's object store (the read API reads it directly).
+func (b *backend) Objects() *pack.Set { return b.snap.Objects() }
+
 func (b *backend) HasCommit(_ context.Context, id object.ID) bool { return b.snap.Objects().Has(id) }
 
-// Objects is the number of objects in the session's packs (gitserve.Sized:
+// ObjectCount is the number of objects in the session's packs (gitserve.Sized:
 // it scales the memory admission estimate).
-func (b *backend) Objects() int64 {
+func (b *backend) ObjectCount() int64 {
 	var n int64
 	for _, p := range b.snap.Packs {
 		n += int64(p.Objects)

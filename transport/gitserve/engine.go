@@ -26,7 +26,7 @@ type ProtoEngine struct {
 // Sized is implemented by backends that know how many objects their
 // repository holds, which scales the admission estimate.
 type Sized interface {
-	Objects() int64
+	ObjectCount() int64
 }
 
 // UploadPack implements Engine.
@@ -82,7 +82,7 @@ func packWork(in io.Reader, opt gitproto.Options) (io.Reader, bool) {
 func (e ProtoEngine) admit(kind admission.Kind, b gitproto.Backend, out io.Writer, opt gitproto.Options) (func(), error) {
 	var objects int64
 	if s, ok := b.(Sized); ok {
-		objects = s.Objects()
+		objects = s.ObjectCount()
 	}
 	est := admission.Estimate(kind, objects)
 	release, ok := e.Admission.Reserve(kind, est)
