@@ -44,6 +44,7 @@ import (
 	"github.com/rgit/rgit/transport/httpgit"
 	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/sshgit"
+	"github.com/rgit/rgit/transport/web"
 )
 
 // Server is one running node.
@@ -197,6 +198,15 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, fmt.Errorf("RGIT_SSH_ADDR: %w", err)
 	}
 	s.SSHAddr = sshLn.Addr().String()
+	if s.cluster == nil {
+		// The browse page, on a single node only: it renders from the read
+		// API through this same mux, in process (in a cluster, nodes refuse
+		// /api/ on their public port and the page belongs to api-serve).
+		// Mounted once the SSH port is known, for its clone URLs.
+		if err := mountWeb(mux, s.store, credentials, s.SSHAddr, log); err != nil {
+			return nil, err
+		}
+	}
 	go func() { s.serveErr <- ignoreClosed(s.sshSrv.Serve(sshLn), sshgit.ErrServerClosed) }()
 
 	streamAddr, err := cfg.PeerStreamAddr()
@@ -486,4 +496,21 @@ func maxOpenPacks(configured int) int {
 		return 256
 	}
 	return int(max(lim.Cur/4, 16))
+}
+
+// mountWeb adds the repository list endpoint (GET /api/repos) and the
+// browse page (every path nothing else serves) to mux, whose /api/ routes
+// the page reads.
+func mountWeb(mux *http.ServeMux, store objstore.Store, tokens web.TokenLookup, sshAddr string, log *zap.Logger) error {
+	_, sshPort, err := net.SplitHostPort(sshAddr)
+	if err != nil {
+		return fmt.Errorf("web page: SSH address %q: %w", sshAddr, err)
+	}
+	page, err := web.New(web.Config{API: mux, SSHPort: sshPort, Log: log})
+	if err != nil {
+		return err
+	}
+	mux.Handle("GET "+web.RepoListPath, &web.RepoLister{Store: store, Auth: tokens, Log: log})
+	mux.Handle("/", page)
+	return nil
 }
