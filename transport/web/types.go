@@ -17,7 +17,6 @@ type Ref struct {
 	Peeled string `json:"peeled,omitempty"`
 	// Target is HEAD's symref target.
 	Target string `json:"target,omitempty"`
-	Symref string `json:"symref,omitempty"`
 }
 
 // Commit is the commit id a ref leads to (a tag's peeled id).
@@ -63,7 +62,7 @@ type Person struct {
 	Time  When   `json:"time"`
 }
 
-// When is a commit time: the API may send Unix seconds or RFC 3339.
+// When is a commit time: RFC 3339 (Unix seconds are accepted too).
 type When struct{ time.Time }
 
 // UnmarshalJSON accepts a number (Unix seconds) or an RFC 3339 string.
@@ -107,21 +106,6 @@ func (c Commit) Subject() string {
 func (c Commit) Body() string {
 	_, b, _ := strings.Cut(c.Message, "\n")
 	return strings.TrimSpace(b)
-}
-
-// Log is GET log's answer: a page of commits and the cursor of the next.
-type Log struct {
-	Commits []Commit `json:"commits"`
-	Next    string   `json:"next,omitempty"`
-}
-
-// UnmarshalJSON accepts the object form or a bare array of commits.
-func (l *Log) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '[' {
-		return json.Unmarshal(b, &l.Commits)
-	}
-	type plain Log
-	return json.Unmarshal(b, (*plain)(l))
 }
 
 // FileChange is one file of a commit or comparison.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -325,7 +326,7 @@ func (q *repoReq) headRef() (Ref, bool) {
 	target := ""
 	for _, r := range q.refs {
 		if r.Name == "HEAD" {
-			target = r.Target + r.Symref
+			target = r.Target
 			if target == "" && r.OID != "" {
 				return r, true // detached
 			}
@@ -638,33 +639,44 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	oid, path, cursor := r.PathValue("oid"), r.URL.Query().Get("path"), r.URL.Query().Get("cursor")
-	v := url.Values{"n": {"50"}}
+	oid, path := r.PathValue("oid"), r.URL.Query().Get("path")
+	v := url.Values{"n": {strconv.Itoa(logSize)}}
 	if path != "" {
 		v.Set("path", path)
 	}
-	if cursor != "" {
-		v.Set("cursor", cursor)
-	}
-	var l Log
-	hdr, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "log", oid)+"?"+v.Encode(), q.token, &l)
+	var commits []Commit
+	hdr, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "log", oid)+"?"+v.Encode(), q.token, &commits)
 	if err != nil {
 		h.fail(w, r, err, 0, "")
 		return
 	}
-	if l.Next == "" {
-		l.Next = hdr.Get("X-Next-Cursor")
-	}
 	p := logPage{page: page{Title: "Commits · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "commits", oid, "")},
-		Path: path, Commits: q.commitViews(l.Commits)}
-	if l.Next != "" {
-		nv := url.Values{"cursor": {l.Next}}
+		Path: path, Commits: q.commitViews(commits)}
+	if next := nextPage(hdr.Get("Link")); next != "" {
+		p.Next = q.href("commits", next, "")
 		if path != "" {
-			nv.Set("path", path)
+			p.Next += "?" + url.Values{"path": {path}}.Encode()
 		}
-		p.Next = q.href("commits", oid, "") + "?" + nv.Encode()
 	}
 	h.render(w, r, http.StatusOK, "log", p)
+}
+
+// nextPage is the commit id the log's next page starts from, taken from
+// its Link header (<…/log/{oid}?…>; rel="next"); "" if there is none.
+func nextPage(link string) string {
+	target, params, ok := strings.Cut(link, ";")
+	if !ok || !strings.Contains(params, `rel="next"`) {
+		return ""
+	}
+	u, err := url.Parse(strings.Trim(strings.TrimSpace(target), "<>"))
+	if err != nil {
+		return ""
+	}
+	_, oid, _ := strings.Cut(u.Path, "/log/")
+	if !isOID(oid) {
+		return ""
+	}
+	return oid
 }
 
 type commitPage struct {
