@@ -54,8 +54,8 @@ func newBrowser(t *testing.T, base string) *browser {
 	path, _ := exec.LookPath("chromium")
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1200, 900),
-		// Nothing outside loopback: the page must need no network.
-		chromedp.ProxyServer("http://127.0.0.1:9"), chromedp.Flag("proxy-bypass-list", "<-loopback>"))
+		// Anything outside loopback fails: the page must need no network.
+		chromedp.ProxyServer("http://127.0.0.1:9")) // loopback bypasses proxies
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	t.Cleanup(cancel)
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
@@ -83,9 +83,14 @@ func newBrowser(t *testing.T, base string) *browser {
 	return b
 }
 
+// stepTimeout bounds one browser step, so a missing element fails fast.
+const stepTimeout = 10 * time.Second
+
 func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	if err := chromedp.Do(b.ctx, steps...); err != nil {
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
 		b.t.Fatalf("%s (at %s): %v", what, b.location(), err)
 	}
 }
@@ -138,7 +143,7 @@ func (b *browser) clean(view string) {
 // shot keeps a screenshot of the current page as view.png.
 func (b *browser) shot(view string) {
 	b.t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		b.t.Fatalf("screenshot %s: %v", view, err)
 	}

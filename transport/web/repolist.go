@@ -39,6 +39,10 @@ type RepoLister struct {
 
 func (l *RepoLister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "private, no-store")
+	log := l.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
 	id, err := identify(r, l.Auth)
 	if errors.Is(err, auth.ErrUnknownCredential) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rgit"`)
@@ -46,13 +50,13 @@ func (l *RepoLister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		l.Log.Error("repository list: token lookup failed", zap.Error(err))
+		log.Error("repository list: token lookup failed", zap.Error(err))
 		writeJSONError(w, http.StatusServiceUnavailable, "token lookup unavailable")
 		return
 	}
 	metas, truncated, err := repo.ListMeta(r.Context(), l.Store, maxListed)
 	if err != nil {
-		l.Log.Error("repository list: reading the name index failed", zap.Error(err))
+		log.Error("repository list: reading the name index failed", zap.Error(err))
 		writeJSONError(w, http.StatusServiceUnavailable, "repository list unavailable")
 		return
 	}

@@ -391,9 +391,6 @@ func (h *Handler) head(r *http.Request, q *repoReq, kind, oid, path string) *rep
 		}
 		rh.Picker = append(rh.Picker, p)
 	}
-	if kind == "commit" {
-		rh.Log = q.href("commits", oid, "")
-	}
 	return rh
 }
 
