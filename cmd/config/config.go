@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -54,6 +55,9 @@ type Config struct {
 	SSHIdle         time.Duration     // RGIT_SSH_IDLE_SECS
 	SSHStall        time.Duration     // RGIT_SSH_STALL_SECS
 	LogFormat       string            // RGIT_LOG_FORMAT: auto, json or console; see LogEncoding
+	RedisURL        string            // RGIT_REDIS_URL; "" disables the read API cache
+	Upstream        string            // RGIT_UPSTREAM (api-serve)
+	APIAddr         string            // RGIT_API_ADDR (api-serve)
 }
 
 // Var documents one variable; the README's configuration table is kept in
@@ -99,6 +103,9 @@ var Vars = []Var{
 	{"RGIT_HTTP_BODY_STALL_SECS", "60", "a request body that sends no byte for this long while the server waits for it is cut off (every HTTP listener)"},
 	{"RGIT_SSH_IDLE_SECS", "300", "an SSH connection that moves no data for this long is closed"},
 	{"RGIT_SSH_STALL_SECS", "60", "an SSH session that sends no byte for this long while the server waits for input is closed"},
+	{"RGIT_REDIS_URL", "", "read API cache: redis://[:password@]host:port[/db] or rediss:// (TLS); set it on the git nodes and on api-serve alike (nodes invalidate); Redis must run maxmemory-policy volatile-lru; unset: no cache"},
+	{"RGIT_UPSTREAM", "http://rgit:8081", "api-serve only: base URL of the git fleet's peer HTTP service (not the public port)"},
+	{"RGIT_API_ADDR", ":8090", "api-serve only: read API listen address"},
 }
 
 // FromEnv reads the configuration from the process environment.
@@ -143,6 +150,15 @@ func Parse(getenv func(string) string) (*Config, error) {
 		SSHIdle:         p.seconds("RGIT_SSH_IDLE_SECS", 1),
 		SSHStall:        p.seconds("RGIT_SSH_STALL_SECS", 1),
 		LogFormat:       p.oneOf("RGIT_LOG_FORMAT", "auto", "json", "console"),
+		RedisURL:        p.str("RGIT_REDIS_URL"),
+		Upstream:        p.str("RGIT_UPSTREAM"),
+		APIAddr:         p.addr("RGIT_API_ADDR"),
+	}
+	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
+		p.fail("RGIT_REDIS_URL", "must start with redis:// or rediss://")
+	}
+	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.fail("RGIT_UPSTREAM", "%q is not an http:// or https:// URL", c.Upstream)
 	}
 	if peers := p.str("RGIT_PEERS"); peers != "" {
 		m, err := cluster.ParsePeerMap(peers)

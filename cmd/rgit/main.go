@@ -1,5 +1,6 @@
 // Command rgit is the rgit server. `rgit serve` runs a node configured by
-// RGIT_* environment variables (see README.md); `rgit version` says which
+// RGIT_* environment variables (see README.md), `rgit api-serve` the
+// read-API tier in front of a cluster; `rgit version` says which
 // build this is.
 //
 // Exit codes: 0 after a clean drain; 2 for bad usage, bad configuration
@@ -30,7 +31,7 @@ func main() {
 		cmd = os.Args[1]
 	}
 	switch cmd {
-	case "serve":
+	case "serve", "api-serve":
 	case "version", "--version", "-version":
 		fmt.Println("rgit", version.Get())
 		return
@@ -47,11 +48,14 @@ func main() {
 		fatal(err.Error())
 	}
 	defer log.Sync()
+	if cmd == "api-serve" {
+		os.Exit(runAPI(cfg, log))
+	}
 	os.Exit(run(cfg, log))
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: rgit serve | rgit version\n\nConfiguration is read from the environment:")
+	fmt.Fprintln(w, "usage: rgit serve | rgit api-serve | rgit version\n\nConfiguration is read from the environment:")
 	for _, v := range config.Vars {
 		fmt.Fprintf(w, "  %-24s %s (default %q)\n", v.Name, v.Help, v.Default)
 	}
@@ -82,6 +86,30 @@ func run(cfg *config.Config, log *zap.Logger) int {
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Error("rgit stopped", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+// runAPI runs `rgit api-serve` until a signal, then drains.
+func runAPI(cfg *config.Config, log *zap.Logger) int {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	srv, err := serve.StartAPI(context.Background(), cfg, log)
+	if err != nil {
+		log.Sync()
+		fatal(err.Error())
+	}
+	select {
+	case s := <-sig:
+		log.Info("signal received; draining", zap.String("signal", s.String()))
+	case err := <-srv.Err():
+		log.Error("listener failed", zap.Error(err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Error("rgit api-serve stopped", zap.Error(err))
 		return 1
 	}
 	return 0

@@ -38,6 +38,7 @@ import (
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/api"
 	"github.com/rgit/rgit/transport/engine"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
@@ -56,6 +57,7 @@ type Server struct {
 	node  *actors.Node
 
 	httpSrv, adminSrv, peerSrv *http.Server
+	apiCache                   *api.Cache // nil: RGIT_REDIS_URL unset
 	sshSrv                     *sshgit.Server
 	cluster                    *clusterSetup // nil: single node
 	// Bound addresses (useful when the configuration asks for port 0).
@@ -121,6 +123,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		RefOpts: refdb.Options{FlushInterval: cfg.FlushInterval, ObserveCommit: commitMetric(reg)},
 		Meta:    repo.NewMetaCache(s.store, repo.MetaCacheOptions{})}
 	credentials := auth.NewStore(s.store)
+	if s.apiCache, err = openAPICache(ctx, cfg, log); err != nil {
+		return nil, err
+	}
 	var clusterCfg *actors.ClusterConfig
 	if cfg.Cluster() {
 		if s.cluster, clusterCfg, err = newClusterSetup(cfg, s.PeerSecret, log); err != nil {
@@ -144,6 +149,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip, Strict: cfg.FsckStrict}, Log: log,
 		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth}
+	if s.apiCache != nil {
+		eng.RefsWatch = s.apiCache
+	}
 	if cfg.ClonePackCache > 0 {
 		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache); err != nil {
 			return nil, fmt.Errorf("RGIT_CLONE_CACHE_BYTES: %w", err)
@@ -180,7 +188,23 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /ready", s.ready)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	if s.HTTPAddr, err = s.listenHTTP(cfg.HTTPAddr, mux, &s.httpSrv); err != nil {
+	apiGate, err := gitserve.NewGate(eng, proto, "")
+	if err != nil {
+		return nil, err
+	}
+	// The read API: a single node answers it on its public port; in a
+	// cluster it is api-serve's, and nodes answer it only from peers.
+	var publicAPI http.Handler = api.Refused
+	if s.cluster == nil {
+		if publicAPI, err = api.New(api.Config{Auth: credentials, Origin: &api.Local{Gate: apiGate, Log: log}, Cache: s.apiCache, Log: log}); err != nil {
+			return nil, err
+		}
+	}
+	if s.cluster == nil {
+		// The browse page's repository list, next to the API it reads.
+		publicAPI = web.WithRepoList(publicAPI, &web.RepoLister{Store: s.store, Auth: credentials, Log: log})
+	}
+	if s.HTTPAddr, err = s.listenHTTP(cfg.HTTPAddr, api.Mount(publicAPI, mux), &s.httpSrv); err != nil {
 		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
 	}
 
@@ -200,10 +224,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	s.SSHAddr = sshLn.Addr().String()
 	if s.cluster == nil {
 		// The browse page, on a single node only: it renders from the read
-		// API through this same mux, in process (in a cluster, nodes refuse
-		// /api/ on their public port and the page belongs to api-serve).
-		// Mounted once the SSH port is known, for its clone URLs.
-		if err := mountWeb(mux, s.store, credentials, s.SSHAddr, log); err != nil {
+		// API, called in process (in a cluster, nodes refuse /api/ on their
+		// public port). Mounted once the SSH port is known, for its clone
+		// URLs.
+		if err := mountWeb(mux, publicAPI, s.SSHAddr, log); err != nil {
 			return nil, err
 		}
 	}
@@ -216,6 +240,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: time.Hour, Version: build.String()}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
+	}
+	if s.apiCache != nil {
+		adm.Cache = s.apiCache
 	}
 	adminMux := http.NewServeMux()
 	adminMux.Handle(admin.Path, adm)
@@ -234,7 +261,12 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		if err != nil {
 			return nil, err
 		}
-		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peer.PeerHTTP(s.PeerSecret, log, peerGit), &s.peerSrv); err != nil {
+		peerAPI, err := api.New(api.Config{Auth: credentials, Log: log,
+			Origin: &api.Local{Gate: apiGate, Forward: httpFwd, Rerouter: eng, Log: log}})
+		if err != nil {
+			return nil, err
+		}
+		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)), &s.peerSrv); err != nil {
 			return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 		}
 	}
@@ -339,6 +371,9 @@ func (s *Server) close() error {
 		errs = append(errs, s.cache.Close())
 	}
 	s.cluster.close()
+	if s.apiCache != nil {
+		errs = append(errs, s.apiCache.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -498,19 +533,33 @@ func maxOpenPacks(configured int) int {
 	return int(max(lim.Cur/4, 16))
 }
 
-// mountWeb adds the repository list endpoint (GET /api/repos) and the
-// browse page (every path nothing else serves) to mux, whose /api/ routes
-// the page reads.
-func mountWeb(mux *http.ServeMux, store objstore.Store, tokens web.TokenLookup, sshAddr string, log *zap.Logger) error {
+// mountWeb mounts the browse page on mux for every path nothing else
+// serves; it reads the API through readAPI.
+func mountWeb(mux *http.ServeMux, readAPI http.Handler, sshAddr string, log *zap.Logger) error {
 	_, sshPort, err := net.SplitHostPort(sshAddr)
 	if err != nil {
 		return fmt.Errorf("web page: SSH address %q: %w", sshAddr, err)
 	}
-	page, err := web.New(web.Config{API: mux, SSHPort: sshPort, Log: log})
+	page, err := web.New(web.Config{API: readAPI, SSHPort: sshPort, Log: log})
 	if err != nil {
 		return err
 	}
-	mux.Handle("GET "+web.RepoListPath, &web.RepoLister{Store: store, Auth: tokens, Log: log})
 	mux.Handle("/", page)
 	return nil
+}
+
+// openAPICache connects the read API's cache (RGIT_REDIS_URL) and checks
+// Redis's eviction policy; nil when unset. Nodes need it even where
+// api-serve does the caching: pushes, visibility flips and deletes
+// invalidate from here.
+func openAPICache(ctx context.Context, cfg *config.Config, log *zap.Logger) (*api.Cache, error) {
+	if cfg.RedisURL == "" {
+		return nil, nil
+	}
+	c, err := api.OpenCache(cfg.RedisURL, log, api.CacheOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("RGIT_REDIS_URL: %w", err)
+	}
+	c.CheckPolicy(ctx)
+	return c, nil
 }

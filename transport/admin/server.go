@@ -35,6 +35,27 @@ type Server struct {
 	// Version describes the node's build (cmd/version), for status and
 	// version: during a rollout it shows which nodes run what.
 	Version string
+	// Cache is the read API's answer cache (RGIT_REDIS_URL); nil: none.
+	Cache Purger
+}
+
+// Purger makes every cached read-API answer of a repository unreachable
+// (transport/api.Cache bumps its generation).
+type Purger interface {
+	Purge(ctx context.Context, owner, name string) error
+}
+
+// purge runs after a change that must not stay visible through the cache
+// (visibility flip, delete, purge-cache). It fails loudly: the change
+// itself stays done, and the error names purge-cache as the retry.
+func (s *Server) purge(ctx context.Context, owner, name, done string) (string, error) {
+	if s.Cache == nil {
+		return done, nil
+	}
+	if err := s.Cache.Purge(ctx, owner, name); err != nil {
+		return "", fmt.Errorf("%s, but %w", done, err)
+	}
+	return done + "; cached answers purged", nil
 }
 
 // maxRequest bounds an admin request body (a public key at most).
@@ -121,6 +142,7 @@ var commands = map[string]struct {
 	"add-key":        {1, "<owner> <public-key-file>"},
 	"set-visibility": {2, "<owner>/<name> public|private"},
 	"set-head":       {2, "<owner>/<name> <refname>"},
+	"purge-cache":    {1, "<owner>/<name>"},
 	"list-repos":     {0, ""},
 	"status":         {0, ""},
 	"version":        {0, ""},
@@ -162,7 +184,7 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		if err := repo.Delete(ctx, s.Deps, owner, name); err != nil {
 			return "", err
 		}
-		return "deleted " + owner + "/" + name, nil
+		return s.purge(ctx, owner, name, "deleted "+owner+"/"+name)
 	case "fork":
 		so, sn, err := arg(0)
 		if err != nil {
@@ -226,7 +248,16 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		}); err != nil {
 			return "", err
 		}
-		return owner + "/" + name + " is " + v, nil
+		return s.purge(ctx, owner, name, owner+"/"+name+" is "+v)
+	case "purge-cache":
+		owner, name, err := names.Split(req.Args[0])
+		if err != nil {
+			return "", err
+		}
+		if s.Cache == nil {
+			return "", errors.New("purge-cache: this node has no read-API cache (RGIT_REDIS_URL is unset)")
+		}
+		return s.purge(ctx, owner, name, "purge-cache "+owner+"/"+name)
 	case "set-head":
 		owner, name, err := arg(0)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/storage/walk"
 	"github.com/rgit/rgit/transport/gitproto"
@@ -72,5 +73,8 @@ func (b *backend) Snapshot(ctx context.Context) (gitproto.RefSnapshot, error) {
 	}
 	return rs, nil
 }
+
+// Objects is the session's object store (the read API reads it directly).
+func (b *backend) Objects() *pack.Set { return b.snap.Objects() }
 
 func (b *backend) HasCommit(_ context.Context, id object.ID) bool { return b.snap.Objects().Has(id) }

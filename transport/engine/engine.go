@@ -41,7 +41,15 @@ type Engine struct {
 	// shallow) per pack list and wants, so repeated and concurrent clones
 	// stream a file instead of walking the repository.
 	ClonePacks *clonecache.Cache
-	Log        *zap.Logger
+	// RefsWatch, if set, is told after a push changed refs (the read
+	// API's cache drops its refs answer).
+	RefsWatch RefsWatcher
+	Log       *zap.Logger
+}
+
+// RefsWatcher is told that a repository's refs changed.
+type RefsWatcher interface {
+	RefsChanged(ctx context.Context, owner, name string) error
 }
 
 var (

@@ -201,6 +201,13 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 			tips = append(tips, cmds[k].New)
 		}
 	}
+	if b.e.RefsWatch != nil && anyOK(results) {
+		// The read API's cached refs answer is stale now. Best effort: its
+		// 5 s TTL heals a failure, which is only logged.
+		if err := b.e.RefsWatch.RefsChanged(ctx, b.snap.Owner, b.snap.Name); err != nil {
+			b.log().Warn("push: cached refs answer not dropped (expires within seconds)", zap.Error(err))
+		}
+	}
 	if staged != nil && len(b.snap.Packs) == 0 && len(tips) > 0 {
 		// The first pack of an empty repository is the whole repository:
 		// give it a bitmap so clones need not walk before the first repack.

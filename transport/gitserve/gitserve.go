@@ -250,6 +250,11 @@ func (s *Session) Run(ctx context.Context, in io.Reader, out io.Writer, opt gitp
 	return st, nil
 }
 
+// Backend is the repository the session was opened on, for front ends
+// that read it directly rather than run a protocol engine (the read API).
+// Valid until Close.
+func (s *Session) Backend() gitproto.Backend { return s.backend }
+
 // Close releases the session's hold on the repository. Idempotent.
 func (s *Session) Close() {
 	if s.release != nil {

@@ -18,6 +18,22 @@ import (
 // that names no repository.
 const RepoListPath = "/api/repos"
 
+// WithRepoList is readAPI with GET RepoListPath answered by list.
+func WithRepoList(readAPI, list http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == RepoListPath {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				writeJSONError(w, http.StatusMethodNotAllowed, "method not allowed")
+				return
+			}
+			list.ServeHTTP(w, r)
+			return
+		}
+		readAPI.ServeHTTP(w, r)
+	})
+}
+
 // maxListed bounds GET /api/repos (a listing plus one read per entry).
 const maxListed = 1000
 

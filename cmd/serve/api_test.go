@@ -1,0 +1,315 @@
+package serve_test
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/rgit/rgit/testkit/gitenv"
+	"github.com/rgit/rgit/testkit/redistest"
+)
+
+// apiFixture is a node with the read API's cache on a real redis-server
+// and one public repository alice/site with history worth browsing.
+type apiFixture struct {
+	srv                 *gitenv.Server
+	env                 *gitenv.Env
+	redis               *redistest.Server
+	alice, bob          string
+	repo, wt            string
+	first, second, head string
+	tag                 string
+}
+
+func newAPIFixture(t *testing.T) *apiFixture {
+	t.Helper()
+	rs := redistest.Start(t, "maxmemory-policy volatile-lru")
+	srv := gitenv.StartServer(t, gitenv.FileStore(t), "RGIT_REDIS_URL="+rs.URL())
+	f := &apiFixture{srv: srv, env: gitenv.New(t), redis: rs}
+	f.alice = srv.AddToken(t, "alice")
+	f.bob = srv.AddToken(t, "bob")
+	f.repo = "alice/site"
+	srv.CreateRepo(t, f.repo)
+	f.wt = t.TempDir()
+	f.env.Run(t, f.wt, "init", "-q", "-b", "main")
+	f.first = f.env.Commit(t, f.wt, "first", map[string]string{
+		"README.md":   "# site\n",
+		"src/main.go": "package main\n\nfunc main() {}\n",
+	})
+	if err := os.WriteFile(filepath.Join(f.wt, "logo.bin"), []byte{0, 1, 2, 3, 0xff}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("src/main.go", filepath.Join(f.wt, "link")); err != nil {
+		t.Fatal(err)
+	}
+	f.second = f.env.Commit(t, f.wt, "second: binary and link", map[string]string{"src/main.go": "package main\n\nfunc main() { println(1) }\n"})
+	f.head = f.env.Commit(t, f.wt, "third", map[string]string{"docs/a b.txt": "spaces\n"})
+	f.env.Run(t, f.wt, "tag", "-a", "-m", "v1", "v1")
+	f.tag = strings.TrimSpace(f.env.Run(t, f.wt, "rev-parse", "v1"))
+	f.env.Run(t, f.wt, "push", "-q", srv.HTTPURL(f.alice, f.repo), "main", "v1")
+	srv.Admin(t, "set-visibility", f.repo, "public")
+	return f
+}
+
+// get asks the node's read API; token "" is anonymous.
+func (f *apiFixture) get(t *testing.T, path, token string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+f.srv.HTTPAddr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
+}
+
+func (f *apiFixture) getJSON(t *testing.T, path, token string, v any) *http.Response {
+	t.Helper()
+	resp, body := f.get(t, path, token)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		t.Fatalf("GET %s: %v\n%s", path, err, body)
+	}
+	return resp
+}
+
+// TestReadAPI browses a pushed repository through every endpoint and
+// checks each answer against the real git.
+func TestReadAPI(t *testing.T) {
+	f := newAPIFixture(t)
+	base := "/api/" + f.repo + "/"
+
+	t.Run("refs", func(t *testing.T) {
+		var refs []map[string]string
+		resp := f.getJSON(t, base+"refs", "", &refs)
+		byName := map[string]map[string]string{}
+		for _, r := range refs {
+			byName[r["name"]] = r
+		}
+		if r := byName["refs/heads/main"]; r["oid"] != f.head || r["kind"] != "branch" {
+			t.Errorf("main: %v", r)
+		}
+		if r := byName["refs/tags/v1"]; r["oid"] != f.tag || r["kind"] != "tag" || r["peeled"] != f.head {
+			t.Errorf("v1: %v", r)
+		}
+		if r := byName["HEAD"]; r["target"] != "refs/heads/main" || r["oid"] != f.head {
+			t.Errorf("HEAD: %v", r)
+		}
+		if cc := resp.Header.Get("Cache-Control"); cc != "public, max-age=5" {
+			t.Errorf("refs Cache-Control %q", cc)
+		}
+	})
+
+	t.Run("tree", func(t *testing.T) {
+		var entries []struct {
+			Name, Mode, Kind, OID string
+			Size                  *int64
+		}
+		resp := f.getJSON(t, base+"tree/"+f.head, "", &entries)
+		want := f.env.Run(t, f.wt, "ls-tree", "-l", f.head)
+		if len(entries) != len(strings.Split(strings.TrimSpace(want), "\n")) {
+			t.Fatalf("tree has %d entries, git ls-tree:\n%s", len(entries), want)
+		}
+		kinds := map[string]string{}
+		for _, e := range entries {
+			kinds[e.Name] = e.Kind
+			line := e.Mode + " "
+			if !strings.Contains(want, line) || !strings.Contains(want, e.OID) {
+				t.Errorf("entry %+v not in git ls-tree:\n%s", e, want)
+			}
+			if (e.Kind == "blob") != (e.Size != nil) {
+				t.Errorf("entry %+v: size only for blobs", e)
+			}
+		}
+		if kinds["src"] != "tree" || kinds["link"] != "symlink" || kinds["README.md"] != "blob" {
+			t.Errorf("kinds %v", kinds)
+		}
+		if resp.Header.Get("Cache-Control") != "public, max-age=31536000, immutable" || resp.Header.Get("ETag") == "" {
+			t.Errorf("headers %v", resp.Header)
+		}
+		// A tag peels to its commit's tree; a path walks into it.
+		var sub []struct{ Name string }
+		f.getJSON(t, base+"tree/"+f.tag+"/src", "", &sub)
+		if len(sub) != 1 || sub[0].Name != "main.go" {
+			t.Errorf("tree of v1/src: %+v", sub)
+		}
+	})
+
+	t.Run("blob and raw", func(t *testing.T) {
+		var b struct {
+			OID               string
+			Size              int64
+			Binary, Truncated bool
+			Content           string
+		}
+		f.getJSON(t, base+"blob/"+f.head+"/src/main.go", "", &b)
+		if b.Binary || b.Truncated || b.Content != "package main\n\nfunc main() { println(1) }\n" {
+			t.Errorf("blob %+v", b)
+		}
+		f.getJSON(t, base+"blob/"+f.head+"/logo.bin", "", &b)
+		if raw, _ := base64.StdEncoding.DecodeString(b.Content); !b.Binary || !bytes.Equal(raw, []byte{0, 1, 2, 3, 0xff}) {
+			t.Errorf("binary blob %+v", b)
+		}
+		// Escaped once: "a%20b.txt" is the file "a b.txt".
+		resp, body := f.get(t, base+"raw/"+f.head+"/docs/a%20b.txt", "")
+		if resp.StatusCode != 200 || string(body) != "spaces\n" || resp.Header.Get("Content-Length") != "7" {
+			t.Errorf("raw: %d %q %v", resp.StatusCode, body, resp.Header)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "text/plain; charset=utf-8" {
+			t.Errorf("raw content type %q", ct)
+		}
+	})
+
+	t.Run("log", func(t *testing.T) {
+		var page []struct {
+			OID     string
+			Parents []string
+			Author  struct{ Name, Email, Time string }
+			Message string
+		}
+		resp := f.getJSON(t, base+"log/"+f.head+"?n=2", "", &page)
+		if len(page) != 2 || page[0].OID != f.head || page[1].OID != f.second || page[0].Message != "third\n" {
+			t.Fatalf("log page 1: %+v", page)
+		}
+		link := resp.Header.Get("Link")
+		if !strings.Contains(link, "log/"+f.first+"?n=2") || !strings.Contains(link, `rel="next"`) {
+			t.Fatalf("Link %q", link)
+		}
+		f.getJSON(t, base+"log/"+f.first+"?n=2", "", &page)
+		if len(page) != 1 || page[0].OID != f.first || len(page[0].Parents) != 0 {
+			t.Errorf("log page 2: %+v", page)
+		}
+		f.getJSON(t, base+"log/"+f.head+"?n=999999999999999999999&path=src/main.go", "", &page)
+		if len(page) != 2 || page[0].OID != f.second || page[1].OID != f.first {
+			t.Errorf("log of src/main.go: %+v", page)
+		}
+	})
+
+	t.Run("commit", func(t *testing.T) {
+		var c struct {
+			OID   string
+			Files []struct {
+				Path, Status        string
+				Binary              bool
+				Additions, Deletions int
+			}
+			Diff      string
+			Truncated bool
+		}
+		f.getJSON(t, base+"commit/"+f.second, "", &c)
+		got := map[string]string{}
+		for _, fc := range c.Files {
+			got[fc.Path] = fc.Status
+		}
+		if got["logo.bin"] != "added" || got["link"] != "added" || got["src/main.go"] != "modified" || len(got) != 3 {
+			t.Errorf("files %+v", c.Files)
+		}
+		want := f.env.Run(t, f.wt, "show", "--format=", "--patch", f.second, "--", "src/main.go")
+		if !strings.Contains(c.Diff, "-func main() {}\n+func main() { println(1) }\n") || !strings.Contains(want, "+func main() { println(1) }") {
+			t.Errorf("diff:\n%s\ngit show:\n%s", c.Diff, want)
+		}
+		if !strings.Contains(c.Diff, "Binary files") || strings.Contains(c.Diff, "\x00") {
+			t.Errorf("binary file not named:\n%s", c.Diff)
+		}
+	})
+
+	t.Run("compare", func(t *testing.T) {
+		var c struct {
+			MergeBase     string `json:"merge_base"`
+			Ahead, Behind int
+			Commits       []struct{ OID string }
+			Diff          string
+		}
+		f.getJSON(t, base+"compare/"+f.first+"..."+f.head, "", &c)
+		if c.MergeBase != f.first || c.Ahead != 2 || c.Behind != 0 || len(c.Commits) != 2 || !strings.Contains(c.Diff, "docs/a b.txt") {
+			t.Errorf("compare %+v", c)
+		}
+	})
+
+	t.Run("archive", func(t *testing.T) {
+		resp, body := f.get(t, base+"archive/"+f.head+".tar.gz", "")
+		if resp.StatusCode != 200 {
+			t.Fatalf("archive: %d %s", resp.StatusCode, body)
+		}
+		gz, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(gz)
+		var names []string
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, h.Name)
+		}
+		want := "site-" + f.head[:12] + "/docs/a b.txt"
+		if !contains2(names, want) || !contains2(names, "site-"+f.head[:12]+"/link") {
+			t.Errorf("tar entries %v", names)
+		}
+		_, again := f.get(t, base+"archive/"+f.head+".tar.gz", "")
+		if !bytes.Equal(body, again) {
+			t.Error("the same archive request gave different bytes")
+		}
+		resp, body = f.get(t, base+"archive/"+f.head+".zip", "")
+		zr, err := zip.NewReader(bytes.NewReader(body), int64(len(body)))
+		if err != nil || resp.Header.Get("Content-Type") != "application/zip" {
+			t.Fatalf("zip: %v %v", err, resp.Header)
+		}
+		var znames []string
+		for _, zf := range zr.File {
+			znames = append(znames, zf.Name)
+		}
+		sort.Strings(znames)
+		if !contains2(znames, "site-"+f.head[:12]+"/src/main.go") {
+			t.Errorf("zip entries %v", znames)
+		}
+	})
+
+	t.Run("etag", func(t *testing.T) {
+		resp, _ := f.get(t, base+"tree/"+f.head, "")
+		etag := resp.Header.Get("ETag")
+		resp, body := f.get(t, base+"tree/"+f.head, "", "If-None-Match", etag)
+		if resp.StatusCode != http.StatusNotModified || len(body) != 0 {
+			t.Errorf("If-None-Match: %d %q", resp.StatusCode, body)
+		}
+	})
+}
+
+func contains2(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

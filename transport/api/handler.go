@@ -1,0 +1,329 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/auth"
+)
+
+// TokenLookup maps a token to its owner; *auth.Store implements it. An
+// unknown token is an error wrapping auth.ErrUnknownCredential.
+type TokenLookup interface {
+	LookupToken(ctx context.Context, token string) (owner string, err error)
+}
+
+// Origin answers a parsed request for an authenticated caller: the node
+// itself (Local) or the fleet behind api-serve (Upstream). It writes the
+// whole answer, errors included.
+type Origin interface {
+	ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity)
+}
+
+// Config configures the front handler.
+type Config struct {
+	// Auth looks up tokens. Required.
+	Auth TokenLookup
+	// Origin answers what the cache does not. Required.
+	Origin Origin
+	// Cache is the shared answer cache; nil: none.
+	Cache *Cache
+	Log   *zap.Logger
+}
+
+// Handler is the read API's front: it parses the path once, authenticates
+// the caller (a bad token is 401 before anything else is asked), answers
+// from the cache when it can and asks the origin otherwise, storing
+// public answers it may share.
+type Handler struct {
+	auth   TokenLookup
+	origin Origin
+	cache  *Cache
+	log    *zap.Logger
+}
+
+// New returns the front handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Auth == nil || cfg.Origin == nil {
+		return nil, errors.New("api: Config.Auth and Config.Origin are required")
+	}
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Handler{auth: cfg.Auth, origin: cfg.Origin, cache: cfg.Cache, log: log}, nil
+}
+
+// Mount routes paths under Prefix to api and everything else to rest. It
+// sits in front of a ServeMux rather than in it: the mux would clean the
+// path (turning ".." into a redirect) before the API refuses it, and a
+// "/api/" pattern conflicts with the git routes' "/{owner}/{repo}/…".
+func Mount(api, rest http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, Prefix) {
+			api.ServeHTTP(w, r)
+			return
+		}
+		rest.ServeHTTP(w, r)
+	})
+}
+
+// Refused answers every read-API request on a cluster node's public port:
+// in a cluster the API is rgit api-serve's, and a node never forwards it
+// from the public side.
+var Refused = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	writeError(w, http.StatusNotFound, "the read API is served by rgit api-serve in cluster mode")
+})
+
+// errorBody is every error answer's JSON.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// writeError answers with a JSON error that is never cached.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	h := w.Header()
+	for _, k := range []string{"ETag", "Content-Length", "Content-Disposition", "Link"} {
+		h.Del(k)
+	}
+	if status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Basic realm="rgit", Bearer realm="rgit"`)
+	}
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "private, no-store")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(errorBody{Error: msg})
+	w.Write(append(b, '\n'))
+}
+
+// identity authenticates the caller: no Authorization header is
+// anonymous; Basic (any user, the token as password) or Bearer with a bad
+// token is errBadToken.
+func identity(ctx context.Context, tl TokenLookup, r *http.Request) (auth.Identity, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return auth.Anonymous, nil
+	}
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		_, token, ok = r.BasicAuth()
+	}
+	if !ok || token == "" {
+		return auth.Anonymous, errBadToken
+	}
+	owner, err := tl.LookupToken(ctx, token)
+	if errors.Is(err, auth.ErrUnknownCredential) {
+		return auth.Anonymous, errBadToken
+	}
+	if err != nil {
+		return auth.Anonymous, fmt.Errorf("token lookup: %w", err)
+	}
+	return auth.Identity{Owner: owner, Authenticated: true}, nil
+}
+
+var errBadToken = errors.New("invalid credentials")
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, "the read API answers GET and HEAD")
+		return
+	}
+	q, err := ParseRequest(r.URL.EscapedPath(), r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	id, err := identity(r.Context(), h.auth, r)
+	if errors.Is(err, errBadToken) {
+		writeError(w, http.StatusUnauthorized, "invalid credentials")
+		return
+	}
+	if err != nil {
+		h.log.Warn("read API: token lookup failed", zap.String("path", r.URL.Path), zap.Error(err))
+		writeError(w, http.StatusServiceUnavailable, "credentials cannot be checked right now")
+		return
+	}
+	if h.cache == nil || !cacheable(q) {
+		h.origin.ServeAPI(w, r, q, id)
+		return
+	}
+	repoKey := RepoKey(q.Owner, q.Name)
+	// The generation is read before the origin is asked: an answer is
+	// stored under the generation it was computed in, so a purge landing
+	// meanwhile leaves it out of reach. No generation, no cache.
+	gen, err := h.cache.Generation(r.Context(), repoKey)
+	if err != nil {
+		h.log.Warn("read API: cache generation unreadable; answering uncached", zap.String("repo", repoKey), zap.Error(err))
+		h.origin.ServeAPI(w, r, q, id)
+		return
+	}
+	if e, ok := h.cache.Get(r.Context(), gen, repoKey, q.CacheSuffix()); ok {
+		w.Header().Set("X-Cache", "hit")
+		e.write(w, r)
+		return
+	}
+	rec := &recorder{ResponseWriter: w, limit: h.cache.maxEntry}
+	// The origin must produce the whole answer to be stored; this
+	// request's If-None-Match is applied here instead.
+	inner := r.Clone(r.Context())
+	inner.Header.Del("If-None-Match")
+	w.Header().Set("X-Cache", "miss")
+	rec.etagOf = r.Header.Get("If-None-Match")
+	h.origin.ServeAPI(rec, inner, q, id)
+	if e, ok := rec.entry(); ok {
+		h.cache.Put(r.Context(), gen, repoKey, q.CacheSuffix(), e, ttlOf(q, h.cache))
+	}
+}
+
+// cacheable: archives are streamed and large, never cached.
+func cacheable(q *Request) bool { return q.Endpoint != Archive }
+
+func ttlOf(q *Request, c *Cache) time.Duration {
+	if q.Immutable() {
+		return c.objectTTL
+	}
+	return c.refsTTL
+}
+
+// Cache-Control values.
+const (
+	ccImmutable = "public, max-age=31536000, immutable"
+	ccRefs      = "public, max-age=5"
+	ccPrivate   = "private, no-store"
+)
+
+// etagFor is the strong ETag of an object-id answer: the answer is fixed
+// by the canonical request alone, so the request names it.
+func etagFor(q *Request) string {
+	sum := sha256.Sum256([]byte("rgit-api-v1\x00" + q.CacheSuffix()))
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+// etagOfBody is the strong ETag of a computed answer (refs).
+func etagOfBody(b []byte) string {
+	sum := sha256.Sum256(b)
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+// notModified reports whether If-None-Match names etag.
+func notModified(r *http.Request, etag string) bool {
+	inm := r.Header.Get("If-None-Match")
+	if inm == "" || etag == "" {
+		return false
+	}
+	if strings.TrimSpace(inm) == "*" {
+		return true
+	}
+	for t := range strings.SplitSeq(inm, ",") {
+		if strings.TrimSpace(t) == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// entry is a cached answer: the headers that matter and the body.
+type entry struct {
+	ContentType  string `json:"t"`
+	CacheControl string `json:"c"`
+	ETag         string `json:"e"`
+	Link         string `json:"l,omitempty"`
+	Body         []byte `json:"-"`
+}
+
+// write serves a cached entry, or 304 when the client has it.
+func (e *entry) write(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", e.ContentType)
+	h.Set("Cache-Control", e.CacheControl)
+	h.Set("X-Content-Type-Options", "nosniff")
+	if e.ETag != "" {
+		h.Set("ETag", e.ETag)
+	}
+	if e.Link != "" {
+		h.Set("Link", e.Link)
+	}
+	if notModified(r, e.ETag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h.Set("Content-Length", strconv.Itoa(len(e.Body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(e.Body)
+}
+
+// recorder passes an origin's answer through and keeps a copy of it up to
+// limit bytes, so a shareable answer can be stored once it is complete.
+// With etagOf set it answers 304 itself when the answer's ETag matches.
+type recorder struct {
+	http.ResponseWriter
+	limit    int
+	etagOf   string
+	status   int
+	buf      bytes.Buffer
+	overflow bool
+	skipBody bool
+}
+
+func (rc *recorder) WriteHeader(code int) {
+	if rc.status != 0 {
+		return
+	}
+	rc.status = code
+	if code == http.StatusOK && rc.etagOf != "" {
+		et := rc.Header().Get("ETag")
+		if et != "" && notModified(&http.Request{Header: http.Header{"If-None-Match": {rc.etagOf}}}, et) {
+			rc.Header().Del("Content-Length")
+			rc.ResponseWriter.WriteHeader(http.StatusNotModified)
+			rc.skipBody = true
+			return
+		}
+	}
+	rc.ResponseWriter.WriteHeader(code)
+}
+
+func (rc *recorder) Write(p []byte) (int, error) {
+	if rc.status == 0 {
+		rc.WriteHeader(http.StatusOK)
+	}
+	if !rc.overflow {
+		if rc.buf.Len()+len(p) > rc.limit {
+			rc.overflow = true
+			rc.buf = bytes.Buffer{}
+		} else {
+			rc.buf.Write(p)
+		}
+	}
+	if rc.skipBody {
+		return len(p), nil
+	}
+	return rc.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach Flush.
+func (rc *recorder) Unwrap() http.ResponseWriter { return rc.ResponseWriter }
+
+// entry returns the recorded answer if it may be shared: a complete 200
+// that says it is public.
+func (rc *recorder) entry() (*entry, bool) {
+	h := rc.Header()
+	if rc.status != http.StatusOK || rc.overflow || !strings.HasPrefix(h.Get("Cache-Control"), "public") {
+		return nil, false
+	}
+	return &entry{ContentType: h.Get("Content-Type"), CacheControl: h.Get("Cache-Control"), ETag: h.Get("ETag"),
+		Link: h.Get("Link"), Body: bytes.Clone(rc.buf.Bytes())}, true
+}

@@ -1,0 +1,375 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/transport/gitproto"
+	"github.com/rgit/rgit/transport/gitserve"
+)
+
+// Forwarder proxies a whole request to another node
+// (transport/peer.HTTPForwarder); see httpgit.Forwarder for its error
+// contract.
+type Forwarder interface {
+	Forward(w http.ResponseWriter, r *http.Request, node string) error
+}
+
+// browsable is what the read API needs from a session's backend beyond
+// gitproto.Backend: the objects (transport/engine's backend has them).
+type browsable interface {
+	Objects() *pack.Set
+}
+
+// Local answers read-API requests from this node's repositories. Access
+// is gitserve.Gate's decision, the same as a clone's, taken from metadata
+// before anything is opened; a repository another node owns is forwarded
+// there (cluster mode, peer port only).
+type Local struct {
+	Gate *gitserve.Gate
+	// Forward and Rerouter carry requests for repositories owned
+	// elsewhere; nil Forward: such requests answer 503.
+	Forward  Forwarder
+	Rerouter gitserve.Rerouter
+	// BlobCap and DiffCap bound blob content and commit/compare diffs
+	// (0: DefaultBlobCap, DefaultDiffCap).
+	BlobCap, DiffCap int
+	Log              *zap.Logger
+}
+
+type noForwardKey struct{}
+
+// ServeAPI implements Origin.
+func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity) {
+	ctx := r.Context()
+	sess, err := l.Gate.Open(ctx, gitserve.UploadPack, q.Owner, q.Name, id)
+	if fe, ok := gitserve.AsForward(err); ok {
+		l.forward(w, r, q, id, fe)
+		return
+	}
+	if err != nil && gitserve.Hops(ctx) > 0 && gitserve.IsMoved(err) {
+		gitserve.WriteMoved(w)
+		return
+	}
+	if err != nil {
+		l.fail(w, r, err)
+		return
+	}
+	defer sess.Close()
+	b := sess.Backend()
+	objs, ok := b.(browsable)
+	if !ok {
+		l.fail(w, r, errors.New("backend cannot be browsed"))
+		return
+	}
+	public := false
+	if a, ok := b.(gitserve.Authoritative); ok {
+		public = a.RepoInfo().Public
+	}
+	s := &serving{l: l, w: w, r: r, q: q, public: public, rd: reader{objs: objs.Objects()}}
+	if q.Immutable() {
+		etag := etagFor(q)
+		s.headers(etag)
+		if notModified(r, etag) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	if err := s.serve(b); err != nil {
+		l.fail(w, r, err)
+	}
+}
+
+// forward carries the request to the owner, following failover and moved
+// answers; a repository that moved here is served here.
+func (l *Local) forward(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity, fe *gitserve.ForwardError) {
+	if l.Forward == nil || r.Context().Value(noForwardKey{}) != nil {
+		l.fail(w, r, fmt.Errorf("%s/%s is owned by %s: %w", q.Owner, q.Name, fe.Node, gitserve.ErrUnavailable))
+		return
+	}
+	tw := &startedWriter{ResponseWriter: w}
+	err := gitserve.FollowForward(r.Context(), l.Rerouter, gitserve.MoverOf(l.Forward, l.Rerouter), fe, http.MethodGet,
+		func(node string) error { return l.Forward.Forward(tw, r, node) },
+		func() error {
+			l.ServeAPI(tw, r.WithContext(context.WithValue(r.Context(), noForwardKey{}, true)), q, id)
+			return nil
+		})
+	if err != nil && !tw.started {
+		l.fail(w, r, err)
+	} else if err != nil {
+		l.logger().Warn("read API: forwarded answer failed", zap.String("path", r.URL.Path), zap.Error(err))
+	}
+}
+
+// fail answers err as a JSON error: denials as gitserve decided them
+// (a private repository is 401 anonymous, 404 otherwise, like a missing
+// one), unknown ids and paths 404, busy 503, anything else 500 (logged).
+func (l *Local) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var denied *gitserve.DeniedError
+	switch {
+	case errors.As(err, &denied):
+		switch denied.Decision {
+		case auth.Unauthorized:
+			writeError(w, http.StatusUnauthorized, "authentication required")
+		case auth.Forbidden:
+			writeError(w, http.StatusForbidden, "forbidden")
+		default:
+			writeError(w, http.StatusNotFound, "repository not found")
+		}
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, errTooLarge):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+	case errors.Is(err, gitserve.ErrUnavailable), errors.Is(err, gitserve.ErrHopLimit):
+		l.logger().Warn("read API request unavailable", zap.String("path", r.URL.Path), zap.Error(err))
+		writeError(w, http.StatusServiceUnavailable, "repository temporarily unavailable")
+	case r.Context().Err() != nil:
+		// The client is gone; nobody reads the answer.
+	default:
+		l.logger().Error("read API request failed", zap.String("path", r.URL.Path), zap.Error(err))
+		writeError(w, http.StatusInternalServerError, "internal error")
+	}
+}
+
+// startedWriter records whether an answer has started.
+type startedWriter struct {
+	http.ResponseWriter
+	started bool
+}
+
+func (t *startedWriter) WriteHeader(code int) {
+	if code >= 200 {
+		t.started = true
+	}
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *startedWriter) Write(p []byte) (int, error) {
+	t.started = true
+	return t.ResponseWriter.Write(p)
+}
+
+func (t *startedWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// serving is one request being answered from local objects.
+type serving struct {
+	l      *Local
+	w      http.ResponseWriter
+	r      *http.Request
+	q      *Request
+	public bool
+	rd     reader
+}
+
+// headers sets the caching headers: immutable and public for object-id
+// answers of public repositories, 5 s for public refs, never stored for
+// private repositories.
+func (s *serving) headers(etag string) {
+	h := s.w.Header()
+	switch {
+	case !s.public:
+		h.Set("Cache-Control", ccPrivate)
+	case s.q.Immutable():
+		h.Set("Cache-Control", ccImmutable)
+	default:
+		h.Set("Cache-Control", ccRefs)
+	}
+	if !s.public {
+		h.Set("Vary", "Authorization")
+	}
+	h.Set("ETag", etag)
+	h.Set("X-Content-Type-Options", "nosniff")
+}
+
+func (s *serving) json(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode answer: %w", err)
+	}
+	b = append(b, '\n')
+	h := s.w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	s.w.WriteHeader(http.StatusOK)
+	s.w.Write(b)
+	return nil
+}
+
+func (s *serving) blobCap() int {
+	if s.l.BlobCap > 0 {
+		return s.l.BlobCap
+	}
+	return DefaultBlobCap
+}
+
+func (s *serving) diffCap() int {
+	if s.l.DiffCap > 0 {
+		return s.l.DiffCap
+	}
+	return DefaultDiffCap
+}
+
+// refAnswer is one entry of refs.
+type refAnswer struct {
+	Name   string `json:"name"`
+	OID    string `json:"oid,omitempty"`
+	Kind   string `json:"kind"`
+	Peeled string `json:"peeled,omitempty"`
+	// Target is HEAD's symref target (only on the HEAD entry).
+	Target string `json:"target,omitempty"`
+}
+
+func refKind(name string) string {
+	switch {
+	case strings.HasPrefix(name, "refs/heads/"):
+		return "branch"
+	case strings.HasPrefix(name, "refs/tags/"):
+		return "tag"
+	}
+	return "other"
+}
+
+func (s *serving) serve(b gitproto.Backend) error {
+	q, rd := s.q, s.rd
+	switch q.Endpoint {
+	case Refs:
+		snap, err := b.Snapshot(s.r.Context())
+		if err != nil {
+			return fmt.Errorf("refs of %s/%s: %w", q.Owner, q.Name, err)
+		}
+		out := make([]refAnswer, 0, len(snap.Refs)+1)
+		if snap.Head != "" {
+			head := refAnswer{Name: "HEAD", Kind: "other", Target: snap.Head}
+			for _, ref := range snap.Refs {
+				if ref.Name == snap.Head {
+					head.OID = ref.ID.String()
+				}
+			}
+			out = append(out, head)
+		}
+		for _, ref := range snap.Refs {
+			a := refAnswer{Name: ref.Name, OID: ref.ID.String(), Kind: refKind(ref.Name)}
+			if !ref.Peeled.IsZero() {
+				a.Peeled = ref.Peeled.String()
+			}
+			out = append(out, a)
+		}
+		body, err := json.Marshal(out)
+		if err != nil {
+			return err
+		}
+		etag := etagOfBody(body)
+		s.headers(etag)
+		if notModified(s.r, etag) {
+			s.w.WriteHeader(http.StatusNotModified)
+			return nil
+		}
+		return s.json(json.RawMessage(body))
+	case Tree:
+		entries, err := rd.tree(q.OID, q.Sub)
+		if err != nil {
+			return err
+		}
+		return s.json(entries)
+	case Blob:
+		id, data, err := rd.blobAt(q.OID, q.Sub)
+		if err != nil {
+			return err
+		}
+		return s.json(newBlobAnswer(id, data, s.blobCap()))
+	case Raw:
+		_, data, err := rd.blobAt(q.OID, q.Sub)
+		if err != nil {
+			return err
+		}
+		h := s.w.Header()
+		h.Set("Content-Type", rawType(data))
+		h.Set("Content-Length", strconv.Itoa(len(data)))
+		// Repository content is hostile: opened directly, it runs no
+		// script and loads nothing.
+		h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+		s.w.WriteHeader(http.StatusOK)
+		_, err = s.w.Write(data)
+		s.logWriteErr(err)
+		return nil
+	case Log:
+		commits, next, err := rd.log(q.OID, q.N, q.Sub)
+		if err != nil {
+			return err
+		}
+		if !next.IsZero() {
+			nq := *q
+			nq.OID = next
+			s.w.Header().Set("Link", "<"+nq.Path()+`>; rel="next"`)
+		}
+		return s.json(commits)
+	case Commit:
+		c, err := rd.commitWithDiff(s.r.Context(), q.OID, s.diffCap())
+		if err != nil {
+			return err
+		}
+		return s.json(c)
+	case Compare:
+		c, err := rd.compare(s.r.Context(), q.Base, q.OID, s.diffCap())
+		if err != nil {
+			return err
+		}
+		return s.json(c)
+	case Archive:
+		if _, _, err := rd.archiveSource(q.OID); err != nil {
+			return err
+		}
+		h := s.w.Header()
+		file := archivePrefix(q.Name, q.OID)
+		file = file[:len(file)-1] + "." + q.Format
+		h.Set("Content-Disposition", `attachment; filename="`+file+`"`)
+		write := rd.writeTarGz
+		h.Set("Content-Type", "application/gzip")
+		if q.Format == "zip" {
+			write = rd.writeZip
+			h.Set("Content-Type", "application/zip")
+		}
+		s.w.WriteHeader(http.StatusOK)
+		// Streamed: after the first byte an error can only cut the
+		// answer short (the archive's own trailer is then missing).
+		s.logWriteErr(write(s.w, q.Name, q.OID))
+		return nil
+	}
+	return fmt.Errorf("%w: unknown endpoint %q", ErrBadRequest, q.Endpoint)
+}
+
+func (s *serving) logWriteErr(err error) {
+	if err != nil && s.r.Context().Err() == nil {
+		s.l.logger().Warn("read API answer cut short", zap.String("path", s.r.URL.Path), zap.Error(err))
+	}
+}
+
+// rawType is raw's content type: images the browser can show as such,
+// text as plain text, everything else as bytes. Never HTML or SVG: the
+// bytes are the repository's, not ours.
+func rawType(data []byte) string {
+	ct := http.DetectContentType(data)
+	switch {
+	case strings.HasPrefix(ct, "image/") && !strings.Contains(ct, "svg"):
+		return ct
+	case !isBinary(data):
+		return "text/plain; charset=utf-8"
+	}
+	return "application/octet-stream"
+}
+
+func (l *Local) logger() *zap.Logger {
+	if l.Log == nil {
+		return zap.NewNop()
+	}
+	return l.Log
+}

@@ -1,0 +1,279 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/object"
+)
+
+// Prefix starts every read-API path.
+const Prefix = "/api/"
+
+// Endpoint is what a request asks for.
+type Endpoint string
+
+// The endpoints. Only Refs takes names; every other one takes object ids,
+// so its answer never changes.
+const (
+	Refs    Endpoint = "refs"
+	Tree    Endpoint = "tree"
+	Blob    Endpoint = "blob"
+	Raw     Endpoint = "raw"
+	Log     Endpoint = "log"
+	Commit  Endpoint = "commit"
+	Compare Endpoint = "compare"
+	Archive Endpoint = "archive"
+)
+
+// Limits of log paging (the n clamp).
+const (
+	DefaultLogN = 50
+	MaxLogN     = 200
+)
+
+// Request is one parsed read-API request. The same value decides access
+// (Owner, Name), names the cache entry (CacheSuffix) and is sent upstream
+// (Path), so the three can never disagree about what was asked.
+type Request struct {
+	Owner, Name string
+	Endpoint    Endpoint
+	// OID is the object of tree, blob, raw, log, commit and archive; the
+	// head of compare.
+	OID object.ID
+	// Base is compare's base.
+	Base object.ID
+	// Sub is the path inside the tree (tree, blob, raw) or log's path
+	// filter, as validated segments.
+	Sub []string
+	// N is log's page size, clamped to 1..MaxLogN.
+	N int
+	// Format is archive's "tar.gz" or "zip".
+	Format string
+}
+
+// ErrBadRequest wraps every parse failure (HTTP 400).
+var ErrBadRequest = errors.New("bad request")
+
+func bad(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
+}
+
+// ParseRequest parses the escaped path (URL.EscapedPath) and query of a
+// read-API request. Each segment is unescaped exactly once; empty, "." and
+// ".." segments and segments holding "/", "\" or NUL after unescaping are
+// refused, so an encoded slash can never change which object or path a
+// request names.
+func ParseRequest(escapedPath string, query url.Values) (*Request, error) {
+	rest, ok := strings.CutPrefix(escapedPath, Prefix)
+	if !ok {
+		return nil, bad("not a read-API path")
+	}
+	raw := strings.Split(rest, "/")
+	segs := make([]string, len(raw))
+	for i, s := range raw {
+		u, err := segment(s)
+		if err != nil {
+			return nil, err
+		}
+		segs[i] = u
+	}
+	if len(segs) < 3 {
+		return nil, bad("want /api/{owner}/{name}/{endpoint}")
+	}
+	owner, name, err := names.Clean(segs[0], segs[1])
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	q := &Request{Owner: owner, Name: name, Endpoint: Endpoint(segs[2])}
+	args := segs[3:]
+	switch q.Endpoint {
+	case Refs:
+		if len(args) != 0 {
+			return nil, bad("refs takes no arguments")
+		}
+	case Tree, Blob, Raw:
+		if len(args) == 0 {
+			return nil, bad("%s needs an object id", q.Endpoint)
+		}
+		if q.OID, err = parseOID(args[0]); err != nil {
+			return nil, err
+		}
+		q.Sub = args[1:]
+	case Log:
+		if len(args) != 1 {
+			return nil, bad("log takes one object id")
+		}
+		if q.OID, err = parseOID(args[0]); err != nil {
+			return nil, err
+		}
+		if q.N, err = parseN(query.Get("n")); err != nil {
+			return nil, err
+		}
+		if p := query.Get("path"); p != "" {
+			if q.Sub, err = splitPath(p); err != nil {
+				return nil, err
+			}
+		}
+	case Commit:
+		if len(args) != 1 {
+			return nil, bad("commit takes one object id")
+		}
+		if q.OID, err = parseOID(args[0]); err != nil {
+			return nil, err
+		}
+	case Compare:
+		if len(args) != 1 {
+			return nil, bad("compare takes {base}...{head}")
+		}
+		b, h, ok := strings.Cut(args[0], "...")
+		if !ok {
+			return nil, bad("compare takes {base}...{head}")
+		}
+		if q.Base, err = parseOID(b); err != nil {
+			return nil, err
+		}
+		if q.OID, err = parseOID(h); err != nil {
+			return nil, err
+		}
+	case Archive:
+		if len(args) != 1 {
+			return nil, bad("archive takes {oid}.tar.gz or {oid}.zip")
+		}
+		id, format, ok := strings.Cut(args[0], ".")
+		if !ok || (format != "tar.gz" && format != "zip") {
+			return nil, bad("archive takes {oid}.tar.gz or {oid}.zip")
+		}
+		if q.OID, err = parseOID(id); err != nil {
+			return nil, err
+		}
+		q.Format = format
+	default:
+		return nil, bad("unknown endpoint %q", segs[2])
+	}
+	return q, nil
+}
+
+// segment unescapes one path segment and refuses the dangerous ones.
+func segment(s string) (string, error) {
+	u, err := url.PathUnescape(s)
+	if err != nil {
+		return "", bad("bad escape in %q", s)
+	}
+	switch {
+	case u == "":
+		return "", bad("empty path segment")
+	case u == "." || u == "..":
+		return "", bad("path segment %q", u)
+	case strings.ContainsAny(u, "/\\\x00"):
+		return "", bad("path segment %q holds /, \\ or NUL", u)
+	}
+	return u, nil
+}
+
+// splitPath validates log's path filter (a query value, already unescaped
+// once by the URL parser): "/"-separated segments, each as strict as a
+// path segment.
+func splitPath(p string) ([]string, error) {
+	parts := strings.Split(p, "/")
+	for _, s := range parts {
+		switch {
+		case s == "":
+			return nil, bad("empty segment in path %q", p)
+		case s == "." || s == "..":
+			return nil, bad("segment %q in path", s)
+		case strings.ContainsAny(s, "\\\x00"):
+			return nil, bad("path %q holds \\ or NUL", p)
+		}
+	}
+	return parts, nil
+}
+
+func parseOID(s string) (object.ID, error) {
+	id, ok := object.ParseHex(s)
+	if !ok {
+		return object.ID{}, bad("%q is not a full lowercase object id", s)
+	}
+	return id, nil
+}
+
+// parseN reads log's n: absent is DefaultLogN, anything else is clamped to
+// 1..MaxLogN (a huge value is not an error, but never more work).
+func parseN(s string) (int, error) {
+	if s == "" {
+		return DefaultLogN, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	var ne *strconv.NumError
+	if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
+		// Out of int64's range is still a number: clamp it too.
+		if strings.HasPrefix(s, "-") {
+			return 1, nil
+		}
+		return MaxLogN, nil
+	}
+	if err != nil {
+		return 0, bad("n=%q is not a number", s)
+	}
+	return int(min(max(n, 1), MaxLogN)), nil
+}
+
+// Path is the request's canonical escaped path, as sent upstream and as
+// the log cursor links are built.
+func (q *Request) Path() string {
+	var b strings.Builder
+	b.WriteString(Prefix)
+	b.WriteString(url.PathEscape(q.Owner) + "/" + url.PathEscape(q.Name) + "/" + string(q.Endpoint))
+	switch q.Endpoint {
+	case Tree, Blob, Raw, Log, Commit:
+		b.WriteString("/" + q.OID.String())
+	case Compare:
+		b.WriteString("/" + q.Base.String() + "..." + q.OID.String())
+	case Archive:
+		b.WriteString("/" + q.OID.String() + "." + q.Format)
+	}
+	if q.Endpoint != Log {
+		for _, s := range q.Sub {
+			b.WriteString("/" + url.PathEscape(s))
+		}
+	}
+	if qs := q.Query(); qs != "" {
+		b.WriteString("?" + qs)
+	}
+	return b.String()
+}
+
+// Query is the canonical query string ("" for none).
+func (q *Request) Query() string {
+	if q.Endpoint != Log {
+		return ""
+	}
+	v := url.Values{"n": {strconv.Itoa(q.N)}}
+	if len(q.Sub) > 0 {
+		v.Set("path", strings.Join(q.Sub, "/"))
+	}
+	return v.Encode()
+}
+
+// RepoKey is the repository's identity in cache keys: names compare
+// case-insensitively, so every spelling shares one entry and one
+// generation.
+func RepoKey(owner, name string) string { return names.Fold(owner) + "/" + names.Fold(name) }
+
+// CacheSuffix names the answer within its repository and generation. It
+// is the canonical path after the repository, so two requests share an
+// entry exactly when they ask the same thing.
+func (q *Request) CacheSuffix() string {
+	p := q.Path()
+	_, after, _ := strings.Cut(strings.TrimPrefix(p, Prefix), "/")
+	_, after, _ = strings.Cut(after, "/")
+	return after
+}
+
+// Immutable reports whether the answer is fixed by the request alone
+// (every endpoint but refs).
+func (q *Request) Immutable() bool { return q.Endpoint != Refs }

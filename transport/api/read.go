@@ -1,0 +1,389 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rgit/rgit/storage/object"
+)
+
+// ErrNotFound wraps every "no such object, path or ref" (HTTP 404).
+var ErrNotFound = errors.New("not found")
+
+func notFound(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrNotFound, fmt.Sprintf(format, args...))
+}
+
+// Default caps of the answers.
+const (
+	DefaultBlobCap = 1 << 20
+	DefaultDiffCap = 4 << 20
+)
+
+// reader answers the object-id endpoints over one repository's objects.
+type reader struct {
+	objs Objects
+}
+
+// read returns the object, mapping a missing one to ErrNotFound.
+func (rd reader) read(id object.ID) (object.Type, []byte, error) {
+	t, data, err := rd.objs.ReadObject(id)
+	if errors.Is(err, object.ErrNotFound) {
+		return 0, nil, notFound("no object %s", id)
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("read %s: %w", id, err)
+	}
+	return t, data, nil
+}
+
+// peelTo follows tags (and a commit, when want is a tree) until it reaches
+// an object of type want.
+func (rd reader) peelTo(id object.ID, want object.Type) (object.ID, []byte, error) {
+	for range 16 { // tag chains are short; a cycle cannot hash, but bound it
+		t, data, err := rd.read(id)
+		if err != nil {
+			return id, nil, err
+		}
+		switch {
+		case t == want:
+			return id, data, nil
+		case t == object.Tag:
+			tag, err := object.ParseTag(data)
+			if err != nil {
+				return id, nil, fmt.Errorf("tag %s: %w", id, err)
+			}
+			id = tag.Object
+		case t == object.Commit && want == object.Tree:
+			c, err := object.ParseCommit(data)
+			if err != nil {
+				return id, nil, fmt.Errorf("commit %s: %w", id, err)
+			}
+			id = c.Tree
+		default:
+			return id, nil, notFound("%s is a %s, not a %s", id, t, want)
+		}
+	}
+	return id, nil, notFound("%s: tag chain too long", id)
+}
+
+// entry is one tree entry as the API shows it.
+type treeEntry struct {
+	Name string `json:"name"`
+	Mode string `json:"mode"`
+	Kind string `json:"kind"`
+	OID  string `json:"oid"`
+	Size *int64 `json:"size,omitempty"`
+}
+
+func kindOf(mode uint32) string {
+	switch mode & 0o170000 {
+	case object.ModeTree:
+		return "tree"
+	case object.ModeGitlink:
+		return "commit"
+	case object.ModeSymlink:
+		return "symlink"
+	}
+	return "blob"
+}
+
+// resolve walks sub from the tree of id (a commit, tag or tree) and
+// returns the object it names and its mode (ModeTree for the root).
+func (rd reader) resolve(id object.ID, sub []string) (object.ID, uint32, error) {
+	cur, data, err := rd.peelTo(id, object.Tree)
+	if err != nil {
+		return cur, 0, err
+	}
+	mode := uint32(object.ModeTree)
+	for i, name := range sub {
+		if mode&0o170000 != object.ModeTree {
+			return cur, 0, notFound("%s is not a directory", strings.Join(sub[:i], "/"))
+		}
+		if data == nil {
+			if _, data, err = rd.peelTo(cur, object.Tree); err != nil {
+				return cur, 0, err
+			}
+		}
+		e, ok, err := findEntry(data, name)
+		if err != nil {
+			return cur, 0, fmt.Errorf("tree %s: %w", cur, err)
+		}
+		if !ok {
+			return cur, 0, notFound("no %s in %s", strings.Join(sub[:i+1], "/"), id)
+		}
+		cur, mode, data = e.ID, e.Mode, nil
+	}
+	return cur, mode, nil
+}
+
+func findEntry(tree []byte, name string) (object.TreeEntry, bool, error) {
+	it := object.NewTreeIter(tree)
+	for e, ok := it.Next(); ok; e, ok = it.Next() {
+		if string(e.Name) == name {
+			return e, true, nil
+		}
+	}
+	return object.TreeEntry{}, false, it.Err()
+}
+
+// tree lists the tree at sub of id. Submodule entries are listed, never
+// followed (their commits live in another repository).
+func (rd reader) tree(id object.ID, sub []string) ([]treeEntry, error) {
+	tid, mode, err := rd.resolve(id, sub)
+	if err != nil {
+		return nil, err
+	}
+	if mode&0o170000 != object.ModeTree {
+		return nil, notFound("%s is not a directory", strings.Join(sub, "/"))
+	}
+	_, data, err := rd.peelTo(tid, object.Tree)
+	if err != nil {
+		return nil, err
+	}
+	out := []treeEntry{}
+	it := object.NewTreeIter(data)
+	for e, ok := it.Next(); ok; e, ok = it.Next() {
+		en := treeEntry{Name: string(e.Name), Mode: strconv.FormatUint(uint64(e.Mode), 8), Kind: kindOf(e.Mode), OID: e.ID.String()}
+		if en.Kind == "blob" {
+			_, size, err := rd.objs.ReadHeader(e.ID)
+			if err != nil {
+				return nil, fmt.Errorf("tree %s entry %q: %w", tid, e.Name, err)
+			}
+			en.Size = &size
+		}
+		out = append(out, en)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("tree %s: %w", tid, err)
+	}
+	return out, nil
+}
+
+// blobAt returns the blob id is (no sub) or that sub names inside id.
+func (rd reader) blobAt(id object.ID, sub []string) (object.ID, []byte, error) {
+	if len(sub) == 0 {
+		return rd.peelTo(id, object.Blob)
+	}
+	bid, mode, err := rd.resolve(id, sub)
+	if err != nil {
+		return bid, nil, err
+	}
+	switch mode & 0o170000 {
+	case object.ModeTree, object.ModeGitlink:
+		return bid, nil, notFound("%s is not a file", strings.Join(sub, "/"))
+	}
+	_, data, err := rd.peelTo(bid, object.Blob)
+	return bid, data, err
+}
+
+// blobAnswer is blob's JSON.
+type blobAnswer struct {
+	OID       string `json:"oid"`
+	Size      int64  `json:"size"`
+	Binary    bool   `json:"binary"`
+	Truncated bool   `json:"truncated"`
+	Content   string `json:"content"`
+}
+
+func newBlobAnswer(id object.ID, data []byte, limit int) blobAnswer {
+	a := blobAnswer{OID: id.String(), Size: int64(len(data)), Binary: isBinary(data)}
+	if len(data) > limit {
+		data, a.Truncated = data[:limit], true
+	}
+	if a.Binary {
+		a.Content = base64.StdEncoding.EncodeToString(data)
+	} else {
+		if a.Truncated {
+			// Do not cut a UTF-8 sequence in half.
+			for len(data) > 0 && !utf8.Valid(data[max(0, len(data)-4):]) {
+				data = data[:len(data)-1]
+			}
+		}
+		a.Content = string(data)
+	}
+	return a
+}
+
+// isBinary is git's heuristic (a NUL in the first 8000 bytes), plus
+// invalid UTF-8, which JSON could not carry as text.
+func isBinary(data []byte) bool {
+	head := data[:min(len(data), 8000)]
+	if bytes.IndexByte(head, 0) >= 0 {
+		return true
+	}
+	check := data
+	if len(check) > DefaultBlobCap {
+		check = check[:DefaultBlobCap]
+		for len(check) > 0 && !utf8.RuneStart(check[len(check)-1]) {
+			check = check[:len(check)-1]
+		}
+		if len(check) > 0 {
+			check = check[:len(check)-1]
+		}
+	}
+	return !utf8.Valid(check)
+}
+
+// person is an author or committer.
+type person struct {
+	Name  string `json:"name"`
+	Email string `json:"email"`
+	Time  string `json:"time"` // RFC 3339 in the signature's own zone
+}
+
+// commitAnswer is a commit as log, commit and compare show it.
+type commitAnswer struct {
+	OID       string   `json:"oid"`
+	Tree      string   `json:"tree"`
+	Parents   []string `json:"parents"`
+	Author    person   `json:"author"`
+	Committer person   `json:"committer"`
+	Message   string   `json:"message"`
+}
+
+// parseCommit reads a commit's header and message. Signatures that do not
+// parse are shown as they are, with an empty time, rather than failing the
+// whole answer: the object passed fsck (or predates it) and is history.
+func parseCommit(id object.ID, data []byte) (commitAnswer, error) {
+	c := commitAnswer{OID: id.String(), Parents: []string{}}
+	header, msg, _ := bytes.Cut(data, []byte("\n\n"))
+	c.Message = strings.ToValidUTF8(string(msg), "\uFFFD")
+	seenTree := false
+	for line := range bytes.SplitSeq(header, []byte("\n")) {
+		k, v, _ := bytes.Cut(line, []byte(" "))
+		switch string(k) {
+		case "tree":
+			c.Tree, seenTree = string(v), true
+		case "parent":
+			c.Parents = append(c.Parents, string(v))
+		case "author":
+			c.Author = parsePerson(v)
+		case "committer":
+			c.Committer = parsePerson(v)
+		}
+	}
+	if !seenTree {
+		return c, fmt.Errorf("commit %s: %w: no tree", id, object.ErrMalformed)
+	}
+	return c, nil
+}
+
+func parsePerson(v []byte) person {
+	lt, gt := bytes.IndexByte(v, '<'), bytes.LastIndexByte(v, '>')
+	if lt < 0 || gt < lt {
+		return person{Name: strings.ToValidUTF8(string(v), "\uFFFD")}
+	}
+	p := person{
+		Name:  strings.ToValidUTF8(string(bytes.TrimSpace(v[:lt])), "\uFFFD"),
+		Email: strings.ToValidUTF8(string(v[lt+1:gt]), "\uFFFD"),
+	}
+	f := strings.Fields(string(v[gt+1:]))
+	if len(f) >= 1 {
+		if secs, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+			loc := time.UTC
+			if len(f) >= 2 && len(f[1]) == 5 {
+				if hh, err1 := strconv.Atoi(f[1][1:3]); err1 == nil {
+					if mm, err2 := strconv.Atoi(f[1][3:5]); err2 == nil {
+						off := (hh*60 + mm) * 60
+						if f[1][0] == '-' {
+							off = -off
+						}
+						loc = time.FixedZone("", off)
+					}
+				}
+			}
+			p.Time = time.Unix(secs, 0).In(loc).Format(time.RFC3339)
+		}
+	}
+	return p
+}
+
+// commit reads id, peeling tags, as a commit.
+func (rd reader) commit(id object.ID) (commitAnswer, object.CommitInfo, error) {
+	cid, data, err := rd.peelTo(id, object.Commit)
+	if err != nil {
+		return commitAnswer{}, object.CommitInfo{}, err
+	}
+	info, err := object.ParseCommit(data)
+	if err != nil {
+		return commitAnswer{}, info, fmt.Errorf("commit %s: %w", cid, err)
+	}
+	a, err := parseCommit(cid, data)
+	return a, info, err
+}
+
+// log is first-parent history from id, n commits, keeping only commits
+// that change sub (compared with their first parent) when sub is set.
+// next is where the following page starts (zero at the root).
+func (rd reader) log(id object.ID, n int, sub []string) (out []commitAnswer, next object.ID, err error) {
+	out = []commitAnswer{}
+	cur := id
+	for !cur.IsZero() {
+		a, info, err := rd.commit(cur)
+		if err != nil {
+			if len(out) > 0 && errors.Is(err, ErrNotFound) {
+				// A shallow boundary or missing parent ends history.
+				return out, object.ID{}, nil
+			}
+			return nil, object.ID{}, err
+		}
+		var parent object.ID
+		if len(info.Parents) > 0 {
+			parent = info.Parents[0]
+		}
+		keep := true
+		if len(sub) > 0 {
+			if keep, err = rd.changes(info.Tree, parent, sub); err != nil {
+				return nil, object.ID{}, err
+			}
+		}
+		if keep {
+			if len(out) == n {
+				return out, cur, nil
+			}
+			out = append(out, a)
+		}
+		cur = parent
+	}
+	return out, object.ID{}, nil
+}
+
+// changes reports whether sub differs between tree and parent's tree.
+func (rd reader) changes(tree, parent object.ID, sub []string) (bool, error) {
+	mine, err := rd.entryID(tree, sub)
+	if err != nil {
+		return false, err
+	}
+	if parent.IsZero() {
+		return !mine.IsZero(), nil
+	}
+	_, pdata, err := rd.peelTo(parent, object.Commit)
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return !mine.IsZero(), nil
+		}
+		return false, err
+	}
+	pinfo, err := object.ParseCommit(pdata)
+	if err != nil {
+		return false, fmt.Errorf("commit %s: %w", parent, err)
+	}
+	theirs, err := rd.entryID(pinfo.Tree, sub)
+	return mine != theirs, err
+}
+
+// entryID is the id at sub in tree, zero when there is nothing there.
+func (rd reader) entryID(tree object.ID, sub []string) (object.ID, error) {
+	id, _, err := rd.resolve(tree, sub)
+	if errors.Is(err, ErrNotFound) {
+		return object.ID{}, nil
+	}
+	return id, err
+}
