@@ -208,8 +208,9 @@ func TestBrowser(t *testing.T) {
 	t.Run("browse-to-file", func(t *testing.T) {
 		b.t = t
 		b.do("follow the list", chromedp.Click(chromedp.CSS(`#mine a[href="/alice/hostile"]`)), chromedp.WaitVisible(chromedp.CSS("#readme")))
-		if h := b.text("#readme h1"); !strings.Contains(h, "<script>") {
-			t.Errorf("README heading %q does not show the markup as text", h)
+		// goldmark drops raw HTML: the heading keeps only the text.
+		if h := b.text("#readme h1"); !strings.HasPrefix(h, "Hello") || strings.Contains(h, "<script>") {
+			t.Errorf("README heading %q", h)
 		}
 		b.clean("front page")
 		b.shot("tree")
