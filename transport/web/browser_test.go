@@ -8,6 +8,7 @@ package web_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,13 +166,23 @@ func (b *browser) signIn(token, owner string) {
 	}
 }
 
-func TestBrowser(t *testing.T) {
-	start := time.Now()
-	srv := gitenv.StartServer(t, gitenv.FileStore(t))
-	env := gitenv.New(t)
-	aliceToken, bobToken := srv.AddToken(t, "alice"), srv.AddToken(t, "bob")
+// site is a node holding alice/hostile (public; every kind of content
+// attacks the page) and alice/secret (private), with tokens for alice
+// and bob.
+type site struct {
+	srv                  *gitenv.Server
+	env                  *gitenv.Env
+	aliceToken, bobToken string
+	base                 string
+}
 
-	// alice/hostile: public, every kind of content attacks the page.
+func newSite(t *testing.T) *site {
+	t.Helper()
+	srv := gitenv.StartServer(t, gitenv.FileStore(t))
+	s := &site{srv: srv, env: gitenv.New(t), base: "http://" + srv.HTTPAddr}
+	s.aliceToken, s.bobToken = srv.AddToken(t, "alice"), srv.AddToken(t, "bob")
+	env := s.env
+
 	srv.CreateRepo(t, "alice/hostile")
 	srv.Admin(t, "set-visibility", "alice/hostile", "public")
 	wt := t.TempDir()
@@ -180,16 +191,22 @@ func TestBrowser(t *testing.T) {
 	env.Commit(t, wt, `second "><img src=x onerror="`+pwn+`">`+"\n\n<svg onload=\""+pwn+"\"></svg> body", hostileFiles)
 	env.Run(t, wt, "branch", `x"><svg/onload=`+pwn+`>`)
 	env.Run(t, wt, "tag", "-a", "v1", "-m", "<script>"+pwn+"</script>")
-	env.Run(t, wt, "push", "-q", srv.HTTPURL(aliceToken, "alice/hostile"), "--all")
-	env.Run(t, wt, "push", "-q", srv.HTTPURL(aliceToken, "alice/hostile"), "--tags")
-	// alice/secret: private.
+	env.Run(t, wt, "push", "-q", srv.HTTPURL(s.aliceToken, "alice/hostile"), "--all")
+	env.Run(t, wt, "push", "-q", srv.HTTPURL(s.aliceToken, "alice/hostile"), "--tags")
+
 	srv.CreateRepo(t, "alice/secret")
 	sec := t.TempDir()
 	env.Run(t, sec, "init", "-q")
 	env.Commit(t, sec, "secret", map[string]string{"secret.txt": "nobody else\n"})
-	env.Run(t, sec, "push", "-q", srv.HTTPURL(aliceToken, "alice/secret"), "HEAD:refs/heads/main")
+	env.Run(t, sec, "push", "-q", srv.HTTPURL(s.aliceToken, "alice/secret"), "HEAD:refs/heads/main")
+	return s
+}
 
-	b := newBrowser(t, "http://"+srv.HTTPAddr)
+func TestBrowser(t *testing.T) {
+	start := time.Now()
+	s := newSite(t)
+	aliceToken, bobToken := s.aliceToken, s.bobToken
+	b := newBrowser(t, s.base)
 	b.open("/-/signin", "#token")
 	b.shot("signin")
 
@@ -230,7 +247,21 @@ func TestBrowser(t *testing.T) {
 		// Raw bytes of an HTML file open sandboxed: its script does not run.
 		raw := eval[string](b, `document.querySelector('#raw').href`)
 		b.do("open raw html", chromedp.Navigate(strings.TrimSuffix(raw, "main.go")+"page.html"))
+		if src := eval[string](b, `document.body.innerText`); !strings.Contains(src, "<script>") {
+			t.Errorf("raw page.html shows %q, want its source as text", src)
+		}
 		b.clean("raw html")
+		// The archive link downloads the tree.
+		b.open("/alice/hostile", "#readme")
+		tgz := eval[string](b, `document.querySelector('a[href$=".tar.gz"]').href`)
+		resp, err := http.Get(tgz)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Type"), "gzip") {
+			t.Errorf("archive %s: %d %s", tgz, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
 	})
 
 	t.Run("commit-diff", func(t *testing.T) {

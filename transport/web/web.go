@@ -394,6 +394,11 @@ func (h *Handler) head(r *http.Request, q *repoReq, kind, oid, path string) *rep
 	return rh
 }
 
+// history is the log page of commits touching path, from oid.
+func (q *repoReq) history(oid, path string) string {
+	return q.href("commits", oid, "") + "?" + url.Values{"path": {path}}.Encode()
+}
+
 type crumb struct{ Name, Href string }
 
 // crumbs are the links from the root to path's parent, then path's name.
@@ -418,6 +423,7 @@ func cleanPath(r *http.Request) string { return strings.Trim(r.PathValue("path")
 
 type treePage struct {
 	page
+	History    string
 	OID        string
 	Path       string
 	Crumbs     []crumb
@@ -468,6 +474,9 @@ func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, o
 	}
 	p := treePage{page: page{Title: title, Viewer: viewer(r), Repo: h.head(r, q, "tree", oid, path)},
 		OID: oid, Path: path, Crumbs: q.crumbs(oid, path)}
+	if path != "" {
+		p.History = q.history(oid, path)
+	}
 	for _, e := range entries {
 		ev := entryView{Name: e.Name, Kind: e.Kind, OID: e.OID, Size: e.Size}
 		full := strings.TrimPrefix(path+"/"+e.Name, "/")
@@ -500,12 +509,13 @@ func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, o
 
 type blobPage struct {
 	page
-	OID    string
-	Path   string
-	Crumbs []crumb
-	Blob   Blob
-	Code   template.HTML
-	Raw    string
+	OID     string
+	Path    string
+	Crumbs  []crumb
+	Blob    Blob
+	Code    template.HTML
+	Raw     string
+	History string
 }
 
 func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
@@ -520,7 +530,7 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := blobPage{page: page{Title: path + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "blob", oid, path)},
-		OID: oid, Path: path, Crumbs: q.crumbs(oid, path), Blob: b, Raw: q.href("raw", oid, path)}
+		OID: oid, Path: path, Crumbs: q.crumbs(oid, path), Blob: b, Raw: q.href("raw", oid, path), History: q.history(oid, path)}
 	if !b.Binary {
 		code, err := highlight(path, b.Content)
 		if err != nil {
@@ -652,7 +662,7 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
 	if next := nextPage(hdr.Get("Link")); next != "" {
 		p.Next = q.href("commits", next, "")
 		if path != "" {
-			p.Next += "?" + url.Values{"path": {path}}.Encode()
+			p.Next = q.history(next, path)
 		}
 	}
 	h.render(w, r, http.StatusOK, "log", p)
@@ -694,6 +704,9 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
 	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "commit", oid), q.token, &c); err != nil {
 		h.fail(w, r, err, 0, "")
 		return
+	}
+	if isOID(c.OID) {
+		oid = c.OID // a tag id names its commit
 	}
 	p := commitPage{page: page{Title: c.Subject() + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "commit", oid, "")},
 		C: c, Tree: q.href("tree", oid, ""), Diff: splitDiff(c.Diff)}

@@ -273,3 +273,24 @@ func TestActiveMarkupCatches(t *testing.T) {
 		t.Errorf("escaped text flagged: %s", m)
 	}
 }
+
+// TestUpstreamAPI: the page works the same over an API tier reached by
+// HTTP, the caller's token travelling with each request.
+func TestUpstreamAPI(t *testing.T) {
+	tier := httptest.NewServer(newStubAPI())
+	defer tier.Close()
+	u, _ := url.Parse(tier.URL)
+	h, err := New(Config{API: Upstream(u)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := get(t, h, "/alice/private", "alice-token"); resp.StatusCode != 200 || !strings.Contains(body, `id="readme"`) {
+		t.Errorf("alice/private as alice over the tier: %d\n%s", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, h, "/alice/private", "bob-token"); resp.StatusCode != 404 {
+		t.Errorf("alice/private as bob over the tier: %d", resp.StatusCode)
+	}
+	if resp, body := get(t, h, "/alice/demo/raw/"+oidC2+"/x.html", ""); resp.StatusCode != 200 || body != hostile {
+		t.Errorf("raw over the tier: %d %q", resp.StatusCode, body)
+	}
+}
