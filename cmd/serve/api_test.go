@@ -17,6 +17,7 @@ import (
 
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/testkit/redistest"
+	"github.com/rgit/rgit/transport/admin"
 )
 
 // apiFixture is a node with the read API's cache on a real redis-server
@@ -214,8 +215,8 @@ func TestReadAPI(t *testing.T) {
 		var c struct {
 			OID   string
 			Files []struct {
-				Path, Status        string
-				Binary              bool
+				Path, Status         string
+				Binary               bool
 				Additions, Deletions int
 			}
 			Diff      string
@@ -305,6 +306,10 @@ func TestReadAPI(t *testing.T) {
 	})
 }
 
+func adminReq(command string, args ...string) admin.Request {
+	return admin.Request{Command: command, Args: args}
+}
+
 func contains2(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -312,4 +317,184 @@ func contains2(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestReadAPIAccess: the git rules. A bad token is 401 whatever the path;
+// a private repository is 401 to anonymous callers and 404 to other
+// owners, byte for byte what a missing one answers; private answers are
+// never stored.
+func TestReadAPIAccess(t *testing.T) {
+	f := newAPIFixture(t)
+	f.srv.CreateRepo(t, "alice/secret")
+	wt := t.TempDir()
+	f.env.Run(t, wt, "init", "-q", "-b", "main")
+	oid := f.env.Commit(t, wt, "hidden", map[string]string{"s.txt": "s\n"})
+	f.env.Run(t, wt, "push", "-q", f.srv.HTTPURL(f.alice, "alice/secret"), "main")
+
+	for _, path := range []string{"/api/alice/secret/refs", "/api/alice/secret/tree/" + oid} {
+		resp, body := f.get(t, path, f.alice)
+		if resp.StatusCode != 200 || resp.Header.Get("Cache-Control") != "private, no-store" {
+			t.Errorf("owner %s: %d %v %s", path, resp.StatusCode, resp.Header, body)
+		}
+		missing := strings.Replace(path, "secret", "nothing", 1)
+		for _, who := range []struct {
+			token string
+			code  int
+		}{{"", 401}, {f.bob, 404}} {
+			resp, body := f.get(t, path, who.token)
+			mresp, mbody := f.get(t, missing, who.token)
+			if resp.StatusCode != who.code || mresp.StatusCode != who.code || !bytes.Equal(body, mbody) {
+				t.Errorf("%s as %q: %d %s; missing repo: %d %s", path, who.token, resp.StatusCode, body, mresp.StatusCode, mbody)
+			}
+		}
+		// A private answer is not stored: a second owner request is a miss.
+		if resp, _ := f.get(t, path, f.alice); resp.Header.Get("X-Cache") == "hit" {
+			t.Errorf("%s: private answer served from the cache", path)
+		}
+	}
+	for _, h := range []string{"Bearer rgit_nope", "Basic " + base64.StdEncoding.EncodeToString([]byte("x:rgit_nope"))} {
+		resp, body := f.get(t, "/api/"+f.repo+"/refs", "", "Authorization", h)
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("bad token %q on a public repository: %d %s", h, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestReadAPIHostile: hostile paths and ids are 4xx with a JSON error,
+// never 500.
+func TestReadAPIHostile(t *testing.T) {
+	f := newAPIFixture(t)
+	base := "/api/" + f.repo + "/"
+	var blobID string
+	f.getJSON(t, base+"blob/"+f.head+"/README.md", "", &struct{ OID *string }{&blobID})
+	cases := []string{
+		base + "tree/" + f.head + "/../../../etc/passwd",
+		base + "tree/" + f.head + "/src/%2e%2e/x",
+		base + "tree/" + f.head + "/src%2Fmain.go",
+		base + "tree/" + f.head + "/src%5Cmain.go",
+		base + "tree/" + f.head + "/src%00",
+		base + "tree/" + f.head + "//src",
+		base + "tree/" + f.head + "/./src",
+		base + "tree/" + f.head + "/nope",
+		base + "tree/" + f.head + "/README.md", // a file where a tree is expected
+		base + "tree/" + blobID,                // a blob id where a tree is expected
+		base + "blob/" + f.head + "/src",       // a tree where a file is expected
+		base + "tree/" + strings.Repeat("0", 40),
+		base + "tree/" + strings.ToUpper(f.head),
+		base + "tree/" + f.head[:20],
+		base + "tree/zz",
+		base + "tree",
+		base + "commit/" + blobID,
+		base + "log/" + blobID,
+		base + "log/" + f.head + "?n=-5&path=../x",
+		base + "log/" + f.head + "?n=abc",
+		base + "compare/" + f.head,
+		base + "compare/" + f.head + "..." + blobID,
+		base + "archive/" + f.head + ".rar",
+		base + "archive/" + blobID + ".zip",
+		base + "nothing",
+		"/api/alice",
+		"/api/alice/..%2f..%2fsite/refs",
+		"/api/api/x/refs",
+		"/api/" + strings.Repeat("a", 300) + "/site/refs",
+	}
+	for _, path := range cases {
+		resp, body := f.get(t, path, "")
+		var e struct{ Error string }
+		if resp.StatusCode < 400 || resp.StatusCode >= 500 || json.Unmarshal(body, &e) != nil || e.Error == "" {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	// Huge n is clamped, not refused.
+	var page []struct{ OID string }
+	f.getJSON(t, base+"log/"+f.head+"?n=100000000", "", &page)
+	if len(page) != 3 {
+		t.Errorf("n clamped: %d commits", len(page))
+	}
+}
+
+// TestReadAPICache: answers of public repositories come from Redis the
+// second time; a push drops the refs answer at once; a visibility flip
+// bumps the generation, so a repository made private is not served from
+// the cache; with Redis killed requests keep working and a flip fails
+// loudly, naming purge-cache, while the flip itself stays done.
+func TestReadAPICache(t *testing.T) {
+	f := newAPIFixture(t)
+	base := "/api/" + f.repo + "/"
+	xcache := func(path, token string) (string, int) {
+		resp, _ := f.get(t, path, token)
+		return resp.Header.Get("X-Cache"), resp.StatusCode
+	}
+
+	t.Run("hit", func(t *testing.T) {
+		for _, p := range []string{"tree/" + f.head, "blob/" + f.head + "/README.md", "commit/" + f.second, "log/" + f.head, "refs"} {
+			xcache(base+p, "")
+			if x, code := xcache(base+p, f.bob); x != "hit" || code != 200 {
+				t.Errorf("%s: second request %q %d", p, x, code)
+			}
+		}
+	})
+
+	t.Run("push drops refs", func(t *testing.T) {
+		xcache(base+"refs", "")
+		if x, _ := xcache(base+"refs", ""); x != "hit" {
+			t.Fatalf("refs not cached: %q", x)
+		}
+		next := f.env.Commit(t, f.wt, "fourth", map[string]string{"new.txt": "n\n"})
+		f.env.Run(t, f.wt, "push", "-q", f.srv.HTTPURL(f.alice, f.repo), "main")
+		var refs []map[string]string
+		resp := f.getJSON(t, base+"refs", "", &refs)
+		if resp.Header.Get("X-Cache") == "hit" {
+			t.Error("refs served from the cache after a push")
+		}
+		for _, r := range refs {
+			if r["name"] == "refs/heads/main" && r["oid"] != next {
+				t.Errorf("main is %s after the push of %s", r["oid"], next)
+			}
+		}
+	})
+
+	t.Run("flip bumps generation", func(t *testing.T) {
+		p := base + "tree/" + f.first
+		xcache(p, "")
+		if x, _ := xcache(p, ""); x != "hit" {
+			t.Fatalf("not cached: %q", x)
+		}
+		out := f.srv.Admin(t, "set-visibility", f.repo, "private")
+		if !strings.Contains(out, "purged") {
+			t.Errorf("flip output %q", out)
+		}
+		if x, code := xcache(p, ""); code != http.StatusUnauthorized || x == "hit" {
+			t.Errorf("private repository after the flip: %d %q", code, x)
+		}
+		if _, code := xcache(p, f.bob); code != http.StatusNotFound {
+			t.Errorf("private repository to bob: %d", code)
+		}
+		f.srv.Admin(t, "set-visibility", f.repo, "public")
+		out = f.srv.Admin(t, "purge-cache", f.repo)
+		if !strings.Contains(out, "purged") {
+			t.Errorf("purge-cache output %q", out)
+		}
+	})
+
+	t.Run("redis killed", func(t *testing.T) {
+		p := base + "tree/" + f.second
+		xcache(p, "")
+		f.redis.Kill()
+		for _, q := range []string{p, base + "refs", base + "commit/" + f.head} {
+			if x, code := xcache(q, ""); code != 200 || x == "hit" {
+				t.Errorf("%s with Redis down: %d %q", q, code, x)
+			}
+		}
+		out, err := f.srv.AdminTry(adminReq("set-visibility", f.repo, "private"))
+		if err == nil || !strings.Contains(err.Error(), "purge-cache") || !strings.Contains(err.Error(), "is private") {
+			t.Errorf("flip with Redis down: %q, %v", out, err)
+		}
+		if _, code := xcache(p, ""); code != http.StatusUnauthorized {
+			t.Errorf("the flip did not stay done: anonymous read answers %d", code)
+		}
+		// A push still succeeds: dropping refs is best effort.
+		f.env.Commit(t, f.wt, "fifth", map[string]string{"five.txt": "5\n"})
+		f.env.Run(t, f.wt, "push", "-q", f.srv.HTTPURL(f.alice, f.repo), "main")
+	})
 }

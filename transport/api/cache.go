@@ -56,7 +56,11 @@ func OpenCache(rawURL string, log *zap.Logger, o CacheOptions) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", err)
 	}
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, opTimeout, opTimeout
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = opTimeout, opTimeout, opTimeout
+	// One retry covers a pooled connection Redis closed; more would make
+	// an outage cost every request seconds instead of a refused dial.
+	opt.MaxRetries, opt.MinRetryBackoff, opt.MaxRetryBackoff = 1, 5*time.Millisecond, 20*time.Millisecond
+	opt.DialerRetries, opt.DialerRetryTimeout = 1, 10*time.Millisecond
 	return NewCache(redis.NewClient(opt), log, o), nil
 }
 
