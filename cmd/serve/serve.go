@@ -47,6 +47,7 @@ import (
 	"github.com/rgit/rgit/transport/httpgit"
 	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/sshgit"
+	"github.com/rgit/rgit/transport/web"
 )
 
 // gcMinAge is how long garbage collection keeps an unreferenced pack: far
@@ -218,6 +219,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 			return nil, err
 		}
 	}
+	if s.cluster == nil {
+		// The browse page's repository list, next to the API it reads.
+		publicAPI = web.WithRepoList(publicAPI, &web.RepoLister{Store: s.store, Auth: credentials, Log: log})
+	}
 	if s.HTTPAddr, err = s.listenHTTP(cfg.HTTPAddr, api.Mount(publicAPI, mux), &s.httpSrv); err != nil {
 		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
 	}
@@ -236,6 +241,15 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, fmt.Errorf("RGIT_SSH_ADDR: %w", err)
 	}
 	s.SSHAddr = sshLn.Addr().String()
+	if s.cluster == nil {
+		// The browse page, on a single node only: it renders from the read
+		// API, called in process (in a cluster, nodes refuse /api/ on their
+		// public port). Mounted once the SSH port is known, for its clone
+		// URLs.
+		if err := mountWeb(mux, publicAPI, s.SSHAddr, log); err != nil {
+			return nil, err
+		}
+	}
 	go func() { s.serveErr <- ignoreClosed(s.sshSrv.Serve(sshLn), sshgit.ErrServerClosed) }()
 
 	streamAddr, err := cfg.PeerStreamAddr()
@@ -583,6 +597,21 @@ func maxOpenPacks(configured int) int {
 		return 256
 	}
 	return int(max(lim.Cur/4, 16))
+}
+
+// mountWeb mounts the browse page on mux for every path nothing else
+// serves; it reads the API through readAPI.
+func mountWeb(mux *http.ServeMux, readAPI http.Handler, sshAddr string, log *zap.Logger) error {
+	_, sshPort, err := net.SplitHostPort(sshAddr)
+	if err != nil {
+		return fmt.Errorf("web page: SSH address %q: %w", sshAddr, err)
+	}
+	page, err := web.New(web.Config{API: readAPI, SSHPort: sshPort, Log: log})
+	if err != nil {
+		return err
+	}
+	mux.Handle("/", page)
+	return nil
 }
 
 // openAPICache connects the read API's cache (RGIT_REDIS_URL) and checks

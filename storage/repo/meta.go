@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -62,6 +63,34 @@ const (
 // MetaKey is the index key of owner/name (any spelling).
 func MetaKey(owner, name string) string {
 	return metaPrefix + names.Fold(owner) + "/" + names.Fold(name)
+}
+
+// ListMeta returns the index entry of every repository, in key order,
+// stopping after max entries (truncated then says more exist). It costs a
+// listing plus one GET per entry: fine for a browse page's list, not for
+// a hot path.
+func ListMeta(ctx context.Context, s objstore.Store, max int) (metas []Meta, truncated bool, err error) {
+	for info, err := range s.List(ctx, metaPrefix, "") {
+		if err != nil {
+			return nil, false, fmt.Errorf("list the name index: %w", err)
+		}
+		owner, name, err := names.Split(strings.TrimPrefix(info.Key, metaPrefix))
+		if err != nil {
+			continue // not an entry this version writes
+		}
+		if len(metas) == max {
+			return metas, true, nil
+		}
+		m, err := ReadMeta(ctx, s, owner, name)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		metas = append(metas, m)
+	}
+	return metas, false, nil
 }
 
 func (m Meta) encode() []byte {

@@ -1,0 +1,21 @@
+// Package web is rgit's browse page: server-rendered HTML (html/template)
+// over the read API and nothing else. Every page is built from the JSON
+// the API answers to the signed-in caller, so the page can never show
+// what the API would refuse, and it runs wherever the API handler is
+// reachable: in process on a single node (rgit serve), or in front of an
+// API tier (Upstream).
+//
+// Repository content is hostile input. Templates escape everything;
+// highlighting (chroma) and markdown (goldmark, raw HTML dropped) produce
+// escaped markup with classes, never inline styles or scripts; every page
+// carries a Content-Security-Policy that allows no script at all and no
+// resource from another origin, and raw file bytes are served sandboxed.
+// The page works without JavaScript (progressive enhancement, no build).
+//
+// Sign-in stores the caller's token in a cookie (HttpOnly,
+// SameSite=Strict, Secure under TLS); the page presents it to the API as
+// a Bearer token.
+//
+// It imports storage/auth, storage/names, storage/repo (the repository
+// list endpoint), chroma, goldmark, zap and the standard library.
+package web

@@ -1,0 +1,208 @@
+package web
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/chroma/v2"
+	chromahtml "github.com/alecthomas/chroma/v2/formatters/html"
+	"github.com/alecthomas/chroma/v2/lexers"
+	"github.com/alecthomas/chroma/v2/styles"
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/extension"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static/style.css
+var baseCSS []byte
+
+// views are the page templates by name, each parsed with the layout.
+var views = mustParseViews()
+
+var funcs = template.FuncMap{
+	"short": shortOID,
+	"when":  func(w When) string { return w.UTC().Format("2006-01-02 15:04 MST") },
+	"ago":   func(w When) string { return w.UTC().Format(time.DateOnly) },
+	"size":  humanSize,
+}
+
+func mustParseViews() map[string]*template.Template {
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	pages, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]*template.Template{}
+	for _, p := range pages {
+		name := strings.TrimSuffix(strings.TrimPrefix(p, "templates/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		out[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, p))
+	}
+	return out
+}
+
+func shortOID(s string) string {
+	if len(s) > 10 {
+		return s[:10]
+	}
+	return s
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+}
+
+// Highlighting. Classes, not inline styles, so the stylesheet carries
+// the colours and the CSP can refuse inline style.
+var (
+	codeStyle     = styles.Get("github")
+	codeFormatter = chromahtml.New(chromahtml.WithClasses(true), chromahtml.WithLineNumbers(true),
+		chromahtml.LineNumbersInTable(true), chromahtml.WithLinkableLineNumbers(true, "L"), chromahtml.TabWidth(4))
+	// styleCSS is the page's one stylesheet: ours and the highlighter's.
+	styleCSS = mustStyleCSS()
+)
+
+// maxHighlight is the largest file highlighted; larger ones are shown
+// plain (still with line numbers): lexing time grows with the input.
+const maxHighlight = 256 << 10
+
+func mustStyleCSS() []byte {
+	var b bytes.Buffer
+	b.Write(baseCSS)
+	if err := codeFormatter.WriteCSS(&b, codeStyle); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// highlight renders src as escaped, classed HTML with line numbers,
+// choosing the lexer by file name.
+func highlight(name, src string) (template.HTML, error) {
+	lexer := lexers.Match(name)
+	if lexer == nil || len(src) > maxHighlight {
+		lexer = lexers.Fallback
+	}
+	it, err := chroma.Coalesce(lexer).Tokenise(nil, src)
+	if err != nil {
+		return "", fmt.Errorf("highlight %s: %w", name, err)
+	}
+	var b bytes.Buffer
+	if err := codeFormatter.Format(&b, codeStyle, it); err != nil {
+		return "", fmt.Errorf("highlight %s: %w", name, err)
+	}
+	return template.HTML(b.String()), nil // chroma escapes every token
+}
+
+// markdown renders a README. goldmark without WithUnsafe drops raw HTML
+// and refuses javascript:, vbscript:, file: and data: (but images) links.
+var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM))
+
+func renderMarkdown(src string) (template.HTML, error) {
+	var b bytes.Buffer
+	if err := markdown.Convert([]byte(src), &b); err != nil {
+		return "", fmt.Errorf("render markdown: %w", err)
+	}
+	return template.HTML(b.String()), nil // escaped by goldmark; no raw HTML
+}
+
+// isMarkdown says whether a README is rendered as markdown.
+func isMarkdown(name string) bool {
+	n := strings.ToLower(name)
+	return strings.HasSuffix(n, ".md") || strings.HasSuffix(n, ".markdown")
+}
+
+// readmeOf picks the README among a tree's entries ("" if none):
+// README.md before README before other spellings.
+func readmeOf(entries []Entry) string {
+	best, rank := "", 99
+	for _, e := range entries {
+		if e.Kind != "blob" {
+			continue
+		}
+		n := strings.ToLower(e.Name)
+		r := 99
+		switch {
+		case n == "readme.md":
+			r = 0
+		case n == "readme.markdown":
+			r = 1
+		case n == "readme":
+			r = 2
+		case strings.HasPrefix(n, "readme."):
+			r = 3
+		}
+		if r < rank {
+			best, rank = e.Name, r
+		}
+	}
+	return best
+}
+
+// diffFile is one file of a unified diff, split into classed lines.
+type diffFile struct {
+	Name  string
+	Lines []diffLine
+}
+
+type diffLine struct {
+	Class string // "meta", "hunk", "add", "del" or "ctx"
+	Text  string
+}
+
+// splitDiff splits a unified diff (git's format) into files and classes
+// each line by its role.
+func splitDiff(diff string) []diffFile {
+	var files []diffFile
+	inHunk := false
+	for line := range strings.Lines(diff) {
+		line = strings.TrimSuffix(line, "\n")
+		if strings.HasPrefix(line, "diff --git ") || len(files) == 0 {
+			files = append(files, diffFile{Name: diffName(line)})
+			inHunk = false
+		}
+		f := &files[len(files)-1]
+		class := "ctx"
+		switch {
+		case strings.HasPrefix(line, "@@"):
+			class, inHunk = "hunk", true
+		case !inHunk:
+			class = "meta"
+		case strings.HasPrefix(line, "+"):
+			class = "add"
+		case strings.HasPrefix(line, "-"):
+			class = "del"
+		case strings.HasPrefix(line, `\`):
+			class = "meta"
+		}
+		f.Lines = append(f.Lines, diffLine{Class: class, Text: line})
+	}
+	return files
+}
+
+// diffName is the b/ path of a "diff --git a/x b/x" line, else the line.
+func diffName(line string) string {
+	rest, ok := strings.CutPrefix(line, "diff --git ")
+	if !ok {
+		return ""
+	}
+	if i := strings.LastIndex(rest, " b/"); i >= 0 {
+		return rest[i+3:]
+	}
+	return rest
+}

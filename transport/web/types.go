@@ -1,0 +1,155 @@
+package web
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The read API's JSON, as the page reads it (README: read API).
+
+// Ref is one entry of GET refs.
+type Ref struct {
+	Name   string `json:"name"`
+	OID    string `json:"oid"`
+	Kind   string `json:"kind"`
+	Peeled string `json:"peeled,omitempty"`
+	// Target is HEAD's symref target.
+	Target string `json:"target,omitempty"`
+}
+
+// Commit is the commit id a ref leads to (a tag's peeled id).
+func (r Ref) Commit() string {
+	if r.Peeled != "" {
+		return r.Peeled
+	}
+	return r.OID
+}
+
+// Short is the ref name without refs/heads/ or refs/tags/.
+func (r Ref) Short() string {
+	for _, p := range []string{"refs/heads/", "refs/tags/"} {
+		if s, ok := strings.CutPrefix(r.Name, p); ok {
+			return s
+		}
+	}
+	return r.Name
+}
+
+// Entry is one entry of GET tree.
+type Entry struct {
+	Name string `json:"name"`
+	Mode string `json:"mode"`
+	Kind string `json:"kind"`
+	OID  string `json:"oid"`
+	Size int64  `json:"size"`
+}
+
+// Blob is GET blob's answer.
+type Blob struct {
+	OID       string `json:"oid"`
+	Size      int64  `json:"size"`
+	Binary    bool   `json:"binary"`
+	Truncated bool   `json:"truncated"`
+	Content   string `json:"content"`
+}
+
+// Person is a commit's author or committer.
+type Person struct {
+	Name  string `json:"name"`
+	Email string `json:"email"`
+	Time  When   `json:"time"`
+}
+
+// When is a commit time: RFC 3339 (Unix seconds are accepted too).
+type When struct{ time.Time }
+
+// UnmarshalJSON accepts a number (Unix seconds) or an RFC 3339 string.
+func (w *When) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return err
+		}
+		w.Time = t
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return err
+	}
+	w.Time = time.Unix(n, 0).UTC()
+	return nil
+}
+
+// Commit is one commit of GET log, and the head of GET commit.
+type Commit struct {
+	OID       string   `json:"oid"`
+	Parents   []string `json:"parents"`
+	Author    Person   `json:"author"`
+	Committer Person   `json:"committer"`
+	Message   string   `json:"message"`
+}
+
+// Subject is the message's first line.
+func (c Commit) Subject() string {
+	s, _, _ := strings.Cut(c.Message, "\n")
+	return s
+}
+
+// Body is the message after its first line.
+func (c Commit) Body() string {
+	_, b, _ := strings.Cut(c.Message, "\n")
+	return strings.TrimSpace(b)
+}
+
+// FileChange is one file of a commit or comparison.
+type FileChange struct {
+	Path      string `json:"path"`
+	OldPath   string `json:"old_path,omitempty"`
+	Status    string `json:"status"`
+	Additions int    `json:"additions"`
+	Deletions int    `json:"deletions"`
+	Binary    bool   `json:"binary,omitempty"`
+}
+
+// CommitDetail is GET commit's answer.
+type CommitDetail struct {
+	Commit
+	Files     []FileChange `json:"files"`
+	Diff      string       `json:"diff"`
+	Truncated bool         `json:"truncated,omitempty"`
+}
+
+// Comparison is GET compare's answer.
+type Comparison struct {
+	Base      string       `json:"base"`
+	Head      string       `json:"head"`
+	MergeBase string       `json:"merge_base"`
+	Ahead     int          `json:"ahead"`
+	Behind    int          `json:"behind"`
+	Commits   []Commit     `json:"commits"`
+	Files     []FileChange `json:"files"`
+	Diff      string       `json:"diff"`
+	Truncated bool         `json:"truncated,omitempty"`
+}
+
+// RepoList is GET /api/repos's answer: who the caller is and the
+// repositories they may read.
+type RepoList struct {
+	Viewer    string     `json:"viewer"`
+	Repos     []RepoItem `json:"repos"`
+	Truncated bool       `json:"truncated,omitempty"`
+}
+
+// RepoItem is one repository of RepoList.
+type RepoItem struct {
+	Owner  string `json:"owner"`
+	Name   string `json:"name"`
+	Public bool   `json:"public"`
+}

@@ -1,0 +1,769 @@
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+)
+
+// Config configures the page.
+type Config struct {
+	// API answers /api/… requests (the read API). Required.
+	API http.Handler
+	// SSHPort is the port advertised in SSH clone URLs; "" shows none.
+	SSHPort string
+	Log     *zap.Logger
+}
+
+// Handler is the browse page. It serves every path it is given that is
+// not the read API's or git's: mount it at "/".
+type Handler struct {
+	api     http.Handler
+	sshPort string
+	log     *zap.Logger
+	next    http.Handler
+}
+
+// New returns the page.
+func New(cfg Config) (*Handler, error) {
+	if cfg.API == nil {
+		return nil, errors.New("web: Config.API is required")
+	}
+	h := &Handler{api: cfg.API, sshPort: cfg.SSHPort, log: cfg.Log}
+	if h.log == nil {
+		h.log = zap.NewNop()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", h.index)
+	mux.HandleFunc("GET /-/signin", h.signinForm)
+	mux.HandleFunc("POST /-/signin", h.signin)
+	mux.HandleFunc("POST /-/signout", h.signout)
+	mux.HandleFunc("GET /-/static/style.css", serveCSS)
+	mux.HandleFunc("GET /{owner}/{name}", h.front)
+	for _, p := range []string{"tree/{oid}", "tree/{oid}/{path...}"} {
+		mux.HandleFunc("GET /{owner}/{name}/"+p, h.tree)
+	}
+	mux.HandleFunc("GET /{owner}/{name}/blob/{oid}/{path...}", h.blob)
+	mux.HandleFunc("GET /{owner}/{name}/raw/{oid}/{path...}", h.raw)
+	mux.HandleFunc("GET /{owner}/{name}/archive/{file}", h.archive)
+	mux.HandleFunc("GET /{owner}/{name}/commits/{oid}", h.history)
+	mux.HandleFunc("GET /{owner}/{name}/commit/{oid}", h.commit)
+	mux.HandleFunc("GET /{owner}/{name}/compare", h.compare)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { h.fail(w, r, nil, http.StatusNotFound, "page not found") })
+	// Sign-in and sign-out are the only writes; refuse them cross-site
+	// (Sec-Fetch-Site / Origin), on top of SameSite=Strict.
+	h.next = http.NewCrossOriginProtection().Handler(mux)
+	return h, nil
+}
+
+// csp allows nothing but this origin's stylesheet and images, and no
+// script at all: repository content that escaped escaping still cannot run.
+const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// rawCSP sandboxes raw file bytes served from this origin (an HTML file
+// viewed raw must not run as the page).
+const rawCSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src 'self'"
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", csp)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	hd.Set("X-Frame-Options", "DENY")
+	if r.URL.Path == "/api" || strings.HasPrefix(r.URL.Path, "/api/") {
+		// The owner name api is reserved for the read API: an /api/ path
+		// that reaches the page is an unknown endpoint, never a repository.
+		writeJSONError(w, http.StatusNotFound, "no such endpoint")
+		return
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// Cookies. The token authorizes API calls; the owner name is only shown.
+const (
+	tokenCookie = "rgit_token"
+	ownerCookie = "rgit_owner"
+	cookieAge   = 30 * 24 * 3600
+)
+
+func token(r *http.Request) string {
+	if c, err := r.Cookie(tokenCookie); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
+func viewer(r *http.Request) string {
+	if token(r) == "" {
+		return ""
+	}
+	if c, err := r.Cookie(ownerCookie); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string, age int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: age,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+}
+
+// page is what every view's template gets.
+type page struct {
+	Title  string
+	Viewer string
+	Repo   *repoHead
+	Status int
+	Msg    string
+}
+
+// repoHead is the header of every repository view.
+type repoHead struct {
+	Owner, Name      string
+	Home, Log, Cmp   string
+	CloneHTTP        string
+	CloneSSH         string
+	Current          string // the ref (or short id) being shown
+	Picker           []pick
+	Archive, ArchZip string
+	HasCommit        bool
+}
+
+type pick struct {
+	Name, Href string
+	Tag        bool
+	Current    bool
+}
+
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, view string, data any) {
+	var b bytes.Buffer
+	if err := views[view].ExecuteTemplate(&b, "layout", data); err != nil {
+		h.log.Error("web: render failed", zap.String("view", view), zap.String("path", r.URL.Path), zap.Error(err))
+		http.Error(w, "page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "private, no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// fail answers an error page. err is the API failure, if any: a 401 to a
+// signed-in caller means the token no longer works (sign in again); a
+// 401 to anyone else reads as not found, as the API meant it (a private
+// repository is indistinguishable from a missing one).
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, status int, msg string) {
+	if err != nil {
+		switch st := statusOf(err); {
+		case st == http.StatusUnauthorized && token(r) != "":
+			setCookie(w, r, tokenCookie, "", -1)
+			setCookie(w, r, ownerCookie, "", -1)
+			http.Redirect(w, r, "/-/signin?expired=1", http.StatusSeeOther)
+			return
+		case st == http.StatusUnauthorized || st == http.StatusNotFound:
+			status, msg = http.StatusNotFound, "not found"
+			if token(r) == "" {
+				msg = "not found (sign in to see private repositories)"
+			}
+		case st == http.StatusBadRequest:
+			status, msg = http.StatusBadRequest, "bad request"
+		case st == http.StatusServiceUnavailable:
+			status, msg = http.StatusServiceUnavailable, "temporarily unavailable, try again"
+		default:
+			h.log.Error("web: read API failed", zap.String("path", r.URL.Path), zap.Error(err))
+			status, msg = http.StatusBadGateway, "the read API failed"
+		}
+	}
+	h.render(w, r, status, "error", page{Title: http.StatusText(status), Viewer: viewer(r), Status: status, Msg: msg})
+}
+
+func serveCSS(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	w.Header().Set("ETag", cssETag)
+	if r.Header.Get("If-None-Match") == cssETag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	_, _ = w.Write(styleCSS)
+}
+
+var cssETag = func() string {
+	s := sha256.Sum256(styleCSS)
+	return `"` + hex.EncodeToString(s[:8]) + `"`
+}()
+
+// Sign-in.
+
+type signinPage struct {
+	page
+	Error string
+}
+
+func (h *Handler) signinForm(w http.ResponseWriter, r *http.Request) {
+	p := signinPage{page: page{Title: "Sign in", Viewer: viewer(r)}}
+	if r.URL.Query().Get("expired") != "" {
+		p.Error = "Your token is no longer accepted; sign in again."
+	}
+	h.render(w, r, http.StatusOK, "signin", p)
+}
+
+// signin checks the token by asking the API who it belongs to.
+func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
+	tok := strings.TrimSpace(r.PostFormValue("token"))
+	if tok == "" {
+		h.render(w, r, http.StatusBadRequest, "signin", signinPage{page: page{Title: "Sign in"}, Error: "Enter a token."})
+		return
+	}
+	var list RepoList
+	_, err := getJSON(r.Context(), h.api, RepoListPath, tok, &list)
+	if statusOf(err) == http.StatusUnauthorized || (err == nil && list.Viewer == "") {
+		h.render(w, r, http.StatusUnauthorized, "signin", signinPage{page: page{Title: "Sign in"}, Error: "That token is not accepted."})
+		return
+	}
+	if err != nil {
+		h.fail(w, r, err, 0, "")
+		return
+	}
+	setCookie(w, r, tokenCookie, tok, cookieAge)
+	setCookie(w, r, ownerCookie, list.Viewer, cookieAge)
+	h.log.Info("web: signed in", zap.String("owner", list.Viewer), zap.String("remote", r.RemoteAddr))
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
+	setCookie(w, r, tokenCookie, "", -1)
+	setCookie(w, r, ownerCookie, "", -1)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// The repository list.
+
+type indexPage struct {
+	page
+	Mine, Others []RepoItem
+	Truncated    bool
+}
+
+func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
+	var list RepoList
+	if _, err := getJSON(r.Context(), h.api, RepoListPath, token(r), &list); err != nil {
+		h.fail(w, r, err, 0, "")
+		return
+	}
+	p := indexPage{page: page{Title: "Repositories", Viewer: list.Viewer}, Truncated: list.Truncated}
+	for _, it := range list.Repos {
+		if list.Viewer != "" && strings.EqualFold(it.Owner, list.Viewer) {
+			p.Mine = append(p.Mine, it)
+		} else {
+			p.Others = append(p.Others, it)
+		}
+	}
+	h.render(w, r, http.StatusOK, "index", p)
+}
+
+// Repository views.
+
+// repoReq is one request for a repository view: its names, the
+// caller's token and the refs (for the picker).
+type repoReq struct {
+	owner, name, token string
+	refs               []Ref
+}
+
+// isOID says whether s is a full object id (SHA-1 or SHA-256, lowercase).
+func isOID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// begin reads the refs of the repository the request names. ok is false
+// when it answered (an error page).
+func (h *Handler) begin(w http.ResponseWriter, r *http.Request) (*repoReq, bool) {
+	q := &repoReq{owner: r.PathValue("owner"), name: strings.TrimSuffix(r.PathValue("name"), ".git"), token: token(r)}
+	if oid := r.PathValue("oid"); oid != "" && !isOID(oid) {
+		h.fail(w, r, nil, http.StatusNotFound, "not an object id")
+		return nil, false
+	}
+	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "refs"), q.token, &q.refs); err != nil {
+		h.fail(w, r, err, 0, "")
+		return nil, false
+	}
+	return q, true
+}
+
+func (q *repoReq) base() string {
+	return "/" + url.PathEscape(q.owner) + "/" + url.PathEscape(q.name)
+}
+
+// href is the page of kind ("tree", "blob", "commits", …) at oid and path.
+func (q *repoReq) href(kind, oid, path string) string {
+	s := q.base() + "/" + kind + "/" + oid
+	if path != "" {
+		s += "/" + escapePath(path)
+	}
+	return s
+}
+
+// headRef is the ref HEAD points at, if any.
+func (q *repoReq) headRef() (Ref, bool) {
+	target := ""
+	for _, r := range q.refs {
+		if r.Name == "HEAD" {
+			target = r.Target
+			if target == "" && r.OID != "" {
+				return r, true // detached
+			}
+		}
+	}
+	for _, r := range q.refs {
+		if r.Name == target && target != "" {
+			return r, true
+		}
+	}
+	return Ref{}, false
+}
+
+// resolve turns what a user typed (a full or short ref name, or an
+// object id) into a commit id.
+func (q *repoReq) resolve(s string) (string, bool) {
+	if isOID(s) {
+		return s, true
+	}
+	for _, full := range []string{s, "refs/heads/" + s, "refs/tags/" + s} {
+		for _, r := range q.refs {
+			if r.Name == full && r.Name != "HEAD" {
+				return r.Commit(), true
+			}
+		}
+	}
+	return "", false
+}
+
+// head builds the repository header for a view of kind at commit oid and
+// path: the picker links each ref to the same view at its commit.
+func (h *Handler) head(r *http.Request, q *repoReq, kind, oid, path string) *repoHead {
+	rh := &repoHead{Owner: q.owner, Name: q.name, Home: q.base(), Cmp: q.base() + "/compare", HasCommit: oid != ""}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	rh.CloneHTTP = scheme + "://" + r.Host + q.base() + ".git"
+	if h.sshPort != "" {
+		host := r.Host
+		if hn, _, err := net.SplitHostPort(r.Host); err == nil {
+			host = hn
+		}
+		rh.CloneSSH = "ssh://git@" + net.JoinHostPort(host, h.sshPort) + q.base() + ".git"
+	}
+	if oid == "" {
+		return rh
+	}
+	rh.Log = q.href("commits", oid, "")
+	rh.Archive = q.base() + "/archive/" + oid + ".tar.gz"
+	rh.ArchZip = q.base() + "/archive/" + oid + ".zip"
+	rh.Current = shortOID(oid)
+	hr, hasHead := q.headRef()
+	for _, ref := range q.refs {
+		tag := ref.Kind == "tag"
+		if ref.Kind != "branch" && !tag {
+			continue
+		}
+		p := pick{Name: ref.Short(), Tag: tag, Href: q.href(kind, ref.Commit(), path)}
+		if ref.Commit() == oid && (rh.Current == shortOID(oid) || hasHead && ref.Name == hr.Name) {
+			p.Current, rh.Current = true, ref.Short()
+		}
+		rh.Picker = append(rh.Picker, p)
+	}
+	return rh
+}
+
+// history is the log page of commits touching path, from oid.
+func (q *repoReq) history(oid, path string) string {
+	return q.href("commits", oid, "") + "?" + url.Values{"path": {path}}.Encode()
+}
+
+type crumb struct{ Name, Href string }
+
+// crumbs are the links from the root to path's parent, then path's name.
+func (q *repoReq) crumbs(oid, path string) []crumb {
+	out := []crumb{{Name: q.name, Href: q.href("tree", oid, "")}}
+	if path == "" {
+		return out
+	}
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		c := crumb{Name: s}
+		if i < len(segs)-1 {
+			c.Href = q.href("tree", oid, strings.Join(segs[:i+1], "/"))
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// cleanPath is the {path...} of the request without a trailing slash.
+func cleanPath(r *http.Request) string { return strings.Trim(r.PathValue("path"), "/") }
+
+type treePage struct {
+	page
+	History    string
+	OID        string
+	Path       string
+	Crumbs     []crumb
+	Entries    []entryView
+	Readme     template.HTML
+	ReadmeText string
+	ReadmeName string
+	Empty      bool
+}
+
+type entryView struct {
+	Name, Kind, Href, OID string
+	Size                  int64
+}
+
+func (h *Handler) front(w http.ResponseWriter, r *http.Request) {
+	q, ok := h.begin(w, r)
+	if !ok {
+		return
+	}
+	hr, found := q.headRef()
+	if !found {
+		// Unborn HEAD: nothing to show but how to push.
+		h.render(w, r, http.StatusOK, "tree", treePage{Empty: true,
+			page: page{Title: q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "tree", "", "")}})
+		return
+	}
+	h.showTree(w, r, q, hr.Commit(), "")
+}
+
+func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
+	q, ok := h.begin(w, r)
+	if !ok {
+		return
+	}
+	h.showTree(w, r, q, r.PathValue("oid"), cleanPath(r))
+}
+
+func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, oid, path string) {
+	var entries []Entry
+	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "tree", oid, path), q.token, &entries); err != nil {
+		h.fail(w, r, err, 0, "")
+		return
+	}
+	title := q.owner + "/" + q.name
+	if path != "" {
+		title = path + " · " + title
+	}
+	p := treePage{page: page{Title: title, Viewer: viewer(r), Repo: h.head(r, q, "tree", oid, path)},
+		OID: oid, Path: path, Crumbs: q.crumbs(oid, path)}
+	if path != "" {
+		p.History = q.history(oid, path)
+	}
+	for _, e := range entries {
+		ev := entryView{Name: e.Name, Kind: e.Kind, OID: e.OID, Size: e.Size}
+		full := strings.TrimPrefix(path+"/"+e.Name, "/")
+		switch e.Kind {
+		case "tree":
+			ev.Href = q.href("tree", oid, full)
+		case "blob", "symlink":
+			ev.Href = q.href("blob", oid, full)
+		}
+		p.Entries = append(p.Entries, ev)
+	}
+	if name := readmeOf(entries); name != "" {
+		full := strings.TrimPrefix(path+"/"+name, "/")
+		var b Blob
+		if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "blob", oid, full), q.token, &b); err != nil {
+			h.log.Warn("web: README unreadable", zap.String("repo", q.owner+"/"+q.name), zap.String("path", full), zap.Error(err))
+		} else if !b.Binary {
+			p.ReadmeName = name
+			if isMarkdown(name) {
+				if p.Readme, err = renderMarkdown(b.Content); err != nil {
+					p.ReadmeText = b.Content
+				}
+			} else {
+				p.ReadmeText = b.Content
+			}
+		}
+	}
+	h.render(w, r, http.StatusOK, "tree", p)
+}
+
+type blobPage struct {
+	page
+	OID     string
+	Path    string
+	Crumbs  []crumb
+	Blob    Blob
+	Code    template.HTML
+	Raw     string
+	History string
+}
+
+func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
+	q, ok := h.begin(w, r)
+	if !ok {
+		return
+	}
+	oid, path := r.PathValue("oid"), cleanPath(r)
+	var b Blob
+	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "blob", oid, path), q.token, &b); err != nil {
+		h.fail(w, r, err, 0, "")
+		return
+	}
+	p := blobPage{page: page{Title: path + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "blob", oid, path)},
+		OID: oid, Path: path, Crumbs: q.crumbs(oid, path), Blob: b, Raw: q.href("raw", oid, path), History: q.history(oid, path)}
+	if !b.Binary {
+		code, err := highlight(path, b.Content)
+		if err != nil {
+			h.log.Warn("web: highlighting failed; shown plain", zap.String("path", path), zap.Error(err))
+			code, _ = highlight("", b.Content)
+		}
+		p.Code = code
+	}
+	h.render(w, r, http.StatusOK, "blob", p)
+}
+
+// raw streams a file's bytes from the API, sandboxed.
+func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
+	oid := r.PathValue("oid")
+	if !isOID(oid) {
+		h.fail(w, r, nil, http.StatusNotFound, "not an object id")
+		return
+	}
+	h.stream(w, r, apiPath(r.PathValue("owner"), r.PathValue("name"), "raw", oid, cleanPath(r)))
+}
+
+// archive streams a tree archive ({oid}.tar.gz or {oid}.zip) from the API.
+func (h *Handler) archive(w http.ResponseWriter, r *http.Request) {
+	file := r.PathValue("file")
+	oid, ext, _ := strings.Cut(file, ".")
+	if !isOID(oid) || (ext != "tar.gz" && ext != "zip") {
+		h.fail(w, r, nil, http.StatusNotFound, "no such archive")
+		return
+	}
+	h.stream(w, r, apiPath(r.PathValue("owner"), r.PathValue("name"), "archive", file))
+}
+
+// stream passes an API answer through unbuffered. Error answers become
+// error pages so a browser never shows the API's JSON.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, path string) {
+	req, err := apiRequest(r.Context(), path, token(r))
+	if err != nil {
+		h.fail(w, r, err, 0, "")
+		return
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		req.Header.Set("If-None-Match", inm)
+	}
+	sw := &sandboxWriter{ResponseWriter: w}
+	h.api.ServeHTTP(sw, req)
+	if sw.failed != 0 {
+		h.fail(w, r, &apiError{Status: sw.failed}, 0, "")
+	}
+}
+
+// sandboxWriter passes a raw or archive answer through with the sandbox
+// CSP, and holds back an error answer (failed) for an error page.
+type sandboxWriter struct {
+	http.ResponseWriter
+	wrote  bool
+	failed int
+}
+
+func (s *sandboxWriter) WriteHeader(code int) {
+	if s.wrote || s.failed != 0 {
+		return
+	}
+	if code >= 400 {
+		s.failed = code
+		for k := range s.ResponseWriter.Header() {
+			if k != "Content-Security-Policy" && k != "X-Content-Type-Options" && k != "Referrer-Policy" && k != "X-Frame-Options" {
+				s.ResponseWriter.Header().Del(k)
+			}
+		}
+		return
+	}
+	s.wrote = true
+	s.Header().Set("Content-Security-Policy", rawCSP)
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *sandboxWriter) Write(p []byte) (int, error) {
+	s.WriteHeader(http.StatusOK)
+	if s.failed != 0 {
+		return len(p), nil // the error body is replaced by a page
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes).
+func (s *sandboxWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// logSize is the page size of the commit log.
+const logSize = 50
+
+type logPage struct {
+	page
+	Path    string
+	Commits []commitView
+	Next    string
+}
+
+type commitView struct {
+	Commit
+	Href string
+}
+
+func (q *repoReq) commitViews(cs []Commit) []commitView {
+	out := make([]commitView, len(cs))
+	for i, c := range cs {
+		out[i] = commitView{Commit: c, Href: q.href("commit", c.OID, "")}
+	}
+	return out
+}
+
+func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
+	q, ok := h.begin(w, r)
+	if !ok {
+		return
+	}
+	oid, path := r.PathValue("oid"), r.URL.Query().Get("path")
+	v := url.Values{"n": {strconv.Itoa(logSize)}}
+	if path != "" {
+		v.Set("path", path)
+	}
+	var commits []Commit
+	hdr, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "log", oid)+"?"+v.Encode(), q.token, &commits)
+	if err != nil {
+		h.fail(w, r, err, 0, "")
+		return
+	}
+	p := logPage{page: page{Title: "Commits · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "commits", oid, "")},
+		Path: path, Commits: q.commitViews(commits)}
+	if next := nextPage(hdr.Get("Link")); next != "" {
+		p.Next = q.href("commits", next, "")
+		if path != "" {
+			p.Next = q.history(next, path)
+		}
+	}
+	h.render(w, r, http.StatusOK, "log", p)
+}
+
+// nextPage is the commit id the log's next page starts from, taken from
+// its Link header (<…/log/{oid}?…>; rel="next"); "" if there is none.
+func nextPage(link string) string {
+	target, params, ok := strings.Cut(link, ";")
+	if !ok || !strings.Contains(params, `rel="next"`) {
+		return ""
+	}
+	u, err := url.Parse(strings.Trim(strings.TrimSpace(target), "<>"))
+	if err != nil {
+		return ""
+	}
+	_, oid, _ := strings.Cut(u.Path, "/log/")
+	if !isOID(oid) {
+		return ""
+	}
+	return oid
+}
+
+type commitPage struct {
+	page
+	C       CommitDetail
+	Parents []crumb
+	Tree    string
+	Diff    []diffFile
+}
+
+func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
+	q, ok := h.begin(w, r)
+	if !ok {
+		return
+	}
+	oid := r.PathValue("oid")
+	var c CommitDetail
+	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "commit", oid), q.token, &c); err != nil {
+		h.fail(w, r, err, 0, "")
+		return
+	}
+	if isOID(c.OID) {
+		oid = c.OID // a tag id names its commit
+	}
+	p := commitPage{page: page{Title: c.Subject() + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "commit", oid, "")},
+		C: c, Tree: q.href("tree", oid, ""), Diff: splitDiff(c.Diff)}
+	for _, par := range c.Parents {
+		p.Parents = append(p.Parents, crumb{Name: shortOID(par), Href: q.href("commit", par, "")})
+	}
+	h.render(w, r, http.StatusOK, "commit", p)
+}
+
+type comparePage struct {
+	page
+	Base, Head string
+	Refs       []string
+	Cmp        *Comparison
+	Commits    []commitView
+	Diff       []diffFile
+	Error      string
+}
+
+func (h *Handler) compare(w http.ResponseWriter, r *http.Request) {
+	q, ok := h.begin(w, r)
+	if !ok {
+		return
+	}
+	base, headName := strings.TrimSpace(r.URL.Query().Get("base")), strings.TrimSpace(r.URL.Query().Get("head"))
+	p := comparePage{page: page{Title: "Compare · " + q.owner + "/" + q.name, Viewer: viewer(r)}, Base: base, Head: headName}
+	for _, ref := range q.refs {
+		if ref.Kind == "branch" || ref.Kind == "tag" {
+			p.Refs = append(p.Refs, ref.Short())
+		}
+	}
+	var headOID string
+	if base != "" && headName != "" {
+		b, okB := q.resolve(base)
+		hd, okH := q.resolve(headName)
+		switch {
+		case !okB:
+			p.Error = "no branch, tag or commit named " + base
+		case !okH:
+			p.Error = "no branch, tag or commit named " + headName
+		default:
+			var c Comparison
+			if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "compare", b+"..."+hd), q.token, &c); err != nil {
+				if st := statusOf(err); st != http.StatusNotFound && st != http.StatusBadRequest {
+					h.fail(w, r, err, 0, "")
+					return
+				}
+				p.Error = "these cannot be compared"
+			} else {
+				p.Cmp, p.Commits, p.Diff, headOID = &c, q.commitViews(c.Commits), splitDiff(c.Diff), hd
+			}
+		}
+	}
+	p.Repo = h.head(r, q, "tree", headOID, "")
+	status := http.StatusOK
+	if p.Error != "" {
+		status = http.StatusNotFound
+	}
+	h.render(w, r, status, "compare", p)
+}

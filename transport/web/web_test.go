@@ -1,0 +1,296 @@
+package web
+
+import (
+	"crypto/tls"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func newPage(t *testing.T) *Handler {
+	t.Helper()
+	h, err := New(Config{API: newStubAPI(), SSHPort: "2222"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// get fetches path from h as the holder of token ("" anonymous).
+func get(t *testing.T, h http.Handler, path, token string) (*http.Response, string) {
+	t.Helper()
+	r := httptest.NewRequest("GET", path, nil)
+	if token != "" {
+		r.AddCookie(&http.Cookie{Name: tokenCookie, Value: token})
+		r.AddCookie(&http.Cookie{Name: ownerCookie, Value: strings.TrimSuffix(token, "-token")})
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	body, _ := io.ReadAll(w.Result().Body)
+	return w.Result(), string(body)
+}
+
+// TestViewsEscapeHostileContent renders every view of a repository whose
+// names, messages, README and code carry markup, and checks that none
+// of it reaches the page unescaped and that every page forbids script.
+func TestViewsEscapeHostileContent(t *testing.T) {
+	h := newPage(t)
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{"/", "alice/demo"},
+		{"/alice/demo", `id="readme"`},
+		{"/alice/demo/tree/" + oidC2 + "/src", "main.go"},
+		{"/alice/demo/blob/" + oidC2 + "/src/main.go", `id="L3"`},
+		{"/alice/demo/commits/" + oidC2, "second"},
+		{"/alice/demo/commit/" + oidC1, `class="add"`},
+		{"/alice/demo/compare?base=v1&head=main", `id="counts"`},
+		{"/-/signin", `name="token"`},
+		{"/alice/nothing", "not found"},
+	} {
+		resp, body := get(t, h, tc.path, "")
+		if !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d, no %q in:\n%s", tc.path, resp.StatusCode, tc.want, body)
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") {
+			t.Errorf("%s: Content-Security-Policy %q does not forbid script", tc.path, csp)
+		}
+		if bad := activeMarkup(body); bad != "" {
+			t.Errorf("%s: page carries active markup %q:\n%s", tc.path, bad, body)
+		}
+	}
+}
+
+// activeMarkup finds markup in page that could run or load something:
+// script or img elements, event-handler or style attributes, javascript:
+// URLs. Escaped text has no raw "<", so every tag matched is real markup;
+// quoted attribute values (html/template escapes quotes inside them) are
+// checked for javascript: and then blanked, so text in them is not
+// mistaken for attributes.
+func activeMarkup(page string) string {
+	if m := jsURLRE.FindString(page); m != "" {
+		return m
+	}
+	return activeRE.FindString(quotedRE.ReplaceAllString(page, `""`))
+}
+
+var (
+	quotedRE = regexp.MustCompile(`"[^"]*"`)
+	jsURLRE  = regexp.MustCompile(`(?i)=\s*"\s*javascript:`)
+	activeRE = regexp.MustCompile(`(?i)<(script|img|iframe|object|embed)\b|<[^>]*\s(on\w+|style)\s*=[^>]*>`)
+)
+
+func TestPrivateRepositoryInvisibleToOthers(t *testing.T) {
+	h := newPage(t)
+	for _, tc := range []struct {
+		token  string
+		status int
+		listed bool
+	}{{"alice-token", 200, true}, {"bob-token", 404, false}, {"", 404, false}} {
+		resp, body := get(t, h, "/alice/private", tc.token)
+		if tc.status == 404 {
+			// Another owner's private repository reads as a missing one.
+			if resp.StatusCode != 404 {
+				t.Errorf("%q: /alice/private answered %d, want 404", tc.token, resp.StatusCode)
+			}
+			_, missing := get(t, h, "/alice/nothing", tc.token)
+			if body != missing {
+				t.Errorf("%q: private and missing repositories differ:\n%s\n---\n%s", tc.token, body, missing)
+			}
+		}
+		_, list := get(t, h, "/", tc.token)
+		if got := strings.Contains(list, "alice/private"); got != tc.listed {
+			t.Errorf("%q: list shows alice/private %v, want %v", tc.token, got, tc.listed)
+		}
+	}
+}
+
+func TestSigninCookie(t *testing.T) {
+	h := newPage(t)
+	post := func(token string, tlsOn bool) *http.Response {
+		r := httptest.NewRequest("POST", "/-/signin", strings.NewReader(url.Values{"token": {token}}.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if tlsOn {
+			r.TLS = &tls.ConnectionState{}
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Result()
+	}
+	for _, tlsOn := range []bool{false, true} {
+		resp := post("alice-token", tlsOn)
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("sign-in: %d", resp.StatusCode)
+		}
+		var tok *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == tokenCookie {
+				tok = c
+			}
+		}
+		if tok == nil || tok.Value != "alice-token" || !tok.HttpOnly || tok.SameSite != http.SameSiteStrictMode || tok.Secure != tlsOn {
+			t.Errorf("tls=%v: token cookie %+v, want HttpOnly, SameSite=Strict, Secure=%v", tlsOn, tok, tlsOn)
+		}
+	}
+	if resp := post("wrong", false); resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Errorf("bad token: %d with cookies %v, want 401 and none", resp.StatusCode, resp.Cookies())
+	}
+	// A sign-in posted from another site is refused.
+	r := httptest.NewRequest("POST", "/-/signin", strings.NewReader("token=alice-token"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Sec-Fetch-Site", "cross-site")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusForbidden || len(w.Result().Cookies()) != 0 {
+		t.Errorf("cross-site sign-in: %d, cookies %v; want 403 and none", w.Code, w.Result().Cookies())
+	}
+}
+
+// TestStaleTokenSignsOut: a cookie whose token the API refuses is
+// dropped and the caller sent to sign in again.
+func TestStaleTokenSignsOut(t *testing.T) {
+	resp, _ := get(t, newPage(t), "/alice/demo", "revoked-token")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/-/signin?expired=1" {
+		t.Fatalf("stale token: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+func TestRawIsSandboxed(t *testing.T) {
+	resp, body := get(t, newPage(t), "/alice/demo/raw/"+oidC2+"/page.html", "")
+	if resp.StatusCode != 200 || body != hostile {
+		t.Fatalf("raw: %d %q", resp.StatusCode, body)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasPrefix(csp, "sandbox") {
+		t.Errorf("raw answer's CSP %q is not a sandbox", csp)
+	}
+	if resp, _ := get(t, newPage(t), "/alice/private/raw/"+oidC2+"/x", ""); resp.StatusCode != 404 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("raw of a private repository: %d %s, want a 404 page", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+func TestHostilePathsAreNotFound(t *testing.T) {
+	h := newPage(t)
+	for _, p := range []string{
+		"/alice/demo/tree/main", "/alice/demo/blob/" + strings.ToUpper(oidC2) + "/x",
+		"/alice/demo/archive/" + oidC2 + ".rar", "/alice/demo/archive/..zip",
+		"/api/alice/demo/unknown", "/alice/demo/nope/x",
+	} {
+		if resp, _ := get(t, h, p, ""); resp.StatusCode != 404 {
+			t.Errorf("%s: %d, want 404", p, resp.StatusCode)
+		}
+	}
+}
+
+func TestLogPaging(t *testing.T) {
+	h := newPage(t)
+	_, body := get(t, h, "/alice/demo/commits/"+oidC2+"?path=src", "")
+	if !strings.Contains(body, `href="/alice/demo/commits/`+oidC1+`?path=src"`) {
+		t.Fatalf("no link to the next page:\n%s", body)
+	}
+	_, body = get(t, h, "/alice/demo/commits/"+oidC1, "")
+	if strings.Contains(body, `id="older"`) {
+		t.Errorf("last page links further")
+	}
+}
+
+func TestPickerAndCloneURLs(t *testing.T) {
+	_, body := get(t, newPage(t), "/alice/demo/tree/"+oidC1+"/src", "")
+	for _, want := range []string{
+		`<summary>`, // the current ref is a branch and a tag; the branch wins
+		`href="/alice/demo/tree/` + oidC2 + `/src">main</a>`,
+		`href="/alice/demo/tree/` + oidC1 + `/src">tag: v1</a>`,
+		`value="http://example.com/alice/demo.git"`,
+		`value="ssh://git@example.com:2222/alice/demo.git"`,
+		`href="/alice/demo/archive/` + oidC1 + `.tar.gz"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %q in:\n%s", want, body)
+		}
+	}
+}
+
+func TestSplitDiff(t *testing.T) {
+	d := "diff --git a/x b/y\nindex 1..2\n--- a/x\n+++ b/y\n@@ -1,2 +1,2 @@\n ctx\n-old\n+new\n\\ No newline at end of file\ndiff --git a/z b/z\nBinary files differ\n"
+	files := splitDiff(d)
+	if len(files) != 2 || files[0].Name != "y" || files[1].Name != "z" {
+		t.Fatalf("files %+v", files)
+	}
+	var classes []string
+	for _, l := range files[0].Lines {
+		classes = append(classes, l.Class)
+	}
+	if got, want := strings.Join(classes, " "), "meta meta meta meta hunk ctx del add meta"; got != want {
+		t.Errorf("classes %q, want %q", got, want)
+	}
+	if files[1].Lines[1].Class != "meta" {
+		t.Errorf("binary note classed %q", files[1].Lines[1].Class)
+	}
+}
+
+func TestReadmeOf(t *testing.T) {
+	for _, tc := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"a.go", "readme.txt", "README", "README.md"}, "README.md"},
+		{[]string{"Readme.rst"}, "Readme.rst"},
+		{[]string{"READMEFIRST.go"}, ""},
+	} {
+		var es []Entry
+		for _, n := range tc.names {
+			es = append(es, Entry{Name: n, Kind: "blob"})
+		}
+		if got := readmeOf(es); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.names, got, tc.want)
+		}
+	}
+}
+
+func TestMarkdownDropsRawHTML(t *testing.T) {
+	out, err := renderMarkdown("# t\n\n<script>x()</script>\n\n<b onclick=x>b</b> [l](javascript:x) ![i](data:text/html,x)\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"<script", "onclick", "javascript:", "data:text/html"} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("markdown passed %q: %s", bad, out)
+		}
+	}
+}
+
+// TestActiveMarkupCatches: the checker above finds what it looks for.
+func TestActiveMarkupCatches(t *testing.T) {
+	for _, page := range []string{`<img src=x onerror=alert(1)>`, `<a href="x" onclick="y">`, `<a href="javascript:x">`, `<p style="x">`, `<SCRIPT>`} {
+		if activeMarkup(page) == "" {
+			t.Errorf("missed %s", page)
+		}
+	}
+	if m := activeMarkup(`<p title="a onclick=b">&lt;script&gt;</p>`); m != "" {
+		t.Errorf("escaped text flagged: %s", m)
+	}
+}
+
+// TestUpstreamAPI: the page works the same over an API tier reached by
+// HTTP, the caller's token travelling with each request.
+func TestUpstreamAPI(t *testing.T) {
+	tier := httptest.NewServer(newStubAPI())
+	defer tier.Close()
+	u, _ := url.Parse(tier.URL)
+	h, err := New(Config{API: Upstream(u)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := get(t, h, "/alice/private", "alice-token"); resp.StatusCode != 200 || !strings.Contains(body, `id="readme"`) {
+		t.Errorf("alice/private as alice over the tier: %d\n%s", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, h, "/alice/private", "bob-token"); resp.StatusCode != 404 {
+		t.Errorf("alice/private as bob over the tier: %d", resp.StatusCode)
+	}
+	if resp, body := get(t, h, "/alice/demo/raw/"+oidC2+"/x.html", ""); resp.StatusCode != 200 || body != hostile {
+		t.Errorf("raw over the tier: %d %q", resp.StatusCode, body)
+	}
+}
