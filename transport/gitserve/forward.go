@@ -128,8 +128,13 @@ func IsMoved(err error) bool { return errors.Is(err, ErrMoved) }
 // session input is read.
 const HeaderMoved = "X-Rgit-Moved"
 
-// WriteMoved answers a forwarded request with the moved signal.
+// WriteMoved answers a forwarded request with the moved signal. The
+// connection closes after it: the request body is never wanted, and
+// reading its rest (net/http does, to reuse the connection) would wait on
+// a forwarder that may never finish sending it, holding the draining
+// node's graceful shutdown.
 func WriteMoved(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
 	w.Header().Set(HeaderMoved, "1")
 	http.Error(w, "repository not held by this node", http.StatusMisdirectedRequest)
 }
