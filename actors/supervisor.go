@@ -125,13 +125,14 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if s.drainDone == nil {
 			s.drainDone = make(chan struct{})
 		}
-		for _, k := range sortedKeys(s.leases) {
+		keys := sortedKeys(s.leases)
+		for _, k := range keys {
 			if l := s.leases[k]; l.h.State == cluster.Serving {
 				s.step(ctx, k, l, cluster.Event{Kind: cluster.EvReleaseStarted})
 			}
 		}
 		s.checkDrained()
-		ctx.Respond(&drainWait{done: s.drainDone})
+		ctx.Respond(&drainWait{done: s.drainDone, released: keys})
 	}
 }
 

@@ -20,6 +20,13 @@ const (
 	ForceGrantQuietPeriod = time.Second
 	// FollowerPoll is how often followers re-read the ownership map.
 	FollowerPoll = 200 * time.Millisecond
+	// LeaderWait bounds how long a request that needs the leader (a claim,
+	// a force-grant) waits for an unreachable one before answering 503:
+	// long enough to cover a leader's restart, short enough that a client
+	// keeps its connection.
+	LeaderWait = 5 * time.Second
+	// LeaderRetry is how often a waiting request asks the leader again.
+	LeaderRetry = 100 * time.Millisecond
 )
 
 // Timings parameterises the leader's map; DefaultTimings gives the
@@ -28,9 +35,12 @@ type Timings struct {
 	TTL         time.Duration
 	Drain       time.Duration
 	QuietPeriod time.Duration
+	// LeaderWait is the nodes' bound on waiting out an unreachable leader;
+	// zero answers at once.
+	LeaderWait time.Duration
 }
 
 // DefaultTimings returns the production timings.
 func DefaultTimings() Timings {
-	return Timings{TTL: TTL, Drain: Drain, QuietPeriod: ForceGrantQuietPeriod}
+	return Timings{TTL: TTL, Drain: Drain, QuietPeriod: ForceGrantQuietPeriod, LeaderWait: LeaderWait}
 }
