@@ -297,11 +297,52 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 	} else if !ok {
 		return RouteResult{}, fmt.Errorf("route %s: %w", key, repo.ErrNotFound)
 	}
-	dec, err := n.cl.leader.Claim(ctx, string(key), n.cl.cfg.Self)
+	dec, err := n.awaitLeader(ctx, key, true, func() (cluster.Decision, error) {
+		return n.cl.leader.Claim(ctx, string(key), n.cl.cfg.Self)
+	})
 	if err != nil {
 		return RouteResult{}, fmt.Errorf("claim %s: %w", key, unreachable(err))
 	}
 	return n.apply(ctx, key, dec)
+}
+
+// awaitLeader runs ask (a claim or force-grant of key) and waits out an
+// unreachable leader as cluster.OnLeaderUnreachable decides: ask again
+// every LeaderRetry up to Timings.LeaderWait (a leader restart, with the
+// client's connection kept), or, for a claim whose view now names a live
+// owner, serve under that grant without the leader's confirmation (this
+// node) or forward (another). Other errors, and the last unreachable one,
+// are returned.
+func (n *Node) awaitLeader(ctx context.Context, key repoKey, claim bool, ask func() (cluster.Decision, error)) (cluster.Decision, error) {
+	since := time.Now()
+	for try := 0; ; try++ {
+		d, err := ask()
+		if err == nil || !errors.Is(err, ErrLeaderUnreachable) {
+			return d, err
+		}
+		if f := n.cl.follower.Load(); f != nil && try == 0 {
+			// A leader that drained wrote its hand-over just before it
+			// went: read it now rather than at the next poll.
+			if err := f.Refresh(ctx); err != nil {
+				n.log.Warn("re-read ownership map", zap.Error(err))
+			}
+		}
+		e, ok := n.OwnershipView().Get(string(key))
+		a := cluster.OnLeaderUnreachable(e, ok, claim, n.cl.cfg.Self, since, time.Now(), n.cl.cfg.Timings.LeaderWait)
+		switch a.Kind {
+		case cluster.AbsenceAdopt:
+			n.log.Info("ownership leader unreachable; serving under the grant the map names",
+				zap.String("repo", string(key)), zap.Uint64("epoch", e.Epoch), zap.Error(err))
+			return cluster.Decision{Outcome: cluster.Granted, Repo: string(key), Owner: n.cl.cfg.Self, Entry: e}, nil
+		case cluster.AbsenceForward:
+			return cluster.Decision{Outcome: cluster.Refused, Reason: cluster.ReasonOwned, Repo: string(key), Owner: a.Node, Entry: e}, nil
+		case cluster.AbsenceGiveUp:
+			return d, err
+		}
+		if err := sleepUntil(ctx, a.At); err != nil {
+			return cluster.Decision{}, err
+		}
+	}
 }
 
 // releaseUnheld tells the leader to shorten this node's entry for key.
@@ -432,11 +473,11 @@ func unreachable(err error) error {
 }
 
 // ConnectFailed is called by a forwarder that could not connect to node
-// for owner/name. It applies cluster.OnConnectFailure: the first failure
+// for owner/name, having consumed nothing of the request (method names
+// it, for the log). It applies cluster.OnConnectFailure: the first failure
 // waits ForceGrantWait, re-reads the map and routes again; a second one
 // asks the leader to force the repository over (waiting out the quiet
-// period once). Only GET requests move a repository; others get
-// ErrOwnerUnreachable.
+// period once).
 func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method string) (RouteResult, error) {
 	if n.cl == nil {
 		return RouteResult{Local: true}, nil
@@ -446,8 +487,10 @@ func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method stri
 	}
 	key := keyOf(owner, name)
 	n.cl.suspMu.Lock()
-	d := cluster.OnConnectFailure(n.cl.susp, string(key), node, method, time.Now())
+	d := cluster.OnConnectFailure(n.cl.susp, string(key), node, time.Now())
 	n.cl.suspMu.Unlock()
+	n.log.Info("cannot connect to repository owner", zap.String("repo", string(key)), zap.String("owner", node),
+		zap.String("method", method), zap.Stringer("failover", d))
 	switch d.Kind {
 	case cluster.Reread:
 		if err := sleepUntil(ctx, d.At); err != nil {
@@ -459,10 +502,24 @@ func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method stri
 			}
 		}
 		return n.Route(ctx, owner, name)
-	case cluster.AskForce:
-		return n.force(ctx, key, d.Dead)
 	}
-	return RouteResult{}, fmt.Errorf("connect to %s for %s (%s): %w", node, key, method, ErrOwnerUnreachable)
+	return n.force(ctx, key, d.Dead)
+}
+
+// ConnectSucceeded is called by a forwarder that connected to node for
+// owner/name after an earlier connect failure: a suspicion of node for
+// the repository ends (cluster.OnConnectSuccess), so that failure never
+// counts as the first of two that move it.
+func (n *Node) ConnectSucceeded(owner, name, node string) {
+	if n.cl == nil {
+		return
+	}
+	key := string(keyOf(owner, name))
+	n.cl.suspMu.Lock()
+	defer n.cl.suspMu.Unlock()
+	if s, ok := n.cl.susp[key]; ok && s.Owner == node {
+		cluster.OnConnectSuccess(n.cl.susp, key)
+	}
 }
 
 // force asks the leader to move key from dead to this node.
@@ -471,7 +528,9 @@ func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult
 		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, ErrDraining)
 	}
 	for attempt := 0; ; attempt++ {
-		d, err := n.cl.leader.ForceGrant(ctx, string(key), n.cl.cfg.Self, dead)
+		d, err := n.awaitLeader(ctx, key, false, func() (cluster.Decision, error) {
+			return n.cl.leader.ForceGrant(ctx, string(key), n.cl.cfg.Self, dead)
+		})
 		if err != nil {
 			return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, unreachable(err))
 		}
@@ -491,7 +550,8 @@ func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult
 
 // Drain marks the node draining (Route no longer claims) and releases
 // every lease through the drain, then waits until the databases are
-// closed. Requests keep being served during the drain.
+// closed. Requests keep being served during the drain. On the leader node
+// the released repositories are then handed over to live nodes.
 func (n *Node) Drain(ctx context.Context) error {
 	if n.cl == nil {
 		return nil
@@ -501,12 +561,56 @@ func (n *Node) Drain(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
+	w := v.(*drainWait)
 	select {
-	case <-v.(*drainWait).done:
-		return nil
+	case <-w.done:
 	case <-ctx.Done():
 		return fmt.Errorf("drain: %w", ctx.Err())
 	}
+	// Entries naming this node that it never opened (steered or handed
+	// over to it) would send requests here, or after the stop into a
+	// failover, until they lapse at their TTL.
+	released := make(map[string]bool, len(w.released))
+	repos := make([]string, 0, len(w.released))
+	for _, k := range w.released {
+		released[string(k)] = true
+		repos = append(repos, string(k))
+	}
+	unheld := n.namedHere(released)
+	if l, ok := n.cl.service.(*localLeader); ok {
+		// The leader node hands its repositories over before it goes; it
+		// keeps answering claims until its listeners close.
+		if repos = append(repos, unheld...); len(repos) > 0 {
+			l.handOver(ctx, repos)
+		}
+		return nil
+	}
+	for _, r := range unheld {
+		n.releaseUnheld(ctx, repoKey(r))
+	}
+	return nil
+}
+
+// namedHere lists the repositories whose live entry in this node's view
+// names it, except those in skip.
+func (n *Node) namedHere(skip map[string]bool) []string {
+	v, ok := n.OwnershipView().(refView)
+	if !ok || v.v == nil {
+		return nil
+	}
+	now := time.Now()
+	var out []string
+	for k, b := range v.v.Scan(cluster.KeyPrefix) {
+		r, err := cluster.RepoOfKey(k)
+		if err != nil || skip[r] {
+			continue
+		}
+		var e cluster.Entry
+		if e.UnmarshalBinary(b) == nil && e.Node == n.cl.cfg.Self && e.Live(now) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Draining reports whether Drain was called (/ready fails).

@@ -25,9 +25,13 @@ type (
 	}
 	leaderRelease struct{ node, repo string }
 	leaderForce   struct{ repo, requester, dead string }
-	leaderReply   struct {
+	// leaderHandOver: the draining leader node closed repos; move those
+	// still naming it to live nodes (cluster.Map.HandOver).
+	leaderHandOver struct{ repos []string }
+	leaderReply    struct {
 		d                 cluster.Decision
 		renewed, declined []string
+		handed            []cluster.Decision // leaderHandOver
 		err               error
 	}
 )
@@ -138,6 +142,26 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 		}
 		if r.err == nil {
 			r.err = a.persist(ctx, r.d)
+		}
+	case *leaderHandOver:
+		self := a.node.cl.cfg.Self
+		a.liveness.Left(self)
+		r.handed = a.m.HandOver(self, m.repos, a.live(), now)
+		txn := make(refdb.Txn, 0, len(r.handed))
+		for _, d := range r.handed {
+			op, err := entryOp(d.Repo, d.Entry)
+			if err != nil {
+				r.err = err
+				break
+			}
+			txn = append(txn, op)
+		}
+		if r.err == nil {
+			r.err = a.commit(ctx, txn)
+		}
+		if r.err != nil {
+			r.handed = nil
+			a.reload()
 		}
 	case *leaderRenew:
 		a.liveness.Heard(m.node, now)
@@ -276,4 +300,18 @@ func (l *localLeader) ForceGrant(ctx context.Context, repo, requester, deadNode 
 		return cluster.Decision{}, err
 	}
 	return r.d, nil
+}
+
+// handOver moves the repositories the leader node released in its drain
+// to live nodes. Best effort: what is not handed over is claimed as
+// before, the claim waiting out the leader's restart.
+func (l *localLeader) handOver(ctx context.Context, repos []string) {
+	r, err := l.ask(ctx, &leaderHandOver{repos: repos})
+	if err != nil {
+		l.n.log.Warn("hand over the leader's repositories", zap.Error(err))
+		return
+	}
+	for _, d := range r.handed {
+		l.n.log.Info("handed over repository", zap.String("repo", d.Repo), zap.String("to", d.Owner), zap.Uint64("epoch", d.Entry.Epoch))
+	}
 }

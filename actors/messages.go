@@ -187,7 +187,10 @@ type (
 	}
 	// drainAll releases every lease; *drainWait answers.
 	drainAll  struct{}
-	drainWait struct{ done <-chan struct{} }
+	drainWait struct {
+		done     <-chan struct{}
+		released []repoKey // the leases the drain releases
+	}
 )
 
 // listOpen asks the supervisor for the keys of the open repositories.

@@ -108,11 +108,12 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if s.drainDone == nil {
 			s.drainDone = make(chan struct{})
 		}
-		for _, k := range sortedKeys(s.children) {
+		keys := sortedKeys(s.children)
+		for _, k := range keys {
 			ctx.Send(s.children[k].pid, &startRelease{})
 		}
 		s.checkDrained()
-		ctx.Respond(&drainWait{done: s.drainDone})
+		ctx.Respond(&drainWait{done: s.drainDone, released: keys})
 	}
 }
 

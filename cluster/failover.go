@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"net/http"
 	"time"
 )
 
@@ -10,16 +9,14 @@ import (
 type FailoverKind uint8
 
 const (
-	// GiveUp: answer the request with an error (502); do not move the repo.
-	GiveUp FailoverKind = iota
 	// Reread: wait until FailoverDecision.At, re-read the map, Route again
 	// and retry; a second connect failure to the same owner comes back here.
-	Reread
+	Reread FailoverKind = iota
 	// AskForce: ask the leader to ForceGrant the repo away from Dead.
 	AskForce
 )
 
-var failoverNames = [...]string{GiveUp: "give-up", Reread: "reread", AskForce: "ask-force"}
+var failoverNames = [...]string{Reread: "reread", AskForce: "ask-force"}
 
 func (k FailoverKind) String() string {
 	if int(k) < len(failoverNames) {
@@ -62,16 +59,14 @@ const suspicionMaxAge = TTL
 
 // OnConnectFailure decides what a node does when connecting to owner for
 // repo failed. Callers report connect failures only (not timeouts or
-// errors after connecting). Only GET requests may move a repo (other
-// methods give up). The first failure is recorded and answered with
+// errors after connecting), and only while nothing of the request was
+// consumed: then any request, a push too, may be served elsewhere, so
+// any may move the repo. The first failure is recorded and answered with
 // Reread after ForceGrantWait; only a second failure to the same owner,
 // at least ForceGrantWait after the first and after the re-read still
 // named it, asks the leader to force. One dropped connect never moves a
 // repo.
-func OnConnectFailure(s Suspicions, repo, owner, method string, now time.Time) FailoverDecision {
-	if method != http.MethodGet {
-		return FailoverDecision{Kind: GiveUp}
-	}
+func OnConnectFailure(s Suspicions, repo, owner string, now time.Time) FailoverDecision {
 	prev, ok := s[repo]
 	if !ok || prev.Owner != owner || now.Sub(prev.First) > suspicionMaxAge || now.Before(prev.First) {
 		s[repo] = Suspicion{Owner: owner, First: now}

@@ -98,34 +98,31 @@ func TestRoute(t *testing.T) {
 
 func TestOnConnectFailure(t *testing.T) {
 	s := make(Suspicions)
-	if d := OnConnectFailure(s, "a/b", "rgit-2", "POST", t0); d.Kind != GiveUp || len(s) != 0 {
-		t.Fatalf("POST: %v", d)
-	}
-	d := OnConnectFailure(s, "a/b", "rgit-2", "GET", t0)
+	d := OnConnectFailure(s, "a/b", "rgit-2", t0)
 	if d.Kind != Reread || !d.At.Equal(t0.Add(ForceGrantWait)) {
 		t.Fatalf("first failure: %v", d)
 	}
 	// A concurrent failure inside the wait is not the second failure.
-	if d := OnConnectFailure(s, "a/b", "rgit-2", "GET", at(100*time.Millisecond)); d.Kind != Reread || !d.At.Equal(t0.Add(ForceGrantWait)) {
+	if d := OnConnectFailure(s, "a/b", "rgit-2", at(100*time.Millisecond)); d.Kind != Reread || !d.At.Equal(t0.Add(ForceGrantWait)) {
 		t.Fatalf("inside wait: %v", d)
 	}
 	// A different owner after the re-read starts over.
-	if d := OnConnectFailure(s, "a/b", "rgit-3", "GET", at(400*time.Millisecond)); d.Kind != Reread {
+	if d := OnConnectFailure(s, "a/b", "rgit-3", at(400*time.Millisecond)); d.Kind != Reread {
 		t.Fatalf("new owner: %v", d)
 	}
-	if d := OnConnectFailure(s, "a/b", "rgit-3", "GET", at(750*time.Millisecond)); d.Kind != AskForce || d.Dead != "rgit-3" {
+	if d := OnConnectFailure(s, "a/b", "rgit-3", at(750*time.Millisecond)); d.Kind != AskForce || d.Dead != "rgit-3" {
 		t.Fatalf("second failure: %v", d)
 	}
 	if len(s) != 0 {
 		t.Fatal("suspicion kept after asking to force")
 	}
 	// A success in between clears; a stale first failure does not count.
-	OnConnectFailure(s, "a/b", "rgit-2", "GET", t0)
+	OnConnectFailure(s, "a/b", "rgit-2", t0)
 	OnConnectSuccess(s, "a/b")
-	if d := OnConnectFailure(s, "a/b", "rgit-2", "GET", at(time.Second)); d.Kind != Reread {
+	if d := OnConnectFailure(s, "a/b", "rgit-2", at(time.Second)); d.Kind != Reread {
 		t.Fatalf("after success: %v", d)
 	}
-	if d := OnConnectFailure(s, "a/b", "rgit-2", "GET", at(time.Second+TTL+time.Millisecond)); d.Kind != Reread {
+	if d := OnConnectFailure(s, "a/b", "rgit-2", at(time.Second+TTL+time.Millisecond)); d.Kind != Reread {
 		t.Fatalf("stale suspicion: %v", d)
 	}
 }

@@ -248,6 +248,35 @@ func (m *Map) ForceGrant(repo, requester, deadNode string, now time.Time) (Decis
 	return m.grant(repo, requester, now), nil
 }
 
+// HandOver moves repos away from from, a draining leader that has closed
+// them all: each entry still naming from is granted (epoch bumped) to the
+// rendezvous winner among live, from excluded. The new owner then serves
+// the repository at once, even while the leader restarts (a node serves
+// under a live entry naming it when the leader cannot confirm), instead
+// of needing a claim the absent leader cannot answer. An entry naming
+// another node (claimed since the drain) is left alone, as is every repo
+// when no other node is live. The returned decisions are grants, to be
+// persisted (Write) before anyone acts on them.
+func (m *Map) HandOver(from string, repos []string, live LiveSet, now time.Time) []Decision {
+	others := make(LiveSet, 0, len(live))
+	for _, nw := range live {
+		if nw.Node != from {
+			others = append(others, nw)
+		}
+	}
+	var out []Decision
+	for _, repo := range repos {
+		cur, ok := m.entries[repo]
+		if !ok || cur.Node != from {
+			continue
+		}
+		if to := Rendezvous(repo, others); to != "" {
+			out = append(out, m.grant(repo, to, now))
+		}
+	}
+	return out
+}
+
 func (m *Map) grant(repo, node string, now time.Time) Decision {
 	// An entry's epoch may be below the floor if it outlived a prune of
 	// others; starting above both keeps it monotonic either way.

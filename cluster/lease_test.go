@@ -252,3 +252,52 @@ func TestEpochMonotonic(t *testing.T) {
 		t.Fatalf("too few grants exercised: %d", last["a/x"])
 	}
 }
+
+func TestHandOver(t *testing.T) {
+	live := LiveSet{{"rgit-0", 1}, {"rgit-1", 1}, {"rgit-2", 1}}
+	others := LiveSet{{"rgit-1", 1}, {"rgit-2", 1}}
+	drained := Entry{Node: "rgit-0", Expires: at(500 * time.Millisecond), Written: at(0), Epoch: 4}
+	claimed := Entry{Node: "rgit-2", Expires: at(10 * time.Second), Written: at(0), Epoch: 5}
+	cases := []struct {
+		name  string
+		e     Entry
+		ok    bool
+		live  LiveSet
+		to    string // "" : left alone
+		epoch uint64
+	}{
+		{"drained entry goes to the winner among the others", drained, true, live, Rendezvous("a/b", others), 5},
+		{"the leader never wins its own hand-over", drained, true, LiveSet{{"rgit-0", 100}, {"rgit-1", 1}}, "rgit-1", 5},
+		{"claimed since the drain: left alone", claimed, true, live, "", 5},
+		{"no entry: nothing to move", Entry{}, false, live, "", 0},
+		{"no other live node: left alone", drained, true, LiveSet{{"rgit-0", 1}}, "", 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			entries := map[string]Entry{}
+			if tc.ok {
+				entries["a/b"] = tc.e
+			}
+			m := mapWith(entries)
+			now := at(time.Second)
+			ds := m.HandOver("rgit-0", []string{"a/b"}, tc.live, now)
+			if tc.to == "" {
+				if len(ds) != 0 {
+					t.Fatalf("decisions %+v, want none", ds)
+				}
+			} else {
+				if len(ds) != 1 {
+					t.Fatalf("decisions %+v, want one grant", ds)
+				}
+				d := ds[0]
+				want := Entry{Node: tc.to, Expires: now.Add(TTL), Written: now, Epoch: tc.epoch}
+				if d.Outcome != Granted || !d.Write || d.Owner != tc.to || d.Entry != want {
+					t.Fatalf("decision %+v, want a persisted grant of %+v", d, want)
+				}
+			}
+			if e, _ := m.Get("a/b"); e.Epoch != tc.epoch {
+				t.Fatalf("epoch after: %d, want %d", e.Epoch, tc.epoch)
+			}
+		})
+	}
+}

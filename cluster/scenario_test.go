@@ -147,7 +147,7 @@ func (w *world) run(line string) (string, error) {
 			s = make(Suspicions)
 			w.susp[node] = s
 		}
-		d := OnConnectFailure(s, repo, args["owner"], args["method"], now)
+		d := OnConnectFailure(s, repo, args["owner"], now)
 		if d.Kind == Reread {
 			say("reread at %s", rel(d.At))
 		} else {

@@ -27,6 +27,13 @@ const (
 	PruneGrace = time.Hour
 	// PruneEvery is the period of the leader's pruning pass.
 	PruneEvery = time.Minute
+	// LeaderWait bounds how long a request that needs the leader (a claim,
+	// a force-grant) waits for an unreachable one before answering 503:
+	// long enough to cover a leader's restart, short enough that a client
+	// keeps its connection.
+	LeaderWait = 5 * time.Second
+	// LeaderRetry is how often a waiting request asks the leader again.
+	LeaderRetry = 100 * time.Millisecond
 )
 
 // Timings parameterises the leader's map; DefaultTimings gives the
@@ -38,9 +45,12 @@ type Timings struct {
 	// PruneGrace: entries lapsed longer than this are pruned; zero never
 	// prunes by age (deleted repositories are still pruned).
 	PruneGrace time.Duration
+	// LeaderWait is the nodes' bound on waiting out an unreachable leader;
+	// zero answers at once.
+	LeaderWait time.Duration
 }
 
 // DefaultTimings returns the production timings.
 func DefaultTimings() Timings {
-	return Timings{TTL: TTL, Drain: Drain, QuietPeriod: ForceGrantQuietPeriod, PruneGrace: PruneGrace}
+	return Timings{TTL: TTL, Drain: Drain, QuietPeriod: ForceGrantQuietPeriod, PruneGrace: PruneGrace, LeaderWait: LeaderWait}
 }

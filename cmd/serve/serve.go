@@ -364,15 +364,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		s.log.Info("leases released")
 	}
+	// All listeners drain at once: one after the other, each could take
+	// most of the deadline (an idle-looking connection counts as active
+	// for up to 5 s in net/http) and the sum exceeds it.
+	shut := make(chan error, 4)
+	stops := 0
 	for _, srv := range []*http.Server{s.httpSrv, s.peerSrv, s.adminSrv} {
 		if srv != nil {
-			if err := srv.Shutdown(ctx); err != nil {
-				errs = append(errs, err)
-			}
+			stops++
+			go func() { shut <- srv.Shutdown(ctx) }()
 		}
 	}
 	if s.sshSrv != nil {
-		if err := s.sshSrv.Shutdown(ctx); err != nil {
+		stops++
+		go func() { shut <- s.sshSrv.Shutdown(ctx) }()
+	}
+	for ; stops > 0; stops-- {
+		if err := <-shut; err != nil {
 			errs = append(errs, err)
 		}
 	}

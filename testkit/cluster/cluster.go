@@ -235,14 +235,14 @@ func (c *Cluster) Cached(node, repoName string) bool {
 
 // Serve runs op for repoName the way a front end would, entering at node
 // entry: Route; serve locally, or forward to the owner, which routes again
-// (at most MaxHops hops). A connect failure of a GET goes through
-// ConnectFailed and is retried where it says, at most twice per hop (the
-// second failure is the one that may force the repository over). A GET
-// forwarded to a node that answers moved (a draining node whose lease
-// ended while the forwarder's view still named it) goes back to the
-// forwarder, which follows it with Moved, at most maxMoves times; a POST
-// (a push: its body is not replayed) fails with the moved error. It
-// returns op's result and the node that served.
+// (at most MaxHops hops). A connect failure goes through ConnectFailed
+// and is retried where it says, at most twice per hop (the second failure
+// is the one that may force the repository over). A request forwarded to
+// a node that answers moved (a draining node whose lease ended while the
+// forwarder's view still named it) goes back to the forwarder, which
+// follows it with Moved, at most maxMoves times. Both happen before any of
+// the request is sent, so pushes follow them as reads do. It returns op's
+// result and the node that served.
 func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op func(n *actors.Node, node string) (string, error)) (string, string, error) {
 	owner, name, _ := strings.Cut(repoName, "/")
 	at, from := entry, ""
@@ -254,7 +254,7 @@ func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op 
 		}
 		r, err := n.Route(ctx, owner, name)
 		var moved *actors.MovedError
-		if errors.As(err, &moved) && from != "" && method == "GET" && moves < maxMoves {
+		if errors.As(err, &moved) && from != "" && moves < maxMoves {
 			moves++
 			released := at
 			at, hop = from, hop-1
@@ -266,6 +266,9 @@ func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op 
 		for fails := 0; err == nil && !r.Local; fails++ {
 			cerr := c.Net.Connect(ctx, at, r.Node)
 			if cerr == nil {
+				if fails > 0 {
+					n.ConnectSucceeded(owner, name, r.Node)
+				}
 				break
 			}
 			if fails == 2 {

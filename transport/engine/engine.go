@@ -131,6 +131,9 @@ func (e *Engine) Moved(ctx context.Context, owner, name, node string) (gitserve.
 	return gitserve.Route{Local: r.Local, Node: r.Node}, nil
 }
 
+// Connected implements gitserve.ConnectReporter.
+func (e *Engine) Connected(owner, name, node string) { e.Node.ConnectSucceeded(owner, name, node) }
+
 // ConnectFailed implements gitserve.Rerouter: a forwarder could not
 // connect to node, the owner of owner/name. The node's failover rules say
 // where the request goes now.

@@ -96,6 +96,14 @@ type Rerouter interface {
 	ConnectFailed(ctx context.Context, owner, name, node, method string) (Route, error)
 }
 
+// ConnectReporter is implemented by a Rerouter that wants to hear that a
+// forward connected to node after an earlier connect failure of the same
+// request: the suspicion of that owner ends there, so one dropped connect
+// never counts towards moving the repository later.
+type ConnectReporter interface {
+	Connected(owner, name, node string)
+}
+
 // Mover is the cluster's answer to a "moved" reply: the node named node,
 // to which owner/name was forwarded, said it does not hold it. The mover
 // brings the local view up to date (waiting, briefly, for the released
@@ -128,8 +136,13 @@ func IsMoved(err error) bool { return errors.Is(err, ErrMoved) }
 // session input is read.
 const HeaderMoved = "X-Rgit-Moved"
 
-// WriteMoved answers a forwarded request with the moved signal.
+// WriteMoved answers a forwarded request with the moved signal. The
+// connection closes after it: the request body is never wanted, and
+// reading its rest (net/http does, to reuse the connection) would wait on
+// a forwarder that may never finish sending it, holding the draining
+// node's graceful shutdown.
 func WriteMoved(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
 	w.Header().Set(HeaderMoved, "1")
 	http.Error(w, "repository not held by this node", http.StatusMisdirectedRequest)
 }
@@ -153,17 +166,23 @@ const maxAttempts = 3
 // FollowForward carries one request to fe.Node with forward. When that
 // fails to connect it asks rr where to go and retries there, a bounded
 // number of times; when the node answers that the repository moved
-// (ErrMoved) it asks mv and retries likewise. local runs the request here
-// when the repository moved to this node. method is the HTTP method the
-// failover rules see (only GET traffic may move a repository: SSH
-// upload-pack, and HTTP upload-pack with a replayable body, count as GET).
-// With rr nil a connect failure is final; with mv nil a moved answer is.
+// (ErrMoved) it asks mv and retries likewise. Forwarders report either
+// only while nothing of the request was consumed, so every request, a
+// push too, may follow them (a dead owner's repository moves to where the
+// same request is then served). local runs the request here when the
+// repository moved to this node. method names the request for the
+// rerouter (SSH upload-pack, and HTTP upload-pack with a replayable body,
+// count as GET). With rr nil a connect failure is final; with mv nil a
+// moved answer is.
 func FollowForward(ctx context.Context, rr Rerouter, mv Mover, fe *ForwardError, method string,
 	forward func(node string) error, local func() error) error {
 	node := fe.Node
 	fails, moves := 0, 0
 	for {
 		err := forward(node)
+		if cr, ok := rr.(ConnectReporter); ok && fails > 0 && !errors.Is(err, ErrPeerConnect) {
+			cr.Connected(fe.Owner, fe.Name, node)
+		}
 		var r Route
 		var rerr error
 		switch {
@@ -178,7 +197,7 @@ func FollowForward(ctx context.Context, rr Rerouter, mv Mover, fe *ForwardError,
 				return fmt.Errorf("reroute %s/%s after %s released it: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, rerr)
 			}
 		case errors.Is(err, ErrPeerConnect):
-			if fails++; rr == nil || method != http.MethodGet || fails == maxAttempts {
+			if fails++; rr == nil || fails == maxAttempts {
 				return fmt.Errorf("forward %s/%s to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, err)
 			}
 			if r, rerr = rr.ConnectFailed(ctx, fe.Owner, fe.Name, node, method); rerr != nil {
@@ -253,8 +272,9 @@ func (g *Gate) RunRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter,
 		method = http.MethodPost
 	}
 	var st Stats
-	// A forwarded session reports ErrMoved before its upgrade, when
-	// nothing of in was read: receive-pack may follow it too.
+	// A forwarded session reports ErrMoved before its upgrade and
+	// ErrPeerConnect before connecting, when nothing of in was read:
+	// receive-pack may follow both.
 	err := FollowForward(ctx, rr, MoverOf(fwd, rr), fe, method,
 		func(node string) error {
 			var ferr error

@@ -78,9 +78,9 @@ func TestFollowForward(t *testing.T) {
 	if r := run(rr, http.MethodGet, map[string]bool{"rgit-1": true}); len(r.tried) != maxAttempts || r.class != Unavailable {
 		t.Errorf("bounded: %+v", r)
 	}
-	// POST never moves a repository.
+	// A POST (a push) follows a connect failure too: nothing was sent.
 	rr = &fakeRerouter{routes: []Route{{Local: true}}}
-	if r := run(rr, http.MethodPost, map[string]bool{"rgit-1": true}); len(r.tried) != 1 || len(r.reroute) != 0 || r.local || r.class != Unavailable {
+	if r := run(rr, http.MethodPost, map[string]bool{"rgit-1": true}); len(r.tried) != 1 || len(r.reroute) != 1 || !r.local || r.class != OK {
 		t.Errorf("POST: %+v", r)
 	}
 	// No rerouter, or the rerouter failing (leader down): 503.

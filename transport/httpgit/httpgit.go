@@ -689,7 +689,8 @@ var ErrBodyStalled = fmt.Errorf("request body stalled: %w", context.DeadlineExce
 // ErrBodyStalled; an answer that starts after that closes the connection
 // (one already under way leaves that to the server's idle timeout). What
 // net/http reads of the body after the handler returns (to reuse the
-// connection) is bounded by d too. Use it on every listener: without it a
+// connection) is bounded by d too, and skipped for an answer that closes
+// the connection (Connection: close). Use it on every listener: without it a
 // client holds a connection and a handler for as long as it likes by never
 // finishing its body. d <= 0 returns h unchanged.
 func StallTimeout(h http.Handler, d time.Duration) http.Handler {
@@ -705,7 +706,14 @@ func StallTimeout(h http.Handler, d time.Duration) http.Handler {
 		rc := http.NewResponseController(w)
 		r.Body = &stallBody{ReadCloser: r.Body, rc: rc, d: d, stalled: &sw.stalled}
 		h.ServeHTTP(sw, r)
-		if !sw.stalled.Load() {
+		switch {
+		case sw.Header().Get("Connection") == "close":
+			// The answer closes the connection: nothing more of the body
+			// is wanted, so net/http's discard must not wait for it (a
+			// client holding a half-sent body would keep the connection
+			// active, and a graceful shutdown waiting, for d).
+			_ = rc.SetReadDeadline(time.Now())
+		case !sw.stalled.Load():
 			_ = rc.SetReadDeadline(time.Now().Add(d))
 		}
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/transport/gitproto"
+	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/gitserve/gitservetest"
 )
 
@@ -709,4 +710,38 @@ func TestStallTimeout(t *testing.T) {
 			t.Fatalf("body took %s, not long enough to show the deadline moves", d)
 		}
 	})
+}
+
+// TestMovedAnswerDoesNotHoldShutdown: a draining node answers a forwarded
+// request "moved" while the forwarder has sent only part of the body and
+// keeps the connection open. The answer arrives at once and the
+// connection closes, so the node's graceful shutdown is not held (it was,
+// for the 60 s stall time, past the drain deadline: the SIGTERM flake of
+// testkit/multiproc TestClusterFailover).
+func TestMovedAnswerDoesNotHoldShutdown(t *testing.T) {
+	const stall = time.Minute // production's order of magnitude
+	srv := httptest.NewServer(StallTimeout(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gitserve.WriteMoved(w)
+	}), stall))
+	defer srv.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /alice/pub.git/git-receive-pack HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second)) // a bound for a broken server
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer while the body is unfinished: %v", err)
+	}
+	resp.Body.Close()
+	if !gitserve.IsMovedResponse(resp.StatusCode, resp.Header) {
+		t.Fatalf("answer %d %v, want the moved signal", resp.StatusCode, resp.Header)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Config.Shutdown(ctx); err != nil {
+		t.Fatalf("graceful shutdown with the forwarder's connection open: %v", err)
+	}
 }

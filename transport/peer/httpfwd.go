@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -59,9 +61,39 @@ var errMovedAnswer = errors.New("owner answered moved")
 type fwdState struct {
 	addr       string
 	hop        int
-	replayable bool  // the request can be sent again (no body, or GetBody)
-	err        error // what the proxy failed with, if anything
+	replayable bool      // the request can be sent again (no body, or GetBody)
+	body       *sentBody // the body when not replayable
+	err        error     // what the proxy failed with, if anything
 }
+
+// sentBody is a request body that cannot be sent again (a push). Every
+// forward attempt of the request shares it, and it counts what the proxy
+// consumed: while that is nothing, a failed connect or a moved answer
+// still lets the same request go elsewhere or be served here. The server
+// closes the body it owns; the proxy's Close is ignored so that a failed
+// attempt leaves the body readable.
+type sentBody struct {
+	io.ReadCloser
+	n atomic.Int64
+}
+
+func (b *sentBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+func (b *sentBody) Close() error { return nil }
+
+// untouched reports whether nothing of the request was consumed.
+func (st *fwdState) untouched() bool { return st.replayable || st.body.n.Load() == 0 }
+
+// continueWait bounds how long a forwarded push waits for the owner's
+// "100 Continue" before sending its body anyway. The owner answers a
+// moved repository before reading the body, so with the wait the push's
+// body is still unsent and the push can follow the move; an owner that
+// reads late only costs this delay, once.
+const continueWait = 10 * time.Second
 
 type fwdKey struct{}
 
@@ -75,8 +107,9 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 		// Pass gzip bodies through untouched; the owner decodes them.
 		DisableCompression: true,
 		// Keep the write buffer small: pushes stream through it.
-		WriteBufferSize: 32 << 10,
-		ReadBufferSize:  32 << 10,
+		WriteBufferSize:       32 << 10,
+		ExpectContinueTimeout: continueWait,
+		ReadBufferSize:        32 << 10,
 	}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -98,6 +131,11 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 				// owner closed as it shut down. A nil value marks the
 				// request without sending the header.
 				pr.Out.Header["X-Idempotency-Key"] = nil
+			}
+			if st.body != nil {
+				// Send the body only once the owner wants it: one it
+				// refuses (moved) leaves the push free to go elsewhere.
+				pr.Out.Header.Set("Expect", "100-continue")
 			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
@@ -133,14 +171,17 @@ func (f *HTTPForwarder) Close() { f.tr.CloseIdleConnections() }
 
 // Forward proxies r to node and writes the answer to w. It returns an
 // error wrapping gitserve.ErrPeerConnect, having written nothing, when the
-// node could not be reached (the caller may retry elsewhere);
-// gitserve.ErrMoved, having written nothing, when node answered that it
-// no longer holds the repository and r can be sent again (no body, or
-// r.GetBody set: each Forward then sends a fresh body from it);
+// node could not be reached and nothing of r's body was consumed (the
+// caller may retry elsewhere, or serve r here); gitserve.ErrMoved, having
+// written nothing, when node answered that it no longer holds the
+// repository and r can be sent again (no body, r.GetBody set: each
+// Forward then sends a fresh body from it, or a body not yet consumed: a
+// push waits for the owner's 100 Continue before sending it);
 // gitserve.ErrUnavailable, having written nothing, for the same answer to
 // a request that cannot be sent again; gitserve.ErrHopLimit when
 // forwarding again is not allowed; any other error once the answer
-// (possibly a 502) has been written.
+// (possibly a 502) has been written. A body that cannot be sent again is
+// wrapped in r.Body, shared by later attempts and by a local run.
 func (f *HTTPForwarder) Forward(w http.ResponseWriter, r *http.Request, node string) error {
 	hop, err := gitserve.NextHop(r.Context())
 	if err != nil {
@@ -155,6 +196,15 @@ func (f *HTTPForwarder) Forward(w http.ResponseWriter, r *http.Request, node str
 	// reading the body meanwhile.
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	st := &fwdState{addr: addr, hop: hop, replayable: r.Body == nil || r.Body == http.NoBody || r.GetBody != nil}
+	if !st.replayable {
+		// Shared by every attempt and by a local run after a failover.
+		sb, ok := r.Body.(*sentBody)
+		if !ok {
+			sb = &sentBody{ReadCloser: r.Body}
+			r.Body = sb
+		}
+		st.body = sb
+	}
 	out := r.WithContext(context.WithValue(r.Context(), fwdKey{}, st))
 	if r.GetBody != nil {
 		// The proxy closes what it sent; every attempt gets a fresh copy.
@@ -166,9 +216,9 @@ func (f *HTTPForwarder) Forward(w http.ResponseWriter, r *http.Request, node str
 	switch {
 	case st.err == nil:
 		return nil
-	case isConnectError(st.err):
+	case isConnectError(st.err) && st.untouched():
 		return fmt.Errorf("forward to %s at %s: %w: %w", node, addr, gitserve.ErrPeerConnect, st.err)
-	case errors.Is(st.err, errMovedAnswer) && st.replayable:
+	case errors.Is(st.err, errMovedAnswer) && st.untouched():
 		return fmt.Errorf("forward to %s at %s: %w", node, addr, gitserve.ErrMoved)
 	case errors.Is(st.err, errMovedAnswer):
 		return fmt.Errorf("forward to %s at %s: %w (the request body cannot be sent again): %w", node, addr, errMovedAnswer, gitserve.ErrUnavailable)

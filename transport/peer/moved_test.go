@@ -20,11 +20,17 @@ import (
 // TestHTTPForwarderMoved: an owner answering the moved signal makes
 // Forward report gitserve.ErrMoved, having written nothing, for requests
 // that can be sent again; the next Forward sends the whole body again.
-// A request whose body cannot be replayed gets a plain 503 error.
+// A streamed body (a push) waits for the owner's 100 Continue, so it is
+// still unsent after a moved answer and follows it too; one the owner
+// had started reading gets a plain 503 error.
 func TestHTTPForwarderMoved(t *testing.T) {
 	var movedLeft atomic.Int32
+	var readFirst atomic.Bool
 	up := httptest.NewServer(PeerHTTP(secret, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if movedLeft.Add(-1) >= 0 {
+			if readFirst.Load() {
+				io.ReadFull(r.Body, make([]byte, 2))
+			}
 			gitserve.WriteMoved(w) // answered before reading the body
 			return
 		}
@@ -67,14 +73,27 @@ func TestHTTPForwarderMoved(t *testing.T) {
 		}
 	}
 
-	// A streamed body cannot be sent again: not ErrMoved, still a 503
-	// with nothing written.
+	// A streamed body not yet sent follows the move: the next Forward
+	// sends all of it.
 	movedLeft.Store(1)
 	r := httptest.NewRequest("POST", "/a/b/git-receive-pack", strings.NewReader("pack"))
 	w := httptest.NewRecorder()
+	if err := f.Forward(w, r, "rgit-1"); !errors.Is(err, gitserve.ErrMoved) || w.Body.Len() != 0 {
+		t.Fatalf("streamed body, unsent: %v, wrote %q", err, w.Body)
+	}
+	if err := f.Forward(w, r, "rgit-1"); err != nil || w.Body.String() != `POST body="pack"` {
+		t.Fatalf("streamed body, second forward: %v, owner saw %q", err, w.Body)
+	}
+
+	// A streamed body partly consumed cannot be sent again: not ErrMoved,
+	// a 503 with nothing written.
+	movedLeft.Store(1)
+	readFirst.Store(true)
+	r = httptest.NewRequest("POST", "/a/b/git-receive-pack", strings.NewReader("pack"))
+	w = httptest.NewRecorder()
 	err := f.Forward(w, r, "rgit-1")
 	if errors.Is(err, gitserve.ErrMoved) || gitserve.Classify(err) != gitserve.Unavailable || w.Body.Len() != 0 {
-		t.Errorf("streamed body: %v (class %v), wrote %q", err, gitserve.Classify(err), w.Body)
+		t.Errorf("streamed body, partly sent: %v (class %v), wrote %q", err, gitserve.Classify(err), w.Body)
 	}
 }
 
