@@ -20,18 +20,9 @@ import (
 // OwnershipPrefix is the object-store prefix of the ownership map's refdb.
 const OwnershipPrefix = "cluster/ownership"
 
-// LeaderClient is how a node talks to the ownership-map leader. The leader
-// node uses the local implementation; other nodes use the peer client.
-type LeaderClient interface {
-	Claim(ctx context.Context, repo, node string) (cluster.Decision, error)
-	Renew(ctx context.Context, node string, repos []string) (renewed, declined []string, err error)
-	Release(ctx context.Context, node, repo string) (cluster.Decision, error)
-	ForceGrant(ctx context.Context, repo, requester, deadNode string) (cluster.Decision, error)
-}
-
 // Sentinel errors of cluster mode.
 var (
-	// ErrLeaderUnreachable wraps transport failures of a LeaderClient
+	// ErrLeaderUnreachable wraps transport failures of a cluster.LeaderService
 	// (and a leader that cannot persist): claims then answer 503.
 	ErrLeaderUnreachable = errors.New("ownership leader unreachable")
 	// ErrNotOwner: Session or Do reached a node that does not own the
@@ -74,8 +65,8 @@ func (e *NotOwnerError) Unwrap() error { return ErrNotOwner }
 
 // ClusterConfig turns a Node into a cluster member.
 type ClusterConfig struct {
-	Self   string       // RGIT_SELF
-	Leader LeaderClient // nil on the leader itself (it uses its leader actor)
+	Self   string                // RGIT_SELF
+	Leader cluster.LeaderService // nil on the leader itself (it uses its leader actor)
 	// Live overrides the leader's own liveness tracking (nodes heard
 	// within the TTL) as the placement candidates; nil uses the tracking.
 	Live    func() cluster.LiveSet
@@ -113,9 +104,9 @@ type RouteResult struct {
 // clusterState is a Node's cluster-mode state; nil in single-node mode.
 type clusterState struct {
 	cfg       ClusterConfig
-	leader    LeaderClient // who claims go to: cfg.Leader or the local service
-	service   LeaderClient // non-nil on the leader node
-	leaderDB  *refdb.DB    // leader node: the map's writer handle (its view routes)
+	leader    cluster.LeaderService // who claims go to: cfg.Leader or the local service
+	service   cluster.LeaderService // non-nil on the leader node
+	leaderDB  *refdb.DB             // leader node: the map's writer handle (its view routes)
 	leaderPID *actor.PID
 	follower  atomic.Pointer[refdb.Follower]
 	draining  atomic.Bool
@@ -152,7 +143,7 @@ func (n *Node) startCluster(cfg ClusterConfig) error {
 		return nil
 	}
 	if cfg.Leader == nil {
-		return fmt.Errorf("cluster config: node %s is not the leader (%s) and has no LeaderClient", cfg.Self, leaderName)
+		return fmt.Errorf("cluster config: node %s is not the leader (%s) and has no leader client", cfg.Self, leaderName)
 	}
 	c.leader = cfg.Leader
 	go n.follow()
@@ -243,9 +234,9 @@ func (n *Node) OwnershipView() cluster.View {
 	return refView{}
 }
 
-// LeaderService returns the leader's LeaderClient implementation on the
+// LeaderService returns the leader actor's cluster.LeaderService on the
 // leader node (nil elsewhere); the peer server exposes it to other nodes.
-func (n *Node) LeaderService() LeaderClient {
+func (n *Node) LeaderService() cluster.LeaderService {
 	if n.cl == nil || n.cl.service == nil {
 		return nil
 	}
@@ -298,7 +289,7 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 		return RouteResult{}, fmt.Errorf("route %s: %w", key, repo.ErrNotFound)
 	}
 	dec, err := n.awaitLeader(ctx, key, true, func() (cluster.Decision, error) {
-		return n.cl.leader.Claim(ctx, string(key), n.cl.cfg.Self)
+		return n.cl.leader.Claim(ctx, cluster.ClaimLease{Repo: string(key), Node: n.cl.cfg.Self})
 	})
 	if err != nil {
 		return RouteResult{}, fmt.Errorf("claim %s: %w", key, unreachable(err))
@@ -351,7 +342,7 @@ func (n *Node) awaitLeader(ctx context.Context, key repoKey, claim bool, ask fun
 func (n *Node) releaseUnheld(ctx context.Context, key repoKey) {
 	ctx, cancel := context.WithTimeout(ctx, cluster.RenewEvery)
 	defer cancel()
-	if _, err := n.cl.leader.Release(ctx, n.cl.cfg.Self, string(key)); err != nil {
+	if _, err := n.cl.leader.Release(ctx, cluster.ReleaseLease{Node: n.cl.cfg.Self, Repo: string(key)}); err != nil {
 		n.log.Warn("release unheld lease while draining", zap.String("repo", string(key)), zap.Error(err))
 	}
 }
@@ -529,7 +520,7 @@ func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult
 	}
 	for attempt := 0; ; attempt++ {
 		d, err := n.awaitLeader(ctx, key, false, func() (cluster.Decision, error) {
-			return n.cl.leader.ForceGrant(ctx, string(key), n.cl.cfg.Self, dead)
+			return n.cl.leader.ForceGrant(ctx, cluster.ForceGrantLease{Repo: string(key), Requester: n.cl.cfg.Self, Dead: dead})
 		})
 		if err != nil {
 			return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, unreachable(err))

@@ -41,7 +41,7 @@ func TestLeaderPersistsAndReloadsMap(t *testing.T) {
 		st := memstore.New()
 		n := newLeader(t, st)
 		svc := n.LeaderService()
-		d, err := svc.Claim(ctx, "alice/web", "rgit-1")
+		d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-1"})
 		if err != nil || d.Outcome != cluster.Granted || d.Entry.Epoch != 1 {
 			t.Fatalf("claim = %+v, %v", d, err)
 		}
@@ -52,11 +52,11 @@ func TestLeaderPersistsAndReloadsMap(t *testing.T) {
 		n = newLeader(t, st)
 		defer endBubble(n)
 		svc = n.LeaderService()
-		if d, err := svc.Claim(ctx, "alice/web", "rgit-2"); err != nil || d.Outcome != cluster.Refused || d.Owner != "rgit-1" {
+		if d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-2"}); err != nil || d.Outcome != cluster.Refused || d.Owner != "rgit-1" {
 			t.Fatalf("claim after restart = %+v, %v", d, err)
 		}
 		time.Sleep(cluster.TTL)
-		d, err = svc.Claim(ctx, "alice/web", "rgit-2")
+		d, err = svc.Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-2"})
 		if err != nil || d.Outcome != cluster.Granted || d.Entry.Epoch != 2 {
 			t.Fatalf("claim after expiry = %+v, %v", d, err)
 		}
@@ -74,12 +74,12 @@ func TestLeaderFailedCommitAnswersUnreachableAndForgetsDecision(t *testing.T) {
 		defer endBubble(n)
 		svc := n.LeaderService()
 		fs.FailNext(faultstore.WriteOps, OwnershipPrefix, 1, false)
-		if _, err := svc.Claim(ctx, "alice/web", "rgit-1"); !errors.Is(err, ErrLeaderUnreachable) {
+		if _, err := svc.Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-1"}); !errors.Is(err, ErrLeaderUnreachable) {
 			t.Fatalf("claim with a failing store: err = %v, want ErrLeaderUnreachable", err)
 		}
 		// The unpersisted grant was dropped with the reload: another node
 		// is granted the repo with epoch 1, not refused in favour of rgit-1.
-		d, err := svc.Claim(ctx, "alice/web", "rgit-2")
+		d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-2"})
 		if err != nil || d.Outcome != cluster.Granted || d.Owner != "rgit-2" || d.Entry.Epoch != 1 {
 			t.Fatalf("claim after failure = %+v, %v", d, err)
 		}
@@ -121,7 +121,7 @@ func TestSingleNodeRoutesLocally(t *testing.T) {
 
 func TestFollowerNeedsLeaderClient(t *testing.T) {
 	if _, err := NewNode(Config{Deps: repo.Deps{Store: memstore.New()}, Cluster: &ClusterConfig{Self: "rgit-1"}}); err == nil {
-		t.Fatal("a follower without a LeaderClient started")
+		t.Fatal("a follower without a leader client started")
 	}
 	if _, err := NewNode(Config{Deps: repo.Deps{Store: memstore.New()}, Cluster: &ClusterConfig{Self: "nonumber"}}); !errors.Is(err, cluster.ErrInvalidName) {
 		t.Fatalf("bad self name: err = %v", err)

@@ -16,15 +16,11 @@ import (
 // leaderCommitTimeout bounds one persisted decision of the leader.
 const leaderCommitTimeout = 5 * time.Second
 
-// Messages to the leader actor; each is answered with a *leaderReply.
+// Messages to the leader actor: cluster.ClaimLease, cluster.RenewLeases,
+// cluster.ReleaseLease and cluster.ForceGrantLease (the same values other nodes send
+// in a peer envelope), and the leader node's own below; each is answered
+// with a *leaderReply.
 type (
-	leaderClaim struct{ repo, node string }
-	leaderRenew struct {
-		node  string
-		repos []string
-	}
-	leaderRelease struct{ node, repo string }
-	leaderForce   struct{ repo, requester, dead string }
 	// leaderHandOver: the draining leader node closed repos; move those
 	// still naming it to live nodes (cluster.Map.HandOver).
 	leaderHandOver struct{ repos []string }
@@ -117,28 +113,28 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 			a.node.log.Warn("close ownership map", zap.Error(err))
 		}
 		return
-	case *leaderClaim:
-		a.liveness.Heard(m.node, now)
+	case *cluster.ClaimLease:
+		a.liveness.Heard(m.Node, now)
 		var live cluster.LiveSet
 		opts := a.liveness.Options(a.steer, now)
 		if opts.Steer {
 			live = a.live()
 		}
-		r.d, r.err = a.m.Claim(m.repo, m.node, now, live, opts)
+		r.d, r.err = a.m.Claim(m.Repo, m.Node, now, live, opts)
 		if r.err == nil {
 			r.err = a.persist(ctx, r.d)
 		}
-	case *leaderRelease:
-		a.liveness.Left(m.node)
-		r.d, r.err = a.m.Release(m.node, m.repo, now)
+	case *cluster.ReleaseLease:
+		a.liveness.Left(m.Node)
+		r.d, r.err = a.m.Release(m.Node, m.Repo, now)
 		if r.err == nil {
 			r.err = a.persist(ctx, r.d)
 		}
-	case *leaderForce:
-		a.liveness.Heard(m.requester, now)
-		r.d, r.err = a.m.ForceGrant(m.repo, m.requester, m.dead, now)
+	case *cluster.ForceGrantLease:
+		a.liveness.Heard(m.Requester, now)
+		r.d, r.err = a.m.ForceGrant(m.Repo, m.Requester, m.Dead, now)
 		if r.err == nil && r.d.Outcome == cluster.Granted {
-			a.liveness.Left(m.dead)
+			a.liveness.Left(m.Dead)
 		}
 		if r.err == nil {
 			r.err = a.persist(ctx, r.d)
@@ -163,9 +159,9 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 			r.handed = nil
 			a.reload()
 		}
-	case *leaderRenew:
-		a.liveness.Heard(m.node, now)
-		r.renewed, r.declined = a.m.Renew(m.node, m.repos, now)
+	case *cluster.RenewLeases:
+		a.liveness.Heard(m.Node, now)
+		r.renewed, r.declined = a.m.Renew(m.Node, m.Repos, now)
 		txn := make(refdb.Txn, 0, len(r.renewed))
 		for _, repo := range r.renewed {
 			e, _ := a.m.Get(repo)
@@ -247,7 +243,8 @@ func (a *leaderActor) reload() {
 	a.m = m
 }
 
-// localLeader is the leader's LeaderClient: requests to the leader actor.
+// localLeader is the leader node's cluster.LeaderService: the messages go
+// to the leader actor.
 // Every failure, including a persist failure, wraps ErrLeaderUnreachable:
 // for the caller the leader could not decide.
 type localLeader struct {
@@ -270,32 +267,32 @@ func (l *localLeader) ask(ctx context.Context, msg any) (*leaderReply, error) {
 	return r, nil
 }
 
-func (l *localLeader) Claim(ctx context.Context, repo, node string) (cluster.Decision, error) {
-	r, err := l.ask(ctx, &leaderClaim{repo: repo, node: node})
+func (l *localLeader) Claim(ctx context.Context, m cluster.ClaimLease) (cluster.Decision, error) {
+	r, err := l.ask(ctx, &m)
 	if err != nil {
 		return cluster.Decision{}, err
 	}
 	return r.d, nil
 }
 
-func (l *localLeader) Renew(ctx context.Context, node string, repos []string) ([]string, []string, error) {
-	r, err := l.ask(ctx, &leaderRenew{node: node, repos: repos})
+func (l *localLeader) Renew(ctx context.Context, m cluster.RenewLeases) (cluster.LeasesRenewed, error) {
+	r, err := l.ask(ctx, &m)
 	if err != nil {
-		return nil, nil, err
+		return cluster.LeasesRenewed{}, err
 	}
-	return r.renewed, r.declined, nil
+	return cluster.LeasesRenewed{Renewed: r.renewed, Declined: r.declined}, nil
 }
 
-func (l *localLeader) Release(ctx context.Context, node, repo string) (cluster.Decision, error) {
-	r, err := l.ask(ctx, &leaderRelease{node: node, repo: repo})
+func (l *localLeader) Release(ctx context.Context, m cluster.ReleaseLease) (cluster.Decision, error) {
+	r, err := l.ask(ctx, &m)
 	if err != nil {
 		return cluster.Decision{}, err
 	}
 	return r.d, nil
 }
 
-func (l *localLeader) ForceGrant(ctx context.Context, repo, requester, deadNode string) (cluster.Decision, error) {
-	r, err := l.ask(ctx, &leaderForce{repo: repo, requester: requester, dead: deadNode})
+func (l *localLeader) ForceGrant(ctx context.Context, m cluster.ForceGrantLease) (cluster.Decision, error) {
+	r, err := l.ask(ctx, &m)
 	if err != nil {
 		return cluster.Decision{}, err
 	}

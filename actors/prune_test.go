@@ -28,12 +28,12 @@ func TestLeaderPrunesDeletedAndLapsedEntries(t *testing.T) {
 		defer func() { endBubble(n) }()
 		svc := n.LeaderService()
 		for range 3 {
-			if _, err := svc.Claim(ctx, "alice/web", "rgit-1"); err != nil {
+			if _, err := svc.Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-1"}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(cluster.TTL) // lapse, then claim again: epoch 3
 		}
-		if _, err := svc.Claim(ctx, "bob/gone", "rgit-1"); err != nil {
+		if _, err := svc.Claim(ctx, cluster.ClaimLease{Repo: "bob/gone", Node: "rgit-1"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := repo.Delete(ctx, deps, "bob", "gone"); err != nil {
@@ -56,7 +56,7 @@ func TestLeaderPrunesDeletedAndLapsedEntries(t *testing.T) {
 		n.Shutdown(ctx)
 
 		n = newLeader(t, st)
-		d, err := n.LeaderService().Claim(ctx, "alice/web", "rgit-2")
+		d, err := n.LeaderService().Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-2"})
 		if err != nil || d.Outcome != cluster.Granted || d.Entry.Epoch != 4 {
 			t.Fatalf("claim of a pruned repository after restart = %+v, %v; want epoch 4", d, err)
 		}

@@ -263,7 +263,7 @@ func (a *repoActor) sendRelease() {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
-		if _, err := leader.Release(ctx, self, string(key)); err != nil {
+		if _, err := leader.Release(ctx, cluster.ReleaseLease{Node: self, Repo: string(key)}); err != nil {
 			// The entry then lapses at its TTL instead of the drain.
 			log.Warn("release lease", zap.String("repo", string(key)), zap.Error(err))
 		}

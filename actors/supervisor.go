@@ -183,8 +183,8 @@ func (s *supervisor) renew(ctx actor.Context) {
 	go func() {
 		rctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
-		_, declined, err := leader.Renew(rctx, self, repos)
-		root.Send(sup, &renewResult{sent: sent, declined: declined, err: err})
+		r, err := leader.Renew(rctx, cluster.RenewLeases{Node: self, Repos: repos})
+		root.Send(sup, &renewResult{sent: sent, declined: r.Declined, err: err})
 	}()
 }
 

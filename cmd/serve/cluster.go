@@ -72,13 +72,9 @@ func (cs *clusterSetup) forwarders() (httpFwd *peer.HTTPForwarder, sessions gits
 // mountPeer adds the peer stream port's cluster endpoints to mux: the
 // leader calls (answered on the leader node) and forwarded git sessions.
 func (cs *clusterSetup) mountPeer(mux *http.ServeMux, secret string, node *actors.Node, sessions *peer.SessionHandler, log *zap.Logger) {
-	leader := func() peer.Leader {
-		if l := node.LeaderService(); l != nil {
-			return l
-		}
-		return nil // not the leader: answered 503
-	}
-	mux.Handle("/peer/v1/lease/", peer.RequireBearer(secret, log, peer.LeaderHandler(leader, log)))
+	msgs := peer.NewHandlers(log)
+	peer.HandleLeader(msgs, node.LeaderService) // nil off the leader: answered 503
+	mux.Handle(peer.PathMsg, peer.RequireBearer(secret, log, msgs))
 	mux.Handle(peer.PathGit, peer.RequireBearer(secret, log, sessions))
 }
 

@@ -1,6 +1,6 @@
 // Package cluster is an in-process rgit cluster for tests: N actors.Node
 // members over one fault-injecting in-memory object store, a simulated
-// peer network implementing actors.LeaderClient between them (delay, drop,
+// peer network implementing cluster.LeaderService between them (delay, drop,
 // partition, kill, restart) and front-end style request routing (route,
 // forward with the hop limit, connect-failure handling for GET).
 //
@@ -455,14 +455,14 @@ func (nw *Network) Connect(ctx context.Context, from, to string) error {
 	return err
 }
 
-// peerClient is a follower's actors.LeaderClient over the simulated
+// peerClient is a follower's cluster.LeaderService over the simulated
 // network: the leader node's LeaderService, reached through Connect.
 type peerClient struct {
 	c    *Cluster
 	from string
 }
 
-func (p *peerClient) leader(ctx context.Context) (actors.LeaderClient, error) {
+func (p *peerClient) leader(ctx context.Context) (rc.LeaderService, error) {
 	to := p.c.Leader()
 	if err := p.c.Net.Connect(ctx, p.from, to); err != nil {
 		return nil, fmt.Errorf("%w: %w", actors.ErrLeaderUnreachable, err)
@@ -474,34 +474,28 @@ func (p *peerClient) leader(ctx context.Context) (actors.LeaderClient, error) {
 	return n.LeaderService(), nil
 }
 
-func (p *peerClient) Claim(ctx context.Context, repoName, node string) (rc.Decision, error) {
+// viaPeer sends m to the leader over the simulated network.
+func viaPeer[M, R any](ctx context.Context, p *peerClient, m M, send func(rc.LeaderService, context.Context, M) (R, error)) (R, error) {
 	l, err := p.leader(ctx)
 	if err != nil {
-		return rc.Decision{}, err
+		var zero R
+		return zero, err
 	}
-	return l.Claim(ctx, repoName, node)
+	return send(l, ctx, m)
 }
 
-func (p *peerClient) Renew(ctx context.Context, node string, repos []string) ([]string, []string, error) {
-	l, err := p.leader(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return l.Renew(ctx, node, repos)
+func (p *peerClient) Claim(ctx context.Context, m rc.ClaimLease) (rc.Decision, error) {
+	return viaPeer(ctx, p, m, rc.LeaderService.Claim)
 }
 
-func (p *peerClient) Release(ctx context.Context, node, repoName string) (rc.Decision, error) {
-	l, err := p.leader(ctx)
-	if err != nil {
-		return rc.Decision{}, err
-	}
-	return l.Release(ctx, node, repoName)
+func (p *peerClient) Renew(ctx context.Context, m rc.RenewLeases) (rc.LeasesRenewed, error) {
+	return viaPeer(ctx, p, m, rc.LeaderService.Renew)
 }
 
-func (p *peerClient) ForceGrant(ctx context.Context, repoName, requester, dead string) (rc.Decision, error) {
-	l, err := p.leader(ctx)
-	if err != nil {
-		return rc.Decision{}, err
-	}
-	return l.ForceGrant(ctx, repoName, requester, dead)
+func (p *peerClient) Release(ctx context.Context, m rc.ReleaseLease) (rc.Decision, error) {
+	return viaPeer(ctx, p, m, rc.LeaderService.Release)
+}
+
+func (p *peerClient) ForceGrant(ctx context.Context, m rc.ForceGrantLease) (rc.Decision, error) {
+	return viaPeer(ctx, p, m, rc.LeaderService.ForceGrant)
 }

@@ -5,8 +5,11 @@
 //     RGIT_PEERS map).
 //   - Secret checks: both peer ports refuse anything without
 //     RGIT_PEER_SECRET (compared in constant time) with 401.
-//   - LeaderClient / LeaderHandler: the ownership-map leader's claim, renew,
-//     release and force-grant calls as JSON over the peer stream port.
+//   - Typed messages (envelope.go): one envelope on the peer stream port
+//     carries a Go value both nodes know, with a hop limit, and brings back
+//     its handler's typed reply. The leader's messages (cluster.ClaimLease,
+//     RenewLeases, ReleaseLease, ForceGrantLease) travel this way, the same
+//     values the leader actor receives in process; LeaderClient sends them.
 //   - HTTPForwarder / PeerHTTP: smart-HTTP requests reverse-proxied, fully
 //     streaming, to the owner's peer HTTP port, with a hop limit.
 //   - SessionForwarder / SessionHandler: one git session (SSH sessions are

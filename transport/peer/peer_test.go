@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -109,25 +110,30 @@ func (f *fakeLeader) rec(s string) error {
 	return f.err
 }
 
-func (f *fakeLeader) Claim(_ context.Context, repo, node string) (cluster.Decision, error) {
-	return cluster.Decision{Outcome: cluster.Granted, Repo: repo, Owner: node,
-		Entry: cluster.Entry{Node: node, Epoch: 7}}, f.rec("claim " + repo + " " + node)
+func (f *fakeLeader) Claim(_ context.Context, m cluster.ClaimLease) (cluster.Decision, error) {
+	if m.Repo == "bad name" {
+		return cluster.Decision{}, fmt.Errorf("claim: %w", cluster.ErrInvalidName)
+	}
+	return cluster.Decision{Outcome: cluster.Granted, Repo: m.Repo, Owner: m.Node,
+		Entry: cluster.Entry{Node: m.Node, Epoch: 7}}, f.rec("claim " + m.Repo + " " + m.Node)
 }
-func (f *fakeLeader) Renew(_ context.Context, node string, repos []string) ([]string, []string, error) {
-	return repos[:1], repos[1:], f.rec("renew " + node + " " + strings.Join(repos, ","))
+func (f *fakeLeader) Renew(_ context.Context, m cluster.RenewLeases) (cluster.LeasesRenewed, error) {
+	return cluster.LeasesRenewed{Renewed: m.Repos[:1], Declined: m.Repos[1:]}, f.rec("renew " + m.Node + " " + strings.Join(m.Repos, ","))
 }
-func (f *fakeLeader) Release(_ context.Context, node, repo string) (cluster.Decision, error) {
-	return cluster.Decision{Outcome: cluster.Released, Repo: repo, Owner: node}, f.rec("release " + node + " " + repo)
+func (f *fakeLeader) Release(_ context.Context, m cluster.ReleaseLease) (cluster.Decision, error) {
+	return cluster.Decision{Outcome: cluster.Released, Repo: m.Repo, Owner: m.Node}, f.rec("release " + m.Node + " " + m.Repo)
 }
-func (f *fakeLeader) ForceGrant(_ context.Context, repo, req, dead string) (cluster.Decision, error) {
-	return cluster.Decision{Outcome: cluster.Refused, Reason: cluster.ReasonQuiet, Repo: repo, Owner: dead},
-		f.rec("force " + repo + " " + req + " " + dead)
+func (f *fakeLeader) ForceGrant(_ context.Context, m cluster.ForceGrantLease) (cluster.Decision, error) {
+	return cluster.Decision{Outcome: cluster.Refused, Reason: cluster.ReasonQuiet, Repo: m.Repo, Owner: m.Dead},
+		f.rec("force " + m.Repo + " " + m.Requester + " " + m.Dead)
 }
 
 var errTestUnreachable = errors.New("test: leader unreachable")
 
-func leaderServer(t *testing.T, l Leader) *httptest.Server {
-	srv := httptest.NewServer(RequireBearer(secret, nil, LeaderHandler(func() Leader { return l }, nil)))
+func leaderServer(t *testing.T, l cluster.LeaderService) *httptest.Server {
+	h := NewHandlers(nil)
+	HandleLeader(h, func() cluster.LeaderService { return l })
+	srv := httptest.NewServer(RequireBearer(secret, nil, h))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -138,18 +144,18 @@ func TestLeaderRoundTrip(t *testing.T) {
 	c := NewLeaderClient(strings.TrimPrefix(srv.URL, "http://"), secret, errTestUnreachable)
 	defer c.Close()
 	ctx := context.Background()
-	d, err := c.Claim(ctx, "a/b", "rgit-1")
+	d, err := c.Claim(ctx, cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"})
 	if err != nil || d.Outcome != cluster.Granted || d.Owner != "rgit-1" || d.Entry.Epoch != 7 {
 		t.Fatalf("Claim = %+v, %v", d, err)
 	}
-	ok, no, err := c.Renew(ctx, "rgit-1", []string{"a/b", "a/c"})
-	if err != nil || len(ok) != 1 || ok[0] != "a/b" || len(no) != 1 || no[0] != "a/c" {
-		t.Fatalf("Renew = %v %v %v", ok, no, err)
+	r, err := c.Renew(ctx, cluster.RenewLeases{Node: "rgit-1", Repos: []string{"a/b", "a/c"}})
+	if err != nil || len(r.Renewed) != 1 || r.Renewed[0] != "a/b" || len(r.Declined) != 1 || r.Declined[0] != "a/c" {
+		t.Fatalf("Renew = %+v %v", r, err)
 	}
-	if d, err := c.Release(ctx, "rgit-1", "a/b"); err != nil || d.Outcome != cluster.Released {
+	if d, err := c.Release(ctx, cluster.ReleaseLease{Node: "rgit-1", Repo: "a/b"}); err != nil || d.Outcome != cluster.Released {
 		t.Fatalf("Release = %+v %v", d, err)
 	}
-	if d, err := c.ForceGrant(ctx, "a/b", "rgit-2", "rgit-1"); err != nil || d.Reason != cluster.ReasonQuiet {
+	if d, err := c.ForceGrant(ctx, cluster.ForceGrantLease{Repo: "a/b", Requester: "rgit-2", Dead: "rgit-1"}); err != nil || d.Reason != cluster.ReasonQuiet {
 		t.Fatalf("ForceGrant = %+v %v", d, err)
 	}
 	want := []string{"claim a/b rgit-1", "renew rgit-1 a/b,a/c", "release rgit-1 a/b", "force a/b rgit-2 rgit-1"}
@@ -164,29 +170,67 @@ func TestLeaderClientErrors(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
-	if _, err := NewLeaderClient(addr, secret, errTestUnreachable).Claim(ctx, "a/b", "rgit-1"); !errors.Is(err, errTestUnreachable) {
+	if _, err := NewLeaderClient(addr, secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
 		t.Errorf("no listener: %v", err)
 	}
 	// The leader's own failure (it cannot persist): unreachable too.
 	srv := leaderServer(t, &fakeLeader{err: errors.New("store down")})
-	if _, err := NewLeaderClient(strings.TrimPrefix(srv.URL, "http://"), secret, errTestUnreachable).Claim(ctx, "a/b", "rgit-1"); !errors.Is(err, errTestUnreachable) {
+	if _, err := NewLeaderClient(strings.TrimPrefix(srv.URL, "http://"), secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
 		t.Errorf("leader failing: %v", err)
 	}
 	// Not the leader: 503, unreachable.
-	nl := httptest.NewServer(RequireBearer(secret, nil, LeaderHandler(func() Leader { return nil }, nil)))
-	defer nl.Close()
-	if _, err := NewLeaderClient(strings.TrimPrefix(nl.URL, "http://"), secret, errTestUnreachable).Claim(ctx, "a/b", "rgit-1"); !errors.Is(err, errTestUnreachable) {
+	nl := leaderServer(t, nil)
+	if _, err := NewLeaderClient(strings.TrimPrefix(nl.URL, "http://"), secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
 		t.Errorf("not the leader: %v", err)
 	}
 	// A wrong secret is a configuration error, not an outage.
 	fl := &fakeLeader{}
 	srv2 := leaderServer(t, fl)
-	_, err := NewLeaderClient(strings.TrimPrefix(srv2.URL, "http://"), "wrong-secret-0123456", errTestUnreachable).Claim(ctx, "a/b", "rgit-1")
+	_, err := NewLeaderClient(strings.TrimPrefix(srv2.URL, "http://"), "wrong-secret-0123456", errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"})
 	if err == nil || errors.Is(err, errTestUnreachable) || !strings.Contains(err.Error(), "401") {
 		t.Errorf("wrong secret: %v", err)
 	}
 	if len(fl.calls) != 0 {
 		t.Errorf("leader called without the secret: %v", fl.calls)
+	}
+	// A name the leader rejects is refused, not an outage: retrying or
+	// answering 503 would not help.
+	var refused *RefusedError
+	_, err = NewLeaderClient(strings.TrimPrefix(srv2.URL, "http://"), secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: "bad name", Node: "rgit-1"})
+	if !errors.As(err, &refused) || errors.Is(err, errTestUnreachable) {
+		t.Errorf("invalid name: %v", err)
+	}
+}
+
+// TestEnvelopeRefusesBadMessages: the envelope endpoint refuses what it
+// cannot route (malformed, unknown type, hop out of range) with 400 and a
+// refused answer, without calling any handler.
+func TestEnvelopeRefusesBadMessages(t *testing.T) {
+	fl := &fakeLeader{}
+	srv := leaderServer(t, fl)
+	claim := `{"repo":"a/b","node":"rgit-1"}`
+	for name, body := range map[string]string{
+		"malformed":    `{"type":`,
+		"unknown type": `{"type":"cluster.Nope","msg":{}}`,
+		"hop too high": `{"type":"cluster.ClaimLease","hop":99,"msg":` + claim + `}`,
+		"negative hop": `{"type":"cluster.ClaimLease","hop":-1,"msg":` + claim + `}`,
+		"bad message":  `{"type":"cluster.ClaimLease","msg":[1,2]}`,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+PathMsg, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a answer
+		err = json.NewDecoder(resp.Body).Decode(&a)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || err != nil || !a.Refused || a.Error == "" {
+			t.Errorf("%s: %s %+v %v, want 400 and a refused answer", name, resp.Status, a, err)
+		}
+	}
+	if len(fl.calls) != 0 {
+		t.Errorf("handler called for refused messages: %v", fl.calls)
 	}
 }
 

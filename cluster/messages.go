@@ -1,0 +1,47 @@
+package cluster
+
+import "context"
+
+// The leader's messages. The same Go values are sent to the leader actor
+// in process and, wrapped in one peer envelope, over the peer stream port
+// (transport/peer), so that a node's request to the leader is one type
+// wherever the leader runs. Replies: a Decision for ClaimLease, ReleaseLease
+// and ForceGrantLease; LeasesRenewed for RenewLeases.
+type (
+	// ClaimLease asks for Repo's lease for Node.
+	ClaimLease struct {
+		Repo string `json:"repo"`
+		Node string `json:"node"`
+	}
+	// RenewLeases renews Node's leases on Repos in one batch.
+	RenewLeases struct {
+		Node  string   `json:"node"`
+		Repos []string `json:"repos"`
+	}
+	// LeasesRenewed answers RenewLeases: every repository of the batch is in one list.
+	LeasesRenewed struct {
+		Renewed  []string `json:"renewed"`
+		Declined []string `json:"declined"`
+	}
+	// ReleaseLease shortens Node's lease on Repo to the drain.
+	ReleaseLease struct {
+		Node string `json:"node"`
+		Repo string `json:"repo"`
+	}
+	// ForceGrantLease asks to move Repo from Dead, which a request could not
+	// reach, to Requester.
+	ForceGrantLease struct {
+		Repo      string `json:"repo"`
+		Requester string `json:"requester"`
+		Dead      string `json:"dead"`
+	}
+)
+
+// LeaderService answers the leader's messages: the leader actor on the
+// leader node, the peer client everywhere else.
+type LeaderService interface {
+	Claim(ctx context.Context, m ClaimLease) (Decision, error)
+	Renew(ctx context.Context, m RenewLeases) (LeasesRenewed, error)
+	Release(ctx context.Context, m ReleaseLease) (Decision, error)
+	ForceGrant(ctx context.Context, m ForceGrantLease) (Decision, error)
+}
