@@ -292,6 +292,13 @@ func TestScopedTokensAndDeployKeys(t *testing.T) {
 	fp := strings.Fields(out.Stdout)[1]
 	srv.Admin(t, "remove-key", "alice", fp)
 	expect(t, ssh(rw, "ls-remote", srv.SSHURL("alice/one")), "ssh", notFound)
+	// A repository deleted and created again starts without deploy keys.
+	srv.Admin(t, "delete-repo", "alice/one")
+	srv.CreateRepo(t, "alice/one")
+	expect(t, ssh(ro, "ls-remote", srv.SSHURL("alice/one")), "ssh", notFound)
+	if keys := srv.Admin(t, "list-keys", "alice"); strings.Contains(keys, "deploy") {
+		t.Fatalf("deploy keys left after delete-repo:\n%s", keys)
+	}
 }
 
 // tokenID finds the id of the token named name in list-tokens output.
