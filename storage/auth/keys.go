@@ -151,20 +151,6 @@ func (st *Store) KeyIdentity(ctx context.Context, pub ssh.PublicKey) (Identity, 
 	return rec.identity(), nil
 }
 
-// LookupKey returns the owner of pub, or ErrUnknownCredential. For a
-// deploy key that is its repository's owner, on whose behalf it does not
-// act: front ends use KeyIdentity.
-func (st *Store) LookupKey(ctx context.Context, pub ssh.PublicKey) (string, error) {
-	id, err := st.KeyIdentity(ctx, pub)
-	if err != nil {
-		return "", err
-	}
-	if id.DeployKey != "" {
-		return "", ErrUnknownCredential
-	}
-	return id.Owner, nil
-}
-
 // ListKeys returns the keys of owner (any spelling), deploy keys of
 // owner's repositories included, oldest first. It lists every key in the
 // store: an operator command, not a request path.
