@@ -184,7 +184,7 @@ func TestAccessMatrix(t *testing.T) {
 				})
 			}
 			t.Run(fmt.Sprintf("%s/%s/admin", vis, c.name), func(t *testing.T) {
-				adminCell(t, srv, repo, c.name, w[2])
+				adminCell(t, srv, repo, vis, c.name, w[2])
 			})
 		}
 	}
@@ -193,7 +193,7 @@ func TestAccessMatrix(t *testing.T) {
 // adminCell runs the access-changing admin commands acting as user and
 // checks they are refused or applied. Anonymous has no --as: its cell is
 // the admin channel without the peer secret.
-func adminCell(t *testing.T, srv *gitenv.Server, repo, user string, want outcome) {
+func adminCell(t *testing.T, srv *gitenv.Server, repo, vis, user string, want outcome) {
 	t.Helper()
 	if user == "anonymous" {
 		var out strings.Builder
@@ -209,6 +209,7 @@ func adminCell(t *testing.T, srv *gitenv.Server, repo, user string, want outcome
 		{"grant", repo, "carol", "read", "--as", user},
 		{"revoke", repo, "carol", "--as", user},
 		{"unprotect", repo, pattern, "--as", user},
+		{"set-visibility", repo, vis, "--as", user}, // unchanged: only the decision matters
 	}
 	for _, args := range cmds {
 		out, err := srv.AdminTry(admin.Request{Command: args[0], Args: args[1:]})
@@ -292,6 +293,13 @@ func TestScopedTokensAndDeployKeys(t *testing.T) {
 	fp := strings.Fields(out.Stdout)[1]
 	srv.Admin(t, "remove-key", "alice", fp)
 	expect(t, ssh(rw, "ls-remote", srv.SSHURL("alice/one")), "ssh", notFound)
+	// A repository deleted and created again starts without deploy keys.
+	srv.Admin(t, "delete-repo", "alice/one")
+	srv.CreateRepo(t, "alice/one")
+	expect(t, ssh(ro, "ls-remote", srv.SSHURL("alice/one")), "ssh", notFound)
+	if keys := srv.Admin(t, "list-keys", "alice"); strings.Contains(keys, "deploy") {
+		t.Fatalf("deploy keys left after delete-repo:\n%s", keys)
+	}
 }
 
 // tokenID finds the id of the token named name in list-tokens output.
@@ -421,4 +429,27 @@ func storedPacks(t *testing.T, srv *gitenv.Server, repo string) int {
 		t.Fatal(err)
 	}
 	return len(m)
+}
+
+// TestAccessSurvivesRestart: collaborators, protection and scoped tokens
+// are in the object store, not in a node's memory.
+func TestAccessSurvivesRestart(t *testing.T) {
+	f, callers := newAccessFixture(t)
+	srv, alice, bob := f.srv, callers[0], callers[4]
+	srv.CreateRepo(t, "alice/keep")
+	f.env.Run(t, f.wt, "push", "-q", srv.HTTPURL(alice.token, "alice/keep"), f.b+":refs/heads/main")
+	srv.Admin(t, "grant", "alice/keep", "bob", "read")
+	srv.Admin(t, "protect", "alice/keep", "refs/heads/main", "--no-delete")
+	readTok := lastLine(srv.Admin(t, "add-token", "alice", "--scope", "read"))
+	srv.Restart(t)
+	expect(t, f.env.Try(f.wt, "ls-remote", srv.HTTPURL(bob.token, "alice/keep")), "http", allow)
+	expect(t, f.env.Try(f.wt, "push", srv.HTTPURL(bob.token, "alice/keep"), f.a+":refs/heads/x"), "http", forbidden)
+	expect(t, f.env.Try(f.wt, "push", srv.HTTPURL(readTok, "alice/keep"), f.a+":refs/heads/x"), "http", forbidden)
+	if r := f.env.Try(f.wt, "push", srv.HTTPURL(alice.token, "alice/keep"), ":refs/heads/main"); r.OK() || !strings.Contains(r.Stderr, "protected branch") {
+		t.Fatalf("delete of protected main after restart:\n%s", r)
+	}
+	out := srv.Admin(t, "list-access", "alice/keep")
+	if !strings.Contains(out, "bob: read (granted by rgit-admin at ") || !strings.Contains(out, "protected refs/heads/main: no-delete (by rgit-admin at ") {
+		t.Fatalf("list-access after restart:\n%s", out)
+	}
 }

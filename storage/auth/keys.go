@@ -151,20 +151,6 @@ func (st *Store) KeyIdentity(ctx context.Context, pub ssh.PublicKey) (Identity, 
 	return rec.identity(), nil
 }
 
-// LookupKey returns the owner of pub, or ErrUnknownCredential. For a
-// deploy key that is its repository's owner, on whose behalf it does not
-// act: front ends use KeyIdentity.
-func (st *Store) LookupKey(ctx context.Context, pub ssh.PublicKey) (string, error) {
-	id, err := st.KeyIdentity(ctx, pub)
-	if err != nil {
-		return "", err
-	}
-	if id.DeployKey != "" {
-		return "", ErrUnknownCredential
-	}
-	return id.Owner, nil
-}
-
 // ListKeys returns the keys of owner (any spelling), deploy keys of
 // owner's repositories included, oldest first. It lists every key in the
 // store: an operator command, not a request path.
@@ -205,4 +191,29 @@ func (st *Store) RemoveKey(ctx context.Context, owner, fp string) (Key, error) {
 	}
 	st.keys.Drop(h)
 	return rec.key(), nil
+}
+
+// RemoveDeployKeys removes every deploy key of repo ("owner/name"), for
+// delete-repo: a repository created again under the name starts without
+// them. It returns the keys removed.
+func (st *Store) RemoveDeployKeys(ctx context.Context, repo string) ([]Key, error) {
+	owner, _, err := names.Split(repo)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := st.ListKeys(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	var removed []Key
+	for _, k := range keys {
+		if k.Repo == "" || !strings.EqualFold(k.Repo, repo) {
+			continue
+		}
+		if _, err := st.RemoveKey(ctx, k.Owner, k.Fingerprint); err != nil && !errors.Is(err, ErrNoKey) {
+			return removed, err
+		}
+		removed = append(removed, k)
+	}
+	return removed, nil
 }

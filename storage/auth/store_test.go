@@ -148,17 +148,17 @@ func TestTokenRoundTrip(t *testing.T) {
 			t.Errorf("raw token stored under %q", k)
 		}
 	}
-	owner, err := st.LookupToken(ctx, tok)
-	if err != nil || owner != "alice" {
-		t.Fatalf("LookupToken = %q, %v", owner, err)
+	id, err := st.TokenIdentity(ctx, tok)
+	if err != nil || id.Owner != "alice" || !id.Authenticated || id.ReadOnly {
+		t.Fatalf("TokenIdentity = %+v, %v", id, err)
 	}
 	tok2, err := st.CreateToken(ctx, "alice")
 	if err != nil || tok2 == tok {
 		t.Fatalf("second token %q, %v (first %q)", tok2, err, tok)
 	}
 	for _, bad := range []string{"", "rgit_", tok + "x", tok[:len(tok)-1], strings.ToUpper(tok), "nope"} {
-		if _, err := st.LookupToken(ctx, bad); !errors.Is(err, ErrUnknownCredential) {
-			t.Errorf("LookupToken(%q) err = %v, want ErrUnknownCredential", bad, err)
+		if _, err := st.TokenIdentity(ctx, bad); !errors.Is(err, ErrUnknownCredential) {
+			t.Errorf("TokenIdentity(%q) err = %v, want ErrUnknownCredential", bad, err)
 		}
 	}
 	if _, err := st.CreateToken(ctx, "api"); !errors.Is(err, ErrInvalidName) {
@@ -167,7 +167,7 @@ func TestTokenRoundTrip(t *testing.T) {
 	if _, err := st.RevokeToken(ctx, "alice", hashHex(tok)[:tokenIDLen]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.LookupToken(ctx, tok); !errors.Is(err, ErrUnknownCredential) {
+	if _, err := st.TokenIdentity(ctx, tok); !errors.Is(err, ErrUnknownCredential) {
 		t.Errorf("after delete: %v", err)
 	}
 }
@@ -180,7 +180,7 @@ func TestTokenRecordHashMismatchRejected(t *testing.T) {
 	// A record under the right key whose hash field disagrees (corrupt or
 	// planted) must not authenticate.
 	ms.m[tokenPrefix+hashHex(tok)] = []byte(`{"owner":"alice","hash":"00"}`)
-	if _, err := st.LookupToken(ctx, tok); !errors.Is(err, ErrUnknownCredential) {
+	if _, err := st.TokenIdentity(ctx, tok); !errors.Is(err, ErrUnknownCredential) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -195,7 +195,7 @@ func TestLookupCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := st.LookupToken(ctx, tok); err != nil {
+		if _, err := st.TokenIdentity(ctx, tok); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -205,21 +205,21 @@ func TestLookupCache(t *testing.T) {
 	// Revocation elsewhere is seen only after the positive TTL.
 	ms.Delete(ctx, tokenPrefix+hashHex(tok))
 	clk.Advance(29 * time.Second)
-	if _, err := st.LookupToken(ctx, tok); err != nil {
+	if _, err := st.TokenIdentity(ctx, tok); err != nil {
 		t.Fatalf("within TTL: %v", err)
 	}
 	clk.Advance(time.Second)
-	if _, err := st.LookupToken(ctx, tok); !errors.Is(err, ErrUnknownCredential) {
+	if _, err := st.TokenIdentity(ctx, tok); !errors.Is(err, ErrUnknownCredential) {
 		t.Fatalf("after TTL: %v", err)
 	}
 	g := ms.getCount()
 	// Negative answers are cached for the negative TTL.
-	st.LookupToken(ctx, tok)
+	st.TokenIdentity(ctx, tok)
 	if ms.getCount() != g {
 		t.Fatalf("negative answer not cached")
 	}
 	clk.Advance(5 * time.Second)
-	st.LookupToken(ctx, tok)
+	st.TokenIdentity(ctx, tok)
 	if ms.getCount() != g+1 {
 		t.Fatalf("negative answer outlived its TTL")
 	}
@@ -228,13 +228,13 @@ func TestLookupCache(t *testing.T) {
 	ms.fail = errors.New("boom")
 	ms.mu.Unlock()
 	clk.Advance(time.Minute)
-	if _, err := st.LookupToken(ctx, tok); err == nil || errors.Is(err, ErrUnknownCredential) {
+	if _, err := st.TokenIdentity(ctx, tok); err == nil || errors.Is(err, ErrUnknownCredential) {
 		t.Fatalf("store failure surfaced as %v", err)
 	}
 	ms.mu.Lock()
 	ms.fail = nil
 	ms.mu.Unlock()
-	if _, err := st.LookupToken(ctx, tok); !errors.Is(err, ErrUnknownCredential) {
+	if _, err := st.TokenIdentity(ctx, tok); !errors.Is(err, ErrUnknownCredential) {
 		t.Fatalf("after outage: %v", err)
 	}
 }
@@ -272,9 +272,9 @@ func TestKeys(t *testing.T) {
 	if !bytes.Contains(ms.m[wantKey], []byte("alice@laptop")) {
 		t.Errorf("authorized key line not stored: %s", ms.m[wantKey])
 	}
-	owner, err := st.LookupKey(ctx, pub)
-	if err != nil || owner != "alice" {
-		t.Fatalf("LookupKey = %q, %v", owner, err)
+	id, err := st.KeyIdentity(ctx, pub)
+	if err != nil || id.Owner != "alice" || !id.Authenticated || id.DeployKey != "" {
+		t.Fatalf("KeyIdentity = %+v, %v", id, err)
 	}
 	if _, err := st.AddKey(ctx, "alice", line); err != nil {
 		t.Errorf("re-adding same key for same owner: %v", err)
@@ -283,10 +283,10 @@ func TestKeys(t *testing.T) {
 		t.Errorf("adding alice's key for bob: %v", err)
 	}
 	other, _ := newKey(t)
-	if _, err := st.LookupKey(ctx, other); !errors.Is(err, ErrUnknownCredential) {
+	if _, err := st.KeyIdentity(ctx, other); !errors.Is(err, ErrUnknownCredential) {
 		t.Errorf("unknown key: %v", err)
 	}
-	if _, err := st.LookupKey(ctx, nil); !errors.Is(err, ErrUnknownCredential) {
+	if _, err := st.KeyIdentity(ctx, nil); !errors.Is(err, ErrUnknownCredential) {
 		t.Errorf("nil key: %v", err)
 	}
 	for _, bad := range []string{"", "ssh-ed25519 AAAA", "not a key", `command="ls" ` + string(line)} {

@@ -182,12 +182,6 @@ func (st *Store) TokenIdentity(ctx context.Context, token string) (Identity, err
 	return rec.identity(), nil
 }
 
-// LookupToken returns the owner of token, or ErrUnknownCredential.
-func (st *Store) LookupToken(ctx context.Context, token string) (string, error) {
-	id, err := st.TokenIdentity(ctx, token)
-	return id.Owner, err
-}
-
 // ListTokens returns owner's tokens (any spelling), oldest first. It lists
 // every token in the store: an operator command, not a request path.
 func (st *Store) ListTokens(ctx context.Context, owner string) ([]Token, error) {

@@ -223,6 +223,29 @@ func TestClusterForwarding(t *testing.T) {
 		t.Errorf("alice/fwd moved from %s to %s", owner.Name, o.Name)
 	}
 
+	// Access commands sent to a non-owner reach the owner's repo actor
+	// (flags before the repository included), and a forwarded SSH session
+	// carries the whole identity: a read-only deploy key cannot push
+	// through a non-owner, and the protection set through one holds.
+	c.mustAdmin(t, httpVia, "protect", "--no-delete", "alice/fwd", "refs/heads/main", "--as", "alice")
+	if r := env.TryEnv(sclone, sshEnv, "push", sshVia.SSHURL("alice/fwd"), ":refs/heads/main"); r.OK() || !strings.Contains(r.Stderr, "protected branch") {
+		t.Fatalf("delete of protected main via %s:\n%s", sshVia.Name, r)
+	}
+	dk := env.NewSSHKey(t, "deploy")
+	dpub, err := os.ReadFile(dk.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admin(context.Background(), httpVia, admin.Request{Command: "add-deploy-key", Args: []string{"alice/fwd"}, Body: string(dpub)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := env.TryEnv(sclone, gitenv.SSHEnv(dk), "ls-remote", sshVia.SSHURL("alice/fwd")); !r.OK() {
+		t.Fatalf("read-only deploy key read via %s:\n%s", sshVia.Name, r)
+	}
+	if r := env.TryEnv(sclone, gitenv.SSHEnv(dk), "push", sshVia.SSHURL("alice/fwd"), "HEAD:refs/heads/deploy"); r.OK() || !strings.Contains(r.Stderr, "permission denied") {
+		t.Fatalf("read-only deploy key push via %s:\n%s", sshVia.Name, r)
+	}
+
 	// Admin on a non-owner is delivered to the owner: no fencing anywhere.
 	// The relaying node forgets its cached index entry at once (others
 	// within the cache TTL: README "Names").

@@ -287,8 +287,12 @@ func (s *Server) runAccess(ctx context.Context, req Request, flags map[string][]
 		if err != nil {
 			return nil, err
 		}
-		s.audit(who, "add-token", zap.String("owner", t.Owner), zap.String("id", t.ID), zap.String("name", t.Name),
-			zap.String("scope", string(t.Scope)), zap.Strings("repos", t.Repos), zap.Time("expires", t.Expires))
+		fields := []zap.Field{zap.String("owner", t.Owner), zap.String("id", t.ID), zap.String("name", t.Name),
+			zap.String("scope", string(t.Scope)), zap.Strings("repos", t.Repos)}
+		if !t.Expires.IsZero() {
+			fields = append(fields, zap.Time("expires", t.Expires))
+		}
+		s.audit(who, "add-token", fields...)
 		// The secret alone on stdout, as before, so scripts can capture it.
 		return Message{Text: secret, Token: &t, Secret: secret}, nil
 	case "list-tokens":

@@ -54,6 +54,15 @@ func TestUsageErrors(t *testing.T) {
 		{Request{Command: "create-repo", Args: []string{"API/x"}}, "reserved"},
 		{Request{Command: "create-repo", Args: []string{"Api/x"}}, "reserved"},
 		{Request{Command: "create-repo", Args: []string{"a/x.git.git"}}, "invalid"},
+		{Request{Command: "grant", Args: []string{"a/b", "c"}}, "usage: grant"},
+		{Request{Command: "grant", Args: []string{"a/b", "c", "read", "--as"}}, "--as needs a value"},
+		{Request{Command: "protect", Args: []string{"a/b", "refs/heads/x", "--bogus"}}, "unknown flag --bogus"},
+		{Request{Command: "protect", Args: []string{"a/b", "refs/heads/x", "--no-delete=yes"}}, "takes no value"},
+		{Request{Command: "add-token", Args: []string{"alice", "--expires", "soon"}}, "--expires"},
+		{Request{Command: "add-token", Args: []string{"alice", "--expires", "-3d"}}, "--expires"},
+		{Request{Command: "add-token", Args: []string{"alice", "--scope", "admin"}}, "scope must be read or write"},
+		{Request{Command: "revoke-token", Args: []string{"alice", "not-an-id"}}, "no such token"},
+		{Request{Command: "list-keys"}, "usage: list-keys"},
 	}
 	for _, c := range cases {
 		_, err := call(t, srv, secret, c.req)
@@ -81,5 +90,24 @@ func TestVersion(t *testing.T) {
 	out, err := call(t, srv, secret, Request{Command: "version"})
 	if err != nil || out != "v1.2.0 (commit abc, 2025-01-02T03:04:05Z, go1.26.0)\n" {
 		t.Errorf("version = %q, %v", out, err)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	spec := map[string]bool{"repo": true, "write": false}
+	pos, flags, err := parseFlags([]string{"--repo", "a/b", "x", "--write", "--repo=c/d", "--", "--not-a-flag"}, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(pos, " ") != "x --not-a-flag" || strings.Join(flags["repo"], " ") != "a/b c/d" || len(flags["write"]) != 1 {
+		t.Fatalf("pos %q flags %q", pos, flags)
+	}
+	if _, _, err := parseFlags([]string{"--repo"}, spec); !errors.Is(err, ErrUsage) {
+		t.Fatalf("missing value: %v", err)
+	}
+	// Commands without flags keep arguments that merely look like flags
+	// out of reach: they are refused, not silently taken as names.
+	if _, _, err := parseFlags([]string{"--x"}, nil); !errors.Is(err, ErrUsage) {
+		t.Fatalf("unknown flag: %v", err)
 	}
 }

@@ -199,6 +199,13 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		if err := repo.Delete(ctx, s.Deps, owner, name); err != nil {
 			return "", err
 		}
+		keys, err := s.Auth.RemoveDeployKeys(ctx, owner+"/"+name)
+		for _, k := range keys {
+			s.audit(operator, "remove-key", zap.String("repo", k.Repo), zap.String("fingerprint", k.Fingerprint), zap.String("why", "delete-repo"))
+		}
+		if err != nil {
+			return "", fmt.Errorf("deleted %s/%s, but not all its deploy keys (list-keys, remove-key): %w", owner, name, err)
+		}
 		return s.purge(ctx, owner, name, "deleted "+owner+"/"+name)
 	case "fork":
 		so, sn, err := arg(0)

@@ -55,8 +55,8 @@ func (o *fakeOrigin) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request
 
 type noTokens struct{}
 
-func (noTokens) LookupToken(context.Context, string) (string, error) {
-	return "", auth.ErrUnknownCredential
+func (noTokens) TokenIdentity(context.Context, string) (auth.Identity, error) {
+	return auth.Anonymous, auth.ErrUnknownCredential
 }
 
 func newTestHandler(t *testing.T, c *Cache, o Origin) *httptest.Server {

@@ -2,12 +2,10 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,12 +15,6 @@ import (
 
 	"github.com/rgit/rgit/storage/auth"
 )
-
-// TokenLookup maps a token to its owner; *auth.Store implements it. An
-// unknown token is an error wrapping auth.ErrUnknownCredential.
-type TokenLookup interface {
-	LookupToken(ctx context.Context, token string) (owner string, err error)
-}
 
 // Origin answers a parsed request for an authenticated caller: the node
 // itself (Local) or the fleet behind api-serve (Upstream). It writes the
@@ -34,7 +26,7 @@ type Origin interface {
 // Config configures the front handler.
 type Config struct {
 	// Auth looks up tokens. Required.
-	Auth TokenLookup
+	Auth auth.TokenSource
 	// Origin answers what the cache does not. Required.
 	Origin Origin
 	// Cache is the shared answer cache; nil: none.
@@ -47,7 +39,7 @@ type Config struct {
 // from the cache when it can and asks the origin otherwise, storing
 // public answers it may share.
 type Handler struct {
-	auth   TokenLookup
+	auth   auth.TokenSource
 	origin Origin
 	cache  *Cache
 	log    *zap.Logger
@@ -108,33 +100,6 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Write(append(b, '\n'))
 }
 
-// identity authenticates the caller: no Authorization header is
-// anonymous; Basic (any user, the token as password) or Bearer with a bad
-// token is errBadToken.
-func identity(ctx context.Context, tl TokenLookup, r *http.Request) (auth.Identity, error) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return auth.Anonymous, nil
-	}
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
-		_, token, ok = r.BasicAuth()
-	}
-	if !ok || token == "" {
-		return auth.Anonymous, errBadToken
-	}
-	owner, err := tl.LookupToken(ctx, token)
-	if errors.Is(err, auth.ErrUnknownCredential) {
-		return auth.Anonymous, errBadToken
-	}
-	if err != nil {
-		return auth.Anonymous, fmt.Errorf("token lookup: %w", err)
-	}
-	return auth.Identity{Owner: owner, Authenticated: true}, nil
-}
-
-var errBadToken = errors.New("invalid credentials")
-
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -147,8 +112,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	id, err := identity(r.Context(), h.auth, r)
-	if errors.Is(err, errBadToken) {
+	id, err := auth.FromRequest(r, h.auth)
+	if errors.Is(err, auth.ErrBadCredentials) {
 		writeError(w, http.StatusUnauthorized, "invalid credentials")
 		return
 	}

@@ -34,13 +34,6 @@ import (
 	"github.com/rgit/rgit/transport/reqid"
 )
 
-// TokenLookup maps a token to the identity it carries (owner, scope,
-// repositories); *auth.Store implements it. An unknown, revoked or expired
-// token is an error wrapping auth.ErrUnknownCredential.
-type TokenLookup interface {
-	TokenIdentity(ctx context.Context, token string) (auth.Identity, error)
-}
-
 // DefaultMaxBody is the request body limit when Config.MaxBody is 0.
 const DefaultMaxBody = 2 << 30
 
@@ -49,7 +42,7 @@ type Config struct {
 	// Resolver finds repositories and opens sessions. Required.
 	Resolver gitserve.Resolver
 	// Auth looks up tokens. Required.
-	Auth TokenLookup
+	Auth auth.TokenSource
 	// Engine runs the git protocol; nil means gitserve.ProtoEngine.
 	Engine gitserve.Engine
 	// MaxBody bounds a POST body (RGIT_MAX_BODY), compressed and
@@ -83,7 +76,7 @@ const Realm = "rgit"
 
 type handler struct {
 	gate     *gitserve.Gate
-	auth     TokenLookup
+	auth     auth.TokenSource
 	maxBody  int64
 	log      *zap.Logger
 	metrics  gitserve.Metrics
@@ -306,31 +299,19 @@ func (q *request) refuse(status int, msg string) {
 // anonymous; a header with a bad token is an error (the client meant to
 // authenticate, so it gets 401 and can retry, not a silent downgrade).
 func (h *handler) identity(r *http.Request) (auth.Identity, error) {
-	if r.Header.Get("Authorization") == "" {
-		return auth.Anonymous, nil
+	id, err := auth.FromRequest(r, h.auth)
+	if err != nil && !errors.Is(err, auth.ErrBadCredentials) {
+		return auth.Anonymous, fmt.Errorf("%w: %w", gitserve.ErrUnavailable, err)
 	}
-	_, token, ok := r.BasicAuth()
-	if !ok || token == "" {
-		return auth.Anonymous, errInvalidCredentials
-	}
-	id, err := h.auth.TokenIdentity(r.Context(), token)
-	if errors.Is(err, auth.ErrUnknownCredential) {
-		return auth.Anonymous, errInvalidCredentials
-	}
-	if err != nil {
-		return auth.Anonymous, fmt.Errorf("token lookup: %w: %w", gitserve.ErrUnavailable, err)
-	}
-	return id, nil
+	return id, err
 }
-
-var errInvalidCredentials = errors.New("invalid credentials")
 
 // open authenticates the caller and opens a session for svc on the
 // request's repository. On failure it has already answered and returns nil.
 func (h *handler) open(q *request, svc gitserve.Service) *gitserve.Session {
 	owner, repo := q.r.PathValue("owner"), q.r.PathValue("repo")
 	id, err := h.identity(q.r)
-	if errors.Is(err, errInvalidCredentials) {
+	if errors.Is(err, auth.ErrBadCredentials) {
 		err = &gitserve.DeniedError{Decision: auth.Unauthorized, Service: svc, Owner: owner, Name: repo, Err: err}
 	}
 	if err != nil {

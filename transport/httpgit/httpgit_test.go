@@ -609,8 +609,8 @@ func TestEngineErrors(t *testing.T) {
 	}
 }
 
-// The credential store is the production TokenLookup.
-var _ TokenLookup = (*auth.Store)(nil)
+// The credential store is the production token source.
+var _ auth.TokenSource = (*auth.Store)(nil)
 
 // TestWithCredentialStore runs the git client against tokens issued by the
 // real credential store.

@@ -1,11 +1,9 @@
 package web
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"go.uber.org/zap"
 
@@ -37,19 +35,13 @@ func WithRepoList(readAPI, list http.Handler) http.Handler {
 // maxListed bounds GET /api/repos (a listing plus one read per entry).
 const maxListed = 1000
 
-// TokenLookup maps a token to its owner; *auth.Store implements it. An
-// unknown token is an error wrapping auth.ErrUnknownCredential.
-type TokenLookup interface {
-	LookupToken(ctx context.Context, token string) (owner string, err error)
-}
-
 // RepoLister answers GET /api/repos: the caller (from a Bearer or Basic
 // token; a bad token is 401) and the repositories they may read, decided
 // by the git rules (auth.Decide). Answers are private, no-store: they
 // depend on the caller and change with every create.
 type RepoLister struct {
 	Store objstore.Store
-	Auth  TokenLookup
+	Auth  auth.TokenSource
 	Log   *zap.Logger
 }
 
@@ -59,8 +51,8 @@ func (l *RepoLister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	id, err := identify(r, l.Auth)
-	if errors.Is(err, auth.ErrUnknownCredential) {
+	id, err := auth.FromRequest(r, l.Auth)
+	if errors.Is(err, auth.ErrBadCredentials) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rgit"`)
 		writeJSONError(w, http.StatusUnauthorized, "invalid token")
 		return
@@ -84,29 +76,6 @@ func (l *RepoLister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
-}
-
-// identify is the caller of an API request: anonymous without an
-// Authorization header, else the owner of its Bearer or Basic token. A
-// header that names no known token is an error wrapping
-// auth.ErrUnknownCredential (the caller meant to authenticate).
-func identify(r *http.Request, tokens TokenLookup) (auth.Identity, error) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return auth.Anonymous, nil
-	}
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
-		_, token, ok = r.BasicAuth()
-	}
-	if !ok || token == "" {
-		return auth.Anonymous, auth.ErrUnknownCredential
-	}
-	owner, err := tokens.LookupToken(r.Context(), token)
-	if err != nil {
-		return auth.Anonymous, err
-	}
-	return auth.Identity{Owner: owner, Authenticated: true}, nil
 }
 
 func writeJSONError(w http.ResponseWriter, status int, msg string) {
