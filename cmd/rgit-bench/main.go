@@ -15,6 +15,8 @@
 //	maint     pack maintenance: n pushes to one repository, then packs,
 //	          open files, RSS and a fetch against a fully packed copy
 //	          (its own line format, see maint.go)
+//	api       the read API's endpoints against C git plumbing, with and
+//	          without the Redis cache (see api.go for its line format)
 //
 // The engine ops model each side's production path. C git serves a fetch
 // by upload-pack spawning `git pack-objects` (bitmaps on), so its side is
@@ -74,6 +76,8 @@ func main() {
 		err = runCluster(ctx, args)
 	case "maint":
 		err = runMaint(ctx, args)
+	case "api":
+		err = runAPI(ctx, args)
 	default:
 		usage()
 		os.Exit(2)
@@ -85,7 +89,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint|api [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

@@ -44,6 +44,12 @@ func moduleRoot() string {
 // startCluster starts three nodes; env adds KEY=value settings to each.
 func startCluster(t *testing.T, env ...string) (*Cluster, *gitenv.Env) {
 	t.Helper()
+	return startClusterEnv(t)
+}
+
+// startClusterEnv is startCluster with extra KEY=value for every node.
+func startClusterEnv(t *testing.T, env ...string) (*Cluster, *gitenv.Env) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("multi-process cluster test: skipped with -short")
 	}
