@@ -496,7 +496,8 @@ func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, o
 		} else if !b.Binary {
 			p.ReadmeName = name
 			if isMarkdown(name) {
-				if p.Readme, err = renderMarkdown(b.Content); err != nil {
+				base := readmeBase{Blob: q.href("blob", oid, "") + "/", Raw: q.href("raw", oid, "") + "/", Dir: path}
+				if p.Readme, err = renderMarkdown(b.Content, base); err != nil {
 					p.ReadmeText = b.Content
 				}
 			} else {
