@@ -310,3 +310,25 @@ func TestReadmeRelativeLinks(t *testing.T) {
 		}
 	}
 }
+
+func TestCurrentRef(t *testing.T) {
+	refs := []Ref{
+		{Name: "HEAD", OID: "c2", Target: "refs/heads/main"},
+		{Name: "refs/heads/a", OID: "c2", Kind: "branch"},
+		{Name: "refs/heads/main", OID: "c2", Kind: "branch"},
+		{Name: "refs/tags/t0", OID: "x", Peeled: "c1", Kind: "tag"},
+		{Name: "refs/heads/b", OID: "c1", Kind: "branch"},
+		{Name: "refs/tags/t1", OID: "c3", Kind: "tag"},
+	}
+	q := &repoReq{refs: refs}
+	for oid, want := range map[string]string{
+		"c2": "refs/heads/main", // HEAD's branch before an earlier one
+		"c1": "refs/heads/b",    // a branch before a tag
+		"c3": "refs/tags/t1",
+		"c9": "",
+	} {
+		if got := q.currentRef(oid); got != want {
+			t.Errorf("%s: %q, want %q", oid, got, want)
+		}
+	}
+}
