@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster lint generate clean
+.PHONY: all build run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-api lint generate clean
 
 all: build
 
@@ -61,7 +61,7 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -74,6 +74,9 @@ bench-http: build
 
 bench-cluster: build
 	$(GO) run ./cmd/rgit-bench cluster
+
+bench-api: build
+	$(GO) run ./cmd/rgit-bench api
 
 lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -170,3 +170,21 @@ func TestClusterMode(t *testing.T) {
 		}
 	}
 }
+
+// TestReadAPIVariables: the read API's variables are validated and named
+// in the error.
+func TestReadAPIVariables(t *testing.T) {
+	c, err := Parse(env(map[string]string{"RGIT_REDIS_URL": "rediss://:pw@cache:6380/0", "RGIT_UPSTREAM": "http://rgit:8081"}))
+	if err != nil || c.RedisURL != "rediss://:pw@cache:6380/0" || c.APIAddr != ":8090" {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	for name, v := range map[string]string{
+		"RGIT_REDIS_URL": "memcache://x:1",
+		"RGIT_UPSTREAM":  "rgit:8081",
+		"RGIT_API_ADDR":  "8090",
+	} {
+		if _, err := Parse(env(map[string]string{name: v})); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: %v", name, v, err)
+		}
+	}
+}

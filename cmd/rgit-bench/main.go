@@ -12,6 +12,8 @@
 //	http      end to end over smart HTTP against git http-backend
 //	cluster   three nodes: clone through a forwarding node vs. direct to
 //	          the owner, and takeover time after kill -9 of the owner
+//	api       the read API's endpoints against C git plumbing, with and
+//	          without the Redis cache (see api.go for its line format)
 //
 // The engine ops model each side's production path. C git serves a fetch
 // by upload-pack spawning `git pack-objects` (bitmaps on), so its side is
@@ -69,6 +71,8 @@ func main() {
 		err = runHTTP(ctx, args)
 	case "cluster":
 		err = runCluster(ctx, args)
+	case "api":
+		err = runAPI(ctx, args)
 	default:
 		usage()
 		os.Exit(2)
@@ -80,7 +84,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|api [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

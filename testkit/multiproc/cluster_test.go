@@ -43,6 +43,12 @@ func moduleRoot() string {
 
 func startCluster(t *testing.T) (*Cluster, *gitenv.Env) {
 	t.Helper()
+	return startClusterEnv(t)
+}
+
+// startClusterEnv is startCluster with extra KEY=value for every node.
+func startClusterEnv(t *testing.T, env ...string) (*Cluster, *gitenv.Env) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("multi-process cluster test: skipped with -short")
 	}
@@ -63,7 +69,7 @@ func startCluster(t *testing.T) (*Cluster, *gitenv.Env) {
 	var err error
 	var c *Cluster
 	for attempt := 0; ; attempt++ {
-		c, err = Start(ctx, Options{Bin: bin, Dir: filepath.Join(dir, fmt.Sprint("c", attempt)), Nodes: 3})
+		c, err = Start(ctx, Options{Bin: bin, Dir: filepath.Join(dir, fmt.Sprint("c", attempt)), Nodes: 3, Env: env})
 		if err == nil || attempt == 2 {
 			break
 		}

@@ -82,7 +82,7 @@ func (rd reader) writeTarGz(w io.Writer, name string, id object.ID) error {
 	if err != nil {
 		return err
 	}
-	gz := gzip.NewWriter(w)
+	gz, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
 	tw := tar.NewWriter(gz)
 	prefix := archivePrefix(name, id)
 	hdr := func(e archiveEntry) *tar.Header {

@@ -202,8 +202,7 @@ func (c *Cache) CheckPolicy(ctx context.Context) string {
 func encodeEntry(e *entry) []byte {
 	h, _ := json.Marshal(e)
 	out := make([]byte, 0, len(h)+1+len(e.Body))
-	out = append(append(h, '\n'), e.Body...)
-	return out
+	return append(append(append(out, h...), '\n'), e.Body...)
 }
 
 func decodeEntry(b []byte) (*entry, error) {

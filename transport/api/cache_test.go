@@ -263,3 +263,20 @@ func TestCheckPolicyWarns(t *testing.T) {
 		t.Errorf("logged %v", logs.All())
 	}
 }
+
+// TestHeadIsNotStored: a HEAD miss stores nothing (it has no body), and a
+// later GET gets the whole answer.
+func TestHeadIsNotStored(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := NewCache(redis.NewClient(&redis.Options{Addr: mr.Addr()}), nil, CacheOptions{})
+	o := &fakeOrigin{}
+	srv := newTestHandler(t, c, o)
+	resp, err := http.Head(srv.URL + treePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if x, body := fetch(t, srv, treePath); x == "hit" || body != `{"call":2}` {
+		t.Errorf("GET after HEAD: %q %s", x, body)
+	}
+}

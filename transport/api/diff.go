@@ -35,7 +35,7 @@ type diffAnswer struct {
 // encoder, over rgit's packs. The unified text stops at limit bytes
 // (Truncated); binary files are named, never shown.
 func (rd reader) diffTrees(ctx context.Context, from, to object.ID, limit int) (diffAnswer, error) {
-	st := goStore{rd.objs}
+	st := goStore(rd)
 	var a, b *gogit.Tree
 	var err error
 	if !from.IsZero() {
@@ -199,7 +199,7 @@ func (rd reader) compare(ctx context.Context, base, head object.ID, limit int) (
 	}
 	// The merge base (git merge-base, via go-git); the diff is what head
 	// adds to it, as a three-dot compare shows.
-	st := goStore{rd.objs}
+	st := goStore(rd)
 	gb, err := gogit.GetCommit(st, toGo(baseID))
 	if err != nil {
 		return out, fmt.Errorf("commit %s: %w", baseID, err)

@@ -176,6 +176,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.write(w, r)
 		return
 	}
+	if r.Method != http.MethodGet {
+		// A HEAD answer has no body to store.
+		h.origin.ServeAPI(w, r, q, id)
+		return
+	}
 	rec := &recorder{ResponseWriter: w, limit: h.cache.maxEntry}
 	// The origin must produce the whole answer to be stored; this
 	// request's If-None-Match is applied here instead.
