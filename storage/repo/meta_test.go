@@ -119,3 +119,24 @@ func TestMigrateIndex(t *testing.T) {
 		t.Fatalf("index after deleting the shadowed repository: %+v, %v", m, err)
 	}
 }
+
+// TestListMeta: every repository's entry with its canonical spelling,
+// cut at max with truncated set; deleted repositories drop out.
+func TestListMeta(t *testing.T) {
+	d := newDeps(t, memstore.New())
+	for _, n := range [][2]string{{"Alice", "One"}, {"alice", "two"}, {"bob", "x"}} {
+		if err := Create(ctx, d, n[0], n[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Delete(ctx, d, "bob", "x"); err != nil {
+		t.Fatal(err)
+	}
+	all, truncated, err := ListMeta(ctx, d.Store, 10)
+	if err != nil || truncated || len(all) != 2 || all[0] != (Meta{Owner: "Alice", Name: "One"}) || all[1].Name != "two" {
+		t.Fatalf("ListMeta: %+v truncated=%v err=%v", all, truncated, err)
+	}
+	if some, truncated, err := ListMeta(ctx, d.Store, 1); err != nil || !truncated || len(some) != 1 {
+		t.Errorf("ListMeta(max 1): %+v truncated=%v err=%v", some, truncated, err)
+	}
+}

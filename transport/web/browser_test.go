@@ -190,7 +190,7 @@ func newSite(t *testing.T) *site {
 	env.Commit(t, wt, "first <script>"+pwn+"</script>", map[string]string{"src/main.go": "package main\n"})
 	env.Commit(t, wt, `second "><img src=x onerror="`+pwn+`">`+"\n\n<svg onload=\""+pwn+"\"></svg> body", hostileFiles)
 	env.Run(t, wt, "branch", `x"><svg/onload=`+pwn+`>`)
-	env.Run(t, wt, "tag", "-a", "v1", "-m", "<script>"+pwn+"</script>")
+	env.Run(t, wt, "tag", "-a", "v1", "-m", "<script>"+pwn+"</script>", "HEAD~1")
 	env.Run(t, wt, "push", "-q", srv.HTTPURL(s.aliceToken, "alice/hostile"), "--all")
 	env.Run(t, wt, "push", "-q", srv.HTTPURL(s.aliceToken, "alice/hostile"), "--tags")
 
@@ -280,7 +280,10 @@ func TestBrowser(t *testing.T) {
 		}
 		b.clean("commit view")
 		b.shot("commit")
-		b.open("/alice/hostile/compare?base=v1&head=main", "#compare-form")
+		b.open("/alice/hostile/compare?base=v1&head=main", "#counts")
+		if counts := b.text("#counts"); !strings.Contains(counts, "1 commit(s) ahead of and 0 behind") {
+			t.Errorf("compare counts %q", counts)
+		}
 		b.clean("compare view")
 		b.shot("compare")
 		b.do("open the picker", chromedp.Click(chromedp.CSS("#picker summary")), chromedp.WaitVisible(chromedp.CSS("#picker ul")))

@@ -58,7 +58,7 @@ func TestPageOverReadAPI(t *testing.T) {
 		{"/alice/hostile/tree/" + head + "/%2e%2e/x", "", 0, ""},
 		{"/alice/hostile/tree/" + head + "/a%5cb", "", 0, ""},
 		{"/alice/hostile/tree/" + strings.Repeat("0", 40), "", 404, ""},
-		{"/alice/hostile/commit/" + tag, "", 200, `<summary>main</summary>`},
+		{"/alice/hostile/commit/" + tag, "", 200, `<summary>v1</summary>`},
 		{"/alice/hostile/raw/" + head + "/src/nothing", "", 404, ""},
 		{"/alice/hostile/archive/" + head + ".rar", "", 404, ""},
 		{"/alice/hostile/tree/" + head + "/" + strings.Repeat("a/", 2000), "", 0, ""},

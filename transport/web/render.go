@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -14,7 +16,11 @@ import (
 	"github.com/alecthomas/chroma/v2/lexers"
 	"github.com/alecthomas/chroma/v2/styles"
 	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/parser"
+	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
 )
 
 //go:embed templates/*.html
@@ -111,14 +117,65 @@ func highlight(name, src string) (template.HTML, error) {
 
 // markdown renders a README. goldmark without WithUnsafe drops raw HTML
 // and refuses javascript:, vbscript:, file: and data: (but images) links.
-var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM))
+var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM),
+	goldmark.WithParserOptions(parser.WithASTTransformers(util.Prioritized(relativeLinks{}, 999))))
 
-func renderMarkdown(src string) (template.HTML, error) {
+// readmeBase is where a README's relative links point: the file view
+// (links) and raw bytes (images) of the tree, as URL prefixes ending in
+// "/", and the README's directory in it ("" at the root).
+type readmeBase struct{ Blob, Raw, Dir string }
+
+var readmeBaseKey = parser.NewContextKey()
+
+// renderMarkdown renders src; relative links resolve against base.
+func renderMarkdown(src string, base readmeBase) (template.HTML, error) {
+	ctx := parser.NewContext()
+	ctx.Set(readmeBaseKey, base)
 	var b bytes.Buffer
-	if err := markdown.Convert([]byte(src), &b); err != nil {
+	if err := markdown.Convert([]byte(src), &b, parser.WithContext(ctx)); err != nil {
 		return "", fmt.Errorf("render markdown: %w", err)
 	}
 	return template.HTML(b.String()), nil // escaped by goldmark; no raw HTML
+}
+
+// relativeLinks points a README's relative links at the repository's
+// file view and its relative images at raw bytes (this origin, which the
+// CSP allows), instead of paths relative to the page's own URL.
+type relativeLinks struct{}
+
+func (relativeLinks) Transform(doc *ast.Document, _ text.Reader, pc parser.Context) {
+	base, ok := pc.Get(readmeBaseKey).(readmeBase)
+	if !ok {
+		return
+	}
+	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering {
+			return ast.WalkContinue, nil
+		}
+		switch n := n.(type) {
+		case *ast.Link:
+			n.Destination = resolveRelative(base.Blob, base.Dir, n.Destination)
+		case *ast.Image:
+			n.Destination = resolveRelative(base.Raw, base.Dir, n.Destination)
+		}
+		return ast.WalkContinue, nil
+	})
+}
+
+// resolveRelative resolves a relative URL (no scheme, host, absolute path
+// or fragment-only form) against dir and prefixes it with prefix; others
+// are returned unchanged.
+func resolveRelative(prefix, dir string, dest []byte) []byte {
+	u, err := url.Parse(string(dest))
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Path == "" || strings.HasPrefix(u.Path, "/") {
+		return dest
+	}
+	p := path.Join(dir, u.Path)
+	if p == ".." || strings.HasPrefix(p, "../") {
+		return dest // above the repository root: leave it, not elsewhere
+	}
+	u.Path = ""
+	return []byte(prefix + escapePath(p) + u.String())
 }
 
 // isMarkdown says whether a README is rendered as markdown.

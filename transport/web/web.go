@@ -340,6 +340,25 @@ func (q *repoReq) headRef() (Ref, bool) {
 	return Ref{}, false
 }
 
+// currentRef names the ref a view at commit oid shows: HEAD's branch if
+// it is there, else the first branch, else the first tag ("" for none).
+func (q *repoReq) currentRef(oid string) string {
+	if hr, ok := q.headRef(); ok && hr.Commit() == oid && hr.Name != "HEAD" {
+		return hr.Name
+	}
+	tag := ""
+	for _, r := range q.refs {
+		switch {
+		case r.Commit() != oid:
+		case r.Kind == "branch":
+			return r.Name
+		case r.Kind == "tag" && tag == "":
+			tag = r.Name
+		}
+	}
+	return tag
+}
+
 // resolve turns what a user typed (a full or short ref name, or an
 // object id) into a commit id.
 func (q *repoReq) resolve(s string) (string, bool) {
@@ -378,16 +397,16 @@ func (h *Handler) head(r *http.Request, q *repoReq, kind, oid, path string) *rep
 	rh.Log = q.href("commits", oid, "")
 	rh.Archive = q.base() + "/archive/" + oid + ".tar.gz"
 	rh.ArchZip = q.base() + "/archive/" + oid + ".zip"
+	cur := q.currentRef(oid)
 	rh.Current = shortOID(oid)
-	hr, hasHead := q.headRef()
 	for _, ref := range q.refs {
 		tag := ref.Kind == "tag"
 		if ref.Kind != "branch" && !tag {
 			continue
 		}
-		p := pick{Name: ref.Short(), Tag: tag, Href: q.href(kind, ref.Commit(), path)}
-		if ref.Commit() == oid && (rh.Current == shortOID(oid) || hasHead && ref.Name == hr.Name) {
-			p.Current, rh.Current = true, ref.Short()
+		p := pick{Name: ref.Short(), Tag: tag, Href: q.href(kind, ref.Commit(), path), Current: ref.Name == cur}
+		if p.Current {
+			rh.Current = ref.Short()
 		}
 		rh.Picker = append(rh.Picker, p)
 	}
@@ -496,7 +515,8 @@ func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, o
 		} else if !b.Binary {
 			p.ReadmeName = name
 			if isMarkdown(name) {
-				if p.Readme, err = renderMarkdown(b.Content); err != nil {
+				base := readmeBase{Blob: q.href("blob", oid, "") + "/", Raw: q.href("raw", oid, "") + "/", Dir: path}
+				if p.Readme, err = renderMarkdown(b.Content, base); err != nil {
 					p.ReadmeText = b.Content
 				}
 			} else {

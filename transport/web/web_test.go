@@ -251,7 +251,7 @@ func TestReadmeOf(t *testing.T) {
 }
 
 func TestMarkdownDropsRawHTML(t *testing.T) {
-	out, err := renderMarkdown("# t\n\n<script>x()</script>\n\n<b onclick=x>b</b> [l](javascript:x) ![i](data:text/html,x)\n")
+	out, err := renderMarkdown("# t\n\n<script>x()</script>\n\n<b onclick=x>b</b> [l](javascript:x) ![i](data:text/html,x)\n", readmeBase{Blob: "/b/", Raw: "/r/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,5 +292,43 @@ func TestUpstreamAPI(t *testing.T) {
 	}
 	if resp, body := get(t, h, "/alice/demo/raw/"+oidC2+"/x.html", ""); resp.StatusCode != 200 || body != hostile {
 		t.Errorf("raw over the tier: %d %q", resp.StatusCode, body)
+	}
+}
+
+func TestReadmeRelativeLinks(t *testing.T) {
+	out, err := renderMarkdown("[a](docs/a.md#x) [b](./c%20d.md) [up](../top.md) [out](../../x) [abs](/y) [ext](https://e.x/) [frag](#top) ![i](img/p.png)\n",
+		readmeBase{Blob: "/o/n/blob/c/", Raw: "/o/n/raw/c/", Dir: "sub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`href="/o/n/blob/c/sub/docs/a.md#x"`, `href="/o/n/blob/c/sub/c%20d.md"`, `href="/o/n/blob/c/top.md"`, `href="../../x"`, `href="/y"`,
+		`href="https://e.x/"`, `href="#top"`, `src="/o/n/raw/c/sub/img/p.png"`,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %s in %s", want, out)
+		}
+	}
+}
+
+func TestCurrentRef(t *testing.T) {
+	refs := []Ref{
+		{Name: "HEAD", OID: "c2", Target: "refs/heads/main"},
+		{Name: "refs/heads/a", OID: "c2", Kind: "branch"},
+		{Name: "refs/heads/main", OID: "c2", Kind: "branch"},
+		{Name: "refs/tags/t0", OID: "x", Peeled: "c1", Kind: "tag"},
+		{Name: "refs/heads/b", OID: "c1", Kind: "branch"},
+		{Name: "refs/tags/t1", OID: "c3", Kind: "tag"},
+	}
+	q := &repoReq{refs: refs}
+	for oid, want := range map[string]string{
+		"c2": "refs/heads/main", // HEAD's branch before an earlier one
+		"c1": "refs/heads/b",    // a branch before a tag
+		"c3": "refs/tags/t1",
+		"c9": "",
+	} {
+		if got := q.currentRef(oid); got != want {
+			t.Errorf("%s: %q, want %q", oid, got, want)
+		}
 	}
 }
