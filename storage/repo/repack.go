@@ -113,6 +113,17 @@ func (r *Repo) CommitRepack(ctx context.Context, b *RepackBuild) (PackInfo, erro
 	}
 	r.log.Info("repacked", zap.String("pack", b.Pack.Name), zap.Int("objects", b.Pack.Objects),
 		zap.Int("replaced", len(b.replaced)))
+	// The replaced packs are garbage on this node: without this every
+	// roll-up would leave its inputs cached, open and mapped until the
+	// cache's budgets push them out. Sessions still reading one keep their
+	// handle; a fork sharing a pack by name downloads it again.
+	if r.d.Cache != nil {
+		for name := range b.replaced {
+			if err := r.d.Cache.Remove(name); err != nil {
+				r.log.Warn("drop a replaced pack from the cache", zap.String("pack", name), zap.Error(err))
+			}
+		}
+	}
 	return b.Pack, nil
 }
 
