@@ -2,6 +2,8 @@ package pack
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 
 	"github.com/rgit/rgit/storage/object"
 )
@@ -12,11 +14,17 @@ import (
 // that pack's index, with a fanout over the first id byte. A lookup
 // across N packs is then one binary search instead of one per pack, and
 // a miss (a negotiation "have" the server lacks) costs one search, not N.
-// The ids themselves stay in the packs' mapped indexes: an entry is 8
-// bytes.
+// An entry carries the first 8 bytes of its id, so a search touches only
+// this array until it meets an equal prefix; the full ids stay in the
+// packs' mapped indexes. 16 bytes per object.
 type multiIndex struct {
 	fanout [256]uint32 // fanout[b]: entries whose id's first byte is <= b
-	ents   []uint64    // pack<<32 | index position, sorted by id
+	ents   []midxEntry // sorted by id
+}
+
+type midxEntry struct {
+	prefix uint64 // the id's first 8 bytes, big-endian
+	loc    uint64 // pack<<32 | index position
 }
 
 // multiIndexAfter is how many single-pack-walk lookups a Set does before
@@ -33,7 +41,7 @@ func buildMultiIndex(packs []*Pack) *multiIndex {
 	for _, p := range packs {
 		total += p.idx.Count()
 	}
-	mi := &multiIndex{ents: make([]uint64, 0, total)}
+	mi := &multiIndex{ents: make([]midxEntry, 0, total)}
 	// A binary min-heap of cursors, one per pack with ids left, ordered
 	// by current id and then by pack (so the first pack wins a tie).
 	type cursor struct{ pack, pos int }
@@ -75,7 +83,7 @@ func buildMultiIndex(packs []*Pack) *multiIndex {
 	for len(heap) > 0 {
 		c := heap[0]
 		if id := idOf(c); last == nil || !bytes.Equal(id, last) {
-			mi.ents = append(mi.ents, uint64(c.pack)<<32|uint64(c.pos))
+			mi.ents = append(mi.ents, midxEntry{binary.BigEndian.Uint64(id), uint64(c.pack)<<32 | uint64(c.pos)})
 			mi.fanout[id[0]]++
 			last = id
 		}
@@ -100,11 +108,15 @@ func (mi *multiIndex) find(packs []*Pack, id object.ID) (int, int, bool) {
 		lo = mi.fanout[id[0]-1]
 	}
 	hi := mi.fanout[id[0]]
+	want := binary.BigEndian.Uint64(id[:])
 	for lo < hi {
 		m := (lo + hi) >> 1
 		e := mi.ents[m]
-		pi, pos := int(e>>32), int(uint32(e))
-		c := bytes.Compare(packs[pi].idx.ids[pos*object.IDSize:(pos+1)*object.IDSize], id[:])
+		pi, pos := int(e.loc>>32), int(uint32(e.loc))
+		c := cmp.Compare(e.prefix, want)
+		if c == 0 {
+			c = bytes.Compare(packs[pi].idx.ids[pos*object.IDSize:(pos+1)*object.IDSize], id[:])
+		}
 		switch {
 		case c == 0:
 			return pi, pos, true
