@@ -173,13 +173,15 @@ func refGenCheck(gen []byte) refdb.Op {
 	return refdb.Check(keyRefGen, gen, gen == nil)
 }
 
-// writeAndIndex streams WritePack straight into IndexPack, so the new pack
-// is written to disk once and never held in memory.
+// writeAndIndex streams WriteRepack (stored bytes, preferring delta copies
+// over the whole duplicates pushed thin packs carry) straight into
+// IndexPack, so the new pack is written to disk once and never held in
+// memory.
 func writeAndIndex(ctx context.Context, set *pack.Set, ids []object.ID, dir string, progress func(string, uint64, uint64)) (*pack.Indexed, error) {
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
 	go func() {
-		_, err := set.WritePack(ctx, pw, ids, pack.WriteOptions{OfsDelta: true, Progress: progress})
+		_, err := set.WriteRepack(ctx, pw, ids, pack.DefaultRepackDepth, progress)
 		pw.CloseWithError(err)
 		werr <- err
 	}()
