@@ -61,7 +61,7 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-maintenance
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb

@@ -41,7 +41,7 @@ const (
 func runMaint(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("maint", flag.ExitOnError)
 	n := fs.Int("n", 1000, "pushes")
-	nRuns := fs.Int("runs", 5, "fetches per side (the median is reported)")
+	nRuns := fs.Int("runs", 15, "fetches per side (the median is reported)")
 	rgitBin := fs.String("rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	dir := fs.String("dir", fixture.DefaultDir(), "scratch directory base (default $RGIT_BENCH_DIR or ./bench/fixtures)")
 	fs.Parse(args)
