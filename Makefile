@@ -80,7 +80,7 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb

@@ -330,7 +330,8 @@ func TestMaintenanceDefersWhileBusy(t *testing.T) {
 }
 
 // TestScheduledPassMaintains: packs pushed without a maintenance request
-// are rolled up by the scheduled pass over the open repositories.
+// are repacked by the scheduled pass over the open repositories, into one
+// pack with a bitmap.
 func TestScheduledPassMaintains(t *testing.T) {
 	n, d := newMaintNode(t, func(*Config) {})
 	p := newPusher(t, n, d, "alice", "sched")
@@ -355,7 +356,17 @@ func TestScheduledPassMaintains(t *testing.T) {
 	if err := n.WaitMaintenance(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := len(packsOf(t, n, "alice", "sched")); got != 1 {
+	s, err := n.Session(ctx, "alice", "sched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	if got := len(s.Snapshot.Packs); got != 1 {
 		t.Fatalf("%d packs after a scheduled pass, want 1", got)
+	}
+	// The pack that replaced every other one has a bitmap: clones and
+	// fetches stay on the bitmap path.
+	if s.Snapshot.Bitmap(ctx) == nil {
+		t.Fatal("the repacked pack has no bitmap")
 	}
 }

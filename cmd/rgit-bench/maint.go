@@ -41,7 +41,7 @@ const (
 func runMaint(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("maint", flag.ExitOnError)
 	n := fs.Int("n", 1000, "pushes")
-	nRuns := fs.Int("runs", 5, "fetches per side (the median is reported)")
+	nRuns := fs.Int("runs", 15, "fetches per side (the median is reported)")
 	rgitBin := fs.String("rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	dir := fs.String("dir", fixture.DefaultDir(), "scratch directory base (default $RGIT_BENCH_DIR or ./bench/fixtures)")
 	fs.Parse(args)
@@ -139,8 +139,9 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	if _, err := fixture.Git(ctx, src, nil, "push", "-q", packedURL, "main"); err != nil {
 		return err
 	}
-	if pp, err := repo.ReadPacks(ctx, deps, benchOwner, "packed"); err != nil || len(pp) != 1 {
-		return fmt.Errorf("packed copy has %d packs (%v), want 1", len(pp), err)
+	packs1, err := repo.ReadPacks(ctx, deps, benchOwner, "packed")
+	if err != nil || len(packs1) != 1 {
+		return fmt.Errorf("packed copy has %d packs (%v), want 1", len(packs1), err)
 	}
 	tip, err := revParse(ctx, src, "HEAD")
 	if err != nil {
@@ -153,7 +154,7 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	if _, err := fixture.Git(ctx, template, nil, "fetch", "-q", "file://"+src, mid+":refs/heads/main"); err != nil {
 		return err
 	}
-	var pushed, packed []sample
+	var pushed, packed []fetchSample
 	// One untimed fetch per side first: both repositories are then warm
 	// (packs cached and open, indexes mapped), as a busy server's are.
 	for _, u := range []string{url, packedURL} {
@@ -164,7 +165,7 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	for range nRuns {
 		for _, side := range []struct {
 			url string
-			out *[]sample
+			out *[]fetchSample
 		}{{url, &pushed}, {packedURL, &packed}} {
 			s, err := timedFetch(ctx, template, filepath.Join(work, "client"), side.url, tip)
 			if err != nil {
@@ -173,9 +174,14 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 			*side.out = append(*side.out, s)
 		}
 	}
-	x, y := median(pushed), median(packed)
+	x, y := median(samples(pushed)), median(samples(packed))
 	fmt.Printf("maint op=fetch-after-pushes n=%d rgit_s=%.3f packed_s=%.3f ratio=%.2f\n", n, x, y, x/y)
-	fmt.Fprintf(os.Stderr, "  note op=fetch-after-pushes rgit_runs=%s packed_runs=%s\n", runs(pushed), runs(packed))
+	pp, err := repo.ReadPacks(ctx, deps, benchOwner, "pushed")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "  note op=fetch-after-pushes rgit_runs=%s packed_runs=%s stored_kb=%d packed_stored_kb=%d fetched_kb=%d packed_fetched_kb=%d\n",
+		runs(samples(pushed)), runs(samples(packed)), packBytes(pp)>>10, packBytes(packs1)>>10, pushed[0].bytes>>10, packed[0].bytes>>10)
 	return nil
 }
 
@@ -230,23 +236,52 @@ func settledPacks(ctx context.Context, deps repo.Deps, name string) ([]repo.Pack
 	}
 }
 
+// fetchSample is one timed fetch and the pack bytes it brought.
+type fetchSample struct {
+	sample
+	bytes int64
+}
+
+func packBytes(packs []repo.PackInfo) int64 {
+	var n int64
+	for _, p := range packs {
+		n += p.Size
+	}
+	return n
+}
+
 // timedFetch copies the client template to dst and times one fetch of
 // main from url, checking that the client then has tip.
-func timedFetch(ctx context.Context, template, dst, url, tip string) (sample, error) {
+func timedFetch(ctx context.Context, template, dst, url, tip string) (fetchSample, error) {
 	os.RemoveAll(dst)
 	defer os.RemoveAll(dst)
 	if out, err := exec.CommandContext(ctx, "cp", "-al", template, dst).CombinedOutput(); err != nil {
-		return sample{}, fmt.Errorf("copy fetch client: %w: %s", err, out)
+		return fetchSample{}, fmt.Errorf("copy fetch client: %w: %s", err, out)
 	}
-	s, err := timeGit(ctx, dst, "-c", "gc.auto=0", "-c", "maintenance.auto=false", "fetch", "-q", url, "+refs/heads/main:refs/heads/main")
+	before := dirBytes(filepath.Join(dst, "objects", "pack"))
+	s, err := timeGit(ctx, dst, "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "fetch.unpackLimit=1",
+		"fetch", "-q", url, "+refs/heads/main:refs/heads/main")
+	fs := fetchSample{sample: s, bytes: dirBytes(filepath.Join(dst, "objects", "pack")) - before}
 	if err != nil {
-		return s, err
+		return fs, err
 	}
 	got, err := revParse(ctx, dst, "refs/heads/main")
 	if err == nil && got != tip {
 		err = fmt.Errorf("fetched main %s, want %s", got, tip)
 	}
-	return s, err
+	return fs, err
+}
+
+// dirBytes is the size of the .pack files in dir.
+func dirBytes(dir string) int64 {
+	des, _ := os.ReadDir(dir)
+	var n int64
+	for _, de := range des {
+		if info, err := de.Info(); err == nil && strings.HasSuffix(de.Name(), ".pack") {
+			n += info.Size()
+		}
+	}
+	return n
 }
 
 // openFDs counts a process's open descriptors, all and those on pack files.
@@ -262,4 +297,12 @@ func openFDs(pid string) (all, packs int) {
 		}
 	}
 	return all, packs
+}
+
+func samples(fs []fetchSample) []sample {
+	out := make([]sample, len(fs))
+	for i, f := range fs {
+		out[i] = f.sample
+	}
+	return out
 }

@@ -2,20 +2,36 @@ package pack
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/rgit/rgit/storage/object"
 )
 
 // Set is a read-only view over several packs: a repository's objects.
-// Lookups try packs in the order given. Safe for concurrent use.
+// An object in several packs is read from the first, in the order given.
+// Once it has done enough lookups a Set merges its packs' indexes into a
+// multi-index (see multiIndex), so each lookup is one binary search.
+// Safe for concurrent use.
 type Set struct {
 	packs []*Pack
+
+	lookups   atomic.Int64
+	multiAt   int64 // lookups before the multi-index is built
+	multiOnce sync.Once
+	multi     atomic.Pointer[multiIndex]
 }
 
 // NewSet returns a Set over packs. The Set does not own them: closing
 // remains the caller's job.
 func NewSet(packs ...*Pack) *Set {
-	return &Set{packs: append([]*Pack(nil), packs...)}
+	s := &Set{packs: append([]*Pack(nil), packs...)}
+	objects := 0
+	for _, p := range s.packs {
+		objects += p.idx.Count()
+	}
+	s.multiAt = multiIndexAfter(objects)
+	return s
 }
 
 // Packs returns the packs of the set.
@@ -23,6 +39,22 @@ func (s *Set) Packs() []*Pack { return append([]*Pack(nil), s.packs...) }
 
 // find returns the pack and index position holding id.
 func (s *Set) find(id object.ID) (int, int, bool) {
+	if len(s.packs) == 1 {
+		i, ok := s.packs[0].idx.Find(id)
+		return 0, i, ok
+	}
+	if mi := s.multi.Load(); mi != nil {
+		return mi.find(s.packs, id)
+	}
+	if len(s.packs) > 1 && s.lookups.Add(1) > s.multiAt {
+		s.multiOnce.Do(func() { s.multi.Store(buildMultiIndex(s.packs)) })
+		return s.multi.Load().find(s.packs, id)
+	}
+	return s.findEach(id)
+}
+
+// findEach is find without the multi-index: one search per pack.
+func (s *Set) findEach(id object.ID) (int, int, bool) {
 	for pi, p := range s.packs {
 		if i, ok := p.idx.Find(id); ok {
 			return pi, i, true

@@ -241,3 +241,31 @@ func testRollUpCrashBeforeSwitch(t *testing.T, st objstore.Store) {
 	}
 	checkObjects(t, snapshot(t, r2), want)
 }
+
+// TestRollUpDropsReplacedPacksFromCache: once a roll-up is committed the
+// node's cache no longer holds the packs it replaced (memory, descriptors
+// and disk would otherwise grow with every roll-up), while a snapshot
+// taken before it still reads them.
+func TestRollUpDropsReplacedPacksFromCache(t *testing.T) {
+	d := newDeps(t, memstore.New())
+	r := create(t, d, "o", "r")
+	g := newGitRepo(t)
+	want := pushes(t, d, r, g, 4)
+	s := snapshot(t, r)
+	if got := d.Cache.Stats().Packs; got != 4 {
+		t.Fatalf("cache holds %d packs before the roll-up, want 4", got)
+	}
+	b, err := BuildRollUp(ctx, d, s, PlanGeometric(s.Packs, GeometricFactor), nil)
+	if err != nil || b == nil {
+		t.Fatalf("build: %v, %v", b, err)
+	}
+	if _, err := r.CommitRepack(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Cache.Stats().Packs; got != 1 {
+		t.Fatalf("cache holds %d packs after the roll-up, want only the new one", got)
+	}
+	checkObjects(t, s, want) // the old snapshot still reads the replaced packs
+	s.Close()
+	checkObjects(t, snapshot(t, r), want)
+}

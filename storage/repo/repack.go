@@ -113,6 +113,17 @@ func (r *Repo) CommitRepack(ctx context.Context, b *RepackBuild) (PackInfo, erro
 	}
 	r.log.Info("repacked", zap.String("pack", b.Pack.Name), zap.Int("objects", b.Pack.Objects),
 		zap.Int("replaced", len(b.replaced)))
+	// The replaced packs are garbage on this node: without this every
+	// roll-up would leave its inputs cached, open and mapped until the
+	// cache's budgets push them out. Sessions still reading one keep their
+	// handle; a fork sharing a pack by name downloads it again.
+	if r.d.Cache != nil {
+		for name := range b.replaced {
+			if err := r.d.Cache.Remove(name); err != nil {
+				r.log.Warn("drop a replaced pack from the cache", zap.String("pack", name), zap.Error(err))
+			}
+		}
+	}
 	return b.Pack, nil
 }
 
@@ -162,13 +173,15 @@ func refGenCheck(gen []byte) refdb.Op {
 	return refdb.Check(keyRefGen, gen, gen == nil)
 }
 
-// writeAndIndex streams WritePack straight into IndexPack, so the new pack
-// is written to disk once and never held in memory.
+// writeAndIndex streams WriteRepack (stored bytes, preferring delta copies
+// over the whole duplicates pushed thin packs carry) straight into
+// IndexPack, so the new pack is written to disk once and never held in
+// memory.
 func writeAndIndex(ctx context.Context, set *pack.Set, ids []object.ID, dir string, progress func(string, uint64, uint64)) (*pack.Indexed, error) {
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
 	go func() {
-		_, err := set.WritePack(ctx, pw, ids, pack.WriteOptions{OfsDelta: true, Progress: progress})
+		_, err := set.WriteRepack(ctx, pw, ids, pack.DefaultRepackDepth, progress)
 		pw.CloseWithError(err)
 		werr <- err
 	}()
