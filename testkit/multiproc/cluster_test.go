@@ -41,6 +41,23 @@ func moduleRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// rgitBin builds the rgit binary once per test binary run.
+func rgitBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, err := os.MkdirTemp("", "multiproc-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath, binErr = Build(context.Background(), moduleRoot(), binDir)
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
 func startCluster(t *testing.T) (*Cluster, *gitenv.Env) {
 	t.Helper()
 	if testing.Short() {
@@ -48,18 +65,7 @@ func startCluster(t *testing.T) (*Cluster, *gitenv.Env) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	binOnce.Do(func() {
-		binDir, err := os.MkdirTemp("", "multiproc-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath, binErr = Build(ctx, moduleRoot(), binDir)
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	bin := binPath
+	bin := rgitBin(t)
 	var err error
 	var c *Cluster
 	for attempt := 0; ; attempt++ {
