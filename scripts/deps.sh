@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the interop tests drive (libgit2 via pygit2,
-# dulwich, JGit) and the ssh client, when missing. Tests that need one of
+# dulwich, JGit; skopeo, which reads images as podman load does) and the
+# ssh client, when missing. Tests that need one of
 # them skip with a loud message when it cannot be installed.
 set -u
 need=()
 command -v ssh >/dev/null || need+=(openssh-client)
 command -v jgit >/dev/null || need+=(jgit-cli)
+command -v skopeo >/dev/null || need+=(skopeo)
 /usr/bin/python3 -c 'import pygit2' 2>/dev/null || need+=(python3-pygit2)
 /usr/bin/python3 -c 'import dulwich' 2>/dev/null || need+=(python3-dulwich)
 [ ${#need[@]} -eq 0 ] && exit 0
