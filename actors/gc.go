@@ -42,6 +42,9 @@ func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
 		deleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rgit_gc_deleted_bytes_total", Help: "Pack bytes deleted by automatic garbage collection."}),
 	}
+	for _, r := range []string{"ok", "error"} {
+		m.runs.WithLabelValues(r) // exported as 0 before the first run
+	}
 	if reg != nil {
 		reg.MustRegister(m.runs, m.deleted)
 	}

@@ -197,8 +197,15 @@ func TestManifestEnvIsRead(t *testing.T) {
 			}
 		}
 	}
-	// The node's configuration as the pod rgit-1 would see it, secrets
-	// filled in.
+	if _, err := config.Parse(m.nodeEnv(t)); err != nil {
+		t.Errorf("the StatefulSet's environment fails rgit's configuration: %v", err)
+	}
+}
+
+// nodeEnv is the git node's environment as pod rgit-1 would see it, with
+// secrets filled in.
+func (m *manifests) nodeEnv(t *testing.T) func(string) string {
+	t.Helper()
 	node := m.statefulsets[0].Spec.Template.Spec.Containers[0]
 	env := map[string]string{}
 	for _, e := range node.Env {
@@ -213,9 +220,7 @@ func TestManifestEnvIsRead(t *testing.T) {
 			t.Errorf("env %s: unsupported source", e.Name)
 		}
 	}
-	if _, err := config.Parse(func(k string) string { return env[k] }); err != nil {
-		t.Errorf("the StatefulSet's environment fails rgit's configuration: %v", err)
-	}
+	return func(k string) string { return env[k] }
 }
 
 func (m *manifests) hasSecretKey(secret, key string) bool {
@@ -254,11 +259,11 @@ func TestManifestProbesExist(t *testing.T) {
 	m := load(t)
 	ss := m.statefulsets[0]
 	c := ss.Spec.Template.Spec.Containers[0]
-	cfg, err := config.Parse(func(string) string { return "" })
+	cfg, err := config.Parse(m.nodeEnv(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpPort := portOf(t, cfg.HTTPAddr)
+	httpPort := portOf(t, cfg.HTTPAddr) // the node's own RGIT_HTTP_ADDR
 	srv := gitenv.StartServer(t, gitenv.FileStore(t))
 	for what, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
 		if p == nil || p.HTTPGet == nil {
@@ -342,9 +347,12 @@ func TestManifestGraceCoversDrain(t *testing.T) {
 		}
 		drain = n
 	}
-	grace := spec.TerminationGracePeriodSeconds
-	if grace == nil || *grace < preStop+drain+drainMargin {
-		t.Errorf("terminationGracePeriodSeconds %v < preStop %d + RGIT_DRAIN_SECS %d + %d", grace, preStop, drain, drainMargin)
+	grace := int64(30) // Kubernetes' default
+	if spec.TerminationGracePeriodSeconds != nil {
+		grace = *spec.TerminationGracePeriodSeconds
+	}
+	if grace < preStop+drain+drainMargin {
+		t.Errorf("terminationGracePeriodSeconds %d < preStop %d + RGIT_DRAIN_SECS %d + %d", grace, preStop, drain, drainMargin)
 	}
 }
 

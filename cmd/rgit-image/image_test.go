@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/rgit/rgit/testkit/need"
 )
 
 const testVersion = "v9.9.9-imagetest"
@@ -128,6 +130,22 @@ func TestImage(t *testing.T) {
 	got, err := exec.Command(bin, "version").CombinedOutput()
 	if err != nil || !strings.Contains(string(got), testVersion) {
 		t.Fatalf("rgit version from the image: %v: %s", err, got)
+	}
+
+	// containers/image (podman load, skopeo) reads the tarball both as an
+	// OCI archive, with the built digest, and as a docker-load archive.
+	need.Tool(t, "skopeo")
+	for transport, wantDigest := range map[string]bool{"oci-archive:": true, "docker-archive:": false, "oci:": true} {
+		ref := transport + out
+		if transport == "oci:" {
+			ref = transport + filepath.Join(outDir, "oci")
+		}
+		got, err := exec.Command("skopeo", "inspect", "--format", "{{.Digest}} {{.Architecture}}", ref).CombinedOutput()
+		if err != nil || !strings.Contains(string(got), runtime.GOARCH) {
+			t.Errorf("skopeo inspect %s: %v: %s", ref, err, got)
+		} else if wantDigest && !strings.HasPrefix(string(got), dA.String()) {
+			t.Errorf("skopeo inspect %s: digest %s, built %s", ref, got, dA)
+		}
 	}
 }
 

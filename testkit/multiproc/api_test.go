@@ -38,7 +38,7 @@ func apiGet(t *testing.T, url, token string) (int, http.Header, string) {
 // the nodes.
 func TestClusterReadAPI(t *testing.T) {
 	rs := redistest.Start(t, "maxmemory-policy volatile-lru")
-	c, env := startClusterEnv(t, "RGIT_REDIS_URL="+rs.URL())
+	c, env := startCluster(t, "RGIT_REDIS_URL="+rs.URL())
 	n0, n1 := c.Nodes[0], c.Nodes[1]
 	alice, bob := c.token(t, n0, "alice"), c.token(t, n0, "bob")
 	c.mustAdmin(t, n0, "create-repo", "alice/web")

@@ -41,32 +41,32 @@ func moduleRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// startCluster starts three nodes; env adds KEY=value settings to each.
-func startCluster(t *testing.T, env ...string) (*Cluster, *gitenv.Env) {
+// rgitBin builds the rgit binary once per test binary run.
+func rgitBin(t *testing.T) string {
 	t.Helper()
-	return startClusterEnv(t)
-}
-
-// startClusterEnv is startCluster with extra KEY=value for every node.
-func startClusterEnv(t *testing.T, env ...string) (*Cluster, *gitenv.Env) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("multi-process cluster test: skipped with -short")
-	}
-	ctx := context.Background()
-	dir := t.TempDir()
 	binOnce.Do(func() {
 		binDir, err := os.MkdirTemp("", "multiproc-bin-")
 		if err != nil {
 			binErr = err
 			return
 		}
-		binPath, binErr = Build(ctx, moduleRoot(), binDir)
+		binPath, binErr = Build(context.Background(), moduleRoot(), binDir)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
 	}
-	bin := binPath
+	return binPath
+}
+
+// startCluster starts three nodes; env adds KEY=value settings to each.
+func startCluster(t *testing.T, env ...string) (*Cluster, *gitenv.Env) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("multi-process cluster test: skipped with -short")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	bin := rgitBin(t)
 	var err error
 	var c *Cluster
 	for attempt := 0; ; attempt++ {
