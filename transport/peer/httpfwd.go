@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/peertls"
 	"github.com/rgit/rgit/transport/reqid"
 )
 
@@ -32,6 +33,7 @@ type HTTPForwarder struct {
 	log    *zap.Logger
 	proxy  *httputil.ReverseProxy
 	tr     *http.Transport
+	scheme string // http, or https with peer TLS (WithTLS)
 	// Mover follows moved answers (the front ends find it through
 	// gitserve.MoverOf); nil: a moved answer is a 503.
 	Mover gitserve.Mover
@@ -67,7 +69,7 @@ type fwdKey struct{}
 
 // NewHTTPForwarder returns a forwarder using dir to find owners.
 func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwarder {
-	f := &HTTPForwarder{dir: dir, secret: secret, log: orNop(log)}
+	f := &HTTPForwarder{dir: dir, secret: secret, log: orNop(log), scheme: "http"}
 	f.tr = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
@@ -81,7 +83,7 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			st := pr.In.Context().Value(fwdKey{}).(*fwdState)
-			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Scheme = f.scheme
 			pr.Out.URL.Host = st.addr
 			pr.Out.Host = st.addr
 			pr.Out.Header.Set(HeaderSecret, f.secret)
@@ -125,6 +127,12 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}
+	return f
+}
+
+// WithTLS makes f speak peer TLS (c nil: plaintext); call before use.
+func (f *HTTPForwarder) WithTLS(c *peertls.Config) *HTTPForwarder {
+	f.scheme, f.tr.TLSClientConfig = c.Scheme(), c.ClientTLS()
 	return f
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/transport/peertls"
 )
 
 // Leader is the ownership-map leader's service: actors.LeaderClient, which
@@ -151,6 +152,7 @@ type LeaderClient struct {
 	secret      string
 	unreachable error
 	hc          *http.Client
+	scheme      string // http, or https with peer TLS (WithTLS)
 }
 
 // LeaderTimeout bounds one leader call: a claim is on a client's request
@@ -169,7 +171,14 @@ func NewLeaderClient(streamAddr, secret string, unreachable error) *LeaderClient
 		IdleConnTimeout:     90 * time.Second,
 	}
 	return &LeaderClient{addr: streamAddr, secret: secret, unreachable: unreachable,
-		hc: &http.Client{Transport: tr, Timeout: LeaderTimeout}}
+		hc: &http.Client{Transport: tr, Timeout: LeaderTimeout}, scheme: "http"}
+}
+
+// WithTLS makes c speak peer TLS (tc nil: plaintext); call before use.
+func (c *LeaderClient) WithTLS(tc *peertls.Config) *LeaderClient {
+	c.scheme = tc.Scheme()
+	c.hc.Transport.(*http.Transport).TLSClientConfig = tc.ClientTLS()
+	return c
 }
 
 // ErrUnreachable is LeaderClient's default transport-failure sentinel.
@@ -183,7 +192,7 @@ func (c *LeaderClient) call(ctx context.Context, path string, in, out any) error
 	if err != nil {
 		return fmt.Errorf("leader %s: encode: %w", path, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.addr+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.scheme+"://"+c.addr+path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("leader %s: %w", path, err)
 	}
