@@ -132,9 +132,14 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 
 // WithTLS makes f speak peer TLS (c nil: plaintext); call before use.
 func (f *HTTPForwarder) WithTLS(c *peertls.Config) *HTTPForwarder {
-	f.scheme, f.tr.TLSClientConfig = c.Scheme(), c.ClientTLS()
+	f.scheme, f.tr.TLSClientConfig, f.tr.TLSHandshakeTimeout = c.Scheme(), c.ClientTLS(), HandshakeTimeout
 	return f
 }
+
+// HandshakeTimeout bounds a peer TLS handshake. It is longer than
+// DialTimeout: the connection is up, and a busy node may take a moment to
+// sign.
+const HandshakeTimeout = 5 * time.Second
 
 // Close drops idle connections to peers.
 func (f *HTTPForwarder) Close() { f.tr.CloseIdleConnections() }

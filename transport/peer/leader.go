@@ -177,7 +177,8 @@ func NewLeaderClient(streamAddr, secret string, unreachable error) *LeaderClient
 // WithTLS makes c speak peer TLS (tc nil: plaintext); call before use.
 func (c *LeaderClient) WithTLS(tc *peertls.Config) *LeaderClient {
 	c.scheme = tc.Scheme()
-	c.hc.Transport.(*http.Transport).TLSClientConfig = tc.ClientTLS()
+	tr := c.hc.Transport.(*http.Transport)
+	tr.TLSClientConfig, tr.TLSHandshakeTimeout = tc.ClientTLS(), HandshakeTimeout
 	return c
 }
 

@@ -116,7 +116,7 @@ func (c *SessionClient) ForwardSession(ctx context.Context, node string, req git
 	defer conn.Close()
 	if c.tls != nil {
 		tc := tls.Client(conn, c.tls.Client)
-		hctx, cancel := context.WithTimeout(ctx, DialTimeout)
+		hctx, cancel := context.WithTimeout(ctx, HandshakeTimeout)
 		err := tc.HandshakeContext(hctx)
 		cancel()
 		if err != nil {
