@@ -28,8 +28,9 @@ type Entry struct {
 	// Written is when the leader last wrote this entry (grant, renewal,
 	// release); force-grants respect a quiet period after it.
 	Written time.Time
-	// Epoch counts grants of this repo. Every grant bumps it and entries are
-	// never deleted, so it is monotonic per repo: one epoch, one owner.
+	// Epoch counts grants of this repo. Every grant bumps it, above the
+	// map's epoch floor when the entry was pruned (Map.Prune), so it is
+	// monotonic per repo: one epoch, one owner.
 	Epoch uint64
 }
 

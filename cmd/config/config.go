@@ -1,7 +1,7 @@
 // Package config reads rgit's configuration from RGIT_* environment
 // variables (DESIGN.md §9). Bad values fail at start with an error naming
-// the variable. It imports the standard library and cluster/ (pure name
-// parsing).
+// the variable. It imports the standard library, cluster/ (pure name
+// parsing) and transport/peertls (loading the peer certificates).
 package config
 
 import (
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/transport/peertls"
 )
 
 // Config is the whole server configuration.
@@ -62,6 +63,9 @@ type Config struct {
 	RedisURL        string            // RGIT_REDIS_URL; "" disables the read API cache
 	Upstream        string            // RGIT_UPSTREAM (api-serve)
 	APIAddr         string            // RGIT_API_ADDR (api-serve)
+	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
+	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
+	PeerTLS *peertls.Config
 }
 
 // Var documents one variable; the README's configuration table is kept in
@@ -83,6 +87,9 @@ var Vars = []Var{
 	{"RGIT_PEERS", "", "static peer map instead of RGIT_PEER_SVC: rgit-0=127.0.0.1:9081,rgit-1=127.0.0.1:9181 (peer HTTP addresses; stream port = +1)"},
 	{"RGIT_SELF", "", "this node's stable name (rgit-2); required in cluster mode (RGIT_PEER_SVC or RGIT_PEERS)"},
 	{"RGIT_PEER_SECRET", "", "shared secret of the peer ports (at least 16 characters); required in cluster mode, generated into the cache dir on a single node if unset"},
+	{peertls.EnvCert, "", "PEM certificate this node presents on the peer ports, signed by RGIT_PEER_TLS_CA; with the key and CA it turns on mutual TLS on both peer ports"},
+	{peertls.EnvKey, "", "PEM private key of RGIT_PEER_TLS_CERT"},
+	{peertls.EnvCA, "", "PEM CA certificate; peers (and rgit-admin) whose certificate it did not sign are refused"},
 	{"RGIT_FLUSH_INTERVAL_MS", "0", "minimum batching delay of ref-database writes"},
 	{"RGIT_WARM_TTL_SECS", "300", "idle time before a repository's database is closed"},
 	{"RGIT_MAX_WARM", "64", "maximum number of open repository databases"},
@@ -195,6 +202,11 @@ func Parse(getenv func(string) string) (*Config, error) {
 			p.fail("RGIT_PEER_SECRET", "required in cluster mode (RGIT_PEER_SVC or RGIT_PEERS)")
 		}
 	}
+	tlsConf, err := peertls.Load(peertls.FromEnv(func(k string) string { return strings.TrimSpace(getenv(k)) }))
+	if err != nil {
+		p.errs = append(p.errs, err)
+	}
+	c.PeerTLS = tlsConf
 	if c.PeerSecret != "" && len(c.PeerSecret) < 16 {
 		p.fail("RGIT_PEER_SECRET", "must be at least 16 characters")
 	}

@@ -73,6 +73,9 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		"RGIT_SSH_IDLE_SECS":        {"RGIT_SSH_IDLE_SECS": "-5"},
 		"RGIT_SSH_STALL_SECS":       {"RGIT_SSH_STALL_SECS": "0"},
 		"RGIT_LOG_FORMAT":           {"RGIT_LOG_FORMAT": "xml"},
+		"RGIT_PEER_TLS_KEY":         {"RGIT_PEER_TLS_CERT": "/x/peer.pem", "RGIT_PEER_TLS_CA": "/x/ca.pem"},
+		"RGIT_PEER_TLS_CA":          {"RGIT_PEER_TLS_CERT": "/x/peer.pem", "RGIT_PEER_TLS_KEY": "/x/peer-key.pem"},
+		"RGIT_PEER_TLS_CERT":        {"RGIT_PEER_TLS_CERT": "/nonexistent/peer.pem", "RGIT_PEER_TLS_KEY": "/x/k", "RGIT_PEER_TLS_CA": "/x/ca"},
 	}
 	for name, m := range cases {
 		_, err := Parse(env(m))

@@ -6,11 +6,12 @@
 // the answer is one JSON object on stdout (a structured command's result,
 // {"output": …} for the others, {"error": …, "code": …} on failure), and
 // the exit status says how it failed: 1 not found, 2 usage, 3 refused,
-// 4 unreachable, 5 anything else.
+// 4 unreachable, 5 anything else. With peer TLS on, it reads the node's
+// RGIT_PEER_TLS_CERT, RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA;
+// `rgit-admin gen-peer-certs <dir>` makes a CA and a certificate for them.
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/rgit/rgit/cmd/version"
 	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/peertls"
 )
 
 func main() {
@@ -42,13 +44,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for _, l := range admin.Usage() {
 			fmt.Fprintln(stderr, "  "+l)
 		}
+		fmt.Fprintln(stderr, "  gen-peer-certs <dir>   (local: writes a new peer CA and certificate, see README)")
 		fmt.Fprintln(stderr, "\nexit status: 0 ok, 1 not found, 2 usage, 3 refused, 4 unreachable, 5 other failure")
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if fs.NArg() >= 1 && fs.Arg(0) == "gen-peer-certs" {
+		return genPeerCerts(fs.Args()[1:], stdout, stderr)
+	}
+	tc, err := peertls.Load(peertls.FromEnv(os.Getenv))
+	if err != nil {
+		fmt.Fprintln(stderr, "rgit-admin:", err)
+		return admin.ExitUsage
+	}
 	if *showVersion || (fs.NArg() == 1 && fs.Arg(0) == "version") {
-		return printVersion(*addr, stdout, stderr)
+		return printVersion(*addr, tc, stdout, stderr)
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
@@ -68,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ev, err := admin.Do(ctx, *addr, secret, req, stderr)
+	ev, err := admin.Do(ctx, *addr, tc, secret, req, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "rgit-admin:", err)
 	}
@@ -104,20 +115,40 @@ func printJSON(w io.Writer, ev admin.Event, err error) {
 // printVersion prints this client's version and, when the node at addr
 // answers, the node's. An unreachable node is not an error: the client's
 // version is still worth knowing.
-func printVersion(addr string, stdout, stderr io.Writer) int {
+func printVersion(addr string, tc *peertls.Config, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "rgit-admin", version.Get())
 	secret, err := peerSecret()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		var node bytes.Buffer
-		if err = admin.Call(ctx, addr, secret, admin.Request{Command: "version"}, stderr, &node); err == nil {
-			fmt.Fprintf(stdout, "node %s: rgit %s", addr, node.String())
+		var ev admin.Event
+		if ev, err = admin.Do(ctx, addr, tc, secret, admin.Request{Command: "version"}, stderr); err == nil {
+			fmt.Fprintf(stdout, "node %s: rgit %s\n", addr, ev.Output)
 			return 0
 		}
 	}
 	fmt.Fprintf(stderr, "rgit-admin: no node version: %v\n", err)
 	return 0
+}
+
+// genPeerCerts writes a new peer CA and a peer certificate into args[0]
+// (peertls.Generate) and says how to use them.
+func genPeerCerts(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: rgit-admin gen-peer-certs <dir>")
+		return admin.ExitUsage
+	}
+	if err := peertls.Generate(args[0], "rgit"); err != nil {
+		fmt.Fprintln(stderr, "rgit-admin: gen-peer-certs:", err)
+		return admin.ExitFailed
+	}
+	d := args[0]
+	fmt.Fprintf(stdout, "wrote %s, %s, %s and %s\n", filepath.Join(d, peertls.CAFile), filepath.Join(d, peertls.CAKeyFile),
+		filepath.Join(d, peertls.PeerFile), filepath.Join(d, peertls.PeerKeyFile))
+	fmt.Fprintf(stdout, "set %s=%s %s=%s %s=%s on every node and for rgit-admin; keep %s off the cluster\n",
+		peertls.EnvCert, filepath.Join(d, peertls.PeerFile), peertls.EnvKey, filepath.Join(d, peertls.PeerKeyFile),
+		peertls.EnvCA, filepath.Join(d, peertls.CAFile), peertls.CAKeyFile)
+	return admin.ExitOK
 }
 
 // peerSecret is RGIT_PEER_SECRET, or the secret a single node generated in

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/peertls"
 )
 
 const secret = "0123456789abcdef0123"
@@ -105,5 +107,47 @@ func TestExitCodes(t *testing.T) {
 	t.Setenv("RGIT_PEER_SECRET", "wrong-secret-wrong-secret")
 	if code, _ := runAdmin(t, addr, "list-repos"); code != 3 {
 		t.Errorf("bad secret: exit %d, want 3", code)
+	}
+}
+
+// TestGenPeerCertsAndTLS: gen-peer-certs writes a CA and a certificate,
+// and with the RGIT_PEER_TLS_* variables rgit-admin talks to a stream
+// port that requires them; without them it cannot.
+func TestGenPeerCertsAndTLS(t *testing.T) {
+	t.Setenv("RGIT_PEER_SECRET", secret)
+	dir := t.TempDir()
+	if code, _ := runAdmin(t, "unused", "gen-peer-certs", dir); code != 0 {
+		t.Fatalf("gen-peer-certs: exit %d", code)
+	}
+	if code, _ := runAdmin(t, "unused", "gen-peer-certs", dir); code == 0 {
+		t.Fatal("gen-peer-certs overwrote existing certificates")
+	}
+	files := peertls.Files{Cert: filepath.Join(dir, peertls.PeerFile), Key: filepath.Join(dir, peertls.PeerKeyFile),
+		CA: filepath.Join(dir, peertls.CAFile)}
+	tc, err := peertls.Load(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(&admin.Server{Secret: secret, Log: zap.NewNop(), Version: "v9.9.9"})
+	srv.TLS = tc.Server.Clone()
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	// An unknown command is a usage error (2) once the node answers.
+	if code, _ := runAdmin(t, addr, "frobnicate"); code == 2 {
+		t.Error("rgit-admin without peer TLS was served by a TLS stream port")
+	}
+	t.Setenv(peertls.EnvCert, files.Cert)
+	t.Setenv(peertls.EnvKey, files.Key)
+	t.Setenv(peertls.EnvCA, files.CA)
+	if code, out := runAdmin(t, addr, "version"); code != 0 || !strings.Contains(out, "node "+addr+": rgit v9.9.9") {
+		t.Errorf("version over peer TLS: exit %d, %q", code, out)
+	}
+	if code, _ := runAdmin(t, addr, "frobnicate"); code != 2 {
+		t.Errorf("unknown command over peer TLS: exit %d, want 2 from the node", code)
+	}
+	t.Setenv(peertls.EnvCA, "")
+	if code, _ := runAdmin(t, addr, "status"); code != 2 {
+		t.Errorf("incomplete peer TLS settings: exit %d, want 2", code)
 	}
 }

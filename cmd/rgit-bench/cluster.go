@@ -13,6 +13,7 @@ import (
 
 	"github.com/rgit/rgit/testkit/multiproc"
 	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/peertls"
 )
 
 // runCluster measures cluster mode on three real nodes (testkit/multiproc)
@@ -27,6 +28,7 @@ func runCluster(ctx context.Context, args []string) error {
 	var c commonFlags
 	c.register(fs, "medium")
 	rgitBin := fs.String("rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
+	peerTLS := fs.Bool("peer-tls", false, "mutual TLS on the peer ports (certificates generated for the run)")
 	fs.Parse(args)
 	bin, err := filepath.Abs(*rgitBin)
 	if err != nil {
@@ -44,7 +46,16 @@ func runCluster(ctx context.Context, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	cl, err := multiproc.Start(ctx, multiproc.Options{Bin: bin, Dir: work, Nodes: 3})
+	o := multiproc.Options{Bin: bin, Dir: work, Nodes: 3}
+	if *peerTLS {
+		certs := filepath.Join(work, "peer-certs")
+		if err := peertls.Generate(certs, "rgit-bench"); err != nil {
+			return err
+		}
+		o.PeerTLS = peertls.Files{Cert: filepath.Join(certs, peertls.PeerFile), Key: filepath.Join(certs, peertls.PeerKeyFile),
+			CA: filepath.Join(certs, peertls.CAFile)}
+	}
+	cl, err := multiproc.Start(ctx, o)
 	if err != nil {
 		return err
 	}

@@ -47,14 +47,15 @@ func newClusterSetup(cfg *config.Config, secret string, log *zap.Logger) (*clust
 	if err != nil {
 		return nil, nil, fmt.Errorf("RGIT_SELF: %w", err)
 	}
-	cs := &clusterSetup{dir: dir, httpFwd: peer.NewHTTPForwarder(dir, secret, log), sessions: peer.NewSessionClient(dir, secret)}
+	cs := &clusterSetup{dir: dir, httpFwd: peer.NewHTTPForwarder(dir, secret, log).WithTLS(cfg.PeerTLS),
+		sessions: peer.NewSessionClient(dir, secret).WithTLS(cfg.PeerTLS)}
 	cc := &actors.ClusterConfig{Self: cfg.Self, Timings: cluster.DefaultTimings()}
 	if leaderName != cfg.Self {
 		addr, err := dir.StreamAddr(leaderName)
 		if err != nil {
 			return nil, nil, fmt.Errorf("leader %s: %w", leaderName, err)
 		}
-		cs.leader = peer.NewLeaderClient(addr, secret, actors.ErrLeaderUnreachable)
+		cs.leader = peer.NewLeaderClient(addr, secret, actors.ErrLeaderUnreachable).WithTLS(cfg.PeerTLS)
 		cc.Leader = cs.leader
 	}
 	return cs, cc, nil

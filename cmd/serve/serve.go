@@ -7,6 +7,7 @@ package serve
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -223,7 +224,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// The browse page's repository list, next to the API it reads.
 		publicAPI = web.WithRepoList(publicAPI, &web.RepoLister{Store: s.store, Auth: credentials, Log: log})
 	}
-	if s.HTTPAddr, err = s.listenHTTP(cfg.HTTPAddr, api.Mount(publicAPI, mux), &s.httpSrv); err != nil {
+	if s.HTTPAddr, err = s.listenHTTP(cfg.HTTPAddr, api.Mount(publicAPI, mux), nil, &s.httpSrv); err != nil {
 		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
 	}
 
@@ -256,7 +257,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 	}
-	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Version: build.String()}
+	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge,
+		Version: build.String(), PeerTLS: cfg.PeerTLS}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}
@@ -285,7 +287,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		if err != nil {
 			return nil, err
 		}
-		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)), &s.peerSrv); err != nil {
+		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)), cfg.PeerTLS.ServerTLS(), &s.peerSrv); err != nil {
 			return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 		}
 	}
@@ -295,7 +297,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// paths it does not serve.
 		streamHandler = peer.RequireBearer(s.PeerSecret, log, adminMux)
 	}
-	if s.AdminAddr, err = s.listenHTTP(streamAddr, streamHandler, &s.adminSrv); err != nil {
+	if s.AdminAddr, err = s.listenHTTP(streamAddr, streamHandler, cfg.PeerTLS.ServerTLS(), &s.adminSrv); err != nil {
 		return nil, fmt.Errorf("RGIT_PEER_ADDR (stream port %s): %w", streamAddr, err)
 	}
 
@@ -303,7 +305,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	s.stopProbe = cancel
 	go s.probeStore(probeCtx)
 	log.Info("rgit serving", zap.String("version", build.String()), zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
-		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("self", cfg.Self),
+		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("self", cfg.Self), zap.Bool("peer_tls", cfg.PeerTLS != nil),
 		zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
 	ok = true
 	s.started.Store(true)
@@ -323,10 +325,14 @@ func pprofHandler() http.Handler {
 	return mux
 }
 
-func (s *Server) listenHTTP(addr string, h http.Handler, dst **http.Server) (string, error) {
+// listenHTTP serves h on addr, over TLS when tc is set (the peer ports).
+func (s *Server) listenHTTP(addr string, h http.Handler, tc *tls.Config, dst **http.Server) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", err
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
 	}
 	srv := &http.Server{Handler: httpgit.StallTimeout(h, s.cfg.HTTPBodyStall), ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout: s.cfg.HTTPIdle, ErrorLog: zap.NewStdLog(s.log)}

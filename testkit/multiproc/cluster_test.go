@@ -61,6 +61,13 @@ func rgitBin(t *testing.T) string {
 // startCluster starts three nodes; env adds KEY=value settings to each.
 func startCluster(t *testing.T, env ...string) (*Cluster, *gitenv.Env) {
 	t.Helper()
+	return startClusterWith(t, Options{Env: env})
+}
+
+// startClusterWith starts three nodes with o (Bin, Dir and Nodes are
+// filled in).
+func startClusterWith(t *testing.T, o Options) (*Cluster, *gitenv.Env) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("multi-process cluster test: skipped with -short")
 	}
@@ -70,7 +77,8 @@ func startCluster(t *testing.T, env ...string) (*Cluster, *gitenv.Env) {
 	var err error
 	var c *Cluster
 	for attempt := 0; ; attempt++ {
-		c, err = Start(ctx, Options{Bin: bin, Dir: filepath.Join(dir, fmt.Sprint("c", attempt)), Nodes: 3, Env: env})
+		o.Bin, o.Dir, o.Nodes = bin, filepath.Join(dir, fmt.Sprint("c", attempt)), 3
+		c, err = Start(ctx, o)
 		if err == nil || attempt == 2 {
 			break
 		}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/rgit/rgit/testkit/freeport"
 	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/peertls"
 )
 
 // Build compiles ./cmd/rgit from the module at root into dir and returns
@@ -58,6 +59,8 @@ type Cluster struct {
 	Nodes  []*Node
 	Secret string
 	Dir    string
+	// TLS is the peer TLS Admin uses (Options.PeerTLS); nil: plaintext.
+	TLS *peertls.Config
 }
 
 // Options configure Start.
@@ -66,11 +69,17 @@ type Options struct {
 	Dir   string // working directory for store, caches, keys and logs
 	Nodes int
 	Env   []string // extra KEY=value for every node
+	// PeerTLS, when set, turns on peer TLS on every node with these files.
+	PeerTLS peertls.Files
 }
 
 // Start launches the nodes and waits until each answers /ready.
 func Start(ctx context.Context, o Options) (*Cluster, error) {
 	c := &Cluster{Secret: "multiproc-secret-0123456789", Dir: o.Dir}
+	var err error
+	if c.TLS, err = peertls.Load(o.PeerTLS); err != nil {
+		return nil, err
+	}
 	ports, err := freeport.Runs(o.Nodes*4, 2) // a peer port is followed by its stream port
 	if err != nil {
 		return nil, err
@@ -109,6 +118,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			"RGIT_LOG_LEVEL=info",
 			"RGIT_DRAIN_SECS=10",
 		)
+		if o.PeerTLS.Enabled() {
+			n.env = append(n.env, peertls.EnvCert+"="+o.PeerTLS.Cert, peertls.EnvKey+"="+o.PeerTLS.Key, peertls.EnvCA+"="+o.PeerTLS.CA)
+		}
 		n.env = append(n.env, o.Env...)
 		if err := n.Start(); err != nil {
 			c.Stop()
@@ -251,9 +263,9 @@ func (n *Node) LogTail(lines int) string {
 
 // Admin runs an admin command on the node.
 func (c *Cluster) Admin(ctx context.Context, n *Node, req admin.Request) (string, error) {
-	var out, progress bytes.Buffer
-	err := admin.Call(ctx, n.StreamAddr, c.Secret, req, &progress, &out)
-	return strings.TrimRight(out.String(), "\n"), err
+	var progress bytes.Buffer
+	ev, err := admin.Do(ctx, n.StreamAddr, c.TLS, c.Secret, req, &progress)
+	return ev.Output, err
 }
 
 // Stop kills every running node.

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"sort"
+
+	"github.com/rgit/rgit/transport/peertls"
 )
 
 // ErrCommand reports that the node ran the command and it failed; the
@@ -38,28 +40,30 @@ func (e *CommandError) Unwrap() error { return ErrCommand }
 // Call sends req to the node at addr and streams its answer: progress lines
 // to progress, the command's output to out.
 func Call(ctx context.Context, addr, secret string, req Request, progress, out io.Writer) error {
-	ev, err := Do(ctx, addr, secret, req, progress)
+	ev, err := Do(ctx, addr, nil, secret, req, progress)
 	if err == nil && ev.Output != "" {
 		fmt.Fprintln(out, ev.Output)
 	}
 	return err
 }
 
-// Do sends req to the node at addr, streams progress lines to progress
-// and returns the final event: on success its Output and, for structured
-// commands, Data; a failed command is a *CommandError.
-func Do(ctx context.Context, addr, secret string, req Request, progress io.Writer) (Event, error) {
+// Do sends req to the node at addr, over peer TLS when tc is set, streams
+// progress lines to progress and returns the final event: on success its
+// Output and, for structured commands, Data; a failed command is a
+// *CommandError.
+func Do(ctx context.Context, addr string, tc *peertls.Config, secret string, req Request, progress io.Writer) (Event, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return Event{}, err
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+Path, bytes.NewReader(body))
+	hc, scheme := streamClient(tc)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+"://"+addr+Path, bytes.NewReader(body))
 	if err != nil {
 		return Event{}, fmt.Errorf("admin address %q: %w", addr, err)
 	}
 	hr.Header.Set("Authorization", "Bearer "+secret)
 	hr.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(hr)
+	resp, err := hc.Do(hr)
 	if err != nil {
 		return Event{}, fmt.Errorf("reach rgit node at %s (is `rgit serve` running? set RGIT_ADMIN_ADDR or --addr): %w: %w", addr, ErrUnreachable, err)
 	}
@@ -93,6 +97,16 @@ func Do(ctx context.Context, addr, secret string, req Request, progress io.Write
 		return Event{}, fmt.Errorf("read answer from node: %w: %w", ErrUnreachable, err)
 	}
 	return Event{}, fmt.Errorf("node closed the connection before answering: %w", ErrUnreachable)
+}
+
+// streamClient returns the HTTP client and URL scheme for a node's peer
+// stream port. With TLS the client is made per call and keeps no idle
+// connections: admin commands are rare.
+func streamClient(tc *peertls.Config) (*http.Client, string) {
+	if tc == nil {
+		return http.DefaultClient, "http"
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc.Client, DisableKeepAlives: true}}, "https"
 }
 
 // Exit statuses of rgit-admin, for scripts (README documents them).

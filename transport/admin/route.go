@@ -86,14 +86,15 @@ func (s *Server) relayTo(ctx context.Context, w http.ResponseWriter, node string
 	if err != nil {
 		return err
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+Path, bytes.NewReader(body))
+	hc, scheme := streamClient(s.PeerTLS)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+"://"+addr+Path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("owner %s at %s: %w", node, addr, err)
 	}
 	hr.Header.Set("Authorization", "Bearer "+s.Secret)
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set(headerHop, strconv.Itoa(hop))
-	resp, err := http.DefaultClient.Do(hr)
+	resp, err := hc.Do(hr)
 	if err != nil {
 		return fmt.Errorf("reach owner %s at %s: %w: %w", node, addr, actors.ErrOwnerUnreachable, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/peertls"
 )
 
 // Server executes admin commands on one node.
@@ -30,6 +31,8 @@ type Server struct {
 	// Peers, in cluster mode, finds other nodes: commands on a repository
 	// owned elsewhere are relayed to its owner. nil: single node.
 	Peers PeerAddrs
+	// PeerTLS is the peer ports' TLS, for relaying to owners; nil: plaintext.
+	PeerTLS *peertls.Config
 	// Version describes the node's build (cmd/version), for status and
 	// version: during a rollout it shows which nodes run what.
 	Version string

@@ -162,11 +162,12 @@ func reply(w http.ResponseWriter, code int, a answer) {
 	_ = json.NewEncoder(w).Encode(a)
 }
 
-// Send delivers m to the node whose peer stream port is addr and decodes
+// Send delivers m to the node whose peer stream port is at base
+// (http://host:port, or https:// with peer TLS) and decodes
 // its reply into out (a pointer to the handler's result type). A message
 // the node refused is a *RefusedError; any other failure (no connection,
 // a 503) is returned wrapped with its cause.
-func Send[M any](ctx context.Context, hc *http.Client, addr, secret string, hop int, m M, out any) error {
+func Send[M any](ctx context.Context, hc *http.Client, base, secret string, hop int, m M, out any) error {
 	msg, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode %T: %w", m, err)
@@ -175,7 +176,7 @@ func Send[M any](ctx context.Context, hc *http.Client, addr, secret string, hop 
 	if err != nil {
 		return fmt.Errorf("encode envelope: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+PathMsg, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+PathMsg, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -188,7 +189,7 @@ func Send[M any](ctx context.Context, hc *http.Client, addr, secret string, hop 
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxMessage))
 	if err != nil {
-		return fmt.Errorf("%T to %s: read answer: %w", m, addr, err)
+		return fmt.Errorf("%T to %s: read answer: %w", m, base, err)
 	}
 	var a answer
 	if err := json.Unmarshal(raw, &a); err != nil {
@@ -197,16 +198,16 @@ func Send[M any](ctx context.Context, hc *http.Client, addr, secret string, hop 
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
 			return &RefusedError{Msg: msg}
 		}
-		return fmt.Errorf("%T to %s: %s", m, addr, msg)
+		return fmt.Errorf("%T to %s: %s", m, base, msg)
 	}
 	switch {
 	case a.Refused:
 		return &RefusedError{Msg: a.Error}
 	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("%T to %s: %s: %s", m, addr, resp.Status, a.Error)
+		return fmt.Errorf("%T to %s: %s: %s", m, base, resp.Status, a.Error)
 	}
 	if err := json.Unmarshal(a.Reply, out); err != nil {
-		return fmt.Errorf("%T to %s: bad reply: %w", m, addr, err)
+		return fmt.Errorf("%T to %s: bad reply: %w", m, base, err)
 	}
 	return nil
 }

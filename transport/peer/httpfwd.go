@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/peertls"
 	"github.com/rgit/rgit/transport/reqid"
 )
 
@@ -34,6 +35,7 @@ type HTTPForwarder struct {
 	log    *zap.Logger
 	proxy  *httputil.ReverseProxy
 	tr     *http.Transport
+	scheme string // http, or https with peer TLS (WithTLS)
 	// Mover follows moved answers (the front ends find it through
 	// gitserve.MoverOf); nil: a moved answer is a 503.
 	Mover gitserve.Mover
@@ -99,7 +101,7 @@ type fwdKey struct{}
 
 // NewHTTPForwarder returns a forwarder using dir to find owners.
 func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwarder {
-	f := &HTTPForwarder{dir: dir, secret: secret, log: orNop(log)}
+	f := &HTTPForwarder{dir: dir, secret: secret, log: orNop(log), scheme: "http"}
 	f.tr = &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
@@ -114,7 +116,7 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			st := pr.In.Context().Value(fwdKey{}).(*fwdState)
-			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Scheme = f.scheme
 			pr.Out.URL.Host = st.addr
 			pr.Out.Host = st.addr
 			pr.Out.Header.Set(HeaderSecret, f.secret)
@@ -165,6 +167,17 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 	}
 	return f
 }
+
+// WithTLS makes f speak peer TLS (c nil: plaintext); call before use.
+func (f *HTTPForwarder) WithTLS(c *peertls.Config) *HTTPForwarder {
+	f.scheme, f.tr.TLSClientConfig, f.tr.TLSHandshakeTimeout = c.Scheme(), c.ClientTLS(), HandshakeTimeout
+	return f
+}
+
+// HandshakeTimeout bounds a peer TLS handshake. It is longer than
+// DialTimeout: the connection is up, and a busy node may take a moment to
+// sign.
+const HandshakeTimeout = 5 * time.Second
 
 // Close drops idle connections to peers.
 func (f *HTTPForwarder) Close() { f.tr.CloseIdleConnections() }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/transport/peertls"
 )
 
 // LeaderClient calls the leader's peer stream port. Transport failures
@@ -20,6 +21,7 @@ type LeaderClient struct {
 	secret      string
 	unreachable error
 	hc          *http.Client
+	scheme      string // http, or https with peer TLS (WithTLS)
 }
 
 // LeaderTimeout bounds one leader call: a claim is on a client's request
@@ -38,7 +40,15 @@ func NewLeaderClient(streamAddr, secret string, unreachable error) *LeaderClient
 		IdleConnTimeout:     90 * time.Second,
 	}
 	return &LeaderClient{addr: streamAddr, secret: secret, unreachable: unreachable,
-		hc: &http.Client{Transport: tr, Timeout: LeaderTimeout}}
+		hc: &http.Client{Transport: tr, Timeout: LeaderTimeout}, scheme: "http"}
+}
+
+// WithTLS makes c speak peer TLS (tc nil: plaintext); call before use.
+func (c *LeaderClient) WithTLS(tc *peertls.Config) *LeaderClient {
+	c.scheme = tc.Scheme()
+	tr := c.hc.Transport.(*http.Transport)
+	tr.TLSClientConfig, tr.TLSHandshakeTimeout = tc.ClientTLS(), HandshakeTimeout
+	return c
 }
 
 // ErrUnreachable is LeaderClient's default transport-failure sentinel.
@@ -79,7 +89,7 @@ func (c *LeaderClient) ForceGrant(ctx context.Context, m cluster.ForceGrantLease
 // Every failure but a refused message (a bad name) wraps c.unreachable:
 // for the caller the leader could not decide.
 func leaderSend[M any](ctx context.Context, c *LeaderClient, m M, out any) error {
-	err := Send(ctx, c.hc, c.addr, c.secret, 0, m, out)
+	err := Send(ctx, c.hc, c.scheme+"://"+c.addr, c.secret, 0, m, out)
 	var refused *RefusedError
 	if err != nil && !errors.As(err, &refused) {
 		return fmt.Errorf("leader at %s: %w: %w", c.addr, c.unreachable, err)

@@ -3,6 +3,7 @@ package peer
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/peertls"
 	"github.com/rgit/rgit/transport/reqid"
 )
 
@@ -67,6 +69,7 @@ type status struct {
 type SessionClient struct {
 	dir    *Directory
 	secret string
+	tls    *peertls.Config
 	// Mover follows moved answers (gitserve.ServeRouted finds it through
 	// gitserve.MoverOf); nil: a moved answer is a 503.
 	Mover gitserve.Mover
@@ -77,6 +80,12 @@ var _ gitserve.Mover = (*SessionClient)(nil)
 // Moved implements gitserve.Mover with c.Mover.
 func (c *SessionClient) Moved(ctx context.Context, owner, name, node string) (gitserve.Route, error) {
 	return moved(ctx, c.Mover, owner, name, node)
+}
+
+// WithTLS makes c speak peer TLS (tc nil: plaintext); call before use.
+func (c *SessionClient) WithTLS(tc *peertls.Config) *SessionClient {
+	c.tls = tc
+	return c
 }
 
 // NewSessionClient returns a session forwarder using dir.
@@ -107,11 +116,23 @@ func (c *SessionClient) ForwardSession(ctx context.Context, node string, req git
 		return st, fmt.Errorf("forward session to %s at %s: %w: %w", node, addr, gitserve.ErrPeerConnect, err)
 	}
 	defer conn.Close()
+	if c.tls != nil {
+		tc := tls.Client(conn, c.tls.Client)
+		hctx, cancel := context.WithTimeout(ctx, HandshakeTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			// Not a connect failure: the node is up, and a certificate
+			// problem is no reason to move its repositories.
+			return st, fmt.Errorf("forward session to %s at %s: tls: %w: %w", node, addr, gitserve.ErrUnavailable, err)
+		}
+		conn = tc
+	}
 	// Unblock the frame reader if the caller goes away.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 
-	hreq, err := http.NewRequest(http.MethodPost, "http://"+addr+PathGit, nil)
+	hreq, err := http.NewRequest(http.MethodPost, c.tls.Scheme()+"://"+addr+PathGit, nil)
 	if err != nil {
 		return st, fmt.Errorf("forward session to %s: %w", node, err)
 	}
@@ -161,8 +182,9 @@ func (c *SessionClient) ForwardSession(ctx context.Context, node string, req git
 	go func() {
 		n, _ := copyBuffer(conn, in)
 		sent.Add(n)
-		if tc, ok := conn.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
+		// TCP and TLS (close_notify) connections both half-close.
+		if hc, ok := conn.(interface{ CloseWrite() error }); ok {
+			_ = hc.CloseWrite()
 		}
 	}()
 
