@@ -28,6 +28,10 @@ type repoActor struct {
 	// releasing: cluster mode, idle, waiting for the supervisor to end the
 	// lease's drain (the actor keeps serving meanwhile).
 	releasing bool
+	// lingering: the lease ended (closeNow) while sessions were running,
+	// such as a push forwarded here during the drain: they finish and the
+	// actor then closes; no new session starts meanwhile.
+	lingering bool
 	// lastActive is when the last message other than idleTick arrived;
 	// idleTimer, when armed, sends idleTick. protoactor's own receive
 	// timeout is not used: its timer goroutine writes the actor context
@@ -93,8 +97,19 @@ func (a *repoActor) receive(ctx actor.Context) {
 			a.idleNow(ctx)
 		}
 	case *closeNow:
+		if a.sessions > 0 {
+			// Cutting them would fail a push the drain admitted; a new
+			// owner opening meanwhile fences this handle, so nothing is
+			// acknowledged twice.
+			a.lingering = true
+			return
+		}
 		a.goIdle(ctx, whyLeaseEnded)
 	case *acquire:
+		if a.lingering {
+			ctx.Respond(&errRetry{})
+			return
+		}
 		if !a.ready(ctx) {
 			return
 		}
@@ -108,6 +123,9 @@ func (a *repoActor) receive(ctx actor.Context) {
 	case *release:
 		if a.sessions > 0 {
 			a.sessions--
+		}
+		if a.lingering && a.sessions == 0 {
+			a.goIdle(ctx, whyLeaseEnded)
 		}
 	case *call:
 		if !a.ready(ctx) {
