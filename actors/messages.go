@@ -140,8 +140,10 @@ type (
 		key repoKey
 		pid *actor.PID
 	}
-	// closeNow tells a repo actor its lease ended: close at once.
-	closeNow struct{}
+	// closeNow tells a repo actor its lease ended: close at once, or,
+	// with drained (the drain's end, the lease released, not lost), once
+	// the sessions still running have finished.
+	closeNow struct{ drained bool }
 	// drainTick is the end of key's drain (epoch guards a stale timer).
 	drainTick struct {
 		key   repoKey

@@ -28,9 +28,9 @@ type repoActor struct {
 	// releasing: cluster mode, idle, waiting for the supervisor to end the
 	// lease's drain (the actor keeps serving meanwhile).
 	releasing bool
-	// lingering: the lease ended (closeNow) while sessions were running,
-	// such as a push forwarded here during the drain: they finish and the
-	// actor then closes; no new session starts meanwhile.
+	// lingering: the lease's drain ended (closeNow) while sessions were
+	// running, such as a push forwarded here during the drain: they
+	// finish and the actor then closes; no new session starts meanwhile.
 	lingering bool
 	// lastActive is when the last message other than idleTick arrived;
 	// idleTimer, when armed, sends idleTick. protoactor's own receive
@@ -97,10 +97,11 @@ func (a *repoActor) receive(ctx actor.Context) {
 			a.idleNow(ctx)
 		}
 	case *closeNow:
-		if a.sessions > 0 {
+		if m.drained && a.sessions > 0 {
 			// Cutting them would fail a push the drain admitted; a new
 			// owner opening meanwhile fences this handle, so nothing is
-			// acknowledged twice.
+			// acknowledged twice. A lost lease (declined, fenced) closes
+			// at once.
 			a.lingering = true
 			return
 		}

@@ -184,7 +184,7 @@ func (s *supervisor) step(ctx actor.Context, key repoKey, l *lease, ev cluster.E
 			l.timer = time.AfterFunc(time.Until(a.At), func() { root.Send(self, &drainTick{key: key, epoch: epoch}) })
 		case cluster.CloseDB:
 			if c, ok := s.children[key]; ok {
-				ctx.Send(c.pid, &closeNow{})
+				ctx.Send(c.pid, &closeNow{drained: ev.Kind == cluster.EvTick})
 			}
 		}
 	}
