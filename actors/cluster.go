@@ -278,7 +278,7 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 		// within Moved's wait, and takes this node out of placement. The
 		// leader refuses a release of an entry naming another node, so
 		// the call is harmless otherwise.
-		n.releaseUnheld(ctx, key)
+		_ = n.releaseUnheld(ctx, key)
 		return RouteResult{}, &MovedError{Repo: string(key), Node: n.cl.cfg.Self}
 	}
 	// Claim only repositories that exist, so requests for made-up names
@@ -339,12 +339,14 @@ func (n *Node) awaitLeader(ctx context.Context, key repoKey, claim bool, ask fun
 // releaseUnheld tells the leader to shorten this node's entry for key.
 // Best effort: if it fails the entry lapses at its TTL and forwarders that
 // wait for it give up with a 503, as without the release.
-func (n *Node) releaseUnheld(ctx context.Context, key repoKey) {
+func (n *Node) releaseUnheld(ctx context.Context, key repoKey) error {
 	ctx, cancel := context.WithTimeout(ctx, cluster.RenewEvery)
 	defer cancel()
-	if _, err := n.cl.leader.Release(ctx, cluster.ReleaseLease{Node: n.cl.cfg.Self, Repo: string(key)}); err != nil {
+	_, err := n.cl.leader.Release(ctx, cluster.ReleaseLease{Node: n.cl.cfg.Self, Repo: string(key)})
+	if err != nil {
 		n.log.Warn("release unheld lease while draining", zap.String("repo", string(key)), zap.Error(err))
 	}
+	return err
 }
 
 // Moved is called by a forwarder whose request for owner/name was
@@ -577,7 +579,9 @@ func (n *Node) Drain(ctx context.Context) error {
 		return nil
 	}
 	for _, r := range unheld {
-		n.releaseUnheld(ctx, repoKey(r))
+		if err := n.releaseUnheld(ctx, repoKey(r)); err != nil {
+			break // the leader is away: the rest lapse at their TTL
+		}
 	}
 	return nil
 }

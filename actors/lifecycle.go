@@ -104,6 +104,38 @@ func onRequest(closing bool, openErr error) sessionVerdict {
 	return serveRequest
 }
 
+// onSession decides a request for a new session beyond onRequest: an
+// actor lingering after its lease ended (sessions finishing) starts none;
+// the caller routes again and claims the repository anew.
+func onSession(lingering bool) sessionVerdict {
+	if lingering {
+		return retryElsewhere
+	}
+	return serveRequest
+}
+
+// closeVerdict is what a repo actor does when its lease closes the
+// database.
+type closeVerdict uint8
+
+const (
+	closeAtOnce     closeVerdict = iota
+	lingerThenClose              // finish the running sessions first
+)
+
+// onLeaseClosed decides how a lease's end (the cluster.CloseDB action of
+// event ev) closes a repository with sessions running. At the end of a
+// drain the lease was released, not lost: a push the drain admitted (one
+// forwarded here while it ran) finishes rather than fails, and a new owner
+// opening meanwhile fences this handle, so nothing is acknowledged twice.
+// A lost lease (renewal declined, fenced) closes at once.
+func onLeaseClosed(ev cluster.EventKind, sessions int) closeVerdict {
+	if ev == cluster.EvTick && sessions > 0 {
+		return lingerThenClose
+	}
+	return closeAtOnce
+}
+
 // releaseOnClose reports whether a repo actor that closes for why must
 // tell the leader its lease is free. Nothing is open any more after a
 // failed open or a delete, so no drain is needed; a shutdown keeps the

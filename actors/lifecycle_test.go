@@ -135,3 +135,24 @@ func TestIsActivity(t *testing.T) {
 		}
 	}
 }
+
+func TestOnSessionAndLeaseClosed(t *testing.T) {
+	if onSession(true) != retryElsewhere || onSession(false) != serveRequest {
+		t.Error("a lingering actor must refuse new sessions, and only it")
+	}
+	cases := []struct {
+		ev       cluster.EventKind
+		sessions int
+		want     closeVerdict
+	}{
+		{cluster.EvTick, 0, closeAtOnce},
+		{cluster.EvTick, 2, lingerThenClose}, // drained: admitted sessions finish
+		{cluster.EvRenewDeclined, 2, closeAtOnce},
+		{cluster.EvFenced, 1, closeAtOnce},
+	}
+	for _, c := range cases {
+		if got := onLeaseClosed(c.ev, c.sessions); got != c.want {
+			t.Errorf("onLeaseClosed(%s, %d) = %d, want %d", c.ev, c.sessions, got, c.want)
+		}
+	}
+}

@@ -164,11 +164,13 @@ type (
 	// drainTick is the end of a repo actor's drain.
 	drainTick struct{}
 	// leaseChanged tells the supervisor whether a repo actor's lease is
-	// still in the renewal batch.
+	// still in the renewal batch, and when it ended while sessions linger
+	// (released): requests then route and claim anew.
 	leaseChanged struct {
-		key    repoKey
-		pid    *actor.PID
-		renews bool
+		key      repoKey
+		pid      *actor.PID
+		renews   bool
+		released bool
 	}
 	// renewTick starts the periodic batched renewal.
 	renewTick struct{}

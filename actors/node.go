@@ -130,7 +130,7 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &supervisor{node: n, children: map[repoKey]*child{}}
+		return &supervisor{node: n, children: map[repoKey]*child{}, lingering: map[string]repoKey{}}
 	})
 	pid, err := n.system.Root.SpawnNamed(props, "repos")
 	if err != nil {

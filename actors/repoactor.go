@@ -32,6 +32,10 @@ type repoActor struct {
 	// actor, so that a restart after a panic keeps the lease's state; no
 	// one else touches it.
 	lease *actorLease
+	// lingering: the lease's drain ended while sessions were running,
+	// such as a push forwarded here during the drain: they finish and the
+	// actor then closes; no new session starts meanwhile.
+	lingering bool
 	// lastActive is when the last message other than idleTick arrived;
 	// idleTimer, when armed, sends idleTick. protoactor's own receive
 	// timeout is not used: its timer goroutine writes the actor context
@@ -131,6 +135,10 @@ func (a *repoActor) receive(ctx actor.Context) {
 			a.stepLease(ctx, cluster.Event{Kind: cluster.EvRenewDeclined}, whyLeaseEnded)
 		}
 	case *acquire:
+		if onSession(a.lingering) == retryElsewhere {
+			ctx.Respond(&errRetry{})
+			return
+		}
 		if !a.ready(ctx) {
 			return
 		}
@@ -144,6 +152,9 @@ func (a *repoActor) receive(ctx actor.Context) {
 	case *release:
 		if a.sessions > 0 {
 			a.sessions--
+		}
+		if a.lingering && a.sessions == 0 {
+			a.goIdle(ctx, whyLeaseEnded)
 		}
 	case *updateRefs:
 		if !a.ready(ctx) {
@@ -241,6 +252,11 @@ func (a *repoActor) stepLease(ctx actor.Context, ev cluster.Event, why closeWhy)
 			self, root := ctx.Self(), a.node.system.Root
 			l.drain = time.AfterFunc(time.Until(act.At), func() { root.Send(self, &drainTick{}) })
 		case cluster.CloseDB:
+			if onLeaseClosed(ev.Kind, a.sessions) == lingerThenClose {
+				a.lingering = true
+				ctx.Send(ctx.Parent(), &leaseChanged{key: a.key, pid: ctx.Self(), renews: false, released: true})
+				continue
+			}
 			a.goIdle(ctx, why)
 		case cluster.OpenDB:
 			if a.repo == nil && a.openErr == nil {

@@ -26,6 +26,10 @@ import (
 type supervisor struct {
 	node     *Node
 	children map[repoKey]*child
+	// lingering are repo actors whose lease ended while sessions ran: no
+	// longer the repository's actor (a new grant spawns another), still
+	// open until their sessions finish. Keyed by actor id.
+	lingering map[string]repoKey
 
 	// Cluster mode only.
 	renewTimer *time.Timer
@@ -66,16 +70,20 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		c.lastUsed = time.Now()
 		ctx.Respond(&repoPID{pid: c.pid, epoch: c.epoch})
 	case *idle:
-		c, ok := s.children[m.key]
-		if !ok || !c.pid.Equal(m.pid) {
-			return
+		if c, ok := s.children[m.key]; ok && c.pid.Equal(m.pid) {
+			delete(s.children, m.key)
 		}
-		delete(s.children, m.key)
+		delete(s.lingering, m.pid.Id)
 		s.checkDrained()
 	case *listOpen:
-		keys := make([]repoKey, 0, len(s.children))
+		keys := make([]repoKey, 0, len(s.children)+len(s.lingering))
 		for k := range s.children {
 			keys = append(keys, k)
+		}
+		for _, k := range s.lingering {
+			if _, dup := s.children[k]; !dup {
+				keys = append(keys, k)
+			}
 		}
 		ctx.Respond(&openKeys{keys: keys})
 
@@ -90,6 +98,10 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *leaseChanged:
 		if c, ok := s.children[m.key]; ok && c.pid.Equal(m.pid) {
 			c.renews = m.renews
+			if m.released {
+				delete(s.children, m.key)
+				s.lingering[m.pid.Id] = m.key
+			}
 		}
 	case *renewTick:
 		// After Shutdown the actor may never see Stopping (system shutdown
@@ -210,7 +222,7 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 }
 
 func (s *supervisor) checkDrained() {
-	if s.draining && s.drainDone != nil && len(s.children) == 0 {
+	if s.draining && s.drainDone != nil && len(s.children) == 0 && len(s.lingering) == 0 {
 		select {
 		case <-s.drainDone:
 		default:

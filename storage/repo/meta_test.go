@@ -133,7 +133,7 @@ func TestListMeta(t *testing.T) {
 		t.Fatal(err)
 	}
 	all, truncated, err := ListMeta(ctx, d.Store, 10)
-	if err != nil || truncated || len(all) != 2 || all[0] != (Meta{Owner: "Alice", Name: "One"}) || all[1].Name != "two" {
+	if err != nil || truncated || len(all) != 2 || !reflect.DeepEqual(all[0], Meta{Owner: "Alice", Name: "One"}) || all[1].Name != "two" {
 		t.Fatalf("ListMeta: %+v truncated=%v err=%v", all, truncated, err)
 	}
 	if some, truncated, err := ListMeta(ctx, d.Store, 1); err != nil || !truncated || len(some) != 1 {

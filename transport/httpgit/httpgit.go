@@ -59,7 +59,8 @@ type Config struct {
 	// answer 503.
 	Forward Forwarder
 	// Rerouter decides where a request goes after Forward failed to
-	// connect to the owner (GET only); nil: the failure is final (503).
+	// reach the owner with nothing of the request consumed; nil: the
+	// failure is final (503).
 	Rerouter gitserve.Rerouter
 }
 
@@ -348,17 +349,19 @@ func (q *request) moved(err error) {
 
 // maxReplayBody bounds the upload-pack request body a forwarder keeps to
 // send again elsewhere (after a moved answer or a connect failure).
-// Negotiation requests are small; a larger one is streamed once and gets
-// no second chance.
+// Negotiation requests are small; a larger one is streamed, like a push,
+// and gets a second chance only while none of it was sent.
 const maxReplayBody = 1 << 20
 
 // forwardTo carries the request to the owner fe names, following connect
-// failures of reads to wherever the node's failover sends it and moved
-// answers to wherever the node routes next. Reads are GET info/refs and
-// upload-pack POSTs whose body fits maxReplayBody, kept in memory to be
-// sent again; receive-pack bodies are never replayed. When the repository
-// moved here, the request is served again from the start on this node,
-// forbidding a further forward so that a flapping map cannot recurse.
+// failures to wherever the node's failover sends it and moved answers to
+// wherever the node routes next. Upload-pack POSTs whose body fits
+// maxReplayBody are kept in memory to be sent again; other bodies (pushes)
+// stream once, so they follow only while none of them was sent (the
+// forwarder reports nothing else as a connect failure or a move). When the
+// repository moved here, the request is served again from the start on
+// this node, forbidding a further forward so that a flapping map cannot
+// recurse.
 func (h *handler) forwardTo(q *request, fe *gitserve.ForwardError, svc gitserve.Service) error {
 	q.op += "-forward"
 	q.proxied = &trackingWriter{ResponseWriter: q.w}

@@ -65,6 +65,7 @@ type fwdState struct {
 	hop        int
 	replayable bool      // the request can be sent again (no body, or GetBody)
 	body       *sentBody // the body when not replayable
+	responded  bool      // the owner's answer arrived (ModifyResponse ran)
 	err        error     // what the proxy failed with, if anything
 }
 
@@ -89,6 +90,15 @@ func (b *sentBody) Close() error { return nil }
 
 // untouched reports whether nothing of the request was consumed.
 func (st *fwdState) untouched() bool { return st.replayable || st.body.n.Load() == 0 }
+
+// unreached reports whether the request may go elsewhere: no connection
+// could be made, or one was lost before the owner answered (a pooled
+// connection to a node that died), while nothing of the request was
+// consumed, so nothing was applied. A request the client itself gave up
+// (ctx) is not retried.
+func (st *fwdState) unreached(ctx context.Context) bool {
+	return st.untouched() && ctx.Err() == nil && (isConnectError(st.err) || !st.responded && !errors.Is(st.err, errMovedAnswer))
+}
 
 // continueWait bounds how long a forwarded push waits for the owner's
 // "100 Continue" before sending its body anyway. The owner answers a
@@ -141,6 +151,7 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			resp.Request.Context().Value(fwdKey{}).(*fwdState).responded = true
 			if gitserve.IsMovedResponse(resp.StatusCode, resp.Header) {
 				return errMovedAnswer
 			}
@@ -153,10 +164,10 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			st := r.Context().Value(fwdKey{}).(*fwdState)
 			st.err = err
-			if isConnectError(err) || errors.Is(err, errMovedAnswer) {
-				// Nothing was sent, or the owner refused before answering
-				// anything: leave w alone so the caller can retry at
-				// another node.
+			if st.unreached(r.Context()) || errors.Is(err, errMovedAnswer) {
+				// Nothing was applied, or the owner refused before
+				// answering anything: leave w alone so the caller can
+				// retry at another node.
 				return
 			}
 			// Headers may already be out (the proxy calls this only
@@ -184,8 +195,9 @@ func (f *HTTPForwarder) Close() { f.tr.CloseIdleConnections() }
 
 // Forward proxies r to node and writes the answer to w. It returns an
 // error wrapping gitserve.ErrPeerConnect, having written nothing, when the
-// node could not be reached and nothing of r's body was consumed (the
-// caller may retry elsewhere, or serve r here); gitserve.ErrMoved, having
+// node could not be reached, or the connection was lost before it
+// answered, and nothing of r's body was consumed (the caller may retry
+// elsewhere, or serve r here); gitserve.ErrMoved, having
 // written nothing, when node answered that it no longer holds the
 // repository and r can be sent again (no body, r.GetBody set: each
 // Forward then sends a fresh body from it, or a body not yet consumed: a
@@ -229,7 +241,7 @@ func (f *HTTPForwarder) Forward(w http.ResponseWriter, r *http.Request, node str
 	switch {
 	case st.err == nil:
 		return nil
-	case isConnectError(st.err) && st.untouched():
+	case st.unreached(r.Context()):
 		return fmt.Errorf("forward to %s at %s: %w: %w", node, addr, gitserve.ErrPeerConnect, st.err)
 	case errors.Is(st.err, errMovedAnswer) && st.untouched():
 		return fmt.Errorf("forward to %s at %s: %w", node, addr, gitserve.ErrMoved)

@@ -138,3 +138,34 @@ func TestSessionMoved(t *testing.T) {
 		t.Error("input consumed by a session that never started")
 	}
 }
+
+// TestHTTPForwarderLostBeforeAnswer: a connection lost before the owner
+// answered (a pooled connection to a node that was just killed) is
+// reported like a failed connect, with nothing written, while nothing of
+// the request was consumed: the request may go elsewhere. A push whose
+// body the owner had started reading gets an error that is not.
+func TestHTTPForwarderLostBeforeAnswer(t *testing.T) {
+	up := httptest.NewServer(PeerHTTP(secret, nil, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" {
+			io.ReadFull(r.Body, make([]byte, 2))
+		}
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			c.Close() // dies before answering
+		}
+	})))
+	defer up.Close()
+	dir, _ := StaticDirectory(map[string]string{"rgit-1": strings.TrimPrefix(up.URL, "http://")})
+	f := NewHTTPForwarder(dir, secret, nil)
+	defer f.Close()
+
+	w := httptest.NewRecorder()
+	if err := f.Forward(w, httptest.NewRequest("GET", "/a/b/info/refs", nil), "rgit-1"); !errors.Is(err, gitserve.ErrPeerConnect) || w.Body.Len() != 0 {
+		t.Fatalf("GET: %v, wrote %q", err, w.Body)
+	}
+	w = httptest.NewRecorder()
+	err := f.Forward(w, httptest.NewRequest("POST", "/a/b/git-receive-pack", strings.NewReader("pack")), "rgit-1")
+	if err == nil || errors.Is(err, gitserve.ErrPeerConnect) || errors.Is(err, gitserve.ErrMoved) {
+		t.Fatalf("push with its body partly read: %v", err)
+	}
+}

@@ -85,15 +85,17 @@ func TestSessionOverTLS(t *testing.T) {
 
 func TestLeaderOverTLS(t *testing.T) {
 	tc := testTLS(t)
-	_, addr := tlsServer(t, tc, RequireBearer(secret, nil, LeaderHandler(func() Leader { return &fakeLeader{} }, nil)))
+	h := NewHandlers(nil)
+	HandleLeader(h, func() cluster.LeaderService { return &fakeLeader{} })
+	_, addr := tlsServer(t, tc, RequireBearer(secret, nil, h))
 	c := NewLeaderClient(addr, secret, errTestUnreachable).WithTLS(tc)
 	defer c.Close()
-	if d, err := c.Claim(context.Background(), "a/b", "rgit-1"); err != nil || d.Outcome != cluster.Granted {
+	if d, err := c.Claim(context.Background(), cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"}); err != nil || d.Outcome != cluster.Granted {
 		t.Fatalf("Claim over TLS = %+v, %v", d, err)
 	}
 	f := NewLeaderClient(addr, secret, errTestUnreachable).WithTLS(testTLS(t))
 	defer f.Close()
-	if _, err := f.Claim(context.Background(), "a/b", "rgit-1"); !errors.Is(err, errTestUnreachable) {
+	if _, err := f.Claim(context.Background(), cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
 		t.Fatalf("Claim with a foreign certificate: %v", err)
 	}
 }

@@ -70,7 +70,7 @@ func (l *RepoLister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out := RepoList{Viewer: id.Owner, Repos: []RepoItem{}, Truncated: truncated}
 	for _, m := range metas {
-		if auth.Decide(id, auth.RepoInfo{Owner: m.Owner, Name: m.Name, Public: m.Public}, true, auth.Read) == auth.Allow {
+		if auth.Decide(id, m.AccessInfo(), true, auth.Read) == auth.Allow {
 			out.Repos = append(out.Repos, RepoItem{Owner: m.Owner, Name: m.Name, Public: m.Public})
 		}
 	}

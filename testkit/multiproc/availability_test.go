@@ -1,0 +1,335 @@
+package multiproc
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rgit/rgit/testkit/gitenv"
+	"github.com/rgit/rgit/testkit/scale"
+)
+
+// balancer routes like a load balancer in front of the nodes: to a random
+// node in rotation. A node is taken out before it is stopped and put back
+// once it answers /ready. It counts the operations in flight at each node
+// (pick to done).
+type balancer struct {
+	mu       sync.Mutex
+	idle     *sync.Cond // signalled when an operation ends
+	in       map[*Node]bool
+	inflight map[*Node]int
+	rng      *rand.Rand
+}
+
+func newBalancer(nodes []*Node) *balancer {
+	b := &balancer{in: map[*Node]bool{}, inflight: map[*Node]int{}, rng: rand.New(rand.NewPCG(1, 16))}
+	b.idle = sync.NewCond(&b.mu)
+	for _, n := range nodes {
+		b.in[n] = true
+	}
+	return b
+}
+
+func (b *balancer) set(n *Node, in bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.in[n] = in
+}
+
+// pick chooses a node in rotation for one operation; call done after it.
+func (b *balancer) pick(nodes []*Node) *Node {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var up []*Node
+	for _, n := range nodes {
+		if b.in[n] {
+			up = append(up, n)
+		}
+	}
+	n := up[b.rng.IntN(len(up))]
+	b.inflight[n]++
+	return n
+}
+
+func (b *balancer) done(n *Node) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.inflight[n]--
+	b.idle.Broadcast()
+}
+
+// out takes n out of rotation and waits until no operation is in flight
+// at it: from then on clients talk to live nodes only.
+func (b *balancer) out(n *Node) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.in[n] = false
+	for b.inflight[n] > 0 {
+		b.idle.Wait()
+	}
+}
+
+// op is one git operation of the load: a push of a new branch, or a fetch
+// of a branch acknowledged before.
+type op struct {
+	push         bool
+	node, repo   string
+	branch, want string // the branch and the commit pushed (or expected)
+	ok           bool
+	msg          string
+	at           time.Time
+}
+
+// load is a push-and-fetch loop of a few workers, each with its own
+// local repository: every round pushes a new commit as a new branch to a
+// random repository through the balancer, then fetches it back through
+// another pick. It runs until stop.
+type load struct {
+	c     *Cluster
+	env   *gitenv.Env
+	lb    *balancer
+	tok   string
+	repos []string
+	ok    atomic.Int64 // successful operations so far
+	mu    sync.Mutex
+	ops   []op
+	wg    sync.WaitGroup
+	stop  chan struct{}
+}
+
+func startLoad(t *testing.T, c *Cluster, env *gitenv.Env, workers, repos int) *load {
+	t.Helper()
+	l := &load{c: c, env: env, lb: newBalancer(c.Nodes), tok: c.token(t, c.Nodes[0], "alice"), stop: make(chan struct{})}
+	for i := range repos {
+		r := fmt.Sprintf("alice/avail-%d", i)
+		c.mustAdmin(t, c.Nodes[0], "create-repo", r)
+		l.repos = append(l.repos, r)
+	}
+	for w := range workers {
+		dir := filepath.Join(t.TempDir(), fmt.Sprint("w", w))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		env.Run(t, dir, "init", "-q", "-b", "main")
+		l.wg.Add(1)
+		go l.work(w, dir)
+	}
+	return l
+}
+
+func (l *load) record(o op) {
+	o.at = time.Now()
+	l.mu.Lock()
+	l.ops = append(l.ops, o)
+	l.mu.Unlock()
+	if o.ok {
+		l.ok.Add(1)
+	}
+}
+
+func (l *load) work(w int, dir string) {
+	defer l.wg.Done()
+	rng := rand.New(rand.NewPCG(uint64(w), 61))
+	for i := 0; ; i++ {
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		branch := fmt.Sprintf("w%d-%d", w, i)
+		if r := l.env.Try(dir, "commit", "-q", "--allow-empty", "-m", branch); !r.OK() {
+			l.record(op{msg: "local commit: " + r.String()})
+			return
+		}
+		sha := strings.TrimSpace(l.env.Try(dir, "rev-parse", "HEAD").Out())
+		repo := l.repos[rng.IntN(len(l.repos))]
+		n := l.lb.pick(l.c.Nodes)
+		r := l.env.Try(dir, "push", "-q", n.HTTPURL(l.tok, repo), "HEAD:refs/heads/"+branch)
+		l.lb.done(n)
+		l.record(op{push: true, node: n.Name, repo: repo, branch: branch, want: sha, ok: r.OK(), msg: r.Stderr})
+		if !r.OK() {
+			continue
+		}
+		n = l.lb.pick(l.c.Nodes)
+		r = l.env.Try(dir, "fetch", "-q", n.HTTPURL(l.tok, repo), "refs/heads/"+branch)
+		l.lb.done(n)
+		got := strings.TrimSpace(l.env.Try(dir, "rev-parse", "FETCH_HEAD").Out())
+		ok := r.OK() && got == sha
+		msg := r.Stderr
+		if r.OK() && !ok {
+			msg = fmt.Sprintf("fetched %s, pushed %s", got, sha)
+		}
+		l.record(op{node: n.Name, repo: repo, branch: branch, want: sha, ok: ok, msg: msg})
+	}
+}
+
+// progress waits until n more operations have succeeded.
+func (l *load) progress(t *testing.T, n int64) {
+	t.Helper()
+	target := l.ok.Load() + n
+	deadline := time.Now().Add(30 * time.Second)
+	for l.ok.Load() < target {
+		if time.Now().After(deadline) {
+			t.Fatalf("the load made no progress for 30s (%d of %d operations)", l.ok.Load(), target)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// finish stops the workers and returns every operation.
+func (l *load) finish() []op {
+	close(l.stop)
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ops
+}
+
+// tally counts pushes and fetches, and how many of each succeeded.
+func tally(ops []op) (pushes, acked, fetches, fetched int, failed []string) {
+	for _, o := range ops {
+		if o.push {
+			pushes++
+			if o.ok {
+				acked++
+			}
+		} else {
+			fetches++
+			if o.ok {
+				fetched++
+			}
+		}
+		if !o.ok {
+			kind := "fetch"
+			if o.push {
+				kind = "push"
+			}
+			failed = append(failed, fmt.Sprintf("%s %s via %s at %s: %s",
+				kind, o.repo, o.node, o.at.Format("15:04:05.000"), strings.TrimSpace(o.msg)))
+		}
+	}
+	return pushes, acked, fetches, fetched, failed
+}
+
+// checkAcked verifies every acknowledged push: its branch names its
+// commit in the repository now. It returns how many were lost.
+func (l *load) checkAcked(t *testing.T, ops []op) int {
+	t.Helper()
+	refs := map[string]map[string]string{}
+	for _, r := range l.repos {
+		out := l.env.Run(t, "", "ls-remote", l.c.Nodes[0].HTTPURL(l.tok, r), "refs/heads/*")
+		refs[r] = map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if sha, ref, ok := strings.Cut(line, "\t"); ok {
+				refs[r][strings.TrimPrefix(ref, "refs/heads/")] = sha
+			}
+		}
+	}
+	lost := 0
+	for _, o := range ops {
+		if o.push && o.ok && refs[o.repo][o.branch] != o.want {
+			lost++
+			t.Errorf("acknowledged push of %s to %s (via %s) lost: the server has %q", o.branch, o.repo, o.node, refs[o.repo][o.branch])
+		}
+	}
+	return lost
+}
+
+// TestClusterRollingRestartNoFailures: full rolling restarts (ordinals 2,
+// 1, 0; RGIT_MULTIPROC_ROUNDS, default 2) under a push-and-fetch loop
+// routed like a load balancer, each node taken out of rotation 1 s before
+// its SIGTERM (a preStop sleep): no operation fails, every node exits
+// cleanly, nothing acknowledged is lost. The leader's restart is covered
+// by its hand-over and by claims waiting out its absence.
+func TestClusterRollingRestartNoFailures(t *testing.T) {
+	c, env := startCluster(t)
+	rounds := scale.Count(t, "RGIT_MULTIPROC_ROUNDS", 2)
+	l := startLoad(t, c, env, 3, 6)
+	l.progress(t, 10)
+	for round := range rounds {
+		for _, i := range []int{2, 1, 0} {
+			n := c.Nodes[i]
+			l.lb.set(n, false)
+			time.Sleep(time.Second) // the preStop sleep: in-flight requests finish
+			if err := n.Term(20 * time.Second); err != nil {
+				t.Errorf("round %d: %v\n%s", round, err, n.LogTail(20))
+			}
+			if err := n.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if err := n.WaitReady(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			l.lb.set(n, true)
+			l.progress(t, 6)
+		}
+	}
+	ops := l.finish()
+	pushes, acked, fetches, fetched, failed := tally(ops)
+	lost := l.checkAcked(t, ops)
+	line := fmt.Sprintf("availability op=rolling-restart rounds=%d pushes=%d acked=%d fetches=%d ok=%d failed=%d lost=%d",
+		rounds, pushes, acked, fetches, fetched, len(failed), lost)
+	t.Log(line)
+	fmt.Println(line)
+	if len(failed) > 0 {
+		t.Errorf("%d operations failed during the rolling restarts:\n%s", len(failed), strings.Join(failed, "\n"))
+	}
+}
+
+// TestClusterKillNineAvailability: repeated kill -9 of random nodes, the
+// leader included (RGIT_MULTIPROC_KILLS, default 6), under the same loop,
+// requests routed to live nodes only (a node leaves the rotation, and its
+// clients' operations finish, before it is killed; it rejoins once
+// restarted and ready; what other nodes forwarded to it dies with it): at
+// least 99.5% of the operations succeed and no acknowledged push is lost. The leader has no failover, so
+// each killed node is restarted at once (as an orchestrator would).
+func TestClusterKillNineAvailability(t *testing.T) {
+	c, env := startCluster(t)
+	kills := scale.Count(t, "RGIT_MULTIPROC_KILLS", 6)
+	l := startLoad(t, c, env, 3, 6)
+	rng := rand.New(rand.NewPCG(2, 2)) // kills rgit-0, -2, -1, -1, -0, -2
+	l.progress(t, 10)
+	var victims []string
+	for range kills {
+		n := c.Nodes[rng.IntN(len(c.Nodes))]
+		victims = append(victims, n.Name)
+		l.lb.out(n)
+		if err := n.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		// Restarted at once, as an orchestrator restarts a crashed
+		// process: while it is down, requests forwarded to it move its
+		// repositories (or, for the leader, claims wait for it).
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.WaitReady(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		l.lb.set(n, true)
+		// Enough operations per kill that the rate measures more than
+		// the one push a kill may cut mid-body.
+		l.progress(t, 50)
+	}
+	ops := l.finish()
+	pushes, acked, fetches, fetched, failed := tally(ops)
+	lost := l.checkAcked(t, ops)
+	okRate := float64(acked+fetched) / float64(pushes+fetches)
+	line := fmt.Sprintf("availability op=kill9 kills=%d victims=%s pushes=%d acked=%d fetches=%d ok=%d ok_rate=%.4f lost=%d",
+		kills, strings.Join(victims, ","), pushes, acked, fetches, fetched, okRate, lost)
+	t.Log(line)
+	fmt.Println(line)
+	if len(failed) > 0 {
+		t.Logf("failed operations:\n%s", strings.Join(failed, "\n"))
+	}
+	if okRate < 0.995 {
+		t.Errorf("%.2f%% of operations succeeded, want ≥ 99.5%%", okRate*100)
+	}
+}
