@@ -22,7 +22,12 @@ import (
 // half in its repo actor, the store half here. Packs unreferenced for
 // less than minAge are kept (a push may be staging them).
 func (n *Node) CollectGarbage(ctx context.Context, owner, name string, minAge time.Duration) (repo.GCStats, error) {
-	plan, err := n.PlanGC(ctx, owner, name, time.Now(), minAge)
+	now := time.Now()
+	plan, err := n.PlanGC(ctx, owner, name, now, minAge)
+	if errors.Is(err, repo.ErrNotFound) {
+		// Deleted: what is left in the store belongs to nobody.
+		plan, err = repo.PlanOrphanGC(ctx, n.cfg.Deps, owner, name, now, minAge)
+	}
 	if err != nil {
 		return repo.GCStats{}, err
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/rgit/rgit/cmd/config"
 	"github.com/rgit/rgit/testkit/gitenv"
+	"github.com/rgit/rgit/transport/peertls"
 )
 
 // manifests is every object in deploy/*.yaml, by kind.
@@ -160,11 +161,6 @@ func envOf(c corev1.Container, name string) (corev1.EnvVar, bool) {
 	return c.Env[i], true
 }
 
-// apiServeVars are read by `rgit api-serve`, built in parallel with this
-// manifest; they join config.Vars with it. RGIT_REDIS_URL is read by both
-// tiers (DESIGN.md §9).
-var apiServeVars = []string{"RGIT_API_ADDR", "RGIT_UPSTREAM", "RGIT_REDIS_URL"}
-
 // awsVars are the object store SDK's own variables (README: store).
 var awsVars = []string{"AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT", "AWS_PROFILE"}
 
@@ -176,11 +172,6 @@ func TestManifestEnvIsRead(t *testing.T) {
 	known := slices.Clone(awsVars)
 	for _, v := range config.Vars {
 		known = append(known, v.Name)
-	}
-	for _, v := range apiServeVars {
-		if !slices.Contains(known, v) {
-			known = append(known, v)
-		}
 	}
 	var containers []corev1.Container
 	containers = append(containers, m.statefulsets[0].Spec.Template.Spec.Containers...)
@@ -197,21 +188,34 @@ func TestManifestEnvIsRead(t *testing.T) {
 			}
 		}
 	}
+	for _, v := range m.statefulsets[0].Spec.Template.Spec.Volumes {
+		if v.Secret != nil && !slices.ContainsFunc(m.secrets, func(s *corev1.Secret) bool { return s.Name == v.Secret.SecretName }) {
+			t.Errorf("volume %s mounts secret %s, which secrets.yaml lacks", v.Name, v.Secret.SecretName)
+		}
+	}
 	if _, err := config.Parse(m.nodeEnv(t)); err != nil {
 		t.Errorf("the StatefulSet's environment fails rgit's configuration: %v", err)
 	}
 }
 
 // nodeEnv is the git node's environment as pod rgit-1 would see it, with
-// secrets filled in.
+// secrets filled in and the peer TLS secret's files (generated) mounted.
 func (m *manifests) nodeEnv(t *testing.T) func(string) string {
 	t.Helper()
+	tlsDir := t.TempDir()
+	if err := peertls.Generate(tlsDir, "rgit"); err != nil {
+		t.Fatal(err)
+	}
 	node := m.statefulsets[0].Spec.Template.Spec.Containers[0]
 	env := map[string]string{}
 	for _, e := range node.Env {
 		switch {
+		case e.ValueFrom == nil && strings.HasPrefix(e.Value, peerTLSMount+"/"):
+			env[e.Name] = filepath.Join(tlsDir, strings.TrimPrefix(e.Value, peerTLSMount+"/"))
 		case e.ValueFrom == nil:
 			env[e.Name] = e.Value
+		case e.Name == "RGIT_REDIS_URL":
+			env[e.Name] = "redis://redis.rgit.svc:6379/0"
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			env[e.Name] = m.statefulsets[0].Name + "-1"
 		case e.ValueFrom.SecretKeyRef != nil:
@@ -222,6 +226,9 @@ func (m *manifests) nodeEnv(t *testing.T) func(string) string {
 	}
 	return func(k string) string { return env[k] }
 }
+
+// peerTLSMount is where the StatefulSet mounts the rgit-peer-tls secret.
+const peerTLSMount = "/peer-tls"
 
 func (m *manifests) hasSecretKey(secret, key string) bool {
 	for _, s := range m.secrets {

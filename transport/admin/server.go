@@ -246,7 +246,7 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		if err != nil {
 			return "", err
 		}
-		st, err := s.gc(ctx, owner, name)
+		st, err := s.Node.CollectGarbage(ctx, owner, name, s.GCMinAge)
 		if err != nil {
 			return "", err
 		}
@@ -286,22 +286,6 @@ func (s *Server) run(ctx context.Context, req Request, progress func(string, uin
 		return s.Version, nil
 	}
 	return "", fmt.Errorf("%w %q", errUnknownCommand, req.Command)
-}
-
-// gc collects owner/name's garbage: the repo actor drops expired retired
-// entries and says what to keep (no second writer is ever opened), then
-// the store objects are listed and deleted here, outside the actor. A
-// repository without a database is collected from the store alone.
-func (s *Server) gc(ctx context.Context, owner, name string) (repo.GCStats, error) {
-	now := time.Now()
-	plan, err := s.Node.PlanGC(ctx, owner, name, now, s.GCMinAge)
-	if errors.Is(err, repo.ErrNotFound) {
-		plan, err = repo.PlanOrphanGC(ctx, s.Deps, owner, name, now, s.GCMinAge)
-	}
-	if err != nil {
-		return repo.GCStats{}, err
-	}
-	return repo.Collect(ctx, s.Deps, plan)
 }
 
 // existing parses "owner/name" and resolves it to the spelling the
