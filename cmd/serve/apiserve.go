@@ -14,6 +14,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
 	"github.com/rgit/rgit/transport/api"
+	"github.com/rgit/rgit/transport/web"
 )
 
 // APIServer is a running `rgit api-serve`: the stateless read-API tier in
@@ -39,7 +40,7 @@ func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APISer
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
 	}
-	up, err := api.NewUpstream(cfg.Upstream, cfg.PeerSecret, log)
+	up, err := api.NewUpstream(cfg.Upstream, cfg.PeerSecret, cfg.PeerTLS.ClientTLS(), log)
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_UPSTREAM: %w", err)
 	}
@@ -47,19 +48,27 @@ func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APISer
 	if s.cache, err = openAPICache(ctx, cfg, log); err != nil {
 		return nil, err
 	}
-	h, err := api.New(api.Config{Auth: auth.NewStore(store), Origin: up, Cache: s.cache, Log: log})
+	creds := auth.NewStore(store)
+	h, err := api.New(api.Config{Auth: creds, Origin: up, Cache: s.cache, Log: log})
 	if err != nil {
 		return nil, err
 	}
+	// The browse page, in front of this tier's API like a single node's.
+	readAPI := web.WithRepoList(h, &web.RepoLister{Store: store, Auth: creds, Log: log})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	page, err := web.New(web.Config{API: readAPI, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/", page)
 	ln, err := net.Listen("tcp", cfg.APIAddr)
 	if err != nil {
 		s.close()
 		return nil, fmt.Errorf("RGIT_API_ADDR: %w", err)
 	}
 	s.Addr = ln.Addr().String()
-	s.srv = &http.Server{Handler: api.Mount(h, mux), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.HTTPIdle,
+	s.srv = &http.Server{Handler: api.Mount(readAPI, mux), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.HTTPIdle,
 		ErrorLog: zap.NewStdLog(log)}
 	go func() { s.serveErr <- ignoreClosed(s.srv.Serve(ln), http.ErrServerClosed) }()
 	log.Info("rgit api-serve serving", zap.String("addr", s.Addr), zap.String("upstream", cfg.Upstream), zap.Bool("cache", s.cache != nil))

@@ -88,6 +88,23 @@ func TestClusterReadAPI(t *testing.T) {
 		t.Fatalf("owner through api-serve via %s (owner %s): %d %s", via.Name, owner.Name, code, body)
 	}
 
+	// The browse page runs on the api tier in a cluster: alice's
+	// repository is on her list, and its file through the page.
+	if code, _, body := apiGet(t, "http://"+api.Addr+"/api/repos", alice); code != 200 || !strings.Contains(body, `"name":"web"`) {
+		t.Errorf("api-serve /api/repos for alice: %d %s", code, body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+api.Addr+"/alice/web/blob/"+head+"/a.txt", nil)
+	req.AddCookie(&http.Cookie{Name: "rgit_token", Value: alice})
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Error(err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "one") {
+			t.Errorf("api-serve page for a.txt: %d %.300s", resp.StatusCode, b)
+		}
+	}
+
 	// A node's public port refuses the read API in cluster mode.
 	for _, n := range c.Nodes {
 		code, _, body := apiGet(t, "http://"+n.HTTPAddr+"/api/alice/web/refs", alice)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,13 +31,16 @@ type Upstream struct {
 
 // NewUpstream returns an Upstream for the peer service at base
 // (RGIT_UPSTREAM, e.g. http://rgit:8081).
-func NewUpstream(base, secret string, log *zap.Logger) (*Upstream, error) {
+func NewUpstream(base, secret string, tlsCfg *tls.Config, log *zap.Logger) (*Upstream, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("upstream %q: want http://host:port", base)
 	}
 	if secret == "" {
 		return nil, errors.New("upstream: the peer secret is required")
+	}
+	if (tlsCfg != nil) != (u.Scheme == "https") {
+		return nil, fmt.Errorf("upstream %q: peer TLS (RGIT_PEER_TLS_*) and an https:// URL go together", base)
 	}
 	if log == nil {
 		log = zap.NewNop()
@@ -46,6 +50,7 @@ func NewUpstream(base, secret string, log *zap.Logger) (*Upstream, error) {
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
+		TLSClientConfig:     tlsCfg,
 	}
 	return &Upstream{base: u, secret: secret, client: &http.Client{Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, log: log}, nil
