@@ -1,6 +1,51 @@
 // Package actors is rgit's actor system (protoactor-go): the node
 // supervisor, one repo actor per open repository, and the leader actor that
 // writes the ownership map. Actors are thin shells doing I/O around the pure
-// decisions in cluster/ and the storage layer; byte streams never pass
-// through a mailbox. It may import cluster/ and storage/.
+// decisions in cluster/, lifecycle.go and the storage layer; byte streams
+// never pass through a mailbox. It may import cluster/ and storage/.
+//
+// One node's actors:
+//
+//	root
+//	├── repos (supervisor)            children, warm pool, renewal batch
+//	│   ├── alice/web (repoActor)     database handle, sessions, idle timer,
+//	│   │                             lease: holder, epoch, drain timer
+//	│   ├── bob/tools (repoActor)
+//	│   └── … lingering actors: lease ended, sessions finishing
+//	└── leader (leaderActor)          the ownership map's writer; leader node only
+//
+// Messages, one Go type per operation with a typed reply (messages.go,
+// access.go, leader.go):
+//
+//   - to a repo actor: acquire → acquired (a session's snapshot), release;
+//     updateRefs → refsUpdated; setVisibility, setHead → written;
+//     grantAccess, revokeAccess, protectRef, unprotectRef, readSettings →
+//     accessChanged; commitRepack → repackCommitted; planGC → gcPlanned;
+//     closeRepo → written; evictIfIdle; lease: regranted, startRelease,
+//     renewAnswer, drainTick; its own idleTick. A request that cannot run
+//     is answered failed (with the error) or errRetry (the actor closes).
+//   - to the supervisor: getRepo → repoPID | notHeld; granted → leaseInfo;
+//     leaseQuery → leaseInfo; leaseChanged, idle (from children); listOpen
+//     → openKeys; drainAll → drainWait; renewTick, renewResult.
+//   - to the leader actor: cluster.ClaimLease, cluster.ReleaseLease,
+//     cluster.ForceGrantLease (→ Decision), cluster.RenewLeases (→
+//     LeasesRenewed) — the same values other nodes send in a peer envelope
+//     (transport/peer) — and the leader node's own leaderHandOver and
+//     leaderPrune; each answered with a leaderReply.
+//
+// Files, one job each:
+//
+//	node.go        Node: starts the system; Session and the repo writes
+//	supervisor.go  the supervisor
+//	repoactor.go   the repo actor, carrying out lifecycle.go's decisions
+//	               and every cluster.Step action of its lease
+//	lifecycle.go   pure decisions: idle, eviction, sessions, lease end
+//	cluster.go     cluster mode: configuration, the map follower, the view
+//	route.go       Route: serve, forward or claim
+//	failover.go    Moved, ConnectFailed and force-grants
+//	drain.go       Drain, and the leader's hand-over
+//	leader.go      the leader actor; prune.go its pruning pass
+//	maintainer.go  background roll-ups and scheduled passes;
+//	maintenance.go repack and gc through the actor; gc.go automatic gc
+//	access.go      collaborators and protected refs through the actor
 package actors

@@ -1,0 +1,82 @@
+package actors
+
+// Draining: SIGTERM releases every lease through the drain while requests
+// are still served; a draining leader then hands its repositories over.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rgit/rgit/cluster"
+)
+
+// Drain marks the node draining (Route no longer claims) and releases
+// every lease through the drain, then waits until the databases are
+// closed. Requests keep being served during the drain. On the leader node
+// the released repositories are then handed over to live nodes.
+func (n *Node) Drain(ctx context.Context) error {
+	if n.cl == nil {
+		return nil
+	}
+	n.cl.draining.Store(true)
+	v, err := n.request(ctx, n.sup, &drainAll{}, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	w := v.(*drainWait)
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		return fmt.Errorf("drain: %w", ctx.Err())
+	}
+	// Entries naming this node that it never opened (steered or handed
+	// over to it) would send requests here, or after the stop into a
+	// failover, until they lapse at their TTL.
+	released := make(map[string]bool, len(w.released))
+	repos := make([]string, 0, len(w.released))
+	for _, k := range w.released {
+		released[string(k)] = true
+		repos = append(repos, string(k))
+	}
+	unheld := n.namedHere(released)
+	if l, ok := n.cl.service.(*localLeader); ok {
+		// The leader node hands its repositories over before it goes; it
+		// keeps answering claims until its listeners close.
+		if repos = append(repos, unheld...); len(repos) > 0 {
+			l.handOver(ctx, repos)
+		}
+		return nil
+	}
+	for _, r := range unheld {
+		if err := n.releaseUnheld(ctx, repoKey(r)); err != nil {
+			break // the leader is away: the rest lapse at their TTL
+		}
+	}
+	return nil
+}
+
+// namedHere lists the repositories whose live entry in this node's view
+// names it, except those in skip.
+func (n *Node) namedHere(skip map[string]bool) []string {
+	v, ok := n.OwnershipView().(refView)
+	if !ok || v.v == nil {
+		return nil
+	}
+	now := time.Now()
+	var out []string
+	for k, b := range v.v.Scan(cluster.KeyPrefix) {
+		r, err := cluster.RepoOfKey(k)
+		if err != nil || skip[r] {
+			continue
+		}
+		var e cluster.Entry
+		if e.UnmarshalBinary(b) == nil && e.Node == n.cl.cfg.Self && e.Live(now) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Draining reports whether Drain was called (/ready fails).
+func (n *Node) Draining() bool { return n.cl != nil && n.cl.draining.Load() }

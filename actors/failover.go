@@ -1,0 +1,180 @@
+package actors
+
+// Failover: what a forwarder does when the owner it was sent to answers
+// that it drained (Moved) or cannot be reached (ConnectFailed and the
+// force-grant), decided by cluster.OnConnectFailure and movedStep.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
+)
+
+// Moved is called by a forwarder whose request for owner/name was
+// answered by node with the moved signal: node does not hold the
+// repository (it drained) although this node's view named it. Moved
+// re-reads the map and waits, up to Drain plus a follower poll, for an
+// entry still naming node to expire (the drained node's release shortened
+// it to the drain), then routes again: usually a claim, which the leader
+// now grants here or steers elsewhere. Nothing was written for the
+// request, so the caller may send it wherever this says.
+func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult, error) {
+	if n.cl == nil {
+		return RouteResult{Local: true}, nil
+	}
+	if err := names.Validate(owner, name); err != nil {
+		return RouteResult{}, err
+	}
+	key := keyOf(owner, name)
+	deadline := time.Now().Add(n.cl.cfg.Timings.Drain + cluster.FollowerPoll)
+	for {
+		if f := n.cl.follower.Load(); f != nil {
+			if err := f.Refresh(ctx); err != nil {
+				n.log.Warn("re-read ownership map", zap.Error(err))
+			}
+		}
+		e, ok := n.OwnershipView().Get(string(key))
+		now := time.Now()
+		step := movedStep(e, ok, node, now, deadline)
+		if step.giveUp {
+			return RouteResult{}, fmt.Errorf("%s released %s but the map names it until %s: %w",
+				node, key, e.Expires.UTC().Format(time.RFC3339Nano), ErrOwnerUnreachable)
+		}
+		if !step.until.IsZero() {
+			if err := sleepUntil(ctx, step.until); err != nil {
+				return RouteResult{}, err
+			}
+			continue
+		}
+		r, err := n.Route(ctx, owner, name)
+		if err != nil || r.Local || r.Node != node {
+			return r, err
+		}
+		// The leader still names node (its clock is behind this one's):
+		// try again after a poll, within the deadline.
+		if now.Add(cluster.FollowerPoll).After(deadline) {
+			return RouteResult{}, fmt.Errorf("%s released %s but the leader still names it: %w", node, key, ErrOwnerUnreachable)
+		}
+		if err := sleepUntil(ctx, now.Add(cluster.FollowerPoll)); err != nil {
+			return RouteResult{}, err
+		}
+	}
+}
+
+// movedDecision is movedStep's answer: route now (zero value), wait until
+// a time, or give up.
+type movedDecision struct {
+	until  time.Time
+	giveUp bool
+}
+
+// movedStep decides Moved's next step from the view's entry for the
+// repository: an entry that no longer names the node that answered moved
+// (or has expired) routes now; one that still names it live is waited
+// out if it expires by deadline, else the wait would be too long (the
+// release was lost: the entry lapses only at its TTL) and Moved gives up.
+func movedStep(e cluster.Entry, ok bool, node string, now, deadline time.Time) movedDecision {
+	if !ok || e.Node != node || !e.Live(now) {
+		return movedDecision{}
+	}
+	if e.Expires.After(deadline) {
+		return movedDecision{giveUp: true}
+	}
+	return movedDecision{until: e.Expires}
+}
+
+// ConnectFailed is called by a forwarder that could not connect to node
+// for owner/name, having consumed nothing of the request (method names
+// it, for the log). It applies cluster.OnConnectFailure: the first failure
+// waits ForceGrantWait, re-reads the map and routes again; a second one
+// asks the leader to force the repository over (waiting out the quiet
+// period once).
+func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method string) (RouteResult, error) {
+	if n.cl == nil {
+		return RouteResult{Local: true}, nil
+	}
+	if err := names.Validate(owner, name); err != nil {
+		return RouteResult{}, err
+	}
+	key := keyOf(owner, name)
+	n.cl.suspMu.Lock()
+	d := cluster.OnConnectFailure(n.cl.susp, string(key), node, time.Now())
+	n.cl.suspMu.Unlock()
+	n.log.Info("cannot connect to repository owner", zap.String("repo", string(key)), zap.String("owner", node),
+		zap.String("method", method), zap.Stringer("failover", d))
+	switch d.Kind {
+	case cluster.Reread:
+		if err := sleepUntil(ctx, d.At); err != nil {
+			return RouteResult{}, err
+		}
+		if f := n.cl.follower.Load(); f != nil {
+			if err := f.Refresh(ctx); err != nil {
+				n.log.Warn("re-read ownership map", zap.Error(err))
+			}
+		}
+		return n.Route(ctx, owner, name)
+	}
+	return n.force(ctx, key, d.Dead)
+}
+
+// ConnectSucceeded is called by a forwarder that connected to node for
+// owner/name after an earlier connect failure: a suspicion of node for
+// the repository ends (cluster.OnConnectSuccess), so that failure never
+// counts as the first of two that move it.
+func (n *Node) ConnectSucceeded(owner, name, node string) {
+	if n.cl == nil {
+		return
+	}
+	key := string(keyOf(owner, name))
+	n.cl.suspMu.Lock()
+	defer n.cl.suspMu.Unlock()
+	if s, ok := n.cl.susp[key]; ok && s.Owner == node {
+		cluster.OnConnectSuccess(n.cl.susp, key)
+	}
+}
+
+// force asks the leader to move key from dead to this node.
+func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult, error) {
+	if n.cl.draining.Load() {
+		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, ErrDraining)
+	}
+	for attempt := 0; ; attempt++ {
+		d, err := n.awaitLeader(ctx, key, false, func() (cluster.Decision, error) {
+			return n.cl.leader.ForceGrant(ctx, cluster.ForceGrantLease{Repo: string(key), Requester: n.cl.cfg.Self, Dead: dead})
+		})
+		if err != nil {
+			return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, unreachable(err))
+		}
+		if d.Reason != cluster.ReasonQuiet {
+			return n.apply(ctx, key, d)
+		}
+		if attempt > 0 {
+			return RouteResult{}, fmt.Errorf("force-grant %s from %s: still in the quiet period: %w", key, dead, ErrOwnerUnreachable)
+		}
+		// The dead owner renewed just before dying: wait out the quiet
+		// period once rather than waiting for the TTL.
+		if err := sleepUntil(ctx, d.Entry.Written.Add(n.cl.cfg.Timings.QuietPeriod)); err != nil {
+			return RouteResult{}, err
+		}
+	}
+}
+
+func sleepUntil(ctx context.Context, at time.Time) error {
+	d := time.Until(at)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

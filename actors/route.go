@@ -1,0 +1,196 @@
+package actors
+
+// Routing: where a request for a repository goes (serve here, forward to
+// the owner, or claim from the leader first), decided by cluster.Route on
+// the node's view of the ownership map and the leases its repo actors hold.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/repo"
+)
+
+// RouteResult says where a request for a repository goes.
+type RouteResult struct {
+	Local bool
+	Node  string // owner when !Local
+}
+
+// Route is one local map read: serve here, forward to another node, or
+// claim (one round trip to the leader) and then serve or forward. Errors
+// wrapping ErrLeaderUnreachable or ErrDraining mean 503. In single-node
+// mode every repository is local.
+func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, error) {
+	if n.cl == nil {
+		return RouteResult{Local: true}, nil
+	}
+	if err := names.Validate(owner, name); err != nil {
+		return RouteResult{}, err
+	}
+	key := keyOf(owner, name)
+	l, err := n.leaseOf(ctx, key)
+	if err != nil {
+		return RouteResult{}, err
+	}
+	view := n.OwnershipView()
+	if r, decided := routeHeld(view, string(key), n.cl.cfg.Self, l); decided {
+		return r, nil
+	}
+	d := cluster.Route(view, string(key), n.cl.cfg.Self, time.Now())
+	if d.Kind == cluster.Forward {
+		return RouteResult{Node: d.Node}, nil
+	}
+	// Claim, or Serve from a map naming this node without a local lease
+	// (steered here, or this process restarted): the leader grants or
+	// extends it, and only then is the database opened.
+	if n.cl.draining.Load() {
+		// The leader may name this node for a repository it does not hold
+		// (steered here as the drain began; this node's view may not show
+		// it yet): release it, which shortens such an entry to the drain
+		// so that the forwarder getting the moved answer can claim it
+		// within Moved's wait, and takes this node out of placement. The
+		// leader refuses a release of an entry naming another node, so
+		// the call is harmless otherwise.
+		_ = n.releaseUnheld(ctx, key)
+		return RouteResult{}, &MovedError{Repo: string(key), Node: n.cl.cfg.Self}
+	}
+	// Claim only repositories that exist, so requests for made-up names
+	// cannot grow the ownership map. It costs cold repositories one list.
+	if ok, err := repo.Exists(ctx, n.cfg.Deps, owner, name); err != nil {
+		return RouteResult{}, fmt.Errorf("route %s: %w", key, err)
+	} else if !ok {
+		return RouteResult{}, fmt.Errorf("route %s: %w", key, repo.ErrNotFound)
+	}
+	dec, err := n.awaitLeader(ctx, key, true, func() (cluster.Decision, error) {
+		return n.cl.leader.Claim(ctx, cluster.ClaimLease{Repo: string(key), Node: n.cl.cfg.Self})
+	})
+	if err != nil {
+		return RouteResult{}, fmt.Errorf("claim %s: %w", key, unreachable(err))
+	}
+	return n.apply(ctx, key, dec)
+}
+
+// awaitLeader runs ask (a claim or force-grant of key) and waits out an
+// unreachable leader as cluster.OnLeaderUnreachable decides: ask again
+// every LeaderRetry up to Timings.LeaderWait (a leader restart, with the
+// client's connection kept), or, for a claim whose view now names a live
+// owner, serve under that grant without the leader's confirmation (this
+// node) or forward (another). Other errors, and the last unreachable one,
+// are returned.
+func (n *Node) awaitLeader(ctx context.Context, key repoKey, claim bool, ask func() (cluster.Decision, error)) (cluster.Decision, error) {
+	since := time.Now()
+	for try := 0; ; try++ {
+		d, err := ask()
+		if err == nil || !errors.Is(err, ErrLeaderUnreachable) {
+			return d, err
+		}
+		if f := n.cl.follower.Load(); f != nil && try == 0 {
+			// A leader that drained wrote its hand-over just before it
+			// went: read it now rather than at the next poll.
+			if err := f.Refresh(ctx); err != nil {
+				n.log.Warn("re-read ownership map", zap.Error(err))
+			}
+		}
+		e, ok := n.OwnershipView().Get(string(key))
+		a := cluster.OnLeaderUnreachable(e, ok, claim, n.cl.cfg.Self, since, time.Now(), n.cl.cfg.Timings.LeaderWait)
+		switch a.Kind {
+		case cluster.AbsenceAdopt:
+			n.log.Info("ownership leader unreachable; serving under the grant the map names",
+				zap.String("repo", string(key)), zap.Uint64("epoch", e.Epoch), zap.Error(err))
+			return cluster.Decision{Outcome: cluster.Granted, Repo: string(key), Owner: n.cl.cfg.Self, Entry: e}, nil
+		case cluster.AbsenceForward:
+			return cluster.Decision{Outcome: cluster.Refused, Reason: cluster.ReasonOwned, Repo: string(key), Owner: a.Node, Entry: e}, nil
+		case cluster.AbsenceGiveUp:
+			return d, err
+		}
+		if err := sleepUntil(ctx, a.At); err != nil {
+			return cluster.Decision{}, err
+		}
+	}
+}
+
+// releaseUnheld tells the leader to shorten this node's entry for key.
+// Best effort: if it fails the entry lapses at its TTL and forwarders that
+// wait for it give up with a 503, as without the release.
+func (n *Node) releaseUnheld(ctx context.Context, key repoKey) error {
+	ctx, cancel := context.WithTimeout(ctx, cluster.RenewEvery)
+	defer cancel()
+	_, err := n.cl.leader.Release(ctx, cluster.ReleaseLease{Node: n.cl.cfg.Self, Repo: string(key)})
+	if err != nil {
+		n.log.Warn("release unheld lease while draining", zap.String("repo", string(key)), zap.Error(err))
+	}
+	return err
+}
+
+// routeHeld decides for a repository this node holds a lease on: serve
+// unless the view shows a newer epoch granted to another node (the lease
+// was moved away; the renewal will be declined). A view that lags the
+// grant, or an entry that expired while the leader was unreachable, still
+// serves: a node keeps serving what it holds and fencing is the safety net.
+func routeHeld(view cluster.View, repo, self string, l leaseInfo) (RouteResult, bool) {
+	if !l.held {
+		return RouteResult{}, false
+	}
+	e, ok := view.Get(repo)
+	if ok && e.Epoch > l.epoch && e.Node != self {
+		return RouteResult{}, false
+	}
+	return RouteResult{Local: true}, true
+}
+
+// apply acts on the leader's answer to this node's claim or force-grant:
+// the claim's holder steps from Claiming and its action is carried out
+// here (open the database: spawn the repo actor, which owns the lease from
+// then on; forward; or answer 503).
+func (n *Node) apply(ctx context.Context, key repoKey, d cluster.Decision) (RouteResult, error) {
+	h, acts := cluster.Step(cluster.NewHolder(n.cl.drain()), cluster.EventOf(d, n.cl.cfg.Self), time.Now())
+	for _, act := range acts {
+		switch act.Kind {
+		case cluster.OpenDB:
+			if _, err := n.request(ctx, n.sup, &granted{key: key, epoch: d.Entry.Epoch, holder: h}, 10*time.Second); err != nil {
+				return RouteResult{}, fmt.Errorf("record lease on %s: %w", key, err)
+			}
+			return RouteResult{Local: true}, nil
+		case cluster.ForwardTo:
+			return RouteResult{Node: act.Node}, nil
+		}
+	}
+	return RouteResult{}, fmt.Errorf("claim %s: %s without an owner: %w", key, d.Outcome, ErrLeaderUnreachable)
+}
+
+func unreachable(err error) error {
+	if errors.Is(err, ErrLeaderUnreachable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrLeaderUnreachable, err)
+}
+
+// leaseOf asks the supervisor about this node's lease on key.
+func (n *Node) leaseOf(ctx context.Context, key repoKey) (leaseInfo, error) {
+	v, err := n.request(ctx, n.sup, &leaseQuery{key: key}, 10*time.Second)
+	if err != nil {
+		return leaseInfo{}, fmt.Errorf("lease of %s: %w", key, err)
+	}
+	return *v.(*leaseInfo), nil
+}
+
+// ensureLocal routes key and reports a *NotOwnerError when another node
+// owns it.
+func (n *Node) ensureLocal(ctx context.Context, key repoKey) error {
+	owner, name := key.split()
+	r, err := n.Route(ctx, owner, name)
+	if err != nil {
+		return err
+	}
+	if !r.Local {
+		return &NotOwnerError{Repo: string(key), Node: r.Node}
+	}
+	return nil
+}
