@@ -238,7 +238,12 @@ func (m *maintainer) job(key repoKey) {
 	owner, name := key.split()
 	start := time.Now()
 	result, err := m.maintain(owner, name)
-	if err != nil && !errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, repo.ErrConcurrentUpdate):
+		// Expected now and then (a push during a full repack); the push
+		// asked for another check, which plans again.
+		m.node.log.Info("background maintenance raced a change; checking again later", zap.String("repo", string(key)), zap.Error(err))
+	case err != nil && !errors.Is(err, context.Canceled):
 		m.node.log.Warn("background maintenance failed", zap.String("repo", string(key)), zap.Error(err))
 	}
 	m.m.runs.WithLabelValues(result).Inc()

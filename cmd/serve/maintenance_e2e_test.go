@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,26 @@ func TestManyPacksWithinFileBudget(t *testing.T) {
 	if n := openPackFiles(t); n > budget {
 		t.Fatalf("after the clone: %d pack files open, budget %d", n, budget)
 	}
+	if v := metricValue(t, srv, "rgit_pack_files_open"); v < 1 || v > budget {
+		t.Fatalf("rgit_pack_files_open = %v, want 1..%d", v, budget)
+	}
+}
+
+// metricValue reads one unlabelled metric from the node's /metrics.
+func metricValue(t *testing.T, srv *gitenv.Server, name string) float64 {
+	t.Helper()
+	_, body := get(t, "http://"+srv.HTTPAddr+"/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
 }
 
 // openPackFiles counts this process's descriptors open on cached pack

@@ -131,6 +131,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_CACHE_DIR: %w", err)
 	}
+	cache := s.cache
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rgit_pack_files_open", Help: "Pack file descriptors the node holds open (bounded by RGIT_MAX_OPEN_PACKS)."},
+		func() float64 { return float64(cache.Stats().Files) }))
 	if s.PeerSecret, err = peerSecret(cfg); err != nil {
 		return nil, err
 	}
