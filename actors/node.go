@@ -57,13 +57,16 @@ type Config struct {
 
 // Node is one rgit node's actor system: the supervisor and its repo actors.
 type Node struct {
-	cfg     Config
-	log     *zap.Logger
-	system  *actor.ActorSystem
-	sup     *actor.PID
-	metrics *metrics
-	cl      *clusterState // nil in single-node mode
-	maint   *maintainer
+	cfg    Config
+	log    *zap.Logger
+	system *actor.ActorSystem
+	sup    *actor.PID
+	// transport is the transport supervisor: one session actor per live
+	// git session (sessions.go).
+	transport *actor.PID
+	metrics   *metrics
+	cl        *clusterState // nil in single-node mode
+	maint     *maintainer
 
 	shutOnce sync.Once
 	shutErr  error
@@ -85,6 +88,7 @@ type metrics struct {
 	openRepos   prometheus.Gauge
 	openLatency prometheus.Histogram
 	fenced      prometheus.Counter
+	sessions    *prometheus.GaugeVec // live git sessions by kind
 }
 
 // ErrBusy reports that a repository could not be reached in time.
@@ -139,6 +143,15 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("spawn node supervisor: %w", err)
 	}
 	n.sup = pid
+	tpid, err := n.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		return &transportSupervisor{node: n, live: map[string]SessionKind{}}
+	}), "sessions")
+	if err != nil {
+		n.stopCluster()
+		n.system.Shutdown()
+		return nil, fmt.Errorf("spawn transport supervisor: %w", err)
+	}
+	n.transport = tpid
 	if cfg.MaintenanceSlots > 0 && cfg.MaintenanceInterval > 0 {
 		n.maint.schedule(cfg.MaintenanceInterval)
 	}
@@ -155,9 +168,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rgit_repo_fenced_total", Help: "Repository databases closed because a newer writer fenced them."}),
+		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "rgit_git_sessions", Help: "Live git sessions (session actors) on this node, by kind."}, []string{"kind"}),
+	}
+	for _, k := range sessionKinds {
+		m.sessions.WithLabelValues(string(k)) // exported as 0 before the first
 	}
 	if reg != nil {
-		reg.MustRegister(m.openRepos, m.openLatency, m.fenced)
+		reg.MustRegister(m.openRepos, m.openLatency, m.fenced, m.sessions)
 	}
 	return m
 }
@@ -171,8 +189,8 @@ type Session struct {
 	Info     repo.RepoInfo
 	// Epoch is the ownership lease the session runs under (0 on a single
 	// node): one epoch, one writer.
-	Epoch    uint64
-	released bool
+	Epoch       uint64
+	releaseOnce sync.Once
 }
 
 // Session opens owner/name for one session. A missing repository yields an
@@ -210,13 +228,11 @@ func (s *Session) UpdateRefs(ctx context.Context, staged *repo.PackInfo, cmds []
 
 // Release ends the session; the repository may close once idle.
 func (s *Session) Release() {
-	if s.released {
-		return
-	}
-	s.released = true
-	s.node.sessions.Add(-1)
-	s.Snapshot.Close()
-	s.node.system.Root.Send(s.pid, &release{})
+	s.releaseOnce.Do(func() {
+		s.node.sessions.Add(-1)
+		s.Snapshot.Close()
+		s.node.system.Root.Send(s.pid, &release{})
+	})
 }
 
 // SetVisibility makes owner/name public or private through its repo actor

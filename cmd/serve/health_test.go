@@ -55,6 +55,9 @@ func TestHealthReadyMetrics(t *testing.T) {
 		`rgit_open_repos 1`,
 		`rgit_refdb_commit_seconds_count{result="ok"}`,
 		`rgit_pack_cache_hits_total`,
+		// Every session ended: the session actors are gone.
+		`rgit_git_sessions{kind="http"} 0`,
+		`rgit_git_sessions{kind="ssh"} 0`,
 	} {
 		if !strings.Contains(body, series) {
 			t.Errorf("/metrics lacks %s", series)

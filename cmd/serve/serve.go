@@ -282,6 +282,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// The peer HTTP port: smart-HTTP requests forwarded by other nodes.
 		peerCfg := httpCfg
 		peerCfg.Metrics = pm.For("peer")
+		peerCfg.SessionKind = gitserve.KindForwarded
 		peerGit, err := httpgit.New(peerCfg)
 		if err != nil {
 			return nil, err
@@ -393,6 +394,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if err := <-shut; err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// Every git session is a session actor until its last byte, including
+	// sessions forwarded here over hijacked connections, which the HTTP
+	// server's Shutdown does not wait for.
+	if err := s.node.WaitSessions(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, s.close())
 	return errors.Join(errs...)

@@ -50,7 +50,13 @@ type noForwardKey struct{}
 
 // ServeAPI implements Origin.
 func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity) {
-	ctx := r.Context()
+	ctx, end, err := l.Gate.Begin(r.Context(), gitserve.KindAPI)
+	defer end()
+	if err != nil {
+		l.fail(w, r, err)
+		return
+	}
+	r = r.WithContext(ctx)
 	sess, err := l.Gate.Open(ctx, gitserve.UploadPack, q.Owner, q.Name, id)
 	if fe, ok := gitserve.AsForward(err); ok {
 		l.forward(w, r, q, id, fe)

@@ -88,18 +88,32 @@ func (e *Engine) Session(ctx context.Context, owner, name string, write bool) (g
 	return b, b.close, nil
 }
 
+// BeginSession implements gitserve.SessionTracker: the session is an
+// actor under the node's transport supervisor until end.
+func (e *Engine) BeginSession(ctx context.Context, kind string) (context.Context, func(), error) {
+	g, err := e.Node.BeginSession(ctx, actors.SessionKind(kind))
+	if err != nil {
+		return ctx, nil, err
+	}
+	return actors.WithGitSession(ctx, g), g.End, nil
+}
+
 // session routes the repository (cluster mode: one local map read, or a
-// claim) and opens an actor session on it here, mapping errors to the
-// front ends' sentinels; a repository owned by another node is a
+// claim) and opens an actor session on it here, through the git session's
+// actor when the front end began one, mapping errors to the front ends'
+// sentinels; a repository owned by another node is a
 // *gitserve.ForwardError.
 func (e *Engine) session(ctx context.Context, owner, name string) (*actors.Session, error) {
-	r, err := e.Node.Route(ctx, owner, name)
+	var s *actors.Session
+	var r actors.RouteResult
+	var err error
+	if g := actors.GitSessionOf(ctx); g != nil {
+		s, r, err = g.Resolve(ctx, owner, name)
+	} else if r, err = e.Node.Route(ctx, owner, name); err == nil && r.Local {
+		s, err = e.Node.Session(ctx, owner, name)
+	}
 	if err == nil && !r.Local {
 		return nil, &gitserve.ForwardError{Node: r.Node, Owner: owner, Name: name}
-	}
-	var s *actors.Session
-	if err == nil {
-		s, err = e.Node.Session(ctx, owner, name)
 	}
 	var notOwner *actors.NotOwnerError
 	var moved *actors.MovedError

@@ -32,6 +32,22 @@ type Resolver interface {
 	Session(ctx context.Context, owner, name string, write bool) (b gitproto.Backend, release func(), err error)
 }
 
+// SessionTracker is implemented by resolvers that keep every git session
+// a node serves as an actor (the engine: actors.Node.BeginSession). A
+// front end begins the session before anything else and ends it when the
+// session is over, local or forwarded; ctx carries it down to Session.
+type SessionTracker interface {
+	BeginSession(ctx context.Context, kind string) (context.Context, func(), error)
+}
+
+// Session kinds, as front ends name them to Begin.
+const (
+	KindHTTP      = "http"
+	KindSSH       = "ssh"
+	KindForwarded = "forwarded"
+	KindAPI       = "api"
+)
+
 // Authoritative is implemented by backends that know the repository's
 // settings as its writer holds them. Lookup's metadata may lag a
 // visibility change made on another node by a cache TTL; the owner checks
@@ -152,6 +168,21 @@ func NewGate(r Resolver, engine Engine, agent string) (*Gate, error) {
 		engine = ProtoEngine{}
 	}
 	return &Gate{resolver: r, engine: engine, agent: agent}, nil
+}
+
+// Begin starts a git session of kind through the resolver's SessionTracker
+// (a no-op for resolvers without one) and returns the context to serve it
+// under and the function that ends it. A failure is ErrUnavailable.
+func (g *Gate) Begin(ctx context.Context, kind string) (context.Context, func(), error) {
+	t, ok := g.resolver.(SessionTracker)
+	if !ok {
+		return ctx, func() {}, nil
+	}
+	ctx, end, err := t.BeginSession(ctx, kind)
+	if err != nil {
+		return ctx, func() {}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return ctx, end, nil
 }
 
 // Session is one authorised git session; Close it when done.

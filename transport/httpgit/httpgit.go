@@ -13,6 +13,7 @@ package httpgit
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -54,6 +55,9 @@ type Config struct {
 	// Metrics records each request; nil means none. Use
 	// (*gitserve.PromMetrics).For("http").
 	Metrics gitserve.Metrics
+	// SessionKind names this front end's git sessions (gitserve.KindHTTP
+	// when empty; the peer port's are gitserve.KindForwarded).
+	SessionKind string
 	// Forward carries a request for a repository another node owns to that
 	// node (cluster mode; transport/peer.HTTPForwarder). nil: such requests
 	// answer 503.
@@ -83,6 +87,7 @@ type handler struct {
 	metrics  gitserve.Metrics
 	forward  Forwarder
 	rerouter gitserve.Rerouter
+	kind     string // gitserve session kind
 }
 
 // Patterns are the net/http.ServeMux patterns the front end serves.
@@ -135,19 +140,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 // on an ambiguous overlap (e.g. a method-less "/x/{rest...}").
 func (s *Server) Register(mux *http.ServeMux) {
 	h := s.h
-	mux.HandleFunc(Patterns[0], withID(h.infoRefs))
-	mux.HandleFunc(Patterns[1], withID(func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.UploadPack) }))
-	mux.HandleFunc(Patterns[2], withID(func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.ReceivePack) }))
+	mux.HandleFunc(Patterns[0], h.session(h.infoRefs))
+	mux.HandleFunc(Patterns[1], h.session(func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.UploadPack) }))
+	mux.HandleFunc(Patterns[2], h.session(func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.ReceivePack) }))
 }
 
-// withID gives the request its id (package reqid): the X-Request-Id it
+// session gives the request its id (package reqid): the X-Request-Id it
 // came with when sane (a client's, a load balancer's, or the forwarding
-// node's), else a new one. The answer echoes it; a forwarder sends it on.
-func withID(next http.HandlerFunc) http.HandlerFunc {
+// node's), else a new one; the answer echoes it and a forwarder sends it
+// on. The request is one git session (gitserve.Gate.Begin) from here to
+// its last byte, forwarded or not.
+func (h *handler) session(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := reqid.Accept(r.Header.Get(reqid.Header))
 		w.Header().Set(reqid.Header, id)
-		next(w, r.WithContext(reqid.With(r.Context(), id)))
+		ctx, end, err := h.gate.Begin(reqid.With(r.Context(), id), h.kind)
+		defer end()
+		if err != nil {
+			h.log.Warn("git http request refused: no session", zap.Error(err), reqid.Field(ctx))
+			http.Error(w, gitserve.Unavailable.Message(), http.StatusServiceUnavailable)
+			return
+		}
+		next(w, r.WithContext(ctx))
 	}
 }
 
@@ -160,7 +174,7 @@ func newHandler(cfg Config) (*handler, error) {
 		return nil, fmt.Errorf("httpgit: %w", err)
 	}
 	h := &handler{gate: gate, auth: cfg.Auth, maxBody: cfg.MaxBody, log: cfg.Logger, metrics: cfg.Metrics,
-		forward: cfg.Forward, rerouter: cfg.Rerouter}
+		forward: cfg.Forward, rerouter: cfg.Rerouter, kind: cmp.Or(cfg.SessionKind, gitserve.KindHTTP)}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBody
 	}

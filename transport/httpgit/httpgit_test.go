@@ -204,6 +204,9 @@ func TestAuthMatrix(t *testing.T) {
 		// A bad token is refused even where anonymous would do.
 		{"badtoken", "pub", up, 401}, {"badtoken", "priv", up, 401},
 		{"notbasic", "pub", up, 401},
+		// Bearer carries a token like Basic (auth.FromRequest, the rule
+		// of the read API too).
+		{"bearer", "priv", up, 200}, {"bearer", "priv", rp, 200},
 	}
 	for _, r := range rows {
 		t.Run(fmt.Sprintf("%s/%s/%s", r.caller, r.repo, r.svc), func(t *testing.T) {
@@ -216,6 +219,8 @@ func TestAuthMatrix(t *testing.T) {
 			case "badtoken":
 				req.SetBasicAuth("u", "nope")
 			case "notbasic":
+				req.Header.Set("Authorization", "Digest username=alice")
+			case "bearer":
 				req.Header.Set("Authorization", "Bearer "+aliceTok)
 			}
 			resp, err := http.DefaultClient.Do(req)

@@ -346,6 +346,13 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := gitserve.WithHops(context.WithoutCancel(r.Context()), hop)
 	ctx = reqid.With(ctx, reqid.Accept(r.Header.Get(reqid.Header)))
 	log = log.With(reqid.Field(ctx))
+	ctx, end, err := h.Gate.Begin(ctx, gitserve.KindForwarded)
+	defer end()
+	if err != nil {
+		log.Warn("peer session refused: no session", zap.Error(err))
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
 	// Open before the upgrade: a repository this draining node no longer
 	// holds is answered with the moved signal while the caller can still
 	// send the session elsewhere (it has read nothing of the client yet).

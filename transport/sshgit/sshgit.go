@@ -308,6 +308,11 @@ func (s *Server) serve(ctx context.Context, sess ssh.Session, op *string, stats 
 	}
 	opt := gitproto.Options{Protocol: gitproto.ParseProtocol(envValue(sess.Environ(), "GIT_PROTOCOL"))}
 	req := gitserve.SessionRequest{Service: svc, Owner: owner, Name: name, Identity: id, Protocol: opt.Protocol}
+	ctx, end, err := s.gate.Begin(ctx, gitserve.KindSSH)
+	defer end()
+	if err != nil {
+		return err
+	}
 	if s.stall == 0 {
 		*stats, err = s.gate.ServeRouted(ctx, s.forward, s.reroute, req, sess, sess, opt)
 		return err
