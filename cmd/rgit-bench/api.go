@@ -44,6 +44,7 @@ type apiFlags struct {
 	commonFlags
 	rgitBin string
 	caches  string
+	ops     string
 	n       int
 }
 
@@ -54,7 +55,14 @@ func runAPI(ctx context.Context, args []string) error {
 	fs.StringVar(&c.rgitBin, "rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	fs.StringVar(&c.caches, "caches", "off,redis", "cache settings to run: off, redis (needs redis-server)")
 	fs.IntVar(&c.n, "n", 41, "timed requests per endpoint (the median is reported)")
+	fs.StringVar(&c.ops, "ops", strings.Join(apiOps, ","), "endpoints to measure")
 	fs.Parse(args)
+	ops := strings.Split(c.ops, ",")
+	for _, op := range ops {
+		if !slices.Contains(apiOps, op) {
+			return fmt.Errorf("-ops: unknown %q (want some of %s)", op, strings.Join(apiOps, ","))
+		}
+	}
 	bin, err := filepath.Abs(c.rgitBin)
 	if err != nil {
 		return err
@@ -77,7 +85,7 @@ func runAPI(ctx context.Context, args []string) error {
 			return err
 		}
 		gitMS := map[string]float64{}
-		for _, op := range apiOps {
+		for _, op := range ops {
 			if gitMS[op], err = gitP50(ctx, f.Dir, targets.git[op], c.n); err != nil {
 				return err
 			}
@@ -97,7 +105,7 @@ func runAPI(ctx context.Context, args []string) error {
 			default:
 				return fmt.Errorf("-caches: unknown %q (want off, redis)", cache)
 			}
-			if err := benchAPIOn(ctx, f, env, cache, targets, gitMS, c.n); err != nil {
+			if err := benchAPIOn(ctx, f, env, cache, ops, targets, gitMS, c.n); err != nil {
 				return fmt.Errorf("%s cache=%s: %w", f.Name, cache, err)
 			}
 		}
@@ -174,7 +182,7 @@ func p50(xs []float64) float64 {
 
 // benchAPIOn starts a node, pushes the fixture into a public repository
 // and measures every op.
-func benchAPIOn(ctx context.Context, f *fixture.Fixture, env rgitEnv, cache string, t apiTarget, gitMS map[string]float64, n int) error {
+func benchAPIOn(ctx context.Context, f *fixture.Fixture, env rgitEnv, cache string, ops []string, t apiTarget, gitMS map[string]float64, n int) error {
 	srv, err := startRgit(ctx, env)
 	if err != nil {
 		return err
@@ -195,7 +203,7 @@ func benchAPIOn(ctx context.Context, f *fixture.Fixture, env rgitEnv, cache stri
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
 	base := "http://" + srv.httpAddr + "/api/" + benchOwner + "/" + f.Name + "/"
-	for _, op := range apiOps {
+	for _, op := range ops {
 		url := base + t.api[op]
 		// One untimed request: opens the repository (and fills the cache).
 		if err := apiGet(ctx, client, url, cache == "redis" && op != "archive"); err != nil {

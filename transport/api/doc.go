@@ -1,0 +1,30 @@
+// Package api is rgit's read API: JSON over HTTP under
+// /api/{owner}/{name}/… (refs, tree, blob, raw, log, commit, compare,
+// archive; README.md has the reference) and its optional Redis cache.
+//
+// The one idea: only refs takes names; every other endpoint takes an
+// object id, so its answer can never change and may be cached forever by
+// anyone. ParseRequest parses a path once, and that one Request drives
+// the access decision, the cache key (CacheSuffix) and the upstream
+// request (Path).
+//
+// Pieces:
+//   - Handler: the front. Parse, authenticate (a bad token is 401 before
+//     anything else is asked), answer from the Cache, else ask the Origin
+//     and store what may be shared (public repositories only).
+//   - Local: the Origin on a git node. Access is transport/gitserve's Gate
+//     (the same decision as a clone); the answers read the session's packs
+//     (read.go, diff.go, archive.go), forwarding to the owner in a cluster.
+//   - Upstream: the Origin of `rgit api-serve`, asking the fleet's peer
+//     HTTP service with the peer secret.
+//   - Cache: answers under v1:{gen}:{owner}/{name}:{suffix} with per-
+//     repository generation counters (see Cache for the eviction rule).
+//
+// go-git supplies rename detection, line diffs, the unified patch encoder
+// and merge bases over rgit's packs through a read-only storer
+// (gogit.go); tree listing, path walks, logs, the tree diff walk and
+// archives are this package's own code.
+//
+// It imports transport/gitserve, transport/gitproto, transport/peer (the
+// peer headers), storage/, go-git, go-redis and zap.
+package api
