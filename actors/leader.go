@@ -143,41 +143,18 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 		self := a.node.cl.cfg.Self
 		a.liveness.Left(self)
 		r.handed = a.m.HandOver(self, m.repos, a.live(), now)
-		txn := make(refdb.Txn, 0, len(r.handed))
-		for _, d := range r.handed {
-			op, err := entryOp(d.Repo, d.Entry)
-			if err != nil {
-				r.err = err
-				break
-			}
-			txn = append(txn, op)
+		repos := make([]string, len(r.handed))
+		for i, d := range r.handed {
+			repos[i] = d.Repo
 		}
-		if r.err == nil {
-			r.err = a.commit(ctx, txn)
-		}
-		if r.err != nil {
+		if r.err = a.persistEntries(ctx, repos); r.err != nil {
 			r.handed = nil
-			a.reload()
 		}
 	case *cluster.RenewLeases:
 		a.liveness.Heard(m.Node, now)
 		r.renewed, r.declined = a.m.Renew(m.Node, m.Repos, now)
-		txn := make(refdb.Txn, 0, len(r.renewed))
-		for _, repo := range r.renewed {
-			e, _ := a.m.Get(repo)
-			op, err := entryOp(repo, e)
-			if err != nil {
-				r.err = err
-				break
-			}
-			txn = append(txn, op)
-		}
-		if r.err == nil {
-			r.err = a.commit(ctx, txn)
-		}
-		if r.err != nil {
+		if r.err = a.persistEntries(ctx, r.renewed); r.err != nil {
 			r.renewed, r.declined = nil, nil
-			a.reload()
 		}
 	case *leaderPrune:
 		r = a.prune(ctx, m, now)
@@ -195,6 +172,28 @@ func (a *leaderActor) persist(ctx actor.Context, d cluster.Decision) error {
 	op, err := entryOp(d.Repo, d.Entry)
 	if err == nil {
 		err = a.commit(ctx, refdb.Txn{op})
+	}
+	if err != nil {
+		a.reload()
+	}
+	return err
+}
+
+// persistEntries writes the map's entries of repos in one commit; a
+// failure reloads the map (it holds the unpersisted decisions).
+func (a *leaderActor) persistEntries(ctx actor.Context, repos []string) error {
+	txn := make(refdb.Txn, 0, len(repos))
+	var err error
+	for _, repo := range repos {
+		e, _ := a.m.Get(repo)
+		var op refdb.Op
+		if op, err = entryOp(repo, e); err != nil {
+			break
+		}
+		txn = append(txn, op)
+	}
+	if err == nil {
+		err = a.commit(ctx, txn)
 	}
 	if err != nil {
 		a.reload()
