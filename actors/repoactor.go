@@ -98,11 +98,15 @@ func (a *repoActor) receive(ctx actor.Context) {
 		}
 	case *closeNow:
 		if m.drained && a.sessions > 0 {
-			// Cutting them would fail a push the drain admitted; a new
-			// owner opening meanwhile fences this handle, so nothing is
+			// Cutting them would fail a push the drain admitted. The
+			// supervisor keeps the entry naming this node meanwhile; a
+			// new owner opening anyway fences this handle, so nothing is
 			// acknowledged twice. A lost lease (declined, fenced) closes
 			// at once.
-			a.lingering = true
+			if !a.lingering {
+				a.lingering = true
+				ctx.Send(ctx.Parent(), &lingerHold{key: a.key})
+			}
 			return
 		}
 		a.goIdle(ctx, whyLeaseEnded)
@@ -126,7 +130,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 			a.sessions--
 		}
 		if a.lingering && a.sessions == 0 {
-			a.goIdle(ctx, whyLeaseEnded)
+			a.goIdle(ctx, whyLingered)
 		}
 	case *call:
 		if !a.ready(ctx) {

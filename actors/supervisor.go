@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -104,6 +105,8 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		case l.h.State == cluster.Serving:
 			s.step(ctx, m.key, l, cluster.Event{Kind: cluster.EvReleaseStarted})
 		}
+	case *lingerHold:
+		s.holdLinger(m.key)
 	case *drainTick:
 		if l, ok := s.leases[m.key]; ok && l.epoch == m.epoch {
 			s.step(ctx, m.key, l, cluster.Event{Kind: cluster.EvTick})
@@ -205,6 +208,9 @@ func (s *supervisor) dropLease(key repoKey) {
 func (s *supervisor) actorClosed(ctx actor.Context, key repoKey, why closeWhy) {
 	l, ok := s.leases[key]
 	if !ok {
+		if why == whyLingered {
+			s.sendRelease(key) // undo holdLinger's renewal
+		}
 		s.checkDrained()
 		return
 	}
@@ -223,6 +229,26 @@ func (s *supervisor) actorClosed(ctx actor.Context, key repoKey, why closeWhy) {
 	default:
 		s.checkDrained()
 	}
+}
+
+// holdLinger renews key's entry once: its drain ended with sessions still
+// running (a push forwarded here late in the drain), and an entry lapsing
+// under them would let another node open the repository and fence their
+// commit. The actor's close (whyLingered) releases the entry again.
+func (s *supervisor) holdLinger(key repoKey) {
+	leader, self, log := s.node.cl.leader, s.node.cl.cfg.Self, s.node.log
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
+		defer cancel()
+		_, declined, err := leader.Renew(ctx, self, []string{string(key)})
+		if err == nil && len(declined) > 0 {
+			err = errors.New("renewal declined")
+		}
+		if err != nil {
+			// A new owner may then fence the running sessions' commits.
+			log.Warn("hold the entry of a repository with sessions after its drain", zap.String("repo", string(key)), zap.Error(err))
+		}
+	}()
 }
 
 func (s *supervisor) sendRelease(key repoKey) {
