@@ -253,7 +253,9 @@ func (s *supervisor) holdLinger(key repoKey) {
 
 func (s *supervisor) sendRelease(key repoKey) {
 	leader, self, log := s.node.cl.leader, s.node.cl.cfg.Self, s.node.log
+	s.node.cl.releases.Add(1)
 	go func() {
+		defer s.node.cl.releases.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
 		if _, err := leader.Release(ctx, self, string(key)); err != nil {
