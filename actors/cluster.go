@@ -102,6 +102,9 @@ type clusterState struct {
 	leaderPID *actor.PID
 	follower  atomic.Pointer[refdb.Follower]
 	draining  atomic.Bool
+	// releases counts release calls in flight, so that a drain returns
+	// (and the process may exit) only once they are sent.
+	releases sync.WaitGroup
 
 	suspMu sync.Mutex
 	susp   cluster.Suspicions

@@ -130,8 +130,10 @@ func TestFollowerNeedsLeaderClient(t *testing.T) {
 
 // TestMovedStep: after a moved answer, an entry still naming the node
 // that answered is waited out when it expires within the deadline (a
-// release shortened it to the drain), and given up on otherwise (the
-// release was lost: it lapses only at its TTL); any other entry routes now.
+// release shortened it to the drain), re-read every poll until the
+// deadline when it lasts longer (held while sessions finish), and given up
+// on at the deadline (the release was lost: it lapses only at its TTL);
+// any other entry routes now.
 func TestMovedStep(t *testing.T) {
 	now := time.Unix(1000, 0)
 	deadline := now.Add(700 * time.Millisecond)
@@ -147,11 +149,18 @@ func TestMovedStep(t *testing.T) {
 		{"names another node", cluster.Entry{Node: "rgit-2", Expires: now.Add(cluster.TTL)}, true, movedDecision{}},
 		{"released, expiring soon", soon, true, movedDecision{until: soon.Expires}},
 		{"expires at the deadline", cluster.Entry{Node: "rgit-1", Expires: deadline}, true, movedDecision{until: deadline}},
-		{"release lost", cluster.Entry{Node: "rgit-1", Expires: now.Add(cluster.TTL)}, true, movedDecision{giveUp: true}},
+		{"held longer: re-read", cluster.Entry{Node: "rgit-1", Expires: now.Add(cluster.TTL)}, true, movedDecision{until: now.Add(cluster.FollowerPoll)}},
 	} {
 		if got := movedStep(tc.e, tc.ok, "rgit-1", now, deadline); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+	held := cluster.Entry{Node: "rgit-1", Expires: now.Add(cluster.TTL)}
+	if got := movedStep(held, true, "rgit-1", deadline.Add(-time.Millisecond), deadline); got != (movedDecision{until: deadline}) {
+		t.Errorf("held, last poll: %+v, want one at the deadline", got)
+	}
+	if got := movedStep(held, true, "rgit-1", deadline, deadline); !got.giveUp {
+		t.Errorf("held at the deadline (release lost): %+v, want give up", got)
 	}
 }
 

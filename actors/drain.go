@@ -30,6 +30,7 @@ func (n *Node) Drain(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("drain: %w", ctx.Err())
 	}
+	n.cl.releases.Wait() // each bounded by RenewEvery
 	// Entries naming this node that it never opened (steered or handed
 	// over to it) would send requests here, or after the stop into a
 	// failover, until they lapse at their TTL.

@@ -31,7 +31,10 @@ func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult
 		return RouteResult{}, err
 	}
 	key := keyOf(owner, name)
-	deadline := time.Now().Add(n.cl.cfg.Timings.Drain + cluster.FollowerPoll)
+	// A release shortens the entry to the drain; an owner whose drain
+	// ended with sessions still running holds the entry until they end,
+	// so wait as long as for an absent leader.
+	deadline := time.Now().Add(max(n.cl.cfg.Timings.Drain+cluster.FollowerPoll, n.cl.cfg.Timings.LeaderWait))
 	for {
 		if f := n.cl.follower.Load(); f != nil {
 			if err := f.Refresh(ctx); err != nil {
@@ -76,16 +79,23 @@ type movedDecision struct {
 // movedStep decides Moved's next step from the view's entry for the
 // repository: an entry that no longer names the node that answered moved
 // (or has expired) routes now; one that still names it live is waited
-// out if it expires by deadline, else the wait would be too long (the
-// release was lost: the entry lapses only at its TTL) and Moved gives up.
+// out if it expires by deadline; a longer one is re-read every follower
+// poll until the deadline (the node holds it while sessions it admitted
+// in its drain finish, then releases it), and then Moved gives up (the
+// release was lost: the entry lapses only at its TTL).
 func movedStep(e cluster.Entry, ok bool, node string, now, deadline time.Time) movedDecision {
-	if !ok || e.Node != node || !e.Live(now) {
+	switch {
+	case !ok || e.Node != node || !e.Live(now):
 		return movedDecision{}
-	}
-	if e.Expires.After(deadline) {
+	case !e.Expires.After(deadline):
+		return movedDecision{until: e.Expires}
+	case !now.Before(deadline):
 		return movedDecision{giveUp: true}
 	}
-	return movedDecision{until: e.Expires}
+	if next := now.Add(cluster.FollowerPoll); next.Before(deadline) {
+		return movedDecision{until: next}
+	}
+	return movedDecision{until: deadline}
 }
 
 // ConnectFailed is called by a forwarder that could not connect to node

@@ -142,6 +142,9 @@ func onLeaseClosed(ev cluster.EventKind, sessions int) closeVerdict {
 // lease (to the cluster it looks like a crash, and the node's restart
 // reclaims it), and every other reason closed through the lease already.
 func releaseOnClose(why closeWhy, lease *cluster.Holder) bool {
+	if why == whyLingered {
+		return lease != nil // undo holdEntry's renewal
+	}
 	return lease != nil && lease.State == cluster.Serving && (why == whyOpenFailed || why == whyClosed)
 }
 

@@ -91,6 +91,7 @@ func TestReleaseOnClose(t *testing.T) {
 		{whyClosed, holder(cluster.Draining), false}, // released when the drain began
 		{whyClosed, nil, false},                      // single node
 		{whyIdle, nil, false},
+		{whyLingered, holder(cluster.Closed), true}, // the entry held for the sessions
 	}
 	for _, c := range cases {
 		if got := releaseOnClose(c.why, c.lease); got != c.want {

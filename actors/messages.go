@@ -55,10 +55,12 @@ const (
 	whyClosed                     // CloseRepo (delete-repo): release the lease
 	whyShutdown                   // Shutdown: keep the lease, like a crash
 	whyLeaseEnded                 // drain over or renewal declined
+	whyLingered                   // sessions over after the drain: release the entry again
 )
 
 var whyNames = [...]string{whyIdle: "idle", whyFenced: "fenced", whyOpenFailed: "open failed",
-	whyClosed: "closed", whyShutdown: "shutdown", whyLeaseEnded: "lease ended"}
+	whyClosed: "closed", whyShutdown: "shutdown", whyLeaseEnded: "lease ended", whyLingered: "sessions over after the drain"}
+
 
 func (w closeWhy) String() string { return whyNames[w] }
 

@@ -154,7 +154,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 			a.sessions--
 		}
 		if a.lingering && a.sessions == 0 {
-			a.goIdle(ctx, whyLeaseEnded)
+			a.goIdle(ctx, whyLingered)
 		}
 	case *updateRefs:
 		if !a.ready(ctx) {
@@ -255,6 +255,7 @@ func (a *repoActor) stepLease(ctx actor.Context, ev cluster.Event, why closeWhy)
 			if onLeaseClosed(ev.Kind, a.sessions) == lingerThenClose {
 				a.lingering = true
 				ctx.Send(ctx.Parent(), &leaseChanged{key: a.key, pid: ctx.Self(), renews: false, released: true})
+				a.holdEntry()
 				continue
 			}
 			a.goIdle(ctx, why)
@@ -271,12 +272,34 @@ func (a *repoActor) stepLease(ctx actor.Context, ev cluster.Event, why closeWhy)
 	}
 }
 
-// sendRelease tells the leader the lease is being let go (the entry is
-// shortened to the drain). Off the actor: the drain already bounds what
-// happens if the leader is away.
-func (a *repoActor) sendRelease() {
+// holdEntry renews the entry once when the drain ended with sessions still
+// running (a push forwarded here late in the drain): an entry lapsing
+// under them would let another node open the repository and fence their
+// commit. Closing after them (whyLingered) releases it again.
+func (a *repoActor) holdEntry() {
 	leader, self, log, key := a.node.cl.leader, a.node.cl.cfg.Self, a.node.log, a.key
 	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
+		defer cancel()
+		r, err := leader.Renew(ctx, cluster.RenewLeases{Node: self, Repos: []string{string(key)}})
+		if err == nil && len(r.Declined) > 0 {
+			err = errors.New("renewal declined")
+		}
+		if err != nil {
+			// A new owner may then fence the running sessions' commits.
+			log.Warn("hold the entry of a repository with sessions after its drain", zap.String("repo", string(key)), zap.Error(err))
+		}
+	}()
+}
+
+// sendRelease tells the leader the lease is being let go (the entry is
+// shortened to the drain). Off the actor: the drain already bounds what
+// happens if the leader is away; Node.Drain waits for it to be sent.
+func (a *repoActor) sendRelease() {
+	leader, self, log, key := a.node.cl.leader, a.node.cl.cfg.Self, a.node.log, a.key
+	a.node.cl.releases.Add(1)
+	go func() {
+		defer a.node.cl.releases.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
 		if _, err := leader.Release(ctx, cluster.ReleaseLease{Node: self, Repo: string(key)}); err != nil {

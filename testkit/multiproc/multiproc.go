@@ -49,6 +49,7 @@ type Node struct {
 	env                  []string
 	bin                  string
 	mu                   sync.Mutex
+	servedBefore         int // "rgit serving" lines in the log before the last Start
 	cmd                  *exec.Cmd
 	done                 chan struct{}
 	exitErr              error
@@ -144,6 +145,7 @@ func (n *Node) Start() error {
 	if err != nil {
 		return err
 	}
+	n.servedBefore = strings.Count(n.Log(), servingLine)
 	cmd := exec.Command(n.bin, "serve")
 	cmd.Env = n.env
 	cmd.Stdout, cmd.Stderr = f, f
@@ -189,7 +191,13 @@ func (n *Node) Running() bool {
 	}
 }
 
-// WaitReady polls /ready until it answers 200.
+// servingLine is what a node logs once every listener is up.
+const servingLine = `"msg":"rgit serving"`
+
+// WaitReady polls /ready until it answers 200 and the process has logged
+// that every listener is up: /ready alone may come before the admin port
+// is bound, or from another process that took the port (tests of other
+// packages pick free ports too) while this one failed to bind it.
 func (n *Node) WaitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -197,7 +205,10 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		resp, err := http.Get("http://" + n.HTTPAddr + "/ready")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			n.mu.Lock()
+			before := n.servedBefore
+			n.mu.Unlock()
+			if resp.StatusCode == http.StatusOK && n.Running() && strings.Count(n.Log(), servingLine) > before {
 				return nil
 			}
 		}
