@@ -61,7 +61,6 @@ const (
 var whyNames = [...]string{whyIdle: "idle", whyFenced: "fenced", whyOpenFailed: "open failed",
 	whyClosed: "closed", whyShutdown: "shutdown", whyLeaseEnded: "lease ended", whyLingered: "sessions over after the drain"}
 
-
 func (w closeWhy) String() string { return whyNames[w] }
 
 // evictIfIdle asks a repo actor to close if no session is using it.
@@ -158,8 +157,11 @@ type (
 		holder cluster.Holder
 	}
 	// regranted tells a repo actor the lease it holds was granted again
-	// under epoch.
-	regranted struct{ epoch uint64 }
+	// under epoch; revive is the new lease of a lingering actor.
+	regranted struct {
+		epoch  uint64
+		revive *cluster.Holder
+	}
 	// startRelease tells a repo actor to let its lease go through the
 	// drain (the node drains).
 	startRelease struct{}

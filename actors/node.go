@@ -134,7 +134,7 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &supervisor{node: n, children: map[repoKey]*child{}, lingering: map[string]repoKey{}}
+		return &supervisor{node: n, children: map[repoKey]*child{}, lingering: map[string]lingerer{}}
 	})
 	pid, err := n.system.Root.SpawnNamed(props, "repos")
 	if err != nil {

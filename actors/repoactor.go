@@ -128,6 +128,9 @@ func (a *repoActor) receive(ctx actor.Context) {
 		// lease keeps draining; the next request claims again.
 		if a.lease != nil {
 			a.lease.epoch = m.epoch
+			if m.revive != nil {
+				a.lease.h, a.lingering = *m.revive, false
+			}
 		}
 	case *renewAnswer:
 		if a.lease != nil && m.declined && m.epoch == a.lease.epoch {

@@ -29,13 +29,19 @@ type supervisor struct {
 	// lingering are repo actors whose lease ended while sessions ran: no
 	// longer the repository's actor (a new grant spawns another), still
 	// open until their sessions finish. Keyed by actor id.
-	lingering map[string]repoKey
+	lingering map[string]lingerer
 
 	// Cluster mode only.
 	renewTimer *time.Timer
 	renewing   bool // a renewal batch is in flight
 	draining   bool
 	drainDone  chan struct{}
+}
+
+// lingerer is a lingering repo actor.
+type lingerer struct {
+	key repoKey
+	pid *actor.PID
 }
 
 type child struct {
@@ -80,9 +86,9 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		for k := range s.children {
 			keys = append(keys, k)
 		}
-		for _, k := range s.lingering {
-			if _, dup := s.children[k]; !dup {
-				keys = append(keys, k)
+		for _, l := range s.lingering {
+			if _, dup := s.children[l.key]; !dup {
+				keys = append(keys, l.key)
 			}
 		}
 		ctx.Respond(&openKeys{keys: keys})
@@ -100,7 +106,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 			c.renews = m.renews
 			if m.released {
 				delete(s.children, m.key)
-				s.lingering[m.pid.Id] = m.key
+				s.lingering[m.pid.Id] = lingerer{key: m.key, pid: m.pid}
 			}
 		}
 	case *renewTick:
@@ -154,16 +160,34 @@ func (s *supervisor) spawn(ctx actor.Context, key repoKey, lease *actorLease) *c
 // and then let go.
 func (s *supervisor) granted(ctx actor.Context, m *granted) {
 	c, ok := s.children[m.key]
-	if ok {
+	switch l, lingers := s.lingererOf(m.key); {
+	case ok:
 		c.epoch = m.epoch
 		ctx.Send(c.pid, &regranted{epoch: m.epoch})
-	} else {
+	case lingers:
+		// Granted again while its sessions finish: the same actor (and
+		// open database) serves on, rather than a second one fencing it.
+		delete(s.lingering, l.pid.Id)
+		c = &child{pid: l.pid, lastUsed: time.Now(), epoch: m.epoch, renews: m.holder.Renews()}
+		s.children[m.key] = c
+		ctx.Send(c.pid, &regranted{epoch: m.epoch, revive: &m.holder})
+	default:
 		c = s.spawn(ctx, m.key, &actorLease{h: m.holder, epoch: m.epoch})
 	}
 	ctx.Respond(&leaseInfo{held: true, epoch: c.epoch})
 	if s.draining {
 		ctx.Send(c.pid, &startRelease{})
 	}
+}
+
+// lingererOf finds key's lingering actor.
+func (s *supervisor) lingererOf(key repoKey) (lingerer, bool) {
+	for _, l := range s.lingering {
+		if l.key == key {
+			return l, true
+		}
+	}
+	return lingerer{}, false
 }
 
 func (s *supervisor) scheduleRenew(ctx actor.Context) {
