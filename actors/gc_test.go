@@ -23,13 +23,21 @@ func TestAutomaticGC(t *testing.T) {
 	}
 	t.Cleanup(func() { cache.Close() })
 	d := repo.Deps{Store: st, Cache: cache}
+	// The push happens on a node without automatic gc: with no minimum
+	// age, a collection could otherwise take the pack it is staging.
+	pushNode, err := NewNode(Config{Deps: d, WarmTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newPusher(t, pushNode, d, "alice", "gc").push()
+	if err := pushNode.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	n, err := NewNode(Config{Deps: d, WarmTTL: time.Minute, GCInterval: 20 * time.Millisecond, GCMinAge: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Shutdown(context.Background()) })
-	p := newPusher(t, n, d, "alice", "gc")
-	p.push()
 	listed := packsOf(t, n, "alice", "gc")
 	ctx := context.Background()
 	garbage, garbageIdx := repo.PackKeys("alice", "gc", "pack-"+strings.Repeat("ab", 20))
