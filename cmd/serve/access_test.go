@@ -6,6 +6,8 @@ package serve_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,9 +185,46 @@ func TestAccessMatrix(t *testing.T) {
 					}
 				})
 			}
+			t.Run(fmt.Sprintf("%s/%s/api/read", vis, c.name), func(t *testing.T) {
+				apiReadCell(t, srv, repo, c.token, f.b, w[0])
+			})
 			t.Run(fmt.Sprintf("%s/%s/admin", vis, c.name), func(t *testing.T) {
 				adminCell(t, srv, repo, vis, c.name, w[2])
 			})
+		}
+	}
+}
+
+// apiReadCell reads repo's refs through the read API as the caller whose
+// token is token ("" anonymous, Bearer otherwise) and checks the answer
+// against want: the same decision as git's, 404 exactly like a missing
+// repository.
+func apiReadCell(t *testing.T, srv *gitenv.Server, repo, token, main string, want outcome) {
+	t.Helper()
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+srv.HTTPAddr+"/api/"+path+"/refs", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get(repo)
+	wantCode := map[outcome]int{allow: 200, unauth: 401, notFound: 404, forbidden: 403}[want]
+	if code != wantCode {
+		t.Fatalf("GET /api/%s/refs = %d %s, want %d", repo, code, body, wantCode)
+	}
+	if want == allow && !strings.Contains(body, main) {
+		t.Fatalf("refs answer lacks main at %s: %s", main, body)
+	}
+	if want == notFound {
+		if mcode, mbody := get("alice/no-such-repo"); mcode != code || mbody != body {
+			t.Fatalf("private answered %d %q, missing %d %q: they must not differ", code, body, mcode, mbody)
 		}
 	}
 }
@@ -250,6 +289,8 @@ func TestScopedTokensAndDeployKeys(t *testing.T) {
 	expect(t, f.env.Try(f.wt, "push", url(readTok, "alice/one"), f.a+":refs/heads/x"), "http", forbidden)
 	expect(t, f.env.Try(f.wt, "push", url(oneTok, "alice/one"), f.a+":refs/heads/x"), "http", allow)
 	expect(t, f.env.Try(f.wt, "ls-remote", url(oneTok, "alice/two")), "http", notFound)
+	// The read API applies the same token limits.
+	apiReadCell(t, srv, "alice/two", oneTok, "", notFound)
 
 	list := srv.Admin(t, "list-tokens", "alice")
 	if !strings.Contains(list, " ci ") || !strings.Contains(list, " read ") || !strings.Contains(list, "alice/one") ||
@@ -261,6 +302,7 @@ func TestScopedTokensAndDeployKeys(t *testing.T) {
 	// The node that revoked it forgets it at once (other nodes: within the
 	// cache TTL, see storage/auth TestRevokeAndExpiryWhileCached).
 	expect(t, f.env.Try(f.wt, "ls-remote", url(readTok, "alice/one")), "http", unauth)
+	apiReadCell(t, srv, "alice/one", readTok, "", unauth)
 	if _, err := srv.AdminTry(admin.Request{Command: "add-token", Args: []string{"alice", "--expires", "soon"}}); err == nil {
 		t.Fatal("add-token accepted --expires soon")
 	}
