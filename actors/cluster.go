@@ -85,6 +85,15 @@ type ClusterConfig struct {
 	// Weights are placement weights by node name (leader only); missing
 	// nodes weigh 1, a non-positive weight keeps a node out of placement.
 	Weights map[string]float64
+	// Joining starts the node joining: Route and force-grants claim
+	// nothing until Serve is called (cmd/serve's traffic states: a fresh
+	// map view and the start-up prewarm first); a request that needs a
+	// claim meanwhile waits for it.
+	Joining bool
+	// OnGrant, if set, is called with each repository this node is
+	// granted while it did not hold it (prewarm starts there). It runs in
+	// the supervisor and must not block.
+	OnGrant func(repo string)
 }
 
 // SteerMode chooses where the leader grants a cold repository.
@@ -119,6 +128,12 @@ type clusterState struct {
 	leaderPID *actor.PID
 	follower  atomic.Pointer[refdb.Follower]
 	draining  atomic.Bool
+	// serving is closed when the node stops joining (at once unless
+	// cfg.Joining); renewedAt is the last renewal the leader answered
+	// (unix nanoseconds).
+	serving   chan struct{}
+	serveOnce sync.Once
+	renewedAt atomic.Int64
 
 	suspMu sync.Mutex
 	susp   cluster.Suspicions
@@ -139,7 +154,11 @@ func (n *Node) startCluster(cfg ClusterConfig) error {
 	if err != nil {
 		return fmt.Errorf("cluster config: %w", err)
 	}
-	c := &clusterState{cfg: cfg, susp: make(cluster.Suspicions), stop: make(chan struct{}), followDone: make(chan struct{})}
+	c := &clusterState{cfg: cfg, susp: make(cluster.Suspicions), stop: make(chan struct{}), followDone: make(chan struct{}),
+		serving: make(chan struct{})}
+	if !cfg.Joining {
+		close(c.serving)
+	}
 	n.cl = c
 	if leaderName == cfg.Self {
 		close(c.followDone)
@@ -289,6 +308,9 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 		// the call is harmless otherwise.
 		n.releaseUnheld(ctx, key)
 		return RouteResult{}, &MovedError{Repo: string(key), Node: n.cl.cfg.Self}
+	}
+	if err := n.awaitServing(ctx); err != nil {
+		return RouteResult{}, fmt.Errorf("claim %s: %w", key, err)
 	}
 	// Claim only repositories that exist, so requests for made-up names
 	// cannot grow the ownership map. It costs cold repositories one list.
@@ -527,6 +549,9 @@ func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult
 	if n.cl.draining.Load() {
 		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, ErrDraining)
 	}
+	if err := n.awaitServing(ctx); err != nil {
+		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, err)
+	}
 	for attempt := 0; ; attempt++ {
 		d, err := n.awaitLeader(ctx, key, false, func() (cluster.Decision, error) {
 			return n.cl.leader.ForceGrant(ctx, string(key), n.cl.cfg.Self, dead)
@@ -611,6 +636,70 @@ func (n *Node) namedHere(skip map[string]bool) []string {
 		}
 	}
 	return out
+}
+
+// Serve ends the joining state (ClusterConfig.Joining): the node claims
+// from now on. Further calls do nothing.
+func (n *Node) Serve() {
+	if n.cl != nil {
+		n.cl.serveOnce.Do(func() { close(n.cl.serving) })
+	}
+}
+
+// awaitServing holds a claim while the node is joining.
+func (n *Node) awaitServing(ctx context.Context) error {
+	select {
+	case <-n.cl.serving:
+		return nil
+	default:
+	}
+	select {
+	case <-n.cl.serving:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("node joining: %w", ctx.Err())
+	}
+}
+
+// MapAge is how old the node's view of the ownership map is at now: how
+// long since the store last confirmed it. ok is false while the node has
+// no view (a follower not opened yet, or a single node). The leader's
+// view is its writer's own, current by construction.
+func (n *Node) MapAge(now time.Time) (age time.Duration, ok bool) {
+	switch {
+	case n.cl == nil:
+		return 0, false
+	case n.cl.leaderDB != nil:
+		return 0, true
+	}
+	f := n.cl.follower.Load()
+	if f == nil {
+		return 0, false
+	}
+	return max(now.Sub(f.Fresh()), 0), true
+}
+
+// LeaderReachable reports whether the ownership leader answered this
+// node lately: on the leader node, always; elsewhere, a renewal answered
+// within two renewal periods.
+func (n *Node) LeaderReachable(now time.Time) bool {
+	switch {
+	case n.cl == nil:
+		return false
+	case n.cl.service != nil:
+		return true
+	}
+	at := n.cl.renewedAt.Load()
+	return at != 0 && now.Sub(time.Unix(0, at)) <= 2*cluster.RenewEvery
+}
+
+// NamedHere lists the repositories whose live entry in this node's map
+// view names it (granted, steered or handed over to it).
+func (n *Node) NamedHere() []string {
+	if n.cl == nil {
+		return nil
+	}
+	return n.namedHere(nil)
 }
 
 // Draining reports whether Drain was called (/ready fails).

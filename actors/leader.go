@@ -128,6 +128,9 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 		if r.err == nil {
 			r.err = a.persist(ctx, r.d)
 		}
+		if r.err == nil && r.d.Outcome == cluster.Granted {
+			a.node.metrics.grants.Inc()
+		}
 	case *leaderRelease:
 		a.liveness.Left(m.node)
 		r.d, r.err = a.m.Release(m.node, m.repo, now)
@@ -142,6 +145,9 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 		}
 		if r.err == nil {
 			r.err = a.persist(ctx, r.d)
+		}
+		if r.err == nil && r.d.Outcome == cluster.Granted {
+			a.node.metrics.forceGrants.Inc()
 		}
 	case *leaderHandOver:
 		self := a.node.cl.cfg.Self
@@ -183,6 +189,7 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 			r.renewed, r.declined = nil, nil
 			a.reload()
 		}
+		a.node.metrics.renewals.Add(float64(len(r.renewed)))
 	case *leaderPrune:
 		r = a.prune(ctx, m, now)
 	default:

@@ -85,6 +85,8 @@ type metrics struct {
 	openRepos   prometheus.Gauge
 	openLatency prometheus.Histogram
 	fenced      prometheus.Counter
+	// The leader's lease decisions (zero on other nodes).
+	grants, renewals, forceGrants prometheus.Counter
 }
 
 // ErrBusy reports that a repository could not be reached in time.
@@ -155,9 +157,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rgit_repo_fenced_total", Help: "Repository databases closed because a newer writer fenced them."}),
+		grants: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rgit_lease_grants_total", Help: "Leases the ownership leader granted or re-granted on a claim (leader node only)."}),
+		renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rgit_lease_renewals_total", Help: "Leases the ownership leader renewed (leader node only)."}),
+		forceGrants: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rgit_lease_force_grants_total", Help: "Leases the ownership leader moved from an unreachable owner (leader node only)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.openRepos, m.openLatency, m.fenced)
+		reg.MustRegister(m.openRepos, m.openLatency, m.fenced, m.grants, m.renewals, m.forceGrants)
 	}
 	return m
 }

@@ -147,6 +147,9 @@ func (s *supervisor) granted(ctx actor.Context, m *granted) {
 		ctx.Send(c.pid, &regranted{epoch: m.epoch})
 	} else {
 		c = s.spawn(ctx, m.key, &actorLease{h: m.holder, epoch: m.epoch})
+		if f := s.node.cl.cfg.OnGrant; f != nil {
+			f(string(m.key))
+		}
 	}
 	ctx.Respond(&leaseInfo{held: true, epoch: c.epoch})
 	if s.draining {
@@ -196,6 +199,7 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 		s.node.log.Warn("renew leases", zap.Error(m.err))
 		return
 	}
+	s.node.cl.renewedAt.Store(time.Now().UnixNano())
 	declined := make(map[repoKey]bool, len(m.declined))
 	for _, r := range m.declined {
 		declined[repoKey(r)] = true
