@@ -693,6 +693,33 @@ func (n *Node) LeaderReachable(now time.Time) bool {
 	return at != 0 && now.Sub(time.Unix(0, at)) <= 2*cluster.RenewEvery
 }
 
+// MapEntry is one repository's entry in the ownership map.
+type MapEntry struct {
+	Repo string
+	cluster.Entry
+}
+
+// MapEntries lists the entries of this node's map view (none without a
+// view); undecodable entries are skipped.
+func (n *Node) MapEntries() []MapEntry {
+	v, ok := n.OwnershipView().(refView)
+	if !ok || v.v == nil {
+		return nil
+	}
+	var out []MapEntry
+	for k, b := range v.v.Scan(cluster.KeyPrefix) {
+		r, err := cluster.RepoOfKey(k)
+		if err != nil {
+			continue
+		}
+		var e cluster.Entry
+		if e.UnmarshalBinary(b) == nil {
+			out = append(out, MapEntry{Repo: r, Entry: e})
+		}
+	}
+	return out
+}
+
 // NamedHere lists the repositories whose live entry in this node's map
 // view names it (granted, steered or handed over to it).
 func (n *Node) NamedHere() []string {

@@ -196,5 +196,9 @@ type (
 // listOpen asks the supervisor for the keys of the open repositories.
 type listOpen struct{}
 
-// openKeys answers listOpen.
+// listDraining asks the supervisor for the repositories whose lease is
+// being released through the drain (answered with openKeys).
+type listDraining struct{}
+
+// openKeys answers listOpen and listDraining.
 type openKeys struct{ keys []repoKey }

@@ -268,7 +268,17 @@ func (n *Node) CloseRepo(ctx context.Context, owner, name string) error {
 
 // OpenRepos lists the repositories whose actors are alive, sorted.
 func (n *Node) OpenRepos(ctx context.Context) ([]string, error) {
-	v, err := n.request(ctx, n.sup, &listOpen{}, 10*time.Second)
+	return n.listRepos(ctx, &listOpen{})
+}
+
+// DrainingRepos lists the repositories whose lease this node is releasing
+// through the drain (open, serving, no longer renewed), sorted.
+func (n *Node) DrainingRepos(ctx context.Context) ([]string, error) {
+	return n.listRepos(ctx, &listDraining{})
+}
+
+func (n *Node) listRepos(ctx context.Context, msg any) ([]string, error) {
+	v, err := n.request(ctx, n.sup, msg, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,16 @@ func (s *supervisor) Receive(ctx actor.Context) {
 			keys = append(keys, k)
 		}
 		ctx.Respond(&openKeys{keys: keys})
+	case *listDraining:
+		// In cluster mode a child exists from its grant until it closes,
+		// and stops renewing only when its lease starts to drain.
+		var keys []repoKey
+		for k, c := range s.children {
+			if s.node.cl != nil && !c.renews {
+				keys = append(keys, k)
+			}
+		}
+		ctx.Respond(&openKeys{keys: keys})
 
 	case *leaseQuery:
 		var info leaseInfo
