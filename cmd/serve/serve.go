@@ -72,10 +72,13 @@ type Server struct {
 	// PeerSecret authenticates admin commands.
 	PeerSecret string
 
-	draining atomic.Bool
-	// started is set once every listener is bound: /ready answers 503
-	// before, so that nothing reaches a port that is not open yet.
-	started atomic.Bool
+	// The traffic state's facts (traffic): draining; started once every
+	// listener is bound, so that nothing reaches a port that is not open
+	// yet; prewarmed once the start-up prewarm is done; served once the
+	// node has been serving.
+	draining, started, prewarmed, served atomic.Bool
+	prewarm                              *prewarmer
+	version, bootID                      string
 	// storeFault is why the object store failed its last health probe;
 	// nil while it passes.
 	storeFault atomic.Pointer[string]
@@ -123,6 +126,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
 	}
 	build := version.Get()
+	s.version, s.bootID = build.String(), rand.Text()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric(build))
 	s.cache, err = packcache.Open(cfg.CacheDir, s.store, log, packcache.WithMetrics(newCacheMetrics(reg)),
@@ -140,11 +144,19 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if s.apiCache, err = openAPICache(ctx, cfg, log); err != nil {
 		return nil, err
 	}
+	// Background work of the node's lifetime (store probe, joining,
+	// prewarm) ends with this context.
+	bgCtx, cancel := context.WithCancel(context.Background())
+	s.stopProbe = cancel
 	var clusterCfg *actors.ClusterConfig
 	if cfg.Cluster() {
 		if s.cluster, clusterCfg, err = newClusterSetup(cfg, s.PeerSecret, log); err != nil {
 			return nil, err
 		}
+		s.prewarm = newPrewarmer(bgCtx, deps, log, reg)
+		clusterCfg.Joining, clusterCfg.OnGrant = true, s.prewarm.grant
+	} else {
+		s.prewarmed.Store(true) // nothing moves to a single node
 	}
 	if s.cluster == nil || s.cluster.leader == nil {
 		// One node indexes repositories older than the name index before
@@ -179,11 +191,15 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 
 	httpFwd, sessFwd := s.cluster.forwarders()
+	var countedFwd httpgit.Forwarder
 	if s.cluster != nil {
 		// Forwarders follow "moved" answers by routing again through the
 		// engine; set before any listener exists.
 		s.cluster.httpFwd.Mover, s.cluster.sessions.Mover = eng, eng
+		fm := forwardMetric(reg)
+		countedFwd, sessFwd = countedHTTP{httpFwd, fm}, countedSessions{s.cluster.sessions, fm}
 	}
+	s.trafficMetric(reg)
 	// One protocol engine per node: its limits, and the negotiation slots
 	// above all, are shared by the HTTP, SSH and peer front ends.
 	proto := gitserve.ProtoEngine{Limits: gitproto.Limits{
@@ -196,7 +212,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
 	if httpFwd != nil {
-		httpCfg.Forward, httpCfg.Rerouter = httpFwd, eng
+		httpCfg.Forward, httpCfg.Rerouter = countedFwd, eng
 	}
 	gitHTTP, err := httpgit.New(httpCfg)
 	if err != nil {
@@ -285,7 +301,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		if err != nil {
 			return nil, err
 		}
-		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)), &s.peerSrv); err != nil {
+		peerMux := http.NewServeMux()
+		peerMux.Handle("GET "+admin.RolloutPath, peer.RequireSecret(s.PeerSecret, log, http.HandlerFunc(s.rolloutStatus)))
+		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
+		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peerMux, &s.peerSrv); err != nil {
 			return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 		}
 	}
@@ -299,14 +318,13 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, fmt.Errorf("RGIT_PEER_ADDR (stream port %s): %w", streamAddr, err)
 	}
 
-	probeCtx, cancel := context.WithCancel(context.Background())
-	s.stopProbe = cancel
-	go s.probeStore(probeCtx)
+	go s.probeStore(bgCtx)
 	log.Info("rgit serving", zap.String("version", build.String()), zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
 		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("self", cfg.Self),
 		zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
 	ok = true
 	s.started.Store(true)
+	go s.join(bgCtx)
 	return s, nil
 }
 
@@ -441,17 +459,15 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "ok\nopen_repos %d\n", len(open))
 }
 
-// ready is readiness: starting, serving or draining.
+// ready is readiness: 200 only while serving; the body names the
+// traffic state.
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
-	if !s.started.Load() {
-		http.Error(w, "starting", http.StatusServiceUnavailable)
+	st := s.traffic()
+	if st != Serving {
+		http.Error(w, st.String(), http.StatusServiceUnavailable)
 		return
 	}
-	if s.draining.Load() {
-		http.Error(w, "draining", http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintln(w, "serving")
+	fmt.Fprintln(w, st)
 }
 
 // checkStore runs objstore.Verify with a bound of its own (the store's
