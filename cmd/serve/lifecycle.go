@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -307,4 +308,94 @@ func (c countedSessions) ForwardSession(ctx context.Context, node string, req gi
 	st, err := c.SessionClient.ForwardSession(ctx, node, req, in, out)
 	c.m.WithLabelValues("ssh", forwardOutcome(err)).Inc()
 	return st, err
+}
+
+// pathPrewarm is the peer stream port's prewarm hint: a draining node
+// names the repositories the receiver is about to take over.
+const pathPrewarm = "/peer/v1/prewarm"
+
+// maxHintRepos bounds one hint's list.
+const maxHintRepos = 10000
+
+// prewarmHint is pathPrewarm's body.
+type prewarmHint struct {
+	Repos []string `json:"repos"`
+}
+
+// hinted prewarms the repositories a draining peer names (pathPrewarm).
+func (p *prewarmer) hinted(w http.ResponseWriter, r *http.Request) {
+	var h prewarmHint
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&h); err != nil || len(h.Repos) > maxHintRepos {
+		http.Error(w, "bad prewarm hint: want {\"repos\": [owner/name, …]} of at most 10000", http.StatusBadRequest)
+		return
+	}
+	for _, repo := range h.Repos {
+		if _, _, err := names.Split(repo); err == nil {
+			p.grant(repo)
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// successors groups repos by the node each moves to when self leaves: the
+// rendezvous winner among the other nodes, as the leader steers a
+// released repository when every node weighs the same.
+func successors(repos []string, self string, nodes []string) map[string][]string {
+	var live cluster.LiveSet
+	for _, n := range nodes {
+		if n != self {
+			live = append(live, cluster.NodeWeight{Node: n, Weight: 1})
+		}
+	}
+	out := map[string][]string{}
+	for _, r := range repos {
+		if to := cluster.Rendezvous(r, live); to != "" {
+			out[to] = append(out[to], r)
+		}
+	}
+	return out
+}
+
+// hintSuccessors tells the nodes that take this draining node's open
+// repositories over to prewarm them now, while the drain still serves
+// them here. Best effort and bounded: a lost hint costs a cold first
+// request.
+func (s *Server) hintSuccessors(ctx context.Context) {
+	nodes := s.cluster.dir.Nodes()
+	if len(nodes) == 0 {
+		return // service mode: membership is not known here
+	}
+	open, err := s.node.OpenRepos(ctx)
+	if err != nil || len(open) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for node, repos := range successors(open, s.cfg.Self, nodes) {
+		if len(repos) > maxHintRepos {
+			repos = repos[:maxHintRepos]
+		}
+		addr, err := s.cluster.dir.StreamAddr(node)
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, _ := json.Marshal(prewarmHint{Repos: repos})
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+pathPrewarm, bytes.NewReader(body))
+			if err != nil {
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+s.PeerSecret)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				s.log.Info("prewarm hint not delivered", zap.String("to", node), zap.Error(err))
+				return
+			}
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
 }

@@ -289,6 +289,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		}
 		s.cluster.mountPeer(adminMux, s.PeerSecret, s.node,
 			&peer.SessionHandler{Gate: gate, Forward: sessFwd, Rerouter: eng, Log: log}, log)
+		adminMux.Handle("POST "+pathPrewarm, peer.RequireBearer(s.PeerSecret, log, http.HandlerFunc(s.prewarm.hinted)))
 		// The peer HTTP port: smart-HTTP requests forwarded by other nodes.
 		peerCfg := httpCfg
 		peerCfg.Metrics = pm.For("peer")
@@ -377,6 +378,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.log.Info("draining")
 	var errs []error
 	if s.cluster != nil {
+		s.hintSuccessors(ctx)
 		if err := s.node.Drain(ctx); err != nil {
 			errs = append(errs, err)
 		}

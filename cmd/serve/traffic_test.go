@@ -1,8 +1,11 @@
 package serve
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/rgit/rgit/cluster"
 )
 
 func TestTrafficState(t *testing.T) {
@@ -28,5 +31,35 @@ func TestTrafficState(t *testing.T) {
 		if got := trafficState(c.in); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// successors sends each repository to the node the leader steers it to
+// once self has left: the rendezvous winner among the others.
+func TestSuccessors(t *testing.T) {
+	nodes := []string{"rgit-0", "rgit-1", "rgit-2"}
+	var repos []string
+	for i := range 50 {
+		repos = append(repos, fmt.Sprintf("alice/r%d", i))
+	}
+	got := successors(repos, "rgit-1", nodes)
+	others := cluster.LiveSet{{Node: "rgit-0", Weight: 1}, {Node: "rgit-2", Weight: 1}}
+	n := 0
+	for node, rs := range got {
+		if node == "rgit-1" {
+			t.Fatalf("the leaving node is its own successor for %v", rs)
+		}
+		for _, r := range rs {
+			n++
+			if want := cluster.Rendezvous(r, others); want != node {
+				t.Errorf("%s goes to %s, the leader steers it to %s", r, node, want)
+			}
+		}
+	}
+	if n != len(repos) || len(got) != 2 {
+		t.Fatalf("%d repositories over %d successors, want %d over 2", n, len(got), len(repos))
+	}
+	if got := successors(repos, "rgit-0", []string{"rgit-0"}); len(got) != 0 {
+		t.Fatalf("a lone node has successors: %v", got)
 	}
 }
