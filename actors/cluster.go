@@ -646,6 +646,16 @@ func (n *Node) Serve() {
 	}
 }
 
+// joining reports whether the node is still joining (Serve not called).
+func (c *clusterState) joining() bool {
+	select {
+	case <-c.serving:
+		return false
+	default:
+		return true
+	}
+}
+
 // awaitServing holds a claim while the node is joining.
 func (n *Node) awaitServing(ctx context.Context) error {
 	select {

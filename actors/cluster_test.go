@@ -211,3 +211,33 @@ func TestJoiningNodeClaimsOnlyAfterServe(t *testing.T) {
 		t.Fatalf("OnGrant heard %q", got)
 	}
 }
+
+// A joining node sends no heartbeat (it stays out of placement), so it
+// has heard nothing from the leader; once serving, its renewals reach it.
+func TestJoiningNodeSendsNoHeartbeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		leader := newLeader(t, st)
+		defer endBubble(leader)
+		n, err := NewNode(Config{Deps: repo.Deps{Store: st}, Cluster: &ClusterConfig{Self: "rgit-1", Joining: true,
+			Leader: leader.LeaderService()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Shutdown(context.Background())
+		time.Sleep(2*cluster.RenewEvery + time.Second)
+		synctest.Wait()
+		if n.LeaderReachable(time.Now()) {
+			t.Fatal("a joining node renewed with the leader")
+		}
+		if _, ok := n.MapAge(time.Now()); !ok {
+			t.Fatal("the follower has no view of the map")
+		}
+		n.Serve()
+		time.Sleep(cluster.RenewEvery + time.Second)
+		synctest.Wait()
+		if !n.LeaderReachable(time.Now()) {
+			t.Fatal("a serving node has not renewed with the leader")
+		}
+	})
+}

@@ -175,7 +175,7 @@ func (s *supervisor) scheduleRenew(ctx actor.Context) {
 // renew sends one batch with every serving lease. A batch still in flight
 // (slow leader) is not doubled up. An empty batch is still sent, as the
 // heartbeat that keeps an idle node live for placement, except while
-// draining: a draining node must drop out of placement.
+// joining or draining: such a node must stay out of placement.
 func (s *supervisor) renew(ctx actor.Context) {
 	if s.renewing {
 		return
@@ -188,7 +188,7 @@ func (s *supervisor) renew(ctx actor.Context) {
 			repos = append(repos, string(k))
 		}
 	}
-	if len(repos) == 0 && s.draining {
+	if len(repos) == 0 && (s.draining || s.node.cl.joining()) {
 		return
 	}
 	s.renewing = true
