@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -186,8 +188,25 @@ func handoff(ctx context.Context, cl *multiproc.Cluster, runs int, token, repo, 
 	r.rgit = append(r.rgit, s)
 	r.rgitRSSMB = float64(procHWM(strconv.Itoa(next.Pid()))) / 1024
 	r.report(os.Stdout, os.Stderr)
+	fmt.Fprintf(os.Stderr, "  note op=handoff-first-clone fixture=%s from=%s to=%s %s\n", fx, owner.Name, next.Name, prewarmed(next))
 	if err := owner.Start(); err != nil {
 		return err
 	}
 	return owner.WaitReady(ctx)
+}
+
+// prewarmed reads node n's prewarm counter from /metrics.
+func prewarmed(n *multiproc.Node) string {
+	resp, err := http.Get("http://" + n.HTTPAddr + "/metrics")
+	if err != nil {
+		return "metrics: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "rgit_prewarm_bytes_total ") {
+			return "prewarm_bytes=" + strings.TrimPrefix(l, "rgit_prewarm_bytes_total ")
+		}
+	}
+	return "prewarm_bytes=?"
 }
