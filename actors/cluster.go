@@ -642,7 +642,12 @@ func (n *Node) namedHere(skip map[string]bool) []string {
 // from now on. Further calls do nothing.
 func (n *Node) Serve() {
 	if n.cl != nil {
-		n.cl.serveOnce.Do(func() { close(n.cl.serving) })
+		n.cl.serveOnce.Do(func() {
+			close(n.cl.serving)
+			// The first heartbeat now rather than at the next period:
+			// placement (and the rollout gate) hear of the node at once.
+			n.system.Root.Send(n.sup, &renewNow{})
+		})
 	}
 }
 

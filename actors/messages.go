@@ -172,6 +172,9 @@ type (
 	}
 	// renewTick starts the periodic batched renewal.
 	renewTick struct{}
+	// renewNow sends a batch at once, outside the period (a node that
+	// stops joining announces itself to the leader).
+	renewNow struct{}
 	// renewResult is the leader's answer to one batch; sent maps each
 	// repo of the batch to the epoch it was renewed under.
 	renewResult struct {

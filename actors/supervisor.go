@@ -110,6 +110,10 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		}
 		s.renew(ctx)
 		s.scheduleRenew(ctx)
+	case *renewNow:
+		if !s.node.cl.stopped() {
+			s.renew(ctx)
+		}
 	case *renewResult:
 		s.renewing = false
 		s.renewed(ctx, m)
