@@ -3,15 +3,18 @@ package multiproc
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	rc "github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/transport/admin"
 )
@@ -244,4 +247,71 @@ func TestRollingRestartGate(t *testing.T) {
 	}
 	t.Logf("rollout op=rolling-restart nodes=%d seconds=%.2f client_ops=%d", len(c.Nodes), took.Seconds(), total)
 	fmt.Printf("rollout op=rolling-restart nodes=%d seconds=%.2f client_ops=%d\n", len(c.Nodes), took.Seconds(), total)
+}
+
+// TestDrainPrewarmsSuccessor: a draining owner tells the node that takes
+// its repository over to prewarm it, so the successor's cache holds the
+// pack before any request reaches it.
+func TestDrainPrewarmsSuccessor(t *testing.T) {
+	c, env := startCluster(t)
+	n0 := c.Nodes[0]
+	tok := c.token(t, n0, "alice")
+	repo := c.nonLeaderRepo("hint")
+	c.mustAdmin(t, n0, "create-repo", repo)
+	work := t.TempDir()
+	env.Run(t, work, "init", "-q", "-b", "main")
+	env.Commit(t, work, "one", map[string]string{"a.txt": strings.Repeat("payload\n", 1000)})
+	env.Run(t, work, "push", "-q", c.Nodes[1].HTTPURL(tok, repo), "main")
+	owner := c.waitOwner(t, n0, repo, "")
+	if owner == n0 {
+		t.Fatalf("%s landed on the leader; nonLeaderRepo should prevent that", repo)
+	}
+	var rest rc.LiveSet
+	for _, n := range c.others(owner) {
+		rest = append(rest, rc.NodeWeight{Node: n.Name, Weight: 1})
+	}
+	var next *Node
+	for _, n := range c.Nodes {
+		if n.Name == rc.Rendezvous(repo, rest) {
+			next = n
+		}
+	}
+	if got := prewarmBytes(t, next); got != 0 {
+		t.Fatalf("%s prewarmed %v bytes before the drain", next.Name, got)
+	}
+	if err := owner.Term(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for prewarmBytes(t, next) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not prewarm %s within 10s of %s's drain:\n%s", next.Name, repo, owner.Name, next.LogTail(20))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// prewarmBytes reads rgit_prewarm_bytes_total from n's /metrics.
+func prewarmBytes(t *testing.T, n *Node) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + n.HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "rgit_prewarm_bytes_total "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("rgit_prewarm_bytes_total %q: %v", v, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("%s exposes no rgit_prewarm_bytes_total", n.Name)
+	return 0
 }
