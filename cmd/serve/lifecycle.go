@@ -209,15 +209,35 @@ func (p *prewarmer) watch(ctx context.Context, node *actors.Node) {
 	}
 }
 
-// startup prewarms, within budget bytes, the repositories of the map
-// whose rendezvous winner among the nodes is self, most recently written
-// (active) first. nodes is the static peer list; empty (service mode),
-// the nodes the map names and self stand in for it.
+// startup prewarms, within budget bytes, the repositories startupTargets
+// picks for this node.
 func (p *prewarmer) startup(ctx context.Context, node *actors.Node, nodes []string, self string, budget int64) {
 	if budget <= 0 {
 		return
 	}
-	entries := node.MapEntries()
+	mine := startupTargets(node.MapEntries(), nodes, self)
+	start, left, warmed := time.Now(), budget, 0
+	for _, r := range mine {
+		if left <= 0 || ctx.Err() != nil {
+			break
+		}
+		n := p.warm(ctx, r, left)
+		left -= n
+		if n > 0 {
+			warmed++
+		}
+	}
+	if len(mine) > 0 {
+		p.log.Info("start-up prewarm done", zap.Int("repos", warmed), zap.Int("placed_here", len(mine)),
+			zap.Int64("bytes", budget-left), zap.Duration("took", time.Since(start)))
+	}
+}
+
+// startupTargets lists the repositories of the map whose rendezvous
+// winner among nodes is self, most recently written (active) first.
+// nodes is the static peer list; empty (service mode), the nodes the map
+// names and self stand in for it.
+func startupTargets(entries []actors.MapEntry, nodes []string, self string) []string {
 	if len(nodes) == 0 {
 		nodes = []string{self}
 		for _, e := range entries {
@@ -236,22 +256,14 @@ func (p *prewarmer) startup(ctx context.Context, node *actors.Node, nodes []stri
 			mine = append(mine, e)
 		}
 	}
-	slices.SortFunc(mine, func(a, b actors.MapEntry) int { return cmp.Compare(b.Written.UnixNano(), a.Written.UnixNano()) })
-	start, left, warmed := time.Now(), budget, 0
-	for _, e := range mine {
-		if left <= 0 || ctx.Err() != nil {
-			break
-		}
-		n := p.warm(ctx, e.Repo, left)
-		left -= n
-		if n > 0 {
-			warmed++
-		}
+	slices.SortFunc(mine, func(a, b actors.MapEntry) int {
+		return cmp.Or(b.Written.Compare(a.Written), cmp.Compare(a.Repo, b.Repo))
+	})
+	out := make([]string, len(mine))
+	for i, e := range mine {
+		out[i] = e.Repo
 	}
-	if len(mine) > 0 {
-		p.log.Info("start-up prewarm done", zap.Int("repos", warmed), zap.Int("placed_here", len(mine)),
-			zap.Int64("bytes", budget-left), zap.Duration("took", time.Since(start)))
-	}
+	return out
 }
 
 // forwardMetric is rgit_forwarded_requests_total by front end and

@@ -2,9 +2,11 @@ package serve
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cluster"
 )
 
@@ -61,5 +63,36 @@ func TestSuccessors(t *testing.T) {
 	}
 	if got := successors(repos, "rgit-0", []string{"rgit-0"}); len(got) != 0 {
 		t.Fatalf("a lone node has successors: %v", got)
+	}
+}
+
+// startupTargets: the repositories placement steers to self, most
+// recently written first; without a peer list the map's nodes count.
+func TestStartupTargets(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	nodes := []string{"rgit-0", "rgit-1", "rgit-2"}
+	live := cluster.LiveSet{{Node: "rgit-0", Weight: 1}, {Node: "rgit-1", Weight: 1}, {Node: "rgit-2", Weight: 1}}
+	var entries []actors.MapEntry
+	var want []string
+	for i := range 30 {
+		r := fmt.Sprintf("alice/r%d", i)
+		// Owned by anyone: placement, not the current owner, decides.
+		entries = append(entries, actors.MapEntry{Repo: r, Entry: cluster.Entry{Node: nodes[i%3], Written: t0.Add(time.Duration(i) * time.Second)}})
+		if cluster.Rendezvous(r, live) == "rgit-1" {
+			want = append([]string{r}, want...) // newest first
+		}
+	}
+	if len(want) == 0 {
+		t.Fatal("no repository placed on rgit-1; pick other names")
+	}
+	if got := startupTargets(entries, nodes, "rgit-1"); !slices.Equal(got, want) {
+		t.Errorf("static peers: %v, want %v", got, want)
+	}
+	// Service mode: the map names all three nodes, so the same answer.
+	if got := startupTargets(entries, nil, "rgit-1"); !slices.Equal(got, want) {
+		t.Errorf("service mode: %v, want %v", got, want)
+	}
+	if got := startupTargets(nil, nodes, "rgit-1"); len(got) != 0 {
+		t.Errorf("empty map: %v", got)
 	}
 }
