@@ -74,6 +74,15 @@ type ClusterConfig struct {
 	// Weights are placement weights by node name (leader only); missing
 	// nodes weigh 1, a non-positive weight keeps a node out of placement.
 	Weights map[string]float64
+	// Joining starts the node joining: Route and force-grants claim
+	// nothing until Serve is called (cmd/serve's traffic states: a fresh
+	// map view and the start-up prewarm first); a request that needs a
+	// claim meanwhile waits for it.
+	Joining bool
+	// OnGrant, if set, is called with each repository this node is
+	// granted while it did not hold it (prewarm starts there). It runs in
+	// the supervisor and must not block.
+	OnGrant func(repo string)
 }
 
 // SteerMode chooses where the leader grants a cold repository.
@@ -105,6 +114,12 @@ type clusterState struct {
 	// releases counts release calls in flight, so that a drain returns
 	// (and the process may exit) only once they are sent.
 	releases sync.WaitGroup
+	// serving is closed when the node stops joining (at once unless
+	// cfg.Joining); renewedAt is the last renewal the leader answered
+	// (unix nanoseconds).
+	serving   chan struct{}
+	serveOnce sync.Once
+	renewedAt atomic.Int64
 
 	suspMu sync.Mutex
 	susp   cluster.Suspicions
@@ -125,7 +140,11 @@ func (n *Node) startCluster(cfg ClusterConfig) error {
 	if err != nil {
 		return fmt.Errorf("cluster config: %w", err)
 	}
-	c := &clusterState{cfg: cfg, susp: make(cluster.Suspicions), stop: make(chan struct{}), followDone: make(chan struct{})}
+	c := &clusterState{cfg: cfg, susp: make(cluster.Suspicions), stop: make(chan struct{}), followDone: make(chan struct{}),
+		serving: make(chan struct{})}
+	if !cfg.Joining {
+		close(c.serving)
+	}
 	n.cl = c
 	if leaderName == cfg.Self {
 		close(c.followDone)
@@ -236,4 +255,108 @@ func (n *Node) LeaderService() cluster.LeaderService {
 		return nil
 	}
 	return n.cl.service
+}
+
+// Serve ends the joining state (ClusterConfig.Joining): the node claims
+// from now on. Further calls do nothing.
+func (n *Node) Serve() {
+	if n.cl != nil {
+		n.cl.serveOnce.Do(func() {
+			close(n.cl.serving)
+			// The first heartbeat now rather than at the next period:
+			// placement (and the rollout gate) hear of the node at once.
+			n.system.Root.Send(n.sup, &renewNow{})
+		})
+	}
+}
+
+// joining reports whether the node is still joining (Serve not called).
+func (c *clusterState) joining() bool {
+	select {
+	case <-c.serving:
+		return false
+	default:
+		return true
+	}
+}
+
+// awaitServing holds a claim while the node is joining.
+func (n *Node) awaitServing(ctx context.Context) error {
+	if !n.cl.joining() {
+		return nil
+	}
+	select {
+	case <-n.cl.serving:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("node joining: %w", ctx.Err())
+	}
+}
+
+// MapAge is how old the node's view of the ownership map is at now: how
+// long since the store last confirmed it. ok is false while the node has
+// no view (a follower not opened yet, or a single node). The leader's
+// view is its writer's own, current by construction.
+func (n *Node) MapAge(now time.Time) (age time.Duration, ok bool) {
+	switch {
+	case n.cl == nil:
+		return 0, false
+	case n.cl.leaderDB != nil:
+		return 0, true
+	}
+	f := n.cl.follower.Load()
+	if f == nil {
+		return 0, false
+	}
+	return max(now.Sub(f.Fresh()), 0), true
+}
+
+// LeaderReachable reports whether the ownership leader answered this
+// node lately: on the leader node, always; elsewhere, a renewal answered
+// within two renewal periods.
+func (n *Node) LeaderReachable(now time.Time) bool {
+	switch {
+	case n.cl == nil:
+		return false
+	case n.cl.service != nil:
+		return true
+	}
+	at := n.cl.renewedAt.Load()
+	return at != 0 && now.Sub(time.Unix(0, at)) <= 2*cluster.RenewEvery
+}
+
+// MapEntry is one repository's entry in the ownership map.
+type MapEntry struct {
+	Repo string
+	cluster.Entry
+}
+
+// MapEntries lists the entries of this node's map view (none without a
+// view); undecodable entries are skipped.
+func (n *Node) MapEntries() []MapEntry {
+	v, ok := n.OwnershipView().(refView)
+	if !ok || v.v == nil {
+		return nil
+	}
+	var out []MapEntry
+	for k, b := range v.v.Scan(cluster.KeyPrefix) {
+		r, err := cluster.RepoOfKey(k)
+		if err != nil {
+			continue
+		}
+		var e cluster.Entry
+		if e.UnmarshalBinary(b) == nil {
+			out = append(out, MapEntry{Repo: r, Entry: e})
+		}
+	}
+	return out
+}
+
+// NamedHere lists the repositories whose live entry in this node's map
+// view names it (granted, steered or handed over to it).
+func (n *Node) NamedHere() []string {
+	if n.cl == nil {
+		return nil
+	}
+	return n.namedHere(nil)
 }

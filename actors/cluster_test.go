@@ -11,6 +11,7 @@ import (
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
+	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
@@ -172,4 +173,79 @@ func TestMovedErrorClassifies(t *testing.T) {
 	if !errors.Is(err, ErrDraining) || !errors.As(err, &m) || m.Repo != "a/b" {
 		t.Errorf("MovedError: %v", err)
 	}
+}
+
+// A joining node claims nothing: a request needing a claim waits until
+// Serve, and is then granted (OnGrant hears of it); the leader's map view
+// is current from the start.
+func TestJoiningNodeClaimsOnlyAfterServe(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	cache, err := packcache.Open(t.TempDir(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	d := repo.Deps{Store: st, Cache: cache}
+	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+		t.Fatal(err)
+	}
+	grants := make(chan string, 1)
+	n, err := NewNode(Config{Deps: d, Cluster: &ClusterConfig{Self: "rgit-0", Joining: true,
+		OnGrant: func(r string) { grants <- r }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown(ctx)
+	if age, ok := n.MapAge(time.Now()); !ok || age != 0 {
+		t.Fatalf("leader MapAge = %v, %v; want 0, true", age, ok)
+	}
+	if !n.LeaderReachable(time.Now()) {
+		t.Fatal("the leader node does not reach itself")
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := n.Route(short, "alice", "web"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Route while joining = %v, want it held until the deadline", err)
+	}
+	if _, ok := n.OwnershipView().Get("alice/web"); ok {
+		t.Fatal("a joining node claimed alice/web")
+	}
+	n.Serve()
+	r, err := n.Route(ctx, "alice", "web")
+	if err != nil || !r.Local {
+		t.Fatalf("Route after Serve = %+v, %v", r, err)
+	}
+	if got := <-grants; got != "alice/web" {
+		t.Fatalf("OnGrant heard %q", got)
+	}
+}
+
+// A joining node sends no heartbeat (it stays out of placement), so it
+// has heard nothing from the leader; Serve sends the first one at once.
+func TestJoiningNodeSendsNoHeartbeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		leader := newLeader(t, st)
+		defer endBubble(leader)
+		n, err := NewNode(Config{Deps: repo.Deps{Store: st}, Cluster: &ClusterConfig{Self: "rgit-1", Joining: true,
+			Leader: leader.LeaderService()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Shutdown(context.Background())
+		time.Sleep(2*cluster.RenewEvery + time.Second)
+		synctest.Wait()
+		if n.LeaderReachable(time.Now()) {
+			t.Fatal("a joining node renewed with the leader")
+		}
+		if _, ok := n.MapAge(time.Now()); !ok {
+			t.Fatal("the follower has no view of the map")
+		}
+		n.Serve()
+		synctest.Wait() // the first heartbeat goes at once, not a period later
+		if !n.LeaderReachable(time.Now()) {
+			t.Fatal("a serving node has not renewed with the leader")
+		}
+	})
 }

@@ -7,8 +7,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/rgit/rgit/cluster"
 )
 
 // Drain marks the node draining (Route no longer claims) and releases
@@ -60,20 +58,11 @@ func (n *Node) Drain(ctx context.Context) error {
 // namedHere lists the repositories whose live entry in this node's view
 // names it, except those in skip.
 func (n *Node) namedHere(skip map[string]bool) []string {
-	v, ok := n.OwnershipView().(refView)
-	if !ok || v.v == nil {
-		return nil
-	}
 	now := time.Now()
 	var out []string
-	for k, b := range v.v.Scan(cluster.KeyPrefix) {
-		r, err := cluster.RepoOfKey(k)
-		if err != nil || skip[r] {
-			continue
-		}
-		var e cluster.Entry
-		if e.UnmarshalBinary(b) == nil && e.Node == n.cl.cfg.Self && e.Live(now) {
-			out = append(out, r)
+	for _, e := range n.MapEntries() {
+		if !skip[e.Repo] && e.Node == n.cl.cfg.Self && e.Live(now) {
+			out = append(out, e.Repo)
 		}
 	}
 	return out

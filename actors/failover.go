@@ -153,6 +153,9 @@ func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult
 	if n.cl.draining.Load() {
 		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, ErrDraining)
 	}
+	if err := n.awaitServing(ctx); err != nil {
+		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, err)
+	}
 	for attempt := 0; ; attempt++ {
 		d, err := n.awaitLeader(ctx, key, false, func() (cluster.Decision, error) {
 			return n.cl.leader.ForceGrant(ctx, cluster.ForceGrantLease{Repo: string(key), Requester: n.cl.cfg.Self, Dead: dead})

@@ -124,6 +124,9 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 		if r.err == nil {
 			r.err = a.persist(ctx, r.d)
 		}
+		if r.err == nil && r.d.Outcome == cluster.Granted {
+			a.node.metrics.grants.Inc()
+		}
 	case *cluster.ReleaseLease:
 		a.liveness.Left(m.Node)
 		r.d, r.err = a.m.Release(m.Node, m.Repo, now)
@@ -138,6 +141,9 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 		}
 		if r.err == nil {
 			r.err = a.persist(ctx, r.d)
+		}
+		if r.err == nil && r.d.Outcome == cluster.Granted {
+			a.node.metrics.forceGrants.Inc()
 		}
 	case *leaderHandOver:
 		self := a.node.cl.cfg.Self
@@ -156,6 +162,7 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 		if r.err = a.persistEntries(ctx, r.renewed); r.err != nil {
 			r.renewed, r.declined = nil, nil
 		}
+		a.node.metrics.renewals.Add(float64(len(r.renewed)))
 	case *leaderPrune:
 		r = a.prune(ctx, m, now)
 	default:

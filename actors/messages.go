@@ -178,6 +178,9 @@ type (
 	}
 	// renewTick starts the periodic batched renewal.
 	renewTick struct{}
+	// renewNow sends a batch at once, outside the period (a node that
+	// stops joining announces itself to the leader).
+	renewNow struct{}
 	// renewResult is the leader's answer to one batch; sent maps each
 	// repo of the batch to the epoch it was renewed under.
 	renewResult struct {
@@ -202,5 +205,9 @@ type (
 // listOpen asks the supervisor for the keys of the open repositories.
 type listOpen struct{}
 
-// openKeys answers listOpen.
+// listDraining asks the supervisor for the repositories whose lease is
+// being released through the drain (answered with openKeys).
+type listDraining struct{}
+
+// openKeys answers listOpen and listDraining.
 type openKeys struct{ keys []repoKey }

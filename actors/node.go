@@ -89,6 +89,8 @@ type metrics struct {
 	openLatency prometheus.Histogram
 	fenced      prometheus.Counter
 	sessions    *prometheus.GaugeVec // live git sessions by kind
+	// The leader's lease decisions (zero on other nodes).
+	grants, renewals, forceGrants prometheus.Counter
 }
 
 // ErrBusy reports that a repository could not be reached in time.
@@ -168,6 +170,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rgit_repo_fenced_total", Help: "Repository databases closed because a newer writer fenced them."}),
+		grants: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rgit_lease_grants_total", Help: "Leases the ownership leader granted or re-granted on a claim (leader node only)."}),
+		renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rgit_lease_renewals_total", Help: "Leases the ownership leader renewed (leader node only)."}),
+		forceGrants: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rgit_lease_force_grants_total", Help: "Leases the ownership leader moved from an unreachable owner (leader node only)."}),
 		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rgit_git_sessions", Help: "Live git sessions (session actors) on this node, by kind."}, []string{"kind"}),
 	}
@@ -175,7 +183,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.sessions.WithLabelValues(string(k)) // exported as 0 before the first
 	}
 	if reg != nil {
-		reg.MustRegister(m.openRepos, m.openLatency, m.fenced, m.sessions)
+		reg.MustRegister(m.openRepos, m.openLatency, m.fenced, m.sessions, m.grants, m.renewals, m.forceGrants)
 	}
 	return m
 }
@@ -276,7 +284,17 @@ func (n *Node) CloseRepo(ctx context.Context, owner, name string) error {
 
 // OpenRepos lists the repositories whose actors are alive, sorted.
 func (n *Node) OpenRepos(ctx context.Context) ([]string, error) {
-	v, err := n.request(ctx, n.sup, &listOpen{}, 10*time.Second)
+	return n.listRepos(ctx, &listOpen{})
+}
+
+// DrainingRepos lists the repositories whose lease this node is releasing
+// through the drain (open, serving, no longer renewed), sorted.
+func (n *Node) DrainingRepos(ctx context.Context) ([]string, error) {
+	return n.listRepos(ctx, &listDraining{})
+}
+
+func (n *Node) listRepos(ctx context.Context, msg any) ([]string, error) {
+	v, err := n.request(ctx, n.sup, msg, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,9 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 		_ = n.releaseUnheld(ctx, key)
 		return RouteResult{}, &MovedError{Repo: string(key), Node: n.cl.cfg.Self}
 	}
+	if err := n.awaitServing(ctx); err != nil {
+		return RouteResult{}, fmt.Errorf("claim %s: %w", key, err)
+	}
 	// Claim only repositories that exist, so requests for made-up names
 	// cannot grow the ownership map. It costs cold repositories one list.
 	if ok, err := repo.Exists(ctx, n.cfg.Deps, owner, name); err != nil {

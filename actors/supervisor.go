@@ -92,6 +92,16 @@ func (s *supervisor) Receive(ctx actor.Context) {
 			}
 		}
 		ctx.Respond(&openKeys{keys: keys})
+	case *listDraining:
+		// In cluster mode a child exists from its grant until it closes,
+		// and stops renewing only when its lease starts to drain.
+		var keys []repoKey
+		for k, c := range s.children {
+			if s.node.cl != nil && !c.renews {
+				keys = append(keys, k)
+			}
+		}
+		ctx.Respond(&openKeys{keys: keys})
 
 	case *leaseQuery:
 		var info leaseInfo
@@ -118,6 +128,10 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		}
 		s.renew(ctx)
 		s.scheduleRenew(ctx)
+	case *renewNow:
+		if !s.node.cl.stopped() {
+			s.renew(ctx)
+		}
 	case *renewResult:
 		s.renewing = false
 		s.renewed(ctx, m)
@@ -173,6 +187,9 @@ func (s *supervisor) granted(ctx actor.Context, m *granted) {
 		ctx.Send(c.pid, &regranted{epoch: m.epoch, revive: &m.holder})
 	default:
 		c = s.spawn(ctx, m.key, &actorLease{h: m.holder, epoch: m.epoch})
+		if f := s.node.cl.cfg.OnGrant; f != nil {
+			f(string(m.key))
+		}
 	}
 	ctx.Respond(&leaseInfo{held: true, epoch: c.epoch})
 	if s.draining {
@@ -198,7 +215,7 @@ func (s *supervisor) scheduleRenew(ctx actor.Context) {
 // renew sends one batch with every serving lease. A batch still in flight
 // (slow leader) is not doubled up. An empty batch is still sent, as the
 // heartbeat that keeps an idle node live for placement, except while
-// draining: a draining node must drop out of placement.
+// joining or draining: such a node must stay out of placement.
 func (s *supervisor) renew(ctx actor.Context) {
 	if s.renewing {
 		return
@@ -211,7 +228,7 @@ func (s *supervisor) renew(ctx actor.Context) {
 			repos = append(repos, string(k))
 		}
 	}
-	if len(repos) == 0 && s.draining {
+	if len(repos) == 0 && (s.draining || s.node.cl.joining()) {
 		return
 	}
 	s.renewing = true
@@ -232,6 +249,7 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 		s.node.log.Warn("renew leases", zap.Error(m.err))
 		return
 	}
+	s.node.cl.renewedAt.Store(time.Now().UnixNano())
 	declined := make(map[repoKey]bool, len(m.declined))
 	for _, r := range m.declined {
 		declined[repoKey(r)] = true

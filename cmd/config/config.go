@@ -59,6 +59,7 @@ type Config struct {
 	SSHStall        time.Duration     // RGIT_SSH_STALL_SECS
 	LogFormat       string            // RGIT_LOG_FORMAT: auto, json or console; see LogEncoding
 	MemoryLimit     int64             // RGIT_MEMORY_LIMIT in bytes; 0: the cgroup limit alone
+	PrewarmBytes    int64             // RGIT_PREWARM_BYTES: start-up prewarm budget; 0: none
 	GCInterval      time.Duration     // RGIT_GC_INTERVAL_SECS; 0 disables automatic GC
 	RedisURL        string            // RGIT_REDIS_URL; "" disables the read API cache
 	Upstream        string            // RGIT_UPSTREAM (api-serve)
@@ -117,6 +118,7 @@ var Vars = []Var{
 	{"RGIT_SSH_IDLE_SECS", "300", "an SSH connection that moves no data for this long is closed"},
 	{"RGIT_SSH_STALL_SECS", "60", "an SSH session that sends no byte for this long while the server waits for input is closed"},
 	{"RGIT_MEMORY_LIMIT", "0", "memory budget in bytes (suffixes Ki, Mi, Gi); the cgroup limit (memory.max) applies when lower; 0: the cgroup limit alone"},
+	{"RGIT_PREWARM_BYTES", "1Gi", "cluster: bytes of packs a starting node fetches into its cache, before it reports ready, for the repositories placement steers to it (suffixes Ki, Mi, Gi); 0: no start-up prewarm"},
 	{"RGIT_GC_INTERVAL_SECS", "3600", "average time between automatic garbage collections of each repository this node owns (jittered); 0 disables"},
 	{"RGIT_REDIS_URL", "", "read API cache: redis://[:password@]host:port[/db] or rediss:// (TLS); set it on the git nodes and on api-serve alike (nodes invalidate); Redis must run maxmemory-policy volatile-lru; unset: no cache"},
 	{"RGIT_UPSTREAM", "http://rgit:8081", "api-serve only: base URL of the git fleet's peer HTTP service (not the public port)"},
@@ -168,6 +170,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		SSHStall:        p.seconds("RGIT_SSH_STALL_SECS", 1),
 		LogFormat:       p.oneOf("RGIT_LOG_FORMAT", "auto", "json", "console"),
 		MemoryLimit:     p.bytes("RGIT_MEMORY_LIMIT"),
+		PrewarmBytes:    p.bytes("RGIT_PREWARM_BYTES"),
 		GCInterval:      p.seconds("RGIT_GC_INTERVAL_SECS", 0),
 		RedisURL:        p.str("RGIT_REDIS_URL"),
 		Upstream:        p.str("RGIT_UPSTREAM"),

@@ -57,6 +57,7 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 	cases := map[string]map[string]string{
 		"RGIT_MAX_WARM":             {"RGIT_MAX_WARM": "many"},
 		"RGIT_MEMORY_LIMIT":         {"RGIT_MEMORY_LIMIT": "4GB"},
+		"RGIT_PREWARM_BYTES":        {"RGIT_PREWARM_BYTES": "-1"},
 		"RGIT_GC_INTERVAL_SECS":     {"RGIT_GC_INTERVAL_SECS": "-1"},
 		"RGIT_WARM_TTL_SECS":        {"RGIT_WARM_TTL_SECS": "0"},
 		"RGIT_HTTP_ADDR":            {"RGIT_HTTP_ADDR": "8080"},

@@ -45,6 +45,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "  "+l)
 		}
 		fmt.Fprintln(stderr, "  gen-peer-certs <dir>   (local: writes a new peer CA and certificate, see README)")
+		fmt.Fprintln(stderr, "  rollout [--statefulset rgit] [--namespace ns] [--image ref@sha256:…]   partitioned rolling update through kubectl, gated on every node's rollout status")
+		fmt.Fprintln(stderr, "  rollout-status [--peer host:port]   this node's rollout status (JSON)")
 		fmt.Fprintln(stderr, "\nexit status: 0 ok, 1 not found, 2 usage, 3 refused, 4 unreachable, 5 other failure")
 	}
 	if err := fs.Parse(args); err != nil {
@@ -64,6 +66,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return 2
+	}
+	switch fs.Arg(0) {
+	case "rollout":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return rollout(ctx, fs.Args()[1:], stdout, stderr)
+	case "rollout-status":
+		return rolloutStatus(fs.Args()[1:], stdout, stderr)
 	}
 	req := admin.Request{Command: fs.Arg(0), Args: fs.Args()[1:]}
 	if req.Command == "add-key" || req.Command == "add-deploy-key" {

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	rc "github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/testkit/multiproc"
 	"github.com/rgit/rgit/transport/admin"
 	"github.com/rgit/rgit/transport/peertls"
@@ -20,6 +24,7 @@ import (
 // sharing one file store:
 //
 //	bench op=forward-clone fixture=<f> rgit_s=<via a forwarding node> git_s=<direct to the owner> ratio=… rgit_rss_mb=<forwarder's peak RSS>
+//	bench op=handoff-first-clone fixture=<f> rgit_s=<first clone on the new owner after a drain> git_s=<warm clone on the old owner> ratio=…
 //	takeover op=kill9 seconds=<first successful fetch through a survivor after kill -9 of the owner>
 //
 // Here git_s is rgit itself, direct: the ratio is the cost of the hop.
@@ -105,6 +110,17 @@ func runCluster(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Printf("takeover op=kill9 seconds=%.2f\n", secs)
+	if err := owner.Start(); err != nil {
+		return err
+	}
+	if err := owner.WaitReady(ctx); err != nil {
+		return err
+	}
+	for _, f := range fxs {
+		if err := handoff(ctx, cl, c.runs, token, "bench/"+f.Name, f.Name, work); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -128,4 +144,80 @@ func takeover(ctx context.Context, owner, via *multiproc.Node, token, repo strin
 		}
 	}
 	return 0, errors.New("no successful fetch within 30s of kill -9 of the owner")
+}
+
+// ownerRe matches admin "where" for a live lease.
+var ownerRe = regexp.MustCompile(`is owned by (\S+) \(epoch \d+, lease live`)
+
+// handoff measures the first clone after a drain hand-over: repo's owner
+// is stopped with SIGTERM (it drains, hinting its successor to prewarm),
+// then repo is cloned once on the node that takes it over, against the
+// median warm clone on the old owner. The old owner is started again.
+func handoff(ctx context.Context, cl *multiproc.Cluster, runs int, token, repo, fx, work string) error {
+	out, err := cl.Admin(ctx, cl.Nodes[0], admin.Request{Command: "where", Args: []string{repo}})
+	m := ownerRe.FindStringSubmatch(out)
+	if err != nil || m == nil {
+		return fmt.Errorf("owner of %s: %q %v", repo, out, err)
+	}
+	var owner *multiproc.Node
+	var rest rc.LiveSet
+	for _, n := range cl.Nodes {
+		if n.Name == m[1] {
+			owner = n
+		} else {
+			rest = append(rest, rc.NodeWeight{Node: n.Name, Weight: 1})
+		}
+	}
+	if owner == nil {
+		return fmt.Errorf("owner of %s: unknown node %q", repo, m[1])
+	}
+	r := result{op: "handoff-first-clone", fixture: fx}
+	dst := filepath.Join(work, "clone")
+	for i := 0; i < runs; i++ {
+		os.RemoveAll(dst)
+		s, err := timeGit(ctx, work, "clone", "-q", "--bare", owner.HTTPURL(token, repo), dst)
+		if err != nil {
+			return fmt.Errorf("warm clone on %s: %w", owner.Name, err)
+		}
+		r.git = append(r.git, s)
+	}
+	if err := owner.Term(time.Minute); err != nil {
+		return err
+	}
+	// The successor, where the leader steers the released repository.
+	var next *multiproc.Node
+	for _, n := range cl.Nodes {
+		if n.Name == rc.Rendezvous(repo, rest) {
+			next = n
+		}
+	}
+	os.RemoveAll(dst)
+	s, err := timeGit(ctx, work, "clone", "-q", "--bare", next.HTTPURL(token, repo), dst)
+	if err != nil {
+		return fmt.Errorf("first clone on %s after %s drained: %w\n%s", next.Name, owner.Name, err, next.LogTail(10))
+	}
+	r.rgit = append(r.rgit, s)
+	r.rgitRSSMB = float64(procHWM(strconv.Itoa(next.Pid()))) / 1024
+	r.report(os.Stdout, os.Stderr)
+	fmt.Fprintf(os.Stderr, "  note op=handoff-first-clone fixture=%s from=%s to=%s %s\n", fx, owner.Name, next.Name, prewarmed(next))
+	if err := owner.Start(); err != nil {
+		return err
+	}
+	return owner.WaitReady(ctx)
+}
+
+// prewarmed reads node n's prewarm counter from /metrics.
+func prewarmed(n *multiproc.Node) string {
+	resp, err := http.Get("http://" + n.HTTPAddr + "/metrics")
+	if err != nil {
+		return "metrics: " + err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "rgit_prewarm_bytes_total ") {
+			return "prewarm_bytes=" + strings.TrimPrefix(l, "rgit_prewarm_bytes_total ")
+		}
+	}
+	return "prewarm_bytes=?"
 }

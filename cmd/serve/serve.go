@@ -73,10 +73,13 @@ type Server struct {
 	// PeerSecret authenticates admin commands.
 	PeerSecret string
 
-	draining atomic.Bool
-	// started is set once every listener is bound: /ready answers 503
-	// before, so that nothing reaches a port that is not open yet.
-	started atomic.Bool
+	// The traffic state's facts (traffic): draining; started once every
+	// listener is bound, so that nothing reaches a port that is not open
+	// yet; prewarmed once the start-up prewarm is done; served once the
+	// node has been serving.
+	draining, started, prewarmed, served atomic.Bool
+	prewarm                              *prewarmer
+	version, bootID                      string
 	// storeFault is why the object store failed its last health probe;
 	// nil while it passes.
 	storeFault atomic.Pointer[string]
@@ -124,6 +127,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
 	}
 	build := version.Get()
+	s.version, s.bootID = build.String(), rand.Text()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric(build))
 	s.cache, err = packcache.Open(cfg.CacheDir, s.store, log, packcache.WithMetrics(newCacheMetrics(reg)),
@@ -145,11 +149,21 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if s.apiCache, err = openAPICache(ctx, cfg, log); err != nil {
 		return nil, err
 	}
+	// Background work of the node's lifetime (store probe, joining,
+	// prewarm) ends with this context.
+	bgCtx, cancel := context.WithCancel(context.Background())
+	s.stopProbe = cancel
 	var clusterCfg *actors.ClusterConfig
+	// Exported on every node (zeros on a single one): dashboards work the
+	// same in either mode.
+	s.prewarm = newPrewarmer(bgCtx, deps, log, reg)
 	if cfg.Cluster() {
 		if s.cluster, clusterCfg, err = newClusterSetup(cfg, s.PeerSecret, log); err != nil {
 			return nil, err
 		}
+		clusterCfg.Joining, clusterCfg.OnGrant = true, s.prewarm.grant
+	} else {
+		s.prewarmed.Store(true) // nothing moves to a single node
 	}
 	if s.cluster == nil || s.cluster.leader == nil {
 		// One node indexes repositories older than the name index before
@@ -184,11 +198,15 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 
 	httpFwd, sessFwd := s.cluster.forwarders()
+	var countedFwd httpgit.Forwarder
+	fm := forwardMetric(reg)
 	if s.cluster != nil {
 		// Forwarders follow "moved" answers by routing again through the
 		// engine; set before any listener exists.
 		s.cluster.httpFwd.Mover, s.cluster.sessions.Mover = eng, eng
+		countedFwd, sessFwd = countedHTTP{httpFwd, fm}, countedSessions{s.cluster.sessions, fm}
 	}
+	s.trafficMetric(reg)
 	// One protocol engine per node: its limits, and the negotiation slots
 	// above all, are shared by the HTTP, SSH and peer front ends.
 	proto := gitserve.ProtoEngine{Limits: gitproto.Limits{
@@ -201,7 +219,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
 	if httpFwd != nil {
-		httpCfg.Forward, httpCfg.Rerouter = httpFwd, eng
+		httpCfg.Forward, httpCfg.Rerouter = countedFwd, eng
 	}
 	gitHTTP, err := httpgit.New(httpCfg)
 	if err != nil {
@@ -279,6 +297,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		}
 		s.cluster.mountPeer(adminMux, s.PeerSecret, s.node,
 			&peer.SessionHandler{Gate: gate, Forward: sessFwd, Rerouter: eng, Log: log}, log)
+		adminMux.Handle("POST "+pathPrewarm, peer.RequireBearer(s.PeerSecret, log, http.HandlerFunc(s.prewarm.hinted)))
 		// The peer HTTP port: smart-HTTP requests forwarded by other nodes.
 		peerCfg := httpCfg
 		peerCfg.Metrics = pm.For("peer")
@@ -292,7 +311,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		if err != nil {
 			return nil, err
 		}
-		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)), cfg.PeerTLS.ServerTLS(), &s.peerSrv); err != nil {
+		peerMux := http.NewServeMux()
+		peerMux.Handle("GET "+admin.RolloutPath, peer.RequireSecret(s.PeerSecret, log, http.HandlerFunc(s.rolloutStatus)))
+		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
+		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv); err != nil {
 			return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 		}
 	}
@@ -306,14 +328,13 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, fmt.Errorf("RGIT_PEER_ADDR (stream port %s): %w", streamAddr, err)
 	}
 
-	probeCtx, cancel := context.WithCancel(context.Background())
-	s.stopProbe = cancel
-	go s.probeStore(probeCtx)
+	go s.probeStore(bgCtx)
 	log.Info("rgit serving", zap.String("version", build.String()), zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
 		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("self", cfg.Self), zap.Bool("peer_tls", cfg.PeerTLS != nil),
 		zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
 	ok = true
 	s.started.Store(true)
+	go s.join(bgCtx)
 	return s, nil
 }
 
@@ -370,6 +391,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.log.Info("draining")
 	var errs []error
 	if s.cluster != nil {
+		s.hintSuccessors(ctx)
 		if err := s.node.Drain(ctx); err != nil {
 			errs = append(errs, err)
 		}
@@ -458,17 +480,15 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "ok\nopen_repos %d\n", len(open))
 }
 
-// ready is readiness: starting, serving or draining.
+// ready is readiness: 200 only while serving; the body names the
+// traffic state.
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
-	if !s.started.Load() {
-		http.Error(w, "starting", http.StatusServiceUnavailable)
+	st := s.traffic()
+	if st != Serving {
+		http.Error(w, st.String(), http.StatusServiceUnavailable)
 		return
 	}
-	if s.draining.Load() {
-		http.Error(w, "draining", http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintln(w, "serving")
+	fmt.Fprintln(w, st)
 }
 
 // checkStore runs objstore.Verify with a bound of its own (the store's

@@ -20,6 +20,9 @@ type Follower struct {
 	opts Options
 
 	cur atomic.Pointer[View]
+	// fresh is when the store last confirmed the view (unix nanoseconds):
+	// the open, or a refresh that succeeded, with or without news.
+	fresh atomic.Int64
 
 	refreshMu sync.Mutex // one refresh at a time
 
@@ -51,6 +54,7 @@ func OpenFollower(ctx context.Context, store objstore.Store, prefix string, opts
 		return nil, fmt.Errorf("refdb: open follower %s: %w", f.s.prefix, ErrNotExist)
 	}
 	f.cur.Store(l.view)
+	f.fresh.Store(time.Now().UnixNano())
 	var pollCtx context.Context
 	pollCtx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	go f.poll(pollCtx)
@@ -59,6 +63,10 @@ func OpenFollower(ctx context.Context, store objstore.Store, prefix string, opts
 
 // View returns the newest state the follower has seen.
 func (f *Follower) View() *View { return f.cur.Load() }
+
+// Fresh is when the store last confirmed View: the open or the last
+// successful refresh. Callers judge how stale a view they accept.
+func (f *Follower) Fresh() time.Time { return time.Unix(0, f.fresh.Load()) }
 
 // Changed returns a channel that is closed the next time the follower's
 // view advances; each change closes the current channel and installs a
@@ -86,11 +94,13 @@ func (f *Follower) Refresh(ctx context.Context) error {
 	f.refreshMu.Lock()
 	defer f.refreshMu.Unlock()
 	v := f.cur.Load()
+	asked := time.Now()
 	seqs, err := f.s.listWAL(ctx, v.seq)
 	if err != nil {
 		return fmt.Errorf("refdb: follower refresh: %w", err)
 	}
 	if len(seqs) == 0 {
+		f.fresh.Store(asked.UnixNano())
 		return nil
 	}
 	next, err := f.catchUp(ctx, v, seqs)
@@ -107,6 +117,7 @@ func (f *Follower) Refresh(ctx context.Context) error {
 	if next.seq > v.seq {
 		f.publish(next)
 	}
+	f.fresh.Store(asked.UnixNano())
 	return nil
 }
 

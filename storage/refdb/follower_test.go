@@ -124,3 +124,37 @@ func TestFollowerPolls(t *testing.T) {
 		}
 	}
 }
+
+// Fresh advances with every refresh the store answers, news or not, and
+// stays put when the store fails: it is how stale the view may be.
+func TestFollowerFresh(t *testing.T) {
+	ctx := testCtx(t)
+	_, fs := newStores(1)
+	db := mustOpen(t, ctx, fs, Options{})
+	mustCommit(t, ctx, db, Set("a", []byte("1")))
+	before := time.Now()
+	f, err := OpenFollower(ctx, fs, testPrefix, Options{PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	opened := f.Fresh()
+	if opened.Before(before) {
+		t.Fatalf("Fresh %v before the open at %v", opened, before)
+	}
+	if err := f.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	refreshed := f.Fresh()
+	if !refreshed.After(opened) {
+		t.Fatalf("a refresh without news left Fresh at %v (opened %v)", refreshed, opened)
+	}
+	fs.SetOutage(true)
+	if err := f.Refresh(ctx); err == nil {
+		t.Fatal("refresh during an outage succeeded")
+	}
+	fs.SetOutage(false)
+	if got := f.Fresh(); !got.Equal(refreshed) {
+		t.Fatalf("a failed refresh moved Fresh from %v to %v", refreshed, got)
+	}
+}

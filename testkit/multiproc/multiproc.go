@@ -297,3 +297,39 @@ func (n *Node) HTTPURL(token, repo string) string {
 func (n *Node) SSHURL(repo string) string {
 	return "ssh://git@" + n.SSHAddr + "/" + repo + ".git"
 }
+
+// Fleet is the cluster as the rollout gate drives it (admin.Fleet):
+// Update restarts node i in place with SIGTERM (the node drains) and a
+// new process on the same ports; Status reads its rollout status.
+type Fleet struct {
+	C *Cluster
+	// BeforeTerm, if set, runs before the SIGTERM: what Kubernetes and the
+	// load balancer do for a terminating pod (out of rotation, requests
+	// in flight finish), which a test's client-side balancer mimics.
+	BeforeTerm  func(i int)
+	TermTimeout time.Duration // default 30s
+}
+
+// Size is the number of nodes.
+func (f *Fleet) Size(context.Context) (int, error) { return len(f.C.Nodes), nil }
+
+// Update restarts node i and returns once the new process runs.
+func (f *Fleet) Update(_ context.Context, i int) error {
+	n := f.C.Nodes[i]
+	if f.BeforeTerm != nil {
+		f.BeforeTerm(i)
+	}
+	timeout := f.TermTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	if err := n.Term(timeout); err != nil {
+		return err
+	}
+	return n.Start()
+}
+
+// Status reads node i's rollout status from its peer HTTP port.
+func (f *Fleet) Status(ctx context.Context, i int) (admin.RolloutStatus, error) {
+	return admin.FetchRollout(ctx, f.C.Nodes[i].PeerAddr, f.C.Secret)
+}

@@ -54,6 +54,19 @@ func RequireBearer(secret string, log *zap.Logger, next http.Handler) http.Handl
 	})
 }
 
+// RequireSecret wraps a peer HTTP port handler that is not a forwarded
+// request (the rollout status): the secret in HeaderSecret, else 401.
+func RequireSecret(secret string, log *zap.Logger, next http.Handler) http.Handler {
+	log = orNop(log)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !secretOK(r.Header.Get(HeaderSecret), secret) {
+			refuse(w, r, log)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // hops parses the hop header: forwarded requests carry 1..MaxHops.
 func hops(r *http.Request) (int, bool) {
 	n, err := strconv.Atoi(r.Header.Get(HeaderHop))

@@ -1,0 +1,52 @@
+package repo
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+)
+
+// Prewarm fetches owner/name's packs, indexes and the bitmap of its
+// bitmap pack into the pack cache, so the first fetch after the
+// repository moved to this node does not download them. The bitmap pack
+// (the one fetches start from) goes first, then the others largest
+// first; a pack that would take the total past budget bytes is skipped
+// (budget ≤ 0: no bound). It returns the pack and index bytes now local
+// (packs already cached count too) and stops at the first error.
+func Prewarm(ctx context.Context, d Deps, owner, name string, budget int64) (int64, error) {
+	packs, err := ReadPacks(ctx, d, owner, name)
+	if err != nil {
+		return 0, fmt.Errorf("prewarm: %w", err)
+	}
+	bm, _ := bitmapPack(packs)
+	slices.SortFunc(packs, func(a, b PackInfo) int {
+		if (a.Name == bm) != (b.Name == bm) {
+			if a.Name == bm {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(b.Size, a.Size)
+	})
+	var total int64
+	for _, p := range packs {
+		size := p.Size + p.IdxSize
+		if budget > 0 && total+size > budget {
+			continue
+		}
+		packKey, idxKey := PackKeys(owner, name, p.Name)
+		_, release, err := d.Cache.Get(ctx, packKey, idxKey, p.Name)
+		if err != nil {
+			return total, fmt.Errorf("prewarm %s/%s: %w", owner, name, err)
+		}
+		if p.Name == bm {
+			// Loaded once per opened pack and kept with it; nil (no
+			// bitmap) is fine, fetches walk.
+			d.Cache.Bitmap(ctx, BitmapKey(owner, name, p.Name), p.Name)
+		}
+		release()
+		total += size
+	}
+	return total, nil
+}
