@@ -16,66 +16,6 @@ import (
 	"github.com/rgit/rgit/testkit/scale"
 )
 
-// balancer routes like a load balancer in front of the nodes: to a random
-// node in rotation. A node is taken out before it is stopped and put back
-// once it answers /ready. It counts the operations in flight at each node
-// (pick to done).
-type balancer struct {
-	mu       sync.Mutex
-	idle     *sync.Cond // signalled when an operation ends
-	in       map[*Node]bool
-	inflight map[*Node]int
-	rng      *rand.Rand
-}
-
-func newBalancer(nodes []*Node) *balancer {
-	b := &balancer{in: map[*Node]bool{}, inflight: map[*Node]int{}, rng: rand.New(rand.NewPCG(1, 16))}
-	b.idle = sync.NewCond(&b.mu)
-	for _, n := range nodes {
-		b.in[n] = true
-	}
-	return b
-}
-
-func (b *balancer) set(n *Node, in bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.in[n] = in
-}
-
-// pick chooses a node in rotation for one operation; call done after it.
-func (b *balancer) pick(nodes []*Node) *Node {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var up []*Node
-	for _, n := range nodes {
-		if b.in[n] {
-			up = append(up, n)
-		}
-	}
-	n := up[b.rng.IntN(len(up))]
-	b.inflight[n]++
-	return n
-}
-
-func (b *balancer) done(n *Node) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.inflight[n]--
-	b.idle.Broadcast()
-}
-
-// out takes n out of rotation and waits until no operation is in flight
-// at it: from then on clients talk to live nodes only.
-func (b *balancer) out(n *Node) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.in[n] = false
-	for b.inflight[n] > 0 {
-		b.idle.Wait()
-	}
-}
-
 // op is one git operation of the load: a push of a new branch, or a fetch
 // of a branch acknowledged before.
 type op struct {
@@ -150,16 +90,16 @@ func (l *load) work(w int, dir string) {
 		}
 		sha := strings.TrimSpace(l.env.Try(dir, "rev-parse", "HEAD").Out())
 		repo := l.repos[rng.IntN(len(l.repos))]
-		n := l.lb.pick(l.c.Nodes)
+		n, done := l.lb.pick()
 		r := l.env.Try(dir, "push", "-q", n.HTTPURL(l.tok, repo), "HEAD:refs/heads/"+branch)
-		l.lb.done(n)
+		done()
 		l.record(op{push: true, node: n.Name, repo: repo, branch: branch, want: sha, ok: r.OK(), msg: r.Stderr})
 		if !r.OK() {
 			continue
 		}
-		n = l.lb.pick(l.c.Nodes)
+		n, done = l.lb.pick()
 		r = l.env.Try(dir, "fetch", "-q", n.HTTPURL(l.tok, repo), "refs/heads/"+branch)
-		l.lb.done(n)
+		done()
 		got := strings.TrimSpace(l.env.Try(dir, "rev-parse", "FETCH_HEAD").Out())
 		ok := r.OK() && got == sha
 		msg := r.Stderr
@@ -256,8 +196,7 @@ func TestClusterRollingRestartNoFailures(t *testing.T) {
 	for round := range rounds {
 		for _, i := range []int{2, 1, 0} {
 			n := c.Nodes[i]
-			l.lb.set(n, false)
-			time.Sleep(time.Second) // the preStop sleep: in-flight requests finish
+			l.lb.takeOut(n) // the preStop sleep: in-flight requests finish
 			if err := n.Term(20 * time.Second); err != nil {
 				t.Errorf("round %d: %v\n%s", round, err, n.LogTail(20))
 			}
@@ -267,7 +206,6 @@ func TestClusterRollingRestartNoFailures(t *testing.T) {
 			if err := n.WaitReady(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			l.lb.set(n, true)
 			l.progress(t, 6)
 		}
 	}
@@ -309,7 +247,7 @@ func TestClusterKillNineAvailability(t *testing.T) {
 	for range kills {
 		n := c.Nodes[rng.IntN(len(c.Nodes))]
 		victims = append(victims, n.Name)
-		l.lb.out(n)
+		l.lb.takeOut(n)
 		killed = append(killed, time.Now())
 		if err := n.Kill(); err != nil {
 			t.Fatal(err)
@@ -323,7 +261,6 @@ func TestClusterKillNineAvailability(t *testing.T) {
 		if err := n.WaitReady(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		l.lb.set(n, true)
 		l.progress(t, int64(perKill))
 	}
 	ops := l.finish()

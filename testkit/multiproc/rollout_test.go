@@ -19,76 +19,6 @@ import (
 	"github.com/rgit/rgit/transport/admin"
 )
 
-// balancer is the test's load balancer: round robin over the nodes whose
-// /ready answers 200, without a node Kubernetes is terminating (out, by
-// the pid it had) until its new process is ready.
-type balancer struct {
-	c    *Cluster
-	mu   sync.Mutex
-	cond *sync.Cond
-	next int
-	out  map[int]int // node → pid taken out of rotation
-	busy map[int]int // node → requests in flight
-}
-
-func newBalancer(c *Cluster) *balancer {
-	b := &balancer{c: c, out: map[int]int{}, busy: map[int]int{}}
-	b.cond = sync.NewCond(&b.mu)
-	return b
-}
-
-var readyClient = &http.Client{Timeout: time.Second}
-
-// pick returns a ready node in rotation, counted in flight until done.
-func (b *balancer) pick() (int, func()) {
-	for {
-		b.mu.Lock()
-		i := b.next % len(b.c.Nodes)
-		b.next++
-		pid, isOut := b.out[i]
-		if isOut && b.c.Nodes[i].Pid() != pid {
-			delete(b.out, i) // restarted: back once ready
-			isOut = false
-		}
-		b.mu.Unlock()
-		if !isOut && ready(b.c.Nodes[i]) {
-			b.mu.Lock()
-			if _, isOut = b.out[i]; !isOut {
-				b.busy[i]++
-				b.mu.Unlock()
-				return i, func() {
-					b.mu.Lock()
-					b.busy[i]--
-					b.cond.Broadcast()
-					b.mu.Unlock()
-				}
-			}
-			b.mu.Unlock()
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// takeOut removes node i from rotation and waits for its requests in
-// flight (Fleet.BeforeTerm).
-func (b *balancer) takeOut(i int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.out[i] = b.c.Nodes[i].Pid()
-	for b.busy[i] > 0 {
-		b.cond.Wait()
-	}
-}
-
-func ready(n *Node) bool {
-	resp, err := readyClient.Get("http://" + n.HTTPAddr + "/ready")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
 // rollOp is one client operation of the rolling restart test.
 type rollOp struct {
 	what, node string
@@ -132,7 +62,7 @@ func TestRollingRestartGate(t *testing.T) {
 		workers[i] = w
 	}
 
-	lb := newBalancer(c)
+	lb := newBalancer(c.Nodes)
 	stop := make(chan struct{})
 	var cycles atomic.Int64
 	var wg sync.WaitGroup
@@ -141,8 +71,7 @@ func TestRollingRestartGate(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			do := func(what string, run func(n *Node) gitenv.Result) gitenv.Result {
-				i, done := lb.pick()
-				n := c.Nodes[i]
+				n, done := lb.pick()
 				r := run(n)
 				done()
 				op := rollOp{what: what, node: n.Name, at: time.Now()}
@@ -197,7 +126,7 @@ func TestRollingRestartGate(t *testing.T) {
 	}
 	waitCycles(int64(len(workers)))
 
-	fleet := &Fleet{C: c, BeforeTerm: lb.takeOut}
+	fleet := &Fleet{C: c, BeforeTerm: func(i int) { lb.takeOut(c.Nodes[i]) }}
 	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Second)
 	defer cancel()
 	start := time.Now()
