@@ -136,6 +136,7 @@ func TestFollowerNeedsLeaderClient(t *testing.T) {
 // on at the deadline (the release was lost: it lapses only at its TTL);
 // any other entry routes now.
 func TestMovedStep(t *testing.T) {
+	movedAt := time.Unix(999, 0)
 	now := time.Unix(1000, 0)
 	deadline := now.Add(700 * time.Millisecond)
 	soon := cluster.Entry{Node: "rgit-1", Epoch: 3, Expires: now.Add(300 * time.Millisecond)}
@@ -151,16 +152,20 @@ func TestMovedStep(t *testing.T) {
 		{"released, expiring soon", soon, true, movedDecision{until: soon.Expires}},
 		{"expires at the deadline", cluster.Entry{Node: "rgit-1", Expires: deadline}, true, movedDecision{until: deadline}},
 		{"held longer: re-read", cluster.Entry{Node: "rgit-1", Expires: now.Add(cluster.TTL)}, true, movedDecision{until: now.Add(cluster.FollowerPoll)}},
+		// Written for the node after its moved answer: a restarted
+		// process of it (or the lease come back) holds it now.
+		{"written after the moved answer", cluster.Entry{Node: "rgit-1", Written: movedAt.Add(time.Millisecond), Expires: now.Add(cluster.TTL)}, true, movedDecision{again: true}},
+		{"written after, for another node", cluster.Entry{Node: "rgit-2", Written: movedAt.Add(time.Millisecond), Expires: now.Add(cluster.TTL)}, true, movedDecision{}},
 	} {
-		if got := movedStep(tc.e, tc.ok, "rgit-1", now, deadline); got != tc.want {
+		if got := movedStep(tc.e, tc.ok, "rgit-1", movedAt, now, deadline); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
 	held := cluster.Entry{Node: "rgit-1", Expires: now.Add(cluster.TTL)}
-	if got := movedStep(held, true, "rgit-1", deadline.Add(-time.Millisecond), deadline); got != (movedDecision{until: deadline}) {
+	if got := movedStep(held, true, "rgit-1", movedAt, deadline.Add(-time.Millisecond), deadline); got != (movedDecision{until: deadline}) {
 		t.Errorf("held, last poll: %+v, want one at the deadline", got)
 	}
-	if got := movedStep(held, true, "rgit-1", deadline, deadline); !got.giveUp {
+	if got := movedStep(held, true, "rgit-1", movedAt, deadline, deadline); !got.giveUp {
 		t.Errorf("held at the deadline (release lost): %+v, want give up", got)
 	}
 }

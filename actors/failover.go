@@ -34,16 +34,16 @@ func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult
 	// A release shortens the entry to the drain; an owner whose drain
 	// ended with sessions still running holds the entry until they end,
 	// so wait as long as for an absent leader.
-	deadline := time.Now().Add(max(n.cl.cfg.Timings.Drain+cluster.FollowerPoll, n.cl.cfg.Timings.LeaderWait))
+	movedAt := time.Now()
+	deadline := movedAt.Add(max(n.cl.cfg.Timings.Drain+cluster.FollowerPoll, n.cl.cfg.Timings.LeaderWait))
 	for {
-		if f := n.cl.follower.Load(); f != nil {
-			if err := f.Refresh(ctx); err != nil {
-				n.log.Warn("re-read ownership map", zap.Error(err))
-			}
-		}
+		n.RefreshView(ctx)
 		e, ok := n.OwnershipView().Get(string(key))
 		now := time.Now()
-		step := movedStep(e, ok, node, now, deadline)
+		step := movedStep(e, ok, node, movedAt, now, deadline)
+		if step.again {
+			return RouteResult{Node: node}, nil
+		}
 		if step.giveUp {
 			return RouteResult{}, fmt.Errorf("%s released %s but the map names it until %s: %w",
 				node, key, e.Expires.UTC().Format(time.RFC3339Nano), ErrOwnerUnreachable)
@@ -74,19 +74,25 @@ func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult
 type movedDecision struct {
 	until  time.Time
 	giveUp bool
+	again  bool // send it to the node again: it holds the repository anew
 }
 
 // movedStep decides Moved's next step from the view's entry for the
 // repository: an entry that no longer names the node that answered moved
-// (or has expired) routes now; one that still names it live is waited
-// out if it expires by deadline; a longer one is re-read every follower
-// poll until the deadline (the node holds it while sessions it admitted
-// in its drain finish, then releases it), and then Moved gives up (the
-// release was lost: the entry lapses only at its TTL).
-func movedStep(e cluster.Entry, ok bool, node string, now, deadline time.Time) movedDecision {
+// at movedAt (or has expired) routes now; one the leader wrote for that
+// node after movedAt means the node holds it anew (a restarted process
+// claimed it, or the lease came back to it) and the request goes there
+// again; one that still names it live is waited out if it expires by
+// deadline; a longer one is re-read every follower poll until the
+// deadline (the node holds it while sessions it admitted in its drain
+// finish, then releases it), and then Moved gives up (the release was
+// lost: the entry lapses only at its TTL).
+func movedStep(e cluster.Entry, ok bool, node string, movedAt, now, deadline time.Time) movedDecision {
 	switch {
 	case !ok || e.Node != node || !e.Live(now):
 		return movedDecision{}
+	case e.Written.After(movedAt):
+		return movedDecision{again: true}
 	case !e.Expires.After(deadline):
 		return movedDecision{until: e.Expires}
 	case !now.Before(deadline):
@@ -122,11 +128,7 @@ func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method stri
 		if err := sleepUntil(ctx, d.At); err != nil {
 			return RouteResult{}, err
 		}
-		if f := n.cl.follower.Load(); f != nil {
-			if err := f.Refresh(ctx); err != nil {
-				n.log.Warn("re-read ownership map", zap.Error(err))
-			}
-		}
+		n.RefreshView(ctx)
 		return n.Route(ctx, owner, name)
 	}
 	return n.force(ctx, key, d.Dead)

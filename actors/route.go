@@ -94,12 +94,10 @@ func (n *Node) awaitLeader(ctx context.Context, key repoKey, claim bool, ask fun
 		if err == nil || !errors.Is(err, ErrLeaderUnreachable) {
 			return d, err
 		}
-		if f := n.cl.follower.Load(); f != nil && try == 0 {
+		if try == 0 {
 			// A leader that drained wrote its hand-over just before it
 			// went: read it now rather than at the next poll.
-			if err := f.Refresh(ctx); err != nil {
-				n.log.Warn("re-read ownership map", zap.Error(err))
-			}
+			n.RefreshView(ctx)
 		}
 		e, ok := n.OwnershipView().Get(string(key))
 		a := cluster.OnLeaderUnreachable(e, ok, claim, n.cl.cfg.Self, since, time.Now(), n.cl.cfg.Timings.LeaderWait)
@@ -196,4 +194,18 @@ func (n *Node) ensureLocal(ctx context.Context, key repoKey) error {
 		return &NotOwnerError{Repo: string(key), Node: r.Node}
 	}
 	return nil
+}
+
+// RefreshView re-reads the ownership map now rather than at the next
+// follower poll (a no-op on the leader, whose view is its own writes, and
+// on a single node). A failure is logged: the old view stays.
+func (n *Node) RefreshView(ctx context.Context) {
+	if n.cl == nil {
+		return
+	}
+	if f := n.cl.follower.Load(); f != nil {
+		if err := f.Refresh(ctx); err != nil {
+			n.log.Warn("re-read ownership map", zap.Error(err))
+		}
+	}
 }

@@ -107,10 +107,21 @@ func (e *Engine) session(ctx context.Context, owner, name string) (*actors.Sessi
 	var s *actors.Session
 	var r actors.RouteResult
 	var err error
-	if g := actors.GitSessionOf(ctx); g != nil {
-		s, r, err = g.Resolve(ctx, owner, name)
-	} else if r, err = e.Node.Route(ctx, owner, name); err == nil && r.Local {
-		s, err = e.Node.Session(ctx, owner, name)
+	resolve := func() {
+		if g := actors.GitSessionOf(ctx); g != nil {
+			s, r, err = g.Resolve(ctx, owner, name)
+		} else if r, err = e.Node.Route(ctx, owner, name); err == nil && r.Local {
+			s, err = e.Node.Session(ctx, owner, name)
+		}
+	}
+	resolve()
+	if err == nil && !r.Local && gitserve.Hops(ctx) > 0 {
+		// Forwarded here, and this node's view names yet another owner:
+		// the views disagree, typically one poll after a move (a hand-over
+		// or a grant). Read the map now before sending the request on, so
+		// that two nodes do not bounce it into the hop limit.
+		e.Node.RefreshView(ctx)
+		resolve()
 	}
 	if err == nil && !r.Local {
 		return nil, &gitserve.ForwardError{Node: r.Node, Owner: owner, Name: name}
