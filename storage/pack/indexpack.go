@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -581,9 +582,14 @@ func (ix *indexer) finish(dir string, sum object.ID) (*Indexed, error) {
 		}
 	}
 	name := "pack-" + sum.String()
+	// The files keep their temporary file's unique suffix: two indexings
+	// of identical bytes into one directory (a background roll-up and an
+	// admin repack, or two identical pushes) must not take each other's
+	// files when one adopts or removes them.
+	uniq := strings.TrimPrefix(filepath.Base(ix.f.Name()), "tmp-pack-")
 	res := &Indexed{
-		PackPath: filepath.Join(dir, name+".pack"),
-		IdxPath:  filepath.Join(dir, name+".idx"),
+		PackPath: filepath.Join(dir, name+"-"+uniq+".pack"),
+		IdxPath:  filepath.Join(dir, name+"-"+uniq+".idx"),
 		Checksum: sum,
 		Name:     name,
 		Objects:  objs,

@@ -60,7 +60,9 @@ func checkIndexed(t *testing.T, res *Indexed, want map[object.ID]catObj) {
 			t.Fatalf("%s: %v %d, want %v %d", o.ID, o.Type, o.Size, w.typ, len(w.data))
 		}
 	}
-	if !strings.HasSuffix(res.PackPath, res.Name+".pack") || res.Name != "pack-"+res.Checksum.String() {
+	base := filepath.Base(res.PackPath)
+	if !strings.HasPrefix(base, res.Name+"-") || !strings.HasSuffix(base, ".pack") ||
+		res.IdxPath != strings.TrimSuffix(res.PackPath, ".pack")+".idx" || res.Name != "pack-"+res.Checksum.String() {
 		t.Fatalf("bad names %q %q", res.Name, res.PackPath)
 	}
 }
@@ -166,5 +168,35 @@ func TestIndexPackThin(t *testing.T) {
 			}
 		}
 		cp.Close()
+	}
+}
+
+// TestIndexPackSameBytesTwice: indexing identical bytes twice into one
+// directory gives each result its own files, so one caller adopting or
+// removing its files cannot take the other's (a background roll-up and an
+// admin repack produce identical packs).
+func TestIndexPackSameBytesTwice(t *testing.T) {
+	fx := sharedFixture(t)
+	pack, err := os.ReadFile(fx.packPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	a, err := IndexPack(context.Background(), bytes.NewReader(pack), dir, IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := IndexPack(context.Background(), bytes.NewReader(pack), dir, IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Name != b.Name || a.PackPath == b.PackPath || a.IdxPath == b.IdxPath {
+		t.Fatalf("names %s %s, paths %s %s", a.Name, b.Name, a.PackPath, b.PackPath)
+	}
+	if err := os.Remove(a.IdxPath); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(b.IdxPath); err != nil {
+		t.Fatalf("removing one result's index removed the other's: %v", err)
 	}
 }

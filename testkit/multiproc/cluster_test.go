@@ -15,6 +15,7 @@ import (
 	"time"
 
 	rc "github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/transport/admin"
 )
@@ -259,6 +260,33 @@ func TestClusterForwarding(t *testing.T) {
 	if r := env.TryEnv(sclone, gitenv.SSHEnv(dk), "push", sshVia.SSHURL("alice/fwd"), "HEAD:refs/heads/deploy"); r.OK() || !strings.Contains(r.Stderr, "permission denied") {
 		t.Fatalf("read-only deploy key push via %s:\n%s", sshVia.Name, r)
 	}
+
+	// A token every node has cached stops working everywhere within the
+	// credential cache TTL after revoke-token on one node.
+	revoked := c.token(t, n0, "alice")
+	for _, n := range c.Nodes {
+		env.Run(t, "", "ls-remote", n.HTTPURL(revoked, "alice/fwd"))
+	}
+	tokens := strings.Split(c.mustAdmin(t, n0, "list-tokens", "alice"), "\n")
+	id := strings.Fields(tokens[len(tokens)-1])[0] // oldest first: the newest token is last
+	c.mustAdmin(t, n0, "revoke-token", "alice", id)
+	revokedAt := time.Now()
+	for _, n := range c.Nodes {
+		for {
+			r := env.Try("", "ls-remote", n.HTTPURL(revoked, "alice/fwd"))
+			if !r.OK() {
+				if !strings.Contains(r.Stderr, "Authentication failed") && !strings.Contains(r.Stderr, "could not read") {
+					t.Fatalf("revoked token on %s: %s", n.Name, r)
+				}
+				break
+			}
+			if time.Since(revokedAt) > auth.DefaultPositiveTTL+5*time.Second {
+				t.Fatalf("%s still accepts a token revoked %v ago", n.Name, time.Since(revokedAt))
+			}
+			time.Sleep(50 * time.Millisecond) // poll, as waitOwner does
+		}
+	}
+	t.Logf("revoked token refused by every node %v after revoke-token (bound: %v)", time.Since(revokedAt).Round(10*time.Millisecond), auth.DefaultPositiveTTL)
 
 	// Admin on a non-owner is delivered to the owner: no fencing anywhere.
 	// The relaying node forgets its cached index entry at once (others

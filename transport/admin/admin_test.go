@@ -3,12 +3,17 @@ package admin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/objstore/memstore"
 )
 
 func newTestServer(t *testing.T) (*httptest.Server, string) {
@@ -109,5 +114,45 @@ func TestParseFlags(t *testing.T) {
 	// out of reach: they are refused, not silently taken as names.
 	if _, _, err := parseFlags([]string{"--x"}, nil); !errors.Is(err, ErrUsage) {
 		t.Fatalf("unknown flag: %v", err)
+	}
+}
+
+// TestTypedResults: listing and changing credentials answer a typed value
+// in the final event's Data (for --json), beside the text.
+func TestTypedResults(t *testing.T) {
+	const secret = "0123456789abcdef0123"
+	srv := httptest.NewServer(&Server{Secret: secret, Log: zap.NewNop(), Auth: auth.NewStore(memstore.New())})
+	t.Cleanup(srv.Close)
+	post := func(req Request) Event {
+		t.Helper()
+		body, _ := json.Marshal(req)
+		hr, _ := http.NewRequest(http.MethodPost, srv.URL+Path, bytes.NewReader(body))
+		hr.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var last Event
+		for dec := json.NewDecoder(resp.Body); dec.More(); {
+			if err := dec.Decode(&last); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if last.Error != "" || !last.Done {
+			t.Fatalf("%+v: %+v", req, last)
+		}
+		return last
+	}
+	ev := post(Request{Command: "add-token", Args: []string{"alice", "--scope", "read", "--name", "ci", "--expires", "30d"}})
+	var issued Message
+	if err := json.Unmarshal(ev.Data, &issued); err != nil || issued.Token == nil || issued.Secret != ev.Output || issued.Token.Scope != auth.ScopeRead {
+		t.Fatalf("add-token data %s: %v", ev.Data, err)
+	}
+	ev = post(Request{Command: "list-tokens", Args: []string{"alice"}})
+	var list TokenList
+	if err := json.Unmarshal(ev.Data, &list); err != nil || len(list.Tokens) != 1 || list.Tokens[0].ID != issued.Token.ID ||
+		list.Tokens[0].Name != "ci" || list.Tokens[0].Expires.IsZero() || strings.Contains(string(ev.Data), issued.Secret) {
+		t.Fatalf("list-tokens data %s: %v", ev.Data, err)
 	}
 }
