@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -177,7 +178,9 @@ func (n *Node) Running() bool {
 	}
 }
 
-// WaitReady polls /ready until it answers 200.
+// WaitReady polls /ready until it answers 200 and the peer stream port
+// (admin) accepts connections: the node binds that port after its HTTP
+// listener, so /ready alone can answer before admin commands work.
 func (n *Node) WaitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -186,7 +189,10 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				if c, err := net.DialTimeout("tcp", n.StreamAddr, time.Second); err == nil {
+					c.Close()
+					return nil
+				}
 			}
 		}
 		if !n.Running() {
