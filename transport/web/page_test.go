@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -70,5 +71,29 @@ func TestPageOverReadAPI(t *testing.T) {
 		if !strings.Contains(body, tc.want) {
 			t.Errorf("%s: no %q in\n%s", tc.path, tc.want, body)
 		}
+	}
+}
+
+// TestLogPagingOverReadAPI: 55 commits page as 50, then 5, following the
+// API's Link header.
+func TestLogPagingOverReadAPI(t *testing.T) {
+	s := newSite(t)
+	s.srv.CreateRepo(t, "alice/long")
+	wt := t.TempDir()
+	s.env.Run(t, wt, "init", "-q")
+	var ids []string
+	for i := range 55 {
+		ids = append(ids, s.env.Commit(t, wt, fmt.Sprintf("commit %d", i), nil))
+	}
+	s.env.Run(t, wt, "push", "-q", s.srv.HTTPURL(s.aliceToken, "alice/long"), "HEAD:refs/heads/main")
+
+	_, first := s.get(t, "/alice/long/commits/"+ids[54], s.aliceToken)
+	older := `href="/alice/long/commits/` + ids[4] + `" id="older"`
+	if n := strings.Count(first, `class="subject"`); n != 50 || !strings.Contains(first, older) {
+		t.Fatalf("first page: %d commits, link to %s: %v", n, ids[4], strings.Contains(first, older))
+	}
+	_, last := s.get(t, "/alice/long/commits/"+ids[4], s.aliceToken)
+	if n := strings.Count(last, `class="subject"`); n != 5 || strings.Contains(last, `id="older"`) || !strings.Contains(last, "commit 0") {
+		t.Errorf("last page: %d commits\n%s", n, last)
 	}
 }

@@ -1,8 +1,6 @@
 package web
 
 import (
-	"encoding/json"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -62,30 +60,8 @@ type Person struct {
 	Time  When   `json:"time"`
 }
 
-// When is a commit time: RFC 3339 (Unix seconds are accepted too).
+// When is a commit time (RFC 3339 in the API's JSON).
 type When struct{ time.Time }
-
-// UnmarshalJSON accepts a number (Unix seconds) or an RFC 3339 string.
-func (w *When) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		t, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			return err
-		}
-		w.Time = t
-		return nil
-	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		return err
-	}
-	w.Time = time.Unix(n, 0).UTC()
-	return nil
-}
 
 // Commit is one commit of GET log, and the head of GET commit.
 type Commit struct {
