@@ -110,6 +110,21 @@ func (c *Cluster) mustAdmin(t *testing.T, n *Node, cmd string, args ...string) s
 	return out
 }
 
+// sshKey registers a new SSH key for owner through node n and returns the
+// environment git needs to use it.
+func (c *Cluster) sshKey(t *testing.T, env *gitenv.Env, n *Node, owner string) []string {
+	t.Helper()
+	key := env.NewSSHKey(t, owner)
+	pub, err := os.ReadFile(key.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admin(context.Background(), n, admin.Request{Command: "add-key", Args: []string{owner}, Body: string(pub)}); err != nil {
+		t.Fatal(err)
+	}
+	return gitenv.SSHEnv(key)
+}
+
 func (c *Cluster) token(t *testing.T, n *Node, owner string) string {
 	lines := strings.Split(c.mustAdmin(t, n, "add-token", owner), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
@@ -183,14 +198,7 @@ func TestClusterForwarding(t *testing.T) {
 	c, env := startCluster(t)
 	n0, n1, n2 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
 	tok := c.token(t, n0, "alice")
-	key := env.NewSSHKey(t, "alice")
-	pub, err := os.ReadFile(key.Public)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Admin(context.Background(), n2, admin.Request{Command: "add-key", Args: []string{"alice"}, Body: string(pub)}); err != nil {
-		t.Fatal(err)
-	}
+	sshEnv := c.sshKey(t, env, n2, "alice")
 	c.mustAdmin(t, n0, "create-repo", "alice/fwd")
 
 	// The first push goes through rgit-1, which claims the repository; the
@@ -216,7 +224,6 @@ func TestClusterForwarding(t *testing.T) {
 	env.Run(t, clone, "push", "-q", "origin", "main")
 
 	// SSH clone and push through the other non-owner (forwarded session).
-	sshEnv := gitenv.SSHEnv(key)
 	sclone := filepath.Join(t.TempDir(), "s")
 	env.RunEnv(t, "", sshEnv, "clone", "-q", sshVia.SSHURL("alice/fwd"), sclone)
 	if got := env.Run(t, sclone, "rev-parse", "HEAD"); got != c2 {

@@ -2,15 +2,10 @@ package multiproc
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/rgit/rgit/testkit/gitenv"
-	"github.com/rgit/rgit/transport/admin"
 )
 
 // logLine is one JSON log line of a node (RGIT_LOG_FORMAT auto: the log
@@ -51,15 +46,8 @@ func TestClusterRequestIDs(t *testing.T) {
 	c, env := startCluster(t, "RGIT_LOG_LEVEL=debug")
 	n0 := c.Nodes[0]
 	tok := c.token(t, n0, "alice")
-	key := env.NewSSHKey(t, "alice")
-	pub, err := os.ReadFile(key.Public)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c.mustAdmin(t, n0, "create-repo", "alice/rid")
-	if _, err := c.Admin(context.Background(), n0, admin.Request{Command: "add-key", Args: []string{"alice"}, Body: string(pub)}); err != nil {
-		t.Fatal(err)
-	}
+	sshEnv := c.sshKey(t, env, n0, "alice")
 	work := t.TempDir()
 	env.Run(t, work, "init", "-q", "-b", "main")
 	env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
@@ -78,7 +66,7 @@ func TestClusterRequestIDs(t *testing.T) {
 	}
 
 	// SSH: the entry node makes the id; the owner logs the same one.
-	env.RunEnv(t, "", gitenv.SSHEnv(key), "clone", "-q", sshVia.SSHURL("alice/rid"), filepath.Join(t.TempDir(), "s"))
+	env.RunEnv(t, "", sshEnv, "clone", "-q", sshVia.SSHURL("alice/rid"), filepath.Join(t.TempDir(), "s"))
 	var sshID string
 	for _, l := range requestLines(t, sshVia) {
 		if l.Msg == "git ssh session" {

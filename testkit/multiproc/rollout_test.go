@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,15 +34,7 @@ func TestRollingRestartGate(t *testing.T) {
 	c, env := startCluster(t)
 	n0 := c.Nodes[0]
 	tok := c.token(t, n0, "alice")
-	key := env.NewSSHKey(t, "alice")
-	pub, err := os.ReadFile(key.Public)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Admin(context.Background(), n0, admin.Request{Command: "add-key", Args: []string{"alice"}, Body: string(pub)}); err != nil {
-		t.Fatal(err)
-	}
-	sshEnv := gitenv.SSHEnv(key)
+	sshEnv := c.sshKey(t, env, n0, "alice")
 
 	// One repository per node, first pushed through it (steering spreads
 	// them by placement; either way several owners move in the rollout).

@@ -2,13 +2,11 @@ package multiproc
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/transport/admin"
 	"github.com/rgit/rgit/transport/peertls"
 )
@@ -44,14 +42,7 @@ func TestClusterPeerTLS(t *testing.T) {
 	c, env := startClusterWith(t, Options{PeerTLS: files})
 	n0 := c.Nodes[0]
 	tok := c.token(t, n0, "alice")
-	key := env.NewSSHKey(t, "alice")
-	pub, err := os.ReadFile(key.Public)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Admin(context.Background(), n0, admin.Request{Command: "add-key", Args: []string{"alice"}, Body: string(pub)}); err != nil {
-		t.Fatal(err)
-	}
+	sshEnv := c.sshKey(t, env, n0, "alice")
 	const repo = "alice/tls"
 	c.mustAdmin(t, n0, "create-repo", repo)
 	work := t.TempDir()
@@ -68,7 +59,7 @@ func TestClusterPeerTLS(t *testing.T) {
 			t.Fatalf("http clone via %s: HEAD %s, want %s", n.Name, got, c1)
 		}
 		sclone := filepath.Join(t.TempDir(), "s")
-		env.RunEnv(t, "", gitenv.SSHEnv(key), "clone", "-q", n.SSHURL(repo), sclone)
+		env.RunEnv(t, "", sshEnv, "clone", "-q", n.SSHURL(repo), sclone)
 		// Relayed to the owner over the TLS stream port.
 		c.mustAdmin(t, n, "gc", repo)
 	}
