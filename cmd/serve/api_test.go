@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -497,4 +498,42 @@ func TestReadAPICache(t *testing.T) {
 		f.env.Commit(t, f.wt, "fifth", map[string]string{"five.txt": "5\n"})
 		f.env.Run(t, f.wt, "push", "-q", f.srv.HTTPURL(f.alice, f.repo), "main")
 	})
+}
+
+// TestReadAPIRawLarge: raw answers stream whole files past the blob cap,
+// byte for byte with their Content-Length, typed from their head: 3 MB of
+// random bytes is binary; a 1.2 MB UTF-8 text whose multi-byte runes
+// straddle the sniffing bound is text.
+func TestReadAPIRawLarge(t *testing.T) {
+	env := gitenv.New(t)
+	srv := gitenv.StartServer(t, gitenv.FileStore(t))
+	srv.CreateRepo(t, "alice/big")
+	tok := srv.AddToken(t, "alice")
+	work := filepath.Join(t.TempDir(), "w")
+	env.Run(t, "", "init", "-q", "-b", "main", work)
+	bin := incompressible(3<<20, 7)
+	text := strings.Repeat("héllo wörld, ☃ ", 1200<<10/17)
+	head := env.Commit(t, work, "big", map[string]string{"blob.bin": bin, "text.txt": text})
+	env.Run(t, work, "push", "-q", srv.HTTPURL(tok, "alice/big"), "main")
+	for _, c := range []struct {
+		path, want, ctype string
+	}{
+		{"blob.bin", bin, "application/octet-stream"},
+		{"text.txt", text, "text/plain; charset=utf-8"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+srv.HTTPAddr+"/api/alice/big/raw/"+head+"/"+c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || string(body) != c.want || resp.Header.Get("Content-Length") != strconv.Itoa(len(c.want)) {
+			t.Fatalf("raw %s: %d, %d bytes (want %d), Content-Length %q, %v", c.path, resp.StatusCode, len(body), len(c.want), resp.Header.Get("Content-Length"), err)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != c.ctype {
+			t.Errorf("raw %s: Content-Type %q, want %q", c.path, ct, c.ctype)
+		}
+	}
 }

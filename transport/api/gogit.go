@@ -16,6 +16,8 @@ import (
 type Objects interface {
 	ReadObject(id object.ID) (object.Type, []byte, error)
 	ReadHeader(id object.ID) (object.Type, int64, error)
+	// OpenObject streams an object's content (raw answers of any size).
+	OpenObject(id object.ID) (object.Type, int64, io.ReadCloser, error)
 	Has(id object.ID) bool
 }
 

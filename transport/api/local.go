@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -293,18 +294,29 @@ func (s *serving) serve(b gitproto.Backend) error {
 		}
 		return s.json(newBlobAnswer(id, data, s.blobCap()))
 	case Raw:
-		_, data, err := rd.blobAt(q.OID, q.Sub)
+		_, size, rc, err := rd.openBlobAt(q.OID, q.Sub)
 		if err != nil {
 			return err
 		}
+		defer rc.Close()
+		// The content type is sniffed from the head, as much as
+		// isBinary looks at; the rest streams behind it.
+		head := make([]byte, min(size, binarySniff))
+		if _, err := io.ReadFull(rc, head); err != nil {
+			return fmt.Errorf("read %s: %w", q.OID, err)
+		}
 		h := s.w.Header()
-		h.Set("Content-Type", rawType(data))
-		h.Set("Content-Length", strconv.Itoa(len(data)))
+		h.Set("Content-Type", rawType(head))
+		h.Set("Content-Length", strconv.FormatInt(size, 10))
 		// Repository content is hostile: opened directly, it runs no
 		// script and loads nothing.
 		h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
 		s.w.WriteHeader(http.StatusOK)
-		_, err = s.w.Write(data)
+		if _, err := s.w.Write(head); err != nil {
+			s.logWriteErr(err)
+			return nil
+		}
+		_, err = io.Copy(s.w, rc)
 		s.logWriteErr(err)
 		return nil
 	case Log:

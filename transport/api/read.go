@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,11 @@ const (
 	DefaultBlobCap = 1 << 20
 	DefaultDiffCap = 4 << 20
 )
+
+// binarySniff is how much of a raw answer is read ahead to choose its
+// content type: what isBinary looks at, and a rune more so that a cut at
+// the cap is seen as one.
+const binarySniff = DefaultBlobCap + utf8.UTFMax
 
 // reader answers the object-id endpoints over one repository's objects.
 type reader struct {
@@ -181,6 +187,54 @@ func (rd reader) blobAt(id object.ID, sub []string) (object.ID, []byte, error) {
 	}
 	_, data, err := rd.peelTo(bid, object.Blob)
 	return bid, data, err
+}
+
+// openBlobAt opens the blob blobAt names for streaming: its id, size and
+// content. Only the trees and tags on the way are read whole, so a raw
+// answer costs the same memory however large the file.
+func (rd reader) openBlobAt(id object.ID, sub []string) (object.ID, int64, io.ReadCloser, error) {
+	bid := id
+	if len(sub) > 0 {
+		var mode uint32
+		var err error
+		if bid, mode, err = rd.resolve(id, sub); err != nil {
+			return bid, 0, nil, err
+		}
+		switch mode & 0o170000 {
+		case object.ModeTree, object.ModeGitlink:
+			return bid, 0, nil, notFound("%s is not a file", strings.Join(sub, "/"))
+		}
+	}
+	for range 16 { // as peelTo
+		t, _, err := rd.objs.ReadHeader(bid)
+		if errors.Is(err, object.ErrNotFound) {
+			return bid, 0, nil, notFound("no object %s", bid)
+		}
+		if err != nil {
+			return bid, 0, nil, fmt.Errorf("object %s: %w", bid, err)
+		}
+		switch t {
+		case object.Blob:
+			_, size, rc, err := rd.objs.OpenObject(bid)
+			if err != nil {
+				return bid, 0, nil, fmt.Errorf("object %s: %w", bid, err)
+			}
+			return bid, size, rc, nil
+		case object.Tag:
+			_, data, err := rd.read(bid)
+			if err != nil {
+				return bid, 0, nil, err
+			}
+			tag, err := object.ParseTag(data)
+			if err != nil {
+				return bid, 0, nil, fmt.Errorf("tag %s: %w", bid, err)
+			}
+			bid = tag.Object
+		default:
+			return bid, 0, nil, notFound("%s is a %s, not a blob", bid, t)
+		}
+	}
+	return bid, 0, nil, notFound("%s: tag chain too long", bid)
 }
 
 // blobAnswer is blob's JSON.
