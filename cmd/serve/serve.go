@@ -5,6 +5,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -130,8 +131,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	s.version, s.bootID = build.String(), rand.Text()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric(build))
+	limits := memoryLimits(cfg.MemoryLimit, log)
 	s.cache, err = packcache.Open(cfg.CacheDir, s.store, log, packcache.WithMetrics(newCacheMetrics(reg)),
-		packcache.WithMaxOpen(maxOpenPacks(cfg.MaxOpenPacks)))
+		packcache.WithMaxOpen(cmp.Or(cfg.MaxOpenPacks, limits.OpenPacks)))
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_CACHE_DIR: %w", err)
 	}
@@ -215,7 +217,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		Negotiations: semaphore.NewWeighted(int64(cfg.MaxNegotiations)),
 	}, Admission: s.admission}
 	if proto.Admission == nil {
-		proto.Admission = admission.New(memoryLimits(cfg.MemoryLimit, log), reg)
+		proto.Admission = admission.New(limits, reg)
 	}
 	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
 	if httpFwd != nil {
@@ -629,19 +631,6 @@ func memoryLimits(configured int64, log *zap.Logger) admission.Limits {
 			zap.Int64("pack_work_bytes", l.Work), zap.Int64("gomemlimit_bytes", l.GoMemLimit), zap.Int("max_active", l.MaxActive))
 	}
 	return l
-}
-
-// maxOpenPacks is RGIT_MAX_OPEN_PACKS, or by default a quarter of the
-// process's descriptor limit (the rest is for connections and databases).
-func maxOpenPacks(configured int) int {
-	if configured > 0 {
-		return configured
-	}
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur == 0 {
-		return 256
-	}
-	return int(max(lim.Cur/4, 16))
 }
 
 // mountWeb mounts the browse page on mux for every path nothing else

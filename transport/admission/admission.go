@@ -79,7 +79,18 @@ type Limits struct {
 	// MaxActive caps concurrent pack work by descriptors: each holds a
 	// connection, and usually a pack file and a temporary file.
 	MaxActive int
+	// OpenPacks is the pack cache's default budget of open pack files
+	// (RGIT_MAX_OPEN_PACKS unset): a quarter of the descriptors, and with
+	// a budget at most its pack-cache share at packFileCost a pack.
+	OpenPacks int
 }
+
+// The pack cache's share of the budget: an open pack holds its index
+// mapping and read buffers, about packFileCost on a busy node.
+const (
+	cacheShare   = 2 // tenths
+	packFileCost = 2 << 20
+)
 
 // workShare is the fraction (in tenths) of the budget pack work may
 // reserve.
@@ -100,13 +111,26 @@ func Derive(cgroup, configured int64, nofile uint64) Limits {
 	if configured > 0 && (mem <= 0 || configured < mem) {
 		mem = configured
 	}
-	l := Limits{MaxActive: maxActive(nofile)}
+	l := Limits{MaxActive: maxActive(nofile), OpenPacks: openPacks(nofile, mem)}
 	if mem > 0 {
 		l.Memory = mem
 		l.Work = mem / 10 * workShare
 		l.GoMemLimit = mem / 10 * 9
 	}
 	return l
+}
+
+// openPacks is Limits.OpenPacks: never below 16, so that a small budget
+// still serves repositories with several packs (they reopen lazily).
+func openPacks(nofile uint64, mem int64) int {
+	n := 256 // the descriptor limit is unknown
+	if nofile > 0 {
+		n = int(max(min(nofile, 1<<20)/4, 16))
+	}
+	if mem > 0 {
+		n = min(n, max(int(mem/10*cacheShare/packFileCost), 16))
+	}
+	return n
 }
 
 // maxActive leaves a quarter of the descriptors to open packs (the pack

@@ -61,6 +61,29 @@ func TestDerive(t *testing.T) {
 	}
 }
 
+// TestOpenPacks: the pack cache keeps a quarter of the descriptors open,
+// and with a memory budget at most a fifth of it at 2 MiB a pack, never
+// fewer than 16.
+func TestOpenPacks(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		nofile uint64
+		mem    int64
+		want   int
+	}{
+		{0, 0, 256},                // nothing known
+		{1024, 0, 256},             // a quarter of the descriptors
+		{1 << 20, 0, 1 << 18},      // a quarter of a million
+		{1 << 20, 4096 * mib, 409}, // the budget bounds it: 4 GiB/10*2 / 2 MiB
+		{1024, 64 * mib, 16},       // a small budget still keeps 16
+		{40, 4096 * mib, 16},       // few descriptors: the floor
+	} {
+		if got := Derive(0, c.mem, c.nofile).OpenPacks; got != c.want {
+			t.Errorf("nofile %d, memory %d MiB: OpenPacks %d, want %d", c.nofile, c.mem/mib, got, c.want)
+		}
+	}
+}
+
 func TestParseCgroupLimit(t *testing.T) {
 	for in, want := range map[string]int64{"max\n": 0, "4294967296\n": 4 << 30, "9223372036854771712\n": 0} {
 		if got, ok := ParseCgroupLimit(in); !ok || got != want {
