@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -147,6 +148,32 @@ func TestImage(t *testing.T) {
 			t.Errorf("skopeo inspect %s: digest %s, built %s", ref, got, dA)
 		}
 	}
+
+	// podman load takes the tarball as it is (no daemon needed; running a
+	// container is not possible in this sandbox, so the binary ran above
+	// from the extracted layer) and keeps its entrypoint, user and volume.
+	need.Tool(t, "podman")
+	got, err = exec.Command("podman", "load", "-i", out).CombinedOutput()
+	m := regexp.MustCompile(`Loaded image(?:\(s\))?: (\S+)`).FindSubmatch(got)
+	if err != nil || m == nil {
+		t.Fatalf("podman load: %v: %s", err, got)
+	}
+	ref := string(m[1])
+	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", ref).Run() })
+	cfg := strings.TrimSpace(string(mustOutput(t, "podman", "image", "inspect", ref, "--format", "{{.Config.User}} {{.Config.Entrypoint}} {{.Config.WorkingDir}}")))
+	if cfg != "65532:65532 [/usr/local/bin/rgit] /cache" {
+		t.Errorf("podman sees user, entrypoint and workdir %q", cfg)
+	}
+}
+
+// mustOutput runs a command and returns its standard output.
+func mustOutput(t *testing.T, name string, args ...string) []byte {
+	t.Helper()
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
+	}
+	return out
 }
 
 // reload unpacks the archive at path and returns the image with digest
