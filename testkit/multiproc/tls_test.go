@@ -100,7 +100,9 @@ func TestClusterPeerTLS(t *testing.T) {
 	if _, err := admin.Do(ctx, owner.StreamAddr, ftls, c.Secret, admin.Request{Command: "status"}, nil); err == nil {
 		t.Error("admin with a foreign certificate was served")
 	}
-	refusals := strings.Count(owner.Log(), unknownCA)
+	// The server logs the failed handshake after the client has seen it
+	// fail: wait for the line.
+	refusals := waitLogCount(owner, unknownCA, 0, 5*time.Second)
 	if refusals == 0 {
 		t.Errorf("owner %s did not log refusing the foreign certificate", owner.Name)
 	}
@@ -128,12 +130,25 @@ func TestClusterPeerTLS(t *testing.T) {
 	if r := env.Try("", "ls-remote", bad.HTTPURL(tok, repo)); r.OK() {
 		t.Fatalf("ls-remote via %s with a foreign certificate succeeded: %s", bad.Name, r.Stdout)
 	}
-	if strings.Count(owner.Log(), unknownCA) == refusals {
+	if waitLogCount(owner, unknownCA, refusals, 5*time.Second) == refusals {
 		t.Errorf("owner %s did not refuse %s's foreign certificate", owner.Name, bad.Name)
 	}
 	for _, n := range c.Nodes {
 		if strings.Contains(n.Log(), "fenced") {
 			t.Errorf("%s logged fencing", n.Name)
 		}
+	}
+}
+
+// waitLogCount waits until n's log holds more than after occurrences of
+// line, or for d, and returns the count.
+func waitLogCount(n *Node, line string, after int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		got := strings.Count(n.Log(), line)
+		if got > after || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
