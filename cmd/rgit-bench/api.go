@@ -63,12 +63,9 @@ func runAPI(ctx context.Context, args []string) error {
 			return fmt.Errorf("-ops: unknown %q (want some of %s)", op, strings.Join(apiOps, ","))
 		}
 	}
-	bin, err := filepath.Abs(c.rgitBin)
+	bin, err := rgitBinary(c.rgitBin)
 	if err != nil {
 		return err
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("rgit binary: %w (run `make build` or pass -rgit)", err)
 	}
 	fxs, err := c.build(ctx)
 	if err != nil {

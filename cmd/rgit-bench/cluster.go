@@ -35,12 +35,9 @@ func runCluster(ctx context.Context, args []string) error {
 	rgitBin := fs.String("rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	peerTLS := fs.Bool("peer-tls", false, "mutual TLS on the peer ports (certificates generated for the run)")
 	fs.Parse(args)
-	bin, err := filepath.Abs(*rgitBin)
+	bin, err := rgitBinary(*rgitBin)
 	if err != nil {
 		return err
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("rgit binary: %w (run `make build` or pass -rgit)", err)
 	}
 	fxs, err := c.build(ctx)
 	if err != nil {

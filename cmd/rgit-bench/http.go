@@ -51,12 +51,9 @@ func runHTTP(ctx context.Context, args []string) error {
 	fs.StringVar(&c.rgitBin, "rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	fs.IntVar(&c.concurrency, "concurrency", 20, "clones running at once in http-clone-x20")
 	fs.Parse(args)
-	bin, err := filepath.Abs(c.rgitBin)
+	bin, err := rgitBinary(c.rgitBin)
 	if err != nil {
 		return err
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("rgit binary: %w (run `make build` or pass -rgit)", err)
 	}
 	stores := strings.Split(c.stores, ",")
 	for _, s := range stores {

@@ -105,6 +105,19 @@ func (c *commonFlags) register(fs *flag.FlagSet, defFixtures string) {
 	fs.IntVar(&c.runs, "runs", 3, "repetitions of each measurement (the median is reported)")
 }
 
+// rgitBinary resolves a -rgit flag to the absolute path of the rgit
+// server binary, which must exist.
+func rgitBinary(path string) (string, error) {
+	bin, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("rgit binary: %w (run `make build` or pass -rgit)", err)
+	}
+	return bin, nil
+}
+
 // workDir makes a scratch directory beside the fixture cache (the same
 // file system, so pushes and clones do not cross devices); the caller
 // removes it.

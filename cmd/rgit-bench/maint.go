@@ -48,12 +48,9 @@ func runMaint(ctx context.Context, args []string) error {
 	if *n < 2 || *nRuns < 1 {
 		return errors.New("-n must be at least 2 and -runs at least 1")
 	}
-	bin, err := filepath.Abs(*rgitBin)
+	bin, err := rgitBinary(*rgitBin)
 	if err != nil {
 		return err
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("rgit binary: %w (run `make build` or pass -rgit)", err)
 	}
 	base, err := filepath.Abs(*dir)
 	if err != nil {
