@@ -263,11 +263,7 @@ func (m *maintainer) waitNotBusy() bool {
 	for m.node.cfg.Busy() {
 		m.m.deferred.Inc()
 		wait = busyBackoff(wait, first)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-m.ctx.Done():
-			t.Stop()
+		if sleepUntil(m.ctx, time.Now().Add(wait)) != nil {
 			return false
 		}
 	}
@@ -341,11 +337,7 @@ func (m *maintainer) every(interval time.Duration, what string, each func(key re
 	go func() {
 		defer m.jobs.Done()
 		for {
-			t := time.NewTimer(jittered(interval, rand.Float64()))
-			select {
-			case <-t.C:
-			case <-m.ctx.Done():
-				t.Stop()
+			if sleepUntil(m.ctx, time.Now().Add(jittered(interval, rand.Float64()))) != nil {
 				return
 			}
 			open, err := m.node.OpenRepos(m.ctx)
