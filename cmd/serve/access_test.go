@@ -6,8 +6,6 @@ package serve_test
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,18 +199,9 @@ func TestAccessMatrix(t *testing.T) {
 // repository.
 func apiReadCell(t *testing.T, srv *gitenv.Server, repo, token, main string, want outcome) {
 	t.Helper()
-	get := func(path string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+srv.HTTPAddr+"/api/"+path+"/refs", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+	get := func(repo string) (int, string) {
+		resp, body := apiGet(t, srv.HTTPAddr, "/api/"+repo+"/refs", token)
+		return resp.StatusCode, string(body)
 	}
 	code, body := get(repo)
 	wantCode := map[outcome]int{allow: 200, unauth: 401, notFound: 404, forbidden: 403}[want]

@@ -66,7 +66,14 @@ func newAPIFixture(t *testing.T) *apiFixture {
 // get asks the node's read API; token "" is anonymous.
 func (f *apiFixture) get(t *testing.T, path, token string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://"+f.srv.HTTPAddr+path, nil)
+	return apiGet(t, f.srv.HTTPAddr, path, token, hdr...)
+}
+
+// apiGet sends GET path to the HTTP port at addr with token as Bearer
+// ("" is anonymous) and header pairs hdr, and returns the whole answer.
+func apiGet(t *testing.T, addr, path, token string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,16 +528,9 @@ func TestReadAPIRawLarge(t *testing.T) {
 		{"blob.bin", bin, "application/octet-stream"},
 		{"text.txt", text, "text/plain; charset=utf-8"},
 	} {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+srv.HTTPAddr+"/api/alice/big/raw/"+head+"/"+c.path, nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != 200 || string(body) != c.want || resp.Header.Get("Content-Length") != strconv.Itoa(len(c.want)) {
-			t.Fatalf("raw %s: %d, %d bytes (want %d), Content-Length %q, %v", c.path, resp.StatusCode, len(body), len(c.want), resp.Header.Get("Content-Length"), err)
+		resp, body := apiGet(t, srv.HTTPAddr, "/api/alice/big/raw/"+head+"/"+c.path, tok)
+		if resp.StatusCode != 200 || string(body) != c.want || resp.Header.Get("Content-Length") != strconv.Itoa(len(c.want)) {
+			t.Fatalf("raw %s: %d, %d bytes (want %d), Content-Length %q", c.path, resp.StatusCode, len(body), len(c.want), resp.Header.Get("Content-Length"))
 		}
 		if ct := resp.Header.Get("Content-Type"); ct != c.ctype {
 			t.Errorf("raw %s: Content-Type %q, want %q", c.path, ct, c.ctype)
