@@ -11,7 +11,6 @@ import (
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
-	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
@@ -185,23 +184,13 @@ func TestMovedErrorClassifies(t *testing.T) {
 // is current from the start.
 func TestJoiningNodeClaimsOnlyAfterServe(t *testing.T) {
 	ctx := context.Background()
-	st := memstore.New()
-	cache, err := packcache.Open(t.TempDir(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cache.Close()
-	d := repo.Deps{Store: st, Cache: cache}
+	d := testDeps(t, memstore.New())
 	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
 		t.Fatal(err)
 	}
 	grants := make(chan string, 1)
-	n, err := NewNode(Config{Deps: d, Cluster: &ClusterConfig{Self: "rgit-0", Joining: true,
+	n := startNode(t, Config{Deps: d, Cluster: &ClusterConfig{Self: "rgit-0", Joining: true,
 		OnGrant: func(r string) { grants <- r }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Shutdown(ctx)
 	if age, ok := n.MapAge(time.Now()); !ok || age != 0 {
 		t.Fatalf("leader MapAge = %v, %v; want 0, true", age, ok)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/storage/objstore/memstore"
-	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -17,27 +16,15 @@ import (
 // stays.
 func TestAutomaticGC(t *testing.T) {
 	st := memstore.New()
-	cache, err := packcache.Open(t.TempDir(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cache.Close() })
-	d := repo.Deps{Store: st, Cache: cache}
+	d := testDeps(t, st)
 	// The push happens on a node without automatic gc: with no minimum
 	// age, a collection could otherwise take the pack it is staging.
-	pushNode, err := NewNode(Config{Deps: d, WarmTTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pushNode := startNode(t, Config{Deps: d, WarmTTL: time.Minute})
 	newPusher(t, pushNode, d, "alice", "gc").push()
 	if err := pushNode.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	n, err := NewNode(Config{Deps: d, WarmTTL: time.Minute, GCInterval: 20 * time.Millisecond, GCMinAge: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Shutdown(context.Background()) })
+	n := startNode(t, Config{Deps: d, WarmTTL: time.Minute, GCInterval: 20 * time.Millisecond, GCMinAge: 0})
 	listed := packsOf(t, n, "alice", "gc")
 	ctx := context.Background()
 	garbage, garbageIdx := repo.PackKeys("alice", "gc", "pack-"+strings.Repeat("ab", 20))

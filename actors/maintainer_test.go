@@ -16,7 +16,6 @@ import (
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/pack"
-	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -274,21 +273,10 @@ func TestJitteredAndBackoff(t *testing.T) {
 // newMaintNode is newTestNode with cfg changed by edit before the node starts.
 func newMaintNode(t *testing.T, edit func(*Config)) (*Node, repo.Deps) {
 	t.Helper()
-	st := memstore.New()
-	cache, err := packcache.Open(t.TempDir(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cache.Close() })
-	d := repo.Deps{Store: st, Cache: cache}
+	d := testDeps(t, memstore.New())
 	cfg := Config{Deps: d, WarmTTL: time.Minute, MaxWarm: 8}
 	edit(&cfg)
-	n, err := NewNode(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Shutdown(context.Background()) })
-	return n, d
+	return startNode(t, cfg), d
 }
 
 // TestMaintenanceDefersWhileBusy: while the load signal says busy, a

@@ -20,18 +20,30 @@ import (
 
 func newTestNode(t *testing.T, st objstore.Store, ttl time.Duration, maxWarm int) (*Node, repo.Deps) {
 	t.Helper()
+	d := testDeps(t, st)
+	return startNode(t, Config{Deps: d, WarmTTL: ttl, MaxWarm: maxWarm}), d
+}
+
+// testDeps gives st a pack cache in a temporary directory.
+func testDeps(t *testing.T, st objstore.Store) repo.Deps {
+	t.Helper()
 	cache, err := packcache.Open(t.TempDir(), st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cache.Close() })
-	d := repo.Deps{Store: st, Cache: cache}
-	n, err := NewNode(Config{Deps: d, WarmTTL: ttl, MaxWarm: maxWarm})
+	return repo.Deps{Store: st, Cache: cache}
+}
+
+// startNode starts a node shut down when the test ends.
+func startNode(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	n, err := NewNode(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { n.Shutdown(context.Background()) })
-	return n, d
+	return n
 }
 
 func openRepos(t *testing.T, n *Node) []string {
