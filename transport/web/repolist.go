@@ -1,9 +1,12 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -35,14 +38,44 @@ func WithRepoList(readAPI, list http.Handler) http.Handler {
 // maxListed bounds GET /api/repos (a listing plus one read per entry).
 const maxListed = 1000
 
+// listTTL is how long the name index as read for GET /api/repos serves
+// every caller: reading it costs a listing and up to maxListed reads,
+// which a stream of (anonymous) requests must not repeat. It matches the
+// nodes' name-index cache (repo.MetaCache): a repository may show in the
+// list, by name only, that long after it went private.
+const listTTL = 5 * time.Second
+
 // RepoLister answers GET /api/repos: the caller (from a Bearer or Basic
 // token; a bad token is 401) and the repositories they may read, decided
 // by the git rules (auth.Decide). Answers are private, no-store: they
-// depend on the caller and change with every create.
+// depend on the caller.
 type RepoLister struct {
 	Store objstore.Store
 	Auth  auth.TokenSource
 	Log   *zap.Logger
+
+	mu        sync.Mutex // held while the index is read: one read at a time
+	readAt    time.Time
+	metas     []repo.Meta
+	truncated bool
+}
+
+// index returns the name index as read at most listTTL ago.
+func (l *RepoLister) index(ctx context.Context) ([]repo.Meta, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.metas != nil && time.Since(l.readAt) < listTTL {
+		return l.metas, l.truncated, nil
+	}
+	metas, truncated, err := repo.ListMeta(ctx, l.Store, maxListed)
+	if err != nil {
+		return nil, false, err
+	}
+	if metas == nil {
+		metas = []repo.Meta{} // an empty index is an answer too
+	}
+	l.metas, l.truncated, l.readAt = metas, truncated, time.Now()
+	return metas, truncated, nil
 }
 
 func (l *RepoLister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +95,7 @@ func (l *RepoLister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusServiceUnavailable, "token lookup unavailable")
 		return
 	}
-	metas, truncated, err := repo.ListMeta(r.Context(), l.Store, maxListed)
+	metas, truncated, err := l.index(r.Context())
 	if err != nil {
 		log.Error("repository list: reading the name index failed", zap.Error(err))
 		writeJSONError(w, http.StatusServiceUnavailable, "repository list unavailable")
