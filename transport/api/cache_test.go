@@ -45,12 +45,16 @@ func (o *fakeOrigin) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request
 	} else {
 		h.Set("Cache-Control", ccRefs)
 	}
-	w.WriteHeader(http.StatusOK)
 	body := fmt.Sprintf(`{"call":%d}`, n)
 	if o.size > len(body) {
 		body += strings.Repeat(" ", o.size-len(body))
 	}
+	// Sized and flushed as the upstream does: the client has the answer
+	// at its last byte, before the handler returns.
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
 	w.Write([]byte(body))
+	_ = http.NewResponseController(w).Flush()
 }
 
 type noTokens struct{}
@@ -101,11 +105,27 @@ var treePath = "/api/alice/site/tree/" + oidA
 // TestCacheHit: the second request is answered from Redis without the
 // origin.
 func TestCacheHit(t *testing.T) {
-	c, _ := realCache(t)
+	c, rs := realCache(t)
 	o := &fakeOrigin{}
 	srv := newTestHandler(t, c, o)
+	// A second connection, open before writes stall, sees what is stored.
+	ctx := context.Background()
+	peekOpt, _ := redis.ParseURL(rs.URL())
+	peek := redis.NewClient(peekOpt)
+	defer peek.Close()
+	if err := peek.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Writes stall for a while: the answer must still be stored before
+	// the client sees its end, so the next request is a hit.
+	if err := peek.Do(ctx, "CLIENT", "PAUSE", "300", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
 	if x, body := fetch(t, srv, treePath); x != "miss" || body != `{"call":1}` {
 		t.Fatalf("first: %q %s", x, body)
+	}
+	if n, err := peek.Exists(ctx, entryKey(0, RepoKey("alice", "site"), "tree/"+oidA)).Result(); err != nil || n != 1 {
+		t.Fatalf("the answer was not in Redis when the client had it: %d %v", n, err)
 	}
 	if x, body := fetch(t, srv, treePath); x != "hit" || body != `{"call":1}` || o.calls.Load() != 1 {
 		t.Fatalf("second: %q %s, %d origin calls", x, body, o.calls.Load())

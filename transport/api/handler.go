@@ -154,9 +154,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Cache", "miss")
 	rec.etagOf = r.Header.Get("If-None-Match")
 	h.origin.ServeAPI(rec, inner, q, id)
+	// A shareable answer is stored before the client sees its end, so
+	// a request that follows the answer finds it cached.
 	if e, ok := rec.entry(); ok {
 		h.cache.Put(r.Context(), gen, repoKey, q.CacheSuffix(), e, ttlOf(q, h.cache))
 	}
+	rec.release()
 }
 
 // cacheable: archives are streamed and large, never cached.
@@ -236,16 +239,19 @@ func (e *entry) write(w http.ResponseWriter, r *http.Request) {
 	w.Write(e.Body)
 }
 
-// recorder passes an origin's answer through and keeps a copy of it up to
-// limit bytes, so a shareable answer can be stored once it is complete.
-// With etagOf set it answers 304 itself when the answer's ETag matches.
+// recorder keeps an origin's answer so a shareable one can be stored
+// whole. A shareable answer (a public 200) is held until release, up to
+// limit bytes; past the limit, and for any other answer, it passes
+// straight through. With etagOf set it answers 304 itself when the
+// answer's ETag matches.
 type recorder struct {
 	http.ResponseWriter
 	limit    int
 	etagOf   string
 	status   int
 	buf      bytes.Buffer
-	overflow bool
+	holding  bool // the answer is in buf, nothing sent yet
+	sent     bool // the status line went to the client
 	skipBody bool
 }
 
@@ -254,7 +260,17 @@ func (rc *recorder) WriteHeader(code int) {
 		return
 	}
 	rc.status = code
-	if code == http.StatusOK && rc.etagOf != "" {
+	if code == http.StatusOK && strings.HasPrefix(rc.Header().Get("Cache-Control"), "public") {
+		rc.holding = true
+		return
+	}
+	rc.send()
+}
+
+// send writes the status line, or 304 when the client has the answer.
+func (rc *recorder) send() {
+	rc.sent = true
+	if rc.status == http.StatusOK && rc.etagOf != "" {
 		et := rc.Header().Get("ETag")
 		if et != "" && notModified(&http.Request{Header: http.Header{"If-None-Match": {rc.etagOf}}}, et) {
 			rc.Header().Del("Content-Length")
@@ -263,19 +279,20 @@ func (rc *recorder) WriteHeader(code int) {
 			return
 		}
 	}
-	rc.ResponseWriter.WriteHeader(code)
+	rc.ResponseWriter.WriteHeader(rc.status)
 }
 
 func (rc *recorder) Write(p []byte) (int, error) {
 	if rc.status == 0 {
 		rc.WriteHeader(http.StatusOK)
 	}
-	if !rc.overflow {
-		if rc.buf.Len()+len(p) > rc.limit {
-			rc.overflow = true
-			rc.buf = bytes.Buffer{}
-		} else {
-			rc.buf.Write(p)
+	if rc.holding {
+		if rc.buf.Len()+len(p) <= rc.limit {
+			return rc.buf.Write(p)
+		}
+		// Too big to store: what is held goes out, the rest streams.
+		if err := rc.release(); err != nil {
+			return 0, err
 		}
 	}
 	if rc.skipBody {
@@ -284,16 +301,39 @@ func (rc *recorder) Write(p []byte) (int, error) {
 	return rc.ResponseWriter.Write(p)
 }
 
-// Unwrap lets http.ResponseController reach Flush.
+// release sends what is held, if anything.
+func (rc *recorder) release() error {
+	if !rc.holding {
+		return nil
+	}
+	rc.holding = false
+	rc.send()
+	if rc.skipBody {
+		return nil
+	}
+	_, err := rc.ResponseWriter.Write(rc.buf.Bytes())
+	rc.buf = bytes.Buffer{}
+	return err
+}
+
+// Flush is a no-op while the answer is held: flushing would send it
+// before it is stored.
+func (rc *recorder) Flush() {
+	if rc.holding {
+		return
+	}
+	_ = http.NewResponseController(rc.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
 func (rc *recorder) Unwrap() http.ResponseWriter { return rc.ResponseWriter }
 
-// entry returns the recorded answer if it may be shared: a complete 200
-// that says it is public.
+// entry returns the held answer if it is complete and may be shared.
 func (rc *recorder) entry() (*entry, bool) {
-	h := rc.Header()
-	if rc.status != http.StatusOK || rc.overflow || !strings.HasPrefix(h.Get("Cache-Control"), "public") {
+	if !rc.holding {
 		return nil, false
 	}
+	h := rc.Header()
 	return &entry{ContentType: h.Get("Content-Type"), CacheControl: h.Get("Cache-Control"), ETag: h.Get("ETag"),
 		Link: h.Get("Link"), Body: bytes.Clone(rc.buf.Bytes())}, true
 }
