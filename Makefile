@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load lint generate clean
 
 all: build
 
@@ -80,7 +80,7 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -101,6 +101,12 @@ bench-maintenance: build
 
 bench-api: build
 	$(GO) run ./cmd/rgit-bench api
+
+## bench-load: 200 clients for 60 s over 50 repositories, rgit and git
+## http-backend (LOAD_ARGS to change, e.g. LOAD_ARGS="-clients 50 -duration 20s").
+LOAD_ARGS ?=
+bench-load: build
+	$(GO) run ./cmd/rgit-bench load $(LOAD_ARGS)
 
 lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

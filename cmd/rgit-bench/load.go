@@ -1,0 +1,422 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rgit/rgit/testkit/fixture"
+)
+
+// The load benchmark: many clients at once against many repositories,
+// mixed like a CI fleet, once against `git http-backend` and once against
+// an rgit node serving copies of the same repositories. Lines:
+//
+//	load op=<ls-remote|fetch|clone|push> server=<rgit|git> ops_per_sec=<X> p50_ms=<Y> p99_ms=<Z> errors=<N>
+//	load server=rgit peak_rss_mb=<M>
+//
+// ls-remote (which is also what a fetch with nothing new costs the server:
+// protocol v2's ls-refs, then nothing) is driven in Go over smart HTTP, so
+// hundreds of clients do not measure the client machine; both servers see
+// the same requests. fetch (a client main~fetchBehind behind), clone and
+// push run real `git`. Every push sends a new commit to a branch of its
+// own, so a rejection is never a legitimate conflict: every failure is
+// an error (5xx, a dropped connection, a timeout, a wrong answer).
+
+// loadOp is one kind of client operation.
+type loadOp int
+
+const (
+	opLsRemote loadOp = iota
+	opFetch
+	opClone
+	opPush
+	numLoadOps
+)
+
+var loadOpNames = [numLoadOps]string{"ls-remote", "fetch", "clone", "push"}
+
+func (o loadOp) String() string { return loadOpNames[o] }
+
+// loadMix is the share of each operation, in loadOp order; they sum to 1.
+var loadMix = [numLoadOps]float64{0.70, 0.20, 0.05, 0.05}
+
+// pickOp maps u, uniform in [0, 1), to an operation drawn from mix.
+func pickOp(mix [numLoadOps]float64, u float64) loadOp {
+	acc := 0.0
+	for op := range numLoadOps {
+		acc += mix[op]
+		if u < acc {
+			return op
+		}
+	}
+	return numLoadOps - 1 // rounding: the sum may fall a hair short of 1
+}
+
+// percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of sorted.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(float64(len(sorted))*p/100+0.9999999) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
+}
+
+// opStats collects one operation's outcomes on one server.
+type opStats struct {
+	mu     sync.Mutex
+	lat    []time.Duration // successful operations only
+	errors int
+	first  []string // the first few errors, for the operator
+}
+
+func (s *opStats) record(d time.Duration, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.errors++
+		if len(s.first) < 3 {
+			s.first = append(s.first, err.Error())
+		}
+		return
+	}
+	s.lat = append(s.lat, d)
+}
+
+// line formats the result line for op on server over a run of secs.
+func (s *opStats) line(op loadOp, server string, secs float64) string {
+	lat := slices.Clone(s.lat)
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return fmt.Sprintf("load op=%s server=%s ops_per_sec=%.1f p50_ms=%.1f p99_ms=%.1f errors=%d",
+		op, server, float64(len(lat))/secs, ms(percentile(lat, 50)), ms(percentile(lat, 99)), s.errors)
+}
+
+type loadFlags struct {
+	commonFlags
+	rgitBin  string
+	clients  int
+	duration time.Duration
+	repos    int
+	opTime   time.Duration
+}
+
+func runLoad(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("load", flag.ExitOnError)
+	var c loadFlags
+	c.register(fs, "small")
+	fs.StringVar(&c.rgitBin, "rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
+	fs.IntVar(&c.clients, "clients", 200, "concurrent clients")
+	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long each server is loaded")
+	fs.IntVar(&c.repos, "repos", 50, "repositories the clients spread over")
+	fs.DurationVar(&c.opTime, "op-timeout", time.Minute, "an operation taking longer is an error")
+	fs.Parse(args)
+	if c.clients < 1 || c.repos < 1 || c.duration <= 0 {
+		return errors.New("-clients, -repos and -duration must be positive")
+	}
+	bin, err := rgitBinary(c.rgitBin)
+	if err != nil {
+		return err
+	}
+	fxs, err := c.build(ctx)
+	if err != nil {
+		return err
+	}
+	if len(fxs) != 1 {
+		return errors.New("load: give one fixture")
+	}
+	work, err := c.workDir("load-work-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	hf, err := prepareHTTP(ctx, fxs[0], work)
+	if err != nil {
+		return err
+	}
+	names := make([]string, c.repos)
+	for i := range names {
+		names[i] = fmt.Sprintf("load-%03d", i)
+	}
+	fmt.Fprintf(os.Stderr, "load: %d clients, %s per server, %d repositories of fixture %s\n", c.clients, c.duration, c.repos, hf.Name)
+
+	// git http-backend over copies of the fixture.
+	gitRoot := filepath.Join(work, "git-root")
+	if err := os.MkdirAll(gitRoot, 0o755); err != nil {
+		return err
+	}
+	for _, n := range names {
+		dst := filepath.Join(gitRoot, n+".git")
+		if out, err := exec.CommandContext(ctx, "cp", "-a", hf.Dir, dst).CombinedOutput(); err != nil {
+			return fmt.Errorf("copy fixture: %w: %s", err, out)
+		}
+		if _, err := fixture.Git(ctx, dst, nil, "config", "http.receivepack", "true"); err != nil {
+			return err
+		}
+	}
+	gs, err := startGitHTTP(gitRoot, work)
+	if err != nil {
+		return err
+	}
+	gitURLs := make([]string, len(names))
+	for i, n := range names {
+		gitURLs[i] = gs.url(n + ".git")
+	}
+	gitRes, err := runLoadOn(ctx, hf, c, "git", gitURLs)
+	gs.Close()
+	if err != nil {
+		return err
+	}
+
+	// rgit, with the same repositories pushed to it.
+	srv, err := startRgit(ctx, rgitEnv{bin: bin, storeURL: "file://" + filepath.Join(work, "store"),
+		cacheDir: filepath.Join(work, "cache"), hostKey: filepath.Join(work, "host_key")})
+	if err != nil {
+		return err
+	}
+	rgitRes, err := func() (*loadResult, error) {
+		token, err := srv.admin(ctx, "add-token", benchOwner)
+		if err != nil {
+			return nil, err
+		}
+		urls := make([]string, len(names))
+		for i, n := range names {
+			if _, err := srv.admin(ctx, "create-repo", benchOwner+"/"+n); err != nil {
+				return nil, err
+			}
+			urls[i] = srv.url(token, n)
+			if _, err := timeGit(ctx, hf.Dir, "push", "-q", "--mirror", urls[i]); err != nil {
+				return nil, err
+			}
+		}
+		return runLoadOn(ctx, hf, c, "rgit", urls)
+	}()
+	rss, serr := srv.stop()
+	if err != nil {
+		return fmt.Errorf("%w\nrgit log:\n%s", err, lastLines(srv.log.Bytes(), 15))
+	}
+	if serr != nil {
+		return serr
+	}
+	for _, r := range []*loadResult{gitRes, rgitRes} {
+		r.report(os.Stdout, os.Stderr)
+	}
+	fmt.Printf("load server=rgit peak_rss_mb=%.0f\n", float64(rss)/1024)
+	fmt.Printf("load total rgit_ops_per_sec=%.1f git_ops_per_sec=%.1f ratio=%.2f\n",
+		rgitRes.total(), gitRes.total(), rgitRes.total()/max(gitRes.total(), 1e-9))
+	if lastLines(srv.log.Bytes(), 1) != "" {
+		fmt.Fprintf(os.Stderr, "rgit log (last lines):\n%s\n", lastLines(srv.log.Bytes(), 10))
+	}
+	return nil
+}
+
+// loadResult is one server's run.
+type loadResult struct {
+	server string
+	secs   float64
+	ops    [numLoadOps]*opStats
+}
+
+func (r *loadResult) total() float64 {
+	n := 0
+	for _, s := range r.ops {
+		n += len(s.lat)
+	}
+	return float64(n) / r.secs
+}
+
+func (r *loadResult) report(stdout, notes io.Writer) {
+	for op, s := range r.ops {
+		fmt.Fprintln(stdout, s.line(loadOp(op), r.server, r.secs))
+		for _, e := range s.first {
+			fmt.Fprintf(notes, "  error op=%s server=%s: %s\n", loadOp(op), r.server, lastLines([]byte(e), 3))
+		}
+	}
+}
+
+// loadClient is the state one simulated client needs.
+type loadClient struct {
+	hf     *httpFixture
+	id     int
+	http   *http.Client
+	dir    string // the client's scratch directory
+	src    string // bare repository the client makes push commits in
+	tree   string // main's tree, for push commits
+	seq    int
+	server string
+}
+
+// runLoadOn runs c.clients clients against urls (one per repository) for
+// c.duration.
+func runLoadOn(ctx context.Context, hf *httpFixture, c loadFlags, server string, urls []string) (*loadResult, error) {
+	res := &loadResult{server: server}
+	for i := range res.ops {
+		res.ops[i] = &opStats{}
+	}
+	tree, err := hf.Rev(ctx, "refs/heads/main^{tree}")
+	if err != nil {
+		return nil, err
+	}
+	base := filepath.Join(hf.work, "clients-"+server)
+	// Push commits are made in one shared repository holding the fixture's
+	// objects (concurrent object writes are safe in git).
+	src := filepath.Join(base, "src.git")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(base)
+	if out, err := exec.CommandContext(ctx, "cp", "-al", hf.Dir, src).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("copy push source: %w: %s", err, out)
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: c.clients, MaxConnsPerHost: 0, IdleConnTimeout: time.Minute}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: c.opTime}
+
+	runCtx, cancel := context.WithTimeout(ctx, c.duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	start := time.Now()
+	for id := range c.clients {
+		cl := &loadClient{hf: hf, id: id, http: hc, dir: filepath.Join(base, fmt.Sprint(id)), src: src, tree: tree, server: server}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(id), 14))
+			for runCtx.Err() == nil {
+				op := pickOp(loadMix, rng.Float64())
+				url := urls[rng.IntN(len(urls))]
+				// An operation started before the deadline runs to its end
+				// (bounded by -op-timeout): cutting it off is no server error.
+				opCtx, opCancel := context.WithTimeout(ctx, c.opTime)
+				t0 := time.Now()
+				err := cl.do(opCtx, op, url)
+				d := time.Since(t0)
+				opCancel()
+				if ctx.Err() != nil {
+					return
+				}
+				res.ops[op].record(d, err)
+			}
+		}()
+	}
+	wg.Wait()
+	res.secs = time.Since(start).Seconds()
+	return res, ctx.Err()
+}
+
+func (cl *loadClient) do(ctx context.Context, op loadOp, repoURL string) error {
+	switch op {
+	case opLsRemote:
+		return cl.lsRemote(ctx, repoURL)
+	case opFetch:
+		dst := cl.dir + "-fetch"
+		defer os.RemoveAll(dst)
+		if out, err := exec.CommandContext(ctx, "cp", "-al", cl.hf.client, dst).CombinedOutput(); err != nil {
+			return fmt.Errorf("copy fetch client: %w: %s", err, out)
+		}
+		if _, err := timeGit(ctx, dst, "-c", "gc.auto=0", "-c", "maintenance.auto=false", "fetch", "-q", repoURL, "+refs/heads/main:refs/heads/main"); err != nil {
+			return err
+		}
+		return cl.hf.checkMain(ctx, dst)
+	case opClone:
+		dst := cl.dir + "-clone"
+		defer os.RemoveAll(dst)
+		if _, err := timeGit(ctx, cl.hf.work, "clone", "-q", "--bare", repoURL, dst); err != nil {
+			return err
+		}
+		return cl.hf.checkMain(ctx, dst)
+	case opPush:
+		cl.seq++
+		// The commit is made before the clock starts in a real fleet too;
+		// here it is inside, the same on both servers.
+		out, err := fixture.Git(ctx, cl.src, nil, "commit-tree", cl.tree, "-p", cl.hf.mainTip, "-m", fmt.Sprintf("load %s %d %d", cl.server, cl.id, cl.seq))
+		if err != nil {
+			return err
+		}
+		ref := fmt.Sprintf("refs/heads/load/%d-%d", cl.id, cl.seq)
+		_, err = timeGit(ctx, cl.src, "push", "-q", repoURL, strings.TrimSpace(string(out))+":"+ref)
+		return err
+	}
+	return fmt.Errorf("unknown operation %d", op)
+}
+
+// lsRefsRequest is protocol v2's ls-refs as `git fetch` sends it for a
+// branch refspec (and as a fetch with nothing new ends).
+var lsRefsRequest = pktLines("command=ls-refs\n", "agent=git/rgit-bench-load\n", "object-format=sha1\n") + "0001" +
+	pktLines("peel\n", "symrefs\n", "ref-prefix HEAD\n", "ref-prefix refs/heads/\n", "ref-prefix refs/tags/\n") + "0000"
+
+func pktLines(lines ...string) string {
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%04x%s", len(l)+4, l)
+	}
+	return b.String()
+}
+
+// lsRemote is a v2 ls-remote over smart HTTP: the capability
+// advertisement, then ls-refs. The answer must list refs/heads/main and
+// end with a flush packet.
+func (cl *loadClient) lsRemote(ctx context.Context, repoURL string) error {
+	u, err := url.Parse(repoURL)
+	if err != nil {
+		return err
+	}
+	user := u.User
+	u.User = nil
+	get := func(method, path, ctype string, body io.Reader) ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, method, u.String()+path, body)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Git-Protocol", "version=2")
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+			req.Header.Set("Accept", "application/x-git-upload-pack-result")
+		}
+		if user != nil {
+			pw, _ := user.Password()
+			req.SetBasicAuth(user.Username(), pw)
+		}
+		resp, err := cl.http.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, lastLines(b, 2))
+		}
+		return b, nil
+	}
+	adv, err := get("GET", "/info/refs?service=git-upload-pack", "", nil)
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(adv, []byte("version 2")) || !bytes.Contains(adv, []byte("ls-refs")) {
+		return fmt.Errorf("info/refs: no protocol v2 ls-refs in the advertisement: %q", lastLines(adv, 2))
+	}
+	refs, err := get("POST", "/git-upload-pack", "application/x-git-upload-pack-request", strings.NewReader(lsRefsRequest))
+	if err != nil {
+		return err
+	}
+	if !bytes.HasSuffix(refs, []byte("0000")) || !bytes.Contains(refs, []byte(cl.hf.mainTip+" refs/heads/main")) {
+		return fmt.Errorf("ls-refs: answer lacks main at %s or its flush: %q", cl.hf.mainTip, lastLines(refs, 2))
+	}
+	return nil
+}

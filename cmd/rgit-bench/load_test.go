@@ -1,0 +1,87 @@
+package main
+
+import (
+	"errors"
+	"math"
+	"regexp"
+	"testing"
+	"time"
+)
+
+func TestPickOpFollowsMix(t *testing.T) {
+	for _, tc := range []struct {
+		u    float64
+		want loadOp
+	}{
+		{0, opLsRemote}, {0.6999, opLsRemote}, {0.70, opFetch}, {0.8999, opFetch},
+		{0.90, opClone}, {0.9499, opClone}, {0.95, opPush}, {0.999999, opPush},
+	} {
+		if got := pickOp(loadMix, tc.u); got != tc.want {
+			t.Errorf("pickOp(%v) = %s, want %s", tc.u, got, tc.want)
+		}
+	}
+	// A mix summing a hair below 1 still picks the last operation.
+	if got := pickOp([numLoadOps]float64{0.5, 0.2, 0.2, 0.0999999}, 0.9999999); got != opPush {
+		t.Errorf("short mix: got %s, want push", got)
+	}
+	// Over a uniform grid the shares are the mix's.
+	var n [numLoadOps]int
+	const steps = 100000
+	for i := range steps {
+		n[pickOp(loadMix, (float64(i)+0.5)/steps)]++
+	}
+	for op := range numLoadOps {
+		if got := float64(n[op]) / steps; math.Abs(got-loadMix[op]) > 1e-4 {
+			t.Errorf("%s share %.4f, want %.4f", op, got, loadMix[op])
+		}
+	}
+}
+
+func TestPercentileNearestRank(t *testing.T) {
+	ms := func(xs ...int) []time.Duration {
+		out := make([]time.Duration, len(xs))
+		for i, x := range xs {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	hundred := make([]int, 100)
+	for i := range hundred {
+		hundred[i] = i + 1
+	}
+	for _, tc := range []struct {
+		in   []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{nil, 50, 0},
+		{ms(7), 99, 7 * time.Millisecond},
+		{ms(1, 2, 3, 4), 50, 2 * time.Millisecond},
+		{ms(1, 2, 3, 4), 99, 4 * time.Millisecond},
+		{ms(hundred...), 50, 50 * time.Millisecond},
+		{ms(hundred...), 99, 99 * time.Millisecond},
+		{ms(hundred...), 100, 100 * time.Millisecond},
+	} {
+		if got := percentile(tc.in, tc.p); got != tc.want {
+			t.Errorf("percentile(%d values, %v) = %v, want %v", len(tc.in), tc.p, got, tc.want)
+		}
+	}
+}
+
+// Errors are counted apart and kept out of the latencies and the rate.
+func TestOpStatsLine(t *testing.T) {
+	var s opStats
+	for _, d := range []int{30, 10, 20, 40} {
+		s.record(time.Duration(d)*time.Millisecond, nil)
+	}
+	s.record(time.Hour, errors.New("502 Bad Gateway"))
+	got := s.line(opLsRemote, "rgit", 2)
+	want := "load op=ls-remote server=rgit ops_per_sec=2.0 p50_ms=20.0 p99_ms=40.0 errors=1"
+	if got != want {
+		t.Fatalf("line = %q\nwant   %q", got, want)
+	}
+	re := regexp.MustCompile(`^load op=(ls-remote|fetch|clone|push) server=(rgit|git) ops_per_sec=\d+\.\d p50_ms=\d+\.\d p99_ms=\d+\.\d errors=\d+$`)
+	if empty := (&opStats{}).line(opPush, "git", 1); !re.MatchString(empty) {
+		t.Errorf("line without samples %q does not match the format", empty)
+	}
+}
