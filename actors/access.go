@@ -83,7 +83,7 @@ func (n *Node) askAccess(ctx context.Context, owner, name string, msg any) (*acc
 	if err := names.Validate(owner, name); err != nil {
 		return nil, err
 	}
-	v, _, err := n.ask(ctx, keyOf(owner, name), msg, n.cfg.CallTimeout, true)
+	v, err := n.ask(ctx, keyOf(owner, name), msg, n.cfg.CallTimeout, true)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,8 @@
 //     closeRepo → written; evictIfIdle; lease: regranted, startRelease,
 //     renewAnswer, drainTick; its own idleTick. A request that cannot run
 //     is answered failed (with the error) or errRetry (the actor closes).
-//   - to the supervisor: getRepo → repoPID | notHeld; granted → leaseInfo;
+//   - to the supervisor: deliver (a repo actor's request, passed on to it)
+//     | notHeld; granted → leaseInfo;
 //     leaseQuery → leaseInfo; leaseChanged, idle (from children); listOpen
 //     → openKeys; drainAll → drainWait; renewTick, renewResult.
 //   - to the leader actor: cluster.ClaimLease, cluster.ReleaseLease,

@@ -78,7 +78,7 @@ func (n *Node) PlanGC(ctx context.Context, owner, name string, now time.Time, mi
 	if err := names.Validate(owner, name); err != nil {
 		return repo.GCPlan{}, err
 	}
-	v, _, err := n.ask(ctx, keyOf(owner, name), &planGC{now: now, minAge: minAge}, n.cfg.CallTimeout, true)
+	v, err := n.ask(ctx, keyOf(owner, name), &planGC{now: now, minAge: minAge}, n.cfg.CallTimeout, true)
 	if err != nil {
 		return repo.GCPlan{}, err
 	}

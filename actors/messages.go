@@ -23,21 +23,23 @@ func (k repoKey) split() (owner, name string) {
 	return owner, name
 }
 
-// getRepo asks the supervisor for the repo actor of key, spawning it.
-type getRepo struct{ key repoKey }
-
-// repoPID answers getRepo; epoch is the lease's (0 in single-node mode).
-type repoPID struct {
-	pid   *actor.PID
-	epoch uint64
+// deliver asks the supervisor to hand msg to the repo actor of key
+// (spawning it on a single node), which answers the original sender. A
+// request passes through the supervisor so that it is ordered before the
+// PoisonPill the supervisor sends a closing actor: it is answered
+// (errRetry) rather than lost in a stopping mailbox.
+type deliver struct {
+	key repoKey
+	msg any
 }
 
-// notHeld answers getRepo in cluster mode when this node holds no lease on
+// notHeld answers deliver in cluster mode when this node holds no lease on
 // the repository: route (and claim) again.
 type notHeld struct{}
 
 // idle tells the supervisor that a repo actor is closing; the supervisor
-// forgets it so the next request spawns a fresh one.
+// forgets it so the next request spawns a fresh one, and then stops it
+// (PoisonPill: after every request it handed it).
 type idle struct {
 	key repoKey
 	pid *actor.PID
@@ -70,10 +72,13 @@ type evictIfIdle struct{}
 // session so the database is not closed under it.
 type acquire struct{}
 
-// acquired answers acquire.
+// acquired answers acquire: the session's view, and the actor (and its
+// lease's epoch, 0 on a single node) that the session's writes go to.
 type acquired struct {
-	snap *repo.Snapshot
-	info repo.RepoInfo
+	snap  *repo.Snapshot
+	info  repo.RepoInfo
+	pid   *actor.PID
+	epoch uint64
 }
 
 // release ends a session started by acquire.

@@ -209,13 +209,13 @@ func (n *Node) Session(ctx context.Context, owner, name string) (*Session, error
 	if err := names.Validate(owner, name); err != nil {
 		return nil, err
 	}
-	v, rp, err := n.ask(ctx, keyOf(owner, name), &acquire{}, n.cfg.OpenTimeout, true)
+	v, err := n.ask(ctx, keyOf(owner, name), &acquire{}, n.cfg.OpenTimeout, true)
 	if err != nil {
 		return nil, err
 	}
 	a := v.(*acquired)
 	n.sessions.Add(1)
-	return &Session{node: n, pid: rp.pid, Snapshot: a.snap, Info: a.info, Epoch: rp.epoch}, nil
+	return &Session{node: n, pid: a.pid, Snapshot: a.snap, Info: a.info, Epoch: a.epoch}, nil
 }
 
 // UpdateRefs applies a push's ref updates in the session's repo actor,
@@ -260,7 +260,7 @@ func (n *Node) writeRepo(ctx context.Context, owner, name string, msg any) error
 	if err := names.Validate(owner, name); err != nil {
 		return err
 	}
-	v, _, err := n.ask(ctx, keyOf(owner, name), msg, n.cfg.CallTimeout, true)
+	v, err := n.ask(ctx, keyOf(owner, name), msg, n.cfg.CallTimeout, true)
 	if err != nil {
 		return err
 	}
@@ -275,7 +275,7 @@ func (n *Node) writeRepo(ctx context.Context, owner, name string, msg any) error
 // waits until it is closed (delete-repo runs after it). In cluster mode the
 // lease is released as well.
 func (n *Node) CloseRepo(ctx context.Context, owner, name string) error {
-	_, _, err := n.ask(ctx, keyOf(owner, name), &closeRepo{}, n.cfg.OpenTimeout, false)
+	_, err := n.ask(ctx, keyOf(owner, name), &closeRepo{}, n.cfg.OpenTimeout, false)
 	if errors.Is(err, repo.ErrNotFound) || errors.Is(err, errNotHeld) {
 		return nil
 	}
@@ -324,7 +324,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 	var errs []error
 	for _, k := range keys {
-		if _, _, err := n.ask(ctx, repoKey(k), &closeRepo{shutdown: true}, n.cfg.OpenTimeout, false); err != nil &&
+		if _, err := n.ask(ctx, repoKey(k), &closeRepo{shutdown: true}, n.cfg.OpenTimeout, false); err != nil &&
 			!errors.Is(err, repo.ErrNotFound) && !errors.Is(err, errNotHeld) {
 			errs = append(errs, fmt.Errorf("close %s: %w", k, err))
 		}
@@ -352,45 +352,39 @@ func (n *Node) stopCluster() {
 // errNotHeld: a request that does not route found no lease on the repo.
 var errNotHeld = errors.New("no lease held on repository")
 
-// ask routes msg to key's repo actor, retrying when it reached an actor that
-// was closing (the idle/eviction race) or already gone. In cluster mode a
-// routed ask first makes sure this node owns key (claiming it if unowned);
-// an unrouted one only reaches a repository already held (errNotHeld).
-func (n *Node) ask(ctx context.Context, key repoKey, msg any, timeout time.Duration, routed bool) (any, *repoPID, error) {
+// ask has the supervisor deliver msg to key's repo actor, retrying when it
+// reached an actor that was closing (the idle/eviction race) or already
+// gone. In cluster mode a routed ask first makes sure this node owns key
+// (claiming it if unowned); an unrouted one only reaches a repository
+// already held (errNotHeld).
+func (n *Node) ask(ctx context.Context, key repoKey, msg any, timeout time.Duration, routed bool) (any, error) {
 	for attempt := 0; attempt < 5; attempt++ {
 		if routed && n.cl != nil {
 			if err := n.ensureLocal(ctx, key); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
-		v, err := n.request(ctx, n.sup, &getRepo{key: key}, 10*time.Second)
-		if err != nil {
-			return nil, nil, err
-		}
-		if _, no := v.(*notHeld); no {
-			if !routed {
-				return nil, nil, fmt.Errorf("repository %s: %w", key, errNotHeld)
-			}
-			continue // the lease ended between routing and now
-		}
-		rp := v.(*repoPID)
-		pid := rp.pid
-		v, err = n.request(ctx, pid, msg, timeout)
+		v, err := n.request(ctx, n.sup, &deliver{key: key, msg: msg}, timeout)
 		if errors.Is(err, actor.ErrDeadLetter) {
 			continue
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if _, retry := v.(*errRetry); retry {
+		switch r := v.(type) {
+		case *notHeld:
+			if !routed {
+				return nil, fmt.Errorf("repository %s: %w", key, errNotHeld)
+			}
+			continue // the lease ended between routing and now
+		case *errRetry:
 			continue
+		case *failed:
+			return nil, r.err
 		}
-		if r, ok := v.(*failed); ok {
-			return nil, nil, r.err
-		}
-		return v, rp, nil
+		return v, nil
 	}
-	return nil, nil, fmt.Errorf("repository %s: %w", key, ErrBusy)
+	return nil, fmt.Errorf("repository %s: %w", key, ErrBusy)
 }
 
 // request sends msg and waits for the answer, the timeout or ctx.

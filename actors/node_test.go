@@ -232,7 +232,7 @@ func TestPanicRestartsRepoActor(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A repack commit without a build is a bug that panics in the write.
-	v, _, err := n.ask(ctx, keyOf("alice", "web"), &commitRepack{}, time.Minute, true)
+	v, err := n.ask(ctx, keyOf("alice", "web"), &commitRepack{}, time.Minute, true)
 	if r, _ := v.(*repackCommitted); err != nil || r == nil || !errors.Is(r.err, errPanic) {
 		t.Fatalf("a panicking write answered %#v, %v; want errPanic", v, err)
 	}

@@ -88,6 +88,14 @@ func (a *repoActor) stopIdle() {
 }
 
 func (a *repoActor) receive(ctx actor.Context) {
+	if a.closing && !lifecycleMessage(ctx.Message()) {
+		// Closed and waiting for the supervisor's PoisonPill: a request
+		// goes to the fresh actor the supervisor spawns next.
+		if ctx.Sender() != nil {
+			ctx.Respond(&errRetry{})
+		}
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		// A granted lease (cluster.NewServing) or a single node's request
@@ -151,7 +159,11 @@ func (a *repoActor) receive(ctx actor.Context) {
 			return
 		}
 		a.sessions++
-		ctx.Respond(&acquired{snap: snap, info: a.repo.Info()})
+		var epoch uint64
+		if a.lease != nil {
+			epoch = a.lease.epoch
+		}
+		ctx.Respond(&acquired{snap: snap, info: a.repo.Info(), pid: ctx.Self(), epoch: epoch})
 	case *release:
 		if a.sessions > 0 {
 			a.sessions--
@@ -361,9 +373,20 @@ func (a *repoActor) fenced(ctx actor.Context) {
 	a.goIdle(ctx, whyFenced)
 }
 
+// lifecycleMessage reports whether m is protoactor's own (start, stop,
+// restart), which a closing actor still handles.
+func lifecycleMessage(m any) bool {
+	switch m.(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		return true
+	}
+	return false
+}
+
 // goIdle tells the supervisor first (so new requests spawn a fresh actor),
-// then closes the database and stops; the lease is released when nothing
-// else will (releaseOnClose).
+// then closes the database; the supervisor stops the actor once it has
+// forgotten it, so no request it handed over is dropped. The lease is
+// released when nothing else will (releaseOnClose).
 func (a *repoActor) goIdle(ctx actor.Context, why closeWhy) {
 	if a.closing {
 		return
@@ -375,7 +398,6 @@ func (a *repoActor) goIdle(ctx actor.Context, why closeWhy) {
 	}
 	ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: why})
 	a.closeDB()
-	ctx.Stop(ctx.Self())
 }
 
 func (a *repoActor) closeDB() {

@@ -63,7 +63,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if s.renewTimer != nil {
 			s.renewTimer.Stop()
 		}
-	case *getRepo:
+	case *deliver:
 		c, ok := s.children[m.key]
 		switch {
 		case ok:
@@ -74,12 +74,15 @@ func (s *supervisor) Receive(ctx actor.Context) {
 			c = s.spawn(ctx, m.key, nil)
 		}
 		c.lastUsed = time.Now()
-		ctx.Respond(&repoPID{pid: c.pid, epoch: c.epoch})
+		ctx.RequestWithCustomSender(c.pid, m.msg, ctx.Sender())
 	case *idle:
 		if c, ok := s.children[m.key]; ok && c.pid.Equal(m.pid) {
 			delete(s.children, m.key)
 		}
 		delete(s.lingering, m.pid.Id)
+		// Queued behind every request handed to it: each is answered
+		// (errRetry) before the actor stops.
+		ctx.Poison(m.pid)
 		s.checkDrained()
 	case *listOpen:
 		keys := make([]repoKey, 0, len(s.children)+len(s.lingering))
