@@ -320,7 +320,7 @@ func runLoadOn(ctx context.Context, hf *httpFixture, c loadFlags, server string,
 func (cl *loadClient) do(ctx context.Context, op loadOp, repoURL string) error {
 	switch op {
 	case opLsRemote:
-		return cl.lsRemote(ctx, repoURL)
+		return lsRemote(ctx, cl.http, repoURL, cl.hf.mainTip+" refs/heads/main")
 	case opFetch:
 		dst := cl.dir + "-fetch"
 		defer os.RemoveAll(dst)
@@ -367,9 +367,9 @@ func pktLines(lines ...string) string {
 }
 
 // lsRemote is a v2 ls-remote over smart HTTP: the capability
-// advertisement, then ls-refs. The answer must list refs/heads/main and
-// end with a flush packet.
-func (cl *loadClient) lsRemote(ctx context.Context, repoURL string) error {
+// advertisement, then ls-refs. The answer must contain want and end with a
+// flush packet.
+func lsRemote(ctx context.Context, hc *http.Client, repoURL, want string) error {
 	u, err := url.Parse(repoURL)
 	if err != nil {
 		return err
@@ -390,7 +390,7 @@ func (cl *loadClient) lsRemote(ctx context.Context, repoURL string) error {
 			pw, _ := user.Password()
 			req.SetBasicAuth(user.Username(), pw)
 		}
-		resp, err := cl.http.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			return nil, err
 		}
@@ -415,8 +415,8 @@ func (cl *loadClient) lsRemote(ctx context.Context, repoURL string) error {
 	if err != nil {
 		return err
 	}
-	if !bytes.HasSuffix(refs, []byte("0000")) || !bytes.Contains(refs, []byte(cl.hf.mainTip+" refs/heads/main")) {
-		return fmt.Errorf("ls-refs: answer lacks main at %s or its flush: %q", cl.hf.mainTip, lastLines(refs, 2))
+	if !bytes.HasSuffix(refs, []byte("0000")) || !bytes.Contains(refs, []byte(want)) {
+		return fmt.Errorf("ls-refs: answer lacks %q or its flush: %q", want, lastLines(refs, 2))
 	}
 	return nil
 }

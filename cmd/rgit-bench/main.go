@@ -19,6 +19,8 @@
 //	          without the Redis cache (see api.go for its line format)
 //	load      many clients at once over many repositories, rgit against
 //	          git http-backend (see load.go for its line format)
+//	cold      thousands of repositories on one node, more than it keeps
+//	          warm, read at random from a store with latency (cold.go)
 //
 // The engine ops model each side's production path. C git serves a fetch
 // by upload-pack spawning `git pack-objects` (bitmaps on), so its side is
@@ -82,6 +84,10 @@ func main() {
 		err = runAPI(ctx, args)
 	case "load":
 		err = runLoad(ctx, args)
+	case "cold":
+		err = runCold(ctx, args)
+	case "cold-serve":
+		err = runColdServe(ctx, args)
 	default:
 		usage()
 		os.Exit(2)
@@ -93,7 +99,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint|api|load [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint|api|load|cold [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

@@ -101,6 +101,10 @@ func WithStoreProbeInterval(d time.Duration) Option { return func(s *Server) { s
 // budget (tests hold its budget to see refusals).
 func WithAdmission(c *admission.Controller) Option { return func(s *Server) { s.admission = c } }
 
+// WithStore serves from store instead of the one RGIT_STORE_URL names
+// (benchmarks put a fault store with latency in front of a real one).
+func WithStore(store objstore.Store) Option { return func(s *Server) { s.store = store } }
+
 // Start opens and verifies the store, opens the cache, starts the actors
 // and every listener.
 func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Option) (*Server, error) {
@@ -118,9 +122,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_FSCK_SKIP: %w", err)
 	}
-	s.store, err = storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{Timeout: cfg.StoreTimeout, Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
+	if s.store == nil {
+		if s.store, err = storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{Timeout: cfg.StoreTimeout, Logger: log}); err != nil {
+			return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
+		}
 	}
 	// Opening a store contacts nothing; a missing bucket or a wrong key
 	// must stop the node here, not surface at the first push.
