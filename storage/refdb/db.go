@@ -83,8 +83,8 @@ func (r *request) reply(seq uint64, err error) { r.done <- result{seq, err} }
 
 // Open opens the database under prefix as its writer, creating it if
 // absent, and fences every earlier writer: their next durable write fails
-// with ErrFenced. Open costs three sequential store round trips (list,
-// parallel reads, fence) unless it races another writer.
+// with ErrFenced. Open costs two sequential store round trips (list, then
+// the reads and the fence in parallel) unless it races another writer.
 func Open(ctx context.Context, store objstore.Store, prefix string, opts Options) (*DB, error) {
 	return open(ctx, store, prefix, opts, true)
 }
@@ -119,23 +119,44 @@ func open(ctx context.Context, store objstore.Store, prefix string, opts Options
 	return db, nil
 }
 
-// establish loads the state and appends our fence record after it. If a
-// previous writer is still appending, the fence moves forward past its
-// records, which are then read and applied. The returned view includes
-// the fence.
+// establish loads the state and appends our fence record after it: the
+// listing names the fence's place, so the fence is written while the
+// snapshot and log records are read. If a previous writer is still
+// appending, the fence moves forward past its records, which are then
+// read and applied. The returned view includes the fence.
 func (db *DB) establish(ctx context.Context, create bool) (loaded, error) {
+	var changed error // the last errRetry
 	for range maxLoadAttempts {
-		l, err := db.s.load(ctx)
+		lst, err := db.s.list(ctx)
 		if err != nil {
 			return loaded{}, err
 		}
-		if !l.exists && !create {
+		if !lst.any && !create {
 			return loaded{}, ErrNotExist
 		}
-		from := l.view.seq + 1
-		seq, err := db.placeFence(ctx, from)
-		if err != nil {
+		from := lst.newest() + 1
+		var (
+			l          loaded
+			seq        uint64
+			loadErr    error
+			fenceErr   error
+			readAndPut sync.WaitGroup
+		)
+		readAndPut.Go(func() { l, loadErr = db.s.loadFrom(ctx, lst) })
+		seq, fenceErr = db.placeFence(ctx, from)
+		readAndPut.Wait()
+		if errors.Is(loadErr, errRetry) {
+			// The log changed under the listing (a snapshot trimmed it):
+			// list again; a fence already placed stays behind as a
+			// harmless empty record.
+			changed = loadErr
+			continue
+		}
+		if err := errors.Join(loadErr, fenceErr); err != nil {
 			return loaded{}, err
+		}
+		if l.view.seq+1 != from {
+			return loaded{}, fmt.Errorf("%w: %s: listing ends at %d, state at %d", ErrCorrupt, db.s.prefix, from-1, l.view.seq)
 		}
 		recs, err := db.s.readLogs(ctx, from, seq-1)
 		if errors.Is(err, objstore.ErrNotFound) {
@@ -152,6 +173,10 @@ func (db *DB) establish(ctx context.Context, create bool) (loaded, error) {
 		}
 		l.view = v.apply(seq, nil)
 		return l, nil
+	}
+	if changed != nil {
+		// As load: a log that never reads whole is corrupt, not busy.
+		return loaded{}, fmt.Errorf("%w: %s: %w", ErrCorrupt, db.s.prefix, changed)
 	}
 	return loaded{}, errors.New("refdb: could not fence: the log kept changing")
 }
@@ -529,7 +554,7 @@ func (db *DB) verifyFence(ctx context.Context) error {
 // snapshot interval so that a concurrent opener, which fences at the
 // record after the newest one it listed, cannot re-create a trimmed
 // record unless this writer appended a whole interval during the opener's
-// two round trips between listing and fencing (verifyFence catches even
+// round trip between listing and fencing (verifyFence catches even
 // that). The newest record always survives.
 func (db *DB) snapshot(v *View, done chan struct{}) {
 	defer db.bg.Done()

@@ -153,6 +153,16 @@ type loaded struct {
 	exists  bool   // false: no database under the prefix
 }
 
+// newest is the sequence number of the newest state the listing names
+// (0: none): the last log record, or the snapshot if it is newer.
+func (l listing) newest() uint64 {
+	n := l.snap
+	if len(l.wals) > 0 {
+		n = max(n, l.wals[len(l.wals)-1])
+	}
+	return n
+}
+
 // load reads the current state: one LIST, then the newest snapshot and
 // every later log record in parallel (two sequential round trips).
 func (s dbStore) load(ctx context.Context) (loaded, error) {
@@ -162,20 +172,26 @@ func (s dbStore) load(ctx context.Context) (loaded, error) {
 		if err != nil {
 			return loaded{}, err
 		}
-		if !l.any {
-			return loaded{view: emptyView}, nil
-		}
-		v, err := s.loadListed(ctx, l)
+		ld, err := s.loadFrom(ctx, l)
 		if errors.Is(err, errRetry) {
 			last = err
 			continue
 		}
-		if err != nil {
-			return loaded{}, err
-		}
-		return loaded{view: v, snapSeq: l.snap, exists: true}, nil
+		return ld, err
 	}
 	return loaded{}, fmt.Errorf("%w: %s: %w", ErrCorrupt, s.prefix, last)
+}
+
+// loadFrom reads the state a listing names; errRetry: list again.
+func (s dbStore) loadFrom(ctx context.Context, l listing) (loaded, error) {
+	if !l.any {
+		return loaded{view: emptyView}, nil
+	}
+	v, err := s.loadListed(ctx, l)
+	if err != nil {
+		return loaded{}, err
+	}
+	return loaded{view: v, snapSeq: l.snap, exists: true}, nil
 }
 
 func (s dbStore) loadListed(ctx context.Context, l listing) (*View, error) {
