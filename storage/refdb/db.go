@@ -317,6 +317,11 @@ func (db *DB) run() {
 	if err := db.verifyFence(db.runCtx); err != nil {
 		db.opts.Logger.Warn("refdb: fence check failed; retrying before the first write",
 			zap.String("prefix", db.s.prefix), zap.Error(err))
+	} else if db.fenced == nil {
+		// Every open appends a fence: a database that is opened often and
+		// written rarely would otherwise grow its log, and every open's
+		// reads with it, without bound.
+		db.maybeSnapshot(db.cur.Load())
 	}
 	for {
 		select {
@@ -511,6 +516,12 @@ func (db *DB) settle(ctx context.Context) error {
 func (db *DB) landed(v *View) {
 	db.cur.Store(v)
 	db.next = v.seq + 1
+	db.maybeSnapshot(v)
+}
+
+// maybeSnapshot starts a snapshot of v once the log since the last one
+// holds SnapshotEvery records. Called from the writer goroutine only.
+func (db *DB) maybeSnapshot(v *View) {
 	if v.seq-db.snapSeq.Load() >= uint64(db.opts.SnapshotEvery) && db.snapping.CompareAndSwap(false, true) {
 		db.snapDone = make(chan struct{})
 		db.bg.Add(1)

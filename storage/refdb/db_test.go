@@ -340,3 +340,46 @@ func TestSnapshotTrimsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Every open appends a fence record. A database that is opened again and
+// again (a repository evicted from the warm pool and read once more) but
+// never written must still snapshot and trim, or every open reads a log
+// as long as the number of opens before it.
+func TestOpensWithoutWritesKeepLogBounded(t *testing.T) {
+	ctx := testCtx(t)
+	mem, fs := newStores(1)
+	opts := Options{SnapshotEvery: 8}
+	db := mustOpen(t, ctx, fs, opts)
+	mustCommit(t, ctx, db, Set("k", []byte("v")))
+	if err := db.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		db, err := OpenExisting(ctx, fs, testPrefix, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(ctx); err != nil { // waits for a snapshot it started
+			t.Fatal(err)
+		}
+	}
+	wals := 0
+	for _, err := range mem.List(ctx, testPrefix+"/wal/", "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		wals++
+	}
+	// Trimming lags one interval behind the newest snapshot.
+	if wals > 3*8 {
+		t.Fatalf("%d log records after 100 opens with SnapshotEvery 8", wals)
+	}
+	fs.ResetCounts()
+	db2 := mustOpen(t, ctx, fs, opts)
+	if got, ok := db2.View().Get("k"); !ok || string(got) != "v" {
+		t.Fatalf("k = %q, %v after the opens, want v", got, ok)
+	}
+	if gets := fs.Count(faultstore.OpGet); gets > 3*8+1 {
+		t.Fatalf("an open read %d objects", gets)
+	}
+}
