@@ -61,6 +61,7 @@ type coldFlags struct {
 	maxWarm  int
 	clients  int
 	duration time.Duration
+	serial   int
 }
 
 func runCold(ctx context.Context, args []string) error {
@@ -72,6 +73,7 @@ func runCold(ctx context.Context, args []string) error {
 	fs.IntVar(&c.maxWarm, "max-warm", 64, "RGIT_MAX_WARM of the node")
 	fs.IntVar(&c.clients, "clients", 16, "concurrent clients")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "how long each count is loaded")
+	fs.IntVar(&c.serial, "serial", 100, "requests made one at a time first (the open's own latency, without queueing)")
 	fs.Parse(args)
 	var counts []int
 	for _, s := range strings.Split(c.repos, ",") {
@@ -237,6 +239,19 @@ func (c *coldFlags) runCount(ctx context.Context, self, storeDir, cacheDir, toke
 	tr := &http.Transport{MaxIdleConnsPerHost: c.clients}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: time.Minute}
+	urlOf := func(i int) string {
+		return "http://" + benchOwner + ":" + token + "@" + child.addr + "/" + benchOwner + "/" + coldName(i) + ".git"
+	}
+	var serial opStats
+	rng := rand.New(rand.NewPCG(uint64(n), 1))
+	for range c.serial {
+		t0 := time.Now()
+		err := lsRemote(ctx, hc, urlOf(rng.IntN(n)), " refs/heads/main")
+		serial.record(time.Since(t0), err)
+	}
+	if _, err := child.stats(); err != nil { // resets the store call counts
+		return err
+	}
 	var st opStats
 	runCtx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
@@ -248,9 +263,8 @@ func (c *coldFlags) runCount(ctx context.Context, self, storeDir, cacheDir, toke
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(id), uint64(n)))
 			for runCtx.Err() == nil {
-				url := "http://" + benchOwner + ":" + token + "@" + child.addr + "/" + benchOwner + "/" + coldName(rng.IntN(n)) + ".git"
 				t0 := time.Now()
-				err := lsRemote(ctx, hc, url, " refs/heads/main")
+				err := lsRemote(ctx, hc, urlOf(rng.IntN(n)), " refs/heads/main")
 				st.record(time.Since(t0), err)
 			}
 		}()
@@ -261,15 +275,18 @@ func (c *coldFlags) runCount(ctx context.Context, self, storeDir, cacheDir, toke
 	if err != nil {
 		return err
 	}
-	lat := slices.Clone(st.lat)
+	lat, slat := slices.Clone(st.lat), slices.Clone(serial.lat)
 	slices.Sort(lat)
+	slices.Sort(slat)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	fmt.Printf("load op=cold-open repos=%d ops_per_sec=%.1f p99_ms=%.1f rss_mb=%.0f\n",
 		n, float64(len(lat))/secs, ms(percentile(lat, 99)), float64(stats.rssKB)/1024)
 	reqs := float64(max(len(lat)+st.errors, 1))
-	fmt.Fprintf(os.Stderr, "  note op=cold-open repos=%d requests=%d errors=%d p50_ms=%.1f max_ms=%.1f latency_ms=%.0f hwm_mb=%.0f store_calls_per_request=%.2f (%s)\n",
-		n, len(lat), st.errors, ms(percentile(lat, 50)), ms(percentile(lat, 100)), ms(c.latency), float64(stats.hwmKB)/1024, float64(stats.calls)/reqs, stats.byOp)
-	for _, e := range st.first {
+	fmt.Fprintf(os.Stderr, "  note op=cold-open repos=%d clients=%d requests=%d errors=%d p50_ms=%.1f max_ms=%.1f latency_ms=%.0f hwm_mb=%.0f store_calls_per_request=%.2f (%s)\n",
+		n, c.clients, len(lat), st.errors, ms(percentile(lat, 50)), ms(percentile(lat, 100)), ms(c.latency), float64(stats.hwmKB)/1024, float64(stats.calls)/reqs, stats.byOp)
+	fmt.Fprintf(os.Stderr, "  note op=cold-open repos=%d clients=1 requests=%d errors=%d p50_ms=%.1f p99_ms=%.1f\n",
+		n, len(slat), serial.errors, ms(percentile(slat, 50)), ms(percentile(slat, 99)))
+	for _, e := range append(st.first, serial.first...) {
 		fmt.Fprintf(os.Stderr, "  error op=cold-open: %s\n", e)
 	}
 	return nil
@@ -330,7 +347,8 @@ type coldStats struct {
 	byOp                string
 }
 
-// stats asks the child for its memory and store call counts.
+// stats asks the child for its memory and the store calls since the last
+// stats (or its start).
 func (s *coldServe) stats() (coldStats, error) {
 	fmt.Fprintln(s.in, "stats")
 	if !s.out.Scan() {
@@ -369,8 +387,8 @@ func (s *coldServe) stop() {
 
 // runColdServe is the child: a node whose store adds latency to every
 // call. It prints "ready" once serving; each "stats" line on stdin gets
-// one line of VmRSS, VmHWM and the store calls made since start; end of
-// input stops it.
+// one line of VmRSS, VmHWM and the store calls made since the last one;
+// end of input stops it.
 func runColdServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cold-serve", flag.ExitOnError)
 	latency := fs.Duration("latency", 20*time.Millisecond, "latency of every store call")
@@ -404,6 +422,7 @@ func runColdServe(ctx context.Context, args []string) error {
 			}
 		}
 		fmt.Println(b.String())
+		store.ResetCounts()
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

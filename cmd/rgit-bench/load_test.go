@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"math"
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
 )
 
 func TestPickOpFollowsMix(t *testing.T) {
@@ -83,5 +88,32 @@ func TestOpStatsLine(t *testing.T) {
 	re := regexp.MustCompile(`^load op=(ls-remote|fetch|clone|push) server=(rgit|git) ops_per_sec=\d+\.\d p50_ms=\d+\.\d p99_ms=\d+\.\d errors=\d+$`)
 	if empty := (&opStats{}).line(opPush, "git", 1); !re.MatchString(empty) {
 		t.Errorf("line without samples %q does not match the format", empty)
+	}
+}
+
+// The cold benchmark's repositories each hold a pack built by hand: it
+// must index, hold the commit whose id is returned, and differ per message.
+func TestOneCommitPackIndexes(t *testing.T) {
+	dir := t.TempDir()
+	b1, c1 := oneCommitPack("repository 1\n")
+	b2, c2 := oneCommitPack("repository 2\n")
+	if c1 == c2 {
+		t.Fatal("two messages gave one commit")
+	}
+	for _, tc := range []struct {
+		b []byte
+		c object.ID
+	}{{b1, c1}, {b2, c2}} {
+		ix, err := pack.IndexPack(context.Background(), bytes.NewReader(tc.b), dir, pack.IndexOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found bool
+		for _, o := range ix.Objects {
+			found = found || o.ID == tc.c && o.Type == object.Commit
+		}
+		if len(ix.Objects) != 2 || !found {
+			t.Fatalf("pack objects %+v, want the empty tree and commit %s", ix.Objects, tc.c)
+		}
 	}
 }
