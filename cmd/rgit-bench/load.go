@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,13 @@ import (
 // push run real `git`. Every push sends a new commit to a branch of its
 // own, so a rejection is never a legitimate conflict: every failure is
 // an error (5xx, a dropped connection, a timeout, a wrong answer).
+//
+// A fleet's clients run on their own machines; here they share the
+// server's. So that git clients do not starve the server of CPU, at most
+// -git-procs git operations run at once (a client that draws one waits
+// for a slot) and an operation's time starts when it has its slot: the
+// mix of operations stays as drawn, and latencies are the server's plus
+// the client's own work, not the wait for a local slot.
 
 // loadOp is one kind of client operation.
 type loadOp int
@@ -112,6 +120,7 @@ type loadFlags struct {
 	duration time.Duration
 	repos    int
 	opTime   time.Duration
+	gitProcs int
 }
 
 func runLoad(ctx context.Context, args []string) error {
@@ -123,9 +132,10 @@ func runLoad(ctx context.Context, args []string) error {
 	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long each server is loaded")
 	fs.IntVar(&c.repos, "repos", 50, "repositories the clients spread over")
 	fs.DurationVar(&c.opTime, "op-timeout", time.Minute, "an operation taking longer is an error")
+	fs.IntVar(&c.gitProcs, "git-procs", 2*runtime.NumCPU(), "git client operations (fetch, clone, push) running at once")
 	fs.Parse(args)
-	if c.clients < 1 || c.repos < 1 || c.duration <= 0 {
-		return errors.New("-clients, -repos and -duration must be positive")
+	if c.clients < 1 || c.repos < 1 || c.duration <= 0 || c.gitProcs < 1 {
+		return errors.New("-clients, -repos, -duration and -git-procs must be positive")
 	}
 	bin, err := rgitBinary(c.rgitBin)
 	if err != nil {
@@ -151,7 +161,8 @@ func runLoad(ctx context.Context, args []string) error {
 	for i := range names {
 		names[i] = fmt.Sprintf("load-%03d", i)
 	}
-	fmt.Fprintf(os.Stderr, "load: %d clients, %s per server, %d repositories of fixture %s\n", c.clients, c.duration, c.repos, hf.Name)
+	fmt.Fprintf(os.Stderr, "load: %d clients (%d git operations at once), %s per server, %d repositories of fixture %s\n",
+		c.clients, c.gitProcs, c.duration, c.repos, hf.Name)
 
 	// git http-backend over copies of the fixture.
 	gitRoot := filepath.Join(work, "git-root")
@@ -287,6 +298,7 @@ func runLoadOn(ctx context.Context, hf *httpFixture, c loadFlags, server string,
 
 	runCtx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
+	gitSlots := make(chan struct{}, c.gitProcs)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for id := range c.clients {
@@ -298,6 +310,13 @@ func runLoadOn(ctx context.Context, hf *httpFixture, c loadFlags, server string,
 			for runCtx.Err() == nil {
 				op := pickOp(loadMix, rng.Float64())
 				url := urls[rng.IntN(len(urls))]
+				if op != opLsRemote {
+					select {
+					case gitSlots <- struct{}{}:
+					case <-runCtx.Done():
+						return
+					}
+				}
 				// An operation started before the deadline runs to its end
 				// (bounded by -op-timeout): cutting it off is no server error.
 				opCtx, opCancel := context.WithTimeout(ctx, c.opTime)
@@ -305,6 +324,9 @@ func runLoadOn(ctx context.Context, hf *httpFixture, c loadFlags, server string,
 				err := cl.do(opCtx, op, url)
 				d := time.Since(t0)
 				opCancel()
+				if op != opLsRemote {
+					<-gitSlots
+				}
 				if ctx.Err() != nil {
 					return
 				}
