@@ -24,7 +24,12 @@ import (
 
 // The load benchmark: many clients at once against many repositories,
 // mixed like a CI fleet, once against `git http-backend` and once against
-// an rgit node serving copies of the same repositories. Lines:
+// an rgit node serving copies of the same repositories. The mix is by
+// client: 70% of the clients poll (ls-remote), 20% fetch, 5% clone and 5%
+// push, each in a loop on random repositories, so every kind runs at its
+// own pace (drawing the operation per request instead would leave every
+// client waiting in the slow git operations once the first second's burst
+// of polls is over). Lines:
 //
 //	load op=<ls-remote|fetch|clone|push> server=<rgit|git> ops_per_sec=<X> p50_ms=<Y> p99_ms=<Z> errors=<N>
 //	load server=rgit peak_rss_mb=<M>
@@ -39,10 +44,9 @@ import (
 //
 // A fleet's clients run on their own machines; here they share the
 // server's. So that git clients do not starve the server of CPU, at most
-// -git-procs git operations run at once (a client that draws one waits
-// for a slot) and an operation's time starts when it has its slot: the
-// mix of operations stays as drawn, and latencies are the server's plus
-// the client's own work, not the wait for a local slot.
+// -git-procs git operations run at once (their clients wait for a slot)
+// and an operation's time starts when it has its slot: latencies are the
+// server's plus the client's own work, not the wait for a local slot.
 
 // loadOp is one kind of client operation.
 type loadOp int
@@ -62,7 +66,8 @@ func (o loadOp) String() string { return loadOpNames[o] }
 // loadMix is the share of each operation, in loadOp order; they sum to 1.
 var loadMix = [numLoadOps]float64{0.70, 0.20, 0.05, 0.05}
 
-// pickOp maps u, uniform in [0, 1), to an operation drawn from mix.
+// pickOp maps u in [0, 1) to the operation whose share of mix covers it:
+// client id of n does pickOp(mix, (id+0.5)/n).
 func pickOp(mix [numLoadOps]float64, u float64) loadOp {
 	acc := 0.0
 	for op := range numLoadOps {
@@ -307,8 +312,8 @@ func runLoadOn(ctx context.Context, hf *httpFixture, c loadFlags, server string,
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(id), 14))
+			op := pickOp(loadMix, (float64(id)+0.5)/float64(c.clients))
 			for runCtx.Err() == nil {
-				op := pickOp(loadMix, rng.Float64())
 				url := urls[rng.IntN(len(urls))]
 				if op != opLsRemote {
 					select {
