@@ -116,7 +116,10 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 		a.stopping()
 		return
 	case *batchWritten:
-		a.written(ctx, m.err)
+		a.written(ctx, m)
+		return
+	case *flushBatch:
+		a.carry(ctx, a.q.Flush(), nil)
 		return
 	}
 	w, ok := a.decide(ctx.Message(), time.Now())

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,8 +51,16 @@ func (w *leaderWrite) decided(d cluster.Decision) {
 // writes reports whether w must go through a batch write.
 func (w *leaderWrite) writes() bool { return len(w.txn) > 0 || w.err != nil }
 
-// batchWritten reports the end of the write of the batch in flight.
-type batchWritten struct{ err error }
+type (
+	// batchWritten reports the end of the write of the batch in flight,
+	// which took took.
+	batchWritten struct {
+		err  error
+		took time.Duration
+	}
+	// flushBatch ends a hold of the next batch (cluster.QueueStep.HoldFor).
+	flushBatch struct{}
+)
 
 // submit queues a decided request and carries out the queue's step.
 func (a *leaderActor) submit(ctx actor.Context, w *leaderWrite) {
@@ -61,9 +70,10 @@ func (a *leaderActor) submit(ctx actor.Context, w *leaderWrite) {
 // written ends the batch in flight. A failed batch reloads the map: it
 // may hold that batch's decisions and those made on top of them, which
 // the queue fails with it.
-func (a *leaderActor) written(ctx actor.Context, err error) {
+func (a *leaderActor) written(ctx actor.Context, m *batchWritten) {
+	err := m.err
 	if err == nil {
-		a.carry(ctx, a.q.Done(true), nil)
+		a.carry(ctx, a.q.Done(true, m.took), nil)
 		return
 	}
 	if errors.Is(err, refdb.ErrFenced) {
@@ -71,7 +81,7 @@ func (a *leaderActor) written(ctx actor.Context, err error) {
 		ctx.Stop(ctx.Self())
 	}
 	a.reload()
-	a.carry(ctx, a.q.Done(false), fmt.Errorf("persist ownership map: %w", err))
+	a.carry(ctx, a.q.Done(false, m.took), fmt.Errorf("persist ownership map: %w", err))
 }
 
 // carry answers, fails and starts writing as step says.
@@ -87,6 +97,10 @@ func (a *leaderActor) carry(ctx actor.Context, step cluster.QueueStep[*leaderWri
 	}
 	if step.Write != nil {
 		a.write(ctx, step.Write)
+	}
+	if step.HoldFor > 0 {
+		self, root := ctx.Self(), a.node.system.Root
+		time.AfterFunc(step.HoldFor, func() { root.Send(self, &flushBatch{}) })
 	}
 }
 
@@ -105,8 +119,9 @@ func (a *leaderActor) write(ctx actor.Context, batch []*leaderWrite) {
 	go func() {
 		cctx, cancel := context.WithTimeout(context.Background(), leaderCommitTimeout)
 		defer cancel()
+		start := time.Now()
 		_, err := db.Commit(cctx, txn)
-		root.Send(self, &batchWritten{err: err})
+		root.Send(self, &batchWritten{err: err, took: time.Since(start)})
 	}()
 }
 

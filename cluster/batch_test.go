@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestWriteQueue drives the queue with scripts: "+a" adds decision a that
 // writes, "-a" one that writes nothing, "ok" and "fail" end the write in
-// flight, "drop" empties the queue. Each event's step is rendered as
-// answer/fail/write lists; empty steps as "-".
+// flight (each write takes 100 ms; "ok0" one that took no time), "flush" ends a hold, "drop" empties
+// the queue. Each event's step is rendered as answer/fail/write lists and
+// the hold; empty steps as "-".
 func TestWriteQueue(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -38,6 +40,24 @@ func TestWriteQueue(t *testing.T) {
 			"- | -"},
 		{"drop returns what waits", "+a +b -c drop -d",
 			"write[a] | - | - | drop[a b c] | answer[d]"},
+		{"after a batch of two the next write waits for two", "+a +b +c ok ok +d +e ok",
+			"write[a] | - | - | answer[a] write[b c] | answer[b c] | hold5ms | write[d e] | answer[d e]"},
+		{"the hold ends at the flush with what gathered", "+a +b +c ok ok +d flush flush ok",
+			"write[a] | - | - | answer[a] write[b c] | answer[b c] | hold5ms | write[d] | - | answer[d]"},
+		{"a no-write held counts towards the batch", "+a +b +c ok ok +d -e ok",
+			"write[a] | - | - | answer[a] write[b c] | answer[b c] | hold5ms | write[d e] | answer[d e]"},
+		{"a no-write while idle is not held", "+a +b +c ok ok -d",
+			"write[a] | - | - | answer[a] write[b c] | answer[b c] | answer[d]"},
+		{"a next batch smaller than the one landed is held", "+a +b +c ok +d ok +e",
+			"write[a] | - | - | answer[a] write[b c] | - | answer[b c] hold5ms | write[d e]"},
+		{"a next batch as large as the one landed is written at once", "+a +b +c ok +d +e ok",
+			"write[a] | - | - | answer[a] write[b c] | - | - | answer[b c] write[d e]"},
+		{"no hold after an instant write", "+a +b +c ok +d ok0 +e",
+			"write[a] | - | - | answer[a] write[b c] | - | answer[b c] write[d] | -"},
+		{"a held batch is dropped", "+a +b +c ok ok +d drop",
+			"write[a] | - | - | answer[a] write[b c] | answer[b c] | hold5ms | drop[d]"},
+		{"a failure forgets the last batch size", "+a +b +c ok fail +d",
+			"write[a] | - | - | answer[a] write[b c] | fail[b c] | write[d]"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -47,9 +67,13 @@ func TestWriteQueue(t *testing.T) {
 				var s QueueStep[string]
 				switch {
 				case ev == "ok":
-					s = q.Done(true)
+					s = q.Done(true, 100*time.Millisecond)
+				case ev == "ok0":
+					s = q.Done(true, 0)
 				case ev == "fail":
-					s = q.Done(false)
+					s = q.Done(false, 100*time.Millisecond)
+				case ev == "flush":
+					s = q.Flush()
 				case ev == "drop":
 					got = append(got, fmt.Sprintf("drop%v", q.Drop()))
 					continue
@@ -74,6 +98,9 @@ func renderStep(s QueueStep[string]) string {
 		if len(l.ws) > 0 {
 			parts = append(parts, fmt.Sprintf("%s%v", l.name, l.ws))
 		}
+	}
+	if s.HoldFor > 0 {
+		parts = append(parts, "hold"+s.HoldFor.String())
 	}
 	if len(parts) == 0 {
 		return "-"

@@ -24,11 +24,12 @@ import (
 // are reproducible:
 //
 //	cluster op=store-write store=mem-100ms ms=<one object write, median of 5>
-//	cluster op=claim store=mem-100ms concurrency=<c> claims_per_sec=<X> p50_ms=<Y> errors=<E>
+//	cluster op=claim store=mem-100ms concurrency=<c> claims_per_sec=<X> p50_ms=<Y> errors=<E> map_writes=<W>
 //	cluster op=restart-storm repos=<n> store=mem-100ms seconds_until_all_served=<S> served=<k>
 //
 // op=claim runs c claimers of distinct repositories against the real
-// leader actor for a fixed time. op=restart-storm restarts a node whose
+// leader actor for a fixed time (-claim-for; 0 skips it); map_writes is
+// how many writes carried the claims. op=restart-storm restarts a node whose
 // repositories are all named by the map and opens every one of them again
 // at once through the path a request takes (Node.Session: route, claim
 // from the leader node, open), until all are served or the time limit.
@@ -90,6 +91,7 @@ func claimBench(ctx context.Context, w io.Writer, c int, d time.Duration) error 
 	}
 	defer n.Shutdown(context.Background())
 	svc := n.LeaderService()
+	st.ResetCounts()
 	var (
 		mu   sync.Mutex
 		lats []time.Duration
@@ -119,8 +121,8 @@ func claimBench(ctx context.Context, w io.Writer, c int, d time.Duration) error 
 	}
 	wg.Wait()
 	secs := time.Since(start).Seconds()
-	fmt.Fprintf(w, "cluster op=claim store=mem-100ms concurrency=%d claims_per_sec=%.0f p50_ms=%.1f errors=%d\n",
-		c, float64(len(lats))/secs, ms(medianDur(lats)), errs.Load())
+	fmt.Fprintf(w, "cluster op=claim store=mem-100ms concurrency=%d claims_per_sec=%.0f p50_ms=%.1f errors=%d map_writes=%d\n",
+		c, float64(len(lats))/secs, ms(medianDur(lats)), errs.Load(), st.Count(faultstore.OpPutIfAbsent))
 	return ctx.Err()
 }
 
