@@ -81,7 +81,10 @@ func (a *leaderActor) written(ctx actor.Context, m *batchWritten) {
 		ctx.Stop(ctx.Self())
 	}
 	a.reload()
-	a.carry(ctx, a.q.Done(false, m.took), fmt.Errorf("persist ownership map: %w", err))
+	step := a.q.Done(false, m.took)
+	a.node.log.Warn("ownership map write failed; failing the requests of its batch and those queued on it, map reloaded",
+		zap.Int("requests", len(step.Fail)), zap.Error(err))
+	a.carry(ctx, step, fmt.Errorf("persist ownership map: %w", err))
 }
 
 // carry answers, fails and starts writing as step says.
