@@ -15,6 +15,7 @@ require (
 	github.com/chromedp/chromedp v0.23.1
 	github.com/gliderlabs/ssh v0.3.8
 	github.com/go-git/go-git/v6 v6.0.0-beta.1
+	github.com/google/btree v1.1.3
 	github.com/google/go-containerregistry v0.20.2
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0

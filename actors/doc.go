@@ -45,7 +45,8 @@
 //	route.go       Route: serve, forward or claim
 //	failover.go    Moved, ConnectFailed and force-grants
 //	drain.go       Drain, and the leader's hand-over
-//	leader.go      the leader actor; prune.go its pruning pass
+//	leader.go      the leader actor; leaderbatch.go its group commit
+//	               (cluster.WriteQueue); prune.go its pruning pass
 //	maintainer.go  background roll-ups and scheduled passes;
 //	maintenance.go repack and gc through the actor; gc.go automatic gc
 //	access.go      collaborators and protected refs through the actor

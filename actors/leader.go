@@ -13,8 +13,13 @@ import (
 	"github.com/rgit/rgit/storage/refdb"
 )
 
-// leaderCommitTimeout bounds one persisted decision of the leader.
-const leaderCommitTimeout = 5 * time.Second
+// leaderCommitTimeout bounds one batch write of the leader;
+// leaderAnswerTimeout bounds a request to it, which may wait for the batch
+// in flight and then its own.
+const (
+	leaderCommitTimeout = 5 * time.Second
+	leaderAnswerTimeout = 2*leaderCommitTimeout + time.Second
+)
 
 // Messages to the leader actor: cluster.ClaimLease, cluster.RenewLeases,
 // cluster.ReleaseLease and cluster.ForceGrantLease (the same values other nodes send
@@ -28,20 +33,23 @@ type (
 		d                 cluster.Decision
 		renewed, declined []string
 		handed            []cluster.Decision // leaderHandOver
+		pruned            cluster.Pruned     // leaderPrune
 		err               error
 	}
 )
 
 // leaderActor is the single writer of the ownership map: it applies the
-// pure decisions of cluster.Map and persists each with one refdb Commit
-// before answering. A failed commit discards the in-memory map (it may
-// hold the unpersisted decision) and reloads it from the database; a
-// fenced database (another leader process opened it) stops the actor, and
-// every later request then fails as unreachable.
+// pure decisions of cluster.Map in arrival order and persists them in
+// batches (leaderbatch.go), answering each request once its batch is
+// durable. A failed write fails its batch and every decision queued after
+// it, and reloads the in-memory map (it holds those unpersisted decisions)
+// from the database; a fenced database (another leader process opened
+// it) stops the actor, and every later request then fails as unreachable.
 type leaderActor struct {
 	node *Node
 	db   *refdb.DB
 	m    *cluster.Map
+	q    cluster.WriteQueue[*leaderWrite]
 
 	// Placement: liveness heard by this actor, or cfg.Live when set.
 	steer    bool
@@ -103,16 +111,31 @@ func loadMap(v *refdb.View, t cluster.Timings) (*cluster.Map, error) {
 }
 
 func (a *leaderActor) Receive(ctx actor.Context) {
-	now := time.Now()
-	var r leaderReply
 	switch m := ctx.Message().(type) {
 	case *actor.Stopping:
-		cctx, cancel := context.WithTimeout(context.Background(), leaderCommitTimeout)
-		defer cancel()
-		if err := a.db.Close(cctx); err != nil && !errors.Is(err, refdb.ErrFenced) {
-			a.node.log.Warn("close ownership map", zap.Error(err))
-		}
+		a.stopping()
 		return
+	case *batchWritten:
+		a.written(ctx, m)
+		return
+	case *flushBatch:
+		a.carry(ctx, a.q.Flush(), nil)
+		return
+	}
+	w, ok := a.decide(ctx.Message(), time.Now())
+	if !ok {
+		return
+	}
+	w.to = ctx.Sender()
+	a.submit(ctx, w)
+}
+
+// decide applies the pure decision for a request to the in-memory map and
+// returns it with what must be persisted before it is answered.
+func (a *leaderActor) decide(msg any, now time.Time) (*leaderWrite, bool) {
+	w := &leaderWrite{}
+	r := &w.reply
+	switch m := msg.(type) {
 	case *cluster.ClaimLease:
 		a.liveness.Heard(m.Node, now)
 		var live cluster.LiveSet
@@ -121,91 +144,54 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 			live = a.live()
 		}
 		r.d, r.err = a.m.Claim(m.Repo, m.Node, now, live, opts)
-		if r.err == nil {
-			r.err = a.persist(ctx, r.d)
-		}
-		if r.err == nil && r.d.Outcome == cluster.Granted {
-			a.node.metrics.grants.Inc()
+		w.decided(r.d)
+		if r.d.Outcome == cluster.Granted {
+			w.metric, w.n = a.node.metrics.grants, 1
 		}
 	case *cluster.ReleaseLease:
 		a.liveness.Left(m.Node)
 		r.d, r.err = a.m.Release(m.Node, m.Repo, now)
-		if r.err == nil {
-			r.err = a.persist(ctx, r.d)
-		}
+		w.decided(r.d)
 	case *cluster.ForceGrantLease:
 		a.liveness.Heard(m.Requester, now)
 		r.d, r.err = a.m.ForceGrant(m.Repo, m.Requester, m.Dead, now)
 		if r.err == nil && r.d.Outcome == cluster.Granted {
 			a.liveness.Left(m.Dead)
+			w.metric, w.n = a.node.metrics.forceGrants, 1
 		}
-		if r.err == nil {
-			r.err = a.persist(ctx, r.d)
-		}
-		if r.err == nil && r.d.Outcome == cluster.Granted {
-			a.node.metrics.forceGrants.Inc()
-		}
+		w.decided(r.d)
 	case *leaderHandOver:
 		self := a.node.cl.cfg.Self
 		a.liveness.Left(self)
 		r.handed = a.m.HandOver(self, m.repos, a.live(), now)
-		repos := make([]string, len(r.handed))
-		for i, d := range r.handed {
-			repos[i] = d.Repo
-		}
-		if r.err = a.persistEntries(ctx, repos); r.err != nil {
-			r.handed = nil
+		for _, d := range r.handed {
+			w.decided(d)
 		}
 	case *cluster.RenewLeases:
 		a.liveness.Heard(m.Node, now)
 		r.renewed, r.declined = a.m.Renew(m.Node, m.Repos, now)
-		if r.err = a.persistEntries(ctx, r.renewed); r.err != nil {
-			r.renewed, r.declined = nil, nil
-		}
-		a.node.metrics.renewals.Add(float64(len(r.renewed)))
+		w.txn, w.err = a.entriesTxn(r.renewed)
+		w.metric, w.n = a.node.metrics.renewals, float64(len(r.renewed))
 	case *leaderPrune:
-		r = a.prune(ctx, m, now)
+		a.prune(w, m, now)
 	default:
-		return
+		return nil, false
 	}
-	ctx.Respond(&r)
+	return w, true
 }
 
-// persist writes d's entry if the decision changed it.
-func (a *leaderActor) persist(ctx actor.Context, d cluster.Decision) error {
-	if !d.Write {
-		return nil
-	}
-	op, err := entryOp(d.Repo, d.Entry)
-	if err == nil {
-		err = a.commit(ctx, refdb.Txn{op})
-	}
-	if err != nil {
-		a.reload()
-	}
-	return err
-}
-
-// persistEntries writes the map's entries of repos in one commit; a
-// failure reloads the map (it holds the unpersisted decisions).
-func (a *leaderActor) persistEntries(ctx actor.Context, repos []string) error {
+// entriesTxn sets the map's entries of repos.
+func (a *leaderActor) entriesTxn(repos []string) (refdb.Txn, error) {
 	txn := make(refdb.Txn, 0, len(repos))
-	var err error
 	for _, repo := range repos {
 		e, _ := a.m.Get(repo)
-		var op refdb.Op
-		if op, err = entryOp(repo, e); err != nil {
-			break
+		op, err := entryOp(repo, e)
+		if err != nil {
+			return nil, err
 		}
 		txn = append(txn, op)
 	}
-	if err == nil {
-		err = a.commit(ctx, txn)
-	}
-	if err != nil {
-		a.reload()
-	}
-	return err
+	return txn, nil
 }
 
 func entryOp(repo string, e cluster.Entry) (refdb.Op, error) {
@@ -218,23 +204,6 @@ func entryOp(repo string, e cluster.Entry) (refdb.Op, error) {
 		return refdb.Op{}, fmt.Errorf("entry of %s: %w", repo, err)
 	}
 	return refdb.Set(key, b), nil
-}
-
-func (a *leaderActor) commit(ctx actor.Context, txn refdb.Txn) error {
-	if len(txn) == 0 {
-		return nil
-	}
-	cctx, cancel := context.WithTimeout(context.Background(), leaderCommitTimeout)
-	defer cancel()
-	_, err := a.db.Commit(cctx, txn)
-	if errors.Is(err, refdb.ErrFenced) {
-		a.node.log.Error("ownership map fenced by another leader; stopping the leader actor")
-		ctx.Stop(ctx.Self())
-	}
-	if err != nil {
-		return fmt.Errorf("persist ownership map: %w", err)
-	}
-	return nil
 }
 
 // reload replaces the map with the database's committed state.
@@ -259,7 +228,7 @@ type localLeader struct {
 }
 
 func (l *localLeader) ask(ctx context.Context, msg any) (*leaderReply, error) {
-	v, err := l.n.request(ctx, l.pid, msg, leaderCommitTimeout+time.Second)
+	v, err := l.n.request(ctx, l.pid, msg, leaderAnswerTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLeaderUnreachable, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/cluster"
@@ -18,28 +17,23 @@ import (
 // gone lists lapsed repos found deleted. Answered with a *leaderReply.
 type leaderPrune struct{ gone []string }
 
-// prune applies the pure decision and persists the removals with the
-// raised epoch floor in one transaction, as cluster.Pruned.Write demands.
-func (a *leaderActor) prune(ctx actor.Context, m *leaderPrune, now time.Time) leaderReply {
+// prune applies the pure decision; its removals and the raised epoch
+// floor are persisted in one transaction, as cluster.Pruned.Write demands.
+func (a *leaderActor) prune(w *leaderWrite, m *leaderPrune, now time.Time) {
 	p := a.m.Prune(now, m.gone)
 	if !p.Write {
-		return leaderReply{}
+		return
 	}
-	txn := refdb.Txn{refdb.Set(cluster.FloorKey, cluster.EncodeFloor(p.Floor))}
+	w.reply.pruned = p
+	w.txn = refdb.Txn{refdb.Set(cluster.FloorKey, cluster.EncodeFloor(p.Floor))}
 	for _, r := range p.Repos {
 		key, err := cluster.Key(r)
 		if err != nil {
-			a.reload()
-			return leaderReply{err: err}
+			w.txn, w.err = nil, err
+			return
 		}
-		txn = append(txn, refdb.Remove(key))
+		w.txn = append(w.txn, refdb.Remove(key))
 	}
-	if err := a.commit(ctx, txn); err != nil {
-		a.reload()
-		return leaderReply{err: err}
-	}
-	a.node.log.Info("pruned ownership map", zap.Strings("repos", p.Repos), zap.Uint64("epoch_floor", p.Floor))
-	return leaderReply{}
 }
 
 // loadFloor reads the epoch floor of v into m.
@@ -101,9 +95,13 @@ func (n *Node) pruneOnce(c *clusterState, since, now time.Time) error {
 			gone = append(gone, r)
 		}
 	}
-	v, err := n.request(ctx, c.leaderPID, &leaderPrune{gone: gone}, leaderCommitTimeout+time.Second)
+	v, err := n.request(ctx, c.leaderPID, &leaderPrune{gone: gone}, leaderAnswerTimeout)
 	if err != nil {
 		return err
 	}
-	return v.(*leaderReply).err
+	r := v.(*leaderReply)
+	if r.err == nil && r.pruned.Write {
+		n.log.Info("pruned ownership map", zap.Strings("repos", r.pruned.Repos), zap.Uint64("epoch_floor", r.pruned.Floor))
+	}
+	return r.err
 }

@@ -288,6 +288,11 @@ func sortedKeys[V any](m map[repoKey]V) []repoKey {
 // enforceMaxWarm asks the repositories evictions picks to close. One with
 // sessions ignores the request and is asked again on the next spawn.
 func (s *supervisor) enforceMaxWarm(ctx actor.Context, fresh repoKey) {
+	if len(s.children) <= s.node.cfg.MaxWarm {
+		// Nothing to evict; without this check every spawn would copy the
+		// pool, quadratic in a restart storm of thousands of repositories.
+		return
+	}
 	pool := make([]warmChild, 0, len(s.children))
 	for k, c := range s.children {
 		pool = append(pool, warmChild{key: k, lastUsed: c.lastUsed})

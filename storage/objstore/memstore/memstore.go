@@ -1,7 +1,9 @@
 // Package memstore is an in-memory objstore.Store for tests and for
 // RGIT_STORE_URL=mem://. Nothing persists past the process.
 //
-// It imports the standard library, objstore and objstore/internal only.
+// It imports the standard library, objstore, objstore/internal and
+// google/btree (the sorted key index that makes List cost what it lists,
+// as an object store's does, rather than a scan of every key).
 package memstore
 
 import (
@@ -10,10 +12,11 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/btree"
 
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/internal/ctxio"
@@ -25,6 +28,7 @@ import (
 type Store struct {
 	mu   sync.RWMutex
 	objs map[string]object
+	keys *btree.BTreeG[string] // the keys of objs, sorted
 }
 
 type object struct {
@@ -36,7 +40,15 @@ var _ objstore.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{objs: make(map[string]object)}
+	return &Store{objs: make(map[string]object), keys: btree.NewOrderedG[string](32)}
+}
+
+// set stores o under key; s.mu must be held for writing.
+func (s *Store) set(key string, o object) {
+	if _, ok := s.objs[key]; !ok {
+		s.keys.ReplaceOrInsert(key)
+	}
+	s.objs[key] = o
 }
 
 func (s *Store) lookup(ctx context.Context, op, key string) (object, error) {
@@ -116,7 +128,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) er
 		return err
 	}
 	s.mu.Lock()
-	s.objs[key] = object{data: data, mod: time.Now()}
+	s.set(key, object{data: data, mod: time.Now()})
 	s.mu.Unlock()
 	return nil
 }
@@ -132,7 +144,7 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, r io.Reader, size i
 	if _, ok := s.objs[key]; ok {
 		return fmt.Errorf("put if absent %q: %w", key, objstore.ErrExists)
 	}
-	s.objs[key] = object{data: data, mod: time.Now()}
+	s.set(key, object{data: data, mod: time.Now()})
 	return nil
 }
 
@@ -146,6 +158,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	}
 	s.mu.Lock()
 	delete(s.objs, key)
+	s.keys.Delete(key)
 	s.mu.Unlock()
 	return nil
 }
@@ -156,13 +169,16 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string) iter.Seq2[o
 	return func(yield func(objstore.ObjectInfo, error) bool) {
 		s.mu.RLock()
 		var keys []string
-		for k := range s.objs {
-			if strings.HasPrefix(k, prefix) && k > startAfter {
+		s.keys.AscendGreaterOrEqual(max(prefix, startAfter), func(k string) bool {
+			if !strings.HasPrefix(k, prefix) {
+				return false
+			}
+			if k > startAfter {
 				keys = append(keys, k)
 			}
-		}
+			return true
+		})
 		s.mu.RUnlock()
-		slices.Sort(keys)
 		for _, k := range keys {
 			if err := ctx.Err(); err != nil {
 				yield(objstore.ObjectInfo{}, fmt.Errorf("list %q: %w", prefix, err))
@@ -189,7 +205,7 @@ func (s *Store) Copy(ctx context.Context, src, dst string) error {
 		return fmt.Errorf("copy %q to %q: %w", src, dst, err)
 	}
 	s.mu.Lock()
-	s.objs[dst] = object{data: o.data, mod: time.Now()}
+	s.set(dst, object{data: o.data, mod: time.Now()})
 	s.mu.Unlock()
 	return nil
 }
