@@ -18,6 +18,10 @@ func (n *Node) Drain(ctx context.Context) error {
 		return nil
 	}
 	n.cl.draining.Store(true)
+	// Background maintenance holds sessions that would keep repositories
+	// past their drain, and its commit would meet the next owner's fence:
+	// it stops first (a half-built pack is garbage for GC).
+	n.maint.shutdown()
 	v, err := n.request(ctx, n.sup, &drainAll{}, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)

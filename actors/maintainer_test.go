@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/pack"
@@ -356,5 +358,42 @@ func TestScheduledPassMaintains(t *testing.T) {
 	// fetches stay on the bitmap path.
 	if s.Snapshot.Bitmap(ctx) == nil {
 		t.Fatal("the repacked pack has no bitmap")
+	}
+}
+
+// TestDrainStopsMaintenance: a roll-up in progress when the node drains is
+// abandoned, so its session does not hold the repository past the drain
+// and its switch never meets the next owner's fence.
+func TestDrainStopsMaintenance(t *testing.T) {
+	d := testDeps(t, memstore.New())
+	n := startNode(t, Config{Deps: d, Cluster: &ClusterConfig{Self: "rgit-0"}})
+	p := newPusher(t, n, d, "alice", "drain")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 3 {
+		p.push()
+		if err := n.WaitMaintenance(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rolled := func() float64 { return testutil.ToFloat64(n.maint.m.runs.WithLabelValues("rolled_up")) }
+	before := rolled()
+	entered := make(chan struct{})
+	n.testBeforeRollUp = func(owner, name string) {
+		close(entered)
+		<-n.maint.ctx.Done() // held until the maintainer is stopped
+	}
+	p.push()
+	<-entered
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
+	if err := n.Drain(dctx); err != nil {
+		t.Fatalf("drain with a roll-up in progress: %v", err)
+	}
+	if err := n.WaitMaintenance(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := rolled(); after != before {
+		t.Fatalf("a roll-up was switched in during the drain (%v → %v)", before, after)
 	}
 }
