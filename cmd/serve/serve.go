@@ -88,6 +88,8 @@ type Server struct {
 	admission  *admission.Controller // nil: derived from the memory budget
 	stopProbe  context.CancelFunc
 	serveErr   chan error
+	// given replaces the store RGIT_STORE_URL names (WithStore).
+	given objstore.Store
 }
 
 // Option adjusts Start beyond the configuration (tests).
@@ -96,6 +98,11 @@ type Option func(*Server)
 // WithStoreProbeInterval sets how often /healthz's object store probe runs
 // (default 10 s).
 func WithStoreProbeInterval(d time.Duration) Option { return func(s *Server) { s.probeEvery = d } }
+
+// WithStore makes the node use st instead of opening RGIT_STORE_URL (still
+// under RGIT_STORE_TIMEOUT_SECS): benchmarks and tests run nodes in one
+// process against one shared or fault-injecting store.
+func WithStore(st objstore.Store) Option { return func(s *Server) { s.given = st } }
 
 // WithAdmission replaces the admission controller derived from the memory
 // budget (tests hold its budget to see refusals).
@@ -118,8 +125,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_FSCK_SKIP: %w", err)
 	}
-	s.store, err = storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{Timeout: cfg.StoreTimeout, Logger: log})
-	if err != nil {
+	if s.given != nil {
+		s.store = objstore.WithTimeout(s.given, cfg.StoreTimeout)
+	} else if s.store, err = storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{Timeout: cfg.StoreTimeout, Logger: log}); err != nil {
 		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
 	}
 	// Opening a store contacts nothing; a missing bucket or a wrong key
