@@ -89,7 +89,8 @@ type Server struct {
 	stopProbe  context.CancelFunc
 	serveErr   chan error
 	// given replaces the store RGIT_STORE_URL names (WithStore).
-	given objstore.Store
+	given      objstore.Store
+	clonePacks *clonecache.Cache // nil: RGIT_CLONE_CACHE_BYTES=0
 }
 
 // Option adjusts Start beyond the configuration (tests).
@@ -198,9 +199,13 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		eng.RefsWatch = s.apiCache
 	}
 	if cfg.ClonePackCache > 0 {
-		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache); err != nil {
+		// Shared through the store: a cold node streams a pack another
+		// node built instead of building it again.
+		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache, clonecache.WithStore(s.store)); err != nil {
 			return nil, fmt.Errorf("RGIT_CLONE_CACHE_BYTES: %w", err)
 		}
+		s.clonePacks = eng.ClonePacks
+		clonePackMetrics(reg, eng.ClonePacks)
 	}
 	pm, err := gitserve.NewPromMetrics(reg)
 	if err != nil {
@@ -448,6 +453,9 @@ func (s *Server) close() error {
 		defer cancel()
 		errs = append(errs, s.node.Shutdown(ctx))
 	}
+	if s.clonePacks != nil {
+		errs = append(errs, s.clonePacks.Close()) // waits for uploads
+	}
 	if s.cache != nil {
 		errs = append(errs, s.cache.Close())
 	}
@@ -670,4 +678,22 @@ func openAPICache(ctx context.Context, cfg *config.Config, log *zap.Logger) (*ap
 	}
 	c.CheckPolicy(ctx)
 	return c, nil
+}
+
+// clonePackMetrics exports where the clone packs this node served came
+// from: built here, its own disk, or the store (built by another node).
+func clonePackMetrics(reg prometheus.Registerer, c *clonecache.Cache) {
+	for source, n := range map[string]func(clonecache.Stats) int64{
+		"built":  func(s clonecache.Stats) int64 { return s.Misses },
+		"local":  func(s clonecache.Stats) int64 { return s.Hits },
+		"shared": func(s clonecache.Stats) int64 { return s.SharedHits },
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "rgit_clone_packs_total", Help: "Clone packs served, by where they came from (built, local disk, shared through the store).",
+			ConstLabels: prometheus.Labels{"source": source}},
+			func() float64 { return float64(n(c.Stats())) }))
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "rgit_clone_pack_uploads_total", Help: "Clone packs this node stored for other nodes."},
+		func() float64 { return float64(c.Stats().Uploads) }))
 }
