@@ -372,7 +372,7 @@ func TestStale(t *testing.T) {
 		want   []string
 	}{
 		{"only the new one", []objstore.ObjectInfo{info("a", 0)}, "a", nil},
-		{"old ones go", []objstore.ObjectInfo{info("old", time.Hour), info("new", 0), info("older", 2 * time.Hour)}, "new", []string{"old", "older"}},
+		{"old ones go", []objstore.ObjectInfo{info("old", time.Hour), info("new", 0), info("older", 2*time.Hour)}, "new", []string{"old", "older"}},
 		{"young ones stay (a node may read them)", []objstore.ObjectInfo{info("young", time.Minute), info("new", 0)}, "new", nil},
 		{"the stored one stays when a newer exists", []objstore.ObjectInfo{info("newer", 0), info("stored", time.Hour)}, "stored", nil},
 	} {
