@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-cold lint generate clean
 
 all: build
 
@@ -80,7 +80,7 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-cold
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -101,6 +101,10 @@ bench-maintenance: build
 
 bench-api: build
 	$(GO) run ./cmd/rgit-bench api
+
+## bench-cold: first clone from a node with an empty cache, store at 20 ms and 100 MB/s.
+bench-cold:
+	$(GO) run ./cmd/rgit-bench cold -fixtures medium,large
 
 lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

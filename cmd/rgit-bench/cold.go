@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/cmd/config"
+	"github.com/rgit/rgit/cmd/serve"
+	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/objstore/memstore"
+	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/testkit/faultstore"
+	"github.com/rgit/rgit/testkit/freeport"
+)
+
+// runCold measures cold nodes: a node whose pack cache is empty serves its
+// first clone, downloading from an object store with per-request latency
+// and limited bandwidth (an in-memory store behind testkit/faultstore; the
+// nodes run in this process, so the slow store needs no production knob):
+//
+//	bench op=cold-clone fixture=<f> store=mem-<lat>ms-<bw>MBps rgit_s=<X> git_s=<warm C git clone> ratio=<r>
+//	bench op=cold-clone-shared ...   (another node already stored the clone pack)
+//
+// rgit_s is `git clone --bare` against a node started for that run with an
+// empty cache (start-up not timed; the repository was pushed through
+// another node). For op=cold-clone the store holds no clone pack, so the
+// node downloads the packs and builds it; for op=cold-clone-shared it holds
+// the one an earlier node built. git_s is the same clone from `git
+// http-backend` on the fixture, warm (the page cache holds it).
+//
+// Bandwidth is per body by default (one S3 connection is limited so, and
+// parallel ranged reads add up); -link makes it one link all bodies share.
+func runCold(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("cold", flag.ExitOnError)
+	var c commonFlags
+	c.register(fs, "medium")
+	latency := fs.Duration("latency", 20*time.Millisecond, "object store latency per request")
+	bandwidth := fs.Int64("bandwidth", 100e6, "object store bandwidth, bytes per second")
+	link := fs.Bool("link", false, "one bandwidth budget shared by all reads (default: per read)")
+	fs.Parse(args)
+	fxs, err := c.build(ctx)
+	if err != nil {
+		return err
+	}
+	work, err := c.workDir("cold-work-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	gitRoot := filepath.Join(work, "git-root")
+	if err := os.MkdirAll(gitRoot, 0o755); err != nil {
+		return err
+	}
+	gs, err := startGitHTTP(gitRoot, work)
+	if err != nil {
+		return err
+	}
+	defer gs.Close()
+	storeName := fmt.Sprintf("mem-%dms-%dMBps", latency.Milliseconds(), *bandwidth/1e6)
+	if *link {
+		storeName += "-link"
+	}
+	for _, f := range fxs {
+		hf := &httpFixture{Fixture: f, work: work}
+		if hf.mainTip, err = f.Rev(ctx, "refs/heads/main"); err != nil {
+			return err
+		}
+		if err := os.Symlink(f.Dir, filepath.Join(gitRoot, f.Name+".git")); err != nil {
+			return err
+		}
+		res, err := hf.benchCold(ctx, gs.url(f.Name+".git"), c.runs, func(inner objstore.Store) *faultstore.Store {
+			slow := faultstore.New(inner, 1)
+			slow.AddRule(faultstore.Rule{Latency: *latency, Bandwidth: *bandwidth, SharedBandwidth: *link})
+			return slow
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			rg, g := median(r.rgit), median(r.git)
+			fmt.Printf("bench op=%s fixture=%s store=%s rgit_s=%.3f git_s=%.3f ratio=%.2f\n", r.op, f.Name, storeName, rg, g, rg/g)
+			fmt.Fprintf(os.Stderr, "  note op=%s fixture=%s rgit_runs=%s git_runs=%s store_gets=%s\n", r.op, f.Name, runs(r.rgit), runs(r.git), r.notes)
+		}
+	}
+	return nil
+}
+
+type coldResult struct {
+	op        string
+	rgit, git []sample
+	notes     string
+}
+
+// benchCold pushes the fixture through a seeding node, then times clones
+// from fresh nodes on the slowed store, and warm clones from C git
+// (interleaved with them, so both see the same load).
+func (hf *httpFixture) benchCold(ctx context.Context, gitURL string, runs int, slowed func(objstore.Store) *faultstore.Store) ([]coldResult, error) {
+	store := memstore.New()
+	seed, err := startInProcess(ctx, store, filepath.Join(hf.work, "cache-seed"))
+	if err != nil {
+		return nil, err
+	}
+	token, err := seed.admin(ctx, "add-token", benchOwner)
+	if err == nil {
+		_, err = seed.admin(ctx, "create-repo", benchOwner+"/"+hf.Name)
+	}
+	if err == nil {
+		_, err = timeGit(ctx, hf.Dir, "push", "-q", "--mirror", seed.url(token, hf.Name))
+	}
+	if serr := seed.shutdown(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("seed the store: %w", err)
+	}
+	// One untimed clone warms C git's side (page cache, pack bitmaps).
+	if _, err := hf.cloneOnce(ctx, gitURL); err != nil {
+		return nil, fmt.Errorf("git side: %w", err)
+	}
+	slow := slowed(store)
+	var out []coldResult
+	for _, op := range []string{"cold-clone", "cold-clone-shared"} {
+		r := coldResult{op: op}
+		var gets []string
+		for run := range runs {
+			if op == "cold-clone" {
+				// Nothing another node built: this node builds the pack.
+				if err := deletePrefix(ctx, store, repo.ClonePackPrefix(benchOwner, hf.Name)); err != nil {
+					return nil, err
+				}
+			}
+			node, err := startInProcess(ctx, slow, filepath.Join(hf.work, fmt.Sprintf("cache-%s-%d", op, run)))
+			if err != nil {
+				return nil, err
+			}
+			slow.ResetCounts()
+			s, err := hf.cloneOnce(ctx, node.url(token, hf.Name))
+			gets = append(gets, fmt.Sprintf("%d+%d", slow.Count(faultstore.OpGet), slow.Count(faultstore.OpGetRange)))
+			// Shutdown waits for the clone pack's upload (cold-clone).
+			if serr := node.shutdown(); err == nil {
+				err = serr
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", op, err)
+			}
+			r.rgit = append(r.rgit, s)
+			g, err := hf.cloneOnce(ctx, gitURL)
+			if err != nil {
+				return nil, fmt.Errorf("git side: %w", err)
+			}
+			r.git = append(r.git, g)
+		}
+		r.notes = fmt.Sprint(gets)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// cloneOnce times one bare clone and checks it.
+func (hf *httpFixture) cloneOnce(ctx context.Context, url string) (sample, error) {
+	dst := filepath.Join(hf.work, "clone")
+	defer os.RemoveAll(dst)
+	s, err := timeGit(ctx, hf.work, "clone", "-q", "--bare", url, dst)
+	if err != nil {
+		return s, err
+	}
+	return s, hf.checkMain(ctx, dst)
+}
+
+func deletePrefix(ctx context.Context, st objstore.Store, prefix string) error {
+	var keys []string
+	for info, err := range st.List(ctx, prefix, "") {
+		if err != nil {
+			return err
+		}
+		keys = append(keys, info.Key)
+	}
+	for _, k := range keys {
+		if err := st.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inProcessNode is a node run by serve.Start in this process on a given
+// store; it answers admin calls like a child rgitServer.
+type inProcessNode struct {
+	*rgitServer
+	srv *serve.Server
+}
+
+func startInProcess(ctx context.Context, st objstore.Store, cacheDir string) (*inProcessNode, error) {
+	var last error
+	for range 3 { // the probed peer ports may be taken meanwhile
+		peer, err := freeport.Run(2)
+		if err != nil {
+			return nil, err
+		}
+		env := map[string]string{
+			"RGIT_STORE_URL":  "mem://",
+			"RGIT_CACHE_DIR":  cacheDir,
+			"RGIT_HOST_KEY":   filepath.Join(filepath.Dir(cacheDir), "host_key"),
+			"RGIT_HTTP_ADDR":  "127.0.0.1:0",
+			"RGIT_SSH_ADDR":   "127.0.0.1:0",
+			"RGIT_PEER_ADDR":  "127.0.0.1:" + strconv.Itoa(peer),
+			"RGIT_LOG_LEVEL":  "warn",
+			"RGIT_DRAIN_SECS": "10",
+		}
+		cfg, err := config.Parse(func(k string) string { return env[k] })
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+			return nil, err
+		}
+		srv, err := serve.Start(ctx, cfg, zap.NewNop(), serve.WithStore(st))
+		if err != nil {
+			last = err
+			continue
+		}
+		return &inProcessNode{rgitServer: &rgitServer{httpAddr: srv.HTTPAddr, adminAddr: srv.AdminAddr, secret: srv.PeerSecret}, srv: srv}, nil
+	}
+	return nil, fmt.Errorf("start an in-process node: %w", last)
+}
+
+func (n *inProcessNode) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return n.srv.Shutdown(ctx)
+}
