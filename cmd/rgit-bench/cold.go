@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -32,7 +33,7 @@ import (
 // empty cache (start-up not timed; the repository was pushed through
 // another node). For op=cold-clone the store holds no clone pack, so the
 // node downloads the packs and builds it; for op=cold-clone-shared it holds
-// the one an earlier node built. git_s is the same clone from `git
+// the one an earlier node built. The two take turns within each run. git_s is the same clone from `git
 // http-backend` on the fixture, warm (the page cache holds it).
 //
 // Bandwidth is per body by default (one S3 connection is limited so, and
@@ -120,47 +121,63 @@ func (hf *httpFixture) benchCold(ctx context.Context, gitURL string, runs int, s
 	if err != nil {
 		return nil, fmt.Errorf("seed the store: %w", err)
 	}
-	// One untimed clone warms C git's side (page cache, pack bitmaps).
+	// One untimed clone warms C git's side (page cache, pack bitmaps),
+	// one from a cold node stores the clone pack for op=cold-clone-shared.
 	if _, err := hf.cloneOnce(ctx, gitURL); err != nil {
 		return nil, fmt.Errorf("git side: %w", err)
 	}
 	slow := slowed(store)
-	var out []coldResult
-	for _, op := range []string{"cold-clone", "cold-clone-shared"} {
-		r := coldResult{op: op}
-		var gets []string
-		for run := range runs {
-			if op == "cold-clone" {
-				// Nothing another node built: this node builds the pack.
+	if _, _, err := hf.coldClone(ctx, slow, token, "warm-up"); err != nil {
+		return nil, err
+	}
+	// The operations take turns within each run, each followed by C git's
+	// clone, so that all three see the same load.
+	out := []coldResult{{op: "cold-clone-shared"}, {op: "cold-clone"}}
+	var notes [2][]string
+	for run := range runs {
+		for i := range out {
+			r := &out[i]
+			if r.op == "cold-clone" {
+				// Nothing another node built: this node builds the pack
+				// (and stores it again for the next run's shared clone).
 				if err := deletePrefix(ctx, store, repo.ClonePackPrefix(benchOwner, hf.Name)); err != nil {
 					return nil, err
 				}
 			}
-			node, err := startInProcess(ctx, slow, filepath.Join(hf.work, fmt.Sprintf("cache-%s-%d", op, run)))
+			s, gets, err := hf.coldClone(ctx, slow, token, fmt.Sprintf("%s-%d", r.op, run))
 			if err != nil {
-				return nil, err
-			}
-			slow.ResetCounts()
-			s, err := hf.cloneOnce(ctx, node.url(token, hf.Name))
-			gets = append(gets, fmt.Sprintf("%d+%d", slow.Count(faultstore.OpGet), slow.Count(faultstore.OpGetRange)))
-			// Shutdown waits for the clone pack's upload (cold-clone).
-			if serr := node.shutdown(); err == nil {
-				err = serr
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", op, err)
+				return nil, fmt.Errorf("%s: %w", r.op, err)
 			}
 			r.rgit = append(r.rgit, s)
+			notes[i] = append(notes[i], gets)
 			g, err := hf.cloneOnce(ctx, gitURL)
 			if err != nil {
 				return nil, fmt.Errorf("git side: %w", err)
 			}
 			r.git = append(r.git, g)
 		}
-		r.notes = fmt.Sprint(gets)
-		out = append(out, r)
+	}
+	for i := range out {
+		out[i].notes = strings.Join(notes[i], ",")
 	}
 	return out, nil
+}
+
+// coldClone starts a node with an empty cache on the slow store, times
+// one clone from it, and stops it (which waits for the upload of a clone
+// pack it built). gets is the store reads the clone took: Gets+GetRanges.
+func (hf *httpFixture) coldClone(ctx context.Context, slow *faultstore.Store, token, name string) (s sample, gets string, err error) {
+	node, err := startInProcess(ctx, slow, filepath.Join(hf.work, "cache-"+name))
+	if err != nil {
+		return s, "", err
+	}
+	slow.ResetCounts()
+	s, err = hf.cloneOnce(ctx, node.url(token, hf.Name))
+	gets = fmt.Sprintf("%d+%d", slow.Count(faultstore.OpGet), slow.Count(faultstore.OpGetRange))
+	if serr := node.shutdown(); err == nil {
+		err = serr
+	}
+	return s, gets, err
 }
 
 // cloneOnce times one bare clone and checks it.

@@ -602,7 +602,7 @@ type body struct {
 }
 
 // bodyChunk bounds one read, so that a limit paces a body smoothly.
-const bodyChunk = 64 << 10
+const bodyChunk = 256 << 10
 
 func (b *body) Read(p []byte) (int, error) {
 	if len(p) > bodyChunk {
@@ -634,7 +634,7 @@ type limiter struct {
 	next time.Time // when the bytes granted so far have been paid for
 }
 
-const limiterBurst = 10 * time.Millisecond
+const limiterBurst = 50 * time.Millisecond
 
 func newLimiter(bytesPerSec int64) *limiter { return &limiter{rate: float64(bytesPerSec)} }
 
