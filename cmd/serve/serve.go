@@ -201,7 +201,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if cfg.ClonePackCache > 0 {
 		// Shared through the store: a cold node streams a pack another
 		// node built instead of building it again.
-		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache, clonecache.WithStore(s.store)); err != nil {
+		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache, clonecache.WithStore(s.store, log)); err != nil {
 			return nil, fmt.Errorf("RGIT_CLONE_CACHE_BYTES: %w", err)
 		}
 		s.clonePacks = eng.ClonePacks

@@ -18,7 +18,7 @@
 // store: a node that builds a pack uploads it after its client has it, and
 // a node whose disk lacks a pack (a cold node, a new owner) looks there
 // before building it, streaming it to its client while it arrives. The
-// package imports storage/objstore and the standard library.
+// package imports storage/objstore, zap and the standard library.
 package clonecache
 
 import (
@@ -36,6 +36,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/objstore"
 )
@@ -59,6 +61,7 @@ type Cache struct {
 	stats   Stats
 
 	store   objstore.Store // nil: packs stay on this node
+	log     *zap.Logger
 	uploads sync.WaitGroup
 }
 
@@ -66,8 +69,11 @@ type Cache struct {
 type Option func(*Cache)
 
 // WithStore shares packs through st (see the package doc): ServeShared
-// looks there before building, and uploads what it built.
-func WithStore(st objstore.Store) Option { return func(c *Cache) { c.store = st } }
+// looks there before building, and uploads what it built. Failures to read
+// or store a shared pack only cost a build; they are logged to log.
+func WithStore(st objstore.Store, log *zap.Logger) Option {
+	return func(c *Cache) { c.store, c.log = st, log }
+}
 
 type entry struct {
 	key  string
@@ -373,6 +379,9 @@ func (c *Cache) openShared(ctx context.Context, place, key string) io.ReadCloser
 	}
 	rc, _, err := objstore.GetParallel(ctx, c.store, place+key+fileSuffix, sharedOptions)
 	if err != nil {
+		if !errors.Is(err, objstore.ErrNotFound) && ctx.Err() == nil {
+			c.log.Warn("clone cache: cannot read a shared clone pack, building it", zap.String("key", place+key+fileSuffix), zap.Error(err))
+		}
 		return nil
 	}
 	return rc
@@ -398,6 +407,7 @@ func (c *Cache) upload(f *os.File, storeKey string, size int64, place string) {
 			err = c.prune(ctx, place, storeKey)
 		}
 		if err != nil {
+			c.log.Warn("clone cache: cannot share a clone pack through the store", zap.String("key", storeKey), zap.Error(err))
 			c.count(&c.stats.UploadErrors)
 			return
 		}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 )
@@ -302,7 +304,7 @@ func runtimeYield() { runtime.Gosched() }
 func TestColdNodeReusesSharedPack(t *testing.T) {
 	store := memstore.New()
 	newShared := func() *Cache {
-		c, err := New(t.TempDir(), 1<<20, WithStore(store))
+		c, err := New(t.TempDir(), 1<<20, WithStore(store, zap.NewNop()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,7 +346,7 @@ func TestColdNodeReusesSharedPack(t *testing.T) {
 }
 
 func TestSharedPackMissingIsBuilt(t *testing.T) {
-	c, err := New(t.TempDir(), 1<<20, WithStore(memstore.New()))
+	c, err := New(t.TempDir(), 1<<20, WithStore(memstore.New(), zap.NewNop()))
 	if err != nil {
 		t.Fatal(err)
 	}
