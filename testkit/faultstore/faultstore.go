@@ -625,8 +625,9 @@ func (b *body) Read(p []byte) (int, error) {
 }
 
 // limiter paces bytes to a rate. Time owed accumulates, so oversleeping
-// one wait is made up by the next; at most limiterBurst of unused time is
-// carried over, so an idle limiter does not allow a long burst.
+// one wait (a loaded host wakes late) is made up by the next; at most
+// limiterBurst of unused time is carried over, so an idle link does not
+// allow a long burst, and a new limiter starts with none.
 type limiter struct {
 	rate float64 // bytes per second
 
@@ -644,7 +645,9 @@ func (l *limiter) wait(ctx context.Context, n int) error {
 	}
 	l.mu.Lock()
 	now := time.Now()
-	if floor := now.Add(-limiterBurst); l.next.Before(floor) {
+	if l.next.IsZero() {
+		l.next = now // a new limiter has no credit: its first bytes are paced too
+	} else if floor := now.Add(-limiterBurst); l.next.Before(floor) {
 		l.next = floor
 	}
 	l.next = l.next.Add(time.Duration(float64(n) / l.rate * float64(time.Second)))

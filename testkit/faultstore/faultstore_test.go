@@ -354,10 +354,9 @@ func TestBandwidthPerBodyAndShared(t *testing.T) {
 					})
 				}
 				wg.Wait()
-				// The limiter lends at most its burst ahead of time (and
-				// rounds to nanoseconds per read).
-				slack := limiterBurst + time.Millisecond
-				if got := time.Since(start); got < tc.want-slack || got > tc.want+slack {
+				// Paced from the first byte (a new limiter has no credit),
+				// rounded to nanoseconds per read.
+				if got := time.Since(start); got < tc.want-time.Millisecond || got > tc.want+time.Millisecond {
 					t.Fatalf("two 1 MiB bodies at 1 MiB/s took %v, want %v", got, tc.want)
 				}
 			})
