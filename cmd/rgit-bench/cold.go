@@ -16,6 +16,7 @@ import (
 	"github.com/rgit/rgit/cmd/serve"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
+	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/testkit/freeport"
@@ -35,6 +36,13 @@ import (
 // node downloads the packs and builds it; for op=cold-clone-shared it holds
 // the one an earlier node built. The two take turns within each run. git_s is the same clone from `git
 // http-backend` on the fixture, warm (the page cache holds it).
+//
+//	cold op=pack-download fixture=<f> store=… parallel_s=<X> single_s=<Y> ratio=<X/Y>
+//
+// The last line times the download alone (the repository's packs into an
+// empty pack cache): parallel ranged reads against one Get per object, so
+// the part of a cold clone that this bench's store shapes is visible
+// without the client's index-pack, which dominates both clone times.
 //
 // Bandwidth is per body by default (one S3 connection is limited so, and
 // parallel ranged reads add up); -link makes it one link all bodies share.
@@ -88,6 +96,10 @@ func runCold(ctx context.Context, args []string) error {
 			rg, g := median(r.rgit), median(r.git)
 			fmt.Printf("bench op=%s fixture=%s store=%s rgit_s=%.3f git_s=%.3f ratio=%.2f\n", r.op, f.Name, storeName, rg, g, rg/g)
 			fmt.Fprintf(os.Stderr, "  note op=%s fixture=%s rgit_runs=%s git_runs=%s store_gets=%s\n", r.op, f.Name, runs(r.rgit), runs(r.git), r.notes)
+			if r.op == "cold-clone" {
+				par, single := median(r.dlParallel), median(r.dlSingle)
+				fmt.Printf("cold op=pack-download fixture=%s store=%s parallel_s=%.3f single_s=%.3f ratio=%.2f\n", f.Name, storeName, par, single, par/single)
+			}
 		}
 	}
 	return nil
@@ -97,6 +109,9 @@ type coldResult struct {
 	op        string
 	rgit, git []sample
 	notes     string
+	// The download alone, into an empty pack cache: parallel ranged reads
+	// against one Get per object (as before them).
+	dlParallel, dlSingle []sample
 }
 
 // benchCold pushes the fixture through a seeding node, then times clones
@@ -150,6 +165,19 @@ func (hf *httpFixture) benchCold(ctx context.Context, gitURL string, runs int, s
 			}
 			r.rgit = append(r.rgit, s)
 			notes[i] = append(notes[i], gets)
+			if r.op == "cold-clone" {
+				for _, single := range []bool{false, true} {
+					d, err := hf.download(ctx, store, slow, single, fmt.Sprintf("dl-%d-%v", run, single))
+					if err != nil {
+						return nil, err
+					}
+					if single {
+						r.dlSingle = append(r.dlSingle, d)
+					} else {
+						r.dlParallel = append(r.dlParallel, d)
+					}
+				}
+			}
 			g, err := hf.cloneOnce(ctx, gitURL)
 			if err != nil {
 				return nil, fmt.Errorf("git side: %w", err)
@@ -178,6 +206,43 @@ func (hf *httpFixture) coldClone(ctx context.Context, slow *faultstore.Store, to
 		err = serr
 	}
 	return s, gets, err
+}
+
+// download times fetching the repository's packs into an empty pack
+// cache on the slow store: in parallel ranges, or (single) one Get per
+// object. The packs are listed on the unslowed store.
+func (hf *httpFixture) download(ctx context.Context, store objstore.Store, slow *faultstore.Store, single bool, name string) (sample, error) {
+	dir := filepath.Join(hf.work, "cache-"+name)
+	defer os.RemoveAll(dir)
+	opt := objstore.ParallelOptions{}
+	if single {
+		opt.Chunk = 1 << 40 // every object fits one chunk: one Get
+	}
+	c, err := packcache.Open(dir, slow, nil, packcache.WithParallel(opt))
+	if err != nil {
+		return sample{}, err
+	}
+	defer c.Close()
+	prefix := "objects/" + benchOwner + "/" + hf.Name + "/pack/"
+	var packs []string
+	for info, err := range store.List(ctx, prefix, "") {
+		if err != nil {
+			return sample{}, err
+		}
+		if n, ok := strings.CutSuffix(strings.TrimPrefix(info.Key, prefix), ".pack"); ok {
+			packs = append(packs, n)
+		}
+	}
+	start := time.Now()
+	for _, n := range packs {
+		pk, ik := repo.PackKeys(benchOwner, hf.Name, n)
+		_, release, err := c.Get(ctx, pk, ik, n)
+		if err != nil {
+			return sample{}, err
+		}
+		release()
+	}
+	return sample{secs: time.Since(start).Seconds()}, nil
 }
 
 // cloneOnce times one bare clone and checks it.
