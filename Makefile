@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open lint generate clean
 
 all: build
 
@@ -80,7 +80,7 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -108,10 +108,14 @@ LOAD_ARGS ?=
 bench-load: build
 	$(GO) run ./cmd/rgit-bench load $(LOAD_ARGS)
 
-## bench-cold: 1,000 then 10,000 repositories on one node (RGIT_MAX_WARM=64),
-## read at random over a store with 20 ms latency.
+## bench-cold: first clone from a node with an empty cache, store at 20 ms and 100 MB/s.
 bench-cold:
-	$(GO) run ./cmd/rgit-bench cold
+	$(GO) run ./cmd/rgit-bench cold -fixtures medium,large
+
+## bench-cold-open: 1,000 then 10,000 repositories on one node (RGIT_MAX_WARM=64),
+## read at random over a store with 20 ms latency.
+bench-cold-open:
+	$(GO) run ./cmd/rgit-bench cold-open
 
 lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -1,89 +1,60 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"compress/zlib"
 	"context"
-	"crypto/sha1"
-	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/cmd/config"
 	"github.com/rgit/rgit/cmd/serve"
-	"github.com/rgit/rgit/storage/auth"
-	"github.com/rgit/rgit/storage/object"
-	"github.com/rgit/rgit/storage/objstore/filestore"
-	"github.com/rgit/rgit/storage/objstore/storeurl"
-	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/testkit/freeport"
 )
 
-// The cold-open benchmark: many repositories on one node, more than
-// RGIT_MAX_WARM, read uniformly at random, so nearly every request opens
-// a repository that is not warm, against a store with a fixed latency per
-// call. Line per repository count:
+// runCold measures cold nodes: a node whose pack cache is empty serves its
+// first clone, downloading from an object store with per-request latency
+// and limited bandwidth (an in-memory store behind testkit/faultstore; the
+// nodes run in this process, so the slow store needs no production knob):
 //
-//	load op=cold-open repos=<N> ops_per_sec=<X> p99_ms=<Y> rss_mb=<M>
+//	bench op=cold-clone fixture=<f> store=mem-<lat>ms-<bw>MBps rgit_s=<X> git_s=<warm C git clone> ratio=<r>
+//	bench op=cold-clone-shared ...   (another node already stored the clone pack)
 //
-// and a note with the median and the store calls per request by kind.
-// Every repository holds one commit in a pack of its own; the node's pack
-// cache directory already has every pack (a node that has served them
-// before), so what is measured is the repository open, not a download.
-// The node runs in a child process (cold-serve: rgit's serve package in
-// process, its store a file store behind a fault store adding the
-// latency), so rss_mb is the node's alone; the file store's data sits in
-// the page cache, as an object store's would sit elsewhere.
-
-type coldFlags struct {
-	commonFlags
-	repos    string
-	latency  time.Duration
-	maxWarm  int
-	clients  int
-	duration time.Duration
-	serial   int
-}
-
+// rgit_s is `git clone --bare` against a node started for that run with an
+// empty cache (start-up not timed; the repository was pushed through
+// another node). For op=cold-clone the store holds no clone pack, so the
+// node downloads the packs and builds it; for op=cold-clone-shared it holds
+// the one an earlier node built. The two take turns within each run. git_s is the same clone from `git
+// http-backend` on the fixture, warm (the page cache holds it).
+//
+//	cold op=pack-download fixture=<f> store=… parallel_s=<X> single_s=<Y> ratio=<X/Y>
+//
+// The last line times the download alone (the repository's packs into an
+// empty pack cache): parallel ranged reads against one Get per object, so
+// the part of a cold clone that this bench's store shapes is visible
+// without the client's index-pack, which dominates both clone times.
+//
+// Bandwidth is per body by default (one S3 connection is limited so, and
+// parallel ranged reads add up); -link makes it one link all bodies share.
 func runCold(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cold", flag.ExitOnError)
-	var c coldFlags
-	c.register(fs, "small")
-	fs.StringVar(&c.repos, "repos", "1000,10000", "comma-separated repository counts, ascending (one run each)")
-	fs.DurationVar(&c.latency, "latency", 20*time.Millisecond, "latency of every store call")
-	fs.IntVar(&c.maxWarm, "max-warm", 64, "RGIT_MAX_WARM of the node")
-	fs.IntVar(&c.clients, "clients", 16, "concurrent clients")
-	fs.DurationVar(&c.duration, "duration", 20*time.Second, "how long each count is loaded")
-	fs.IntVar(&c.serial, "serial", 100, "requests made one at a time first (the open's own latency, without queueing)")
+	var c commonFlags
+	c.register(fs, "medium")
+	latency := fs.Duration("latency", 20*time.Millisecond, "object store latency per request")
+	bandwidth := fs.Int64("bandwidth", 100e6, "object store bandwidth, bytes per second")
+	link := fs.Bool("link", false, "one bandwidth budget shared by all reads (default: per read)")
 	fs.Parse(args)
-	var counts []int
-	for _, s := range strings.Split(c.repos, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 || len(counts) > 0 && n < counts[len(counts)-1] {
-			return fmt.Errorf("-repos: want ascending positive counts, got %q", c.repos)
-		}
-		counts = append(counts, n)
-	}
-	self, err := os.Executable()
+	fxs, err := c.build(ctx)
 	if err != nil {
 		return err
 	}
@@ -92,339 +63,258 @@ func runCold(ctx context.Context, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	storeDir, cacheDir := filepath.Join(work, "store"), filepath.Join(work, "cache")
-	store, err := filestore.New(storeDir)
+	gitRoot := filepath.Join(work, "git-root")
+	if err := os.MkdirAll(gitRoot, 0o755); err != nil {
+		return err
+	}
+	gs, err := startGitHTTP(gitRoot, work)
 	if err != nil {
 		return err
 	}
-	token, err := auth.NewStore(store).CreateToken(ctx, benchOwner)
-	if err != nil {
-		return err
+	defer gs.Close()
+	storeName := fmt.Sprintf("mem-%dms-%dMBps", latency.Milliseconds(), *bandwidth/1e6)
+	if *link {
+		storeName += "-link"
 	}
-	made := 0
-	for _, n := range counts {
-		// Each count adds repositories to those of the last.
-		t0 := time.Now()
-		if err := makeColdRepos(ctx, store, cacheDir, made, n); err != nil {
+	for _, f := range fxs {
+		hf := &httpFixture{Fixture: f, work: work}
+		if hf.mainTip, err = f.Rev(ctx, "refs/heads/main"); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "cold: %d repositories made in %.1fs\n", n-made, time.Since(t0).Seconds())
-		made = n
-		if err := c.runCount(ctx, self, storeDir, cacheDir, token, n); err != nil {
+		if err := os.Symlink(f.Dir, filepath.Join(gitRoot, f.Name+".git")); err != nil {
 			return err
+		}
+		res, err := hf.benchCold(ctx, gs.url(f.Name+".git"), c.runs, func(inner objstore.Store) *faultstore.Store {
+			slow := faultstore.New(inner, 1)
+			slow.AddRule(faultstore.Rule{Latency: *latency, Bandwidth: *bandwidth, SharedBandwidth: *link})
+			return slow
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			rg, g := median(r.rgit), median(r.git)
+			fmt.Printf("bench op=%s fixture=%s store=%s rgit_s=%.3f git_s=%.3f ratio=%.2f\n", r.op, f.Name, storeName, rg, g, rg/g)
+			fmt.Fprintf(os.Stderr, "  note op=%s fixture=%s rgit_runs=%s git_runs=%s store_gets=%s\n", r.op, f.Name, runs(r.rgit), runs(r.git), r.notes)
+			if r.op == "cold-clone" {
+				par, single := median(r.dlParallel), median(r.dlSingle)
+				fmt.Printf("cold op=pack-download fixture=%s store=%s parallel_s=%.3f single_s=%.3f ratio=%.2f\n", f.Name, storeName, par, single, par/single)
+			}
 		}
 	}
 	return nil
 }
 
-func coldName(i int) string { return fmt.Sprintf("cold-%05d", i) }
-
-// makeColdRepos creates repositories [from, to), each with one commit of
-// its own in one pack, and puts every pack into the pack cache at
-// cacheDir.
-func makeColdRepos(ctx context.Context, store *filestore.Store, cacheDir string, from, to int) error {
-	d := repo.Deps{Store: store, Log: zap.NewNop()}
-	cache, err := packcache.Open(cacheDir, store, zap.NewNop())
-	if err != nil {
-		return err
-	}
-	defer cache.Close()
-	tmp, err := os.MkdirTemp(cacheDir, "make-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	var next atomic.Int64
-	next.Store(int64(from))
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= to || ctx.Err() != nil {
-					return
-				}
-				if err := makeColdRepo(ctx, d, cache, tmp, i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return errors.Join(<-errs, ctx.Err())
+type coldResult struct {
+	op        string
+	rgit, git []sample
+	notes     string
+	// The download alone, into an empty pack cache: parallel ranged reads
+	// against one Get per object (as before them).
+	dlParallel, dlSingle []sample
 }
 
-func makeColdRepo(ctx context.Context, d repo.Deps, cache *packcache.Cache, tmp string, i int) error {
-	name := coldName(i)
-	if err := repo.Create(ctx, d, benchOwner, name); err != nil {
-		return err
-	}
-	packBytes, commit := oneCommitPack(fmt.Sprintf("repository %d\n", i))
-	ix, err := pack.IndexPack(ctx, bytes.NewReader(packBytes), tmp, pack.IndexOptions{})
+// benchCold pushes the fixture through a seeding node, then times clones
+// from fresh nodes on the slowed store, and warm clones from C git
+// (interleaved with them, so both see the same load).
+func (hf *httpFixture) benchCold(ctx context.Context, gitURL string, runs int, slowed func(objstore.Store) *faultstore.Store) ([]coldResult, error) {
+	store := memstore.New()
+	seed, err := startInProcess(ctx, store, filepath.Join(hf.work, "cache-seed"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer os.Remove(ix.PackPath)
-	defer os.Remove(ix.IdxPath)
-	info, err := repo.StagePack(ctx, d, benchOwner, name, ix)
-	if err != nil {
-		return err
-	}
-	r, err := repo.Open(ctx, d, benchOwner, name)
-	if err != nil {
-		return err
-	}
-	defer r.Close(ctx)
-	res, err := r.UpdateRefs(ctx, &info, []repo.RefUpdate{{Name: "refs/heads/main", New: commit}}, true)
+	token, err := seed.admin(ctx, "add-token", benchOwner)
 	if err == nil {
-		err = errors.Join(res...)
+		_, err = seed.admin(ctx, "create-repo", benchOwner+"/"+hf.Name)
+	}
+	if err == nil {
+		_, err = timeGit(ctx, hf.Dir, "push", "-q", "--mirror", seed.url(token, hf.Name))
+	}
+	if serr := seed.shutdown(); err == nil {
+		err = serr
 	}
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("seed the store: %w", err)
 	}
-	pk, ik := repo.PackKeys(benchOwner, name, info.Name)
-	_, release, err := cache.Get(ctx, pk, ik, info.Name)
-	if err != nil {
-		return err
+	// One untimed clone warms C git's side (page cache, pack bitmaps),
+	// one from a cold node stores the clone pack for op=cold-clone-shared.
+	if _, err := hf.cloneOnce(ctx, gitURL); err != nil {
+		return nil, fmt.Errorf("git side: %w", err)
 	}
-	release()
-	return nil
-}
-
-// oneCommitPack is a pack of the empty tree and one commit with message
-// msg (distinct messages, distinct packs), and the commit's id.
-func oneCommitPack(msg string) ([]byte, object.ID) {
-	const emptyTree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-	commit := []byte("tree " + emptyTree + "\nauthor Bench <bench@example.com> 1700000000 +0000\n" +
-		"committer Bench <bench@example.com> 1700000000 +0000\n\n" + msg)
-	var b bytes.Buffer
-	b.WriteString("PACK")
-	binary.Write(&b, binary.BigEndian, uint32(2))
-	binary.Write(&b, binary.BigEndian, uint32(2))
-	for _, o := range []struct {
-		t    object.Type
-		data []byte
-	}{{object.Tree, nil}, {object.Commit, commit}} {
-		// Entry header: type and size, 4 bits then 7 per byte.
-		size := len(o.data)
-		c := byte(o.t)<<4 | byte(size&15)
-		size >>= 4
-		for size > 0 {
-			b.WriteByte(c | 0x80)
-			c = byte(size & 127)
-			size >>= 7
-		}
-		b.WriteByte(c)
-		zw := zlib.NewWriter(&b)
-		zw.Write(o.data)
-		zw.Close()
+	slow := slowed(store)
+	if _, _, err := hf.coldClone(ctx, slow, token, "warm-up"); err != nil {
+		return nil, err
 	}
-	sum := sha1.Sum(b.Bytes())
-	b.Write(sum[:])
-	return b.Bytes(), object.Hash(object.Commit, commit)
-}
-
-// runCount loads a node serving n repositories and prints its line.
-func (c *coldFlags) runCount(ctx context.Context, self, storeDir, cacheDir, token string, n int) error {
-	child, err := startColdServe(ctx, self, storeDir, cacheDir, c.latency, c.maxWarm)
-	if err != nil {
-		return err
-	}
-	defer child.stop()
-	tr := &http.Transport{MaxIdleConnsPerHost: c.clients}
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr, Timeout: time.Minute}
-	urlOf := func(i int) string {
-		return "http://" + benchOwner + ":" + token + "@" + child.addr + "/" + benchOwner + "/" + coldName(i) + ".git"
-	}
-	var serial opStats
-	rng := rand.New(rand.NewPCG(uint64(n), 1))
-	for range c.serial {
-		t0 := time.Now()
-		err := lsRemote(ctx, hc, urlOf(rng.IntN(n)), " refs/heads/main")
-		serial.record(time.Since(t0), err)
-	}
-	if _, err := child.stats(); err != nil { // resets the store call counts
-		return err
-	}
-	var st opStats
-	runCtx, cancel := context.WithTimeout(ctx, c.duration)
-	defer cancel()
-	var wg sync.WaitGroup
-	start := time.Now()
-	for id := range c.clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(id), uint64(n)))
-			for runCtx.Err() == nil {
-				t0 := time.Now()
-				err := lsRemote(ctx, hc, urlOf(rng.IntN(n)), " refs/heads/main")
-				st.record(time.Since(t0), err)
+	// The operations take turns within each run, each followed by C git's
+	// clone, so that all three see the same load.
+	out := []coldResult{{op: "cold-clone-shared"}, {op: "cold-clone"}}
+	var notes [2][]string
+	for run := range runs {
+		for i := range out {
+			r := &out[i]
+			if r.op == "cold-clone" {
+				// Nothing another node built: this node builds the pack
+				// (and stores it again for the next run's shared clone).
+				if err := deletePrefix(ctx, store, repo.ClonePackPrefix(benchOwner, hf.Name)); err != nil {
+					return nil, err
+				}
 			}
-		}()
+			s, gets, err := hf.coldClone(ctx, slow, token, fmt.Sprintf("%s-%d", r.op, run))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", r.op, err)
+			}
+			r.rgit = append(r.rgit, s)
+			notes[i] = append(notes[i], gets)
+			if r.op == "cold-clone" {
+				for _, single := range []bool{false, true} {
+					d, err := hf.download(ctx, store, slow, single, fmt.Sprintf("dl-%d-%v", run, single))
+					if err != nil {
+						return nil, err
+					}
+					if single {
+						r.dlSingle = append(r.dlSingle, d)
+					} else {
+						r.dlParallel = append(r.dlParallel, d)
+					}
+				}
+			}
+			g, err := hf.cloneOnce(ctx, gitURL)
+			if err != nil {
+				return nil, fmt.Errorf("git side: %w", err)
+			}
+			r.git = append(r.git, g)
+		}
 	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	stats, err := child.stats()
+	for i := range out {
+		out[i].notes = strings.Join(notes[i], ",")
+	}
+	return out, nil
+}
+
+// coldClone starts a node with an empty cache on the slow store, times
+// one clone from it, and stops it (which waits for the upload of a clone
+// pack it built). gets is the store reads the clone took: Gets+GetRanges.
+func (hf *httpFixture) coldClone(ctx context.Context, slow *faultstore.Store, token, name string) (s sample, gets string, err error) {
+	node, err := startInProcess(ctx, slow, filepath.Join(hf.work, "cache-"+name))
 	if err != nil {
-		return err
+		return s, "", err
 	}
-	lat, slat := slices.Clone(st.lat), slices.Clone(serial.lat)
-	slices.Sort(lat)
-	slices.Sort(slat)
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	fmt.Printf("load op=cold-open repos=%d ops_per_sec=%.1f p99_ms=%.1f rss_mb=%.0f\n",
-		n, float64(len(lat))/secs, ms(percentile(lat, 99)), float64(stats.rssKB)/1024)
-	reqs := float64(max(len(lat)+st.errors, 1))
-	fmt.Fprintf(os.Stderr, "  note op=cold-open repos=%d clients=%d requests=%d errors=%d p50_ms=%.1f max_ms=%.1f latency_ms=%.0f hwm_mb=%.0f store_calls_per_request=%.2f (%s)\n",
-		n, c.clients, len(lat), st.errors, ms(percentile(lat, 50)), ms(percentile(lat, 100)), ms(c.latency), float64(stats.hwmKB)/1024, float64(stats.calls)/reqs, stats.byOp)
-	fmt.Fprintf(os.Stderr, "  note op=cold-open repos=%d clients=1 requests=%d errors=%d p50_ms=%.1f p99_ms=%.1f\n",
-		n, len(slat), serial.errors, ms(percentile(slat, 50)), ms(percentile(slat, 99)))
-	for _, e := range append(st.first, serial.first...) {
-		fmt.Fprintf(os.Stderr, "  error op=cold-open: %s\n", e)
+	slow.ResetCounts()
+	s, err = hf.cloneOnce(ctx, node.url(token, hf.Name))
+	gets = fmt.Sprintf("%d+%d", slow.Count(faultstore.OpGet), slow.Count(faultstore.OpGetRange))
+	if serr := node.shutdown(); err == nil {
+		err = serr
+	}
+	return s, gets, err
+}
+
+// download times fetching the repository's packs into an empty pack
+// cache on the slow store: in parallel ranges, or (single) one Get per
+// object. The packs are listed on the unslowed store.
+func (hf *httpFixture) download(ctx context.Context, store objstore.Store, slow *faultstore.Store, single bool, name string) (sample, error) {
+	dir := filepath.Join(hf.work, "cache-"+name)
+	defer os.RemoveAll(dir)
+	opt := objstore.ParallelOptions{}
+	if single {
+		opt.Chunk = 1 << 40 // every object fits one chunk: one Get
+	}
+	c, err := packcache.Open(dir, slow, nil, packcache.WithParallel(opt))
+	if err != nil {
+		return sample{}, err
+	}
+	defer c.Close()
+	prefix := "objects/" + benchOwner + "/" + hf.Name + "/pack/"
+	var packs []string
+	for info, err := range store.List(ctx, prefix, "") {
+		if err != nil {
+			return sample{}, err
+		}
+		if n, ok := strings.CutSuffix(strings.TrimPrefix(info.Key, prefix), ".pack"); ok {
+			packs = append(packs, n)
+		}
+	}
+	start := time.Now()
+	for _, n := range packs {
+		pk, ik := repo.PackKeys(benchOwner, hf.Name, n)
+		_, release, err := c.Get(ctx, pk, ik, n)
+		if err != nil {
+			return sample{}, err
+		}
+		release()
+	}
+	return sample{secs: time.Since(start).Seconds()}, nil
+}
+
+// cloneOnce times one bare clone and checks it.
+func (hf *httpFixture) cloneOnce(ctx context.Context, url string) (sample, error) {
+	dst := filepath.Join(hf.work, "clone")
+	defer os.RemoveAll(dst)
+	s, err := timeGit(ctx, hf.work, "clone", "-q", "--bare", url, dst)
+	if err != nil {
+		return s, err
+	}
+	return s, hf.checkMain(ctx, dst)
+}
+
+func deletePrefix(ctx context.Context, st objstore.Store, prefix string) error {
+	var keys []string
+	for info, err := range st.List(ctx, prefix, "") {
+		if err != nil {
+			return err
+		}
+		keys = append(keys, info.Key)
+	}
+	for _, k := range keys {
+		if err := st.Delete(ctx, k); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// coldServe is a running cold-serve child.
-type coldServe struct {
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	out  *bufio.Scanner
-	addr string
-	log  bytes.Buffer
+// inProcessNode is a node run by serve.Start in this process on a given
+// store; it answers admin calls like a child rgitServer.
+type inProcessNode struct {
+	*rgitServer
+	srv *serve.Server
 }
 
-func startColdServe(ctx context.Context, self, storeDir, cacheDir string, latency time.Duration, maxWarm int) (*coldServe, error) {
-	httpPort, err := freeport.Run(1)
-	if err != nil {
-		return nil, err
-	}
-	peerPort, err := freeport.Run(2)
-	if err != nil {
-		return nil, err
-	}
-	s := &coldServe{cmd: exec.CommandContext(ctx, self, "cold-serve", "-latency", latency.String())}
-	s.addr = "127.0.0.1:" + strconv.Itoa(httpPort)
-	s.cmd.Env = append(os.Environ(),
-		"RGIT_STORE_URL=file://"+storeDir,
-		"RGIT_CACHE_DIR="+cacheDir,
-		"RGIT_HOST_KEY="+filepath.Join(cacheDir, "host_key"),
-		"RGIT_HTTP_ADDR="+s.addr,
-		"RGIT_SSH_ADDR=127.0.0.1:0",
-		"RGIT_PEER_ADDR=127.0.0.1:"+strconv.Itoa(peerPort),
-		"RGIT_MAX_WARM="+strconv.Itoa(maxWarm),
-		"RGIT_GC_INTERVAL_SECS=0",
-		"RGIT_MAINTENANCE_INTERVAL_SECS=0",
-	)
-	s.cmd.Stderr = &s.log
-	if s.in, err = s.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := s.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	s.out = bufio.NewScanner(stdout)
-	if err := s.cmd.Start(); err != nil {
-		return nil, err
-	}
-	if !s.out.Scan() || s.out.Text() != "ready" {
-		s.stop()
-		return nil, fmt.Errorf("cold-serve did not start: %s", lastLines(s.log.Bytes(), 10))
-	}
-	return s, nil
-}
-
-type coldStats struct {
-	rssKB, hwmKB, calls int64
-	byOp                string
-}
-
-// stats asks the child for its memory and the store calls since the last
-// stats (or its start).
-func (s *coldServe) stats() (coldStats, error) {
-	fmt.Fprintln(s.in, "stats")
-	if !s.out.Scan() {
-		return coldStats{}, fmt.Errorf("cold-serve: no stats: %s", lastLines(s.log.Bytes(), 10))
-	}
-	var st coldStats
-	var rest []string
-	for _, f := range strings.Fields(s.out.Text()) {
-		k, v, _ := strings.Cut(f, "=")
-		n, _ := strconv.ParseInt(v, 10, 64)
-		switch k {
-		case "rss_kb":
-			st.rssKB = n
-		case "hwm_kb":
-			st.hwmKB = n
-		default:
-			st.calls += n
-			rest = append(rest, f)
+func startInProcess(ctx context.Context, st objstore.Store, cacheDir string) (*inProcessNode, error) {
+	var last error
+	for range 3 { // the probed peer ports may be taken meanwhile
+		peer, err := freeport.Run(2)
+		if err != nil {
+			return nil, err
 		}
-	}
-	st.byOp = strings.Join(rest, " ")
-	return st, nil
-}
-
-func (s *coldServe) stop() {
-	s.in.Close()
-	done := make(chan struct{})
-	go func() { s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		s.cmd.Process.Kill()
-		<-done
-	}
-}
-
-// runColdServe is the child: a node whose store adds latency to every
-// call. It prints "ready" once serving; each "stats" line on stdin gets
-// one line of VmRSS, VmHWM and the store calls made since the last one;
-// end of input stops it.
-func runColdServe(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("cold-serve", flag.ExitOnError)
-	latency := fs.Duration("latency", 20*time.Millisecond, "latency of every store call")
-	fs.Parse(args)
-	cfg, err := config.FromEnv()
-	if err != nil {
-		return err
-	}
-	inner, err := storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{})
-	if err != nil {
-		return err
-	}
-	store := faultstore.New(inner, 1)
-	srv, err := serve.Start(ctx, cfg, zap.NewNop(), serve.WithStore(store))
-	if err != nil {
-		return err
-	}
-	store.AddRule(faultstore.Rule{Latency: *latency})
-	store.ResetCounts()
-	fmt.Println("ready")
-	in := bufio.NewScanner(os.Stdin)
-	for in.Scan() {
-		if in.Text() != "stats" {
+		env := map[string]string{
+			"RGIT_STORE_URL":  "mem://",
+			"RGIT_CACHE_DIR":  cacheDir,
+			"RGIT_HOST_KEY":   filepath.Join(filepath.Dir(cacheDir), "host_key"),
+			"RGIT_HTTP_ADDR":  "127.0.0.1:0",
+			"RGIT_SSH_ADDR":   "127.0.0.1:0",
+			"RGIT_PEER_ADDR":  "127.0.0.1:" + strconv.Itoa(peer),
+			"RGIT_LOG_LEVEL":  "warn",
+			"RGIT_DRAIN_SECS": "10",
+		}
+		cfg, err := config.Parse(func(k string) string { return env[k] })
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+			return nil, err
+		}
+		srv, err := serve.Start(ctx, cfg, zap.NewNop(), serve.WithStore(st))
+		if err != nil {
+			last = err
 			continue
 		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "rss_kb=%d hwm_kb=%d", procStatusKB("self", "VmRSS:"), ownHWM())
-		for _, op := range faultstore.Ops() {
-			if n := store.Count(op); n > 0 {
-				fmt.Fprintf(&b, " %s=%d", op, n)
-			}
-		}
-		fmt.Println(b.String())
-		store.ResetCounts()
+		return &inProcessNode{rgitServer: &rgitServer{httpAddr: srv.HTTPAddr, adminAddr: srv.AdminAddr, secret: srv.PeerSecret}, srv: srv}, nil
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	return nil, fmt.Errorf("start an in-process node: %w", last)
+}
+
+func (n *inProcessNode) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	return n.srv.Shutdown(ctx)
 }

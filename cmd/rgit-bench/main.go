@@ -19,8 +19,10 @@
 //	          without the Redis cache (see api.go for its line format)
 //	load      many clients at once over many repositories, rgit against
 //	          git http-backend (see load.go for its line format)
-//	cold      thousands of repositories on one node, more than it keeps
-//	          warm, read at random from a store with latency (cold.go)
+//	cold      a node with an empty pack cache serves its first clone from a
+//	          store with latency and limited bandwidth (see cold.go)
+//	cold-open thousands of repositories on one node, more than it keeps
+//	          warm, read at random from a store with latency (coldopen.go)
 //
 // The engine ops model each side's production path. C git serves a fetch
 // by upload-pack spawning `git pack-objects` (bitmaps on), so its side is
@@ -86,8 +88,10 @@ func main() {
 		err = runLoad(ctx, args)
 	case "cold":
 		err = runCold(ctx, args)
-	case "cold-serve":
-		err = runColdServe(ctx, args)
+	case "cold-open":
+		err = runColdOpen(ctx, args)
+	case "cold-open-serve":
+		err = runColdOpenServe(ctx, args)
 	default:
 		usage()
 		os.Exit(2)
@@ -99,7 +103,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint|api|load|cold [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint|api|load|cold|cold-open [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

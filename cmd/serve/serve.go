@@ -88,6 +88,9 @@ type Server struct {
 	admission  *admission.Controller // nil: derived from the memory budget
 	stopProbe  context.CancelFunc
 	serveErr   chan error
+	// given replaces the store RGIT_STORE_URL names (WithStore).
+	given      objstore.Store
+	clonePacks *clonecache.Cache // nil: RGIT_CLONE_CACHE_BYTES=0
 }
 
 // Option adjusts Start beyond the configuration (tests).
@@ -97,13 +100,14 @@ type Option func(*Server)
 // (default 10 s).
 func WithStoreProbeInterval(d time.Duration) Option { return func(s *Server) { s.probeEvery = d } }
 
+// WithStore makes the node use st instead of opening RGIT_STORE_URL (still
+// under RGIT_STORE_TIMEOUT_SECS): benchmarks and tests run nodes in one
+// process against one shared or fault-injecting store.
+func WithStore(st objstore.Store) Option { return func(s *Server) { s.given = st } }
+
 // WithAdmission replaces the admission controller derived from the memory
 // budget (tests hold its budget to see refusals).
 func WithAdmission(c *admission.Controller) Option { return func(s *Server) { s.admission = c } }
-
-// WithStore serves from store instead of the one RGIT_STORE_URL names
-// (benchmarks put a fault store with latency in front of a real one).
-func WithStore(store objstore.Store) Option { return func(s *Server) { s.store = store } }
 
 // Start opens and verifies the store, opens the cache, starts the actors
 // and every listener.
@@ -122,10 +126,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_FSCK_SKIP: %w", err)
 	}
-	if s.store == nil {
-		if s.store, err = storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{Timeout: cfg.StoreTimeout, Logger: log}); err != nil {
-			return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
-		}
+	if s.given != nil {
+		s.store = objstore.WithTimeout(s.given, cfg.StoreTimeout)
+	} else if s.store, err = storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{Timeout: cfg.StoreTimeout, Logger: log}); err != nil {
+		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
 	}
 	// Opening a store contacts nothing; a missing bucket or a wrong key
 	// must stop the node here, not surface at the first push.
@@ -195,9 +199,13 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		eng.RefsWatch = s.apiCache
 	}
 	if cfg.ClonePackCache > 0 {
-		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache); err != nil {
+		// Shared through the store: a cold node streams a pack another
+		// node built instead of building it again.
+		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache, clonecache.WithStore(s.store, log)); err != nil {
 			return nil, fmt.Errorf("RGIT_CLONE_CACHE_BYTES: %w", err)
 		}
+		s.clonePacks = eng.ClonePacks
+		clonePackMetrics(reg, eng.ClonePacks)
 	}
 	pm, err := gitserve.NewPromMetrics(reg)
 	if err != nil {
@@ -445,6 +453,9 @@ func (s *Server) close() error {
 		defer cancel()
 		errs = append(errs, s.node.Shutdown(ctx))
 	}
+	if s.clonePacks != nil {
+		errs = append(errs, s.clonePacks.Close()) // waits for uploads
+	}
 	if s.cache != nil {
 		errs = append(errs, s.cache.Close())
 	}
@@ -667,4 +678,22 @@ func openAPICache(ctx context.Context, cfg *config.Config, log *zap.Logger) (*ap
 	}
 	c.CheckPolicy(ctx)
 	return c, nil
+}
+
+// clonePackMetrics exports where the clone packs this node served came
+// from: built here, its own disk, or the store (built by another node).
+func clonePackMetrics(reg prometheus.Registerer, c *clonecache.Cache) {
+	for source, n := range map[string]func(clonecache.Stats) int64{
+		"built":  func(s clonecache.Stats) int64 { return s.Misses },
+		"local":  func(s clonecache.Stats) int64 { return s.Hits },
+		"shared": func(s clonecache.Stats) int64 { return s.SharedHits },
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "rgit_clone_packs_total", Help: "Clone packs served, by where they came from (built, local disk, shared through the store).",
+			ConstLabels: prometheus.Labels{"source": source}},
+			func() float64 { return float64(n(c.Stats())) }))
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "rgit_clone_pack_uploads_total", Help: "Clone packs this node stored for other nodes."},
+		func() float64 { return float64(c.Stats().Uploads) }))
 }

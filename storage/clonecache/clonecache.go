@@ -12,8 +12,13 @@
 //
 // Packs are immutable and keys name their inputs, so files survive a
 // restart: New adopts the packs an earlier process left (newest first in
-// LRU order) and removes its unfinished temporary files. The package
-// imports only the standard library.
+// LRU order) and removes its unfinished temporary files.
+//
+// With WithStore the packs are shared between nodes through the object
+// store: a node that builds a pack uploads it after its client has it, and
+// a node whose disk lacks a pack (a cold node, a new owner) looks there
+// before building it, streaming it to its client while it arrives. The
+// package imports storage/objstore, zap and the standard library.
 package clonecache
 
 import (
@@ -30,6 +35,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/objstore"
 )
 
 const (
@@ -49,6 +59,20 @@ type Cache struct {
 	bytes   int64
 	flights map[string]chan struct{} // closed when the producer finishes
 	stats   Stats
+
+	store   objstore.Store // nil: packs stay on this node
+	log     *zap.Logger
+	uploads sync.WaitGroup
+}
+
+// Option tunes a Cache.
+type Option func(*Cache)
+
+// WithStore shares packs through st (see the package doc): ServeShared
+// looks there before building, and uploads what it built. Failures to read
+// or store a shared pack only cost a build; they are logged to log.
+func WithStore(st objstore.Store, log *zap.Logger) Option {
+	return func(c *Cache) { c.store, c.log = st, log }
 }
 
 type entry struct {
@@ -56,9 +80,13 @@ type entry struct {
 	size int64
 }
 
-// Stats counts what the cache did.
+// Stats counts what the cache did. Misses are the packs this node built;
+// SharedHits the packs it took from the store instead; Uploads the packs
+// it stored for other nodes (UploadErrors: attempts that failed).
 type Stats struct {
 	Hits, Misses, Waits, Evictions int64
+	SharedHits, Uploads            int64
+	UploadErrors                   int64
 	Entries                        int
 	Bytes                          int64
 }
@@ -66,7 +94,7 @@ type Stats struct {
 // New returns a cache in dir (created if needed) holding at most maxBytes
 // of packs; a single pack larger than that is streamed but not kept.
 // Finished packs found in dir are adopted, unfinished ones removed.
-func New(dir string, maxBytes int64) (*Cache, error) {
+func New(dir string, maxBytes int64, opts ...Option) (*Cache, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("clone cache %s: size bound must be positive, got %d", dir, maxBytes)
 	}
@@ -78,6 +106,9 @@ func New(dir string, maxBytes int64) (*Cache, error) {
 		return nil, fmt.Errorf("clone cache: %w", err)
 	}
 	c := &Cache{dir: dir, maxBytes: maxBytes, entries: map[string]*list.Element{}, flights: map[string]chan struct{}{}}
+	for _, o := range opts {
+		o(c)
+	}
 	type found struct {
 		key   string
 		size  int64
@@ -129,6 +160,20 @@ func Key(parts ...string) string {
 // waiters still need it); produce's own error discards the file. The error
 // of produce or of w is returned, wrapped.
 func (c *Cache) Serve(ctx context.Context, key string, w io.Writer, produce func(io.Writer) error) (hit bool, err error) {
+	return c.ServeShared(ctx, key, "", w, produce)
+}
+
+// ServeShared is Serve for a pack that may be shared through the store
+// (WithStore) under place, a key prefix ending in '/' that holds the
+// packs of one repository (so deleting the repository deletes them). On a
+// local miss the store is asked first; the pack is built only when it is
+// not there (or cannot be read), and a built pack is uploaded in the
+// background after the call returns, when the older packs under place are
+// pruned too. With place "" (or no store) it is Serve.
+func (c *Cache) ServeShared(ctx context.Context, key, place string, w io.Writer, produce func(io.Writer) error) (hit bool, err error) {
+	if c.store == nil {
+		place = ""
+	}
 	if !validKey(key) {
 		return false, fmt.Errorf("clone cache: invalid key %q", key)
 	}
@@ -159,9 +204,21 @@ func (c *Cache) Serve(ctx context.Context, key string, w io.Writer, produce func
 		}
 		done := make(chan struct{})
 		c.flights[key] = done
-		c.stats.Misses++
 		c.mu.Unlock()
-		err := c.produce(key, w, produce)
+		var err error
+		if rc := c.openShared(ctx, place, key); rc != nil {
+			err = c.produce(key, "", w, func(tw io.Writer) error {
+				defer rc.Close()
+				if _, err := io.Copy(tw, rc); err != nil {
+					return fmt.Errorf("clone cache: read the shared pack: %w", err)
+				}
+				return nil
+			})
+			c.count(&c.stats.SharedHits)
+		} else {
+			c.count(&c.stats.Misses)
+			err = c.produce(key, place, w, produce)
+		}
 		c.mu.Lock()
 		delete(c.flights, key)
 		close(done)
@@ -178,9 +235,16 @@ func (c *Cache) stream(f *os.File, w io.Writer) error {
 	return nil
 }
 
+func (c *Cache) count(n *int64) {
+	c.mu.Lock()
+	*n++
+	c.mu.Unlock()
+}
+
 // produce runs fn through a tee into a temporary file and, if fn succeeds
-// and the file is complete, adds it to the cache.
-func (c *Cache) produce(key string, w io.Writer, fn func(io.Writer) error) error {
+// and the file is complete, adds it to the cache and, with a place, starts
+// its upload to the store.
+func (c *Cache) produce(key, place string, w io.Writer, fn func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(c.dir, key+tempMarker+"*")
 	if err != nil {
 		// The cache is an optimization: serve uncached.
@@ -201,6 +265,12 @@ func (c *Cache) produce(key string, w io.Writer, fn func(io.Writer) error) error
 	if !keep {
 		os.Remove(tmp.Name())
 	} else {
+		if place != "" {
+			// Opened before add can evict it; the upload reads the open file.
+			if f, err := os.Open(c.path(key)); err == nil {
+				c.upload(f, place+key+fileSuffix, t.n, place)
+			}
+		}
 		c.add(key, t.n)
 	}
 	if ferr != nil {
@@ -295,4 +365,101 @@ func (t *tee) Write(p []byte) (int, error) {
 		return 0, t.clientErr
 	}
 	return len(p), nil
+}
+
+// sharedOptions reads shared packs in parallel ranges, as the pack cache
+// reads packs.
+var sharedOptions = objstore.ParallelOptions{}
+
+// openShared opens the shared copy of key, or returns nil when there is
+// none or the store cannot be read (the pack is then built here).
+func (c *Cache) openShared(ctx context.Context, place, key string) io.ReadCloser {
+	if place == "" {
+		return nil
+	}
+	rc, _, err := objstore.GetParallel(ctx, c.store, place+key+fileSuffix, sharedOptions)
+	if err != nil {
+		if !errors.Is(err, objstore.ErrNotFound) && ctx.Err() == nil {
+			c.log.Warn("clone cache: cannot read a shared clone pack, building it", zap.String("key", place+key+fileSuffix), zap.Error(err))
+		}
+		return nil
+	}
+	return rc
+}
+
+// uploadTimeout bounds one background upload.
+const uploadTimeout = 30 * time.Minute
+
+// upload stores the built pack f for other nodes and then prunes older
+// packs under place; it runs in the background and closes f.
+func (c *Cache) upload(f *os.File, storeKey string, size int64, place string) {
+	c.uploads.Add(1)
+	go func() {
+		defer c.uploads.Done()
+		defer f.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), uploadTimeout)
+		defer cancel()
+		err := c.store.PutIfAbsent(ctx, storeKey, f, size)
+		if errors.Is(err, objstore.ErrExists) {
+			err = nil // another node stored the same pack
+		}
+		if err == nil {
+			err = c.prune(ctx, place, storeKey)
+		}
+		if err != nil {
+			c.log.Warn("clone cache: cannot share a clone pack through the store", zap.String("key", storeKey), zap.Error(err))
+			c.count(&c.stats.UploadErrors)
+			return
+		}
+		c.count(&c.stats.Uploads)
+	}()
+}
+
+// prune deletes the shared packs under place that stale chooses.
+func (c *Cache) prune(ctx context.Context, place, stored string) error {
+	var infos []objstore.ObjectInfo
+	for info, err := range c.store.List(ctx, place, "") {
+		if err != nil {
+			return err
+		}
+		infos = append(infos, info)
+	}
+	for _, k := range stale(infos, stored, time.Now()) {
+		if err := c.store.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sharedKeep is how many of a repository's shared packs are kept, newest
+// first; sharedMinAge protects younger ones, which a node may be reading.
+const (
+	sharedKeep   = 1
+	sharedMinAge = 10 * time.Minute
+)
+
+// stale picks the shared packs of one repository to delete: all but the
+// sharedKeep newest and the one just stored, unless younger than
+// sharedMinAge. A push changes the pack list and so every key, so older
+// packs are never asked for again; they cost store space only.
+func stale(infos []objstore.ObjectInfo, stored string, now time.Time) []string {
+	sorted := slices.Clone(infos)
+	slices.SortFunc(sorted, func(a, b objstore.ObjectInfo) int {
+		return cmp.Or(b.ModTime.Compare(a.ModTime), strings.Compare(a.Key, b.Key))
+	})
+	var out []string
+	for i, info := range sorted {
+		if i < sharedKeep || info.Key == stored || now.Sub(info.ModTime) < sharedMinAge {
+			continue
+		}
+		out = append(out, info.Key)
+	}
+	return out
+}
+
+// Close waits for the background uploads to finish.
+func (c *Cache) Close() error {
+	c.uploads.Wait()
+	return nil
 }

@@ -8,9 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/objstore/memstore"
 )
 
 func newCache(t *testing.T, max int64) *Cache {
@@ -293,3 +300,88 @@ func TestNewAdoptsPacksAndRemovesTemps(t *testing.T) {
 // runtimeYield lets the goroutines a test waits for run; tests poll
 // Stats for a state the code under test must reach, never a duration.
 func runtimeYield() { runtime.Gosched() }
+
+func TestColdNodeReusesSharedPack(t *testing.T) {
+	store := memstore.New()
+	newShared := func() *Cache {
+		c, err := New(t.TempDir(), 1<<20, WithStore(store, zap.NewNop()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	const place = "objects/o/r/clonepack/"
+	k := Key("packs", "want")
+	pack := strings.Repeat("PACK", 10000)
+	a := newShared()
+	calls := 0
+	var buf bytes.Buffer
+	if _, err := a.ServeShared(context.Background(), k, place, &buf, func(w io.Writer) error {
+		calls++
+		_, err := io.WriteString(w, pack)
+		return err
+	}); err != nil || buf.String() != pack {
+		t.Fatalf("first node: %v", err)
+	}
+	a.Close() // the upload is done
+	if s := a.Stats(); s.Misses != 1 || s.Uploads != 1 || s.UploadErrors != 0 {
+		t.Fatalf("first node stats = %+v; want one build, uploaded", s)
+	}
+
+	b := newShared()
+	for i, wantHit := range []bool{false, true} {
+		buf.Reset()
+		hit, err := b.ServeShared(context.Background(), k, place, &buf, func(io.Writer) error {
+			t.Error("the cold node built a pack another node had stored")
+			return errors.New("built")
+		})
+		if err != nil || buf.String() != pack || hit != wantHit {
+			t.Fatalf("cold node, request %d: hit=%v err=%v, %d bytes", i, hit, err, buf.Len())
+		}
+	}
+	b.Close()
+	if s := b.Stats(); s.Misses != 0 || s.SharedHits != 1 || s.Hits != 1 || s.Uploads != 0 {
+		t.Fatalf("cold node stats = %+v; want one shared hit, then a local hit, nothing built", s)
+	}
+}
+
+func TestSharedPackMissingIsBuilt(t *testing.T) {
+	c, err := New(t.TempDir(), 1<<20, WithStore(memstore.New(), zap.NewNop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	calls := 0
+	if _, err := c.ServeShared(context.Background(), Key("x"), "objects/o/r/clonepack/", &buf, func(w io.Writer) error {
+		calls++
+		_, err := io.WriteString(w, "PACK")
+		return err
+	}); err != nil || calls != 1 || buf.String() != "PACK" {
+		t.Fatalf("calls=%d err=%v", calls, err)
+	}
+	c.Close()
+}
+
+func TestStale(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	info := func(k string, age time.Duration) objstore.ObjectInfo {
+		return objstore.ObjectInfo{Key: k, ModTime: now.Add(-age)}
+	}
+	for _, tc := range []struct {
+		name   string
+		infos  []objstore.ObjectInfo
+		stored string
+		want   []string
+	}{
+		{"only the new one", []objstore.ObjectInfo{info("a", 0)}, "a", nil},
+		{"old ones go", []objstore.ObjectInfo{info("old", time.Hour), info("new", 0), info("older", 2*time.Hour)}, "new", []string{"old", "older"}},
+		{"young ones stay (a node may read them)", []objstore.ObjectInfo{info("young", time.Minute), info("new", 0)}, "new", nil},
+		{"the stored one stays when a newer exists", []objstore.ObjectInfo{info("newer", 0), info("stored", time.Hour)}, "stored", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := stale(tc.infos, tc.stored, now); !slices.Equal(got, tc.want) {
+				t.Fatalf("stale = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
+	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/testkit/gitrun"
 )
 
@@ -522,4 +523,87 @@ func openFilesUnder(t *testing.T, dir string) int {
 		}
 	}
 	return n
+}
+
+// dirNames lists a directory's entries.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, de := range des {
+		out = append(out, de.Name())
+	}
+	return out
+}
+
+func TestRangedDownloadIsByteIdentical(t *testing.T) {
+	fx := makePack(t, "ranged")
+	// Chunks far smaller than the pack: many ranged reads in flight.
+	opt := WithParallel(objstore.ParallelOptions{Chunk: 64, Streams: 3})
+	for _, tc := range []struct {
+		name string
+		rule *faultstore.Rule
+	}{
+		{"clean", nil},
+		{"a ranged read fails to open", &faultstore.Rule{Ops: faultstore.OpGetRange, Times: 2}},
+		{"a body breaks mid-chunk", &faultstore.Rule{Ops: faultstore.OpGetRange, CutBodyAfter: 10, Times: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := faultstore.New(memstore.New(), 1)
+			upload(t, fs, fx)
+			if tc.rule != nil {
+				fs.AddRule(*tc.rule)
+			}
+			dir := t.TempDir()
+			c := openCache(t, dir, fs, opt)
+			get(t, c, fx)()
+			if fs.Count(faultstore.OpGetRange) == 0 {
+				t.Fatal("the pack was not read in ranges")
+			}
+			pp, ip := c.paths(fx.name)
+			for path, want := range map[string][]byte{pp: fx.pack, ip: fx.idx} {
+				got, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s differs from the stored object", filepath.Base(path))
+				}
+			}
+		})
+	}
+}
+
+func TestRangedDownloadFailureLeavesNothing(t *testing.T) {
+	fx := makePack(t, "broken")
+	fs := faultstore.New(memstore.New(), 1)
+	upload(t, fs, fx)
+	dir := t.TempDir()
+	c := openCache(t, dir, fs, WithParallel(objstore.ParallelOptions{Chunk: 64, Streams: 3}))
+	// Every ranged read of the pack breaks after a few bytes: the retries
+	// cannot cure it.
+	id := fs.AddRule(faultstore.Rule{Ops: faultstore.OpGetRange, Prefix: "objects/o/r/pack/" + fx.name + ".pack", CutBodyAfter: 5})
+	pk, ik := keys(fx)
+	if _, _, err := c.Get(context.Background(), pk, ik, fx.name); !errors.Is(err, faultstore.ErrInjected) {
+		t.Fatalf("Get through a broken store: %v, want the injected error", err)
+	}
+	if n := dirNames(t, filepath.Join(dir, "tmp")); len(n) != 0 {
+		t.Fatalf("partial downloads left in tmp: %v", n)
+	}
+	if n := dirNames(t, filepath.Join(dir, "packs")); len(n) != 0 {
+		t.Fatalf("files published from a failed download: %v", n)
+	}
+	if st := c.Stats(); st.Packs != 0 || st.Bytes != 0 {
+		t.Fatalf("a failed download is counted: %+v", st)
+	}
+	// The store heals: the next Get downloads the pack whole.
+	fs.RemoveRule(id)
+	get(t, c, fx)()
+	pp, _ := c.paths(fx.name)
+	if got, err := os.ReadFile(pp); err != nil || !bytes.Equal(got, fx.pack) {
+		t.Fatalf("pack after recovery: %v", err)
+	}
 }

@@ -43,6 +43,12 @@ func objectsPrefix(owner, name string) string { return "objects/" + owner + "/" 
 
 func packPrefix(owner, name string) string { return objectsPrefix(owner, name) + "pack/" }
 
+// ClonePackPrefix is where the clone-pack cache shares the repository's
+// built clone packs between nodes (storage/clonecache): under the objects
+// prefix, so deleting the repository deletes them, and beside pack/, so
+// garbage collection of packs leaves them alone.
+func ClonePackPrefix(owner, name string) string { return objectsPrefix(owner, name) + "clonepack/" }
+
 // PackKeys returns the object-store keys of a pack ("pack-<hex>") and its index.
 func PackKeys(owner, name, packName string) (packKey, idxKey string) {
 	base := packPrefix(owner, name) + packName

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/packcache"
@@ -124,29 +126,49 @@ func (s *sharedSet) release() {
 	}
 }
 
-// openSet acquires every listed pack from the cache. On error nothing
-// stays acquired.
+// openSet acquires every listed pack from the cache, downloading up to
+// openParallel at once (a cold node's first request waits for them all).
+// On error nothing stays acquired.
 func openSet(ctx context.Context, d Deps, owner, name string, st *state) (*sharedSet, error) {
 	if d.Cache == nil && len(st.packs) > 0 {
 		return nil, errors.New("no pack cache configured")
 	}
 	s := &sharedSet{key: st.setKey, cache: d.Cache}
-	packs := make([]*pack.Pack, 0, len(st.packs))
-	for _, p := range st.packs {
-		pk, ik := PackKeys(owner, name, p.Name)
-		pk2, rel, err := d.Cache.Get(ctx, pk, ik, p.Name)
-		if err != nil {
-			for _, r := range s.releases {
-				r()
+	packs := make([]*pack.Pack, len(st.packs))
+	releases := make([]func(), len(st.packs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(openParallel)
+	for i, p := range st.packs {
+		g.Go(func() error {
+			pk, ik := PackKeys(owner, name, p.Name)
+			pk2, rel, err := d.Cache.Get(gctx, pk, ik, p.Name)
+			if err != nil {
+				return fmt.Errorf("pack %s: %w", p.Name, err)
 			}
-			return nil, fmt.Errorf("pack %s: %w", p.Name, err)
+			packs[i], releases[i] = pk2, rel
+			return nil
+		})
+	}
+	err := g.Wait()
+	for _, rel := range releases {
+		if rel != nil {
+			if err != nil {
+				rel()
+				continue
+			}
+			s.releases = append(s.releases, rel)
 		}
-		packs = append(packs, pk2)
-		s.releases = append(s.releases, rel)
+	}
+	if err != nil {
+		return nil, err
 	}
 	s.set = pack.NewSet(packs...)
 	return s, nil
 }
+
+// openParallel bounds the packs one snapshot downloads at once; each is
+// itself read in parallel ranges.
+const openParallel = 4
 
 // Snapshot returns a consistent view. It reuses the parsed state and the
 // open pack set while nothing changed, so it is cheap to call per request.

@@ -1,7 +1,8 @@
 // Package faultstore wraps any objstore.Store and injects faults into it:
-// seeded random errors, fixed and jittered latency, outages, writes that
-// land but report failure (the ambiguous case), writes that fail before
-// reaching the store, and gates that park chosen calls so a test can
+// seeded random errors, fixed and jittered latency, limited bandwidth on
+// the bodies that Get and GetRange return, bodies cut off mid-stream,
+// outages, writes that land but report failure (the ambiguous case), writes
+// that fail before reaching the store, and gates that park chosen calls so a test can
 // interleave concurrent writers deterministically. It also counts calls per
 // operation so benchmarks can report object-store round trips.
 //
@@ -111,6 +112,18 @@ type Rule struct {
 	// that took effect.
 	LatencyAfter time.Duration
 
+	// Bandwidth, when positive, limits in bytes per second how fast the
+	// body of a matching Get or GetRange can be read: each body on its own
+	// (one connection to S3 is limited so; parallel ranged reads add up),
+	// or, with SharedBandwidth, all bodies this rule matches together (one
+	// link). Several matching rules all apply.
+	Bandwidth       int64
+	SharedBandwidth bool
+	// CutBodyAfter, when positive, makes the body of a matching Get or
+	// GetRange fail with ErrInjected after that many bytes (a connection
+	// reset mid-download). It is a fault for Times.
+	CutBodyAfter int64
+
 	// FailBefore is the probability that the call fails without reaching
 	// the inner store.
 	FailBefore float64
@@ -119,8 +132,8 @@ type Rule struct {
 	FailAfter float64
 
 	// Times, when positive, limits how many faults (before or after) the
-	// rule injects; the rule is removed after the last one. With Times set
-	// and both probabilities zero, FailBefore counts as 1.
+	// rule injects; the rule is removed after the last one. With Times set,
+	// both probabilities zero and no CutBodyAfter, FailBefore counts as 1.
 	Times int
 }
 
@@ -130,7 +143,8 @@ type RuleID uint64
 type rule struct {
 	Rule
 	id        RuleID
-	remaining int // -1: unlimited
+	remaining int      // -1: unlimited
+	link      *limiter // SharedBandwidth: the budget every body shares
 }
 
 // matches reports whether a call (op on key) is selected by an operation
@@ -178,9 +192,12 @@ func (s *Store) AddRule(r Rule) RuleID {
 	nr := &rule{Rule: r, id: s.nextID, remaining: -1}
 	if r.Times > 0 {
 		nr.remaining = r.Times
-		if r.FailBefore == 0 && r.FailAfter == 0 {
+		if r.FailBefore == 0 && r.FailAfter == 0 && r.CutBodyAfter <= 0 {
 			nr.FailBefore = 1
 		}
+	}
+	if r.Bandwidth > 0 && r.SharedBandwidth {
+		nr.link = newLimiter(r.Bandwidth)
 	}
 	s.rules = append(s.rules, nr)
 	return nr.id
@@ -342,6 +359,10 @@ func (g *Gate) park(ctx context.Context) error {
 type plan struct {
 	failAfter    bool
 	latencyAfter time.Duration
+	// For bodies (Get, GetRange): the bandwidth limits to honour, and
+	// where to cut the body off (0: never).
+	limits   []*limiter
+	cutAfter int64
 }
 
 // enter runs everything that happens before the inner call: counting,
@@ -375,11 +396,21 @@ func (s *Store) enter(ctx context.Context, op Op, key string) (plan, error) {
 			latency += time.Duration(s.rng.Int64N(int64(r.Jitter)))
 		}
 		p.latencyAfter += r.LatencyAfter
+		body := op == OpGet || op == OpGetRange
+		if body && r.Bandwidth > 0 {
+			l := r.link
+			if l == nil {
+				l = newLimiter(r.Bandwidth)
+			}
+			p.limits = append(p.limits, l)
+		}
 		fired := false
 		if r.remaining != 0 && !failFirst && r.FailBefore > 0 && s.rng.Float64() < r.FailBefore {
 			failFirst, fired = true, true
 		} else if r.remaining != 0 && !p.failAfter && r.FailAfter > 0 && s.rng.Float64() < r.FailAfter {
 			p.failAfter, fired = true, true
+		} else if r.remaining != 0 && body && p.cutAfter == 0 && r.CutBodyAfter > 0 {
+			p.cutAfter, fired = r.CutBodyAfter, true
 		}
 		if fired && r.remaining > 0 {
 			r.remaining--
@@ -446,7 +477,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Ob
 		rc.Close()
 		return nil, objstore.ObjectInfo{}, err
 	}
-	return rc, info, nil
+	return p.body(ctx, rc, key), info, nil
 }
 
 // GetRange implements objstore.Store.
@@ -463,7 +494,7 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) (io
 		rc.Close()
 		return nil, err
 	}
-	return rc, nil
+	return p.body(ctx, rc, key), nil
 }
 
 // Head implements objstore.Store.
@@ -549,4 +580,78 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string) iter.Seq2[o
 			}
 		}
 	}
+}
+
+// body wraps a Get or GetRange body with the plan's bandwidth limits and
+// cut-off point, if any.
+func (p plan) body(ctx context.Context, rc io.ReadCloser, key string) io.ReadCloser {
+	if len(p.limits) == 0 && p.cutAfter == 0 {
+		return rc
+	}
+	return &body{ReadCloser: rc, ctx: ctx, key: key, limits: p.limits, cutAfter: p.cutAfter}
+}
+
+// body is a slowed or breaking object body.
+type body struct {
+	io.ReadCloser
+	ctx      context.Context
+	key      string
+	limits   []*limiter
+	cutAfter int64 // 0: never
+	n        int64
+}
+
+// bodyChunk bounds one read, so that a limit paces a body smoothly.
+const bodyChunk = 256 << 10
+
+func (b *body) Read(p []byte) (int, error) {
+	if len(p) > bodyChunk {
+		p = p[:bodyChunk]
+	}
+	if b.cutAfter > 0 {
+		if b.n >= b.cutAfter {
+			return 0, fmt.Errorf("read %q after %d bytes: %w", b.key, b.n, ErrInjected)
+		}
+		p = p[:min(int64(len(p)), b.cutAfter-b.n)]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	for _, l := range b.limits {
+		if werr := l.wait(b.ctx, n); werr != nil {
+			return n, fmt.Errorf("read %q: injected bandwidth limit: %w", b.key, werr)
+		}
+	}
+	return n, err
+}
+
+// limiter paces bytes to a rate. Time owed accumulates, so oversleeping
+// one wait (a loaded host wakes late) is made up by the next; at most
+// limiterBurst of unused time is carried over, so an idle link does not
+// allow a long burst, and a new limiter starts with none.
+type limiter struct {
+	rate float64 // bytes per second
+
+	mu   sync.Mutex
+	next time.Time // when the bytes granted so far have been paid for
+}
+
+const limiterBurst = 50 * time.Millisecond
+
+func newLimiter(bytesPerSec int64) *limiter { return &limiter{rate: float64(bytesPerSec)} }
+
+func (l *limiter) wait(ctx context.Context, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	l.mu.Lock()
+	now := time.Now()
+	if l.next.IsZero() {
+		l.next = now // a new limiter has no credit: its first bytes are paced too
+	} else if floor := now.Add(-limiterBurst); l.next.Before(floor) {
+		l.next = floor
+	}
+	l.next = l.next.Add(time.Duration(float64(n) / l.rate * float64(time.Second)))
+	d := l.next.Sub(now)
+	l.mu.Unlock()
+	return sleep(ctx, d)
 }

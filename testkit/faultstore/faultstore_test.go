@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rgit/rgit/storage/objstore"
@@ -299,5 +300,94 @@ func TestConcurrentRulesAndCalls(t *testing.T) {
 	wg.Wait()
 	if fs.Count(OpPut) != 4*200 || fs.Count(OpList) != 4*200 {
 		t.Fatalf("counts: put %d list %d", fs.Count(OpPut), fs.Count(OpList))
+	}
+}
+
+// readTimed reads key's whole body in the synctest bubble and returns the
+// (fake) time it took.
+func readTimed(t *testing.T, s *Store, key string, ranged bool) (time.Duration, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	var rc io.ReadCloser
+	var err error
+	if ranged {
+		rc, err = s.GetRange(ctx, key, 0, -1)
+	} else {
+		rc, _, err = s.Get(ctx, key)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Since(start), b
+}
+
+func TestBandwidthPerBodyAndShared(t *testing.T) {
+	val := strings.Repeat("x", 1<<20)
+	for _, tc := range []struct {
+		name   string
+		shared bool
+		want   time.Duration // for two bodies read at once at 1 MiB/s
+	}{
+		{"per body", false, time.Second},
+		{"shared link", true, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New(memstore.New(), 1)
+				if err := put(context.Background(), s, "p/a", val); err != nil {
+					t.Fatal(err)
+				}
+				s.AddRule(Rule{Ops: OpGet | OpGetRange, Prefix: "p/", Bandwidth: 1 << 20, SharedBandwidth: tc.shared})
+				start := time.Now()
+				var wg sync.WaitGroup
+				for _, ranged := range []bool{false, true} {
+					wg.Go(func() {
+						if _, b := readTimed(t, s, "p/a", ranged); string(b) != val {
+							t.Error("body changed by the limit")
+						}
+					})
+				}
+				wg.Wait()
+				// Paced from the first byte (a new limiter has no credit),
+				// rounded to nanoseconds per read.
+				if got := time.Since(start); got < tc.want-time.Millisecond || got > tc.want+time.Millisecond {
+					t.Fatalf("two 1 MiB bodies at 1 MiB/s took %v, want %v", got, tc.want)
+				}
+			})
+		})
+	}
+}
+
+func TestCutBodyAfter(t *testing.T) {
+	ctx := context.Background()
+	s := New(memstore.New(), 1)
+	if err := put(ctx, s, "p/a", "0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	s.AddRule(Rule{Ops: OpGetRange, Prefix: "p/", CutBodyAfter: 4, Times: 1})
+	rc, err := s.GetRange(ctx, "p/a", 2, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if !errors.Is(err, ErrInjected) || string(b) != "2345" {
+		t.Fatalf("cut body: got %q, %v; want \"2345\" and ErrInjected", b, err)
+	}
+	// Times: 1 — the next body is whole.
+	rc, err = s.GetRange(ctx, "p/a", 2, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = io.ReadAll(rc)
+	rc.Close()
+	if err != nil || string(b) != "23456789" {
+		t.Fatalf("after the cut: got %q, %v", b, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/storage/walk"
 	"github.com/rgit/rgit/transport/fetchpack"
 	"github.com/rgit/rgit/transport/gitproto"
@@ -101,7 +102,8 @@ func (p *cachedPlan) Unshallow() []object.ID { return nil }
 func (p *cachedPlan) Close() error           { return nil }
 
 func (p *cachedPlan) WritePack(ctx context.Context, w io.Writer, progress io.Writer) error {
-	_, err := p.b.e.ClonePacks.Serve(ctx, p.key, w, func(tw io.Writer) error {
+	place := repo.ClonePackPrefix(p.b.snap.Owner, p.b.snap.Name)
+	_, err := p.b.e.ClonePacks.ServeShared(ctx, p.key, place, w, func(tw io.Writer) error {
 		res, err := p.b.planObjects(ctx, &p.req)
 		if err != nil {
 			return err
