@@ -34,6 +34,28 @@
 //     (transport/peer) — and the leader node's own leaderHandOver and
 //     leaderPrune; each answered with a leaderReply.
 //
+// Admin messages (transport/admin/messages.go) are the operator's: one Go
+// type per command (admin.CreateRepo, DeleteRepo, Fork, Repack, GC,
+// SetVisibility, SetHead, PurgeCache, Grant, Revoke, ListAccess, Protect,
+// Unprotect, AddToken, ListTokens, RevokeToken, AddKey, AddDeployKey,
+// ListKeys, RemoveKey, ListRepos, ShowStatus, WhereIs, Version), each
+// with its typed reply (admin.Done, Message, AccessList, TokenList,
+// KeyList, Repos, Status, Where). rgit-admin builds them; they travel in
+// the peer envelope (transport/peer), authenticated by the peer secret,
+// with the hop limit, and stream progress lines before the reply. The
+// node that receives one about a repository owned elsewhere passes the
+// admin message itself to the owner, not the repo actor's message it
+// becomes there: an admin command is more than one repo-actor message
+// (delete-repo closes the actor, deletes the store's keys, removes deploy
+// keys and purges the read-API cache; fork takes a session for its
+// snapshot; --as checks the caller against the settings the actor holds,
+// then writes), and that composite, its audit line and its cache purge
+// must run on the owner, next to the actor, as one unit the relaying node
+// cannot half-finish. The repo actor's messages stay unexported, in
+// process, and carry what only the owner has (a *repo.Repo, progress
+// callbacks); exporting them would add a second wire vocabulary for the
+// same operations.
+//
 // Files, one job each:
 //
 //	node.go        Node: starts the system; Session and the repo writes

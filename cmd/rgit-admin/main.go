@@ -1,5 +1,6 @@
-// Command rgit-admin administers a running rgit node: it sends each command
-// over the node's peer stream port (RGIT_ADMIN_ADDR, default
+// Command rgit-admin administers a running rgit node: it turns each command
+// line into its typed message (admin.Parse) and sends it in a peer
+// envelope to the node's peer stream port (RGIT_ADMIN_ADDR, default
 // 127.0.0.1:8082), authenticated with the peer secret, and the node runs it
 // through the repository's actor — nothing has to be stopped.
 // `rgit-admin version` prints its own version and the node's. With --json
@@ -75,9 +76,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "rollout-status":
 		return rolloutStatus(fs.Args()[1:], stdout, stderr)
 	}
-	req := admin.Request{Command: fs.Arg(0), Args: fs.Args()[1:]}
-	if req.Command == "add-key" || req.Command == "add-deploy-key" {
-		if err := readKeyFile(&req); err != nil {
+	command, args := fs.Arg(0), fs.Args()[1:]
+	if command == "add-key" || command == "add-deploy-key" {
+		if err := readKeyFile(args); err != nil {
 			fmt.Fprintln(stderr, "rgit-admin: read public key:", err)
 			return admin.ExitUsage
 		}
@@ -87,37 +88,41 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "rgit-admin:", err)
 		return admin.ExitUsage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ev, err := admin.Do(ctx, *addr, tc, secret, req, stderr)
+	r, err := send(*addr, tc, secret, command, args, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "rgit-admin:", err)
 	}
 	if *asJSON {
-		printJSON(stdout, ev, err)
-	} else if err == nil && ev.Output != "" {
-		fmt.Fprintln(stdout, ev.Output)
+		printJSON(stdout, r, err)
+	} else if err == nil && r.Text() != "" {
+		fmt.Fprintln(stdout, r.Text())
 	}
 	return admin.ExitCode(err)
 }
 
-// printJSON prints the answer as one JSON object: the command's Data, or
-// {"output": …} for a command without structured output, or
-// {"error": …, "code": …}.
-func printJSON(w io.Writer, ev admin.Event, err error) {
+// send parses the command line into its message and sends it to the node
+// at addr.
+func send(addr string, tc *peertls.Config, secret, command string, args []string, progress io.Writer) (admin.Result, error) {
+	m, err := admin.Parse(command, args)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return admin.Do(ctx, addr, tc, secret, m, progress)
+}
+
+// printJSON prints the answer as one JSON object: the command's reply
+// ({"output": …} for a line of text), or {"error": …, "code": …}.
+func printJSON(w io.Writer, r admin.Result, err error) {
 	var b []byte
-	switch {
-	case err != nil:
+	if err != nil {
 		b, _ = json.Marshal(struct {
 			Error string `json:"error"`
 			Code  string `json:"code"`
 		}{strings.TrimPrefix(err.Error(), admin.ErrCommand.Error()+": "), admin.ErrorCode(err)})
-	case ev.Data != nil:
-		b = ev.Data
-	default:
-		b, _ = json.Marshal(struct {
-			Output string `json:"output"`
-		}{ev.Output})
+	} else {
+		b, _ = json.Marshal(r)
 	}
 	fmt.Fprintf(w, "%s\n", b)
 }
@@ -131,9 +136,9 @@ func printVersion(addr string, tc *peertls.Config, stdout, stderr io.Writer) int
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		var ev admin.Event
-		if ev, err = admin.Do(ctx, addr, tc, secret, admin.Request{Command: "version"}, stderr); err == nil {
-			fmt.Fprintf(stdout, "node %s: rgit %s\n", addr, ev.Output)
+		var r admin.Result
+		if r, err = admin.Do(ctx, addr, tc, secret, admin.Version{}, stderr); err == nil {
+			fmt.Fprintf(stdout, "node %s: rgit %s\n", addr, r.Text())
 			return 0
 		}
 	}
@@ -183,10 +188,11 @@ func envOr(k, def string) string {
 }
 
 // readKeyFile replaces the key-file argument of add-key and add-deploy-key
-// (the second one that is not a flag) with the file's contents in Body.
-func readKeyFile(req *admin.Request) error {
+// (the second one that is not a flag) with the file's contents: their
+// messages carry the key itself.
+func readKeyFile(args []string) error {
 	n := 0
-	for i, a := range req.Args {
+	for i, a := range args {
 		if strings.HasPrefix(a, "--") {
 			continue
 		}
@@ -195,8 +201,7 @@ func readKeyFile(req *admin.Request) error {
 			if err != nil {
 				return err
 			}
-			req.Body = string(key)
-			req.Args = append(req.Args[:i:i], req.Args[i+1:]...)
+			args[i] = string(key)
 			return nil
 		}
 	}

@@ -133,8 +133,9 @@ func TestGenPeerCertsAndTLS(t *testing.T) {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	addr := strings.TrimPrefix(srv.URL, "https://")
-	// An unknown command is a usage error (2) once the node answers.
-	if code, _ := runAdmin(t, addr, "frobnicate"); code == 2 {
+	// A bad visibility is a usage error (2) once the node answers (an
+	// unknown command never leaves rgit-admin: it has no message).
+	if code, _ := runAdmin(t, addr, "set-visibility", "a/b", "secret"); code == 2 {
 		t.Error("rgit-admin without peer TLS was served by a TLS stream port")
 	}
 	t.Setenv(peertls.EnvCert, files.Cert)
@@ -143,8 +144,8 @@ func TestGenPeerCertsAndTLS(t *testing.T) {
 	if code, out := runAdmin(t, addr, "version"); code != 0 || !strings.Contains(out, "node "+addr+": rgit v9.9.9") {
 		t.Errorf("version over peer TLS: exit %d, %q", code, out)
 	}
-	if code, _ := runAdmin(t, addr, "frobnicate"); code != 2 {
-		t.Errorf("unknown command over peer TLS: exit %d, want 2 from the node", code)
+	if code, _ := runAdmin(t, addr, "set-visibility", "a/b", "secret"); code != 2 {
+		t.Errorf("bad visibility over peer TLS: exit %d, want 2 from the node", code)
 	}
 	t.Setenv(peertls.EnvCA, "")
 	if code, _ := runAdmin(t, addr, "status"); code != 2 {

@@ -16,7 +16,6 @@ import (
 
 	rc "github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/testkit/multiproc"
-	"github.com/rgit/rgit/transport/admin"
 	"github.com/rgit/rgit/transport/peertls"
 )
 
@@ -73,7 +72,7 @@ func runCluster(ctx context.Context, args []string) error {
 	// rgit-0 is the leader (never killed here), rgit-1 owns the repos,
 	// rgit-2 forwards.
 	n0, owner, fwd := cl.Nodes[0], cl.Nodes[1], cl.Nodes[2]
-	out, err := cl.Admin(ctx, n0, admin.Request{Command: "add-token", Args: []string{"bench"}})
+	out, err := cl.Admin(ctx, n0, "add-token", "bench")
 	if err != nil {
 		return fmt.Errorf("add-token: %w", err)
 	}
@@ -83,7 +82,7 @@ func runCluster(ctx context.Context, args []string) error {
 	var last string
 	for _, f := range fxs {
 		repo := "bench/" + f.Name
-		if _, err := cl.Admin(ctx, n0, admin.Request{Command: "create-repo", Args: []string{repo}}); err != nil {
+		if _, err := cl.Admin(ctx, n0, "create-repo", repo); err != nil {
 			return fmt.Errorf("create-repo %s: %w", repo, err)
 		}
 		// Pushing through rgit-1 makes it the owner.
@@ -159,7 +158,7 @@ var ownerRe = regexp.MustCompile(`is owned by (\S+) \(epoch \d+, lease live`)
 // then repo is cloned once on the node that takes it over, against the
 // median warm clone on the old owner. The old owner is started again.
 func handoff(ctx context.Context, cl *multiproc.Cluster, runs int, token, repo, fx, work string) error {
-	out, err := cl.Admin(ctx, cl.Nodes[0], admin.Request{Command: "where", Args: []string{repo}})
+	out, err := cl.Admin(ctx, cl.Nodes[0], "where", repo)
 	m := ownerRe.FindStringSubmatch(out)
 	if err != nil || m == nil {
 		return fmt.Errorf("owner of %s: %q %v", repo, out, err)

@@ -147,7 +147,11 @@ func (s *rgitServer) stop() (int64, error) {
 // admin runs one admin command and returns its output.
 func (s *rgitServer) admin(ctx context.Context, cmd string, args ...string) (string, error) {
 	var out bytes.Buffer
-	if err := admin.Call(ctx, s.adminAddr, s.secret, admin.Request{Command: cmd, Args: args}, io.Discard, &out); err != nil {
+	m, err := admin.Parse(cmd, args)
+	if err == nil {
+		err = admin.Call(ctx, s.adminAddr, s.secret, m, io.Discard, &out)
+	}
+	if err != nil {
 		return "", fmt.Errorf("rgit-admin %s %s: %w", cmd, strings.Join(args, " "), err)
 	}
 	return strings.TrimSpace(out.String()), nil

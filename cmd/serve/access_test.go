@@ -225,7 +225,7 @@ func adminCell(t *testing.T, srv *gitenv.Server, repo, vis, user string, want ou
 	t.Helper()
 	if user == "anonymous" {
 		var out strings.Builder
-		err := admin.Call(t.Context(), srv.AdminAddr, "wrong-secret", admin.Request{Command: "list-access", Args: []string{repo}}, &out, &out)
+		err := admin.Call(t.Context(), srv.AdminAddr, "wrong-secret", admin.ListAccess{Repo: repo}, &out, &out)
 		if err == nil || !strings.Contains(err.Error(), "401") {
 			t.Fatalf("admin without the peer secret: %v", err)
 		}
@@ -240,7 +240,7 @@ func adminCell(t *testing.T, srv *gitenv.Server, repo, vis, user string, want ou
 		{"set-visibility", repo, vis, "--as", user}, // unchanged: only the decision matters
 	}
 	for _, args := range cmds {
-		out, err := srv.AdminTry(admin.Request{Command: args[0], Args: args[1:]})
+		out, err := srv.AdminTry(args[0], args[1:]...)
 		switch {
 		case want == allow && err != nil:
 			t.Fatalf("%v: %v", args, err)
@@ -292,7 +292,7 @@ func TestScopedTokensAndDeployKeys(t *testing.T) {
 	// cache TTL, see storage/auth TestRevokeAndExpiryWhileCached).
 	expect(t, f.env.Try(f.wt, "ls-remote", url(readTok, "alice/one")), "http", unauth)
 	apiReadCell(t, srv, "alice/one", readTok, "", unauth)
-	if _, err := srv.AdminTry(admin.Request{Command: "add-token", Args: []string{"alice", "--expires", "soon"}}); err == nil {
+	if _, err := srv.AdminTry("add-token", "alice", "--expires", "soon"); err == nil {
 		t.Fatal("add-token accepted --expires soon")
 	}
 
@@ -307,7 +307,7 @@ func TestScopedTokensAndDeployKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := srv.AdminTry(admin.Request{Command: "add-deploy-key", Args: append([]string{"alice/one"}, d.flags...), Body: string(pub)}); err != nil {
+		if _, err := srv.AdminTry("add-deploy-key", append([]string{"alice/one", string(pub)}, d.flags...)...); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/testkit/redistest"
-	"github.com/rgit/rgit/transport/admin"
 )
 
 // apiFixture is a node with the read API's cache on a real redis-server
@@ -314,10 +313,6 @@ func TestReadAPI(t *testing.T) {
 	})
 }
 
-func adminReq(command string, args ...string) admin.Request {
-	return admin.Request{Command: command, Args: args}
-}
-
 func contains2(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -494,7 +489,7 @@ func TestReadAPICache(t *testing.T) {
 				t.Errorf("%s with Redis down: %d %q", q, code, x)
 			}
 		}
-		out, err := f.srv.AdminTry(adminReq("set-visibility", f.repo, "private"))
+		out, err := f.srv.AdminTry("set-visibility", f.repo, "private")
 		if err == nil || !strings.Contains(err.Error(), "purge-cache") || !strings.Contains(err.Error(), "is private") {
 			t.Errorf("flip with Redis down: %q, %v", out, err)
 		}

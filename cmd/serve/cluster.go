@@ -70,12 +70,11 @@ func (cs *clusterSetup) forwarders() (httpFwd *peer.HTTPForwarder, sessions gits
 	return cs.httpFwd, cs.sessions
 }
 
-// mountPeer adds the peer stream port's cluster endpoints to mux: the
-// leader calls (answered on the leader node) and forwarded git sessions.
-func (cs *clusterSetup) mountPeer(mux *http.ServeMux, secret string, node *actors.Node, sessions *peer.SessionHandler, log *zap.Logger) {
-	msgs := peer.NewHandlers(log)
+// mountPeer adds the peer stream port's cluster endpoints: the leader
+// calls (answered on the leader node) to msgs, the envelope router already
+// mounted on mux, and forwarded git sessions to mux.
+func (cs *clusterSetup) mountPeer(mux *http.ServeMux, msgs *peer.Handlers, secret string, node *actors.Node, sessions *peer.SessionHandler, log *zap.Logger) {
 	peer.HandleLeader(msgs, node.LeaderService) // nil off the leader: answered 503
-	mux.Handle(peer.PathMsg, peer.RequireBearer(secret, log, msgs))
 	mux.Handle(peer.PathGit, peer.RequireBearer(secret, log, sessions))
 }
 

@@ -3,8 +3,6 @@ package serve_test
 import (
 	"strings"
 	"testing"
-
-	"github.com/rgit/rgit/transport/admin"
 )
 
 // names: identity is case-insensitive (README "Names"). Any spelling of a
@@ -33,19 +31,19 @@ func names(t *testing.T, f *fixture) {
 	})
 	t.Run("create-variant-refused", func(t *testing.T) {
 		for _, variant := range []string{strings.ToUpper(repo), "Alice/" + name} {
-			if out, err := f.srv.AdminTry(admin.Request{Command: "create-repo", Args: []string{variant}}); err == nil ||
+			if out, err := f.srv.AdminTry("create-repo", variant); err == nil ||
 				!strings.Contains(err.Error(), "already exists") {
 				t.Errorf("create-repo %s: %q, %v; want already exists", variant, out, err)
 			}
 		}
-		if _, err := f.srv.AdminTry(admin.Request{Command: "fork", Args: []string{repo, strings.ToUpper(repo)}}); err == nil ||
+		if _, err := f.srv.AdminTry("fork", repo, strings.ToUpper(repo)); err == nil ||
 			!strings.Contains(err.Error(), "already exists") {
 			t.Errorf("fork onto a case variant: %v; want already exists", err)
 		}
 	})
 	t.Run("reserved-owner", func(t *testing.T) {
 		for _, r := range []string{"api/x", "API/x", "Api/x"} {
-			if _, err := f.srv.AdminTry(admin.Request{Command: "create-repo", Args: []string{r}}); err == nil ||
+			if _, err := f.srv.AdminTry("create-repo", r); err == nil ||
 				!strings.Contains(err.Error(), "reserved") {
 				t.Errorf("create-repo %s: %v; want reserved", r, err)
 			}

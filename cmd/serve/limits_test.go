@@ -22,7 +22,7 @@ import (
 	"github.com/rgit/rgit/cmd/config"
 	"github.com/rgit/rgit/cmd/serve"
 	"github.com/rgit/rgit/testkit/gitenv"
-	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/peer"
 )
 
 // pushRequest is a receive-pack request body: the commands ("old new ref"),
@@ -185,7 +185,7 @@ func TestHTTPTimeouts(t *testing.T) {
 	listeners := map[string]struct{ addr, post string }{
 		"public": {srv.HTTPAddr, "POST /alice/stall.git/git-upload-pack HTTP/1.1\r\nAuthorization: Basic " +
 			base64.StdEncoding.EncodeToString([]byte("x:"+tok)) + "\r\nContent-Type: application/x-git-upload-pack-request\r\n"},
-		"admin": {srv.AdminAddr, "POST " + admin.Path + " HTTP/1.1\r\nAuthorization: Bearer " + srv.PeerSecret + "\r\n"},
+		"admin": {srv.AdminAddr, "POST " + peer.PathMsg + " HTTP/1.1\r\nAuthorization: Bearer " + srv.PeerSecret + "\r\n"},
 	}
 	for name, l := range listeners {
 		addr := l.addr

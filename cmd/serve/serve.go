@@ -303,14 +303,16 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		adm.Cache = s.apiCache
 	}
 	adminMux := http.NewServeMux()
-	adminMux.Handle(admin.Path, adm)
+	// Admin messages and, in a cluster, the leader's share one envelope
+	// endpoint (peer.PathMsg) behind the peer secret.
+	adminMux.Handle(peer.PathMsg, adm)
 	adminMux.Handle("/debug/pprof/", admin.RequireSecret(s.PeerSecret, log, pprofHandler()))
 	if s.cluster != nil {
 		gate, err := gitserve.NewGate(eng, proto, "")
 		if err != nil {
 			return nil, err
 		}
-		s.cluster.mountPeer(adminMux, s.PeerSecret, s.node,
+		s.cluster.mountPeer(adminMux, adm.Handlers(), s.PeerSecret, s.node,
 			&peer.SessionHandler{Gate: gate, Forward: sessFwd, Rerouter: eng, Log: log}, log)
 		adminMux.Handle("POST "+pathPrewarm, peer.RequireBearer(s.PeerSecret, log, http.HandlerFunc(s.prewarm.hinted)))
 		// The peer HTTP port: smart-HTTP requests forwarded by other nodes.

@@ -172,19 +172,24 @@ func freePeerAddr() (string, error) {
 	return "127.0.0.1:" + strconv.Itoa(p), nil
 }
 
-// AdminTry runs an admin command and returns its output or error.
-func (s *Server) AdminTry(req admin.Request) (string, error) {
+// AdminTry runs an admin command line (admin.Parse: add-key's key is the
+// key itself) and returns its output or error.
+func (s *Server) AdminTry(command string, args ...string) (string, error) {
+	m, err := admin.Parse(command, args)
+	if err != nil {
+		return "", err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, progress bytes.Buffer
-	err := admin.Call(ctx, s.AdminAddr, s.PeerSecret, req, &progress, &out)
+	err = admin.Call(ctx, s.AdminAddr, s.PeerSecret, m, &progress, &out)
 	return strings.TrimRight(out.String(), "\n"), err
 }
 
 // Admin runs an admin command and fails the test if it fails.
 func (s *Server) Admin(t testing.TB, command string, args ...string) string {
 	t.Helper()
-	out, err := s.AdminTry(admin.Request{Command: command, Args: args})
+	out, err := s.AdminTry(command, args...)
 	if err != nil {
 		t.Fatalf("admin %s %v: %v\n%s", command, args, err, s.LogTail(20))
 	}
@@ -209,7 +214,7 @@ func (s *Server) AddKey(t testing.TB, owner string, key Key) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AdminTry(admin.Request{Command: "add-key", Args: []string{owner}, Body: string(pub)}); err != nil {
+	if _, err := s.AdminTry("add-key", owner, string(pub)); err != nil {
 		t.Fatalf("add-key %s: %v", owner, err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/testkit/gitenv"
-	"github.com/rgit/rgit/transport/admin"
 )
 
 // memoryBudget is the node's RGIT_MEMORY_LIMIT in TestMemoryAdmission.
@@ -78,7 +77,7 @@ func TestMemoryAdmission(t *testing.T) {
 	n := c.Nodes[0]
 	env := gitenv.New(t)
 	admin1 := func(cmd string, args ...string) string {
-		out, err := c.Admin(ctx, n, admin.Request{Command: cmd, Args: args})
+		out, err := c.Admin(ctx, n, cmd, args...)
 		if err != nil {
 			t.Fatalf("admin %s: %v", cmd, err)
 		}
@@ -92,7 +91,7 @@ func TestMemoryAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Admin(ctx, n, admin.Request{Command: "add-key", Args: []string{"alice"}, Body: string(pub)}); err != nil {
+	if _, err := c.Admin(ctx, n, "add-key", "alice", string(pub)); err != nil {
 		t.Fatal(err)
 	}
 	url := n.HTTPURL(tok, "alice/load")

@@ -17,7 +17,6 @@ import (
 	rc "github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/testkit/gitenv"
-	"github.com/rgit/rgit/transport/admin"
 )
 
 // The rgit binary is built once per test binary run, into a directory
@@ -103,7 +102,7 @@ func (c *Cluster) mustAdmin(t *testing.T, n *Node, cmd string, args ...string) s
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := c.Admin(ctx, n, admin.Request{Command: cmd, Args: args})
+	out, err := c.Admin(ctx, n, cmd, args...)
 	if err != nil {
 		t.Fatalf("admin %s %v on %s: %v", cmd, args, n.Name, err)
 	}
@@ -119,7 +118,7 @@ func (c *Cluster) sshKey(t *testing.T, env *gitenv.Env, n *Node, owner string) [
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Admin(context.Background(), n, admin.Request{Command: "add-key", Args: []string{owner}, Body: string(pub)}); err != nil {
+	if _, err := c.Admin(context.Background(), n, "add-key", owner, string(pub)); err != nil {
 		t.Fatal(err)
 	}
 	return gitenv.SSHEnv(key)
@@ -145,7 +144,7 @@ func (c *Cluster) waitOwner(t *testing.T, n *Node, repo, want string) *Node {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		out, err := c.Admin(context.Background(), n, admin.Request{Command: "where", Args: []string{repo}})
+		out, err := c.Admin(context.Background(), n, "where", repo)
 		if m := ownedRe.FindStringSubmatch(out); err == nil && m != nil && (want == "" || m[1] == want) {
 			for _, o := range c.Nodes {
 				if o.Name == m[1] {
@@ -258,7 +257,7 @@ func TestClusterForwarding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Admin(context.Background(), httpVia, admin.Request{Command: "add-deploy-key", Args: []string{"alice/fwd"}, Body: string(dpub)}); err != nil {
+	if _, err := c.Admin(context.Background(), httpVia, "add-deploy-key", "alice/fwd", string(dpub)); err != nil {
 		t.Fatal(err)
 	}
 	if r := env.TryEnv(sclone, gitenv.SSHEnv(dk), "ls-remote", sshVia.SSHURL("alice/fwd")); !r.OK() {

@@ -272,11 +272,19 @@ func (n *Node) LogTail(lines int) string {
 	return strings.Join(l, "\n")
 }
 
-// Admin runs an admin command on the node.
-func (c *Cluster) Admin(ctx context.Context, n *Node, req admin.Request) (string, error) {
+// Admin runs an admin command line (admin.Parse: add-key's key is the key
+// itself) on the node.
+func (c *Cluster) Admin(ctx context.Context, n *Node, command string, args ...string) (string, error) {
+	m, err := admin.Parse(command, args)
+	if err != nil {
+		return "", err
+	}
 	var progress bytes.Buffer
-	ev, err := admin.Do(ctx, n.StreamAddr, c.TLS, c.Secret, req, &progress)
-	return ev.Output, err
+	r, err := admin.Do(ctx, n.StreamAddr, c.TLS, c.Secret, m, &progress)
+	if err != nil {
+		return "", err
+	}
+	return r.Text(), nil
 }
 
 // Stop kills every running node.

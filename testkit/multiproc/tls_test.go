@@ -97,7 +97,7 @@ func TestClusterPeerTLS(t *testing.T) {
 	const unknownCA = "certificate signed by unknown authority"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := admin.Do(ctx, owner.StreamAddr, ftls, c.Secret, admin.Request{Command: "status"}, nil); err == nil {
+	if _, err := admin.Do(ctx, owner.StreamAddr, ftls, c.Secret, admin.ShowStatus{}, nil); err == nil {
 		t.Error("admin with a foreign certificate was served")
 	}
 	// The server logs the failed handshake after the client has seen it

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -24,18 +23,24 @@ func newTestServer(t *testing.T) (*httptest.Server, string) {
 	return srv, secret
 }
 
-func call(t *testing.T, srv *httptest.Server, secret string, req Request) (string, error) {
+// call runs a command line against srv as rgit-admin does: Parse, then
+// the message.
+func call(t *testing.T, srv *httptest.Server, secret, command string, args ...string) (string, error) {
 	t.Helper()
+	m, err := Parse(command, args)
+	if err != nil {
+		return "", err
+	}
 	var out, progress bytes.Buffer
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	err := Call(context.Background(), addr, secret, req, &progress, &out)
+	err = Call(context.Background(), addr, secret, m, &progress, &out)
 	return out.String(), err
 }
 
 func TestRejectsBadSecret(t *testing.T) {
 	srv, secret := newTestServer(t)
 	for _, s := range []string{"", "wrong", secret + "x", secret[:len(secret)-1]} {
-		_, err := call(t, srv, s, Request{Command: "status"})
+		_, err := call(t, srv, s, "status")
 		if err == nil || !strings.Contains(err.Error(), "401") {
 			t.Errorf("secret %q: err = %v, want 401", s, err)
 		}
@@ -45,34 +50,34 @@ func TestRejectsBadSecret(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	srv, secret := newTestServer(t)
 	cases := []struct {
-		req  Request
+		args []string
 		want string
 	}{
-		{Request{Command: "frobnicate"}, `unknown command "frobnicate"`},
-		{Request{Command: "create-repo"}, "usage: create-repo <owner>/<name>"},
-		{Request{Command: "fork", Args: []string{"a/b"}}, "usage: fork"},
-		{Request{Command: "create-repo", Args: []string{"nameonly"}}, "is not <owner>/<name>"},
-		{Request{Command: "create-repo", Args: []string{"a/../b"}}, "invalid"},
-		{Request{Command: "set-visibility", Args: []string{"a/b", "secret"}}, "public or private"},
-		{Request{Command: "add-token", Args: []string{"api"}}, "reserved"},
-		{Request{Command: "add-token", Args: []string{"Api"}}, "reserved"},
-		{Request{Command: "create-repo", Args: []string{"API/x"}}, "reserved"},
-		{Request{Command: "create-repo", Args: []string{"Api/x"}}, "reserved"},
-		{Request{Command: "create-repo", Args: []string{"a/x.git.git"}}, "invalid"},
-		{Request{Command: "grant", Args: []string{"a/b", "c"}}, "usage: grant"},
-		{Request{Command: "grant", Args: []string{"a/b", "c", "read", "--as"}}, "--as needs a value"},
-		{Request{Command: "protect", Args: []string{"a/b", "refs/heads/x", "--bogus"}}, "unknown flag --bogus"},
-		{Request{Command: "protect", Args: []string{"a/b", "refs/heads/x", "--no-delete=yes"}}, "takes no value"},
-		{Request{Command: "add-token", Args: []string{"alice", "--expires", "soon"}}, "--expires"},
-		{Request{Command: "add-token", Args: []string{"alice", "--expires", "-3d"}}, "--expires"},
-		{Request{Command: "add-token", Args: []string{"alice", "--scope", "admin"}}, "scope must be read or write"},
-		{Request{Command: "revoke-token", Args: []string{"alice", "not-an-id"}}, "no such token"},
-		{Request{Command: "list-keys"}, "usage: list-keys"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"create-repo"}, "usage: create-repo <owner>/<name>"},
+		{[]string{"fork", "a/b"}, "usage: fork"},
+		{[]string{"create-repo", "nameonly"}, "is not <owner>/<name>"},
+		{[]string{"create-repo", "a/../b"}, "invalid"},
+		{[]string{"set-visibility", "a/b", "secret"}, "public or private"},
+		{[]string{"add-token", "api"}, "reserved"},
+		{[]string{"add-token", "Api"}, "reserved"},
+		{[]string{"create-repo", "API/x"}, "reserved"},
+		{[]string{"create-repo", "Api/x"}, "reserved"},
+		{[]string{"create-repo", "a/x.git.git"}, "invalid"},
+		{[]string{"grant", "a/b", "c"}, "usage: grant"},
+		{[]string{"grant", "a/b", "c", "read", "--as"}, "--as needs a value"},
+		{[]string{"protect", "a/b", "refs/heads/x", "--bogus"}, "unknown flag --bogus"},
+		{[]string{"protect", "a/b", "refs/heads/x", "--no-delete=yes"}, "takes no value"},
+		{[]string{"add-token", "alice", "--expires", "soon"}, "--expires"},
+		{[]string{"add-token", "alice", "--expires", "-3d"}, "--expires"},
+		{[]string{"add-token", "alice", "--scope", "admin"}, "scope must be read or write"},
+		{[]string{"revoke-token", "alice", "not-an-id"}, "no such token"},
+		{[]string{"list-keys"}, "usage: list-keys"},
 	}
 	for _, c := range cases {
-		_, err := call(t, srv, secret, c.req)
+		_, err := call(t, srv, secret, c.args[0], c.args[1:]...)
 		if !errors.Is(err, ErrCommand) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: err = %v, want %q", c.req, err, c.want)
+			t.Errorf("%q: err = %v, want %q", c.args, err, c.want)
 		}
 	}
 }
@@ -92,7 +97,7 @@ func TestVersion(t *testing.T) {
 	const secret = "0123456789abcdef0123"
 	srv := httptest.NewServer(&Server{Secret: secret, Log: zap.NewNop(), Version: "v1.2.0 (commit abc, 2025-01-02T03:04:05Z, go1.26.0)"})
 	t.Cleanup(srv.Close)
-	out, err := call(t, srv, secret, Request{Command: "version"})
+	out, err := call(t, srv, secret, "version")
 	if err != nil || out != "v1.2.0 (commit abc, 2025-01-02T03:04:05Z, go1.26.0)\n" {
 		t.Errorf("version = %q, %v", out, err)
 	}
@@ -118,41 +123,27 @@ func TestParseFlags(t *testing.T) {
 }
 
 // TestTypedResults: listing and changing credentials answer a typed value
-// in the final event's Data (for --json), beside the text.
+// (what --json prints), beside the text.
 func TestTypedResults(t *testing.T) {
 	const secret = "0123456789abcdef0123"
 	srv := httptest.NewServer(&Server{Secret: secret, Log: zap.NewNop(), Auth: auth.NewStore(memstore.New())})
 	t.Cleanup(srv.Close)
-	post := func(req Request) Event {
-		t.Helper()
-		body, _ := json.Marshal(req)
-		hr, _ := http.NewRequest(http.MethodPost, srv.URL+Path, bytes.NewReader(body))
-		hr.Header.Set("Authorization", "Bearer "+secret)
-		resp, err := http.DefaultClient.Do(hr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var last Event
-		for dec := json.NewDecoder(resp.Body); dec.More(); {
-			if err := dec.Decode(&last); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if last.Error != "" || !last.Done {
-			t.Fatalf("%+v: %+v", req, last)
-		}
-		return last
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	r, err := Do(t.Context(), addr, nil, secret, AddToken{Owner: "alice", Scope: "read", Name: "ci", Expires: "30d"}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ev := post(Request{Command: "add-token", Args: []string{"alice", "--scope", "read", "--name", "ci", "--expires", "30d"}})
-	var issued Message
-	if err := json.Unmarshal(ev.Data, &issued); err != nil || issued.Token == nil || issued.Secret != ev.Output || issued.Token.Scope != auth.ScopeRead {
-		t.Fatalf("add-token data %s: %v", ev.Data, err)
+	issued, ok := r.(*Message)
+	if !ok || issued.Token == nil || issued.Secret != r.Text() || issued.Token.Scope != auth.ScopeRead {
+		t.Fatalf("add-token reply %#v", r)
 	}
-	ev = post(Request{Command: "list-tokens", Args: []string{"alice"}})
-	var list TokenList
-	if err := json.Unmarshal(ev.Data, &list); err != nil || len(list.Tokens) != 1 || list.Tokens[0].ID != issued.Token.ID ||
-		list.Tokens[0].Name != "ci" || list.Tokens[0].Expires.IsZero() || strings.Contains(string(ev.Data), issued.Secret) {
-		t.Fatalf("list-tokens data %s: %v", ev.Data, err)
+	if r, err = Do(t.Context(), addr, nil, secret, ListTokens{Owner: "alice"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	list, ok := r.(*TokenList)
+	data, _ := json.Marshal(r)
+	if !ok || len(list.Tokens) != 1 || list.Tokens[0].ID != issued.Token.ID ||
+		list.Tokens[0].Name != "ci" || list.Tokens[0].Expires.IsZero() || strings.Contains(string(data), issued.Secret) {
+		t.Fatalf("list-tokens reply %s", data)
 	}
 }

@@ -1,16 +1,13 @@
 package admin
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 
+	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/peertls"
 )
 
@@ -37,66 +34,41 @@ func (e *CommandError) Error() string { return ErrCommand.Error() + ": " + e.Msg
 // Unwrap makes errors.Is(err, ErrCommand) true.
 func (e *CommandError) Unwrap() error { return ErrCommand }
 
-// Call sends req to the node at addr and streams its answer: progress lines
-// to progress, the command's output to out.
-func Call(ctx context.Context, addr, secret string, req Request, progress, out io.Writer) error {
-	ev, err := Do(ctx, addr, nil, secret, req, progress)
-	if err == nil && ev.Output != "" {
-		fmt.Fprintln(out, ev.Output)
+// Call sends m to the node at addr and streams its answer: progress lines
+// to progress, the reply's text to out.
+func Call(ctx context.Context, addr, secret string, m Msg, progress, out io.Writer) error {
+	r, err := Do(ctx, addr, nil, secret, m, progress)
+	if err == nil && r.Text() != "" {
+		fmt.Fprintln(out, r.Text())
 	}
 	return err
 }
 
-// Do sends req to the node at addr, over peer TLS when tc is set, streams
-// progress lines to progress and returns the final event: on success its
-// Output and, for structured commands, Data; a failed command is a
-// *CommandError.
-func Do(ctx context.Context, addr string, tc *peertls.Config, secret string, req Request, progress io.Writer) (Event, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return Event{}, err
-	}
+// Do sends m in a peer envelope to the node at addr, over peer TLS when tc
+// is set, streams progress lines to progress (nil: dropped) and returns
+// m's typed reply. A failed command is a *CommandError.
+func Do(ctx context.Context, addr string, tc *peertls.Config, secret string, m Msg, progress io.Writer) (Result, error) {
+	_, r := m.op()
 	hc, scheme := streamClient(tc)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+"://"+addr+Path, bytes.NewReader(body))
-	if err != nil {
-		return Event{}, fmt.Errorf("admin address %q: %w", addr, err)
-	}
-	hr.Header.Set("Authorization", "Bearer "+secret)
-	hr.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(hr)
-	if err != nil {
-		return Event{}, fmt.Errorf("reach rgit node at %s (is `rgit serve` running? set RGIT_ADMIN_ADDR or --addr): %w: %w", addr, ErrUnreachable, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		err := fmt.Errorf("rgit node at %s: %s: %s", addr, resp.Status, bytes.TrimSpace(msg))
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			err = fmt.Errorf("%w: %w", ErrRefused, err)
+	err := peer.SendProgress(ctx, hc, scheme+"://"+addr, secret, 0, m, r, func(line string) {
+		if progress != nil {
+			fmt.Fprintln(progress, line)
 		}
-		return Event{}, err
+	})
+	var (
+		coded   *peer.CodedError
+		refused *peer.RefusedError
+	)
+	switch {
+	case err == nil:
+		return r, nil
+	case errors.As(err, &coded):
+		return nil, &CommandError{Code: coded.Code, Msg: coded.Msg}
+	case errors.As(err, &refused):
+		// The secret check (401), or a node that does not know m.
+		return nil, fmt.Errorf("rgit node at %s: %w: %w", addr, ErrRefused, err)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		var ev Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return Event{}, fmt.Errorf("bad answer from node: %w", err)
-		}
-		if ev.Progress != "" {
-			fmt.Fprintln(progress, ev.Progress)
-		}
-		if ev.Done {
-			if ev.Error != "" {
-				return ev, &CommandError{Code: ev.Code, Msg: ev.Error}
-			}
-			return ev, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return Event{}, fmt.Errorf("read answer from node: %w: %w", ErrUnreachable, err)
-	}
-	return Event{}, fmt.Errorf("node closed the connection before answering: %w", ErrUnreachable)
+	return nil, fmt.Errorf("reach rgit node at %s (is `rgit serve` running? set RGIT_ADMIN_ADDR or --addr): %w: %w", addr, ErrUnreachable, err)
 }
 
 // streamClient returns the HTTP client and URL scheme for a node's peer
@@ -119,7 +91,7 @@ const (
 	ExitFailed      = 5
 )
 
-// ErrorCode classifies an error of Do as a Code* string.
+// ErrorCode classifies an error of Do or Parse as a Code* string.
 func ErrorCode(err error) string {
 	var ce *CommandError
 	switch {
@@ -151,14 +123,4 @@ func ExitCode(err error) int {
 		return ExitUnreachable
 	}
 	return ExitFailed
-}
-
-// Usage returns one synopsis line per command, sorted.
-func Usage() []string {
-	var lines []string
-	for name, c := range commands {
-		lines = append(lines, name+" "+c.synopsis)
-	}
-	sort.Strings(lines)
-	return lines
 }

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,20 +14,10 @@ import (
 	"github.com/rgit/rgit/storage/repo"
 )
 
-// Result is the answer of a command with structured output: the value
-// itself is what `rgit-admin --json` prints (Event.Data), so its JSON
-// shape is a stable interface for scripts: fields are only ever added;
-// Text is what a person reads.
+// Result is a message's reply: the value itself is what `rgit-admin
+// --json` prints, so its JSON shape is a stable interface for scripts:
+// fields are only ever added; Text is what a person reads.
 type Result interface{ Text() string }
-
-// structured lists the commands whose answer is a Result. A new listing
-// command adds its function here (and its synopsis to commands) and gets
-// --json for free.
-var structured = map[string]func(s *Server, ctx context.Context, args []string) (Result, error){
-	"list-repos": (*Server).listRepos,
-	"status":     (*Server).status,
-	"where":      (*Server).where,
-}
 
 // Repos is list-repos' answer.
 type Repos struct {
@@ -37,10 +26,10 @@ type Repos struct {
 
 func (r Repos) Text() string { return strings.Join(r.Repos, "\n") }
 
-func (s *Server) listRepos(ctx context.Context, _ []string) (Result, error) {
+func (s *Server) listRepos(ctx context.Context, _ ListRepos) (Repos, error) {
 	l, err := repo.List(ctx, s.Deps)
 	if err != nil {
-		return nil, err
+		return Repos{}, err
 	}
 	return Repos{Repos: nonNil(l)}, nil
 }
@@ -55,10 +44,10 @@ func (st Status) Text() string {
 	return fmt.Sprintf("version: %s\nopen repositories: %d\n%s", st.Version, len(st.OpenRepos), strings.Join(st.OpenRepos, "\n"))
 }
 
-func (s *Server) status(ctx context.Context, _ []string) (Result, error) {
+func (s *Server) status(ctx context.Context, _ ShowStatus) (Status, error) {
 	open, err := s.Node.OpenRepos(ctx)
 	if err != nil {
-		return nil, err
+		return Status{}, err
 	}
 	return Status{Version: s.Version, OpenRepos: nonNil(open)}, nil
 }
@@ -85,10 +74,10 @@ func (w Where) Text() string {
 	return fmt.Sprintf("%s is owned by %s (epoch %d, lease %s, expires %s)", w.Repo, w.Node, w.Epoch, w.State, w.Expires.Format(time.RFC3339Nano))
 }
 
-func (s *Server) where(_ context.Context, args []string) (Result, error) {
-	owner, name, err := names.Split(args[0])
+func (s *Server) where(_ context.Context, m WhereIs) (Where, error) {
+	owner, name, err := names.Split(m.Repo)
 	if err != nil {
-		return nil, err
+		return Where{}, err
 	}
 	r := owner + "/" + name
 	if s.Peers == nil {
@@ -111,7 +100,7 @@ func whereIn(view cluster.View, repo string, now time.Time) Where {
 	return Where{Repo: repo, State: state, Node: e.Node, Epoch: e.Epoch, Expires: &exp}
 }
 
-// Error codes of a failed command (Event.Code); rgit-admin turns each
+// Error codes of a failed command (peer.CodedError.Code); rgit-admin turns each
 // into its exit status.
 const (
 	CodeNotFound    = "not_found"   // the repository or credential does not exist
@@ -137,30 +126,4 @@ func codeOf(err error) string {
 		return CodeRefused
 	}
 	return CodeFailed
-}
-
-// answer runs req and returns its final event: a structured command's
-// Text and Data, any other command's Output, or the error and its Code.
-func (s *Server) answer(ctx context.Context, req Request, progress func(string, uint64, uint64)) (Event, error) {
-	var (
-		ev  = Event{Done: true}
-		err error
-	)
-	if f, ok := structured[req.Command]; ok {
-		if err = checkUsage(req); err == nil {
-			var r Result
-			if r, err = f(s, ctx, req.Args); err == nil {
-				ev.Output = r.Text()
-				ev.Data, err = json.Marshal(r)
-			}
-		}
-	} else {
-		var data any
-		ev.Output, data, err = s.runCommand(ctx, req, progress)
-		ev.Data = encodeData(data)
-	}
-	if err != nil {
-		return Event{Error: err.Error(), Code: codeOf(err), Done: true}, err
-	}
-	return ev, nil
 }

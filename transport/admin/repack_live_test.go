@@ -73,11 +73,11 @@ func startLiveNode(t *testing.T) *liveNode {
 
 func (l *liveNode) url(repo string) string { return l.gitURL + "/" + repo + ".git" }
 
-func (l *liveNode) call(req admin.Request) (out, progress string, err error) {
+func (l *liveNode) call(m admin.Msg) (out, progress string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var o, p bytes.Buffer
-	err = admin.Call(ctx, l.admin, liveSecret, req, &p, &o)
+	err = admin.Call(ctx, l.admin, liveSecret, m, &p, &o)
 	return strings.TrimSpace(o.String()), p.String(), err
 }
 
@@ -131,7 +131,7 @@ func TestRepackDoesNotBlockTheRepository(t *testing.T) {
 	l := startLiveNode(t)
 	env := gitenv.New(t)
 	const name = "alice/big"
-	if _, _, err := l.call(admin.Request{Command: "create-repo", Args: []string{name}}); err != nil {
+	if _, _, err := l.call(admin.CreateRepo{Repo: name}); err != nil {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
@@ -153,7 +153,7 @@ func TestRepackDoesNotBlockTheRepository(t *testing.T) {
 	}
 	repacked := make(chan result, 1)
 	go func() {
-		out, progress, err := l.call(admin.Request{Command: "repack", Args: []string{name}})
+		out, progress, err := l.call(admin.Repack{Repo: name})
 		repacked <- result{out, progress, err}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -227,7 +227,7 @@ func TestRepackGivesUpUnderConstantPushes(t *testing.T) {
 	l := startLiveNode(t)
 	env := gitenv.New(t)
 	const name = "alice/busy"
-	if _, _, err := l.call(admin.Request{Command: "create-repo", Args: []string{name}}); err != nil {
+	if _, _, err := l.call(admin.CreateRepo{Repo: name}); err != nil {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
@@ -240,7 +240,7 @@ func TestRepackGivesUpUnderConstantPushes(t *testing.T) {
 	gate := l.store.HoldKeys(faultstore.OpPut, prefix, ".bitmap")
 	repacked := make(chan error, 1)
 	go func() {
-		_, _, err := l.call(admin.Request{Command: "repack", Args: []string{name}})
+		_, _, err := l.call(admin.Repack{Repo: name})
 		repacked <- err
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -1,18 +1,15 @@
 package admin
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strconv"
 
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/peer"
 )
 
 // PeerAddrs finds a node's peer stream port (transport/peer.Directory).
@@ -20,118 +17,72 @@ type PeerAddrs interface {
 	StreamAddr(node string) (string, error)
 }
 
-// headerHop counts how often an admin request was relayed (the peer
-// protocol's hop header; a relayed request is relayed at most once more).
-const (
-	headerHop = "X-Rgit-Hop"
-	maxHops   = 2
-)
-
-// routed lists the commands that act on a repository through its owner,
-// with the index of that repository's argument. The others (create-repo,
-// credentials, listings) act on the store or on this node and run here.
-var routed = map[string]int{
-	"delete-repo": 0, "fork": 0, "repack": 0, "gc": 0, "set-visibility": 0, "set-head": 0,
-	"grant": 0, "revoke": 0, "list-access": 0, "protect": 0, "unprotect": 0,
-}
-
-// relay delivers req to the node that owns its repository when that is
-// not this one (cluster mode: s.Peers set) and reports whether it did;
-// the owner's event stream is copied to w as it arrives.
-func (s *Server) relay(w http.ResponseWriter, r *http.Request, req Request) bool {
-	i, ok := routed[req.Command]
-	pos, _, err := parseFlags(req.Args, flagSpecs[req.Command])
-	if s.Peers == nil || !ok || err != nil || len(pos) <= i {
-		return false
+// relay passes m to the node that owns its repository when that is not
+// this one (cluster mode: s.Peers set) and reports whether it did; the
+// owner's progress lines reach progress as they arrive and its reply is
+// decoded into out (a pointer to m's reply type). It is the same message
+// with the next hop, so a relayed message is relayed at most once more
+// (gitserve.MaxHops).
+func (s *Server) relay(ctx context.Context, m Msg, out any, progress func(string)) (bool, error) {
+	t, ok := m.(routed)
+	if s.Peers == nil || !ok {
+		return false, nil
 	}
-	owner, name, err := s.existing(r.Context(), pos[i])
+	owner, name, err := s.existing(ctx, t.target())
 	if err != nil {
-		return false // run answers the usage or not-found error
+		return false, nil // the handler answers the usage or not-found error
 	}
-	route, err := s.Node.Route(r.Context(), owner, name)
+	route, err := s.Node.Route(ctx, owner, name)
 	if err != nil {
-		s.failRelay(w, req, fmt.Errorf("route %s/%s: %w", owner, name, err))
-		return true
+		return true, s.relayFailed(m, fmt.Errorf("route %s/%s: %w", owner, name, err))
 	}
 	if route.Local {
-		return false
-	}
-	hop, _ := strconv.Atoi(r.Header.Get(headerHop))
-	if hop+1 > maxHops {
-		s.failRelay(w, req, fmt.Errorf("%s/%s: %w (nodes disagree on the owner; retry)", owner, name, errHopLimit))
-		return true
+		return false, nil
 	}
 	// The owner forgets its index cache entry when it changes the
 	// repository; so does the node the operator talked to. Other nodes see
 	// a repository go public within the cache TTL (going private takes
 	// effect at once: the owner re-checks every session).
 	defer s.Deps.Meta.Forget(owner, name)
-	if err := s.relayTo(r.Context(), w, route.Node, hop+1, req); err != nil {
-		s.failRelay(w, req, err)
+	return true, s.toOwner(ctx, route.Node, owner+"/"+name, m, out, progress)
+}
+
+// toOwner sends m to node, the owner of repository r, with the next hop
+// after ctx's, decoding its reply into out. The owner's classified
+// failure comes back unchanged; any other is classified here.
+func (s *Server) toOwner(ctx context.Context, node, r string, m Msg, out any, progress func(string)) error {
+	hop, err := gitserve.NextHop(ctx)
+	if err != nil {
+		return s.relayFailed(m, fmt.Errorf("%s: %w (nodes disagree on the owner; retry)", r, errHopLimit))
 	}
-	return true
+	addr, err := s.Peers.StreamAddr(node)
+	if err != nil {
+		return s.relayFailed(m, fmt.Errorf("owner %s: %w", node, err))
+	}
+	hc, scheme := streamClient(s.PeerTLS)
+	err = peer.SendProgress(ctx, hc, scheme+"://"+addr, s.Secret, hop, m, out, progress)
+	var (
+		coded   *peer.CodedError
+		refused *peer.RefusedError
+	)
+	command, _ := m.op()
+	switch {
+	case err == nil:
+		s.Log.Info("admin command relayed to the owner", zap.String("command", command), zap.String("node", node))
+		return nil
+	case errors.As(err, &coded):
+		return err // the owner's own answer
+	case errors.As(err, &refused):
+		return s.relayFailed(m, fmt.Errorf("owner %s: %w", node, err))
+	}
+	return s.relayFailed(m, fmt.Errorf("reach owner %s at %s: %w: %w", node, addr, actors.ErrOwnerUnreachable, err))
 }
 
 var errHopLimit = errors.New("relay hop limit reached")
 
-var errRelayStarted = errors.New("relay failed after the owner started answering")
-
-// relayTo sends req to node and streams its answer to w.
-func (s *Server) relayTo(ctx context.Context, w http.ResponseWriter, node string, hop int, req Request) error {
-	addr, err := s.Peers.StreamAddr(node)
-	if err != nil {
-		return fmt.Errorf("owner %s: %w", node, err)
-	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	hc, scheme := streamClient(s.PeerTLS)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+"://"+addr+Path, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("owner %s at %s: %w", node, addr, err)
-	}
-	hr.Header.Set("Authorization", "Bearer "+s.Secret)
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set(headerHop, strconv.Itoa(hop))
-	resp, err := hc.Do(hr)
-	if err != nil {
-		return fmt.Errorf("reach owner %s at %s: %w: %w", node, addr, actors.ErrOwnerUnreachable, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("owner %s: %s: %s", node, resp.Status, bytes.TrimSpace(msg))
-	}
-	s.Log.Info("admin command relayed to the owner", zap.String("command", req.Command), zap.String("node", node))
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
-	for {
-		n, rerr := resp.Body.Read(buf)
-		if n > 0 {
-			if _, err := w.Write(buf[:n]); err != nil {
-				return fmt.Errorf("%w: %w", errRelayStarted, err)
-			}
-			_ = rc.Flush()
-		}
-		if rerr == io.EOF {
-			return nil
-		}
-		if rerr != nil {
-			return fmt.Errorf("%w: %w", errRelayStarted, rerr)
-		}
-	}
-}
-
-// failRelay reports a relay failure as the command's error event, unless
-// the owner's answer had started (then the client sees a truncated
-// stream and reports that).
-func (s *Server) failRelay(w http.ResponseWriter, req Request, err error) {
-	s.Log.Warn("admin command not delivered to the owner", zap.String("command", req.Command), zap.Error(err))
-	if errors.Is(err, errRelayStarted) {
-		return
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	(&eventWriter{w: w, rc: http.NewResponseController(w)}).send(Event{Error: err.Error(), Code: codeOf(err), Done: true})
+// relayFailed logs and classifies a failure to deliver m to its owner.
+func (s *Server) relayFailed(m Msg, err error) error {
+	command, _ := m.op()
+	s.Log.Warn("admin command not delivered to the owner", zap.String("command", command), zap.Error(err))
+	return &peer.CodedError{Code: codeOf(err), Msg: err.Error()}
 }

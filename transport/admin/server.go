@@ -2,10 +2,8 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/peertls"
 )
 
@@ -38,6 +37,9 @@ type Server struct {
 	Version string
 	// Cache is the read API's answer cache (RGIT_REDIS_URL); nil: none.
 	Cache Purger
+
+	once     sync.Once
+	handlers *peer.Handlers
 }
 
 // Purger makes every cached read-API answer of a repository unreachable
@@ -49,113 +51,125 @@ type Purger interface {
 // purge runs after a change that must not stay visible through the cache
 // (visibility flip, delete, purge-cache). It fails loudly: the change
 // itself stays done, and the error names purge-cache as the retry.
-func (s *Server) purge(ctx context.Context, owner, name, done string) (string, error) {
+func (s *Server) purge(ctx context.Context, owner, name, did string) (Done, error) {
 	if s.Cache == nil {
-		return done, nil
+		return Done{Output: did}, nil
 	}
 	if err := s.Cache.Purge(ctx, owner, name); err != nil {
-		return "", fmt.Errorf("%s, but %w", done, err)
+		return Done{}, fmt.Errorf("%s, but %w", did, err)
 	}
-	return done + "; cached answers purged", nil
+	return Done{Output: did + "; cached answers purged"}, nil
 }
 
-// maxRequest bounds an admin request body (a public key at most).
-const maxRequest = 1 << 20
-
-// ServeHTTP authenticates the caller and runs one command, streaming events.
+// ServeHTTP answers the admin messages in peer envelopes on
+// peer.PathMsg, for callers presenting the peer secret (everyone else gets
+// 401). cmd/serve mounts it on the peer stream port and adds the leader's
+// messages to Handlers.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != Path || r.Method != http.MethodPost {
+	if r.URL.Path != peer.PathMsg {
 		http.NotFound(w, r)
 		return
 	}
 	if !authorized(w, r, s.Secret, s.Log) {
 		return
 	}
-	var req Request
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxRequest)).Decode(&req); err != nil {
-		http.Error(w, "bad admin request: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if s.relay(w, r, req) {
-		return
-	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	out := &eventWriter{w: w, rc: http.NewResponseController(w)}
-	s.Log.Info("admin command", zap.String("command", req.Command), zap.Strings("args", req.Args))
-	ev, err := s.answer(r.Context(), req, out.progress)
-	if err != nil {
-		s.Log.Warn("admin command failed", zap.String("command", req.Command), zap.Strings("args", req.Args), zap.Error(err))
-	}
-	out.send(ev)
+	s.Handlers().ServeHTTP(w, r)
 }
 
-type eventWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	rc   *http.ResponseController
-	last map[string]time.Time // per stage: when it was last reported
+// Handlers is the node's envelope router with every admin message
+// registered; made on first use.
+func (s *Server) Handlers() *peer.Handlers {
+	s.once.Do(func() {
+		s.handlers = peer.NewHandlers(s.Log)
+		s.register(s.handlers)
+	})
+	return s.handlers
 }
 
-func (e *eventWriter) send(ev Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	b, _ := json.Marshal(ev)
-	e.w.Write(append(b, '\n'))
-	e.rc.Flush()
+// register adds one handler per admin message.
+func (s *Server) register(h *peer.Handlers) {
+	handle(s, h, s.createRepo)
+	handle(s, h, s.deleteRepo)
+	handle(s, h, s.fork)
+	handleProgress(s, h, s.repack)
+	handle(s, h, s.gc)
+	handle(s, h, s.setVisibility)
+	handle(s, h, s.setHead)
+	handle(s, h, s.purgeCache)
+	handle(s, h, s.grant)
+	handle(s, h, s.revoke)
+	handle(s, h, s.listAccess)
+	handle(s, h, s.protect)
+	handle(s, h, s.unprotect)
+	handle(s, h, s.addToken)
+	handle(s, h, s.listTokens)
+	handle(s, h, s.revokeToken)
+	handle(s, h, s.addKey)
+	handle(s, h, s.addDeployKey)
+	handle(s, h, s.listKeys)
+	handle(s, h, s.removeKey)
+	handle(s, h, s.listRepos)
+	handle(s, h, s.status)
+	handle(s, h, s.where)
+	handle(s, h, s.version)
 }
 
-// progress reports each stage at most every 200ms, and always its first
-// report and its completion. Stages may report concurrently (a repack
-// writes and indexes at once).
-func (e *eventWriter) progress(stage string, done, total uint64) {
+// progressFunc hears a stage's progress (repack: writing, indexing).
+type progressFunc func(stage string, done, total uint64)
+
+// handle registers fn as the handler of M (handleProgress).
+func handle[M Msg, R Result](s *Server, h *peer.Handlers, fn func(context.Context, M) (R, error)) {
+	handleProgress(s, h, func(ctx context.Context, m M, _ progressFunc) (R, error) { return fn(ctx, m) })
+}
+
+// handleProgress registers fn as the handler of M, streamed: a message
+// about a repository another node owns goes to the owner (relay); any
+// other runs here, logged, its failure classified for rgit-admin's exit
+// status (a *peer.CodedError).
+func handleProgress[M Msg, R Result](s *Server, h *peer.Handlers, fn func(context.Context, M, progressFunc) (R, error)) {
+	peer.HandleStream(h, func(ctx context.Context, m M, progress func(string)) (R, error) {
+		var r R
+		if relayed, err := s.relay(ctx, m, &r, progress); relayed {
+			return r, err
+		}
+		command, _ := m.op()
+		s.Log.Info("admin command", zap.String("command", command), zap.Any("msg", m))
+		r, err := fn(ctx, m, (&throttle{report: progress}).progress)
+		if err != nil {
+			s.Log.Warn("admin command failed", zap.String("command", command), zap.Any("msg", m), zap.Error(err))
+			return r, &peer.CodedError{Code: codeOf(err), Msg: err.Error()}
+		}
+		return r, nil
+	})
+}
+
+// throttle passes each stage's progress on at most every 200ms, and
+// always its first report and its completion. Stages may report
+// concurrently (a repack writes and indexes at once).
+type throttle struct {
+	report func(string)
+	mu     sync.Mutex
+	last   map[string]time.Time // per stage: when it was last reported
+}
+
+func (t *throttle) progress(stage string, done, total uint64) {
 	now := time.Now()
-	e.mu.Lock()
-	last, seen := e.last[stage]
+	t.mu.Lock()
+	last, seen := t.last[stage]
 	if seen && done != total && now.Sub(last) < 200*time.Millisecond {
-		e.mu.Unlock()
+		t.mu.Unlock()
 		return
 	}
-	if e.last == nil {
-		e.last = map[string]time.Time{}
+	if t.last == nil {
+		t.last = map[string]time.Time{}
 	}
-	e.last[stage] = now
-	e.mu.Unlock()
+	t.last[stage] = now
+	t.mu.Unlock()
 	msg := fmt.Sprintf("%s: %d", stage, done)
 	if total > 0 {
 		msg = fmt.Sprintf("%s: %3d%% (%d/%d)", stage, done*100/total, done, total)
 	}
-	e.send(Event{Progress: msg})
-}
-
-// commands lists every command with its argument count and synopsis.
-var commands = map[string]struct {
-	nargs    int
-	synopsis string
-}{
-	"create-repo":    {1, "<owner>/<name>"},
-	"delete-repo":    {1, "<owner>/<name>"},
-	"fork":           {2, "<src-owner>/<src-name> <owner>/<name>"},
-	"repack":         {1, "<owner>/<name>"},
-	"gc":             {1, "<owner>/<name>"},
-	"add-token":      {1, "<owner> [--scope read|write] [--repo <owner>/<name>]... [--expires 30d] [--name <name>]"},
-	"list-tokens":    {1, "<owner>"},
-	"revoke-token":   {2, "<owner> <token-id>"},
-	"add-key":        {1, "<owner> <public-key-file>"},
-	"add-deploy-key": {1, "<owner>/<name> <public-key-file> [--write]"},
-	"list-keys":      {1, "<owner>"},
-	"remove-key":     {2, "<owner> <fingerprint>"},
-	"set-visibility": {2, "<owner>/<name> public|private [--as <user>]"},
-	"grant":          {3, "<owner>/<name> <user> read|write|admin [--as <user>]"},
-	"revoke":         {2, "<owner>/<name> <user> [--as <user>]"},
-	"list-access":    {1, "<owner>/<name> [--as <user>]"},
-	"protect":        {2, "<owner>/<name> <ref-pattern> [--no-force-push] [--no-delete] [--as <user>]"},
-	"unprotect":      {2, "<owner>/<name> <ref-pattern> [--as <user>]"},
-	"set-head":       {2, "<owner>/<name> <refname>"},
-	"purge-cache":    {1, "<owner>/<name>"},
-	"list-repos":     {0, ""},
-	"status":         {0, ""},
-	"version":        {0, ""},
-	"where":          {1, "<owner>/<name>"},
+	t.report(msg)
 }
 
 // ErrUsage reports a malformed admin command.
@@ -163,130 +177,140 @@ var ErrUsage = errors.New("usage")
 
 var errUnknownCommand = errors.New("unknown command")
 
-// checkUsage checks that req names a command with its number of arguments.
-func checkUsage(req Request) error {
-	c, known := commands[req.Command]
-	if !known {
-		return fmt.Errorf("%w %q", errUnknownCommand, req.Command)
-	}
-	if len(req.Args) != c.nargs {
-		return fmt.Errorf("%w: %s %s", ErrUsage, req.Command, c.synopsis)
-	}
-	return nil
+// Done is the reply of a command whose answer is one line of text.
+type Done struct {
+	Output string `json:"output"`
 }
 
-// run runs the commands without structured results or flags; runCommand
-// has checked req's usage.
-func (s *Server) run(ctx context.Context, req Request, progress func(string, uint64, uint64)) (string, error) {
-	// arg resolves an existing repository to the spelling it is stored
-	// under (names are case-insensitive).
-	arg := func(i int) (string, string, error) { return s.existing(ctx, req.Args[i]) }
-	switch req.Command {
-	case "create-repo":
-		owner, name, err := s.newName(ctx, req.Args[0])
-		if err != nil {
-			return "", err
-		}
-		if err := repo.Create(ctx, s.Deps, owner, name); err != nil {
-			return "", err
-		}
-		return "created " + owner + "/" + name, nil
-	case "delete-repo":
-		owner, name, err := arg(0)
-		if err != nil {
-			return "", err
-		}
-		if err := s.Node.CloseRepo(ctx, owner, name); err != nil {
-			return "", err
-		}
-		if err := repo.Delete(ctx, s.Deps, owner, name); err != nil {
-			return "", err
-		}
-		keys, err := s.Auth.RemoveDeployKeys(ctx, owner+"/"+name)
-		for _, k := range keys {
-			s.audit(operator, "remove-key", zap.String("repo", k.Repo), zap.String("fingerprint", k.Fingerprint), zap.String("why", "delete-repo"))
-		}
-		if err != nil {
-			return "", fmt.Errorf("deleted %s/%s, but not all its deploy keys (list-keys, remove-key): %w", owner, name, err)
-		}
-		return s.purge(ctx, owner, name, "deleted "+owner+"/"+name)
-	case "fork":
-		so, sn, err := arg(0)
-		if err != nil {
-			return "", err
-		}
-		do, dn, err := s.newName(ctx, req.Args[1])
-		if err != nil {
-			return "", err
-		}
-		sess, err := s.Node.Session(ctx, so, sn)
-		if err != nil {
-			return "", err
-		}
-		defer sess.Release()
-		if err := repo.Fork(ctx, s.Deps, sess.Snapshot, do, dn); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("forked %s/%s to %s/%s", so, sn, do, dn), nil
-	case "repack":
-		owner, name, err := arg(0)
-		if err != nil {
-			return "", err
-		}
-		p, err := s.Node.Repack(ctx, owner, name, progress)
-		if err != nil {
-			return "", err
-		}
-		if p.Name == "" {
-			return fmt.Sprintf("%s/%s has nothing to repack", owner, name), nil
-		}
-		return fmt.Sprintf("repacked %s/%s into %s (%d objects)", owner, name, p.Name, p.Objects), nil
-	case "gc":
-		owner, name, err := arg(0)
-		if err != nil {
-			return "", err
-		}
-		st, err := s.Node.CollectGarbage(ctx, owner, name, s.GCMinAge)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("gc %s/%s: %+v", owner, name, st), nil
-	case "set-visibility":
-		v := req.Args[1]
-		if v != "public" && v != "private" {
-			return "", fmt.Errorf("%w: visibility must be public or private, not %q", ErrUsage, v)
-		}
-		owner, name, err := arg(0)
-		if err != nil {
-			return "", err
-		}
-		if err := s.Node.SetVisibility(ctx, owner, name, v == "public"); err != nil {
-			return "", err
-		}
-		return s.purge(ctx, owner, name, owner+"/"+name+" is "+v)
-	case "purge-cache":
-		owner, name, err := names.Split(req.Args[0])
-		if err != nil {
-			return "", err
-		}
-		if s.Cache == nil {
-			return "", errors.New("purge-cache: this node has no read-API cache (RGIT_REDIS_URL is unset)")
-		}
-		return s.purge(ctx, owner, name, "purge-cache "+owner+"/"+name)
-	case "set-head":
-		owner, name, err := arg(0)
-		if err != nil {
-			return "", err
-		}
-		if err := s.Node.SetHead(ctx, owner, name, req.Args[1]); err != nil {
-			return "", err
-		}
-		return "HEAD of " + owner + "/" + name + " is " + req.Args[1], nil
-	case "version":
-		return s.Version, nil
+func (d Done) Text() string { return d.Output }
+
+func done(format string, args ...any) Done { return Done{Output: fmt.Sprintf(format, args...)} }
+
+func (s *Server) createRepo(ctx context.Context, m CreateRepo) (Done, error) {
+	owner, name, err := s.newName(ctx, m.Repo)
+	if err != nil {
+		return Done{}, err
 	}
-	return "", fmt.Errorf("%w %q", errUnknownCommand, req.Command)
+	if err := repo.Create(ctx, s.Deps, owner, name); err != nil {
+		return Done{}, err
+	}
+	return done("created %s/%s", owner, name), nil
 }
+
+func (s *Server) deleteRepo(ctx context.Context, m DeleteRepo) (Done, error) {
+	owner, name, err := s.existing(ctx, m.Repo)
+	if err != nil {
+		return Done{}, err
+	}
+	if err := s.Node.CloseRepo(ctx, owner, name); err != nil {
+		return Done{}, err
+	}
+	if err := repo.Delete(ctx, s.Deps, owner, name); err != nil {
+		return Done{}, err
+	}
+	keys, err := s.Auth.RemoveDeployKeys(ctx, owner+"/"+name)
+	for _, k := range keys {
+		s.audit(operator, "remove-key", zap.String("repo", k.Repo), zap.String("fingerprint", k.Fingerprint), zap.String("why", "delete-repo"))
+	}
+	if err != nil {
+		return Done{}, fmt.Errorf("deleted %s/%s, but not all its deploy keys (list-keys, remove-key): %w", owner, name, err)
+	}
+	return s.purge(ctx, owner, name, "deleted "+owner+"/"+name)
+}
+
+func (s *Server) fork(ctx context.Context, m Fork) (Done, error) {
+	so, sn, err := s.existing(ctx, m.From)
+	if err != nil {
+		return Done{}, err
+	}
+	do, dn, err := s.newName(ctx, m.To)
+	if err != nil {
+		return Done{}, err
+	}
+	sess, err := s.Node.Session(ctx, so, sn)
+	if err != nil {
+		return Done{}, err
+	}
+	defer sess.Release()
+	if err := repo.Fork(ctx, s.Deps, sess.Snapshot, do, dn); err != nil {
+		return Done{}, err
+	}
+	return done("forked %s/%s to %s/%s", so, sn, do, dn), nil
+}
+
+func (s *Server) repack(ctx context.Context, m Repack, progress progressFunc) (Done, error) {
+	owner, name, err := s.existing(ctx, m.Repo)
+	if err != nil {
+		return Done{}, err
+	}
+	p, err := s.Node.Repack(ctx, owner, name, progress)
+	if err != nil {
+		return Done{}, err
+	}
+	if p.Name == "" {
+		return done("%s/%s has nothing to repack", owner, name), nil
+	}
+	return done("repacked %s/%s into %s (%d objects)", owner, name, p.Name, p.Objects), nil
+}
+
+func (s *Server) gc(ctx context.Context, m GC) (Done, error) {
+	owner, name, err := s.existing(ctx, m.Repo)
+	if err != nil {
+		return Done{}, err
+	}
+	st, err := s.Node.CollectGarbage(ctx, owner, name, s.GCMinAge)
+	if err != nil {
+		return Done{}, err
+	}
+	return done("gc %s/%s: %+v", owner, name, st), nil
+}
+
+func (s *Server) setVisibility(ctx context.Context, m SetVisibility) (Done, error) {
+	who, err := s.actingAs(ctx, "set-visibility", m.Repo, m.As)
+	if err != nil {
+		return Done{}, err
+	}
+	v := m.Visibility
+	if v != "public" && v != "private" {
+		return Done{}, fmt.Errorf("%w: visibility must be public or private, not %q", ErrUsage, v)
+	}
+	owner, name, err := s.existing(ctx, m.Repo)
+	if err != nil {
+		return Done{}, err
+	}
+	if err := s.Node.SetVisibility(ctx, owner, name, v == "public"); err != nil {
+		return Done{}, err
+	}
+	d, err := s.purge(ctx, owner, name, owner+"/"+name+" is "+v)
+	if err == nil {
+		s.audit(who, "set-visibility", zap.String("repo", m.Repo), zap.String("visibility", v))
+	}
+	return d, err
+}
+
+func (s *Server) purgeCache(ctx context.Context, m PurgeCache) (Done, error) {
+	owner, name, err := names.Split(m.Repo)
+	if err != nil {
+		return Done{}, err
+	}
+	if s.Cache == nil {
+		return Done{}, errors.New("purge-cache: this node has no read-API cache (RGIT_REDIS_URL is unset)")
+	}
+	return s.purge(ctx, owner, name, "purge-cache "+owner+"/"+name)
+}
+
+func (s *Server) setHead(ctx context.Context, m SetHead) (Done, error) {
+	owner, name, err := s.existing(ctx, m.Repo)
+	if err != nil {
+		return Done{}, err
+	}
+	if err := s.Node.SetHead(ctx, owner, name, m.Ref); err != nil {
+		return Done{}, err
+	}
+	return done("HEAD of %s/%s is %s", owner, name, m.Ref), nil
+}
+
+func (s *Server) version(context.Context, Version) (Done, error) { return Done{Output: s.Version}, nil }
 
 // existing parses "owner/name" and resolves it to the spelling the
 // repository is stored under (repo.Canonical).

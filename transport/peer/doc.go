@@ -7,9 +7,13 @@
 //     RGIT_PEER_SECRET (compared in constant time) with 401.
 //   - Typed messages (envelope.go): one envelope on the peer stream port
 //     carries a Go value both nodes know, with a hop limit, and brings back
-//     its handler's typed reply. The leader's messages (cluster.ClaimLease,
-//     RenewLeases, ReleaseLease, ForceGrantLease) travel this way, the same
-//     values the leader actor receives in process; LeaderClient sends them.
+//     its handler's typed reply (streamed after progress lines for
+//     HandleStream handlers; a classified failure as a *CodedError). The
+//     leader's messages (cluster.ClaimLease, RenewLeases, ReleaseLease,
+//     ForceGrantLease) travel this way, the same values the leader actor
+//     receives in process; LeaderClient sends them. So do the admin
+//     messages (transport/admin: rgit-admin to a node, a node to the
+//     repository's owner).
 //   - HTTPForwarder / PeerHTTP: smart-HTTP requests reverse-proxied, fully
 //     streaming, to the owner's peer HTTP port, with a hop limit.
 //   - SessionForwarder / SessionHandler: one git session (SSH sessions are

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -27,6 +29,15 @@ import (
 //	← 200 {"reply": {...}}
 //	← 503 {"error": "..."}                  the receiver could not answer
 //	← 400 {"error": "...", "refused": true} malformed, unknown type, hop limit
+//	← 422 {"error": "...", "code": "..."}   the handler failed, classified
+//
+// A message registered with HandleStream (an admin command: a repack runs
+// for minutes) is answered as a stream instead: 200 and
+// application/x-ndjson, any number of {"progress": "..."} lines, then
+// exactly one of the answers above as the last line. Progress is text for
+// a person; the reply stays one typed value. The receiver's hop count is
+// in the handler's context (gitserve.Hops), so a handler that passes the
+// message on to another node sends it with the next hop.
 //
 // Git session bytes never travel this way (see SessionForwarder).
 
@@ -44,10 +55,15 @@ type envelope struct {
 }
 
 type answer struct {
-	Reply   json.RawMessage `json:"reply,omitempty"`
-	Error   string          `json:"error,omitempty"`
-	Refused bool            `json:"refused,omitempty"`
+	Progress string          `json:"progress,omitempty"` // streamed answers only
+	Reply    json.RawMessage `json:"reply,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Code     string          `json:"code,omitempty"`
+	Refused  bool            `json:"refused,omitempty"`
 }
+
+// ndjson is the content type of a streamed answer.
+const ndjson = "application/x-ndjson"
 
 // typeName is a message's name on the wire: its Go type, package-qualified.
 func typeName(t reflect.Type) string { return t.String() }
@@ -60,31 +76,58 @@ type RefusedError struct{ Msg string }
 
 func (e *RefusedError) Error() string { return "message refused: " + e.Msg }
 
+// CodedError is a handler's failure classified for the sender (the admin
+// commands' not_found, usage, refused, …): the sender gets the same
+// *CodedError back, so a node that passes a message on hands its
+// client the owner's failure unchanged.
+type CodedError struct {
+	Code string
+	Msg  string
+}
+
+func (e *CodedError) Error() string { return e.Msg }
+
 // ErrInvalid is wrapped by a handler's error for a message that can never
 // succeed (a bad repository name): the sender gets a *RefusedError.
 var ErrInvalid = errors.New("invalid message")
 
 // Handlers routes each message type to its handler. Register handlers
-// with Handle before serving.
+// with Handle or HandleStream before serving.
 type Handlers struct {
 	log *zap.Logger
-	m   map[string]func(ctx context.Context, msg json.RawMessage) (any, error)
+	m   map[string]handler
+}
+
+type handler struct {
+	fn     func(ctx context.Context, msg json.RawMessage, progress func(string)) (any, error)
+	stream bool // answered as a stream (HandleStream)
 }
 
 // NewHandlers returns an empty router.
 func NewHandlers(log *zap.Logger) *Handlers {
-	return &Handlers{log: orNop(log), m: map[string]func(context.Context, json.RawMessage) (any, error){}}
+	return &Handlers{log: orNop(log), m: map[string]handler{}}
 }
 
 // Handle registers fn as the handler of messages of type M.
 func Handle[M, R any](h *Handlers, fn func(ctx context.Context, m M) (R, error)) {
-	h.m[typeName(reflect.TypeFor[M]())] = func(ctx context.Context, raw json.RawMessage) (any, error) {
+	register(h, false, func(ctx context.Context, m M, _ func(string)) (R, error) { return fn(ctx, m) })
+}
+
+// HandleStream registers fn as the handler of messages of type M whose
+// answer streams: each progress call reaches the sender's progress
+// function before the typed reply.
+func HandleStream[M, R any](h *Handlers, fn func(ctx context.Context, m M, progress func(string)) (R, error)) {
+	register(h, true, fn)
+}
+
+func register[M, R any](h *Handlers, stream bool, fn func(context.Context, M, func(string)) (R, error)) {
+	h.m[typeName(reflect.TypeFor[M]())] = handler{stream: stream, fn: func(ctx context.Context, raw json.RawMessage, progress func(string)) (any, error) {
 		var m M
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-		return fn(ctx, m)
-	}
+		return fn(ctx, m, progress)
+	}}
 }
 
 // HandleLeader registers the leader's messages, answered by leader() on
@@ -129,7 +172,7 @@ func (h *Handlers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusBadRequest, answer{Error: "bad envelope: " + err.Error(), Refused: true})
 		return
 	}
-	fn, ok := h.m[e.Type]
+	hd, ok := h.m[e.Type]
 	switch {
 	case !ok:
 		reply(w, http.StatusBadRequest, answer{Error: fmt.Sprintf("unknown message type %q", e.Type), Refused: true})
@@ -138,22 +181,57 @@ func (h *Handlers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusBadRequest, answer{Error: fmt.Sprintf("hop %d outside 0..%d", e.Hop, gitserve.MaxHops), Refused: true})
 		return
 	}
-	out, err := fn(r.Context(), e.Msg)
+	ctx := gitserve.WithHops(r.Context(), e.Hop)
+	if !hd.stream {
+		out, err := hd.fn(ctx, e.Msg, nil)
+		code, a := h.outcome(e.Type, out, err)
+		reply(w, code, a)
+		return
+	}
+	s := &progressStream{w: w, rc: http.NewResponseController(w)}
+	w.Header().Set("Content-Type", ndjson)
+	w.WriteHeader(http.StatusOK)
+	out, err := hd.fn(ctx, e.Msg, s.progress)
+	_, a := h.outcome(e.Type, out, err)
+	s.line(a)
+}
+
+// outcome is the answer to a handler's result, with the status it has
+// when it is not streamed.
+func (h *Handlers) outcome(typ string, out any, err error) (int, answer) {
+	var coded *CodedError
 	switch {
 	case errors.Is(err, ErrInvalid) || errors.Is(err, cluster.ErrInvalidName):
-		reply(w, http.StatusBadRequest, answer{Error: err.Error(), Refused: true})
-		return
+		return http.StatusBadRequest, answer{Error: err.Error(), Refused: true}
+	case errors.As(err, &coded):
+		return http.StatusUnprocessableEntity, answer{Error: coded.Msg, Code: coded.Code}
 	case err != nil:
-		h.log.Warn("peer message failed", zap.String("type", e.Type), zap.Error(err))
-		reply(w, http.StatusServiceUnavailable, answer{Error: err.Error()})
-		return
+		h.log.Warn("peer message failed", zap.String("type", typ), zap.Error(err))
+		return http.StatusServiceUnavailable, answer{Error: err.Error()}
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		reply(w, http.StatusInternalServerError, answer{Error: "encode reply: " + err.Error()})
-		return
+		return http.StatusInternalServerError, answer{Error: "encode reply: " + err.Error()}
 	}
-	reply(w, http.StatusOK, answer{Reply: b})
+	return http.StatusOK, answer{Reply: b}
+}
+
+// progressStream writes a streamed answer's lines; handlers may report
+// progress from several goroutines.
+type progressStream struct {
+	mu sync.Mutex
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+func (s *progressStream) progress(msg string) { s.line(answer{Progress: msg}) }
+
+func (s *progressStream) line(a answer) {
+	b, _ := json.Marshal(a)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = s.w.Write(append(b, '\n'))
+	_ = s.rc.Flush()
 }
 
 func reply(w http.ResponseWriter, code int, a answer) {
@@ -165,14 +243,23 @@ func reply(w http.ResponseWriter, code int, a answer) {
 // Send delivers m to the node whose peer stream port is at base
 // (http://host:port, or https:// with peer TLS) and decodes
 // its reply into out (a pointer to the handler's result type). A message
-// the node refused is a *RefusedError; any other failure (no connection,
-// a 503) is returned wrapped with its cause.
+// the node refused is a *RefusedError, a classified failure of its
+// handler a *CodedError; any other failure (no connection, a 503) is
+// returned wrapped with its cause.
 func Send[M any](ctx context.Context, hc *http.Client, base, secret string, hop int, m M, out any) error {
+	return SendProgress(ctx, hc, base, secret, hop, m, out, nil)
+}
+
+// SendProgress is Send for a message whose answer may stream
+// (HandleStream): progress, when not nil, hears each progress line as it
+// arrives. The message's wire type is its dynamic type, so m may be held
+// in an interface.
+func SendProgress[M any](ctx context.Context, hc *http.Client, base, secret string, hop int, m M, out any, progress func(string)) error {
 	msg, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode %T: %w", m, err)
 	}
-	body, err := json.Marshal(envelope{Type: typeName(reflect.TypeFor[M]()), Hop: hop, Msg: msg})
+	body, err := json.Marshal(envelope{Type: typeName(reflect.TypeOf(m)), Hop: hop, Msg: msg})
 	if err != nil {
 		return fmt.Errorf("encode envelope: %w", err)
 	}
@@ -187,27 +274,65 @@ func Send[M any](ctx context.Context, hc *http.Client, base, secret string, hop 
 		return err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxMessage))
-	if err != nil {
-		return fmt.Errorf("%T to %s: read answer: %w", m, base, err)
-	}
 	var a answer
-	if err := json.Unmarshal(raw, &a); err != nil {
-		// Not an envelope's answer: the secret check (401) or a proxy.
-		msg := fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(raw[:min(len(raw), 512)]))
-		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
-			return &RefusedError{Msg: msg}
+	status := resp.Status // of the failure, for a plain answer
+	if resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Type") == ndjson {
+		status = "streamed answer"
+		if a, err = readStream(resp.Body, progress); err != nil {
+			return fmt.Errorf("%T to %s: %w", m, base, err)
 		}
-		return fmt.Errorf("%T to %s: %s", m, base, msg)
+	} else {
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxMessage))
+		if err != nil {
+			return fmt.Errorf("%T to %s: read answer: %w", m, base, err)
+		}
+		if err := json.Unmarshal(raw, &a); err != nil {
+			// Not an envelope's answer: the secret check (401) or a proxy.
+			msg := fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(raw[:min(len(raw), 512)]))
+			if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+				return &RefusedError{Msg: msg}
+			}
+			return fmt.Errorf("%T to %s: %s", m, base, msg)
+		}
+		if resp.StatusCode != http.StatusOK && !a.Refused && a.Code == "" {
+			return fmt.Errorf("%T to %s: %s: %s", m, base, resp.Status, a.Error)
+		}
 	}
 	switch {
 	case a.Refused:
 		return &RefusedError{Msg: a.Error}
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("%T to %s: %s: %s", m, base, resp.Status, a.Error)
+	case a.Code != "":
+		return &CodedError{Code: a.Code, Msg: a.Error}
+	case a.Error != "":
+		return fmt.Errorf("%T to %s: %s: %s", m, base, status, a.Error)
 	}
 	if err := json.Unmarshal(a.Reply, out); err != nil {
 		return fmt.Errorf("%T to %s: bad reply: %w", m, base, err)
 	}
 	return nil
+}
+
+// errNoAnswer: a streamed answer ended before its last line.
+var errNoAnswer = errors.New("the node closed the stream before answering")
+
+// readStream reads a streamed answer: progress lines, then the answer.
+func readStream(r io.Reader, progress func(string)) (answer, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxMessage)
+	for sc.Scan() {
+		var a answer
+		if err := json.Unmarshal(sc.Bytes(), &a); err != nil {
+			return answer{}, fmt.Errorf("bad answer line: %w", err)
+		}
+		if a.Progress == "" {
+			return a, nil
+		}
+		if progress != nil {
+			progress(a.Progress)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return answer{}, fmt.Errorf("%w: %w", errNoAnswer, err)
+	}
+	return answer{}, errNoAnswer
 }

@@ -1,0 +1,304 @@
+// Package admin is the operator channel of a running node: rgit-admin
+// turns a command line into one typed message (Parse: CreateRepo, Repack,
+// Grant, …) and sends it in the peer envelope (transport/peer) to the
+// node's peer stream port, authenticated by the peer secret. The node runs
+// it through the owning repo actor, so nothing has to be stopped and no
+// second writer is ever opened; a message about a repository another node
+// owns is passed on to the owner as the same value, with the next hop.
+// The answer streams progress lines, then the message's typed reply
+// (Done, Message, AccessList, …), which is what `rgit-admin --json`
+// prints. This package may import actors/ and storage/.
+package admin
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Msg is an admin message: one Go type per operation, each with its reply
+// type. The same value travels from rgit-admin to the node and from there
+// to the repository's owner.
+type Msg interface {
+	// op names the command (for logs) and returns a new reply to decode
+	// the answer into.
+	op() (command string, reply Result)
+}
+
+// routed is a message about one repository that its owner runs; target
+// is that repository as the operator spelled it.
+type routed interface {
+	Msg
+	target() string
+}
+
+// Messages. Repository arguments are "owner/name" as typed; the node
+// resolves their stored spelling. As, where present, is --as: the user
+// the command acts as (empty: the operator).
+type (
+	CreateRepo struct {
+		Repo string `json:"repo"`
+	}
+	DeleteRepo struct {
+		Repo string `json:"repo"`
+	}
+	Fork struct {
+		From string `json:"from"`
+		To   string `json:"to"`
+	}
+	Repack struct {
+		Repo string `json:"repo"`
+	}
+	GC struct {
+		Repo string `json:"repo"`
+	}
+	SetVisibility struct {
+		Repo       string `json:"repo"`
+		Visibility string `json:"visibility"` // public or private
+		As         string `json:"as,omitempty"`
+	}
+	SetHead struct {
+		Repo string `json:"repo"`
+		Ref  string `json:"ref"`
+	}
+	PurgeCache struct {
+		Repo string `json:"repo"`
+	}
+	Grant struct {
+		Repo string `json:"repo"`
+		User string `json:"user"`
+		Role string `json:"role"`
+		As   string `json:"as,omitempty"`
+	}
+	Revoke struct {
+		Repo string `json:"repo"`
+		User string `json:"user"`
+		As   string `json:"as,omitempty"`
+	}
+	ListAccess struct {
+		Repo string `json:"repo"`
+		As   string `json:"as,omitempty"`
+	}
+	Protect struct {
+		Repo        string `json:"repo"`
+		Pattern     string `json:"pattern"`
+		NoForcePush bool   `json:"no_force_push,omitempty"`
+		NoDelete    bool   `json:"no_delete,omitempty"`
+		As          string `json:"as,omitempty"`
+	}
+	Unprotect struct {
+		Repo    string `json:"repo"`
+		Pattern string `json:"pattern"`
+		As      string `json:"as,omitempty"`
+	}
+	AddToken struct {
+		Owner   string   `json:"owner"`
+		Scope   string   `json:"scope,omitempty"`
+		Repos   []string `json:"repos,omitempty"`
+		Expires string   `json:"expires,omitempty"` // 30d, 12h, …: from when the node runs it
+		Name    string   `json:"name,omitempty"`
+	}
+	ListTokens struct {
+		Owner string `json:"owner"`
+	}
+	RevokeToken struct {
+		Owner string `json:"owner"`
+		ID    string `json:"id"`
+	}
+	// AddKey and AddDeployKey carry the public key itself; rgit-admin
+	// reads it from the file named on its command line.
+	AddKey struct {
+		Owner string `json:"owner"`
+		Key   string `json:"key"`
+	}
+	AddDeployKey struct {
+		Repo  string `json:"repo"`
+		Key   string `json:"key"`
+		Write bool   `json:"write,omitempty"`
+	}
+	ListKeys struct {
+		Owner string `json:"owner"`
+	}
+	RemoveKey struct {
+		Owner       string `json:"owner"`
+		Fingerprint string `json:"fingerprint"`
+	}
+	ListRepos  struct{}
+	ShowStatus struct{}
+	// WhereIs asks for the repository's entry in the node's ownership view.
+	WhereIs struct {
+		Repo string `json:"repo"`
+	}
+	Version struct{}
+)
+
+func (CreateRepo) op() (string, Result)    { return "create-repo", new(Done) }
+func (DeleteRepo) op() (string, Result)    { return "delete-repo", new(Done) }
+func (Fork) op() (string, Result)          { return "fork", new(Done) }
+func (Repack) op() (string, Result)        { return "repack", new(Done) }
+func (GC) op() (string, Result)            { return "gc", new(Done) }
+func (SetVisibility) op() (string, Result) { return "set-visibility", new(Done) }
+func (SetHead) op() (string, Result)       { return "set-head", new(Done) }
+func (PurgeCache) op() (string, Result)    { return "purge-cache", new(Done) }
+func (Grant) op() (string, Result)         { return "grant", new(Message) }
+func (Revoke) op() (string, Result)        { return "revoke", new(Message) }
+func (ListAccess) op() (string, Result)    { return "list-access", new(AccessList) }
+func (Protect) op() (string, Result)       { return "protect", new(Message) }
+func (Unprotect) op() (string, Result)     { return "unprotect", new(Message) }
+func (AddToken) op() (string, Result)      { return "add-token", new(Message) }
+func (ListTokens) op() (string, Result)    { return "list-tokens", new(TokenList) }
+func (RevokeToken) op() (string, Result)   { return "revoke-token", new(Message) }
+func (AddKey) op() (string, Result)        { return "add-key", new(Message) }
+func (AddDeployKey) op() (string, Result)  { return "add-deploy-key", new(Message) }
+func (ListKeys) op() (string, Result)      { return "list-keys", new(KeyList) }
+func (RemoveKey) op() (string, Result)     { return "remove-key", new(Message) }
+func (ListRepos) op() (string, Result)     { return "list-repos", new(Repos) }
+func (ShowStatus) op() (string, Result)    { return "status", new(Status) }
+func (WhereIs) op() (string, Result)       { return "where", new(Where) }
+func (Version) op() (string, Result)       { return "version", new(Done) }
+
+// The messages their repository's owner runs (the others act on the
+// store, on credentials or on the node that receives them).
+func (m DeleteRepo) target() string    { return m.Repo }
+func (m Fork) target() string          { return m.From }
+func (m Repack) target() string        { return m.Repo }
+func (m GC) target() string            { return m.Repo }
+func (m SetVisibility) target() string { return m.Repo }
+func (m SetHead) target() string       { return m.Repo }
+func (m Grant) target() string         { return m.Repo }
+func (m Revoke) target() string        { return m.Repo }
+func (m ListAccess) target() string    { return m.Repo }
+func (m Protect) target() string       { return m.Repo }
+func (m Unprotect) target() string     { return m.Repo }
+
+// commands lists every command line: its positional arguments, synopsis,
+// flags (name → takes a value; anywhere among the arguments, "--" ends
+// them) and how it becomes a message.
+var commands = map[string]struct {
+	nargs    int
+	synopsis string
+	flags    map[string]bool
+	msg      func(a []string, f flagSet) Msg
+}{
+	"create-repo": {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return CreateRepo{Repo: a[0]} }},
+	"delete-repo": {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return DeleteRepo{Repo: a[0]} }},
+	"fork": {2, "<src-owner>/<src-name> <owner>/<name>", nil,
+		func(a []string, _ flagSet) Msg { return Fork{From: a[0], To: a[1]} }},
+	"repack": {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return Repack{Repo: a[0]} }},
+	"gc":     {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return GC{Repo: a[0]} }},
+	"add-token": {1, "<owner> [--scope read|write] [--repo <owner>/<name>]... [--expires 30d] [--name <name>]",
+		map[string]bool{"scope": true, "repo": true, "expires": true, "name": true},
+		func(a []string, f flagSet) Msg {
+			return AddToken{Owner: a[0], Scope: f.last("scope"), Repos: f["repo"], Expires: f.last("expires"), Name: f.last("name")}
+		}},
+	"list-tokens":  {1, "<owner>", nil, func(a []string, _ flagSet) Msg { return ListTokens{Owner: a[0]} }},
+	"revoke-token": {2, "<owner> <token-id>", nil, func(a []string, _ flagSet) Msg { return RevokeToken{Owner: a[0], ID: a[1]} }},
+	"add-key":      {2, "<owner> <public-key-file>", nil, func(a []string, _ flagSet) Msg { return AddKey{Owner: a[0], Key: a[1]} }},
+	"add-deploy-key": {2, "<owner>/<name> <public-key-file> [--write]", map[string]bool{"write": false},
+		func(a []string, f flagSet) Msg { return AddDeployKey{Repo: a[0], Key: a[1], Write: f.has("write")} }},
+	"list-keys":  {1, "<owner>", nil, func(a []string, _ flagSet) Msg { return ListKeys{Owner: a[0]} }},
+	"remove-key": {2, "<owner> <fingerprint>", nil, func(a []string, _ flagSet) Msg { return RemoveKey{Owner: a[0], Fingerprint: a[1]} }},
+	"set-visibility": {2, "<owner>/<name> public|private [--as <user>]", asFlag,
+		func(a []string, f flagSet) Msg { return SetVisibility{Repo: a[0], Visibility: a[1], As: f.last("as")} }},
+	"grant": {3, "<owner>/<name> <user> read|write|admin [--as <user>]", asFlag,
+		func(a []string, f flagSet) Msg { return Grant{Repo: a[0], User: a[1], Role: a[2], As: f.last("as")} }},
+	"revoke": {2, "<owner>/<name> <user> [--as <user>]", asFlag,
+		func(a []string, f flagSet) Msg { return Revoke{Repo: a[0], User: a[1], As: f.last("as")} }},
+	"list-access": {1, "<owner>/<name> [--as <user>]", asFlag,
+		func(a []string, f flagSet) Msg { return ListAccess{Repo: a[0], As: f.last("as")} }},
+	"protect": {2, "<owner>/<name> <ref-pattern> [--no-force-push] [--no-delete] [--as <user>]",
+		map[string]bool{"as": true, "no-force-push": false, "no-delete": false},
+		func(a []string, f flagSet) Msg {
+			return Protect{Repo: a[0], Pattern: a[1], NoForcePush: f.has("no-force-push"), NoDelete: f.has("no-delete"), As: f.last("as")}
+		}},
+	"unprotect": {2, "<owner>/<name> <ref-pattern> [--as <user>]", asFlag,
+		func(a []string, f flagSet) Msg { return Unprotect{Repo: a[0], Pattern: a[1], As: f.last("as")} }},
+	"set-head":    {2, "<owner>/<name> <refname>", nil, func(a []string, _ flagSet) Msg { return SetHead{Repo: a[0], Ref: a[1]} }},
+	"purge-cache": {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return PurgeCache{Repo: a[0]} }},
+	"list-repos":  {0, "", nil, func([]string, flagSet) Msg { return ListRepos{} }},
+	"status":      {0, "", nil, func([]string, flagSet) Msg { return ShowStatus{} }},
+	"version":     {0, "", nil, func([]string, flagSet) Msg { return Version{} }},
+	"where":       {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return WhereIs{Repo: a[0]} }},
+}
+
+var asFlag = map[string]bool{"as": true}
+
+// Parse turns a command line into its message. For add-key and
+// add-deploy-key the key argument is the public key itself (rgit-admin
+// reads the file first). A malformed line is a *CommandError with
+// CodeUsage, as the node would answer it.
+func Parse(command string, args []string) (Msg, error) {
+	c, known := commands[command]
+	if !known {
+		return nil, usageError(fmt.Errorf("%w %q", errUnknownCommand, command))
+	}
+	pos, flags := args, flagSet{}
+	if c.flags != nil {
+		var err error
+		if pos, flags, err = parseFlags(args, c.flags); err != nil {
+			return nil, usageError(err)
+		}
+	}
+	if len(pos) != c.nargs {
+		return nil, usageError(fmt.Errorf("%w: %s %s", ErrUsage, command, c.synopsis))
+	}
+	return c.msg(pos, flags), nil
+}
+
+func usageError(err error) error { return &CommandError{Code: CodeUsage, Msg: err.Error()} }
+
+// flagSet is a command line's flags: name → values, in order.
+type flagSet map[string][]string
+
+// last is a flag's last value ("" when absent): a repeated flag overrides.
+func (f flagSet) last(name string) string {
+	if vs := f[name]; len(vs) > 0 {
+		return vs[len(vs)-1]
+	}
+	return ""
+}
+
+func (f flagSet) has(name string) bool { return len(f[name]) > 0 }
+
+// parseFlags splits args into positionals and flags by spec. Repeated
+// value flags accumulate (--repo a --repo b).
+func parseFlags(args []string, spec map[string]bool) (pos []string, flags flagSet, err error) {
+	flags = flagSet{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(pos, args[i+1:]...), flags, nil
+		}
+		name, ok := strings.CutPrefix(a, "--")
+		if !ok || name == "" {
+			pos = append(pos, a)
+			continue
+		}
+		name, val, hasVal := strings.Cut(name, "=")
+		takes, known := spec[name]
+		switch {
+		case !known:
+			return nil, nil, fmt.Errorf("%w: unknown flag --%s", ErrUsage, name)
+		case takes && !hasVal:
+			if i+1 >= len(args) {
+				return nil, nil, fmt.Errorf("%w: --%s needs a value", ErrUsage, name)
+			}
+			i++
+			val = args[i]
+		case !takes && hasVal:
+			return nil, nil, fmt.Errorf("%w: --%s takes no value", ErrUsage, name)
+		}
+		flags[name] = append(flags[name], val)
+	}
+	return pos, flags, nil
+}
+
+// Usage returns one synopsis line per command, sorted.
+func Usage() []string {
+	var lines []string
+	for name, c := range commands {
+		lines = append(lines, name+" "+c.synopsis)
+	}
+	sort.Strings(lines)
+	return lines
+}
