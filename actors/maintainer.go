@@ -290,7 +290,7 @@ func (m *maintainer) maintain(owner, name string) (string, error) {
 	}
 	var b *repo.RepackBuild
 	if kind == maintFull {
-		b, err = repo.BuildRepack(ctx, m.node.cfg.Deps, s.Snapshot, nil)
+		b, err = repo.BuildRepackFresh(ctx, m.node.cfg.Deps, s.Snapshot, nil)
 	} else {
 		b, err = repo.BuildRollUp(ctx, m.node.cfg.Deps, s.Snapshot, roll, nil)
 	}

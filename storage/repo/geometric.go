@@ -111,7 +111,7 @@ func BuildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, pr
 	// rolled-up set (a push's pack carries its bases) and is copied. A
 	// roll-up of every pack is the whole repository: it gets a bitmap.
 	whole := len(names) == len(snap.Packs) && len(snap.Refs) > 0
-	info, err := writePack(ctx, d, snap, pack.NewSet(packs...), ids, whole, progress)
+	info, err := writePack(ctx, d, snap, pack.NewSet(packs...), ids, nil, whole, progress)
 	if err != nil {
 		return fail(err)
 	}
