@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +46,7 @@ func runMaint(ctx context.Context, args []string) error {
 	nRuns := fs.Int("runs", 15, "fetches per side (the median is reported)")
 	rgitBin := fs.String("rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	dir := fs.String("dir", fixture.DefaultDir(), "scratch directory base (default $RGIT_BENCH_DIR or ./bench/fixtures)")
+	profile := fs.String("profile", "", "write the node's heap profiles (after the first 100 pushes and after all) and CPU profiles of fetches from each side to this directory")
 	fs.Parse(args)
 	if *n < 2 || *nRuns < 1 {
 		return errors.New("-n must be at least 2 and -runs at least 1")
@@ -70,7 +73,7 @@ func runMaint(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	err = benchMaint(ctx, srv, storeURL, work, *n, *nRuns)
+	err = benchMaint(ctx, srv, storeURL, work, *n, *nRuns, *profile)
 	if _, serr := srv.stop(); err == nil {
 		err = serr
 	}
@@ -80,7 +83,7 @@ func runMaint(ctx context.Context, args []string) error {
 	return nil
 }
 
-func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, nRuns int) error {
+func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, nRuns int, profile string) error {
 	token, err := srv.admin(ctx, "add-token", benchOwner)
 	if err != nil {
 		return err
@@ -103,6 +106,7 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	url := srv.url(token, "pushed")
 	var mid string
 	var rss100 int64
+	var heap100 map[string]int64
 	start := time.Now()
 	for i := 1; i <= n; i++ {
 		if err := maintCommit(ctx, src, i); err != nil {
@@ -118,6 +122,9 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 		}
 		if i == min(maintRSSAt, n) {
 			rss100 = procStatusKB(pid, "VmRSS:")
+			if heap100, err = srv.heapStats(ctx, profile, "heap-100.pb.gz"); err != nil {
+				return err
+			}
 		}
 	}
 	pushSecs := time.Since(start).Seconds()
@@ -127,9 +134,19 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	}
 	fds, packFDs := openFDs(pid)
 	rss := procStatusKB(pid, "VmRSS:")
+	heap, err := srv.heapStats(ctx, profile, fmt.Sprintf("heap-%d.pb.gz", n))
+	if err != nil {
+		return err
+	}
 	fmt.Printf("maint op=pushes n=%d packs_after=%d open_fds=%d rss_mb=%.0f\n", n, len(packs), packFDs, float64(rss)/1024)
-	fmt.Fprintf(os.Stderr, "  note op=pushes push_s=%.1f rss_after_%d_mb=%.0f rss_ratio=%.2f all_fds=%d\n",
-		pushSecs, min(maintRSSAt, n), float64(rss100)/1024, float64(rss)/float64(max(rss100, 1)), fds)
+	fmt.Fprintf(os.Stderr, "  note op=pushes push_s=%.1f rss_after_%d_mb=%.0f rss_ratio=%.2f all_fds=%d rss_anon_mb=%.0f rss_file_mb=%.0f\n",
+		pushSecs, min(maintRSSAt, n), float64(rss100)/1024, float64(rss)/float64(max(rss100, 1)), fds,
+		float64(procStatusKB(pid, "RssAnon:"))/1024, float64(procStatusKB(pid, "RssFile:"))/1024)
+	// The Go heap after a collection: what the node keeps, apart from
+	// what the runtime has not yet returned to the system.
+	fmt.Fprintf(os.Stderr, "  note op=pushes heap_inuse_mb_%d=%.1f heap_inuse_mb_%d=%.1f heap_sys_mb_%d=%.1f heap_sys_mb_%d=%.1f released_mb_%d=%.1f\n",
+		min(maintRSSAt, n), mb(heap100["HeapInuse"]), n, mb(heap["HeapInuse"]),
+		min(maintRSSAt, n), mb(heap100["HeapSys"]), n, mb(heap["HeapSys"]), n, mb(heap["HeapReleased"]))
 
 	// The fully packed copy: the same history in one push, one pack.
 	packedURL := srv.url(token, "packed")
@@ -169,6 +186,16 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 				return err
 			}
 			*side.out = append(*side.out, s)
+		}
+	}
+	if profile != "" {
+		for _, side := range []struct{ url, name string }{{url, "pushed"}, {packedURL, "packed"}} {
+			if err := srv.profileFetches(ctx, filepath.Join(profile, "cpu-fetch-"+side.name+".pb.gz"), func() error {
+				_, err := timedFetch(ctx, template, filepath.Join(work, "client"), side.url, tip)
+				return err
+			}); err != nil {
+				return err
+			}
 		}
 	}
 	x, y := median(samples(pushed)), median(samples(packed))
@@ -302,4 +329,76 @@ func samples(fs []fetchSample) []sample {
 		out[i] = f.sample
 	}
 	return out
+}
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// heapStats collects garbage in the node and returns its runtime.MemStats
+// (the "# Name = value" lines of the debug heap profile); with dir set it
+// also saves the heap profile there as name.
+func (s *rgitServer) heapStats(ctx context.Context, dir, name string) (map[string]int64, error) {
+	text, err := s.pprof(ctx, "heap?gc=1&debug=1")
+	if err != nil {
+		return nil, err
+	}
+	stats := map[string]int64{}
+	for _, line := range strings.Split(string(text), "\n") {
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+			stats[k] = n
+		}
+	}
+	if dir == "" {
+		return stats, nil
+	}
+	prof, err := s.pprof(ctx, "heap")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name), prof, 0o644)
+	}
+	return stats, err
+}
+
+// profileFetches records a CPU profile of the node while fetch runs in a
+// loop for a few seconds, and saves it at path.
+func (s *rgitServer) profileFetches(ctx context.Context, path string, fetch func() error) error {
+	const secs = 8
+	type result struct {
+		prof []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		prof, err := s.pprof(ctx, "profile?seconds="+strconv.Itoa(secs))
+		done <- result{prof, err}
+	}()
+	deadline := time.Now().Add(secs * time.Second)
+	for time.Now().Before(deadline) {
+		if err := fetch(); err != nil {
+			return err
+		}
+	}
+	r := <-done
+	if r.err != nil {
+		return r.err
+	}
+	return os.WriteFile(path, r.prof, 0o644)
+}
+
+// pprof gets /debug/pprof/<what> from the node's admin listener.
+func (s *rgitServer) pprof(ctx context.Context, what string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.adminAddr+"/debug/pprof/"+what, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("pprof %s: %w", what, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("pprof %s: %s: %s", what, resp.Status, body)
+	}
+	return body, err
 }

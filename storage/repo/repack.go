@@ -58,24 +58,6 @@ type RepackBuild struct {
 // no packs or no refs there is nothing to do and it returns nil.
 // Deltas are the stored ones, reused (see pack.Set.WriteRepack).
 func BuildRepack(ctx context.Context, d Deps, snap *Snapshot, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
-	return buildRepack(ctx, d, snap, false, progress)
-}
-
-// BuildRepackFresh is BuildRepack with deltas searched afresh (git repack
-// -f; see pack.Set.WriteRepackDeltas) instead of reused: the occasional
-// full repack of background maintenance, which turns the deltas each push
-// happened to bring into chains chosen over the whole history. The search
-// is bounded by freshDeltaBudget; past it the repack reuses stored deltas.
-func BuildRepackFresh(ctx context.Context, d Deps, snap *Snapshot, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
-	return buildRepack(ctx, d, snap, true, progress)
-}
-
-// freshDeltaBudget bounds the delta search of one full repack, so a huge
-// repository falls back to reusing stored deltas instead of holding a
-// maintenance slot for hours.
-var freshDeltaBudget = 10 * time.Minute
-
-func buildRepack(ctx context.Context, d Deps, snap *Snapshot, fresh bool, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
 	if len(snap.Packs) == 0 || len(snap.Refs) == 0 {
 		return nil, nil
 	}
@@ -86,13 +68,7 @@ func buildRepack(ctx context.Context, d Deps, snap *Snapshot, fresh bool, progre
 	if err != nil {
 		return fail(err)
 	}
-	ids := res.Objects
-	var info PackInfo
-	if fresh {
-		info, err = writeFresh(ctx, d, snap, res, progress)
-	} else {
-		info, err = writePack(ctx, d, snap, snap.Objects(), ids, nil, true, progress)
-	}
+	info, err := writePack(ctx, d, snap, snap.Objects(), res.Objects, nil, true, progress)
 	if err != nil {
 		return fail(err)
 	}
@@ -134,7 +110,16 @@ func (r *Repo) CommitRepack(ctx context.Context, b *RepackBuild) (PackInfo, erro
 		}
 		// The uploaded pack is unlisted garbage now; GC removes it. It is
 		// not deleted here: a concurrent repack may have listed the very
-		// same bytes.
+		// same bytes. It leaves this node's cache, though: held there it
+		// would keep a descriptor, its mapped index and the delta bases
+		// its bitmap build inflated until the cache's byte budget pushed
+		// it out (a node whose full repacks kept conflicting grew by one
+		// such pack per push), unless the same bytes are listed.
+		if _, listed := r.db.View().Get(prefixPack + b.Pack.Name); !listed && r.d.Cache != nil {
+			if rerr := r.d.Cache.Remove(b.Pack.Name); rerr != nil {
+				r.log.Warn("drop an unlisted repack from the cache", zap.String("pack", b.Pack.Name), zap.Error(rerr))
+			}
+		}
 		return PackInfo{}, fmt.Errorf("repack %s/%s: commit pack list: %w", r.owner, r.name, err)
 	}
 	r.log.Info("repacked", zap.String("pack", b.Pack.Name), zap.Int("objects", b.Pack.Objects),
@@ -151,17 +136,6 @@ func (r *Repo) CommitRepack(ctx context.Context, b *RepackBuild) (PackInfo, erro
 		}
 	}
 	return b.Pack, nil
-}
-
-// writeFresh is writePack of every reachable object with a fresh delta
-// search.
-func writeFresh(ctx context.Context, d Deps, snap *Snapshot, res *walk.Result, progress func(string, uint64, uint64)) (PackInfo, error) {
-	names, err := pathHashes(ctx, snap.Objects(), res)
-	if err != nil {
-		return PackInfo{}, err
-	}
-	search := &pack.DeltaSearchOptions{NameHash: names, Progress: progress}
-	return writePack(ctx, d, snap, snap.Objects(), res.Objects, search, true, progress)
 }
 
 // pathHashes names the trees and blobs of res (a walk's result: commits
