@@ -62,11 +62,12 @@ func NameHash(path string) uint32 {
 
 // dentry is one object of a delta search, in search order.
 type dentry struct {
-	id   object.ID
-	typ  object.Type
-	size int64
-	name uint32
-	it   witem
+	id    object.ID
+	typ   object.Type
+	size  int64
+	name  uint32
+	order int // first position in the caller's list
+	it    witem
 }
 
 // dcand is an object in the search window: a possible delta base.
@@ -79,7 +80,8 @@ type dcand struct {
 
 // WriteRepackDeltas writes a pack holding exactly objs like WriteRepack,
 // but with deltas searched afresh rather than copied: objects are taken in
-// (type, name hash, size descending) order, each compared with the
+// (type, name hash, size descending, place in objs) order, so objs should
+// list them by recency, as a walk does; each is compared with the
 // previous opts.Window objects of its type, and written as a delta
 // against the one giving the smallest delta, or whole. Bases always
 // precede their deltas (OFS_DELTA), chains are at most opts.MaxDepth long,
@@ -184,13 +186,23 @@ func (s *Set) WriteRepackDeltas(ctx context.Context, w io.Writer, objs []object.
 
 // deltaEntries locates objs (deduplicated) and returns them in search
 // order: by type, name hash, size descending (so deltas mostly remove
-// data, which makes them small), then id.
+// data, which makes them small), then in the order of objs, as git keeps
+// rev-list's: objects of neighbouring commits, which differ least, stay
+// neighbours when the rest ties (the root trees of a history, say).
 func (s *Set) deltaEntries(ctx context.Context, objs []object.ID, nameHash func(object.ID) uint32) ([]dentry, error) {
-	ids := slices.Clone(objs)
-	slices.SortFunc(ids, func(a, b object.ID) int { return cmpIDs(a, b) })
-	ids = slices.Compact(ids)
+	type idAt struct {
+		id  object.ID
+		pos int
+	}
+	ids := make([]idAt, len(objs))
+	for i, id := range objs {
+		ids[i] = idAt{id, i}
+	}
+	slices.SortStableFunc(ids, func(a, b idAt) int { return cmpIDs(a.id, b.id) })
+	ids = slices.CompactFunc(ids, func(a, b idAt) bool { return a.id == b.id })
 	ents := make([]dentry, len(ids))
-	for i, id := range ids {
+	for i, x := range ids {
+		id := x.id
 		if i%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -206,7 +218,7 @@ func (s *Set) deltaEntries(ctx context.Context, objs []object.ID, nameHash func(
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
-		e := dentry{id: id, typ: t, size: size, it: witem{pack: int32(pi), pos: int32(pos), off: off}}
+		e := dentry{id: id, typ: t, size: size, order: x.pos, it: witem{pack: int32(pi), pos: int32(pos), off: off}}
 		if nameHash != nil {
 			e.name = nameHash(id)
 		}
@@ -214,7 +226,7 @@ func (s *Set) deltaEntries(ctx context.Context, objs []object.ID, nameHash func(
 	}
 	slices.SortFunc(ents, func(a, b dentry) int {
 		return cmp.Or(cmp.Compare(a.typ, b.typ), cmp.Compare(a.name, b.name),
-			cmp.Compare(b.size, a.size), cmpIDs(a.id, b.id))
+			cmp.Compare(b.size, a.size), cmp.Compare(a.order, b.order))
 	})
 	return ents, nil
 }

@@ -150,6 +150,9 @@ func buildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, fr
 			return fail(err)
 		}
 		search = &pack.DeltaSearchOptions{NameHash: names, Progress: progress}
+		// The walk's order first (recency: the search's tie-break), then
+		// the unreachable rest; the writer keeps each object's first.
+		ids = append(slices.Clip(res.Objects), ids...)
 	}
 	info, err := writePack(ctx, d, snap, pack.NewSet(packs...), ids, search, whole, progress)
 	if err != nil {
