@@ -105,7 +105,7 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	}
 	url := srv.url(token, "pushed")
 	var mid string
-	var rss100 int64
+	var rss100, anon100, file100 int64
 	var heap100 map[string]int64
 	start := time.Now()
 	for i := 1; i <= n; i++ {
@@ -122,6 +122,7 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 		}
 		if i == min(maintRSSAt, n) {
 			rss100 = procStatusKB(pid, "VmRSS:")
+			anon100, file100 = procStatusKB(pid, "RssAnon:"), procStatusKB(pid, "RssFile:")
 			if heap100, err = srv.heapStats(ctx, profile, "heap-100.pb.gz"); err != nil {
 				return err
 			}
@@ -139,9 +140,11 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 		return err
 	}
 	fmt.Printf("maint op=pushes n=%d packs_after=%d open_fds=%d rss_mb=%.0f\n", n, len(packs), packFDs, float64(rss)/1024)
-	fmt.Fprintf(os.Stderr, "  note op=pushes push_s=%.1f rss_after_%d_mb=%.0f rss_ratio=%.2f all_fds=%d rss_anon_mb=%.0f rss_file_mb=%.0f\n",
+	// RSS in two parts: anonymous memory (heap, stacks) and file pages
+	// (the binary's code as paths first run, mapped pack indexes).
+	fmt.Fprintf(os.Stderr, "  note op=pushes push_s=%.1f rss_after_%d_mb=%.0f rss_ratio=%.2f all_fds=%d rss_anon_mb=%.0f/%.0f rss_file_mb=%.0f/%.0f\n",
 		pushSecs, min(maintRSSAt, n), float64(rss100)/1024, float64(rss)/float64(max(rss100, 1)), fds,
-		float64(procStatusKB(pid, "RssAnon:"))/1024, float64(procStatusKB(pid, "RssFile:"))/1024)
+		float64(anon100)/1024, float64(procStatusKB(pid, "RssAnon:"))/1024, float64(file100)/1024, float64(procStatusKB(pid, "RssFile:"))/1024)
 	// The Go heap after a collection: what the node keeps, apart from
 	// what the runtime has not yet returned to the system.
 	fmt.Fprintf(os.Stderr, "  note op=pushes heap_inuse_mb_%d=%.1f heap_inuse_mb_%d=%.1f heap_sys_mb_%d=%.1f heap_sys_mb_%d=%.1f released_mb_%d=%.1f\n",
@@ -181,10 +184,12 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 			url string
 			out *[]fetchSample
 		}{{url, &pushed}, {packedURL, &packed}} {
+			cpu0 := procCPUTicks(pid)
 			s, err := timedFetch(ctx, template, filepath.Join(work, "client"), side.url, tip)
 			if err != nil {
 				return err
 			}
+			s.serverTicks = procCPUTicks(pid) - cpu0
 			*side.out = append(*side.out, s)
 		}
 	}
@@ -204,8 +209,11 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "  note op=fetch-after-pushes rgit_runs=%s packed_runs=%s stored_kb=%d packed_stored_kb=%d fetched_kb=%d packed_fetched_kb=%d\n",
-		runs(samples(pushed)), runs(samples(packed)), packBytes(pp)>>10, packBytes(packs1)>>10, pushed[0].bytes>>10, packed[0].bytes>>10)
+	// The node's own CPU time over all timed fetches of each side: less
+	// sensitive to the machine's load than the clients' wall time.
+	fmt.Fprintf(os.Stderr, "  note op=fetch-after-pushes rgit_runs=%s packed_runs=%s stored_kb=%d packed_stored_kb=%d fetched_kb=%d packed_fetched_kb=%d server_cpu_ticks=%d packed_server_cpu_ticks=%d\n",
+		runs(samples(pushed)), runs(samples(packed)), packBytes(pp)>>10, packBytes(packs1)>>10, pushed[0].bytes>>10, packed[0].bytes>>10,
+		serverTicks(pushed), serverTicks(packed))
 	return nil
 }
 
@@ -260,10 +268,38 @@ func settledPacks(ctx context.Context, deps repo.Deps, name string) ([]repo.Pack
 	}
 }
 
-// fetchSample is one timed fetch and the pack bytes it brought.
+// fetchSample is one timed fetch, the pack bytes it brought and the CPU
+// time the node spent meanwhile.
 type fetchSample struct {
 	sample
-	bytes int64
+	bytes       int64
+	serverTicks int64
+}
+
+func serverTicks(fs []fetchSample) int64 {
+	var n int64
+	for _, f := range fs {
+		n += f.serverTicks
+	}
+	return n
+}
+
+// procCPUTicks is a process's user plus system CPU time in clock ticks
+// (fields 14 and 15 of /proc/<pid>/stat).
+func procCPUTicks(pid string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; fields after it are plain.
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st
 }
 
 func packBytes(packs []repo.PackInfo) int64 {
