@@ -140,16 +140,17 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 		return err
 	}
 	fmt.Printf("maint op=pushes n=%d packs_after=%d open_fds=%d rss_mb=%.0f\n", n, len(packs), packFDs, float64(rss)/1024)
-	// RSS in two parts: anonymous memory (heap, stacks) and file pages
-	// (the binary's code as paths first run, mapped pack indexes).
+	// RSS in two parts, after 100 and after n pushes: anonymous memory
+	// (heap, stacks) and file pages (the binary's code as paths first
+	// run, mapped pack indexes).
 	fmt.Fprintf(os.Stderr, "  note op=pushes push_s=%.1f rss_after_%d_mb=%.0f rss_ratio=%.2f all_fds=%d rss_anon_mb=%.0f/%.0f rss_file_mb=%.0f/%.0f\n",
 		pushSecs, min(maintRSSAt, n), float64(rss100)/1024, float64(rss)/float64(max(rss100, 1)), fds,
 		float64(anon100)/1024, float64(procStatusKB(pid, "RssAnon:"))/1024, float64(file100)/1024, float64(procStatusKB(pid, "RssFile:"))/1024)
 	// The Go heap after a collection: what the node keeps, apart from
 	// what the runtime has not yet returned to the system.
-	fmt.Fprintf(os.Stderr, "  note op=pushes heap_inuse_mb_%d=%.1f heap_inuse_mb_%d=%.1f heap_sys_mb_%d=%.1f heap_sys_mb_%d=%.1f released_mb_%d=%.1f\n",
-		min(maintRSSAt, n), mb(heap100["HeapInuse"]), n, mb(heap["HeapInuse"]),
-		min(maintRSSAt, n), mb(heap100["HeapSys"]), n, mb(heap["HeapSys"]), n, mb(heap["HeapReleased"]))
+	fmt.Fprintf(os.Stderr, "  note op=pushes heap_inuse_mb=%.1f/%.1f heap_sys_mb=%.1f/%.1f heap_released_mb=%.1f/%.1f (after %d/%d pushes)\n",
+		mb(heap100["HeapInuse"]), mb(heap["HeapInuse"]), mb(heap100["HeapSys"]), mb(heap["HeapSys"]),
+		mb(heap100["HeapReleased"]), mb(heap["HeapReleased"]), min(maintRSSAt, n), n)
 
 	// The fully packed copy: the same history in one push, one pack.
 	packedURL := srv.url(token, "packed")
