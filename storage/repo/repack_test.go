@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
@@ -127,4 +128,37 @@ func TestFailedRepackLeavesCache(t *testing.T) {
 		t.Fatalf("packs after the failed switch = %+v, want the 4 pushes'", s.Packs)
 	}
 	checkObjects(t, s, g.catAll())
+}
+
+// TestFullRollUpPastBudgetReusesDeltas: a delta search that outlasts its
+// budget does not fail the full roll-up; it is written with the stored
+// deltas instead, complete and with a bitmap.
+func TestFullRollUpPastBudgetReusesDeltas(t *testing.T) {
+	d := newDeps(t, memstore.New())
+	r := create(t, d, "o", "r")
+	g := newGitRepo(t)
+	want := pushes(t, d, r, g, 5)
+	s := snapshot(t, r)
+	stored, err := BuildRollUp(ctx, d, s, PlanGeometric(s.Packs, 1<<20), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(b time.Duration) { freshDeltaBudget = b }(freshDeltaBudget)
+	freshDeltaBudget = time.Nanosecond
+	b, err := BuildFullRollUp(ctx, d, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Pack.Name != stored.Pack.Name {
+		t.Fatalf("full roll-up past its budget wrote %s (%d bytes), want the stored-delta roll-up %s (%d bytes)",
+			b.Pack.Name, b.Pack.Size, stored.Pack.Name, stored.Pack.Size)
+	}
+	if _, err := r.CommitRepack(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	after := snapshot(t, r)
+	checkObjects(t, after, want)
+	if after.Bitmap(ctx) == nil {
+		t.Fatal("no bitmap for the roll-up")
+	}
 }
