@@ -105,8 +105,7 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	}
 	url := srv.url(token, "pushed")
 	var mid string
-	var rss100, anon100, file100 int64
-	var heap100 map[string]int64
+	var at100 memPoint
 	start := time.Now()
 	for i := 1; i <= n; i++ {
 		if err := maintCommit(ctx, src, i); err != nil {
@@ -121,9 +120,7 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 			}
 		}
 		if i == min(maintRSSAt, n) {
-			rss100 = procStatusKB(pid, "VmRSS:")
-			anon100, file100 = procStatusKB(pid, "RssAnon:"), procStatusKB(pid, "RssFile:")
-			if heap100, err = srv.heapStats(ctx, profile, "heap-100.pb.gz"); err != nil {
+			if at100, err = srv.memPoint(ctx, pid, profile, "heap-100.pb.gz"); err != nil {
 				return err
 			}
 		}
@@ -134,23 +131,22 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 		return err
 	}
 	fds, packFDs := openFDs(pid)
-	rss := procStatusKB(pid, "VmRSS:")
-	heap, err := srv.heapStats(ctx, profile, fmt.Sprintf("heap-%d.pb.gz", n))
+	at, err := srv.memPoint(ctx, pid, profile, fmt.Sprintf("heap-%d.pb.gz", n))
 	if err != nil {
 		return err
 	}
-	fmt.Printf("maint op=pushes n=%d packs_after=%d open_fds=%d rss_mb=%.0f\n", n, len(packs), packFDs, float64(rss)/1024)
-	// RSS in two parts, after 100 and after n pushes: anonymous memory
-	// (heap, stacks) and file pages (the binary's code as paths first
-	// run, mapped pack indexes).
-	fmt.Fprintf(os.Stderr, "  note op=pushes push_s=%.1f rss_after_%d_mb=%.0f rss_ratio=%.2f all_fds=%d rss_anon_mb=%.0f/%.0f rss_file_mb=%.0f/%.0f\n",
-		pushSecs, min(maintRSSAt, n), float64(rss100)/1024, float64(rss)/float64(max(rss100, 1)), fds,
-		float64(anon100)/1024, float64(procStatusKB(pid, "RssAnon:"))/1024, float64(file100)/1024, float64(procStatusKB(pid, "RssFile:"))/1024)
-	// The Go heap after a collection: what the node keeps, apart from
-	// what the runtime has not yet returned to the system.
-	fmt.Fprintf(os.Stderr, "  note op=pushes heap_inuse_mb=%.1f/%.1f heap_sys_mb=%.1f/%.1f heap_released_mb=%.1f/%.1f (after %d/%d pushes)\n",
-		mb(heap100["HeapInuse"]), mb(heap["HeapInuse"]), mb(heap100["HeapSys"]), mb(heap["HeapSys"]),
-		mb(heap100["HeapReleased"]), mb(heap["HeapReleased"]), min(maintRSSAt, n), n)
+	fmt.Printf("maint op=pushes n=%d packs_after=%d open_fds=%d rss_mb=%.0f\n", n, len(packs), packFDs, float64(at.rss)/1024)
+	// Then, after 100 and after n pushes: RSS in two parts, anonymous
+	// memory (heap, stacks) and file pages (the binary's code as paths
+	// first run, mapped pack indexes); RSS again once the node collected
+	// garbage (the last roll-up's, at the end); and the Go heap.
+	fmt.Fprintf(os.Stderr, "  note op=pushes push_s=%.1f rss_after_%d_mb=%.0f rss_ratio=%.2f all_fds=%d rss_anon_mb=%.0f/%.0f rss_file_mb=%.0f/%.0f rss_after_gc_mb=%.0f/%.0f rss_after_gc_ratio=%.2f\n",
+		pushSecs, min(maintRSSAt, n), float64(at100.rss)/1024, float64(at.rss)/float64(max(at100.rss, 1)), fds,
+		float64(at100.anon)/1024, float64(at.anon)/1024, float64(at100.file)/1024, float64(at.file)/1024,
+		float64(at100.rssGC)/1024, float64(at.rssGC)/1024, float64(at.rssGC)/float64(max(at100.rssGC, 1)))
+	fmt.Fprintf(os.Stderr, "  note op=pushes heap_inuse_mb=%.1f/%.1f heap_sys_mb=%.1f/%.1f heap_released_mb=%.1f/%.1f\n",
+		mb(at100.heap["HeapInuse"]), mb(at.heap["HeapInuse"]), mb(at100.heap["HeapSys"]), mb(at.heap["HeapSys"]),
+		mb(at100.heap["HeapReleased"]), mb(at.heap["HeapReleased"]))
 
 	// The fully packed copy: the same history in one push, one pack.
 	packedURL := srv.url(token, "packed")
@@ -369,6 +365,22 @@ func samples(fs []fetchSample) []sample {
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// memPoint is the node's memory at one point of the push loop, in kB
+// (heap: runtime.MemStats in bytes).
+type memPoint struct {
+	rss, anon, file int64
+	rssGC           int64 // RSS once the node collected garbage
+	heap            map[string]int64
+}
+
+func (s *rgitServer) memPoint(ctx context.Context, pid, dir, name string) (memPoint, error) {
+	m := memPoint{rss: procStatusKB(pid, "VmRSS:"), anon: procStatusKB(pid, "RssAnon:"), file: procStatusKB(pid, "RssFile:")}
+	var err error
+	m.heap, err = s.heapStats(ctx, dir, name)
+	m.rssGC = procStatusKB(pid, "VmRSS:")
+	return m, err
+}
 
 // heapStats collects garbage in the node and returns its runtime.MemStats
 // (the "# Name = value" lines of the debug heap profile); with dir set it
