@@ -72,14 +72,15 @@ type maintKind uint8
 const (
 	maintNothing maintKind = iota
 	maintRollUp            // roll up some packs (repo.BuildRollUp)
-	maintFull              // repack everything reachable (repo.BuildRepack)
+	maintFull              // roll up every pack with fresh deltas (repo.BuildFullRollUp)
 )
 
 // planMaintenance decides one maintenance check of a repository from its
 // packs: a geometric roll-up as a rule, and occasionally a full repack,
-// which drops unreachable objects and rewrites every reused delta chain
-// into one pack with a bitmap. Occasionally means on a size or an age
-// threshold:
+// which searches deltas afresh over every object and writes one pack with
+// a bitmap (it drops nothing, so pushes meanwhile cannot make it fail;
+// unreachable objects go with an admin repack). Occasionally means on a
+// size or an age threshold:
 //
 //	packs                                          does
 //	0 or 1                                         nothing
@@ -240,8 +241,8 @@ func (m *maintainer) job(key repoKey) {
 	result, err := m.maintain(owner, name)
 	switch {
 	case errors.Is(err, repo.ErrConcurrentUpdate):
-		// Expected now and then (a push during a full repack); the push
-		// asked for another check, which plans again.
+		// Expected now and then (an admin repack replaced packs the
+		// build read); the next push or pass plans again.
 		m.node.log.Info("background maintenance raced a change; checking again later", zap.String("repo", string(key)), zap.Error(err))
 	case err != nil && !errors.Is(err, context.Canceled):
 		m.node.log.Warn("background maintenance failed", zap.String("repo", string(key)), zap.Error(err))
@@ -290,7 +291,7 @@ func (m *maintainer) maintain(owner, name string) (string, error) {
 	}
 	var b *repo.RepackBuild
 	if kind == maintFull {
-		b, err = repo.BuildRepack(ctx, m.node.cfg.Deps, s.Snapshot, nil)
+		b, err = repo.BuildFullRollUp(ctx, m.node.cfg.Deps, s.Snapshot, nil)
 	} else {
 		b, err = repo.BuildRollUp(ctx, m.node.cfg.Deps, s.Snapshot, roll, nil)
 	}
@@ -301,9 +302,9 @@ func (m *maintainer) maintain(owner, name string) (string, error) {
 	pack, err := m.node.commitRepack(ctx, s, b)
 	switch {
 	case errors.Is(err, repo.ErrConcurrentUpdate):
-		// A push moved a ref during a full repack, or an admin repack or
-		// another node's roll-up replaced some of the packs; the uploaded
-		// pack is garbage for GC. The next push or pass plans again.
+		// An admin repack or another node's roll-up replaced some of the
+		// packs; the uploaded pack is garbage for GC. The next push or
+		// pass plans again.
 		return "conflict", err
 	case err != nil:
 		return "error", err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +46,7 @@ func runMaint(ctx context.Context, args []string) error {
 	nRuns := fs.Int("runs", 15, "fetches per side (the median is reported)")
 	rgitBin := fs.String("rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	dir := fs.String("dir", fixture.DefaultDir(), "scratch directory base (default $RGIT_BENCH_DIR or ./bench/fixtures)")
+	profile := fs.String("profile", "", "write the node's heap profiles (after the first 100 pushes and after all) and CPU profiles of fetches from each side to this directory")
 	fs.Parse(args)
 	if *n < 2 || *nRuns < 1 {
 		return errors.New("-n must be at least 2 and -runs at least 1")
@@ -70,7 +73,7 @@ func runMaint(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	err = benchMaint(ctx, srv, storeURL, work, *n, *nRuns)
+	err = benchMaint(ctx, srv, storeURL, work, *n, *nRuns, *profile)
 	if _, serr := srv.stop(); err == nil {
 		err = serr
 	}
@@ -80,7 +83,7 @@ func runMaint(ctx context.Context, args []string) error {
 	return nil
 }
 
-func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, nRuns int) error {
+func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, nRuns int, profile string) error {
 	token, err := srv.admin(ctx, "add-token", benchOwner)
 	if err != nil {
 		return err
@@ -102,7 +105,7 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	}
 	url := srv.url(token, "pushed")
 	var mid string
-	var rss100 int64
+	var at100 memPoint
 	start := time.Now()
 	for i := 1; i <= n; i++ {
 		if err := maintCommit(ctx, src, i); err != nil {
@@ -117,7 +120,9 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 			}
 		}
 		if i == min(maintRSSAt, n) {
-			rss100 = procStatusKB(pid, "VmRSS:")
+			if at100, err = srv.memPoint(ctx, pid, profile, "heap-100.pb.gz"); err != nil {
+				return err
+			}
 		}
 	}
 	pushSecs := time.Since(start).Seconds()
@@ -126,10 +131,22 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 		return err
 	}
 	fds, packFDs := openFDs(pid)
-	rss := procStatusKB(pid, "VmRSS:")
-	fmt.Printf("maint op=pushes n=%d packs_after=%d open_fds=%d rss_mb=%.0f\n", n, len(packs), packFDs, float64(rss)/1024)
-	fmt.Fprintf(os.Stderr, "  note op=pushes push_s=%.1f rss_after_%d_mb=%.0f rss_ratio=%.2f all_fds=%d\n",
-		pushSecs, min(maintRSSAt, n), float64(rss100)/1024, float64(rss)/float64(max(rss100, 1)), fds)
+	at, err := srv.memPoint(ctx, pid, profile, fmt.Sprintf("heap-%d.pb.gz", n))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("maint op=pushes n=%d packs_after=%d open_fds=%d rss_mb=%.0f\n", n, len(packs), packFDs, float64(at.rss)/1024)
+	// Then, after 100 and after n pushes: RSS in two parts, anonymous
+	// memory (heap, stacks) and file pages (the binary's code as paths
+	// first run, mapped pack indexes); RSS again once the node collected
+	// garbage (the last roll-up's, at the end); and the Go heap.
+	fmt.Fprintf(os.Stderr, "  note op=pushes push_s=%.1f rss_after_%d_mb=%.0f rss_ratio=%.2f all_fds=%d rss_anon_mb=%.0f/%.0f rss_file_mb=%.0f/%.0f rss_after_gc_mb=%.0f/%.0f rss_after_gc_ratio=%.2f\n",
+		pushSecs, min(maintRSSAt, n), float64(at100.rss)/1024, float64(at.rss)/float64(max(at100.rss, 1)), fds,
+		float64(at100.anon)/1024, float64(at.anon)/1024, float64(at100.file)/1024, float64(at.file)/1024,
+		float64(at100.rssGC)/1024, float64(at.rssGC)/1024, float64(at.rssGC)/float64(max(at100.rssGC, 1)))
+	fmt.Fprintf(os.Stderr, "  note op=pushes heap_inuse_mb=%.1f/%.1f heap_sys_mb=%.1f/%.1f heap_released_mb=%.1f/%.1f\n",
+		mb(at100.heap["HeapInuse"]), mb(at.heap["HeapInuse"]), mb(at100.heap["HeapSys"]), mb(at.heap["HeapSys"]),
+		mb(at100.heap["HeapReleased"]), mb(at.heap["HeapReleased"]))
 
 	// The fully packed copy: the same history in one push, one pack.
 	packedURL := srv.url(token, "packed")
@@ -164,11 +181,23 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 			url string
 			out *[]fetchSample
 		}{{url, &pushed}, {packedURL, &packed}} {
+			cpu0 := procCPUTicks(pid)
 			s, err := timedFetch(ctx, template, filepath.Join(work, "client"), side.url, tip)
 			if err != nil {
 				return err
 			}
+			s.serverTicks = procCPUTicks(pid) - cpu0
 			*side.out = append(*side.out, s)
+		}
+	}
+	if profile != "" {
+		for _, side := range []struct{ url, name string }{{url, "pushed"}, {packedURL, "packed"}} {
+			if err := srv.profileFetches(ctx, filepath.Join(profile, "cpu-fetch-"+side.name+".pb.gz"), func() error {
+				_, err := timedFetch(ctx, template, filepath.Join(work, "client"), side.url, tip)
+				return err
+			}); err != nil {
+				return err
+			}
 		}
 	}
 	x, y := median(samples(pushed)), median(samples(packed))
@@ -177,8 +206,11 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "  note op=fetch-after-pushes rgit_runs=%s packed_runs=%s stored_kb=%d packed_stored_kb=%d fetched_kb=%d packed_fetched_kb=%d\n",
-		runs(samples(pushed)), runs(samples(packed)), packBytes(pp)>>10, packBytes(packs1)>>10, pushed[0].bytes>>10, packed[0].bytes>>10)
+	// The node's own CPU time over all timed fetches of each side: less
+	// sensitive to the machine's load than the clients' wall time.
+	fmt.Fprintf(os.Stderr, "  note op=fetch-after-pushes rgit_runs=%s packed_runs=%s stored_kb=%d packed_stored_kb=%d fetched_kb=%d packed_fetched_kb=%d server_cpu_ticks=%d packed_server_cpu_ticks=%d\n",
+		runs(samples(pushed)), runs(samples(packed)), packBytes(pp)>>10, packBytes(packs1)>>10, pushed[0].bytes>>10, packed[0].bytes>>10,
+		serverTicks(pushed), serverTicks(packed))
 	return nil
 }
 
@@ -233,10 +265,38 @@ func settledPacks(ctx context.Context, deps repo.Deps, name string) ([]repo.Pack
 	}
 }
 
-// fetchSample is one timed fetch and the pack bytes it brought.
+// fetchSample is one timed fetch, the pack bytes it brought and the CPU
+// time the node spent meanwhile.
 type fetchSample struct {
 	sample
-	bytes int64
+	bytes       int64
+	serverTicks int64
+}
+
+func serverTicks(fs []fetchSample) int64 {
+	var n int64
+	for _, f := range fs {
+		n += f.serverTicks
+	}
+	return n
+}
+
+// procCPUTicks is a process's user plus system CPU time in clock ticks
+// (fields 14 and 15 of /proc/<pid>/stat).
+func procCPUTicks(pid string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; fields after it are plain.
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st
 }
 
 func packBytes(packs []repo.PackInfo) int64 {
@@ -302,4 +362,92 @@ func samples(fs []fetchSample) []sample {
 		out[i] = f.sample
 	}
 	return out
+}
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// memPoint is the node's memory at one point of the push loop, in kB
+// (heap: runtime.MemStats in bytes).
+type memPoint struct {
+	rss, anon, file int64
+	rssGC           int64 // RSS once the node collected garbage
+	heap            map[string]int64
+}
+
+func (s *rgitServer) memPoint(ctx context.Context, pid, dir, name string) (memPoint, error) {
+	m := memPoint{rss: procStatusKB(pid, "VmRSS:"), anon: procStatusKB(pid, "RssAnon:"), file: procStatusKB(pid, "RssFile:")}
+	var err error
+	m.heap, err = s.heapStats(ctx, dir, name)
+	m.rssGC = procStatusKB(pid, "VmRSS:")
+	return m, err
+}
+
+// heapStats collects garbage in the node and returns its runtime.MemStats
+// (the "# Name = value" lines of the debug heap profile); with dir set it
+// also saves the heap profile there as name.
+func (s *rgitServer) heapStats(ctx context.Context, dir, name string) (map[string]int64, error) {
+	text, err := s.pprof(ctx, "heap?gc=1&debug=1")
+	if err != nil {
+		return nil, err
+	}
+	stats := map[string]int64{}
+	for _, line := range strings.Split(string(text), "\n") {
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil {
+			stats[k] = n
+		}
+	}
+	if dir == "" {
+		return stats, nil
+	}
+	prof, err := s.pprof(ctx, "heap")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name), prof, 0o644)
+	}
+	return stats, err
+}
+
+// profileFetches records a CPU profile of the node while fetch runs in a
+// loop for a few seconds, and saves it at path.
+func (s *rgitServer) profileFetches(ctx context.Context, path string, fetch func() error) error {
+	const secs = 8
+	type result struct {
+		prof []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		prof, err := s.pprof(ctx, "profile?seconds="+strconv.Itoa(secs))
+		done <- result{prof, err}
+	}()
+	deadline := time.Now().Add(secs * time.Second)
+	for time.Now().Before(deadline) {
+		if err := fetch(); err != nil {
+			return err
+		}
+	}
+	r := <-done
+	if r.err != nil {
+		return r.err
+	}
+	return os.WriteFile(path, r.prof, 0o644)
+}
+
+// pprof gets /debug/pprof/<what> from the node's admin listener.
+func (s *rgitServer) pprof(ctx context.Context, what string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.adminAddr+"/debug/pprof/"+what, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("pprof %s: %w", what, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("pprof %s: %s: %s", what, resp.Status, body)
+	}
+	return body, err
 }

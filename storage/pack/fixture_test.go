@@ -248,25 +248,6 @@ func appendVarint(b []byte, v uint64) []byte {
 	return append(b, byte(v))
 }
 
-// appendCopy encodes a copy instruction (size < 1<<24).
-func appendCopy(b []byte, off, size int) []byte {
-	cmd := byte(0x80)
-	var args []byte
-	for i := 0; i < 4; i++ {
-		if v := byte(off >> (8 * i)); v != 0 {
-			cmd |= 1 << i
-			args = append(args, v)
-		}
-	}
-	for i := 0; i < 3; i++ {
-		if v := byte(size >> (8 * i)); v != 0 {
-			cmd |= 1 << (4 + i)
-			args = append(args, v)
-		}
-	}
-	return append(append(b, cmd), args...)
-}
-
 func isErr(err, target error) bool { return err != nil && errorsIs(err, target) }
 
 var errorsIs = errors.Is

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
@@ -79,6 +80,31 @@ func PlanGeometric(packs []PackInfo, factor int) []string {
 // whole repository and gets a bitmap, as a full repack's does. A crash
 // before the switch leaves an unlisted pack that GC deletes.
 func BuildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
+	return buildRollUp(ctx, d, snap, names, false, progress)
+}
+
+// BuildFullRollUp is the occasional full repack of background maintenance:
+// a roll-up of every pack (nothing dropped, so a push meanwhile cannot
+// make its switch fail, however long the build) with deltas searched
+// afresh (git repack -f; pack.Set.WriteRepackDeltas) instead of copied,
+// which turns the deltas each push happened to bring into chains chosen
+// over the whole history, and with a bitmap. The search is bounded by
+// freshDeltaBudget; past it the roll-up reuses stored deltas. Dropping
+// unreachable objects is the admin repack's job (BuildRepack).
+func BuildFullRollUp(ctx context.Context, d Deps, snap *Snapshot, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
+	names := make([]string, len(snap.Packs))
+	for i, p := range snap.Packs {
+		names[i] = p.Name
+	}
+	return buildRollUp(ctx, d, snap, names, true, progress)
+}
+
+// freshDeltaBudget bounds the delta search of one full roll-up, so a huge
+// repository falls back to reusing stored deltas instead of holding a
+// maintenance slot for hours.
+var freshDeltaBudget = 10 * time.Minute
+
+func buildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, fresh bool, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
 	fail := func(err error) (*RepackBuild, error) {
 		return nil, fmt.Errorf("roll up packs of %s/%s: %w", snap.Owner, snap.Name, err)
 	}
@@ -111,7 +137,24 @@ func BuildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, pr
 	// rolled-up set (a push's pack carries its bases) and is copied. A
 	// roll-up of every pack is the whole repository: it gets a bitmap.
 	whole := len(names) == len(snap.Packs) && len(snap.Refs) > 0
-	info, err := writePack(ctx, d, snap, pack.NewSet(packs...), ids, whole, progress)
+	var search *pack.DeltaSearchOptions
+	if fresh {
+		// Path names from the refs' trees sort versions of a file
+		// together; unreachable objects sort by size alone.
+		res, err := reachable(ctx, snap)
+		if err != nil {
+			return fail(err)
+		}
+		names, err := pathHashes(ctx, snap.Objects(), res)
+		if err != nil {
+			return fail(err)
+		}
+		search = &pack.DeltaSearchOptions{NameHash: names, Progress: progress}
+		// The walk's order first (recency: the search's tie-break), then
+		// the unreachable rest; the writer keeps each object's first.
+		ids = append(slices.Clip(res.Objects), ids...)
+	}
+	info, err := writePack(ctx, d, snap, pack.NewSet(packs...), ids, search, whole, progress)
 	if err != nil {
 		return fail(err)
 	}

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,7 @@ type RepackBuild struct {
 // It is pure storage work, no database write: run it outside the repo
 // actor, from a session's snapshot, so the repository keeps serving. With
 // no packs or no refs there is nothing to do and it returns nil.
+// Deltas are the stored ones, reused (see pack.Set.WriteRepack).
 func BuildRepack(ctx context.Context, d Deps, snap *Snapshot, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
 	if len(snap.Packs) == 0 || len(snap.Refs) == 0 {
 		return nil, nil
@@ -62,11 +64,11 @@ func BuildRepack(ctx context.Context, d Deps, snap *Snapshot, progress func(stag
 	fail := func(err error) (*RepackBuild, error) {
 		return nil, fmt.Errorf("repack %s/%s: %w", snap.Owner, snap.Name, err)
 	}
-	ids, err := reachable(ctx, snap)
+	res, err := reachable(ctx, snap)
 	if err != nil {
 		return fail(err)
 	}
-	info, err := writePack(ctx, d, snap, snap.Objects(), ids, true, progress)
+	info, err := writePack(ctx, d, snap, snap.Objects(), res.Objects, nil, true, progress)
 	if err != nil {
 		return fail(err)
 	}
@@ -108,7 +110,16 @@ func (r *Repo) CommitRepack(ctx context.Context, b *RepackBuild) (PackInfo, erro
 		}
 		// The uploaded pack is unlisted garbage now; GC removes it. It is
 		// not deleted here: a concurrent repack may have listed the very
-		// same bytes.
+		// same bytes. It leaves this node's cache, though: held there it
+		// would keep a descriptor, its mapped index and the delta bases
+		// its bitmap build inflated until the cache's byte budget pushed
+		// it out (a node whose full repacks kept conflicting grew by one
+		// such pack per push), unless the same bytes are listed.
+		if _, listed := r.db.View().Get(prefixPack + b.Pack.Name); !listed && r.d.Cache != nil {
+			if rerr := r.d.Cache.Remove(b.Pack.Name); rerr != nil {
+				r.log.Warn("drop an unlisted repack from the cache", zap.String("pack", b.Pack.Name), zap.Error(rerr))
+			}
+		}
 		return PackInfo{}, fmt.Errorf("repack %s/%s: commit pack list: %w", r.owner, r.name, err)
 	}
 	r.log.Info("repacked", zap.String("pack", b.Pack.Name), zap.Int("objects", b.Pack.Objects),
@@ -127,16 +138,95 @@ func (r *Repo) CommitRepack(ctx context.Context, b *RepackBuild) (PackInfo, erro
 	return b.Pack, nil
 }
 
+// pathHashes names the trees and blobs of res (a walk's result: commits
+// first) by the first path the commits' trees reach them under, as
+// pack.NameHash, so the delta search sorts versions of one file together.
+// It reads each tree once and keeps 5 bytes per object.
+func pathHashes(ctx context.Context, r object.Reader, res *walk.Result) (func(object.ID) uint32, error) {
+	ids := slices.Clone(res.Objects)
+	slices.SortFunc(ids, func(a, b object.ID) int { return bytes.Compare(a[:], b[:]) })
+	hashes := make([]uint32, len(ids))
+	seen := make([]bool, len(ids))
+	at := func(id object.ID) (int, bool) {
+		return slices.BinarySearchFunc(ids, id, func(a, b object.ID) int { return bytes.Compare(a[:], b[:]) })
+	}
+	steps := 0
+	var tree func(id object.ID, path string) error
+	tree = func(id object.ID, path string) error {
+		i, ok := at(id)
+		if !ok || seen[i] {
+			return nil
+		}
+		seen[i] = true
+		if steps++; steps%1024 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		_, data, err := r.ReadObject(id)
+		if err != nil {
+			return fmt.Errorf("read tree %s: %w", id, err)
+		}
+		it := object.NewTreeIter(data)
+		for e, ok := it.Next(); ok; e, ok = it.Next() {
+			p := path + string(e.Name)
+			if e.IsTree() {
+				if i, ok := at(e.ID); ok && !seen[i] {
+					hashes[i] = pack.NameHash(p)
+				}
+				if err := tree(e.ID, p+"/"); err != nil {
+					return err
+				}
+			} else if i, ok := at(e.ID); ok && !seen[i] {
+				seen[i], hashes[i] = true, pack.NameHash(p)
+			}
+		}
+		return it.Err()
+	}
+	for _, c := range res.Objects[:res.Commits] {
+		_, data, err := r.ReadObject(c)
+		if err != nil {
+			return nil, fmt.Errorf("read commit %s: %w", c, err)
+		}
+		ci, err := object.ParseCommit(data)
+		if err != nil {
+			return nil, fmt.Errorf("commit %s: %w", c, err)
+		}
+		if err := tree(ci.Tree, ""); err != nil {
+			return nil, err
+		}
+	}
+	return func(id object.ID) uint32 {
+		if i, ok := at(id); ok {
+			return hashes[i]
+		}
+		return 0
+	}, nil
+}
+
 // writePack writes ids, read from set, into a new pack for snap's
-// repository and uploads it unlisted; withBitmap adds its reachability
+// repository and uploads it unlisted; search, if not nil, searches deltas
+// afresh instead of copying stored ones; withBitmap adds its reachability
 // bitmap, uploaded before anything lists the pack so it is never served
 // without one (a bitmap failure costs fetches time, not the pack).
-func writePack(ctx context.Context, d Deps, snap *Snapshot, set *pack.Set, ids []object.ID, withBitmap bool, progress func(string, uint64, uint64)) (PackInfo, error) {
+func writePack(ctx context.Context, d Deps, snap *Snapshot, set *pack.Set, ids []object.ID, search *pack.DeltaSearchOptions, withBitmap bool, progress func(string, uint64, uint64)) (PackInfo, error) {
 	dir := os.TempDir()
 	if d.Cache != nil {
 		dir = d.Cache.TempDir()
 	}
-	ix, err := writeAndIndex(ctx, set, ids, dir, progress)
+	var err error
+	var ix *pack.Indexed
+	if search != nil {
+		sctx, cancel := context.WithTimeout(ctx, freshDeltaBudget)
+		ix, err = writeAndIndex(sctx, set, ids, search, dir, progress)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			d.log().Warn("delta search took too long; repacking with stored deltas", zap.String("repo", snap.Owner+"/"+snap.Name),
+				zap.Int("objects", len(ids)), zap.Duration("budget", freshDeltaBudget))
+			search = nil
+		}
+	}
+	if search == nil {
+		ix, err = writeAndIndex(ctx, set, ids, nil, dir, progress)
+	}
 	if err != nil {
 		return PackInfo{}, err
 	}
@@ -159,13 +249,13 @@ func writePack(ctx context.Context, d Deps, snap *Snapshot, set *pack.Set, ids [
 }
 
 // reachable lists every object reachable from the snapshot's refs.
-func reachable(ctx context.Context, snap *Snapshot) ([]object.ID, error) {
+func reachable(ctx context.Context, snap *Snapshot) (*walk.Result, error) {
 	g := walk.NewGraph(snap.Objects(), repackMaxCommits)
 	res, err := walk.Objects(ctx, g, walk.Request{Wants: refTips(snap.Refs)})
 	if err != nil {
 		return nil, fmt.Errorf("list reachable objects: %w", err)
 	}
-	return res.Objects, nil
+	return res, nil
 }
 
 // refGenCheck asserts that no ref update committed since gen was read.
@@ -174,14 +264,19 @@ func refGenCheck(gen []byte) refdb.Op {
 }
 
 // writeAndIndex streams WriteRepack (stored bytes, preferring delta copies
-// over the whole duplicates pushed thin packs carry) straight into
-// IndexPack, so the new pack is written to disk once and never held in
-// memory.
-func writeAndIndex(ctx context.Context, set *pack.Set, ids []object.ID, dir string, progress func(string, uint64, uint64)) (*pack.Indexed, error) {
+// over the whole duplicates pushed thin packs carry), or with search
+// WriteRepackDeltas, straight into IndexPack, so the new pack is written
+// to disk once and never held in memory.
+func writeAndIndex(ctx context.Context, set *pack.Set, ids []object.ID, search *pack.DeltaSearchOptions, dir string, progress func(string, uint64, uint64)) (*pack.Indexed, error) {
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
 	go func() {
-		_, err := set.WriteRepack(ctx, pw, ids, pack.DefaultRepackDepth, progress)
+		var err error
+		if search != nil {
+			_, err = set.WriteRepackDeltas(ctx, pw, ids, *search)
+		} else {
+			_, err = set.WriteRepack(ctx, pw, ids, pack.DefaultRepackDepth, progress)
+		}
 		pw.CloseWithError(err)
 		werr <- err
 	}()
