@@ -25,9 +25,9 @@ type (
 	// still naming it to live nodes (cluster.Map.HandOver).
 	leaderHandOver struct{ repos []string }
 	leaderReply    struct {
-		d                 cluster.Decision
-		renewed, declined []string
-		handed            []cluster.Decision // leaderHandOver
+		d      cluster.Decision
+		renew  cluster.LeasesRenewed
+		handed []cluster.Decision // leaderHandOver
 		err               error
 	}
 )
@@ -96,6 +96,19 @@ func loadMap(v *refdb.View, t cluster.Timings) (*cluster.Map, error) {
 			return nil, fmt.Errorf("load ownership map: %w", err)
 		}
 	}
+	for k, b := range v.Scan(cluster.SessionPrefix) {
+		node, err := cluster.NodeOfSessionKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("load ownership map: %w", err)
+		}
+		var s cluster.Session
+		if err := s.UnmarshalBinary(b); err != nil {
+			return nil, fmt.Errorf("load ownership map: session of %s: %w", node, err)
+		}
+		if err := m.PutSession(node, s); err != nil {
+			return nil, fmt.Errorf("load ownership map: %w", err)
+		}
+	}
 	if err := loadFloor(v, m); err != nil {
 		return nil, err
 	}
@@ -157,18 +170,50 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 			r.handed = nil
 		}
 	case *cluster.RenewLeases:
-		a.liveness.Heard(m.Node, now)
-		r.renewed, r.declined = a.m.Renew(m.Node, m.Repos, now)
-		if r.err = a.persistEntries(ctx, r.renewed); r.err != nil {
-			r.renewed, r.declined = nil, nil
-		}
-		a.node.metrics.renewals.Add(float64(len(r.renewed)))
+		r.renew, r.err = a.heartbeat(ctx, m, now)
 	case *leaderPrune:
 		r = a.prune(ctx, m, now)
 	default:
 		return
 	}
 	ctx.Respond(&r)
+}
+
+// heartbeat opens or renews a node's session (cluster.Map.Heartbeat):
+// one write of its session record, however many entries are bound to it,
+// plus the entries of the repositories it listed.
+func (a *leaderActor) heartbeat(ctx actor.Context, m *cluster.RenewLeases, now time.Time) (cluster.LeasesRenewed, error) {
+	a.liveness.Heard(m.Node, now)
+	h, err := a.m.Heartbeat(*m, now)
+	if err != nil {
+		return cluster.LeasesRenewed{}, err
+	}
+	var txn refdb.Txn
+	if h.WriteSession {
+		s, _ := a.m.Session(m.Node)
+		op, err := sessionOp(m.Node, s)
+		if err != nil {
+			return cluster.LeasesRenewed{}, err
+		}
+		txn = append(txn, op)
+	}
+	if err := a.persistEntries(ctx, h.Reply.Renewed, txn...); err != nil {
+		return cluster.LeasesRenewed{}, err
+	}
+	a.node.metrics.renewals.Add(float64(len(h.Reply.Renewed)))
+	return h.Reply, nil
+}
+
+func sessionOp(node string, s cluster.Session) (refdb.Op, error) {
+	key, err := cluster.SessionKey(node)
+	if err != nil {
+		return refdb.Op{}, err
+	}
+	b, err := s.MarshalBinary()
+	if err != nil {
+		return refdb.Op{}, fmt.Errorf("session of %s: %w", node, err)
+	}
+	return refdb.Set(key, b), nil
 }
 
 // persist writes d's entry if the decision changed it.
@@ -186,10 +231,11 @@ func (a *leaderActor) persist(ctx actor.Context, d cluster.Decision) error {
 	return err
 }
 
-// persistEntries writes the map's entries of repos in one commit; a
-// failure reloads the map (it holds the unpersisted decisions).
-func (a *leaderActor) persistEntries(ctx actor.Context, repos []string) error {
-	txn := make(refdb.Txn, 0, len(repos))
+// persistEntries writes the map's entries of repos, after the ops in
+// also, in one commit; a failure reloads the map (it holds the
+// unpersisted decisions).
+func (a *leaderActor) persistEntries(ctx actor.Context, repos []string, also ...refdb.Op) error {
+	txn := append(make(refdb.Txn, 0, len(repos)+len(also)), also...)
 	var err error
 	for _, repo := range repos {
 		e, _ := a.m.Get(repo)
@@ -286,7 +332,7 @@ func (l *localLeader) Renew(ctx context.Context, m cluster.RenewLeases) (cluster
 	if err != nil {
 		return cluster.LeasesRenewed{}, err
 	}
-	return cluster.LeasesRenewed{Renewed: r.renewed, Declined: r.declined}, nil
+	return r.renew, nil
 }
 
 func (l *localLeader) Release(ctx context.Context, m cluster.ReleaseLease) (cluster.Decision, error) {

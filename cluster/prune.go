@@ -58,7 +58,7 @@ type Pruned struct {
 func (m *Map) Prune(now time.Time, gone []string) Pruned {
 	p := Pruned{Floor: m.floor}
 	for repo, e := range m.entries {
-		if e.Live(now) {
+		if e = m.bind(e); e.Live(now) {
 			continue
 		}
 		aged := m.t.PruneGrace > 0 && now.Sub(e.Expires) >= m.t.PruneGrace
@@ -88,7 +88,7 @@ func (m *Map) Prune(now time.Time, gone []string) Pruned {
 func (m *Map) Lapsed(since, now time.Time) []string {
 	var out []string
 	for repo, e := range m.entries {
-		if !e.Expires.Before(since) && !e.Live(now) {
+		if e = m.bind(e); !e.Expires.Before(since) && !e.Live(now) {
 			out = append(out, repo)
 		}
 	}

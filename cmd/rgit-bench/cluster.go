@@ -28,13 +28,18 @@ import (
 //	takeover op=kill9 seconds=<first successful fetch through a survivor after kill -9 of the owner>
 //
 // Here git_s is rgit itself, direct: the ratio is the cost of the hop.
+// The lease-plane lines (runLeasePlane) come first.
 func runCluster(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cluster", flag.ExitOnError)
 	var c commonFlags
 	c.register(fs, "medium")
 	rgitBin := fs.String("rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	peerTLS := fs.Bool("peer-tls", false, "mutual TLS on the peer ports (certificates generated for the run)")
+	leasePlaneOnly := fs.Bool("lease-plane-only", false, "only the in-process lease-plane lines (runLeasePlane)")
 	fs.Parse(args)
+	if err := runLeasePlane(ctx); err != nil || *leasePlaneOnly {
+		return err
+	}
 	bin, err := rgitBinary(*rgitBin)
 	if err != nil {
 		return err

@@ -135,7 +135,7 @@ func (c *Cluster) start(name string) error {
 		cfg.Leader = &peerClient{c: c, from: name}
 	}
 	n, err := actors.NewNode(actors.Config{
-		Deps: c.Deps(), WarmTTL: c.opts.WarmTTL, MaxWarm: c.opts.MaxWarm, Log: c.opts.Log, Cluster: cfg,
+		Deps: c.Deps(), WarmTTL: c.opts.WarmTTL, MaxWarm: c.opts.MaxWarm, Log: c.log().With(zap.String("node", name)), Cluster: cfg,
 	})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
@@ -144,6 +144,13 @@ func (c *Cluster) start(name string) error {
 	c.nodes[name] = n
 	c.mu.Unlock()
 	return nil
+}
+
+func (c *Cluster) log() *zap.Logger {
+	if c.opts.Log == nil {
+		return zap.NewNop()
+	}
+	return c.opts.Log
 }
 
 // Kill stops a node the way a crash would: it stops answering at once and
