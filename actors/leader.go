@@ -28,7 +28,7 @@ type (
 		d      cluster.Decision
 		renew  cluster.LeasesRenewed
 		handed []cluster.Decision // leaderHandOver
-		err               error
+		err    error
 	}
 )
 
@@ -58,7 +58,7 @@ func (n *Node) startLeader(cfg ClusterConfig) (*localLeader, *refdb.DB, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("open ownership map: %w", err)
 	}
-	m, err := loadMap(db.View(), cfg.Timings)
+	m, err := loadMap(db.View, cfg.Timings)
 	if err != nil {
 		db.Close(ctx)
 		return nil, nil, err
@@ -79,10 +79,14 @@ func (n *Node) startLeader(cfg ClusterConfig) (*localLeader, *refdb.DB, error) {
 	return &localLeader{n: n, pid: pid}, db, nil
 }
 
-// loadMap reads every ownership entry of v into a Map. A corrupt entry
-// fails the load: granting from a map missing an entry could reuse epochs.
-func loadMap(v *refdb.View, t cluster.Timings) (*cluster.Map, error) {
-	m := cluster.NewMap(t)
+// loadMap returns a Map over the ownership entries of view (the current
+// one each time it is called: the leader's database, which commits the
+// map's decisions), with the sessions and the floor loaded. The entries
+// stay in the database's state, not copied (cluster.NewMapOver), but every
+// one is decoded once here: a corrupt entry fails the load, as granting
+// from a map missing an entry could reuse epochs.
+func loadMap(view func() *refdb.View, t cluster.Timings) (*cluster.Map, error) {
+	v := view()
 	for k, b := range v.Scan(cluster.KeyPrefix) {
 		repo, err := cluster.RepoOfKey(k)
 		if err != nil {
@@ -92,10 +96,8 @@ func loadMap(v *refdb.View, t cluster.Timings) (*cluster.Map, error) {
 		if err := e.UnmarshalBinary(b); err != nil {
 			return nil, fmt.Errorf("load ownership map: entry %s: %w", repo, err)
 		}
-		if err := m.Put(repo, e); err != nil {
-			return nil, fmt.Errorf("load ownership map: %w", err)
-		}
 	}
+	m := cluster.NewMapOver(t, viewBase(view))
 	for k, b := range v.Scan(cluster.SessionPrefix) {
 		node, err := cluster.NodeOfSessionKey(k)
 		if err != nil {
@@ -283,9 +285,40 @@ func (a *leaderActor) commit(ctx actor.Context, txn refdb.Txn) error {
 	return nil
 }
 
+// viewBase reads a Map's entries from a refdb view (the current one at
+// each call). An entry that does not decode reads as absent; loadMap
+// checked them all, and only the leader writes them.
+type viewBase func() *refdb.View
+
+func (b viewBase) Get(repo string) (cluster.Entry, bool) {
+	key, err := cluster.Key(repo)
+	if err != nil {
+		return cluster.Entry{}, false
+	}
+	v, ok := b().Get(key)
+	if !ok {
+		return cluster.Entry{}, false
+	}
+	var e cluster.Entry
+	return e, e.UnmarshalBinary(v) == nil
+}
+
+func (b viewBase) Range(yield func(repo string, e cluster.Entry) bool) {
+	for k, v := range b().Scan(cluster.KeyPrefix) {
+		repo, err := cluster.RepoOfKey(k)
+		var e cluster.Entry
+		if err != nil || e.UnmarshalBinary(v) != nil {
+			continue
+		}
+		if !yield(repo, e) {
+			return
+		}
+	}
+}
+
 // reload replaces the map with the database's committed state.
 func (a *leaderActor) reload() {
-	m, err := loadMap(a.db.View(), a.m.Timings())
+	m, err := loadMap(a.db.View, a.m.Timings())
 	if err != nil {
 		// The view only holds what this writer committed, so this means a
 		// bug; keep the old map rather than serving from nothing.

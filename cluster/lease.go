@@ -96,16 +96,100 @@ type Options struct {
 //
 // Entries granted to a node with an open session are bound to it (see
 // Session and the package doc): the session's renewal renews them all.
+//
+// A map may read its entries from a Base (NewMapOver): the leader's is its
+// database's current state, so a million entries are held once, in the
+// database, not copied into the map. The map then keeps only the entries
+// it decided (and removed) on top of the base; Settle drops those the base
+// has caught up with.
 type Map struct {
 	t        Timings
-	entries  map[string]Entry // as stored: bound entries not yet Bind-ed
+	base     Base
+	entries  map[string]Entry    // decided (or Put) on top of base, as stored: bound entries not Bind-ed
+	removed  map[string]struct{} // pruned, possibly still in base
 	sessions map[string]Session
 	floor    uint64
 }
 
+// Base is where a map reads the entries it has not decided itself: stored
+// entries (bound ones not Bind-ed), by repository. Its contents may only
+// move towards the map's own decisions (the leader's database, committing
+// them).
+type Base interface {
+	Get(repo string) (Entry, bool)
+	// Range yields every entry, in any order, until yield returns false.
+	Range(yield func(repo string, e Entry) bool)
+}
+
 // NewMap returns an empty map using timings t.
-func NewMap(t Timings) *Map {
-	return &Map{t: t, entries: make(map[string]Entry), sessions: make(map[string]Session)}
+func NewMap(t Timings) *Map { return NewMapOver(t, nil) }
+
+// NewMapOver returns a map reading base (nil: none) using timings t.
+func NewMapOver(t Timings, base Base) *Map {
+	return &Map{t: t, base: base, entries: make(map[string]Entry), removed: make(map[string]struct{}),
+		sessions: make(map[string]Session)}
+}
+
+// stored returns repo's entry as stored.
+func (m *Map) stored(repo string) (Entry, bool) {
+	if e, ok := m.entries[repo]; ok {
+		return e, true
+	}
+	if _, gone := m.removed[repo]; gone || m.base == nil {
+		return Entry{}, false
+	}
+	return m.base.Get(repo)
+}
+
+// each yields every stored entry.
+func (m *Map) each(yield func(repo string, e Entry) bool) {
+	for r, e := range m.entries {
+		if !yield(r, e) {
+			return
+		}
+	}
+	if m.base == nil {
+		return
+	}
+	m.base.Range(func(r string, e Entry) bool {
+		if _, mine := m.entries[r]; mine {
+			return true
+		}
+		if _, gone := m.removed[r]; gone {
+			return true
+		}
+		return yield(r, e)
+	})
+}
+
+// Settle forgets the decisions the base now holds (the leader's database
+// committed them) and the removals it has applied, so the map's own
+// memory is what is still in flight. Entries are compared as stored.
+func (m *Map) Settle() {
+	if m.base == nil {
+		return
+	}
+	for r, e := range m.entries {
+		if b, ok := m.base.Get(r); ok && sameEntry(b, e) {
+			delete(m.entries, r)
+		}
+	}
+	for r := range m.removed {
+		if _, ok := m.base.Get(r); !ok {
+			delete(m.removed, r)
+		}
+	}
+}
+
+func sameEntry(a, b Entry) bool {
+	return a.Node == b.Node && a.Epoch == b.Epoch && a.Session == b.Session &&
+		a.Written.Equal(b.Written) && a.Until.Equal(b.Until) && (a.Session != 0 || a.Expires.Equal(b.Expires))
+}
+
+// set records a decision.
+func (m *Map) set(repo string, e Entry) {
+	m.entries[repo] = e
+	delete(m.removed, repo)
 }
 
 // Timings returns the timings the map was created with.
@@ -114,7 +198,7 @@ func (m *Map) Timings() Timings { return m.t }
 // Get returns repo's entry, live or not, bound to its node's session.
 // Marshalling it stores what the map holds.
 func (m *Map) Get(repo string) (Entry, bool) {
-	e, ok := m.entries[repo]
+	e, ok := m.stored(repo)
 	if !ok {
 		return Entry{}, false
 	}
@@ -135,7 +219,7 @@ func (m *Map) Put(repo string, e Entry) error {
 	if err := validNode(e.Node); err != nil {
 		return fmt.Errorf("put %s: %w", repo, err)
 	}
-	m.entries[repo] = e
+	m.set(repo, e)
 	return nil
 }
 
@@ -196,25 +280,30 @@ func (m *Map) Floor() uint64 { return m.floor }
 // raises the floor, never lowers it.
 func (m *Map) SetFloor(f uint64) { m.floor = max(m.floor, f) }
 
-// Len is the number of entries.
-func (m *Map) Len() int { return len(m.entries) }
+// Len is the number of entries (a scan of the base).
+func (m *Map) Len() int {
+	n := 0
+	m.each(func(string, Entry) bool { n++; return true })
+	return n
+}
 
 // Repos lists the repos with an entry, sorted.
 func (m *Map) Repos() []string {
-	out := make([]string, 0, len(m.entries))
-	for r := range m.entries {
-		out = append(out, r)
-	}
+	var out []string
+	m.each(func(r string, _ Entry) bool { out = append(out, r); return true })
 	sort.Strings(out)
 	return out
 }
 
-// Clone returns an independent copy.
+// Clone returns an independent copy (sharing the base).
 func (m *Map) Clone() *Map {
-	c := NewMap(m.t)
+	c := NewMapOver(m.t, m.base)
 	c.floor = m.floor
 	for r, e := range m.entries {
 		c.entries[r] = e
+	}
+	for r := range m.removed {
+		c.removed[r] = struct{}{}
 	}
 	for n, s := range m.sessions {
 		c.sessions[n] = s
@@ -289,7 +378,7 @@ func (m *Map) Release(node, repo string, now time.Time) (Decision, error) {
 		if cur.Session != 0 {
 			cur.Until = end
 		}
-		m.entries[repo] = cur
+		m.set(repo, cur)
 		d.Entry, d.Write = cur, true
 	}
 	return d, nil
@@ -362,25 +451,31 @@ func (m *Map) HandOver(from string, repos []string, live LiveSet, now time.Time)
 func (m *Map) grant(repo, node string, now time.Time, bind bool) Decision {
 	// An entry's epoch may be below the floor if it outlived a prune of
 	// others; starting above both keeps it monotonic either way.
-	e := Entry{Node: node, Expires: now.Add(m.t.TTL), Written: now, Epoch: max(m.entries[repo].Epoch, m.floor) + 1}
+	e := Entry{Node: node, Expires: now.Add(m.t.TTL), Written: now, Epoch: m.nextEpoch(repo)}
 	if s, ok := m.sessions[node]; ok && bind {
 		e.Expires, e.Session = time.Time{}, s.ID
 		e = m.bind(e)
 	}
-	m.entries[repo] = e
+	m.set(repo, e)
 	return Decision{Outcome: Granted, Repo: repo, Owner: node, Entry: e, Write: true}
 }
 
 // extend renews cur, node's live entry: if node has a session, by binding
 // the entry to it without a drain cap (the session renews it); else, a
 // per-repository lease, by the TTL. Its epoch stays: the node holds it.
+// nextEpoch is repo's next grant's epoch.
+func (m *Map) nextEpoch(repo string) uint64 {
+	cur, _ := m.stored(repo)
+	return max(cur.Epoch, m.floor) + 1
+}
+
 func (m *Map) extend(repo string, cur Entry, now time.Time) Decision {
 	if s, ok := m.sessions[cur.Node]; ok {
 		// A per-repository lease of a node that has a session now (an
 		// upgrade) is bound to it from here on.
 		cur.Session, cur.Until, cur.Written = s.ID, time.Time{}, now
 		cur = m.bind(cur)
-		m.entries[repo] = cur
+		m.set(repo, cur)
 		return Decision{Outcome: Extended, Repo: repo, Owner: cur.Node, Entry: cur, Write: true}
 	}
 	// Never shorten: a renewal racing a clock step backwards keeps the
@@ -389,7 +484,7 @@ func (m *Map) extend(repo string, cur Entry, now time.Time) Decision {
 		cur.Expires = exp
 	}
 	cur.Written = now
-	m.entries[repo] = cur
+	m.set(repo, cur)
 	return Decision{Outcome: Extended, Repo: repo, Owner: cur.Node, Entry: cur, Write: true}
 }
 
