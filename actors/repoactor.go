@@ -375,7 +375,12 @@ func (a *repoActor) goIdle(ctx actor.Context, why closeWhy) {
 	}
 	ctx.Send(ctx.Parent(), &idle{key: a.key, pid: ctx.Self(), why: why})
 	a.closeDB()
-	ctx.Stop(ctx.Self())
+	// Poison, not Stop: requests already queued behind this message are
+	// answered (errRetry: closing) before the actor stops; after a Stop,
+	// protoactor drops them without a reply and their callers wait out
+	// their whole timeout (seen in testkit/cluster TestRandomized when a
+	// fenced or lost repository closed under queued pushes).
+	ctx.Poison(ctx.Self())
 }
 
 func (a *repoActor) closeDB() {
