@@ -121,6 +121,13 @@ type clusterState struct {
 	serveOnce sync.Once
 	renewedAt atomic.Int64
 
+	// session is this incarnation's session with the leader (0: none yet;
+	// cluster.Session): every entry the node is granted is bound to it.
+	// sessMu makes opening one a single flight: a second open would end
+	// the first and every entry bound to it.
+	sessMu  sync.Mutex
+	session atomic.Uint64
+
 	suspMu sync.Mutex
 	susp   cluster.Suspicions
 
@@ -129,6 +136,35 @@ type clusterState struct {
 }
 
 func (c *clusterState) drain() time.Duration { return c.cfg.Timings.Drain }
+
+// ensureSession returns the node's session, opening one first if it has
+// none: a claim or force-grant must not reach the leader before, or the
+// grant would bind to the previous incarnation's session, which the open
+// then ends.
+func (c *clusterState) ensureSession(ctx context.Context) (uint64, error) {
+	if id := c.session.Load(); id != 0 {
+		return id, nil
+	}
+	c.sessMu.Lock()
+	defer c.sessMu.Unlock()
+	if id := c.session.Load(); id != 0 {
+		return id, nil
+	}
+	r, err := c.leader.Renew(ctx, cluster.RenewLeases{Node: c.cfg.Self, Open: true})
+	if err != nil {
+		return 0, fmt.Errorf("open session: %w", err)
+	}
+	if r.Session == 0 {
+		return 0, fmt.Errorf("open session: leader answered no session: %w", ErrLeaderUnreachable)
+	}
+	c.session.Store(r.Session)
+	c.renewedAt.Store(time.Now().UnixNano())
+	return r.Session, nil
+}
+
+// dropSession forgets session id after the leader declined it; the next
+// claim or heartbeat opens a new one.
+func (c *clusterState) dropSession(id uint64) { c.session.CompareAndSwap(id, 0) }
 
 // startCluster validates cfg and starts the leader actor (on the leader
 // node) or the follower of the map (elsewhere).
@@ -212,6 +248,9 @@ func (c *clusterState) close() {
 // refView adapts a refdb view of the map to cluster.View. Undecodable
 // entries read as absent: routing then claims and the leader, which
 // refuses to load a corrupt map, decides.
+// Entries come bound to their node's session (cluster.Bind); an
+// undecodable session record reads as absent, which makes its entries
+// lapsed.
 type refView struct{ v *refdb.View }
 
 func (r refView) Get(repo string) (cluster.Entry, bool) {
@@ -226,11 +265,25 @@ func (r refView) Get(repo string) (cluster.Entry, bool) {
 	if !ok {
 		return cluster.Entry{}, false
 	}
+	return r.decode(b)
+}
+
+func (r refView) decode(b []byte) (cluster.Entry, bool) {
 	var e cluster.Entry
 	if err := e.UnmarshalBinary(b); err != nil {
 		return cluster.Entry{}, false
 	}
-	return e, true
+	if e.Session == 0 {
+		return e, true
+	}
+	var s cluster.Session
+	ok := false
+	if key, err := cluster.SessionKey(e.Node); err == nil {
+		if b, found := r.v.Get(key); found {
+			ok = s.UnmarshalBinary(b) == nil
+		}
+	}
+	return cluster.Bind(e, s, ok), true
 }
 
 // OwnershipView returns the node's current (possibly stale, ≤200 ms) view.
@@ -344,8 +397,7 @@ func (n *Node) MapEntries() []MapEntry {
 		if err != nil {
 			continue
 		}
-		var e cluster.Entry
-		if e.UnmarshalBinary(b) == nil {
+		if e, ok := v.decode(b); ok {
 			out = append(out, MapEntry{Repo: r, Entry: e})
 		}
 	}

@@ -160,6 +160,9 @@ func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult
 	}
 	for attempt := 0; ; attempt++ {
 		d, err := n.awaitLeader(ctx, key, false, func() (cluster.Decision, error) {
+			if _, err := n.cl.ensureSession(ctx); err != nil {
+				return cluster.Decision{}, err
+			}
 			return n.cl.leader.ForceGrant(ctx, cluster.ForceGrantLease{Repo: string(key), Requester: n.cl.cfg.Self, Dead: dead})
 		})
 		if err != nil {

@@ -30,11 +30,11 @@ type (
 	// still naming it to live nodes (cluster.Map.HandOver).
 	leaderHandOver struct{ repos []string }
 	leaderReply    struct {
-		d                 cluster.Decision
-		renewed, declined []string
-		handed            []cluster.Decision // leaderHandOver
-		pruned            cluster.Pruned     // leaderPrune
-		err               error
+		d      cluster.Decision
+		renew  cluster.LeasesRenewed
+		handed []cluster.Decision // leaderHandOver
+		pruned cluster.Pruned     // leaderPrune
+		err    error
 	}
 )
 
@@ -66,7 +66,7 @@ func (n *Node) startLeader(cfg ClusterConfig) (*localLeader, *refdb.DB, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("open ownership map: %w", err)
 	}
-	m, err := loadMap(db.View(), cfg.Timings)
+	m, err := loadMap(db.View, cfg.Timings)
 	if err != nil {
 		db.Close(ctx)
 		return nil, nil, err
@@ -87,10 +87,14 @@ func (n *Node) startLeader(cfg ClusterConfig) (*localLeader, *refdb.DB, error) {
 	return &localLeader{n: n, pid: pid}, db, nil
 }
 
-// loadMap reads every ownership entry of v into a Map. A corrupt entry
-// fails the load: granting from a map missing an entry could reuse epochs.
-func loadMap(v *refdb.View, t cluster.Timings) (*cluster.Map, error) {
-	m := cluster.NewMap(t)
+// loadMap returns a Map over the ownership entries of view (the current
+// one each time it is called: the leader's database, which commits the
+// map's decisions), with the sessions and the floor loaded. The entries
+// stay in the database's state, not copied (cluster.NewMapOver), but every
+// one is decoded once here: a corrupt entry fails the load, as granting
+// from a map missing an entry could reuse epochs.
+func loadMap(view func() *refdb.View, t cluster.Timings) (*cluster.Map, error) {
+	v := view()
 	for k, b := range v.Scan(cluster.KeyPrefix) {
 		repo, err := cluster.RepoOfKey(k)
 		if err != nil {
@@ -100,7 +104,18 @@ func loadMap(v *refdb.View, t cluster.Timings) (*cluster.Map, error) {
 		if err := e.UnmarshalBinary(b); err != nil {
 			return nil, fmt.Errorf("load ownership map: entry %s: %w", repo, err)
 		}
-		if err := m.Put(repo, e); err != nil {
+	}
+	m := cluster.NewMapOver(t, viewBase(view))
+	for k, b := range v.Scan(cluster.SessionPrefix) {
+		node, err := cluster.NodeOfSessionKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("load ownership map: %w", err)
+		}
+		var s cluster.Session
+		if err := s.UnmarshalBinary(b); err != nil {
+			return nil, fmt.Errorf("load ownership map: session of %s: %w", node, err)
+		}
+		if err := m.PutSession(node, s); err != nil {
 			return nil, fmt.Errorf("load ownership map: %w", err)
 		}
 	}
@@ -168,16 +183,54 @@ func (a *leaderActor) decide(msg any, now time.Time) (*leaderWrite, bool) {
 			w.decided(d)
 		}
 	case *cluster.RenewLeases:
-		a.liveness.Heard(m.Node, now)
-		r.renewed, r.declined = a.m.Renew(m.Node, m.Repos, now)
-		w.txn, w.err = a.entriesTxn(r.renewed)
-		w.metric, w.n = a.node.metrics.renewals, float64(len(r.renewed))
+		a.heartbeat(w, m, now)
 	case *leaderPrune:
 		a.prune(w, m, now)
 	default:
 		return nil, false
 	}
 	return w, true
+}
+
+// heartbeat opens or renews a node's session (cluster.Map.Heartbeat):
+// one write of its session record, however many entries are bound to it,
+// plus the entries of the repositories it listed.
+func (a *leaderActor) heartbeat(w *leaderWrite, m *cluster.RenewLeases, now time.Time) {
+	a.liveness.Heard(m.Node, now)
+	h, err := a.m.Heartbeat(*m, now)
+	if err != nil {
+		w.reply.err = err
+		return
+	}
+	w.reply.renew = h.Reply
+	if h.WriteSession {
+		s, _ := a.m.Session(m.Node)
+		op, err := sessionOp(m.Node, s)
+		if err != nil {
+			w.err = err
+			return
+		}
+		w.txn = append(w.txn, op)
+	}
+	ops, err := a.entriesTxn(h.Reply.Renewed)
+	if err != nil {
+		w.err = err
+		return
+	}
+	w.txn = append(w.txn, ops...)
+	w.metric, w.n = a.node.metrics.renewals, float64(len(h.Reply.Renewed))
+}
+
+func sessionOp(node string, s cluster.Session) (refdb.Op, error) {
+	key, err := cluster.SessionKey(node)
+	if err != nil {
+		return refdb.Op{}, err
+	}
+	b, err := s.MarshalBinary()
+	if err != nil {
+		return refdb.Op{}, fmt.Errorf("session of %s: %w", node, err)
+	}
+	return refdb.Set(key, b), nil
 }
 
 // entriesTxn sets the map's entries of repos.
@@ -206,9 +259,40 @@ func entryOp(repo string, e cluster.Entry) (refdb.Op, error) {
 	return refdb.Set(key, b), nil
 }
 
+// viewBase reads a Map's entries from a refdb view (the current one at
+// each call). An entry that does not decode reads as absent; loadMap
+// checked them all, and only the leader writes them.
+type viewBase func() *refdb.View
+
+func (b viewBase) Get(repo string) (cluster.Entry, bool) {
+	key, err := cluster.Key(repo)
+	if err != nil {
+		return cluster.Entry{}, false
+	}
+	v, ok := b().Get(key)
+	if !ok {
+		return cluster.Entry{}, false
+	}
+	var e cluster.Entry
+	return e, e.UnmarshalBinary(v) == nil
+}
+
+func (b viewBase) Range(yield func(repo string, e cluster.Entry) bool) {
+	for k, v := range b().Scan(cluster.KeyPrefix) {
+		repo, err := cluster.RepoOfKey(k)
+		var e cluster.Entry
+		if err != nil || e.UnmarshalBinary(v) != nil {
+			continue
+		}
+		if !yield(repo, e) {
+			return
+		}
+	}
+}
+
 // reload replaces the map with the database's committed state.
 func (a *leaderActor) reload() {
-	m, err := loadMap(a.db.View(), a.m.Timings())
+	m, err := loadMap(a.db.View, a.m.Timings())
 	if err != nil {
 		// The view only holds what this writer committed, so this means a
 		// bug; keep the old map rather than serving from nothing.
@@ -255,7 +339,7 @@ func (l *localLeader) Renew(ctx context.Context, m cluster.RenewLeases) (cluster
 	if err != nil {
 		return cluster.LeasesRenewed{}, err
 	}
-	return cluster.LeasesRenewed{Renewed: r.renewed, Declined: r.declined}, nil
+	return r.renew, nil
 }
 
 func (l *localLeader) Release(ctx context.Context, m cluster.ReleaseLease) (cluster.Decision, error) {

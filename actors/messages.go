@@ -186,12 +186,14 @@ type (
 	// renewNow sends a batch at once, outside the period (a node that
 	// stops joining announces itself to the leader).
 	renewNow struct{}
-	// renewResult is the leader's answer to one batch; sent maps each
-	// repo of the batch to the epoch it was renewed under.
+	// renewResult is the leader's answer to one heartbeat; sent maps each
+	// repo the node held when it left to its epoch, session is the session
+	// the heartbeat renewed (0: it opened one).
 	renewResult struct {
-		sent     map[repoKey]uint64
-		declined []string
-		err      error
+		sent    map[repoKey]uint64
+		session uint64
+		r       cluster.LeasesRenewed
+		err     error
 	}
 	// renewAnswer hands a repo actor the leader's answer to the renewal
 	// of its lease under epoch.

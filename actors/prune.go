@@ -20,6 +20,9 @@ type leaderPrune struct{ gone []string }
 // prune applies the pure decision; its removals and the raised epoch
 // floor are persisted in one transaction, as cluster.Pruned.Write demands.
 func (a *leaderActor) prune(w *leaderWrite, m *leaderPrune, now time.Time) {
+	// The base (the database) holds what earlier commits wrote: the map
+	// keeps only what is still in flight.
+	a.m.Settle()
 	p := a.m.Prune(now, m.gone)
 	if !p.Write {
 		return
@@ -77,7 +80,8 @@ func (n *Node) pruneLoop(c *clusterState) {
 // actor to prune. A failed check prunes nothing for that repo: the grace
 // period removes it later.
 func (n *Node) pruneOnce(c *clusterState, since, now time.Time) error {
-	m, err := loadMap(c.leaderDB.View(), c.cfg.Timings)
+	view := c.leaderDB.View()
+	m, err := loadMap(func() *refdb.View { return view }, c.cfg.Timings)
 	if err != nil {
 		return err
 	}

@@ -292,11 +292,11 @@ func (a *repoActor) stepLease(ctx actor.Context, ev cluster.Event, why closeWhy)
 // under them would let another node open the repository and fence their
 // commit. Closing after them (whyLingered) releases it again.
 func (a *repoActor) holdEntry() {
-	leader, self, log, key := a.node.cl.leader, a.node.cl.cfg.Self, a.node.log, a.key
+	leader, self, log, key, session := a.node.cl.leader, a.node.cl.cfg.Self, a.node.log, a.key, a.node.cl.session.Load()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
-		r, err := leader.Renew(ctx, cluster.RenewLeases{Node: self, Repos: []string{string(key)}})
+		r, err := leader.Renew(ctx, cluster.RenewLeases{Node: self, Session: session, Repos: []string{string(key)}})
 		if err == nil && len(r.Declined) > 0 {
 			err = errors.New("renewal declined")
 		}

@@ -72,6 +72,9 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 		return RouteResult{}, fmt.Errorf("route %s: %w", key, repo.ErrNotFound)
 	}
 	dec, err := n.awaitLeader(ctx, key, true, func() (cluster.Decision, error) {
+		if _, err := n.cl.ensureSession(ctx); err != nil {
+			return cluster.Decision{}, err
+		}
 		return n.cl.leader.Claim(ctx, cluster.ClaimLease{Repo: string(key), Node: n.cl.cfg.Self})
 	})
 	if err != nil {

@@ -21,8 +21,11 @@ import (
 // lease: the supervisor spawns it when the leader grants the lease, and
 // the actor owns the lease from then on (its holder state, epoch and drain
 // timer; see repoActor). The supervisor keeps only what the renewal needs:
-// every RenewEvery it sends one batch with the leases its children report
-// as renewing, and hands each child the leader's answer.
+// every RenewEvery it renews the node's session, which renews every entry
+// bound to it (cluster.Session: one small write, whatever the node
+// holds), and hands each child still renewing the answer: declined when
+// the session was, or when the node's map view shows its repository
+// granted again elsewhere (cluster.Lost).
 type supervisor struct {
 	node     *Node
 	children map[repoKey]*child
@@ -215,49 +218,72 @@ func (s *supervisor) scheduleRenew(ctx actor.Context) {
 	s.renewTimer = time.AfterFunc(cluster.RenewEvery, func() { root.Send(self, &renewTick{}) })
 }
 
-// renew sends one batch with every serving lease. A batch still in flight
-// (slow leader) is not doubled up. An empty batch is still sent, as the
-// heartbeat that keeps an idle node live for placement, except while
-// joining or draining: such a node must stay out of placement.
+// renew sends the node's heartbeat: the renewal of its session (opening
+// one if it has none), listing only the leases its map view shows as
+// per-repository ones (granted before the node had a session), which the
+// leader then binds to the session. A heartbeat still in flight (slow
+// leader) is not doubled up. It is sent with nothing held too, to keep an
+// idle node live for placement, except while joining or draining: such a
+// node must stay out of placement.
 func (s *supervisor) renew(ctx actor.Context) {
 	if s.renewing {
 		return
 	}
 	sent := make(map[repoKey]uint64)
 	var repos []string
+	view := s.node.OwnershipView()
 	for _, k := range sortedKeys(s.children) {
 		if c := s.children[k]; c.renews {
 			sent[k] = c.epoch
-			repos = append(repos, string(k))
+			if e, ok := view.Get(string(k)); ok && e.Session == 0 {
+				repos = append(repos, string(k))
+			}
 		}
 	}
-	if len(repos) == 0 && (s.draining || s.node.cl.joining()) {
+	if len(sent) == 0 && (s.draining || s.node.cl.joining()) {
 		return
 	}
 	s.renewing = true
-	leader, self, sup, root := s.node.cl.leader, s.node.cl.cfg.Self, ctx.Self(), s.node.system.Root
+	cl, sup, root := s.node.cl, ctx.Self(), s.node.system.Root
 	go func() {
 		rctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
-		r, err := leader.Renew(rctx, cluster.RenewLeases{Node: self, Repos: repos})
-		root.Send(sup, &renewResult{sent: sent, declined: r.Declined, err: err})
+		res := &renewResult{sent: sent, session: cl.session.Load()}
+		if res.session == 0 {
+			res.r.Session, res.err = cl.ensureSession(rctx)
+		} else {
+			res.r, res.err = cl.leader.Renew(rctx, cluster.RenewLeases{Node: cl.cfg.Self, Session: res.session, Repos: repos})
+		}
+		root.Send(sup, res)
 	}()
 }
 
-// renewed hands each child of the batch the leader's answer; a declined
-// lease closes its repository at once. A failed batch changes nothing: a
-// node cut off from the leader keeps serving.
+// renewed hands each child of the heartbeat the leader's answer; a
+// declined lease closes its repository at once. A declined session loses
+// every lease, and the node opens a new one. A failed heartbeat changes
+// nothing: a node cut off from the leader keeps serving.
 func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 	if m.err != nil {
-		s.node.log.Warn("renew leases", zap.Error(m.err))
+		s.node.log.Warn("renew session", zap.Error(m.err))
 		return
 	}
-	s.node.cl.renewedAt.Store(time.Now().UnixNano())
-	declined := make(map[repoKey]bool, len(m.declined))
-	for _, r := range m.declined {
+	cl := s.node.cl
+	cl.renewedAt.Store(time.Now().UnixNano())
+	if m.r.SessionDeclined {
+		s.node.log.Warn("session declined by the leader (replaced by a newer one); closing every repository",
+			zap.Uint64("session", m.session), zap.Uint64("current", m.r.Session))
+		cl.dropSession(m.session)
+	}
+	declined := make(map[repoKey]bool, len(m.r.Declined))
+	for _, r := range m.r.Declined {
 		declined[repoKey(r)] = true
 	}
+	view := s.node.OwnershipView()
 	for k, epoch := range m.sent {
+		e, ok := view.Get(string(k))
+		if m.r.SessionDeclined || cluster.Lost(e, ok, cl.cfg.Self, m.r.Session, epoch) {
+			declined[k] = true
+		}
 		if c, ok := s.children[k]; ok {
 			// The actor compares the epoch: a lease granted again since
 			// the batch left is not the one declined.

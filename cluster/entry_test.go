@@ -25,7 +25,7 @@ func TestEntryStrict(t *testing.T) {
 	good, _ := Entry{Node: "rgit-1", Expires: t0, Written: t0, Epoch: 3}.MarshalBinary()
 	bad := map[string][]byte{
 		"empty":     nil,
-		"version":   append([]byte{2}, good[1:]...),
+		"version":   append([]byte{3}, good[1:]...),
 		"truncated": good[:len(good)-1],
 		"trailing":  append(append([]byte{}, good...), 'x'),
 		"epoch 0":   {1, 0, 0, 0, 1, 'a'},

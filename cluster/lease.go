@@ -93,22 +93,121 @@ type Options struct {
 // above every epoch it removes; grants start above the floor, which is
 // what keeps Epoch monotonic per repo (see the package doc). A Map is not
 // safe for concurrent use; one actor owns it.
+//
+// Entries granted to a node with an open session are bound to it (see
+// Session and the package doc): the session's renewal renews them all.
+//
+// A map may read its entries from a Base (NewMapOver): the leader's is its
+// database's current state, so a million entries are held once, in the
+// database, not copied into the map. The map then keeps only the entries
+// it decided (and removed) on top of the base; Settle drops those the base
+// has caught up with.
 type Map struct {
-	t       Timings
-	entries map[string]Entry
-	floor   uint64
+	t        Timings
+	base     Base
+	entries  map[string]Entry    // decided (or Put) on top of base, as stored: bound entries not Bind-ed
+	removed  map[string]struct{} // pruned, possibly still in base
+	sessions map[string]Session
+	floor    uint64
+}
+
+// Base is where a map reads the entries it has not decided itself: stored
+// entries (bound ones not Bind-ed), by repository. Its contents may only
+// move towards the map's own decisions (the leader's database, committing
+// them).
+type Base interface {
+	Get(repo string) (Entry, bool)
+	// Range yields every entry, in any order, until yield returns false.
+	Range(yield func(repo string, e Entry) bool)
 }
 
 // NewMap returns an empty map using timings t.
-func NewMap(t Timings) *Map { return &Map{t: t, entries: make(map[string]Entry)} }
+func NewMap(t Timings) *Map { return NewMapOver(t, nil) }
+
+// NewMapOver returns a map reading base (nil: none) using timings t.
+func NewMapOver(t Timings, base Base) *Map {
+	return &Map{t: t, base: base, entries: make(map[string]Entry), removed: make(map[string]struct{}),
+		sessions: make(map[string]Session)}
+}
+
+// stored returns repo's entry as stored.
+func (m *Map) stored(repo string) (Entry, bool) {
+	if e, ok := m.entries[repo]; ok {
+		return e, true
+	}
+	if _, gone := m.removed[repo]; gone || m.base == nil {
+		return Entry{}, false
+	}
+	return m.base.Get(repo)
+}
+
+// each yields every stored entry.
+func (m *Map) each(yield func(repo string, e Entry) bool) {
+	for r, e := range m.entries {
+		if !yield(r, e) {
+			return
+		}
+	}
+	if m.base == nil {
+		return
+	}
+	m.base.Range(func(r string, e Entry) bool {
+		if _, mine := m.entries[r]; mine {
+			return true
+		}
+		if _, gone := m.removed[r]; gone {
+			return true
+		}
+		return yield(r, e)
+	})
+}
+
+// Settle forgets the decisions the base now holds (the leader's database
+// committed them) and the removals it has applied, so the map's own
+// memory is what is still in flight. Entries are compared as stored.
+func (m *Map) Settle() {
+	if m.base == nil {
+		return
+	}
+	for r, e := range m.entries {
+		if b, ok := m.base.Get(r); ok && sameEntry(b, e) {
+			delete(m.entries, r)
+		}
+	}
+	for r := range m.removed {
+		if _, ok := m.base.Get(r); !ok {
+			delete(m.removed, r)
+		}
+	}
+}
+
+func sameEntry(a, b Entry) bool {
+	return a.Node == b.Node && a.Epoch == b.Epoch && a.Session == b.Session &&
+		a.Written.Equal(b.Written) && a.Until.Equal(b.Until) && (a.Session != 0 || a.Expires.Equal(b.Expires))
+}
+
+// set records a decision.
+func (m *Map) set(repo string, e Entry) {
+	m.entries[repo] = e
+	delete(m.removed, repo)
+}
 
 // Timings returns the timings the map was created with.
 func (m *Map) Timings() Timings { return m.t }
 
-// Get returns repo's entry, live or not.
+// Get returns repo's entry, live or not, bound to its node's session.
+// Marshalling it stores what the map holds.
 func (m *Map) Get(repo string) (Entry, bool) {
-	e, ok := m.entries[repo]
-	return e, ok
+	e, ok := m.stored(repo)
+	if !ok {
+		return Entry{}, false
+	}
+	return m.bind(e), true
+}
+
+func (m *Map) bind(e Entry) Entry {
+	s, ok := m.sessions[e.Node]
+	return Bind(e, s, ok)
 }
 
 // Put stores an entry read from the refdb (loading at startup, a
@@ -120,8 +219,58 @@ func (m *Map) Put(repo string, e Entry) error {
 	if err := validNode(e.Node); err != nil {
 		return fmt.Errorf("put %s: %w", repo, err)
 	}
-	m.entries[repo] = e
+	m.set(repo, e)
 	return nil
+}
+
+// PutSession stores node's session record read from the refdb (key
+// SessionKey(node)). It is not a leader decision.
+func (m *Map) PutSession(node string, s Session) error {
+	if err := validNode(node); err != nil {
+		return fmt.Errorf("put session: %w", err)
+	}
+	m.sessions[node] = s
+	return nil
+}
+
+// Session returns node's current session record.
+func (m *Map) Session(node string) (Session, bool) {
+	s, ok := m.sessions[node]
+	return s, ok
+}
+
+// OpenSession starts a new session for node, a node (re)starting: its ID
+// is one above the previous one, and the previous session ends now, so
+// every entry bound to it lapses at once and the repositories the last
+// incarnation held are free for anyone to claim, this node included (with
+// a new epoch). The session is to be persisted (key SessionKey(node))
+// before the node is told its ID.
+func (m *Map) OpenSession(node string, now time.Time) (Session, error) {
+	if err := validNode(node); err != nil {
+		return Session{}, fmt.Errorf("open session: %w", err)
+	}
+	s := Session{ID: m.sessions[node].ID + 1, Expires: now.Add(m.t.TTL), Renewed: now, Started: now}
+	m.sessions[node] = s
+	return s, nil
+}
+
+// RenewSession extends node's session id by the TTL, which renews every
+// entry bound to it: one write per node, whatever it holds. Like a
+// per-entry renewal, a lapsed session is renewed too (its entries still
+// bound were granted to nobody since). It is declined (ok false, nothing
+// to write) when id is not the node's current session: a renewal from an
+// incarnation that has been replaced, which must close everything.
+func (m *Map) RenewSession(node string, id uint64, now time.Time) (s Session, ok bool) {
+	s, ok = m.sessions[node]
+	if !ok || s.ID != id || id == 0 {
+		return s, false
+	}
+	if exp := now.Add(m.t.TTL); exp.After(s.Expires) {
+		s.Expires = exp
+	}
+	s.Renewed = now
+	m.sessions[node] = s
+	return s, true
 }
 
 // Floor is the epoch floor: no epoch at or below it is granted again.
@@ -131,25 +280,33 @@ func (m *Map) Floor() uint64 { return m.floor }
 // raises the floor, never lowers it.
 func (m *Map) SetFloor(f uint64) { m.floor = max(m.floor, f) }
 
-// Len is the number of entries.
-func (m *Map) Len() int { return len(m.entries) }
+// Len is the number of entries (a scan of the base).
+func (m *Map) Len() int {
+	n := 0
+	m.each(func(string, Entry) bool { n++; return true })
+	return n
+}
 
 // Repos lists the repos with an entry, sorted.
 func (m *Map) Repos() []string {
-	out := make([]string, 0, len(m.entries))
-	for r := range m.entries {
-		out = append(out, r)
-	}
+	var out []string
+	m.each(func(r string, _ Entry) bool { out = append(out, r); return true })
 	sort.Strings(out)
 	return out
 }
 
-// Clone returns an independent copy.
+// Clone returns an independent copy (sharing the base).
 func (m *Map) Clone() *Map {
-	c := NewMap(m.t)
+	c := NewMapOver(m.t, m.base)
 	c.floor = m.floor
 	for r, e := range m.entries {
 		c.entries[r] = e
+	}
+	for r := range m.removed {
+		c.removed[r] = struct{}{}
+	}
+	for n, s := range m.sessions {
+		c.sessions[n] = s
 	}
 	return c
 }
@@ -163,7 +320,7 @@ func (m *Map) Claim(repo, node string, now time.Time, live LiveSet, opts Options
 	if err := validClaim(repo, node); err != nil {
 		return Decision{}, fmt.Errorf("claim: %w", err)
 	}
-	cur, ok := m.entries[repo]
+	cur, ok := m.Get(repo)
 	switch {
 	case ok && cur.Live(now) && cur.Node == node:
 		return m.extend(repo, cur, now), nil
@@ -176,7 +333,7 @@ func (m *Map) Claim(repo, node string, now time.Time, live LiveSet, opts Options
 			to, steered = w, true
 		}
 	}
-	d := m.grant(repo, to, now)
+	d := m.grant(repo, to, now, !steered)
 	d.Steered = steered
 	return d, nil
 }
@@ -185,11 +342,14 @@ func (m *Map) Claim(repo, node string, now time.Time, live LiveSet, opts Options
 // or not (an entry naming node means no one else was granted it since),
 // and declines the rest; the node must close declined repos at once.
 // Renewed entries are to be persisted (Get gives them). A node never
-// renews a repo it is draining, so renewals do not undo releases.
+// renews a repo it is draining, so renewals do not undo releases. An
+// entry bound to a session is renewed with the session (RenewSession);
+// listing it here lifts its drain cap (a drain that ended under running
+// sessions), and declines it if its session was replaced.
 func (m *Map) Renew(node string, repos []string, now time.Time) (renewed, declined []string) {
 	for _, repo := range repos {
-		cur, ok := m.entries[repo]
-		if !ok || cur.Node != node {
+		cur, ok := m.Get(repo)
+		if !ok || cur.Node != node || (cur.Session != 0 && cur.Session != m.sessions[node].ID) {
 			declined = append(declined, repo)
 			continue
 		}
@@ -208,14 +368,17 @@ func (m *Map) Release(node, repo string, now time.Time) (Decision, error) {
 	if err := validClaim(repo, node); err != nil {
 		return Decision{}, fmt.Errorf("release: %w", err)
 	}
-	cur, ok := m.entries[repo]
+	cur, ok := m.Get(repo)
 	if !ok || cur.Node != node {
 		return Decision{Outcome: Refused, Reason: ReasonNotOwner, Repo: repo, Owner: cur.Node, Entry: cur}, nil
 	}
 	d := Decision{Outcome: Released, Repo: repo, Owner: node, Entry: cur}
 	if end := now.Add(m.t.Drain); end.Before(cur.Expires) {
 		cur.Expires, cur.Written = end, now
-		m.entries[repo] = cur
+		if cur.Session != 0 {
+			cur.Until = end
+		}
+		m.set(repo, cur)
 		d.Entry, d.Write = cur, true
 	}
 	return d, nil
@@ -234,10 +397,10 @@ func (m *Map) ForceGrant(repo, requester, deadNode string, now time.Time) (Decis
 	if err := validNode(deadNode); err != nil {
 		return Decision{}, fmt.Errorf("force-grant: dead node: %w", err)
 	}
-	cur, ok := m.entries[repo]
+	cur, ok := m.Get(repo)
 	switch {
 	case !ok || !cur.Live(now):
-		return m.grant(repo, requester, now), nil
+		return m.grant(repo, requester, now, true), nil
 	case cur.Node == requester:
 		return m.extend(repo, cur, now), nil
 	case cur.Node != deadNode:
@@ -245,7 +408,7 @@ func (m *Map) ForceGrant(repo, requester, deadNode string, now time.Time) (Decis
 	case now.Sub(cur.Written) < m.t.QuietPeriod:
 		return Decision{Outcome: Refused, Reason: ReasonQuiet, Repo: repo, Owner: cur.Node, Entry: cur}, nil
 	}
-	return m.grant(repo, requester, now), nil
+	return m.grant(repo, requester, now, true), nil
 }
 
 // HandOver moves repos away from from, a draining leader that has closed
@@ -266,33 +429,62 @@ func (m *Map) HandOver(from string, repos []string, live LiveSet, now time.Time)
 	}
 	var out []Decision
 	for _, repo := range repos {
-		cur, ok := m.entries[repo]
+		cur, ok := m.Get(repo)
 		if !ok || cur.Node != from {
 			continue
 		}
 		if to := Rendezvous(repo, others); to != "" {
-			out = append(out, m.grant(repo, to, now))
+			out = append(out, m.grant(repo, to, now, false))
 		}
 	}
 	return out
 }
 
-func (m *Map) grant(repo, node string, now time.Time) Decision {
+// grant gives repo to node with a new epoch. With bind, node asked for it
+// and the entry is bound to node's current session if it has one
+// (whatever the session's state: a lapsed one is the node's to renew).
+// Otherwise, and for a grant node did not ask for (steered, handed over),
+// it is a per-repository lease: the TTL bounds it unless node opens the
+// repository and renews it, which binds it (extend). A session would
+// otherwise keep alive, for as long as node lives, an entry node never
+// serves.
+func (m *Map) grant(repo, node string, now time.Time, bind bool) Decision {
 	// An entry's epoch may be below the floor if it outlived a prune of
 	// others; starting above both keeps it monotonic either way.
-	e := Entry{Node: node, Expires: now.Add(m.t.TTL), Written: now, Epoch: max(m.entries[repo].Epoch, m.floor) + 1}
-	m.entries[repo] = e
+	e := Entry{Node: node, Expires: now.Add(m.t.TTL), Written: now, Epoch: m.nextEpoch(repo)}
+	if s, ok := m.sessions[node]; ok && bind {
+		e.Expires, e.Session = time.Time{}, s.ID
+		e = m.bind(e)
+	}
+	m.set(repo, e)
 	return Decision{Outcome: Granted, Repo: repo, Owner: node, Entry: e, Write: true}
 }
 
+// extend renews cur, node's live entry: if node has a session, by binding
+// the entry to it without a drain cap (the session renews it); else, a
+// per-repository lease, by the TTL. Its epoch stays: the node holds it.
+// nextEpoch is repo's next grant's epoch.
+func (m *Map) nextEpoch(repo string) uint64 {
+	cur, _ := m.stored(repo)
+	return max(cur.Epoch, m.floor) + 1
+}
+
 func (m *Map) extend(repo string, cur Entry, now time.Time) Decision {
+	if s, ok := m.sessions[cur.Node]; ok {
+		// A per-repository lease of a node that has a session now (an
+		// upgrade) is bound to it from here on.
+		cur.Session, cur.Until, cur.Written = s.ID, time.Time{}, now
+		cur = m.bind(cur)
+		m.set(repo, cur)
+		return Decision{Outcome: Extended, Repo: repo, Owner: cur.Node, Entry: cur, Write: true}
+	}
 	// Never shorten: a renewal racing a clock step backwards keeps the
 	// later expiry.
 	if exp := now.Add(m.t.TTL); exp.After(cur.Expires) {
 		cur.Expires = exp
 	}
 	cur.Written = now
-	m.entries[repo] = cur
+	m.set(repo, cur)
 	return Decision{Outcome: Extended, Repo: repo, Owner: cur.Node, Entry: cur, Write: true}
 }
 

@@ -301,3 +301,49 @@ func TestHandOver(t *testing.T) {
 		})
 	}
 }
+
+// fakeBase is a Base over a Go map.
+type fakeBase map[string]Entry
+
+func (b fakeBase) Get(repo string) (Entry, bool) { e, ok := b[repo]; return e, ok }
+func (b fakeBase) Range(yield func(string, Entry) bool) {
+	for r, e := range b {
+		if !yield(r, e) {
+			return
+		}
+	}
+}
+
+// A map over a base reads the base's entries, keeps only its own
+// decisions on top, and forgets them once the base holds them.
+func TestMapOverBase(t *testing.T) {
+	base := fakeBase{"a/b": {Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 3},
+		"c/d": {Node: "rgit-1", Expires: at(time.Second), Written: t0, Epoch: 5}}
+	m := NewMapOver(DefaultTimings(), base)
+	if d, _ := m.Claim("a/b", "rgit-2", at(time.Second), nil, Options{}); d.Outcome != Refused || d.Owner != "rgit-1" {
+		t.Fatalf("claim of a base entry = %+v", d)
+	}
+	d, _ := m.Claim("c/d", "rgit-2", at(2*time.Second), nil, Options{})
+	if d.Outcome != Granted || d.Entry.Epoch != 6 {
+		t.Fatalf("claim of a lapsed base entry = %+v, want epoch 6", d)
+	}
+	if m.Len() != 2 || len(m.entries) != 1 {
+		t.Fatalf("len %d, own entries %d; want 2 and 1", m.Len(), len(m.entries))
+	}
+	m.Settle() // not committed yet: kept
+	if e, _ := m.Get("c/d"); e.Node != "rgit-2" {
+		t.Fatalf("decision lost before the base held it: %+v", e)
+	}
+	base["c/d"] = d.Entry // committed
+	m.Settle()
+	if len(m.entries) != 0 {
+		t.Fatalf("settled map still holds %v", m.entries)
+	}
+	if e, _ := m.Get("c/d"); e.Node != "rgit-2" || e.Epoch != 6 {
+		t.Fatalf("after Settle: %+v", e)
+	}
+	p := m.Prune(at(2*time.Hour), nil)
+	if len(p.Repos) != 2 || m.Len() != 0 {
+		t.Fatalf("prune over the base: %+v, len %d", p, m.Len())
+	}
+}

@@ -13,15 +13,28 @@ type (
 		Repo string `json:"repo"`
 		Node string `json:"node"`
 	}
-	// RenewLeases renews Node's leases on Repos in one batch.
+	// RenewLeases is a node's heartbeat: with Open it starts a new session
+	// for Node (a node starting; Map.OpenSession), with Session it renews
+	// that session and so every entry bound to it (Map.RenewSession), and
+	// it renews the per-repository leases of Repos (Map.Renew) — a node
+	// with a session lists only the repos whose drain it must undo. Its
+	// cost is one small write, whatever the node holds.
 	RenewLeases struct {
-		Node  string   `json:"node"`
-		Repos []string `json:"repos"`
+		Node    string   `json:"node"`
+		Session uint64   `json:"session,omitempty"`
+		Open    bool     `json:"open,omitempty"`
+		Repos   []string `json:"repos,omitempty"`
 	}
-	// LeasesRenewed answers RenewLeases: every repository of the batch is in one list.
+	// LeasesRenewed answers RenewLeases: every repository of the batch is
+	// in one list. Session is the node's session after the call (the new
+	// one after Open); SessionDeclined: the renewed session is not the
+	// node's current one (a replaced incarnation), so every entry the
+	// node holds under it is lost and Repos are all declined.
 	LeasesRenewed struct {
-		Renewed  []string `json:"renewed"`
-		Declined []string `json:"declined"`
+		Renewed         []string `json:"renewed"`
+		Declined        []string `json:"declined"`
+		Session         uint64   `json:"session,omitempty"`
+		SessionDeclined bool     `json:"session_declined,omitempty"`
 	}
 	// ReleaseLease shortens Node's lease on Repo to the drain.
 	ReleaseLease struct {

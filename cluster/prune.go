@@ -57,23 +57,25 @@ type Pruned struct {
 // (and another owner) and stops, exactly as if the entry had stayed.
 func (m *Map) Prune(now time.Time, gone []string) Pruned {
 	p := Pruned{Floor: m.floor}
-	for repo, e := range m.entries {
-		if e.Live(now) {
-			continue
+	m.each(func(repo string, e Entry) bool {
+		if e = m.bind(e); e.Live(now) {
+			return true
 		}
 		aged := m.t.PruneGrace > 0 && now.Sub(e.Expires) >= m.t.PruneGrace
 		if !aged && !slices.Contains(gone, repo) {
-			continue
+			return true
 		}
 		p.Repos = append(p.Repos, repo)
 		p.Floor = max(p.Floor, e.Epoch)
-	}
+		return true
+	})
 	if len(p.Repos) == 0 {
 		return p
 	}
 	slices.Sort(p.Repos)
 	for _, r := range p.Repos {
 		delete(m.entries, r)
+		m.removed[r] = struct{}{}
 	}
 	m.floor = p.Floor
 	p.Write = true
@@ -87,11 +89,12 @@ func (m *Map) Prune(now time.Time, gone []string) Pruned {
 // at the end of the grace period.
 func (m *Map) Lapsed(since, now time.Time) []string {
 	var out []string
-	for repo, e := range m.entries {
-		if !e.Expires.Before(since) && !e.Live(now) {
+	m.each(func(repo string, e Entry) bool {
+		if e = m.bind(e); !e.Expires.Before(since) && !e.Live(now) {
 			out = append(out, repo)
 		}
-	}
+		return true
+	})
 	slices.Sort(out)
 	return out
 }

@@ -32,11 +32,12 @@ type world struct {
 	live     LiveSet
 	leaderUp bool
 	holders  map[[2]string]Holder // (node, repo)
+	epochs   map[[2]string]uint64 // the epoch each holder was granted
 	susp     map[string]Suspicions
 }
 
 func newWorld() *world {
-	return &world{m: NewMap(DefaultTimings()), leaderUp: true, holders: map[[2]string]Holder{}, susp: map[string]Suspicions{}}
+	return &world{m: NewMap(DefaultTimings()), leaderUp: true, holders: map[[2]string]Holder{}, epochs: map[[2]string]uint64{}, susp: map[string]Suspicions{}}
 }
 
 func rel(t time.Time) string { return t.Sub(t0).String() }
@@ -105,6 +106,7 @@ func (w *world) run(line string) (string, error) {
 			return "", err
 		}
 		say("%s", fmtDecision(d))
+		w.granted(node, d)
 		step(node, repo, EventOf(d, node))
 	case "renew":
 		repos := strings.Split(args["repos"], ",")
@@ -120,6 +122,67 @@ func (w *world) run(line string) (string, error) {
 		for _, r := range declined {
 			step(node, r, Event{Kind: EvRenewDeclined})
 		}
+	case "open":
+		if !w.leaderUp {
+			say("open %s: leader unreachable", node)
+			break
+		}
+		h, err := w.m.Heartbeat(RenewLeases{Node: node, Open: true}, now)
+		if err != nil {
+			return "", err
+		}
+		s, _ := w.m.Session(node)
+		say("session %s id=%d expires=%s write=%v", node, h.Reply.Session, rel(s.Expires), h.WriteSession)
+	case "heartbeat":
+		var repos []string
+		if r := args["repos"]; r != "" {
+			repos = strings.Split(r, ",")
+		}
+		if !w.leaderUp {
+			say("heartbeat %s: leader unreachable", node)
+			break
+		}
+		var id uint64
+		if _, err := fmt.Sscan(args["session"], &id); err != nil {
+			return "", fmt.Errorf("session=%q: %w", args["session"], err)
+		}
+		h, err := w.m.Heartbeat(RenewLeases{Node: node, Session: id, Repos: repos}, now)
+		if err != nil {
+			return "", err
+		}
+		s, _ := w.m.Session(node)
+		if h.Reply.SessionDeclined {
+			say("session %s id=%d declined (current %d)", node, id, h.Reply.Session)
+			for _, k := range w.sortedHolders() {
+				if k[0] == node {
+					step(k[0], k[1], Event{Kind: EvRenewDeclined})
+				}
+			}
+			break
+		}
+		say("session %s id=%d expires=%s write=%v renewed [%s] declined [%s]", node, id, rel(s.Expires), h.WriteSession,
+			strings.Join(h.Reply.Renewed, " "), strings.Join(h.Reply.Declined, " "))
+		for _, r := range h.Reply.Declined {
+			step(node, r, Event{Kind: EvRenewDeclined})
+		}
+	case "lost":
+		// The node's supervisor after a heartbeat: a held repo its view
+		// shows granted again elsewhere closes (Lost).
+		s, _ := w.m.Session(node)
+		for _, k := range w.sortedHolders() {
+			e, ok := w.m.Get(k[1])
+			if k[0] == node && w.holders[k].State == Serving && Lost(e, ok, node, s.ID, w.epochs[k]) {
+				say("%s lost %s to %s epoch=%d", node, k[1], e.Node, e.Epoch)
+				step(k[0], k[1], Event{Kind: EvRenewDeclined})
+			}
+		}
+	case "entry":
+		e, ok := w.m.Get(repo)
+		if !ok {
+			say("%s: no entry", repo)
+			break
+		}
+		say("%s: %s epoch=%d session=%d expires=%s live=%v", repo, e.Node, e.Epoch, e.Session, rel(e.Expires), e.Live(now))
 	case "release":
 		step(node, repo, Event{Kind: EvReleaseStarted})
 		d, err := w.m.Release(node, repo, now)
@@ -128,12 +191,7 @@ func (w *world) run(line string) (string, error) {
 		}
 		say("%s", fmtDecision(d))
 	case "tick":
-		keys := make([][2]string, 0, len(w.holders))
-		for k := range w.holders {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
-		for _, k := range keys {
+		for _, k := range w.sortedHolders() {
 			step(k[0], k[1], Event{Kind: EvTick})
 		}
 		say("tick %s", rel(now))
@@ -162,6 +220,7 @@ func (w *world) run(line string) (string, error) {
 			return "", err
 		}
 		say("%s", fmtDecision(d))
+		w.granted(node, d)
 		if d.Reason == ReasonQuiet {
 			// Nothing moved; the requester retries later, the claim stays open.
 			break
@@ -192,6 +251,22 @@ func (w *world) run(line string) (string, error) {
 		return "", fmt.Errorf("unknown command %q", fields[0])
 	}
 	return strings.Join(out, "\n"), nil
+}
+
+// granted records the epoch of a grant to node.
+func (w *world) granted(node string, d Decision) {
+	if EventOf(d, node).Kind == EvGranted {
+		w.epochs[[2]string{node, d.Repo}] = d.Entry.Epoch
+	}
+}
+
+func (w *world) sortedHolders() [][2]string {
+	keys := make([][2]string, 0, len(w.holders))
+	for k := range w.holders {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	return keys
 }
 
 func fmtActions(acts []Action) string {

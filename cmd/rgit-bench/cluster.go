@@ -27,19 +27,25 @@ import (
 //	takeover op=kill9 seconds=<first successful fetch through a survivor after kill -9 of the owner>
 //
 // Here git_s is rgit itself, direct: the ratio is the cost of the hop.
-// The lease-plane lines come first (lease.go, in process).
+// The lease-plane lines come first, in process: op=claim and
+// op=restart-storm (lease.go), then op=renew, op=map-load and
+// op=follower-poll (leaseplane.go).
 func runCluster(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cluster", flag.ExitOnError)
 	var c commonFlags
 	c.register(fs, "medium")
 	rgitBin := fs.String("rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	peerTLS := fs.Bool("peer-tls", false, "mutual TLS on the peer ports (certificates generated for the run)")
-	leaseOnly := fs.Bool("lease-only", false, "only the in-process lease-plane lines (op=claim, op=restart-storm)")
+	leaseOnly := fs.Bool("lease-only", false, "only the in-process lease-plane lines (op=claim, op=restart-storm, op=renew, op=map-load, op=follower-poll)")
 	claimFor := fs.Duration("claim-for", 5*time.Second, "how long each op=claim concurrency runs")
 	stormRepos := fs.Int("storm-repos", 10000, "repositories in op=restart-storm")
 	stormLimit := fs.Duration("storm-limit", time.Minute, "give op=restart-storm up after this long")
 	fs.Parse(args)
-	if err := runLeaseBench(ctx, os.Stdout, *claimFor, *stormRepos, *stormLimit); err != nil || *leaseOnly {
+	err := runLeaseBench(ctx, os.Stdout, *claimFor, *stormRepos, *stormLimit)
+	if err == nil {
+		err = runLeasePlane(ctx)
+	}
+	if err != nil || *leaseOnly {
 		return err
 	}
 	bin, err := rgitBinary(*rgitBin)

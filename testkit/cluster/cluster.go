@@ -75,6 +75,9 @@ type Cluster struct {
 	// the repositories it ever served, kept across restarts.
 	cache               map[string]map[string]bool
 	cacheHits, accesses int
+	// lastRenewal is each follower's last session renewal, for replaying
+	// it late (ReplayRenewal).
+	lastRenewal map[string]rc.RenewLeases
 }
 
 type epochKey struct {
@@ -100,6 +103,8 @@ func New(opts Options) (*Cluster, error) {
 		nodes:   map[string]*actors.Node{},
 		writers: map[epochKey]string{},
 		cache:   map[string]map[string]bool{},
+
+		lastRenewal: map[string]rc.RenewLeases{},
 	}
 	for i := range opts.Nodes {
 		c.names = append(c.names, fmt.Sprintf("rgit-%d", i))
@@ -135,7 +140,7 @@ func (c *Cluster) start(name string) error {
 		cfg.Leader = &peerClient{c: c, from: name}
 	}
 	n, err := actors.NewNode(actors.Config{
-		Deps: c.Deps(), WarmTTL: c.opts.WarmTTL, MaxWarm: c.opts.MaxWarm, Log: c.opts.Log, Cluster: cfg,
+		Deps: c.Deps(), WarmTTL: c.opts.WarmTTL, MaxWarm: c.opts.MaxWarm, Log: c.opts.Log.With(zap.String("node", name)), Cluster: cfg,
 	})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
@@ -489,7 +494,28 @@ func (p *peerClient) Claim(ctx context.Context, m rc.ClaimLease) (rc.Decision, e
 }
 
 func (p *peerClient) Renew(ctx context.Context, m rc.RenewLeases) (rc.LeasesRenewed, error) {
+	if m.Session != 0 {
+		p.c.mu.Lock()
+		p.c.lastRenewal[p.from] = m
+		p.c.mu.Unlock()
+	}
 	return viaPeer(ctx, p, m, rc.LeaderService.Renew)
+}
+
+// ReplayRenewal delivers node's last session renewal to the leader again,
+// as a message delayed in the network would arrive: after the node
+// restarted (a stale session, to be declined) or not (a duplicate). ok is
+// false when there is nothing to replay or no leader running.
+func (c *Cluster) ReplayRenewal(ctx context.Context, node string) (m rc.RenewLeases, r rc.LeasesRenewed, ok bool, err error) {
+	c.mu.Lock()
+	m, ok = c.lastRenewal[node]
+	c.mu.Unlock()
+	l := c.Node(c.Leader())
+	if !ok || l == nil {
+		return m, r, false, nil
+	}
+	r, err = l.LeaderService().Renew(ctx, m)
+	return m, r, true, err
 }
 
 func (p *peerClient) Release(ctx context.Context, m rc.ReleaseLease) (rc.Decision, error) {

@@ -27,7 +27,8 @@ import (
 const livenessBound = rc.TTL + rc.RenewEvery
 
 // TestRandomized pushes concurrently through random nodes while killing,
-// restarting and partitioning nodes (the leader included), then heals
+// restarting and partitioning nodes (the leader included) and replaying
+// nodes' session renewals late (stale after a restart), then heals
 // everything and checks liveness (every repository accepts a push within
 // livenessBound), that every acknowledged push is durable and that no two
 // nodes ever committed to one repository under the same lease epoch. Each
@@ -152,8 +153,18 @@ func randomRun(t *testing.T, seed uint64, verbose bool) {
 		})
 	}
 	rng := rand.New(rand.NewPCG(seed, 0))
+	// Late renewals draw from their own stream, so the chaos below stays
+	// what each seed always did.
+	late := rand.New(rand.NewPCG(seed, 1<<32))
 	wg.Go(func() {
 		for range chaos {
+			if late.IntN(3) == 0 {
+				name := c.Names()[late.IntN(nodes)]
+				m, r, ok, err := c.ReplayRenewal(ctx, name)
+				if ok {
+					tr.add("chaos: late renewal of %s session %d: %+v %v", name, m.Session, r, err)
+				}
+			}
 			time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
 			name := c.Names()[rng.IntN(nodes)]
 			switch op := rng.IntN(4); {

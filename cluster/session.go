@@ -1,0 +1,172 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SessionPrefix is the refdb key prefix of node sessions: "sess/{node}".
+// It lies outside KeyPrefix, so scans of entries never see it.
+const SessionPrefix = "sess/"
+
+// sessionVersion is the first byte of an encoded Session.
+const sessionVersion = 1
+
+// Session is a node's lease on all its entries at once (etcd's lease
+// model): an entry bound to a session (Entry.Session) is live exactly
+// while that session is the node's current one and has not expired, so
+// one renewal of the session renews every entry bound to it. A node opens
+// a new session each time it starts; opening ends the previous one, and
+// with it every entry the previous incarnation held.
+type Session struct {
+	// ID numbers the node's sessions: every open takes the previous ID+1,
+	// so a renewal naming an older incarnation is recognised and declined.
+	ID uint64
+	// Expires is when the session lapses unless renewed.
+	Expires time.Time
+	// Renewed is when the leader last opened or renewed it. It is not a
+	// write of the bound entries: their Written stays the grant's or the
+	// release's (force-grant quiet period, Moved's "written anew").
+	Renewed time.Time
+	// Started is when the session was opened: the entries of the session
+	// it replaced lapsed then.
+	Started time.Time
+}
+
+// SessionKey returns the refdb key of node's session record.
+func SessionKey(node string) (string, error) {
+	if err := validNode(node); err != nil {
+		return "", err
+	}
+	return SessionPrefix + node, nil
+}
+
+// NodeOfSessionKey is the inverse of SessionKey.
+func NodeOfSessionKey(key string) (string, error) {
+	node, ok := strings.CutPrefix(key, SessionPrefix)
+	if !ok {
+		return "", fmt.Errorf("key %q lacks prefix %q: %w", key, SessionPrefix, ErrInvalidName)
+	}
+	if err := validNode(node); err != nil {
+		return "", fmt.Errorf("key %q: %w", key, err)
+	}
+	return node, nil
+}
+
+// MarshalBinary encodes the session: version byte, ID (uvarint), expires,
+// renewed and started (Unix nanoseconds, varint).
+func (s Session) MarshalBinary() ([]byte, error) {
+	if s.ID == 0 {
+		return nil, fmt.Errorf("encode session: ID 0 is never opened: %w", ErrCorruptEntry)
+	}
+	b := make([]byte, 0, 1+4*binary.MaxVarintLen64)
+	b = append(b, sessionVersion)
+	b = binary.AppendUvarint(b, s.ID)
+	for _, t := range []time.Time{s.Expires, s.Renewed, s.Started} {
+		ns, err := unixNano(t)
+		if err != nil {
+			return nil, fmt.Errorf("encode session %d: %w", s.ID, err)
+		}
+		b = binary.AppendVarint(b, ns)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary decodes what MarshalBinary wrote, strictly (anything
+// else is ErrCorruptEntry). Times come back in UTC.
+func (s *Session) UnmarshalBinary(b []byte) error {
+	if len(b) == 0 || b[0] != sessionVersion {
+		return fmt.Errorf("decode session: bad version: %w", ErrCorruptEntry)
+	}
+	b = b[1:]
+	id, n := binary.Uvarint(b)
+	if n <= 0 || id == 0 {
+		return fmt.Errorf("decode session: bad ID: %w", ErrCorruptEntry)
+	}
+	b = b[n:]
+	var ts [3]time.Time
+	for i := range ts {
+		ns, n := binary.Varint(b)
+		if n <= 0 {
+			return fmt.Errorf("decode session %d: bad time: %w", id, ErrCorruptEntry)
+		}
+		ts[i], b = time.Unix(0, ns).UTC(), b[n:]
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("decode session %d: trailing bytes: %w", id, ErrCorruptEntry)
+	}
+	*s = Session{ID: id, Expires: ts[0], Renewed: ts[1], Started: ts[2]}
+	return nil
+}
+
+// Bind returns e as its session makes it: s is the record of e.Node's
+// session (ok false: none). An entry without a session (Session 0, a
+// per-repository lease) is returned unchanged. A bound entry expires with
+// its session, or at its drain end (Until) if sooner; an entry of a
+// session the node has since replaced lapsed when the new one started
+// (when it was written, if the node has no record at all).
+//
+//	entry.Session   s                       Expires
+//	0               any                     entry's own
+//	= s.ID          the current session     min(s.Expires, Until)
+//	≠ s.ID          replaced                s.Started
+//	≠ 0             none                    entry's Written
+func Bind(e Entry, s Session, ok bool) Entry {
+	switch {
+	case e.Session == 0:
+		return e
+	case ok && s.ID == e.Session:
+		e.Expires = s.Expires
+		if !e.Until.IsZero() && e.Until.Before(e.Expires) {
+			e.Expires = e.Until
+		}
+	case ok:
+		e.Expires = s.Started
+	default:
+		e.Expires = e.Written
+	}
+	return e
+}
+
+// Lost reports whether a node holding repo under epoch (its grant) must
+// give it up, judging from its view's entry e (ok false: no entry): the
+// map granted it again since, to another node or to another session of
+// this one. An entry older than the holder's grant is a view that has not
+// caught up yet, never a loss; the holder's own epoch is its own.
+func Lost(e Entry, ok bool, self string, session, epoch uint64) bool {
+	return ok && e.Epoch > epoch && (e.Node != self || e.Session != session)
+}
+
+// Heartbeat is the leader's decision on a RenewLeases.
+type Heartbeat struct {
+	Reply LeasesRenewed
+	// WriteSession: the node's session (Map.Session) changed and must be
+	// persisted (key SessionKey) in the same write as Reply.Renewed's
+	// entries (Map.Get), before the reply is sent.
+	WriteSession bool
+}
+
+// Heartbeat applies r at now: it opens or renews r.Node's session, then
+// renews r.Repos (Renew). A declined session declines every repo listed.
+func (m *Map) Heartbeat(r RenewLeases, now time.Time) (Heartbeat, error) {
+	var h Heartbeat
+	switch {
+	case r.Open:
+		s, err := m.OpenSession(r.Node, now)
+		if err != nil {
+			return Heartbeat{}, err
+		}
+		h.Reply.Session, h.WriteSession = s.ID, true
+	case r.Session != 0:
+		s, ok := m.RenewSession(r.Node, r.Session, now)
+		if !ok {
+			h.Reply.SessionDeclined, h.Reply.Session, h.Reply.Declined = true, s.ID, r.Repos
+			return h, nil
+		}
+		h.Reply.Session, h.WriteSession = s.ID, true
+	}
+	h.Reply.Renewed, h.Reply.Declined = m.Renew(r.Node, r.Repos, now)
+	return h, nil
+}
