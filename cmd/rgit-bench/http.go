@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ type httpSide struct {
 type httpFlags struct {
 	commonFlags
 	stores      string
+	ops         string
 	rgitBin     string
 	concurrency int
 }
@@ -50,7 +52,12 @@ func runHTTP(ctx context.Context, args []string) error {
 	fs.StringVar(&c.stores, "stores", "file,s3", "rgit object stores to run against: file, s3 (versitygw)")
 	fs.StringVar(&c.rgitBin, "rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	fs.IntVar(&c.concurrency, "concurrency", 20, "clones running at once in http-clone-x20")
+	fs.StringVar(&c.ops, "ops", strings.Join(httpOps, ","), "comma-separated operations to run (http-push always runs: it creates the repository the others read)")
 	fs.Parse(args)
+	ops, err := selectOps(c.ops)
+	if err != nil {
+		return err
+	}
 	bin, err := rgitBinary(c.rgitBin)
 	if err != nil {
 		return err
@@ -116,7 +123,7 @@ func runHTTP(ctx context.Context, args []string) error {
 			},
 		}
 		gitRes := map[string][]sample{}
-		for _, op := range httpOps {
+		for _, op := range ops {
 			for run := range c.runs {
 				s, err := hf.measure(ctx, op, gitSide, run, c.concurrency)
 				if err != nil {
@@ -138,11 +145,11 @@ func runHTTP(ctx context.Context, args []string) error {
 				env.storeURL = "s3://" + s3.Bucket + "/" + f.Name
 				env.extra = s3.Env()
 			}
-			rg, err := hf.benchRgit(ctx, env, c.runs, c.concurrency)
+			rg, err := hf.benchRgit(ctx, env, ops, c.runs, c.concurrency)
 			if err != nil {
 				return fmt.Errorf("rgit side, %s store: %w", store, err)
 			}
-			for _, op := range httpOps {
+			for _, op := range ops {
 				r := result{op: op, fixture: f.Name + "-" + store, rgit: rg.samples[op], git: gitRes[op], rgitRSSMB: float64(rg.rssKB[op]) / 1024}
 				r.report(os.Stdout, os.Stderr)
 			}
@@ -150,6 +157,26 @@ func runHTTP(ctx context.Context, args []string) error {
 		os.RemoveAll(hf.client)
 	}
 	return nil
+}
+
+// selectOps parses -ops into httpOps order, http-push first whether named
+// or not.
+func selectOps(list string) ([]string, error) {
+	want := map[string]bool{httpOps[0]: true}
+	for _, op := range strings.Split(list, ",") {
+		op = strings.TrimSpace(op)
+		if !slices.Contains(httpOps, op) {
+			return nil, fmt.Errorf("-ops: unknown operation %q (want %s)", op, strings.Join(httpOps, ", "))
+		}
+		want[op] = true
+	}
+	var ops []string
+	for _, op := range httpOps {
+		if want[op] {
+			ops = append(ops, op)
+		}
+	}
+	return ops, nil
 }
 
 // prepareHTTP makes the fetch client template: a bare repository holding
@@ -182,10 +209,10 @@ type rgitResults struct {
 
 // benchRgit runs every HTTP operation against rgit, restarting the node
 // for each so the peak RSS of each operation is its own.
-func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, runs, concurrency int) (*rgitResults, error) {
+func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, ops []string, runs, concurrency int) (*rgitResults, error) {
 	res := &rgitResults{samples: map[string][]sample{}, rssKB: map[string]int64{}}
 	token := ""
-	for _, op := range httpOps {
+	for _, op := range ops {
 		srv, err := startRgit(ctx, env)
 		if err != nil {
 			return nil, err
