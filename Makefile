@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-memory lint generate clean
 
 all: build
 
@@ -80,7 +80,7 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-memory
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -101,6 +101,11 @@ bench-maintenance: build
 
 bench-api: build
 	$(GO) run ./cmd/rgit-bench api
+
+## bench-memory: peak and idle RSS of a node over a push and a clone of the
+## large and big fixtures (big is ~320 MB and takes minutes to build once).
+bench-memory: build
+	$(GO) run ./cmd/rgit-bench memory
 
 lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

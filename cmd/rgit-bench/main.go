@@ -17,6 +17,8 @@
 //	          (its own line format, see maint.go)
 //	api       the read API's endpoints against C git plumbing, with and
 //	          without the Redis cache (see api.go for its line format)
+//	memory    a node's peak and idle RSS over a push and a clone of the
+//	          large and big fixtures (see memory.go for its line format)
 //
 // The engine ops model each side's production path. C git serves a fetch
 // by upload-pack spawning `git pack-objects` (bitmaps on), so its side is
@@ -78,6 +80,8 @@ func main() {
 		err = runMaint(ctx, args)
 	case "api":
 		err = runAPI(ctx, args)
+	case "memory":
+		err = runMemory(ctx, args)
 	default:
 		usage()
 		os.Exit(2)
@@ -89,7 +93,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint|api [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint|api|memory [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.
