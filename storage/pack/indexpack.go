@@ -104,6 +104,10 @@ type indexer struct {
 	kidPos  []int32               // OFS_DELTA children CSR: kidPos[i]..kidPos[i+1]
 	kids    []int32
 	dataEnd int64 // end of the last entry (start of the trailer)
+	// kept holds deltas inflated in pass 1, up to a quarter of
+	// opts.CacheBytes in all; read-only in pass 2.
+	kept      map[int32][]byte
+	keptBytes int64
 
 	resolved   atomic.Uint64
 	nDeltas    uint64
@@ -135,7 +139,7 @@ func IndexPack(ctx context.Context, r io.Reader, dir string, opts IndexOptions) 
 			os.Remove(f.Name())
 		}
 	}()
-	ix := &indexer{ctx: ctx, opts: opts, f: f}
+	ix := &indexer{ctx: ctx, opts: opts, f: f, kept: map[int32][]byte{}}
 	sum, err := ix.receive(r)
 	if err != nil {
 		return nil, err
@@ -260,6 +264,31 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			n, err = io.CopyBuffer(dst, io.LimitReader(z, h.size+1), copyBuf)
 			hw.Sum(e.id[:0])
 			e.rtype = h.typ
+		} else if keep := ix.keptBytes+h.size <= ix.opts.CacheBytes/4; keep {
+			// Pass 2 needs the delta again: while the budget lasts it is
+			// kept rather than inflated a second time.
+			buf := make([]byte, h.size+1) // one more: a stream longer than declared
+			for n < int64(len(buf)) && err == nil {
+				var k int
+				k, err = z.Read(buf[n:])
+				n += int64(k)
+			}
+			if err == io.EOF {
+				err = nil
+			}
+			if err == nil && n == h.size {
+				_, rs, _, derr := DeltaSizes(buf[:min(n, int64(len(dhdr)))])
+				if derr != nil {
+					return sum, fmt.Errorf("object %d at offset %d: %w", i, off, derr)
+				}
+				if err := ix.checkSize(rs, off); err != nil {
+					return sum, err
+				}
+				e.objSize = rs
+				ix.nDeltas++
+				ix.kept[int32(len(ix.entries))] = buf[:n:n]
+				ix.keptBytes += n
+			}
 		} else {
 			// Only the delta header is needed now; the rest is re-read in
 			// pass 2, so it is inflated into a scratch buffer and dropped.
@@ -574,7 +603,7 @@ func (ix *indexer) finish(dir string, sum object.ID) (*Indexed, error) {
 		objs[i] = IndexedObject{ID: e.id, Type: e.rtype, Size: e.objSize, Offset: e.off, CRC: e.crc}
 		ents[i] = IndexEntry{ID: e.id, Offset: e.off, CRC: e.crc}
 	}
-	ix.entries = nil
+	ix.entries, ix.kept = nil, nil
 	slices.SortFunc(ents, func(a, b IndexEntry) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 	for i := 1; i < len(ents); i++ {
 		if ents[i].ID == ents[i-1].ID {
