@@ -204,6 +204,11 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 	copyBuf := make([]byte, 64<<10)
 	var dhdr [20]byte
 	var content bytes.Buffer // a whole object's content, for opts.Check
+	var checks *checkPipe
+	if ix.opts.Check != nil {
+		checks = startChecks(ix.ctx, ix.opts.Check)
+		defer checks.stop()
+	}
 	for i := uint32(0); i < count; i++ {
 		if i%256 == 0 {
 			if err := ix.ctx.Err(); err != nil {
@@ -254,7 +259,14 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		}
 		var n int64
 		checked := false
-		if h.typ < object.OfsDelta {
+		var piped []byte
+		if h.typ < object.OfsDelta && checks != nil && h.typ != object.Blob && h.size <= maxPipedCheck {
+			// Hashed and checked on the pipe's goroutine, off the
+			// inflating one.
+			piped = make([]byte, h.size+1)
+			n, err = inflateInto(z, piped)
+			e.rtype = h.typ
+		} else if h.typ < object.OfsDelta {
 			hw := object.NewHasher(h.typ, h.size)
 			var dst io.Writer = hw
 			if checked = ix.opts.Check != nil && h.typ != object.Blob; checked {
@@ -267,15 +279,8 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		} else if keep := ix.keptBytes+h.size <= ix.opts.CacheBytes/4; keep {
 			// Pass 2 needs the delta again: while the budget lasts it is
 			// kept rather than inflated a second time.
-			buf := make([]byte, h.size+1) // one more: a stream longer than declared
-			for n < int64(len(buf)) && err == nil {
-				var k int
-				k, err = z.Read(buf[n:])
-				n += int64(k)
-			}
-			if err == io.EOF {
-				err = nil
-			}
+			buf := make([]byte, h.size+1)
+			n, err = inflateInto(z, buf)
 			if err == nil && n == h.size {
 				_, rs, _, derr := DeltaSizes(buf[:min(n, int64(len(dhdr)))])
 				if derr != nil {
@@ -322,6 +327,11 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			}
 			return sum, corruptf("object %d at offset %d: inflated %d bytes, declared size %d", i, off, n, h.size)
 		}
+		if piped != nil {
+			if err := checks.send(int32(len(ix.entries)), h.typ, piped[:n:n]); err != nil {
+				return sum, err
+			}
+		}
 		if checked {
 			if err := ix.opts.Check(e.id, e.rtype, content.Bytes()); err != nil {
 				return sum, err
@@ -333,6 +343,14 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		sr.sync()
 		e.crc = sr.crc
 		ix.entries = append(ix.entries, e)
+	}
+	if checks != nil {
+		if err := checks.stop(); err != nil {
+			return sum, err
+		}
+		for _, r := range checks.ids {
+			ix.entries[r.idx].id = r.id
+		}
 	}
 	ix.progress("receiving objects", uint64(count), uint64(count))
 	sr.sync()
@@ -356,6 +374,23 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		return sum, err
 	}
 	return sum, nil
+}
+
+// inflateInto inflates from z into buf, whose length is one more than the
+// declared size so that a longer stream shows, and returns the bytes read;
+// like io.Copy, the end of the stream is not an error.
+func inflateInto(z io.Reader, buf []byte) (int64, error) {
+	var n int64
+	var err error
+	for n < int64(len(buf)) && err == nil {
+		var k int
+		k, err = z.Read(buf[n:])
+		n += int64(k)
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	return n, err
 }
 
 // maxKeptCheckBuf bounds the buffer receive keeps between objects for
