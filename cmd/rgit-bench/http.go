@@ -122,17 +122,19 @@ func runHTTP(ctx context.Context, args []string) error {
 				return gs.url(name), nil
 			},
 		}
+		// Each git run goes right before the first store's rgit run of
+		// the same operation: on a loaded machine the two sides then see
+		// the same load, which a ratio of two separate series would not.
 		gitRes := map[string][]sample{}
-		for _, op := range ops {
-			for run := range c.runs {
-				s, err := hf.measure(ctx, op, gitSide, run, c.concurrency)
-				if err != nil {
-					return fmt.Errorf("git side: %w", err)
-				}
-				gitRes[op] = append(gitRes[op], s)
+		gitRun := func(op string, run int) error {
+			s, err := hf.measure(ctx, op, gitSide, run, c.concurrency)
+			if err != nil {
+				return fmt.Errorf("git side: %w", err)
 			}
+			gitRes[op] = append(gitRes[op], s)
+			return nil
 		}
-		for _, store := range stores {
+		for k, store := range stores {
 			env := rgitEnv{
 				bin:      bin,
 				cacheDir: filepath.Join(work, "cache-"+f.Name+"-"+store),
@@ -145,7 +147,11 @@ func runHTTP(ctx context.Context, args []string) error {
 				env.storeURL = "s3://" + s3.Bucket + "/" + f.Name
 				env.extra = s3.Env()
 			}
-			rg, err := hf.benchRgit(ctx, env, ops, c.runs, c.concurrency)
+			paired := gitRun
+			if k > 0 {
+				paired = nil
+			}
+			rg, err := hf.benchRgit(ctx, env, ops, c.runs, c.concurrency, paired)
 			if err != nil {
 				return fmt.Errorf("rgit side, %s store: %w", store, err)
 			}
@@ -208,8 +214,9 @@ type rgitResults struct {
 }
 
 // benchRgit runs every HTTP operation against rgit, restarting the node
-// for each so the peak RSS of each operation is its own.
-func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, ops []string, runs, concurrency int) (*rgitResults, error) {
+// for each so the peak RSS of each operation is its own. paired, if set,
+// runs before each rgit run (the git side's run of the same operation).
+func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, ops []string, runs, concurrency int, paired func(op string, run int) error) (*rgitResults, error) {
 	res := &rgitResults{samples: map[string][]sample{}, rssKB: map[string]int64{}}
 	token := ""
 	for _, op := range ops {
@@ -234,6 +241,11 @@ func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, ops []string,
 				},
 			}
 			for run := range runs {
+				if paired != nil {
+					if err := paired(op, run); err != nil {
+						return err
+					}
+				}
 				s, err := hf.measure(ctx, op, side, run, concurrency)
 				if err != nil {
 					return err

@@ -23,8 +23,11 @@ import (
 // Defaults for IndexOptions.
 const (
 	DefaultMaxDeltaDepth   = 10000
-	DefaultIndexCacheBytes = 64 << 20
+	DefaultIndexCacheBytes = 32 << 20
 )
+
+// maxKeptDeltas bounds the deltas pass 1 keeps inflated for pass 2.
+const maxKeptDeltas = 16 << 20
 
 // IndexOptions configure IndexPack.
 type IndexOptions struct {
@@ -104,8 +107,8 @@ type indexer struct {
 	kidPos  []int32               // OFS_DELTA children CSR: kidPos[i]..kidPos[i+1]
 	kids    []int32
 	dataEnd int64 // end of the last entry (start of the trailer)
-	// kept holds deltas inflated in pass 1, up to a quarter of
-	// opts.CacheBytes in all; read-only in pass 2.
+	// kept holds deltas inflated in pass 1, up to maxKeptDeltas in all;
+	// read-only in pass 2.
 	kept      map[int32][]byte
 	keptBytes int64
 
@@ -276,7 +279,7 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			n, err = io.CopyBuffer(dst, io.LimitReader(z, h.size+1), copyBuf)
 			hw.Sum(e.id[:0])
 			e.rtype = h.typ
-		} else if keep := ix.keptBytes+h.size <= ix.opts.CacheBytes/4; keep {
+		} else if ix.keptBytes+h.size <= maxKeptDeltas {
 			// Pass 2 needs the delta again: while the budget lasts it is
 			// kept rather than inflated a second time.
 			buf := make([]byte, h.size+1)
