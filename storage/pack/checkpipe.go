@@ -11,14 +11,14 @@ import (
 )
 
 // Pass 1 inflates one entry after another on one goroutine: where an entry
-// ends is only known once it is inflated. Hashing the commits, trees and
-// tags it inflates and handing them to IndexOptions.Check (fsck, for a
-// push) need not wait for that, so a checkPipe does both on a second
-// goroutine, the other core of a small node. Blobs are hashed in line:
-// they are streamed, not held.
+// ends is only known once it is inflated. Hashing the whole objects it
+// inflates and handing commits, trees and tags to IndexOptions.Check
+// (fsck, for a push) need not wait for that, so a checkPipe does both on a
+// second goroutine, the other core of a small node. Inflating stays the
+// one serial cost of pass 1.
 const (
-	// maxPipedCheck: bigger objects are hashed and checked in line, so
-	// one cannot take the whole budget.
+	// maxPipedCheck: bigger objects are hashed and checked in line,
+	// streamed rather than held, so one cannot take the whole budget.
 	maxPipedCheck = 1 << 20
 	// pipedCheckBytes bounds the content waiting in the pipe.
 	pipedCheckBytes = 8 << 20
@@ -37,7 +37,7 @@ type checked struct {
 }
 
 type checkPipe struct {
-	check  func(object.ID, object.Type, []byte) error
+	check  func(object.ID, object.Type, []byte) error // nil: hash only
 	ctx    context.Context
 	budget *semaphore.Weighted
 	jobs   chan checkJob
@@ -60,7 +60,7 @@ func (p *checkPipe) run() {
 	for j := range p.jobs {
 		if !p.failed.Load() {
 			id := object.Hash(j.typ, j.data)
-			if err := p.check(id, j.typ, j.data); err != nil {
+			if err := p.checkOne(id, j.typ, j.data); err != nil {
 				p.err = err
 				p.failed.Store(true)
 			} else {
@@ -69,6 +69,14 @@ func (p *checkPipe) run() {
 		}
 		p.budget.Release(int64(len(j.data)))
 	}
+}
+
+// checkOne passes a commit, tree or tag to the check, if there is one.
+func (p *checkPipe) checkOne(id object.ID, t object.Type, data []byte) error {
+	if p.check == nil || t == object.Blob {
+		return nil
+	}
+	return p.check(id, t, data)
 }
 
 // send queues entry idx's content, waiting while the pipe holds its

@@ -207,11 +207,8 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 	copyBuf := make([]byte, 64<<10)
 	var dhdr [20]byte
 	var content bytes.Buffer // a whole object's content, for opts.Check
-	var checks *checkPipe
-	if ix.opts.Check != nil {
-		checks = startChecks(ix.ctx, ix.opts.Check)
-		defer checks.stop()
-	}
+	checks := startChecks(ix.ctx, ix.opts.Check)
+	defer checks.stop()
 	for i := uint32(0); i < count; i++ {
 		if i%256 == 0 {
 			if err := ix.ctx.Err(); err != nil {
@@ -263,9 +260,9 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		var n int64
 		checked := false
 		var piped []byte
-		if h.typ < object.OfsDelta && checks != nil && h.typ != object.Blob && h.size <= maxPipedCheck {
-			// Hashed and checked on the pipe's goroutine, off the
-			// inflating one.
+		if h.typ < object.OfsDelta && h.size <= maxPipedCheck {
+			// Hashed (and checked unless a blob) on the pipe's goroutine,
+			// off the inflating one.
 			piped = make([]byte, h.size+1)
 			n, err = inflateInto(z, piped)
 			e.rtype = h.typ
@@ -347,13 +344,11 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		e.crc = sr.crc
 		ix.entries = append(ix.entries, e)
 	}
-	if checks != nil {
-		if err := checks.stop(); err != nil {
-			return sum, err
-		}
-		for _, r := range checks.ids {
-			ix.entries[r.idx].id = r.id
-		}
+	if err := checks.stop(); err != nil {
+		return sum, err
+	}
+	for _, r := range checks.ids {
+		ix.entries[r.idx].id = r.id
 	}
 	ix.progress("receiving objects", uint64(count), uint64(count))
 	sr.sync()
