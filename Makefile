@@ -103,7 +103,7 @@ bench-api: build
 	$(GO) run ./cmd/rgit-bench api
 
 ## bench-memory: peak and idle RSS of a node over a push and a clone of the
-## large and big fixtures (big is ~320 MB and takes minutes to build once).
+## large and big fixtures (big is ~380 MB and takes half an hour to build once).
 bench-memory: build
 	$(GO) run ./cmd/rgit-bench memory
 
