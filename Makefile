@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory lint generate clean
 
 all: build
 
@@ -80,7 +80,7 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -116,6 +116,11 @@ bench-cold:
 ## read at random over a store with 20 ms latency.
 bench-cold-open:
 	$(GO) run ./cmd/rgit-bench cold-open
+
+## bench-memory: peak and idle RSS of a node over a push and a clone of the
+## large and big fixtures (big is ~380 MB and takes half an hour to build once).
+bench-memory: build
+	$(GO) run ./cmd/rgit-bench memory
 
 lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -76,3 +76,24 @@ func TestSpoolChunkedBody(t *testing.T) {
 		t.Fatalf("handler saw ContentLength %d and %d body bytes, want %d", gotLen, len(gotBody), len(body))
 	}
 }
+
+// -ops keeps httpOps order and always runs http-push first: it creates
+// the repository the other operations read.
+func TestSelectOps(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+	}{
+		{"http-push", "http-push"},
+		{"http-fetch,http-clone", "http-push,http-clone,http-fetch"},
+		{"http-clone-x20, http-push", "http-push,http-clone-x20"},
+	} {
+		got, err := selectOps(tc.in)
+		if err != nil || strings.Join(got, ",") != tc.want {
+			t.Errorf("selectOps(%q) = %v, %v; want %s", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := selectOps("http-push,clone"); err == nil {
+		t.Error("selectOps accepted an unknown operation")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ type httpSide struct {
 type httpFlags struct {
 	commonFlags
 	stores      string
+	ops         string
 	rgitBin     string
 	concurrency int
 }
@@ -50,7 +52,12 @@ func runHTTP(ctx context.Context, args []string) error {
 	fs.StringVar(&c.stores, "stores", "file,s3", "rgit object stores to run against: file, s3 (versitygw)")
 	fs.StringVar(&c.rgitBin, "rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	fs.IntVar(&c.concurrency, "concurrency", 20, "clones running at once in http-clone-x20")
+	fs.StringVar(&c.ops, "ops", strings.Join(httpOps, ","), "comma-separated operations to run (http-push always runs: it creates the repository the others read)")
 	fs.Parse(args)
+	ops, err := selectOps(c.ops)
+	if err != nil {
+		return err
+	}
 	bin, err := rgitBinary(c.rgitBin)
 	if err != nil {
 		return err
@@ -115,17 +122,19 @@ func runHTTP(ctx context.Context, args []string) error {
 				return gs.url(name), nil
 			},
 		}
+		// Each git run goes right before the first store's rgit run of
+		// the same operation: on a loaded machine the two sides then see
+		// the same load, which a ratio of two separate series would not.
 		gitRes := map[string][]sample{}
-		for _, op := range httpOps {
-			for run := range c.runs {
-				s, err := hf.measure(ctx, op, gitSide, run, c.concurrency)
-				if err != nil {
-					return fmt.Errorf("git side: %w", err)
-				}
-				gitRes[op] = append(gitRes[op], s)
+		gitRun := func(op string, run int) error {
+			s, err := hf.measure(ctx, op, gitSide, run, c.concurrency)
+			if err != nil {
+				return fmt.Errorf("git side: %w", err)
 			}
+			gitRes[op] = append(gitRes[op], s)
+			return nil
 		}
-		for _, store := range stores {
+		for k, store := range stores {
 			env := rgitEnv{
 				bin:      bin,
 				cacheDir: filepath.Join(work, "cache-"+f.Name+"-"+store),
@@ -138,11 +147,15 @@ func runHTTP(ctx context.Context, args []string) error {
 				env.storeURL = "s3://" + s3.Bucket + "/" + f.Name
 				env.extra = s3.Env()
 			}
-			rg, err := hf.benchRgit(ctx, env, c.runs, c.concurrency)
+			paired := gitRun
+			if k > 0 {
+				paired = nil
+			}
+			rg, err := hf.benchRgit(ctx, env, ops, c.runs, c.concurrency, paired)
 			if err != nil {
 				return fmt.Errorf("rgit side, %s store: %w", store, err)
 			}
-			for _, op := range httpOps {
+			for _, op := range ops {
 				r := result{op: op, fixture: f.Name + "-" + store, rgit: rg.samples[op], git: gitRes[op], rgitRSSMB: float64(rg.rssKB[op]) / 1024}
 				r.report(os.Stdout, os.Stderr)
 			}
@@ -150,6 +163,26 @@ func runHTTP(ctx context.Context, args []string) error {
 		os.RemoveAll(hf.client)
 	}
 	return nil
+}
+
+// selectOps parses -ops into httpOps order, http-push first whether named
+// or not.
+func selectOps(list string) ([]string, error) {
+	want := map[string]bool{httpOps[0]: true}
+	for _, op := range strings.Split(list, ",") {
+		op = strings.TrimSpace(op)
+		if !slices.Contains(httpOps, op) {
+			return nil, fmt.Errorf("-ops: unknown operation %q (want %s)", op, strings.Join(httpOps, ", "))
+		}
+		want[op] = true
+	}
+	var ops []string
+	for _, op := range httpOps {
+		if want[op] {
+			ops = append(ops, op)
+		}
+	}
+	return ops, nil
 }
 
 // prepareHTTP makes the fetch client template: a bare repository holding
@@ -181,11 +214,12 @@ type rgitResults struct {
 }
 
 // benchRgit runs every HTTP operation against rgit, restarting the node
-// for each so the peak RSS of each operation is its own.
-func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, runs, concurrency int) (*rgitResults, error) {
+// for each so the peak RSS of each operation is its own. paired, if set,
+// runs before each rgit run (the git side's run of the same operation).
+func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, ops []string, runs, concurrency int, paired func(op string, run int) error) (*rgitResults, error) {
 	res := &rgitResults{samples: map[string][]sample{}, rssKB: map[string]int64{}}
 	token := ""
-	for _, op := range httpOps {
+	for _, op := range ops {
 		srv, err := startRgit(ctx, env)
 		if err != nil {
 			return nil, err
@@ -207,6 +241,11 @@ func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, runs, concurr
 				},
 			}
 			for run := range runs {
+				if paired != nil {
+					if err := paired(op, run); err != nil {
+						return err
+					}
+				}
 				s, err := hf.measure(ctx, op, side, run, concurrency)
 				if err != nil {
 					return err

@@ -23,6 +23,8 @@
 //	          store with latency and limited bandwidth (see cold.go)
 //	cold-open thousands of repositories on one node, more than it keeps
 //	          warm, read at random from a store with latency (coldopen.go)
+//	memory    a node's peak and idle RSS over a push and a clone of the
+//	          large and big fixtures (see memory.go for its line format)
 //
 // The engine ops model each side's production path. C git serves a fetch
 // by upload-pack spawning `git pack-objects` (bitmaps on), so its side is
@@ -92,6 +94,8 @@ func main() {
 		err = runColdOpen(ctx, args)
 	case "cold-open-serve":
 		err = runColdOpenServe(ctx, args)
+	case "memory":
+		err = runMemory(ctx, args)
 	default:
 		usage()
 		os.Exit(2)
@@ -103,7 +107,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint|api|load|cold|cold-open [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint|api|load|cold|cold-open|memory [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

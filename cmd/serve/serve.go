@@ -232,6 +232,11 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if proto.Admission == nil {
 		proto.Admission = admission.New(limits, reg)
 	}
+	trim := admission.NewTrimmer(proto.Admission)
+	trim.Trimmed = func(before, after uint64) {
+		log.Debug("idle: returned memory to the OS", zap.Uint64("retained_before", before), zap.Uint64("retained_after", after))
+	}
+	go trim.Run(bgCtx)
 	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
 	if httpFwd != nil {
 		httpCfg.Forward, httpCfg.Rerouter = countedFwd, eng

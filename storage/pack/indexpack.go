@@ -23,8 +23,11 @@ import (
 // Defaults for IndexOptions.
 const (
 	DefaultMaxDeltaDepth   = 10000
-	DefaultIndexCacheBytes = 64 << 20
+	DefaultIndexCacheBytes = 32 << 20
 )
+
+// maxKeptDeltas bounds the deltas pass 1 keeps inflated for pass 2.
+const maxKeptDeltas = 16 << 20
 
 // IndexOptions configure IndexPack.
 type IndexOptions struct {
@@ -104,6 +107,10 @@ type indexer struct {
 	kidPos  []int32               // OFS_DELTA children CSR: kidPos[i]..kidPos[i+1]
 	kids    []int32
 	dataEnd int64 // end of the last entry (start of the trailer)
+	// kept holds deltas inflated in pass 1, up to maxKeptDeltas in all;
+	// read-only in pass 2.
+	kept      map[int32][]byte
+	keptBytes int64
 
 	resolved   atomic.Uint64
 	nDeltas    uint64
@@ -135,7 +142,7 @@ func IndexPack(ctx context.Context, r io.Reader, dir string, opts IndexOptions) 
 			os.Remove(f.Name())
 		}
 	}()
-	ix := &indexer{ctx: ctx, opts: opts, f: f}
+	ix := &indexer{ctx: ctx, opts: opts, f: f, kept: map[int32][]byte{}}
 	sum, err := ix.receive(r)
 	if err != nil {
 		return nil, err
@@ -200,6 +207,8 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 	copyBuf := make([]byte, 64<<10)
 	var dhdr [20]byte
 	var content bytes.Buffer // a whole object's content, for opts.Check
+	checks := startChecks(ix.ctx, ix.opts.Check)
+	defer checks.stop()
 	for i := uint32(0); i < count; i++ {
 		if i%256 == 0 {
 			if err := ix.ctx.Err(); err != nil {
@@ -250,7 +259,14 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		}
 		var n int64
 		checked := false
-		if h.typ < object.OfsDelta {
+		var piped []byte
+		if h.typ < object.OfsDelta && h.size <= maxPipedCheck {
+			// Hashed (and checked unless a blob) on the pipe's goroutine,
+			// off the inflating one.
+			piped = make([]byte, h.size+1)
+			n, err = inflateInto(z, piped)
+			e.rtype = h.typ
+		} else if h.typ < object.OfsDelta {
 			hw := object.NewHasher(h.typ, h.size)
 			var dst io.Writer = hw
 			if checked = ix.opts.Check != nil && h.typ != object.Blob; checked {
@@ -260,6 +276,24 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			n, err = io.CopyBuffer(dst, io.LimitReader(z, h.size+1), copyBuf)
 			hw.Sum(e.id[:0])
 			e.rtype = h.typ
+		} else if ix.keptBytes+h.size <= maxKeptDeltas {
+			// Pass 2 needs the delta again: while the budget lasts it is
+			// kept rather than inflated a second time.
+			buf := make([]byte, h.size+1)
+			n, err = inflateInto(z, buf)
+			if err == nil && n == h.size {
+				_, rs, _, derr := DeltaSizes(buf[:min(n, int64(len(dhdr)))])
+				if derr != nil {
+					return sum, fmt.Errorf("object %d at offset %d: %w", i, off, derr)
+				}
+				if err := ix.checkSize(rs, off); err != nil {
+					return sum, err
+				}
+				e.objSize = rs
+				ix.nDeltas++
+				ix.kept[int32(len(ix.entries))] = buf[:n:n]
+				ix.keptBytes += n
+			}
 		} else {
 			// Only the delta header is needed now; the rest is re-read in
 			// pass 2, so it is inflated into a scratch buffer and dropped.
@@ -293,6 +327,11 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			}
 			return sum, corruptf("object %d at offset %d: inflated %d bytes, declared size %d", i, off, n, h.size)
 		}
+		if piped != nil {
+			if err := checks.send(int32(len(ix.entries)), h.typ, piped[:n:n]); err != nil {
+				return sum, err
+			}
+		}
 		if checked {
 			if err := ix.opts.Check(e.id, e.rtype, content.Bytes()); err != nil {
 				return sum, err
@@ -304,6 +343,12 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		sr.sync()
 		e.crc = sr.crc
 		ix.entries = append(ix.entries, e)
+	}
+	if err := checks.stop(); err != nil {
+		return sum, err
+	}
+	for _, r := range checks.ids {
+		ix.entries[r.idx].id = r.id
 	}
 	ix.progress("receiving objects", uint64(count), uint64(count))
 	sr.sync()
@@ -327,6 +372,23 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		return sum, err
 	}
 	return sum, nil
+}
+
+// inflateInto inflates from z into buf, whose length is one more than the
+// declared size so that a longer stream shows, and returns the bytes read;
+// like io.Copy, the end of the stream is not an error.
+func inflateInto(z io.Reader, buf []byte) (int64, error) {
+	var n int64
+	var err error
+	for n < int64(len(buf)) && err == nil {
+		var k int
+		k, err = z.Read(buf[n:])
+		n += int64(k)
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	return n, err
 }
 
 // maxKeptCheckBuf bounds the buffer receive keeps between objects for
@@ -574,7 +636,7 @@ func (ix *indexer) finish(dir string, sum object.ID) (*Indexed, error) {
 		objs[i] = IndexedObject{ID: e.id, Type: e.rtype, Size: e.objSize, Offset: e.off, CRC: e.crc}
 		ents[i] = IndexEntry{ID: e.id, Offset: e.off, CRC: e.crc}
 	}
-	ix.entries = nil
+	ix.entries, ix.kept = nil, nil
 	slices.SortFunc(ents, func(a, b IndexEntry) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 	for i := 1; i < len(ents); i++ {
 		if ents[i].ID == ents[i-1].ID {

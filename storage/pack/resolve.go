@@ -102,9 +102,11 @@ func (w *resolver) apply(k int, c int32) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	delta, err := inflateAt(nil, ix.f, e.off+int64(e.hdrLen), ix.end(c), e.dataSize, e.off)
-	if err != nil {
-		return nil, err
+	delta, ok := ix.kept[c]
+	if !ok {
+		if delta, err = inflateAt(nil, ix.f, e.off+int64(e.hdrLen), ix.end(c), e.dataSize, e.off); err != nil {
+			return nil, err
+		}
 	}
 	max := ix.opts.MaxObjectSize
 	if max <= 0 {

@@ -34,7 +34,8 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 		// fsck runs on each commit, tree and tag as the indexer resolves
 		// it, rather than reading every object back from the pack later.
 		checker := fsck.NewChecker(b.e.Fsck)
-		ix, err := b.index(ctx, req.Pack, req.Progress, checker)
+		edges := walk.NewEdges()
+		ix, err := b.index(ctx, req.Pack, req.Progress, checker, edges)
 		if err != nil {
 			if errors.Is(err, fsck.ErrFsck) {
 				b.log().Warn("push rejected by fsck", zap.Error(err))
@@ -61,7 +62,7 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 			return res, nil
 		}
 		logAccepted(b.log(), checker)
-		b.checkConnected(ctx, reader, req.Commands, res.Results)
+		b.checkConnected(ctx, reader, edges, req.Commands, res.Results)
 		b.checkProtected(ctx, reader, req.Commands, res.Results, ff)
 		failAtomic(req.Atomic, res.Results)
 		if len(ix.Objects) > 0 && anyOK(res.Results) {
@@ -83,10 +84,12 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 }
 
 // checkConnected marks the commands whose new value does not resolve to a
-// complete history. One walk over every new tip is the common case; only
+// complete history. The common case reads nothing back: every reference
+// the indexer saw in the pushed objects (edges) is present with its type.
+// Else one walk over every new tip; only
 // when it fails is each tip walked alone, so one bad ref does not fail the
 // rest (a walk per tip up front would repeat the shared history per ref).
-func (b *backend) checkConnected(ctx context.Context, r object.Reader, cmds []gitproto.Command, results []gitproto.CommandResult) {
+func (b *backend) checkConnected(ctx context.Context, r *pack.Set, edges *walk.Edges, cmds []gitproto.Command, results []gitproto.CommandResult) {
 	known := b.snap.Objects().Has
 	var tips []object.ID
 	for _, c := range cmds {
@@ -94,7 +97,7 @@ func (b *backend) checkConnected(ctx context.Context, r object.Reader, cmds []gi
 			tips = append(tips, c.New)
 		}
 	}
-	if len(tips) == 0 || walk.CheckConnected(ctx, r, tips, known) == nil {
+	if len(tips) == 0 || edges.Closed(r, tips) || walk.CheckConnected(ctx, r, tips, known) == nil {
 		return
 	}
 	for i, c := range cmds {
@@ -162,14 +165,20 @@ func failAtomic(atomic bool, results []gitproto.CommandResult) {
 }
 
 // index streams the pack into IncomingDir and indexes it, passing every
-// commit, tree and tag to c.
-func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c *fsck.Checker) (*pack.Indexed, error) {
+// commit, tree and tag to c and, once c has accepted it, to edges.
+func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c *fsck.Checker, edges *walk.Edges) (*pack.Indexed, error) {
 	set := b.snap.Objects()
 	return pack.IndexPack(ctx, r, b.e.IncomingDir, pack.IndexOptions{
 		Base: set, BaseHas: set.Has,
 		MaxObjectSize: b.e.MaxObjectSize, MaxPackSize: b.e.MaxPackSize, MaxDeltaDepth: b.e.MaxDeltaDepth,
 		Progress: progressFunc(progress),
-		Check:    c.Check,
+		Check: func(id object.ID, t object.Type, data []byte) error {
+			if err := c.Check(id, t, data); err != nil {
+				return err
+			}
+			edges.Add(t, data)
+			return nil
+		},
 	})
 }
 
