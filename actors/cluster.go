@@ -404,11 +404,36 @@ func (n *Node) MapEntries() []MapEntry {
 	return out
 }
 
-// NamedHere lists the repositories whose live entry in this node's map
-// view names it (granted, steered or handed over to it).
-func (n *Node) NamedHere() []string {
-	if n.cl == nil {
-		return nil
+// MapMark is a point in the node's map view for NewlyNamedHere.
+type MapMark struct {
+	v  refView
+	at time.Time
+}
+
+// NewlyNamedHere lists the repositories whose live entry in this node's
+// map view names it now (granted, steered or handed over to it) but did
+// not at mark; the zero mark lists every one. It returns the mark for
+// the next call. It decodes only the entries written since mark
+// (refdb.Diff), so a node watching the map pays for its changes, not for
+// its size.
+func (n *Node) NewlyNamedHere(mark MapMark) ([]string, MapMark) {
+	cur, _ := n.OwnershipView().(refView)
+	now := time.Now()
+	next := MapMark{v: cur, at: now}
+	if n.cl == nil || cur.v == nil {
+		return nil, next
 	}
-	return n.namedHere(nil)
+	self := n.cl.cfg.Self
+	named := func(v refView, repo string, at time.Time) bool {
+		e, ok := v.Get(repo)
+		return ok && e.Node == self && e.Live(at)
+	}
+	var out []string
+	for k := range refdb.Diff(mark.v.v, cur.v, cluster.KeyPrefix) {
+		repo, err := cluster.RepoOfKey(k)
+		if err == nil && named(cur, repo, now) && !named(mark.v, repo, mark.at) {
+			out = append(out, repo)
+		}
+	}
+	return out, next
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -240,6 +241,35 @@ func TestJoiningNodeSendsNoHeartbeat(t *testing.T) {
 		synctest.Wait() // the first heartbeat goes at once, not a period later
 		if !n.LeaderReachable(time.Now()) {
 			t.Fatal("a serving node has not renewed with the leader")
+		}
+	})
+}
+
+// TestNewlyNamedHere: a grant to this node is listed once, at the first
+// mark after it; grants to others and unchanged entries are not.
+func TestNewlyNamedHere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		n := newLeader(t, memstore.New())
+		defer endBubble(n)
+		svc := n.LeaderService()
+		claim := func(repo, node string) {
+			if d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: repo, Node: node}); err != nil || d.Outcome != cluster.Granted {
+				t.Fatalf("claim %s for %s = %+v, %v", repo, node, d, err)
+			}
+		}
+		claim("alice/old", "rgit-0")
+		named, mark := n.NewlyNamedHere(MapMark{})
+		if !slices.Equal(named, []string{"alice/old"}) {
+			t.Fatalf("zero mark: %v", named)
+		}
+		claim("alice/new", "rgit-0")
+		claim("bob/elsewhere", "rgit-1")
+		if named, mark = n.NewlyNamedHere(mark); !slices.Equal(named, []string{"alice/new"}) {
+			t.Fatalf("after two grants: %v", named)
+		}
+		if named, _ = n.NewlyNamedHere(mark); len(named) != 0 {
+			t.Fatalf("nothing changed: %v", named)
 		}
 	})
 }

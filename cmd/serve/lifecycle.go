@@ -195,17 +195,13 @@ func (p *prewarmer) grant(name string) {
 // before this node asked (the leader's hand-over as it drains, steered
 // placement), until ctx ends.
 func (p *prewarmer) watch(ctx context.Context, node *actors.Node) {
-	seen := map[string]bool{} // named here at the last pass
+	var mark actors.MapMark // the zero mark: everything named here is new
 	for sleepCtx(ctx, cluster.FollowerPoll*5) {
-		named := node.NamedHere()
-		next := make(map[string]bool, len(named))
+		var named []string
+		named, mark = node.NewlyNamedHere(mark)
 		for _, r := range named {
-			next[r] = true
-			if !seen[r] {
-				p.grant(r)
-			}
+			p.grant(r)
 		}
-		seen = next
 	}
 }
 
