@@ -63,15 +63,12 @@ func runCold(ctx context.Context, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	gitRoot := filepath.Join(work, "git-root")
-	if err := os.MkdirAll(gitRoot, 0o755); err != nil {
-		return err
-	}
-	gs, err := startGitHTTP(gitRoot, work)
+	gs, err := startGitHTTP(work)
 	if err != nil {
 		return err
 	}
 	defer gs.Close()
+	gitRoot := gs.root
 	storeName := fmt.Sprintf("mem-%dms-%dMBps", latency.Milliseconds(), *bandwidth/1e6)
 	if *link {
 		storeName += "-link"

@@ -8,6 +8,7 @@ import (
 	"net/http/cgi"
 	"os"
 	"os/exec"
+	"path/filepath"
 )
 
 // gitHTTP serves repositories under root with `git http-backend`, the C git
@@ -19,10 +20,16 @@ type gitHTTP struct {
 	tmp  string
 }
 
-func startGitHTTP(root, tmp string) (*gitHTTP, error) {
+// startGitHTTP serves work/git-root (created here) with git http-backend,
+// spooling request bodies under work.
+func startGitHTTP(work string) (*gitHTTP, error) {
 	gitBin, err := exec.LookPath("git")
 	if err != nil {
 		return nil, fmt.Errorf("git http-backend: %w", err)
+	}
+	root, tmp := filepath.Join(work, "git-root"), work
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
 	}
 	cg := &cgi.Handler{
 		Path: gitBin,

@@ -77,15 +77,12 @@ func runHTTP(ctx context.Context, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	gitRoot := filepath.Join(work, "git-root")
-	if err := os.MkdirAll(gitRoot, 0o755); err != nil {
-		return err
-	}
-	gs, err := startGitHTTP(gitRoot, work)
+	gs, err := startGitHTTP(work)
 	if err != nil {
 		return err
 	}
 	defer gs.Close()
+	gitRoot := gs.root
 
 	var s3 *s3local.Server
 	if strings.Contains(c.stores, "s3") {

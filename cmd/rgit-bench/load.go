@@ -170,22 +170,19 @@ func runLoad(ctx context.Context, args []string) error {
 		c.clients, c.gitProcs, c.duration, c.repos, hf.Name)
 
 	// git http-backend over copies of the fixture.
-	gitRoot := filepath.Join(work, "git-root")
-	if err := os.MkdirAll(gitRoot, 0o755); err != nil {
+	gs, err := startGitHTTP(work)
+	if err != nil {
 		return err
 	}
+	defer gs.Close() // also closed once git's run ends; Close twice is harmless
 	for _, n := range names {
-		dst := filepath.Join(gitRoot, n+".git")
+		dst := filepath.Join(gs.root, n+".git")
 		if out, err := exec.CommandContext(ctx, "cp", "-a", hf.Dir, dst).CombinedOutput(); err != nil {
 			return fmt.Errorf("copy fixture: %w: %s", err, out)
 		}
 		if _, err := fixture.Git(ctx, dst, nil, "config", "http.receivepack", "true"); err != nil {
 			return err
 		}
-	}
-	gs, err := startGitHTTP(gitRoot, work)
-	if err != nil {
-		return err
 	}
 	gitURLs := make([]string, len(names))
 	for i, n := range names {
