@@ -7,11 +7,15 @@
 // One node's actors:
 //
 //	root
-//	├── repos (supervisor)            children, warm pool, renewal batch
+//	├── repos (supervisor)            children, warm pool, the node's session
+//	│   │                             heartbeat to the leader
 //	│   ├── alice/web (repoActor)     database handle, sessions, idle timer,
 //	│   │                             lease: holder, epoch, drain timer
 //	│   ├── bob/tools (repoActor)
 //	│   └── … lingering actors: lease ended, sessions finishing
+//	├── sessions (transportSupervisor) every live git session of the node
+//	│   └── sessionActor              one per HTTP request, SSH channel,
+//	│                                 forwarded session or read-API request
 //	└── leader (leaderActor)          the ownership map's writer; leader node only
 //
 // Messages, one Go type per operation with a typed reply (messages.go,
@@ -28,6 +32,10 @@
 //     | notHeld; granted → leaseInfo;
 //     leaseQuery → leaseInfo; leaseChanged, idle (from children); listOpen
 //     → openKeys; drainAll → drainWait; renewTick, renewResult.
+//   - to the transport supervisor: beginSession → sessionBegun,
+//     awaitSessions (the drain); to a session actor: resolveRepo →
+//     repoResolved (served here, with the repo session, or the owner to
+//     forward to).
 //   - to the leader actor: cluster.ClaimLease, cluster.ReleaseLease,
 //     cluster.ForceGrantLease (→ Decision), cluster.RenewLeases (→
 //     LeasesRenewed) — the same values other nodes send in a peer envelope
@@ -67,6 +75,7 @@
 //	route.go       Route: serve, forward or claim
 //	failover.go    Moved, ConnectFailed and force-grants
 //	drain.go       Drain, and the leader's hand-over
+//	sessions.go    the transport supervisor and session actors
 //	leader.go      the leader actor; leaderbatch.go its group commit
 //	               (cluster.WriteQueue); prune.go its pruning pass
 //	maintainer.go  background roll-ups and scheduled passes;
