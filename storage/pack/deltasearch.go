@@ -7,7 +7,6 @@ package pack
 // descending), and the smallest delta found is written.
 
 import (
-	"bufio"
 	"cmp"
 	"compress/zlib"
 	"context"
@@ -101,12 +100,8 @@ func (s *Set) WriteRepackDeltas(ctx context.Context, w io.Writer, objs []object.
 		return st, fmt.Errorf("write repack: %w", err)
 	}
 	st.Objects = len(ents)
-	pw := &packWriter{bw: bufio.NewWriterSize(w, 256<<10), sha: newSHA1()}
-	var hdr [packHeaderLen]byte
-	copy(hdr[:], packSignature)
-	binary.BigEndian.PutUint32(hdr[4:], 2)
-	binary.BigEndian.PutUint32(hdr[8:], uint32(len(ents)))
-	pw.Write(hdr[:])
+	pw := newPackWriter(w)
+	pw.header(len(ents))
 	ew := &entryWriter{set: s, pw: pw, st: &st, buf: make([]byte, 64<<10)}
 	var win []*dcand // oldest first
 	var held int64
@@ -172,15 +167,11 @@ func (s *Set) WriteRepackDeltas(ctx context.Context, w io.Writer, objs []object.
 	if opts.Progress != nil {
 		opts.Progress("compressing objects", uint64(len(ents)), uint64(len(ents)))
 	}
-	var sum object.ID
-	pw.sha.Sum(sum[:0])
-	if _, err := pw.bw.Write(sum[:]); err != nil {
+	n, err := pw.finish()
+	if err != nil {
 		return st, fmt.Errorf("write repack: %w", err)
 	}
-	if err := pw.bw.Flush(); err != nil {
-		return st, fmt.Errorf("write repack: %w", err)
-	}
-	st.Bytes = pw.n + int64(len(sum))
+	st.Bytes = n
 	return st, nil
 }
 

@@ -1,10 +1,8 @@
 package pack
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"slices"
@@ -83,12 +81,8 @@ func (s *Set) WriteRepack(ctx context.Context, w io.Writer, objs []object.ID, ma
 	})
 
 	st.Objects = len(cs)
-	pw := &packWriter{bw: bufio.NewWriterSize(w, 256<<10), sha: newSHA1()}
-	var hdr [packHeaderLen]byte
-	copy(hdr[:], packSignature)
-	binary.BigEndian.PutUint32(hdr[4:], 2)
-	binary.BigEndian.PutUint32(hdr[8:], uint32(len(cs)))
-	pw.Write(hdr[:])
+	pw := newPackWriter(w)
+	pw.header(len(cs))
 	ew := &entryWriter{set: s, pw: pw, st: &st, buf: make([]byte, 64<<10)}
 	for n, i := range order {
 		if n%256 == 0 {
@@ -109,15 +103,11 @@ func (s *Set) WriteRepack(ctx context.Context, w io.Writer, objs []object.ID, ma
 	if progress != nil {
 		progress("writing objects", uint64(len(order)), uint64(len(order)))
 	}
-	var sum object.ID
-	pw.sha.Sum(sum[:0])
-	if _, err := pw.bw.Write(sum[:]); err != nil {
+	n, err := pw.finish()
+	if err != nil {
 		return st, fmt.Errorf("write repack: %w", err)
 	}
-	if err := pw.bw.Flush(); err != nil {
-		return st, fmt.Errorf("write repack: %w", err)
-	}
-	st.Bytes = pw.n + int64(len(sum))
+	st.Bytes = n
 	return st, nil
 }
 

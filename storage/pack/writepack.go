@@ -56,6 +56,33 @@ type packWriter struct {
 	err error
 }
 
+func newPackWriter(w io.Writer) *packWriter {
+	return &packWriter{bw: bufio.NewWriterSize(w, 256<<10), sha: newSHA1()}
+}
+
+// header writes the pack header for count objects.
+func (w *packWriter) header(count int) {
+	var hdr [packHeaderLen]byte
+	copy(hdr[:], packSignature)
+	binary.BigEndian.PutUint32(hdr[4:], 2)
+	binary.BigEndian.PutUint32(hdr[8:], uint32(count))
+	w.Write(hdr[:])
+}
+
+// finish writes the trailer (the checksum of everything written) and
+// flushes; it returns the pack's size.
+func (w *packWriter) finish() (int64, error) {
+	var sum object.ID
+	w.sha.Sum(sum[:0])
+	if _, err := w.bw.Write(sum[:]); err != nil {
+		return 0, err
+	}
+	if err := w.bw.Flush(); err != nil {
+		return 0, err
+	}
+	return w.n + int64(len(sum)), nil
+}
+
 func (w *packWriter) Write(p []byte) (int, error) {
 	if w.err != nil {
 		return 0, w.err
@@ -88,7 +115,7 @@ func (s *Set) WritePack(ctx context.Context, w io.Writer, objs []object.ID, opts
 	slices.SortFunc(items, cmpItem)
 	items = slices.CompactFunc(items, func(a, b witem) bool { return a.pack == b.pack && a.off == b.off })
 	st.Objects = len(items)
-	pw := &packWriter{bw: bufio.NewWriterSize(w, 256<<10), sha: newSHA1()}
+	pw := newPackWriter(w)
 	if len(items) > 0 && items[0].pack == items[len(items)-1].pack && len(items) == s.packs[items[0].pack].idx.Count() {
 		if err := s.packs[items[0].pack].copyVerbatim(ctx, pw); err != nil {
 			return st, err
@@ -96,11 +123,7 @@ func (s *Set) WritePack(ctx context.Context, w io.Writer, objs []object.ID, opts
 		st.Verbatim, st.Reused, st.Bytes = true, len(items), pw.n
 		return st, nil
 	}
-	var hdr [packHeaderLen]byte
-	copy(hdr[:], packSignature)
-	binary.BigEndian.PutUint32(hdr[4:], 2)
-	binary.BigEndian.PutUint32(hdr[8:], uint32(len(items)))
-	pw.Write(hdr[:])
+	pw.header(len(items))
 	ew := &entryWriter{set: s, items: items, opts: opts, pw: pw, st: &st, buf: make([]byte, 64<<10)}
 	for i := range items {
 		if i%256 == 0 {
@@ -121,15 +144,11 @@ func (s *Set) WritePack(ctx context.Context, w io.Writer, objs []object.ID, opts
 	if opts.Progress != nil {
 		opts.Progress("writing objects", uint64(len(items)), uint64(len(items)))
 	}
-	var sum object.ID
-	pw.sha.Sum(sum[:0])
-	if _, err := pw.bw.Write(sum[:]); err != nil {
+	n, err := pw.finish()
+	if err != nil {
 		return st, fmt.Errorf("write pack: %w", err)
 	}
-	if err := pw.bw.Flush(); err != nil {
-		return st, fmt.Errorf("write pack: %w", err)
-	}
-	st.Bytes = pw.n + int64(len(sum))
+	st.Bytes = n
 	return st, nil
 }
 
