@@ -54,34 +54,25 @@ func runCold(ctx context.Context, args []string) error {
 	bandwidth := fs.Int64("bandwidth", 100e6, "object store bandwidth, bytes per second")
 	link := fs.Bool("link", false, "one bandwidth budget shared by all reads (default: per read)")
 	fs.Parse(args)
-	fxs, err := c.build(ctx)
+	gb, err := c.startGitBench(ctx, "cold-work-")
 	if err != nil {
 		return err
 	}
-	work, err := c.workDir("cold-work-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(work)
-	gs, err := startGitHTTP(work)
-	if err != nil {
-		return err
-	}
-	defer gs.Close()
-	gitRoot := gs.root
+	defer gb.close()
 	storeName := fmt.Sprintf("mem-%dms-%dMBps", latency.Milliseconds(), *bandwidth/1e6)
 	if *link {
 		storeName += "-link"
 	}
-	for _, f := range fxs {
-		hf := &httpFixture{Fixture: f, work: work}
+	for _, f := range gb.fxs {
+		hf := &httpFixture{Fixture: f, work: gb.work}
 		if hf.mainTip, err = f.Rev(ctx, "refs/heads/main"); err != nil {
 			return err
 		}
-		if err := os.Symlink(f.Dir, filepath.Join(gitRoot, f.Name+".git")); err != nil {
+		gitURL, err := gb.gs.serveFixture(f)
+		if err != nil {
 			return err
 		}
-		res, err := hf.benchCold(ctx, gs.url(f.Name+".git"), c.runs, func(inner objstore.Store) *faultstore.Store {
+		res, err := hf.benchCold(ctx, gitURL, c.runs, func(inner objstore.Store) *faultstore.Store {
 			slow := faultstore.New(inner, 1)
 			slow.AddRule(faultstore.Rule{Latency: *latency, Bandwidth: *bandwidth, SharedBandwidth: *link})
 			return slow

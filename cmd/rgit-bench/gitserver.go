@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/rgit/rgit/testkit/fixture"
 )
 
 // gitHTTP serves repositories under root with `git http-backend`, the C git
@@ -82,5 +85,47 @@ func (g *gitHTTP) spool(r *http.Request) error {
 }
 
 func (g *gitHTTP) url(repo string) string { return "http://" + g.addr + "/" + repo }
+
+// serveFixture exposes fixture f (a bare repository) as f.Name.git and
+// returns its URL.
+func (g *gitHTTP) serveFixture(f *fixture.Fixture) (string, error) {
+	name := f.Name + ".git"
+	if err := os.Symlink(f.Dir, filepath.Join(g.root, name)); err != nil {
+		return "", err
+	}
+	return g.url(name), nil
+}
+
+// gitBench is what the benches against git http-backend share: the
+// fixtures, a work directory and the C git server.
+type gitBench struct {
+	fxs  []*fixture.Fixture
+	work string
+	gs   *gitHTTP
+}
+
+// startGitBench builds the fixtures and starts git http-backend in a new
+// work directory named by prefix; close stops it and removes the directory.
+func (c *commonFlags) startGitBench(ctx context.Context, prefix string) (*gitBench, error) {
+	fxs, err := c.build(ctx)
+	if err != nil {
+		return nil, err
+	}
+	work, err := c.workDir(prefix)
+	if err != nil {
+		return nil, err
+	}
+	gs, err := startGitHTTP(work)
+	if err != nil {
+		os.RemoveAll(work)
+		return nil, err
+	}
+	return &gitBench{fxs: fxs, work: work, gs: gs}, nil
+}
+
+func (b *gitBench) close() {
+	b.gs.Close()
+	os.RemoveAll(b.work)
+}
 
 func (g *gitHTTP) Close() error { return g.srv.Close() }

@@ -68,21 +68,12 @@ func runHTTP(ctx context.Context, args []string) error {
 			return fmt.Errorf("-stores: unknown store %q (want file, s3)", s)
 		}
 	}
-	fxs, err := c.build(ctx)
+	gb, err := c.startGitBench(ctx, "http-work-")
 	if err != nil {
 		return err
 	}
-	work, err := c.workDir("http-work-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(work)
-	gs, err := startGitHTTP(work)
-	if err != nil {
-		return err
-	}
-	defer gs.Close()
-	gitRoot := gs.root
+	defer gb.close()
+	work, gs, gitRoot := gb.work, gb.gs, gb.gs.root
 
 	var s3 *s3local.Server
 	if strings.Contains(c.stores, "s3") {
@@ -96,16 +87,17 @@ func runHTTP(ctx context.Context, args []string) error {
 		defer s3.Close()
 	}
 
-	for _, f := range fxs {
+	for _, f := range gb.fxs {
 		hf, err := prepareHTTP(ctx, f, work)
 		if err != nil {
 			return err
 		}
-		if err := os.Symlink(f.Dir, filepath.Join(gitRoot, f.Name+".git")); err != nil {
+		cloneURL, err := gs.serveFixture(f)
+		if err != nil {
 			return err
 		}
 		gitSide := httpSide{
-			cloneURL: gs.url(f.Name + ".git"),
+			cloneURL: cloneURL,
 			pushURL: func(ctx context.Context, run int) (string, error) {
 				name := fmt.Sprintf("push-%s-%d.git", f.Name, run)
 				dir := filepath.Join(gitRoot, name)
