@@ -133,6 +133,17 @@ func (n *Node) releaseUnheld(ctx context.Context, key repoKey) error {
 	return err
 }
 
+// OwnedElsewhere reports whether the node's map view names another node
+// as owner/name's owner, so that a request for it would be forwarded: a
+// hint for work started ahead of an open (repo.ListAhead). Always false
+// on a single node.
+func (n *Node) OwnedElsewhere(owner, name string) bool {
+	if n.cl == nil {
+		return false
+	}
+	return cluster.Route(n.OwnershipView(), string(keyOf(owner, name)), n.cl.cfg.Self, time.Now()).Kind == cluster.Forward
+}
+
 // routeHeld decides for a repository this node holds a lease on: serve
 // unless the view shows a newer epoch granted to another node (the lease
 // was moved away; the renewal will be declined). A view that lags the

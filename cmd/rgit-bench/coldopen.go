@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,6 +63,7 @@ type coldFlags struct {
 	clients  int
 	duration time.Duration
 	serial   int
+	cpuprof  string
 }
 
 func runColdOpen(ctx context.Context, args []string) error {
@@ -74,6 +76,7 @@ func runColdOpen(ctx context.Context, args []string) error {
 	fs.IntVar(&c.clients, "clients", 16, "concurrent clients")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "how long each count is loaded")
 	fs.IntVar(&c.serial, "serial", 100, "requests made one at a time first (the open's own latency, without queueing)")
+	fs.StringVar(&c.cpuprof, "cpuprofile", "", "write the node's CPU profile of each loaded phase to this path with -<repos> appended")
 	fs.Parse(args)
 	var counts []int
 	for _, s := range strings.Split(c.repos, ",") {
@@ -252,6 +255,11 @@ func (c *coldFlags) runCount(ctx context.Context, self, storeDir, cacheDir, toke
 	if _, err := child.stats(); err != nil { // resets the store call counts
 		return err
 	}
+	if c.cpuprof != "" {
+		if err := child.startProfile(fmt.Sprintf("%s-%d", c.cpuprof, n)); err != nil {
+			return err
+		}
+	}
 	var st opStats
 	runCtx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
@@ -347,6 +355,16 @@ type coldStats struct {
 	byOp                string
 }
 
+// startProfile has the child write its CPU profile to path until the next
+// stats.
+func (s *coldServe) startProfile(path string) error {
+	fmt.Fprintln(s.in, "profile "+path)
+	if !s.out.Scan() || s.out.Text() != "profiling" {
+		return fmt.Errorf("cold-open-serve: profile %s: %s", path, lastLines(s.log.Bytes(), 10))
+	}
+	return nil
+}
+
 // stats asks the child for its memory and the store calls since the last
 // stats (or its start).
 func (s *coldServe) stats() (coldStats, error) {
@@ -388,7 +406,8 @@ func (s *coldServe) stop() {
 // runColdOpenServe is the child: a node whose store adds latency to every
 // call. It prints "ready" once serving; each "stats" line on stdin gets
 // one line of VmRSS, VmHWM and the store calls made since the last one;
-// end of input stops it.
+// "profile <path>" starts a CPU profile that the next "stats" ends; end of
+// input stops it.
 func runColdOpenServe(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cold-open-serve", flag.ExitOnError)
 	latency := fs.Duration("latency", 20*time.Millisecond, "latency of every store call")
@@ -410,9 +429,27 @@ func runColdOpenServe(ctx context.Context, args []string) error {
 	store.ResetCounts()
 	fmt.Println("ready")
 	in := bufio.NewScanner(os.Stdin)
+	var prof *os.File
 	for in.Scan() {
+		if path, ok := strings.CutPrefix(in.Text(), "profile "); ok && prof == nil {
+			if prof, err = os.Create(path); err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(prof); err != nil {
+				return err
+			}
+			fmt.Println("profiling")
+			continue
+		}
 		if in.Text() != "stats" {
 			continue
+		}
+		if prof != nil {
+			pprof.StopCPUProfile()
+			if err := prof.Close(); err != nil {
+				return err
+			}
+			prof = nil
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "rss_kb=%d hwm_kb=%d", procStatusKB("self", "VmRSS:"), ownHWM())

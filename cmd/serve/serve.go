@@ -155,7 +155,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 	deps := repo.Deps{Store: s.store, Cache: s.cache, Log: log,
 		RefOpts: refdb.Options{FlushInterval: cfg.FlushInterval, ObserveCommit: commitMetric(reg)},
-		Meta:    repo.NewMetaCache(s.store, repo.MetaCacheOptions{})}
+		Meta:    repo.NewMetaCache(s.store, repo.MetaCacheOptions{}),
+		Ahead:   repo.NewListAhead(s.store)}
 	credentials := auth.NewStore(s.store)
 	if s.apiCache, err = openAPICache(ctx, cfg, log); err != nil {
 		return nil, err

@@ -86,16 +86,47 @@ func (r *request) reply(seq uint64, err error) { r.done <- result{seq, err} }
 // with ErrFenced. Open costs two sequential store round trips (list, then
 // the reads and the fence in parallel) unless it races another writer.
 func Open(ctx context.Context, store objstore.Store, prefix string, opts Options) (*DB, error) {
-	return open(ctx, store, prefix, opts, true)
+	return open(ctx, store, prefix, opts, true, nil)
 }
 
 // OpenExisting is Open, but returns ErrNotExist instead of creating a
 // database.
 func OpenExisting(ctx context.Context, store objstore.Store, prefix string, opts Options) (*DB, error) {
-	return open(ctx, store, prefix, opts, false)
+	return open(ctx, store, prefix, opts, false, nil)
 }
 
-func open(ctx context.Context, store objstore.Store, prefix string, opts Options, create bool) (*DB, error) {
+// OpenExistingListed is OpenExisting starting from pre, a listing of the
+// same prefix taken earlier (List), so that the open's first round trip
+// overlaps other work and the open itself costs one: the reads and the
+// fence. A listing of any age is safe: the fence lands after whatever
+// was appended since, and a log trimmed since is listed again, exactly as
+// for a listing taken just before the fence. One that found no database
+// is not trusted (the database may have been created since) and is taken
+// again.
+func OpenExistingListed(ctx context.Context, store objstore.Store, prefix string, opts Options, pre *Listing) (*DB, error) {
+	if pre != nil && pre.prefix != newDBStore(store, prefix).prefix {
+		return nil, fmt.Errorf("refdb: open %s with a listing of %s", prefix, pre.prefix)
+	}
+	return open(ctx, store, prefix, opts, false, pre)
+}
+
+// Listing is one LIST of a database, for OpenExistingListed.
+type Listing struct {
+	prefix string
+	l      listing
+}
+
+// List lists the database under prefix (one round trip).
+func List(ctx context.Context, store objstore.Store, prefix string) (*Listing, error) {
+	s := newDBStore(store, prefix)
+	l, err := s.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Listing{prefix: s.prefix, l: l}, nil
+}
+
+func open(ctx context.Context, store objstore.Store, prefix string, opts Options, create bool, pre *Listing) (*DB, error) {
 	db := &DB{
 		s:       newDBStore(store, prefix),
 		opts:    opts.withDefaults(),
@@ -106,7 +137,7 @@ func open(ctx context.Context, store objstore.Store, prefix string, opts Options
 	if _, err := rand.Read(db.writer[:]); err != nil {
 		return nil, fmt.Errorf("refdb: writer id: %w", err)
 	}
-	l, err := db.establish(ctx, create)
+	l, err := db.establish(ctx, create, pre)
 	if err != nil {
 		return nil, fmt.Errorf("refdb: open %s: %w", db.s.prefix, err)
 	}
@@ -123,12 +154,18 @@ func open(ctx context.Context, store objstore.Store, prefix string, opts Options
 // listing names the fence's place, so the fence is written while the
 // snapshot and log records are read. If a previous writer is still
 // appending, the fence moves forward past its records, which are then
-// read and applied. The returned view includes the fence.
-func (db *DB) establish(ctx context.Context, create bool) (loaded, error) {
+// read and applied. The returned view includes the fence. pre, if it
+// found a database, stands in for the first listing.
+func (db *DB) establish(ctx context.Context, create bool, pre *Listing) (loaded, error) {
 	var changed error // the last errRetry
 	for range maxLoadAttempts {
-		lst, err := db.s.list(ctx)
-		if err != nil {
+		var (
+			lst listing
+			err error
+		)
+		if pre != nil && pre.l.any {
+			lst, pre = pre.l, nil
+		} else if lst, err = db.s.list(ctx); err != nil {
 			return loaded{}, err
 		}
 		if !lst.any && !create {

@@ -4,14 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"iter"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/testkit/faultstore"
 )
 
@@ -280,9 +275,11 @@ func TestFenceOverTrimmedRecordStandsDown(t *testing.T) {
 
 // Open cost with 10,000 committed transactions: list, then the parallel
 // reads and the fence together (the listing names the fence's place), so
-// a cold open costs two round trips, not three. Every store call has latency L; the test records each call's
-// span and counts the longest chain of calls where each starts after the
-// previous ended: the sequential round trips, independent of CPU time.
+// a cold open costs two round trips, not three; given a listing taken
+// earlier (OpenExistingListed), one. Every store call has latency L; the
+// tracer records each call's span, and the longest chain of calls where
+// each starts after the previous ended is the sequential round trips,
+// independent of CPU time.
 func TestOpenRoundTrips(t *testing.T) {
 	ctx := testCtx(t)
 	mem, fs := newStores(1)
@@ -295,98 +292,90 @@ func TestOpenRoundTrips(t *testing.T) {
 	}
 	slow := faultstore.New(mem, 2)
 	slow.AddRule(faultstore.Rule{Latency: 50 * time.Millisecond})
-	tr := &tracingStore{Store: slow}
-	db2, err := Open(ctx, tr, testPrefix, Options{})
-	// Calls that ended by now belong to Open; the writer's background
-	// fence check (a LIST started as Open returns) ends L later.
-	spans := tr.endedBy(time.Now())
+	tr := faultstore.NewTracer(slow)
+	for _, tc := range []struct {
+		name   string
+		listed bool
+		lists  int
+		rounds int
+	}{{"cold", false, 1, 2}, {"listed", true, 0, 1}} {
+		var pre *Listing
+		if tc.listed {
+			var err error
+			if pre, err = List(ctx, tr, testPrefix); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tr.Reset()
+		db2, err := OpenExistingListed(ctx, tr, testPrefix, Options{}, pre)
+		// Calls that ended by now belong to the open; the writer's
+		// background fence check (a LIST started as it returns) ends L
+		// later.
+		spans := tr.EndedBy(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if db2.View().Len() != 10000 {
+			t.Fatalf("%s: opened %d keys", tc.name, db2.View().Len())
+		}
+		if err := db2.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ops := faultstore.CountOps(spans)
+		if ops[faultstore.OpList] != tc.lists || ops[faultstore.OpPutIfAbsent] != 1 || ops[faultstore.OpGet] > 2*256+1 {
+			t.Fatalf("%s open calls: %v", tc.name, ops)
+		}
+		if rt := faultstore.SequentialDepth(spans); rt != tc.rounds {
+			t.Fatalf("%s open took %d sequential round trips, want %d (calls %v)", tc.name, rt, tc.rounds, ops)
+		}
+	}
+}
+
+// A listing taken before other writers appended, and before a snapshot
+// trimmed the log, still opens the current state: the fence lands after
+// the newer records, which are read, and a trimmed log is listed again.
+// One that found no database is not trusted.
+func TestOpenStaleListing(t *testing.T) {
+	ctx := testCtx(t)
+	_, fs := newStores(1)
+	if _, err := OpenExisting(ctx, fs, testPrefix, Options{}); !errors.Is(err, ErrNotExist) {
+		t.Fatalf("open of nothing: %v", err)
+	}
+	none, err := List(ctx, fs, testPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db2.Close(ctx)
-	if db2.View().Len() != 10000 {
-		t.Fatalf("opened %d keys", db2.View().Len())
+	a := mustOpen(t, ctx, fs, Options{SnapshotEvery: 4})
+	mustCommit(t, ctx, a, Set("k0", nil))
+	b, err := OpenExistingListed(ctx, fs, testPrefix, Options{}, none)
+	if err != nil {
+		t.Fatalf("open with a listing from before the database existed: %v", err)
 	}
-	ops := map[string]int{}
-	for _, s := range spans {
-		ops[s.op]++
+	if _, ok := b.Get("k0"); !ok {
+		t.Fatal("k0 missing")
 	}
-	if ops["list"] != 1 || ops["put"] != 1 || ops["get"] > 2*256+1 {
-		t.Fatalf("open calls: %v", ops)
+	b.Close(ctx)
+
+	old, err := List(ctx, fs, testPrefix)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if rt := sequentialDepth(spans); rt != 2 {
-		t.Fatalf("open took %d sequential round trips, want 2 (calls %v)", rt, ops)
+	a = mustOpen(t, ctx, fs, Options{SnapshotEvery: 4})
+	for i := range 20 {
+		mustCommit(t, ctx, a, Set(fmt.Sprintf("k%d", i+1), nil))
 	}
-}
-
-// tracingStore records the time span of every Get, List and PutIfAbsent.
-type tracingStore struct {
-	objstore.Store
-	mu    sync.Mutex
-	spans []span
-}
-
-type span struct {
-	op         string
-	start, end time.Time
-}
-
-func (s *tracingStore) record(op string, start time.Time) {
-	s.mu.Lock()
-	s.spans = append(s.spans, span{op, start, time.Now()})
-	s.mu.Unlock()
-}
-
-func (s *tracingStore) endedBy(t time.Time) []span {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []span
-	for _, sp := range s.spans {
-		if !sp.end.After(t) {
-			out = append(out, sp)
-		}
+	a.Close(ctx) // waits for its snapshots and trims
+	c, err := OpenExistingListed(ctx, fs, testPrefix, Options{}, old)
+	if err != nil {
+		t.Fatalf("open with a stale listing: %v", err)
 	}
-	return out
-}
-
-func (s *tracingStore) Get(ctx context.Context, key string) (io.ReadCloser, objstore.ObjectInfo, error) {
-	defer s.record("get", time.Now())
-	return s.Store.Get(ctx, key)
-}
-
-func (s *tracingStore) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) error {
-	defer s.record("put", time.Now())
-	return s.Store.PutIfAbsent(ctx, key, r, size)
-}
-
-func (s *tracingStore) List(ctx context.Context, prefix, startAfter string) iter.Seq2[objstore.ObjectInfo, error] {
-	return func(yield func(objstore.ObjectInfo, error) bool) {
-		defer s.record("list", time.Now())
-		for info, err := range s.Store.List(ctx, prefix, startAfter) {
-			if !yield(info, err) {
-				return
-			}
-		}
+	defer c.Close(ctx)
+	if n := c.View().Len(); n != 21 {
+		t.Fatalf("opened %d keys, want 21", n)
 	}
-}
-
-// sequentialDepth is the longest chain of calls each of which started
-// after the previous one ended.
-func sequentialDepth(spans []span) int {
-	spans = slices.Clone(spans)
-	slices.SortFunc(spans, func(a, b span) int { return a.start.Compare(b.start) })
-	depth := make([]int, len(spans))
-	best := 0
-	for i := range spans {
-		depth[i] = 1
-		for j := range i {
-			if !spans[i].start.Before(spans[j].end) && depth[j]+1 > depth[i] {
-				depth[i] = depth[j] + 1
-			}
-		}
-		best = max(best, depth[i])
+	if _, err := OpenExistingListed(ctx, fs, "other", Options{}, old); err == nil {
+		t.Fatal("a listing of another prefix was accepted")
 	}
-	return best
 }
 
 // A commit whose caller gives up still resolves in the writer, and the

@@ -366,6 +366,16 @@ func (c *MetaCache) Lookup(ctx context.Context, owner, name string) (Meta, error
 	return m, err
 }
 
+// Cached reports whether a Lookup of owner/name would be answered from
+// the cache (no store call); nil-safe.
+func (c *MetaCache) Cached(owner, name string) bool {
+	if c == nil {
+		return false
+	}
+	_, _, hit := c.c.Get(MetaKey(owner, name))
+	return hit
+}
+
 // Forget drops owner/name's entry (any spelling); nil-safe.
 func (c *MetaCache) Forget(owner, name string) {
 	if c == nil {

@@ -15,12 +15,14 @@ import (
 
 // TestAccessBeforeOpen: a caller who may not read a cold private
 // repository opens no database, and "private" costs exactly what
-// "missing" costs (DESIGN §6): one index GET cold, nothing when cached.
-// Any spelling reaches the repository under its canonical name.
+// "missing" costs (DESIGN §6): cold, one index GET and the database
+// listing started beside it (repo.ListAhead, never waited for, never
+// used); nothing when cached. Any spelling reaches the repository under
+// its canonical name.
 func TestAccessBeforeOpen(t *testing.T) {
 	ctx := context.Background()
 	fs := faultstore.New(memstore.New(), 1)
-	deps := repo.Deps{Store: fs, Meta: repo.NewMetaCache(fs, repo.MetaCacheOptions{})}
+	deps := repo.Deps{Store: fs, Meta: repo.NewMetaCache(fs, repo.MetaCacheOptions{}), Ahead: repo.NewListAhead(fs)}
 	if err := repo.Create(ctx, deps, "alice", "priv"); err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +53,13 @@ func TestAccessBeforeOpen(t *testing.T) {
 				if !errors.As(err, &de) || de.Decision != tc.want {
 					t.Fatalf("%+v on alice/%s: %v, want %s", tc.id, name, err, tc.want)
 				}
+				deps.Ahead.Wait()
 				ops[i][pass] = fs.Count(faultstore.AllOps)
 			}
 			deps.Meta.Forget("alice", name)
 		}
-		if ops[0] != ops[1] || ops[0] != [2]int64{1, 0} {
-			t.Errorf("%+v: store ops (cold, cached) private %v, missing %v; want [1 0] for both", tc.id, ops[0], ops[1])
+		if ops[0] != ops[1] || ops[0] != [2]int64{2, 0} {
+			t.Errorf("%+v: store ops (cold, cached) private %v, missing %v; want [2 0] for both", tc.id, ops[0], ops[1])
 		}
 	}
 	if open, _ := node.OpenRepos(ctx); len(open) != 0 {

@@ -53,21 +53,32 @@ type RefsWatcher interface {
 }
 
 var (
-	_ gitserve.Resolver = (*Engine)(nil)
-	_ gitserve.Rerouter = (*Engine)(nil)
+	_ gitserve.Resolver       = (*Engine)(nil)
+	_ gitserve.Rerouter       = (*Engine)(nil)
+	_ gitserve.DenialObserver = (*Engine)(nil)
 )
 
 // Lookup returns the repository's canonical owner, name, visibility and
 // collaborators from the name index (through Deps.Meta, the node's cache, when set). It
 // opens nothing and costs the same for a missing repository as for a
-// private one: one GET when cold, none when cached.
+// private one: when cold, one GET, and beside it the database listing
+// the open would start with (Deps.Ahead; not waited for), unless the
+// repository is open here or owned by another node; none when cached.
 func (e *Engine) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
 	var m repo.Meta
 	var err error
+	if !e.Deps.Meta.Cached(owner, name) && !e.Node.OwnedElsewhere(owner, name) {
+		e.Deps.Ahead.Start(owner, name)
+	}
 	if e.Deps.Meta != nil {
 		m, err = e.Deps.Meta.Lookup(ctx, owner, name)
 	} else {
 		m, err = repo.ReadMeta(ctx, e.Deps.Store, owner, name)
+	}
+	if err != nil || m.Owner != owner || m.Name != name {
+		// Missing, or known by another spelling: the listing names no
+		// database the session will open.
+		e.Deps.Ahead.Discard(owner, name)
 	}
 	switch {
 	case errors.Is(err, repo.ErrNotFound), errors.Is(err, repo.ErrInvalidName):
@@ -77,6 +88,10 @@ func (e *Engine) Lookup(ctx context.Context, owner, name string) (gitserve.RepoI
 	}
 	return m.AccessInfo(), nil
 }
+
+// Denied drops the database listing Lookup started: a caller denied
+// causes no open.
+func (e *Engine) Denied(owner, name string) { e.Deps.Ahead.Discard(owner, name) }
 
 // Session opens a git session on the repository.
 func (e *Engine) Session(ctx context.Context, owner, name string, write bool) (gitproto.Backend, func(), error) {

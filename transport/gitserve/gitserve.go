@@ -40,6 +40,14 @@ type SessionTracker interface {
 	BeginSession(ctx context.Context, kind string) (context.Context, func(), error)
 }
 
+// DenialObserver is implemented by resolvers whose Lookup starts work
+// ahead of the access decision (the engine lists the database the open
+// would read): Gate.Open tells them of each denial, so that such work is
+// dropped, never used.
+type DenialObserver interface {
+	Denied(owner, name string)
+}
+
 // Session kinds, as front ends name them to Begin.
 const (
 	KindHTTP      = "http"
@@ -223,6 +231,9 @@ func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id 
 		owner, name = info.Owner, info.Name
 	}
 	if d := auth.Decide(id, info, found, svc.Access()); d != auth.Allow {
+		if o, ok := g.resolver.(DenialObserver); ok {
+			o.Denied(owner, name)
+		}
 		var cause error
 		if !found {
 			cause = auth.ErrRepoNotFound
