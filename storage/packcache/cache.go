@@ -113,7 +113,10 @@ type Cache struct {
 	entries map[string]*entry
 	flights map[string]*flight
 	bytes   int64
-	stats   Stats
+	// openPacks counts the entries whose pack is open (p != nil), so that
+	// trimOpenLocked scans them only when over the budget.
+	openPacks int
+	stats     Stats
 
 	testOnWait func() // tests: called when a Get starts waiting on another's download
 }
@@ -410,6 +413,9 @@ func (c *Cache) publish(name string, p *pack.Pack, size int64, stale bool) *entr
 	} else {
 		c.bytes -= e.size
 	}
+	if e.p == nil {
+		c.openPacks++
+	}
 	e.size, e.p, e.verified = size, p, true
 	e.bm, e.bmState, e.bmSize = nil, bitmapUnknown, 0
 	c.bytes += size
@@ -447,29 +453,25 @@ func (c *Cache) releaser(e *entry) func() {
 }
 
 // trimOpenLocked closes, least recently used first, unheld open packs
-// beyond the maxOpen budget; their files stay cached. It returns the
-// packs for the caller to close after unlocking. Called with c.mu held.
+// beyond the maxOpen budget; their files stay cached. Once over the
+// budget it trims an eighth below it, so that on a node cycling through
+// more repositories than the budget (every release then finds it over)
+// the scan and sort of the open packs run once per maxOpen/8 opens, not
+// on every release. It returns the packs for the caller to close after
+// unlocking. Called with c.mu held.
 func (c *Cache) trimOpenLocked() []*pack.Pack {
-	if c.opt.maxOpen <= 0 {
+	if c.opt.maxOpen <= 0 || c.openPacks <= c.opt.maxOpen {
 		return nil
 	}
-	open := 0
 	var idle []*entry
 	for _, e := range c.entries {
-		if e.p == nil {
-			continue
-		}
-		open++
-		if e.refs == 0 {
+		if e.p != nil && e.refs == 0 {
 			idle = append(idle, e)
 		}
 	}
-	if open <= c.opt.maxOpen {
-		return nil
-	}
 	sort.Slice(idle, func(i, j int) bool { return idle[i].lastUsed.Before(idle[j].lastUsed) })
 	var out []*pack.Pack
-	for _, e := range idle[:min(len(idle), open-c.opt.maxOpen)] {
+	for _, e := range idle[:min(len(idle), c.openPacks-(c.opt.maxOpen-c.opt.maxOpen/8))] {
 		// The bitmap belongs to the open pack; it is loaded again with it.
 		if e.bmState == bitmapLoaded {
 			e.size -= e.bmSize
@@ -477,6 +479,7 @@ func (c *Cache) trimOpenLocked() []*pack.Pack {
 		}
 		out = append(out, e.p)
 		e.p, e.bm, e.bmState, e.bmSize = nil, nil, bitmapUnknown, 0
+		c.openPacks--
 	}
 	return out
 }
@@ -777,6 +780,7 @@ func (c *Cache) dropLocked(e *entry) {
 	if e.p == nil {
 		return
 	}
+	c.openPacks--
 	if e.refs == 0 {
 		c.closePack(e.p)
 		e.p, e.bm = nil, nil
@@ -904,7 +908,7 @@ func (c *Cache) Close() error {
 			e.p, e.bm = nil, nil
 		}
 	}
-	c.entries = map[string]*entry{}
+	c.entries, c.openPacks = map[string]*entry{}, 0
 	c.mu.Unlock()
 	if err := unlockDir(c.lock); err != nil {
 		return fmt.Errorf("packcache: unlock %s: %w", c.dir, err)
