@@ -351,14 +351,19 @@ func applyTxn(v *View, txn Txn) (*View, []mutation, error) {
 // run is the writer goroutine.
 func (db *DB) run() {
 	defer close(db.done)
-	if err := db.verifyFence(db.runCtx); err != nil {
-		db.opts.Logger.Warn("refdb: fence check failed; retrying before the first write",
-			zap.String("prefix", db.s.prefix), zap.Error(err))
-	} else if db.fenced == nil {
-		// Every open appends a fence: a database that is opened often and
-		// written rarely would otherwise grow its log, and every open's
-		// reads with it, without bound.
-		db.maybeSnapshot(db.cur.Load())
+	// Every open appends a fence: a database that is opened often and
+	// written rarely would otherwise grow its log, and every open's reads
+	// with it, without bound. So an open whose log is due snapshots, once
+	// the fence is checked (a snapshot is a write). Otherwise the check
+	// waits for the first commit (process): a database opened only to be
+	// read, as most cold opens are, costs no LIST beyond its open.
+	if v := db.cur.Load(); db.snapshotDue(v) {
+		if err := db.verifyFence(db.runCtx); err != nil {
+			db.opts.Logger.Warn("refdb: fence check failed; retrying before the first write",
+				zap.String("prefix", db.s.prefix), zap.Error(err))
+		} else if db.fenced == nil {
+			db.maybeSnapshot(v)
+		}
 	}
 	for {
 		select {
@@ -559,11 +564,17 @@ func (db *DB) landed(v *View) {
 // maybeSnapshot starts a snapshot of v once the log since the last one
 // holds SnapshotEvery records. Called from the writer goroutine only.
 func (db *DB) maybeSnapshot(v *View) {
-	if v.seq-db.snapSeq.Load() >= uint64(db.opts.SnapshotEvery) && db.snapping.CompareAndSwap(false, true) {
+	if db.snapshotDue(v) && db.snapping.CompareAndSwap(false, true) {
 		db.snapDone = make(chan struct{})
 		db.bg.Add(1)
 		go db.snapshot(v, db.snapDone)
 	}
+}
+
+// snapshotDue reports whether the log since the last snapshot holds
+// SnapshotEvery records at v.
+func (db *DB) snapshotDue(v *View) bool {
+	return v.seq-db.snapSeq.Load() >= uint64(db.opts.SnapshotEvery)
 }
 
 // throttle bounds the log tail (and so the open cost) when records land

@@ -331,6 +331,31 @@ func TestOpenRoundTrips(t *testing.T) {
 	}
 }
 
+// A database opened and closed without a write, its log not due for a
+// snapshot, lists once (its open): the fence check waits for a write.
+// And a write after such an open is still checked (see
+// TestFenceOverTrimmedRecordStandsDown).
+func TestReadOnlyOpenListsOnce(t *testing.T) {
+	ctx := testCtx(t)
+	mem, fs := newStores(1)
+	db := mustOpen(t, ctx, fs, Options{})
+	mustCommit(t, ctx, db, Set("k", nil))
+	if err := db.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tr := faultstore.NewTracer(mem)
+	db2, err := OpenExisting(ctx, tr, testPrefix, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ops := faultstore.CountOps(tr.EndedBy(time.Now())); ops[faultstore.OpList] != 1 || ops[faultstore.OpPutIfAbsent] != 1 {
+		t.Fatalf("read-only open and close: %v, want one LIST and the fence", ops)
+	}
+}
+
 // A listing taken before other writers appended, and before a snapshot
 // trimmed the log, still opens the current state: the fence lands after
 // the newer records, which are read, and a trimmed log is listed again.
