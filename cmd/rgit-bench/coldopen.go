@@ -64,6 +64,7 @@ type coldFlags struct {
 	duration time.Duration
 	serial   int
 	cpuprof  string
+	work     string
 }
 
 func runColdOpen(ctx context.Context, args []string) error {
@@ -76,6 +77,7 @@ func runColdOpen(ctx context.Context, args []string) error {
 	fs.IntVar(&c.clients, "clients", 16, "concurrent clients")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "how long each count is loaded")
 	fs.IntVar(&c.serial, "serial", 100, "requests made one at a time first (the open's own latency, without queueing)")
+	fs.StringVar(&c.work, "work", "", "directory for the store and the pack cache (default: under -dir); a tmpfs such as /dev/shm leaves out the disk's fsyncs, which the store's fixed latency does not model")
 	fs.StringVar(&c.cpuprof, "cpuprofile", "", "write the node's CPU profile of each loaded phase to this path with -<repos> appended")
 	fs.Parse(args)
 	var counts []int
@@ -90,7 +92,12 @@ func runColdOpen(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	work, err := c.workDir("cold-work-")
+	var work string
+	if c.work != "" {
+		work, err = os.MkdirTemp(c.work, "cold-work-")
+	} else {
+		work, err = c.workDir("cold-work-")
+	}
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/rgit/rgit/transport/pktline"
 )
@@ -22,9 +23,39 @@ type conn struct {
 }
 
 func newConn(in io.Reader, out io.Writer) *conn {
-	br := bufio.NewReaderSize(in, 64<<10)
-	bw := bufio.NewWriterSize(out, 64<<10)
+	br := bufio.NewReaderSize(in, connBufSize)
+	bw := bufio.NewWriterSize(out, connBufSize)
 	return &conn{in: br, pr: pktline.NewReader(br), out: bw, pw: pktline.NewWriter(bw)}
+}
+
+const connBufSize = 64 << 10
+
+// Pooled conn buffers, for sessions that hand neither buffer to anyone
+// who may keep it past the session (upload-pack): their 128 KiB were
+// most of what a cold ls-remote allocated, and so of the collector's
+// work on a node opening many repositories.
+var (
+	connReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, connBufSize) }}
+	connWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, connBufSize) }}
+)
+
+// newPooledConn is newConn with pooled buffers; release returns them.
+func newPooledConn(in io.Reader, out io.Writer) *conn {
+	br := connReaders.Get().(*bufio.Reader)
+	br.Reset(in)
+	bw := connWriters.Get().(*bufio.Writer)
+	bw.Reset(out)
+	return &conn{in: br, pr: pktline.NewReader(br), out: bw, pw: pktline.NewWriter(bw)}
+}
+
+// release returns a newPooledConn's buffers, dropping what they held; c
+// must not be used after.
+func (c *conn) release() {
+	c.in.Reset(nil)
+	c.out.Reset(nil)
+	connReaders.Put(c.in)
+	connWriters.Put(c.out)
+	c.in, c.out, c.pr, c.pw, c.mux = nil, nil, nil, nil, nil
 }
 
 // line is one read packet with data packets as text without the optional

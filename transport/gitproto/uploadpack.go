@@ -18,11 +18,12 @@ const upErrPrefix = "upload-pack: "
 // in/out. Request errors are reported to the client and returned wrapping
 // ErrProtocol.
 func UploadPack(ctx context.Context, b Backend, in io.Reader, out io.Writer, opt Options) (err error) {
-	c := newConn(in, out)
+	c := newPooledConn(in, out)
 	defer func() {
 		if ferr := c.flush(); err == nil {
 			err = ferr
 		}
+		c.release()
 	}()
 	if opt.Protocol == 2 {
 		return uploadPackV2(ctx, b, c, opt)
