@@ -94,7 +94,7 @@ var Vars = []Var{
 	{"RGIT_FLUSH_INTERVAL_MS", "0", "minimum batching delay of ref-database writes"},
 	{"RGIT_WARM_TTL_SECS", "300", "idle time before a repository's database is closed"},
 	{"RGIT_MAX_WARM", "64", "maximum number of open repository databases"},
-	{"RGIT_MAX_OPEN_PACKS", "0", "node-wide budget of open pack files: beyond it the least recently used are closed and reopened on their next read; 0: a quarter of RLIMIT_NOFILE, at most 20% of the memory budget at 2 MiB a pack (at least 16)"},
+	{"RGIT_MAX_OPEN_PACKS", "0", "node-wide budget of open pack files: beyond it the least recently used are closed and reopened on their next read, and the packs of repositories no longer open are kept within a quarter of it; 0: a quarter of RLIMIT_NOFILE, at most 20% of the memory budget at 2 MiB a pack (at least 16)"},
 	{"RGIT_MAINTENANCE_SLOTS", "1", "background pack maintenance jobs (roll-ups, full repacks) running at once on the node; 0 turns automatic maintenance off"},
 	{"RGIT_MAINTENANCE_INTERVAL_SECS", "3600", "mean interval of the scheduled maintenance pass over the node's warm repositories (jittered ±25%); 0: only after pushes"},
 	{"RGIT_MAX_BODY", "2147483648", "maximum HTTP request body in bytes, enforced before authentication"},

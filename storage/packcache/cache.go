@@ -76,9 +76,9 @@ func WithMaxBytes(n int64) Option { return func(o *options) { o.maxBytes = n } }
 // descriptor is closed, least recently used first, whenever more than n
 // are open and it has no read in flight, and reopened on its next read,
 // also while a pack set holds the pack (see pack.FileBudget). Packs
-// nobody holds are closed beyond n as a whole (their index mappings
-// too) and reopened on their next Get. Zero, the default, keeps every
-// pack open.
+// nobody holds are closed as a whole (their index mappings too) beyond n
+// open packs, or beyond n/4 unheld ones, and reopened on their next Get.
+// Zero, the default, keeps every pack open.
 func WithMaxOpen(n int) Option { return func(o *options) { o.maxOpen = n } }
 
 // WithMinIdle keeps a pack released less than d ago from being evicted.
@@ -116,7 +116,9 @@ type Cache struct {
 	// openPacks counts the entries whose pack is open (p != nil), so that
 	// trimOpenLocked scans them only when over the budget.
 	openPacks int
-	stats     Stats
+	// releases counts the releases since trimOpenLocked last scanned.
+	releases int
+	stats    Stats
 
 	testOnWait func() // tests: called when a Get starts waiting on another's download
 }
@@ -453,25 +455,39 @@ func (c *Cache) releaser(e *entry) func() {
 }
 
 // trimOpenLocked closes, least recently used first, unheld open packs
-// beyond the maxOpen budget; their files stay cached. Once over the
-// budget it trims an eighth below it, so that on a node cycling through
-// more repositories than the budget (every release then finds it over)
-// the scan and sort of the open packs run once per maxOpen/8 opens, not
-// on every release. It returns the packs for the caller to close after
-// unlocking. Called with c.mu held.
+// beyond the budgets; their files stay cached. Called on every release
+// of a pack's last hold, it scans the open packs only when over maxOpen
+// (and then trims an eighth below it, so that the scan does not repeat
+// on the next release), or every maxOpen/32 releases to keep the unheld
+// packs within maxOpen/4: the packs of repositories gone cold stay
+// mapped for a quick reopen, but so few that a node's memory does not
+// grow with how many repositories it has served. It returns the packs
+// for the caller to close after unlocking. Called with c.mu held.
 func (c *Cache) trimOpenLocked() []*pack.Pack {
-	if c.opt.maxOpen <= 0 || c.openPacks <= c.opt.maxOpen {
+	if c.opt.maxOpen <= 0 {
 		return nil
 	}
+	c.releases++
+	if c.openPacks <= c.opt.maxOpen && c.releases <= c.opt.maxOpen/32 {
+		return nil
+	}
+	c.releases = 0
 	var idle []*entry
 	for _, e := range c.entries {
 		if e.p != nil && e.refs == 0 {
 			idle = append(idle, e)
 		}
 	}
+	n := len(idle) - max(c.opt.maxOpen/4, 1)
+	if c.openPacks > c.opt.maxOpen {
+		n = max(n, c.openPacks-(c.opt.maxOpen-c.opt.maxOpen/8))
+	}
+	if n <= 0 {
+		return nil
+	}
 	sort.Slice(idle, func(i, j int) bool { return idle[i].lastUsed.Before(idle[j].lastUsed) })
 	var out []*pack.Pack
-	for _, e := range idle[:min(len(idle), c.openPacks-(c.opt.maxOpen-c.opt.maxOpen/8))] {
+	for _, e := range idle[:min(len(idle), n)] {
 		// The bitmap belongs to the open pack; it is loaded again with it.
 		if e.bmState == bitmapLoaded {
 			e.size -= e.bmSize
