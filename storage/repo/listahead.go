@@ -26,7 +26,6 @@ import (
 // *ListAhead (nil) does nothing.
 type ListAhead struct {
 	store objstore.Store
-	now   func() time.Time
 
 	mu    sync.Mutex
 	open  map[string]int           // by database prefix: Repos open or opening
@@ -52,7 +51,7 @@ const (
 // NewListAhead returns a ListAhead listing in s, which must be the store
 // the repositories are opened from.
 func NewListAhead(s objstore.Store) *ListAhead {
-	return &ListAhead{store: s, now: time.Now, open: map[string]int{}, ahead: map[string]*aheadListing{}}
+	return &ListAhead{store: s, open: map[string]int{}, ahead: map[string]*aheadListing{}}
 }
 
 // Start lists owner/name's database in the background for the next Open
@@ -63,7 +62,7 @@ func (a *ListAhead) Start(owner, name string) {
 		return
 	}
 	prefix := dbPrefix(owner, name)
-	now := a.now()
+	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.open[prefix] > 0 {
@@ -126,7 +125,7 @@ func (a *ListAhead) opening(ctx context.Context, owner, name string) *refdb.List
 	p := a.ahead[prefix]
 	delete(a.ahead, prefix)
 	a.mu.Unlock()
-	if p == nil || a.now().Sub(p.started) >= maxAheadAge {
+	if p == nil || time.Since(p.started) >= maxAheadAge {
 		return nil
 	}
 	select {
