@@ -137,14 +137,12 @@ type entry struct {
 	// The pack's reachability bitmap (see bitmap.go). bmMu serializes its
 	// loading; bm, bmState and bmSize are guarded by Cache.mu and belong
 	// to p: they are reset whenever p is.
-	//
-	// dl is set while p's file is still arriving (GetArriving).
 	bmMu    sync.Mutex
 	bm      *bitmap.Index
 	bmState bitmapState
 	bmSize  int64 // counted in size while the bitmap is loaded
 
-	dl *arriving
+	dl *arriving // while p's file is still arriving (GetArriving); guarded by Cache.mu
 }
 
 // flight is one in-progress download or open of a pack; concurrent Gets for
