@@ -147,6 +147,7 @@ func TestColdNodeStreamFailsCleanly(t *testing.T) {
 	if strings.Contains(stderr.String(), "500") {
 		t.Fatalf("client saw a server error:\n%s", stderr)
 	}
+	t.Logf("the client's error:\n%s", stderr)
 	if _, err := os.Stat(dst); err == nil {
 		t.Fatalf("a failed clone left %s", dst)
 	}
