@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // ParallelOptions tunes GetParallel. Zero fields take the defaults.
@@ -20,6 +23,60 @@ type ParallelOptions struct {
 	// read fails, at the open or mid-body, is read again from where it
 	// broke.
 	Attempts int
+	// Budget bounds the chunk buffers of every read sharing it (default
+	// SharedBudget, the process's).
+	Budget *ChunkBudget
+}
+
+// ChunkBudget bounds the bytes of chunk buffers that the GetParallel
+// reads sharing it hold at once, so a node downloading many packs at once
+// (a burst of cold repositories) stays within a fixed memory bound
+// instead of Streams × Chunk per object. Each read takes its chunks in
+// order, so the chunk a reader needs next is always the first of its
+// chunks to get room: every reader holding room can make progress, and
+// the readers waiting for room are served first come, first served.
+// A chunk larger than the whole budget waits until it has the budget to
+// itself. Safe for concurrent use.
+type ChunkBudget struct {
+	max  int64
+	sem  *semaphore.Weighted
+	used atomic.Int64
+	peak atomic.Int64
+}
+
+// NewChunkBudget returns a budget of n bytes of chunk buffers.
+func NewChunkBudget(n int64) *ChunkBudget {
+	return &ChunkBudget{max: n, sem: semaphore.NewWeighted(n)}
+}
+
+// SharedBudget is the budget of reads that set none: 64 MiB, room for
+// two objects read at full depth with the default options (8 streams of
+// 4 MiB; at 100 MB/s and 20 ms per request, 8 streams already move about
+// what a node's network does) however many downloads run at once.
+var SharedBudget = NewChunkBudget(64 << 20)
+
+// InUse is the bytes of chunk buffers held now.
+func (b *ChunkBudget) InUse() int64 { return b.used.Load() }
+
+// Peak is the most bytes of chunk buffers held at once so far.
+func (b *ChunkBudget) Peak() int64 { return b.peak.Load() }
+
+func (b *ChunkBudget) acquire(ctx context.Context, n int64) error {
+	if err := b.sem.Acquire(ctx, min(n, b.max)); err != nil {
+		return err
+	}
+	used := b.used.Add(n)
+	for {
+		peak := b.peak.Load()
+		if used <= peak || b.peak.CompareAndSwap(peak, used) {
+			return nil
+		}
+	}
+}
+
+func (b *ChunkBudget) release(n int64) {
+	b.used.Add(-n)
+	b.sem.Release(min(n, b.max))
 }
 
 func (o ParallelOptions) withDefaults() ParallelOptions {
@@ -32,6 +89,9 @@ func (o ParallelOptions) withDefaults() ParallelOptions {
 	if o.Attempts <= 0 {
 		o.Attempts = 3
 	}
+	if o.Budget == nil {
+		o.Budget = SharedBudget
+	}
 	return o
 }
 
@@ -43,7 +103,11 @@ func (o ParallelOptions) withDefaults() ParallelOptions {
 // still in flight. The first chunk comes from the Get that learns the size
 // (no extra round trip). A chunk that fails is retried (opt.Attempts); an
 // error the retries do not cure is returned by Read. Close stops every read
-// in flight. Memory: at most opt.Streams chunks are buffered.
+// in flight. Memory: at most opt.Streams chunks are buffered, and each
+// takes room in opt.Budget first, so the reads sharing a budget hold at
+// most its bytes together. A caller that opens several reads on one
+// budget must consume them concurrently (or each to its end in turn): a
+// read that is not consumed keeps its room.
 func GetParallel(ctx context.Context, s Store, key string, opt ParallelOptions) (io.ReadCloser, ObjectInfo, error) {
 	opt = opt.withDefaults()
 	rc, info, err := s.Get(ctx, key)
@@ -54,13 +118,18 @@ func GetParallel(ctx context.Context, s Store, key string, opt ParallelOptions) 
 	p := &parallelReader{ctx: ctx, cancel: cancel, s: s, key: key, size: info.Size, opt: opt}
 	p.cond = sync.NewCond(&p.mu)
 	p.chunks = make([]*chunk, (info.Size+opt.Chunk-1)/opt.Chunk)
-	p.mu.Lock()
-	for i := range min(len(p.chunks), opt.Streams) {
-		p.startLocked(i)
+	if err := opt.Budget.acquire(ctx, p.chunkLen(0)); err != nil {
+		cancel()
+		rc.Close()
+		return nil, ObjectInfo{}, fmt.Errorf("read %s: wait for buffer room: %w", key, err)
 	}
+	p.mu.Lock()
+	p.startLocked(0)
 	// The first chunk reads on from the Get's body; the rest is dropped.
 	p.chunks[0].first = rc
 	p.mu.Unlock()
+	p.wg.Add(1)
+	go p.startRest()
 	return p, info, nil
 }
 
@@ -77,11 +146,13 @@ type parallelReader struct {
 	chunks []*chunk // nil: not started yet
 	cur    int      // chunk being consumed
 	pos    int      // bytes of chunks[cur] consumed
+	err    error    // why a chunk could not be started
 	wg     sync.WaitGroup
 	closed bool
 }
 
 // chunk is one ranged read; buf fills up to len(buf) (guarded by mu).
+// Its buffer holds len(buf) bytes of the budget until consumed or closed.
 type chunk struct {
 	off   int64
 	buf   []byte
@@ -90,10 +161,47 @@ type chunk struct {
 	first io.ReadCloser // chunk 0: the Get's body, to read before any ranged retry
 }
 
-// startLocked starts the read of chunk i. Called with p.mu held.
-func (p *parallelReader) startLocked(i int) {
+func (p *parallelReader) chunkLen(i int) int64 {
 	off := int64(i) * p.opt.Chunk
-	c := &chunk{off: off, buf: make([]byte, min(p.opt.Chunk, p.size-off))}
+	return min(p.opt.Chunk, p.size-off)
+}
+
+// startRest starts chunks 1.. in order, each once it is within
+// opt.Streams of the chunk being consumed and has room in the budget.
+func (p *parallelReader) startRest() {
+	defer p.wg.Done()
+	for i := 1; i < len(p.chunks); i++ {
+		p.mu.Lock()
+		for !p.closed && i >= p.cur+p.opt.Streams {
+			p.cond.Wait()
+		}
+		closed := p.closed
+		p.mu.Unlock()
+		if closed {
+			return
+		}
+		if err := p.opt.Budget.acquire(p.ctx, p.chunkLen(i)); err != nil {
+			p.mu.Lock()
+			p.err = fmt.Errorf("read %s: wait for buffer room: %w", p.key, err)
+			p.cond.Broadcast()
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			p.opt.Budget.release(p.chunkLen(i))
+			return
+		}
+		p.startLocked(i)
+		p.mu.Unlock()
+	}
+}
+
+// startLocked starts the read of chunk i, whose room in the budget is
+// taken. Called with p.mu held.
+func (p *parallelReader) startLocked(i int) {
+	c := &chunk{off: int64(i) * p.opt.Chunk, buf: make([]byte, p.chunkLen(i))}
 	p.chunks[i] = c
 	p.wg.Add(1)
 	go func() {
@@ -185,16 +293,24 @@ func (p *parallelReader) Read(b []byte) (int, error) {
 			return 0, io.EOF
 		}
 		c := p.chunks[p.cur]
+		if c == nil {
+			// Not started: waiting for room in the budget.
+			if p.err != nil {
+				return 0, p.err
+			}
+			p.cond.Wait()
+			continue
+		}
 		if p.pos < c.n {
 			n := copy(b, c.buf[p.pos:c.n])
 			p.pos += n
 			if p.pos == len(c.buf) {
-				// Done with this chunk: free it and start the next in line.
+				// Done with this chunk: free its room and let the next in
+				// line start.
+				p.opt.Budget.release(int64(len(c.buf)))
 				p.chunks[p.cur] = &chunk{}
 				p.cur, p.pos = p.cur+1, 0
-				if next := p.cur + p.opt.Streams - 1; next < len(p.chunks) && p.chunks[next] == nil {
-					p.startLocked(next)
-				}
+				p.cond.Broadcast()
 			}
 			return n, nil
 		}
@@ -205,10 +321,15 @@ func (p *parallelReader) Read(b []byte) (int, error) {
 	}
 }
 
-// Close cancels the reads in flight and waits for them.
+// Close cancels the reads in flight, waits for them and frees their room
+// in the budget.
 func (p *parallelReader) Close() error {
 	p.cancel()
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
 	p.closed = true
 	p.cond.Broadcast()
 	for _, c := range p.chunks {
@@ -219,5 +340,13 @@ func (p *parallelReader) Close() error {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+	p.mu.Lock()
+	for i := p.cur; i < len(p.chunks); i++ {
+		if c := p.chunks[i]; c != nil && c.buf != nil {
+			p.opt.Budget.release(int64(len(c.buf)))
+			c.buf = nil
+		}
+	}
+	p.mu.Unlock()
 	return nil
 }

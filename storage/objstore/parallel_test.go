@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"testing"
@@ -116,4 +117,82 @@ func TestGetParallelCloseEarly(t *testing.T) {
 		t.Fatalf("first bytes: %v", err)
 	}
 	rc.Close()
+}
+
+// TestGetParallelStaysWithinBudget runs more concurrent reads than the
+// budget has room for, with their ranged reads held at first so that all
+// of them want buffers at once: together they never hold more than the
+// budget, every read still completes with the right bytes, and all room
+// is returned.
+func TestGetParallelStaysWithinBudget(t *testing.T) {
+	ctx := context.Background()
+	fs := faultstore.New(memstore.New(), 1)
+	const reads = 4
+	var objs [reads][]byte
+	for i := range objs {
+		objs[i] = randomBytes(1<<20 + i*1000)
+		if err := fs.Put(ctx, fmt.Sprint("k", i), bytes.NewReader(objs[i]), int64(len(objs[i]))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const chunk = 64 << 10
+	budget := objstore.NewChunkBudget(3 * chunk) // less than one read's 4 streams
+	opt := objstore.ParallelOptions{Chunk: chunk, Streams: 4, Budget: budget}
+	gate := fs.Hold(faultstore.OpGetRange, "k")
+	defer gate.Release()
+	errs := make(chan error, reads)
+	for i := range reads {
+		go func() {
+			rc, _, err := objstore.GetParallel(ctx, fs, fmt.Sprint("k", i), opt)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer rc.Close()
+			got, err := io.ReadAll(rc)
+			if err == nil && !bytes.Equal(got, objs[i]) {
+				err = fmt.Errorf("read %d: got %d bytes, not the object's %d", i, len(got), len(objs[i]))
+			}
+			errs <- err
+		}()
+	}
+	if err := gate.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gate.Release()
+	for range reads {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := budget.Peak(); p > 3*chunk || p == 0 {
+		t.Fatalf("peak chunk memory %d bytes, budget %d", p, 3*chunk)
+	}
+	if n := budget.InUse(); n != 0 {
+		t.Fatalf("%d bytes of the budget still held after every read closed", n)
+	}
+}
+
+// TestGetParallelCloseFreesBudget closes reads mid-object: their chunks'
+// room returns to the budget.
+func TestGetParallelCloseFreesBudget(t *testing.T) {
+	ctx := context.Background()
+	fs := faultstore.New(memstore.New(), 1)
+	data := randomBytes(1 << 20)
+	if err := fs.Put(ctx, "k", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	budget := objstore.NewChunkBudget(2 << 20)
+	rc, _, err := objstore.GetParallel(ctx, fs, "k", objstore.ParallelOptions{Chunk: 64 << 10, Budget: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100<<10)
+	if _, err := io.ReadFull(rc, buf); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	if n := budget.InUse(); n != 0 {
+		t.Fatalf("%d bytes of the budget held after Close", n)
+	}
 }

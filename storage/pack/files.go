@@ -49,14 +49,20 @@ type packFile struct {
 	elem   *list.Element // position in budget.idle while open and unused
 	pinned bool          // exempt from the budget (the file may be deleted)
 	closed bool
+
+	arrival  *Arrival // nil: the file is whole
+	arriving bool     // pinned only until settle
 }
 
 var errPackClosed = errors.New("pack closed")
 
-// newPackFile wraps f, already open, for path.
-func newPackFile(path string, f *os.File, b *FileBudget) *packFile {
-	pf := &packFile{path: path, budget: b, f: f}
-	if b != nil {
+// newPackFile wraps f, already open, for path. A file still arriving is
+// kept open outside the budget until Settle: its path is temporary.
+func newPackFile(path string, f *os.File, b *FileBudget, a *Arrival) *packFile {
+	pf := &packFile{path: path, budget: b, f: f, arrival: a}
+	if b != nil && a != nil {
+		pf.pinned, pf.arriving = true, true
+	} else if b != nil {
 		b.mu.Lock()
 		b.open++
 		pf.elem = b.idle.PushFront(pf)
@@ -67,8 +73,14 @@ func newPackFile(path string, f *os.File, b *FileBudget) *packFile {
 	return pf
 }
 
-// ReadAt reads from the pack file, opening it first if the budget closed it.
+// ReadAt reads from the pack file, opening it first if the budget closed
+// it, and waiting for the bytes if the file is still arriving.
 func (pf *packFile) ReadAt(p []byte, off int64) (int, error) {
+	if a := pf.arrival; a != nil {
+		if err := a.waitFor(min(off+int64(len(p)), a.size)); err != nil {
+			return 0, err
+		}
+	}
 	if pf.budget == nil {
 		return pf.f.ReadAt(p, off)
 	}
@@ -156,6 +168,7 @@ func (pf *packFile) pin() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if pf.closed || pf.pinned {
+		pf.arriving = false // pinned for good now
 		return nil
 	}
 	if pf.f == nil {
@@ -173,6 +186,29 @@ func (pf *packFile) pin() error {
 	}
 	pf.pinned = true
 	return nil
+}
+
+// settle moves a file that has arrived whole to its final path and, with
+// a budget, back into it.
+func (pf *packFile) settle(path string) {
+	b := pf.budget
+	if b == nil {
+		pf.path = path
+		return
+	}
+	b.mu.Lock()
+	pf.path = path
+	var toClose []*os.File
+	if pf.arriving && !pf.closed {
+		pf.pinned, pf.arriving = false, false
+		b.open++
+		if pf.inUse == 0 {
+			pf.elem = b.idle.PushFront(pf)
+		}
+		toClose = b.trimLocked()
+	}
+	b.mu.Unlock()
+	closeAll(toClose)
 }
 
 // closeIdle closes the file now if it is open within a budget and no

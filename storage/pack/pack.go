@@ -36,6 +36,11 @@ type OpenOptions struct {
 	// closed while unused when the budget needs it, and reopened by path
 	// on the next read. Nil: the file stays open until Close.
 	Files *FileBudget
+	// Arrival, if set, says the pack file is still being written (a
+	// download; see Arrival): reads wait for their bytes, the file stays
+	// open outside Files until Settle, and the trailer is not read here:
+	// the writer checks it against the index before Done.
+	Arrival *Arrival
 }
 
 // Pack is a pack file with its index. Safe for concurrent use.
@@ -126,37 +131,48 @@ func openPack(packPath string, idx *Index, opts OpenOptions) (*Pack, error) {
 }
 
 func newPack(path string, f *os.File, idx *Index, opts OpenOptions) (*Pack, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
+	var size int64
+	if a := opts.Arrival; a != nil {
+		size = a.Size()
+	} else {
+		st, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		size = st.Size()
 	}
-	size := st.Size()
 	if size < packHeaderLen+packTrailerLen {
 		return nil, corruptf("pack too short (%d bytes)", size)
+	}
+	if a := opts.Arrival; a != nil {
+		if err := a.waitFor(packHeaderLen); err != nil {
+			return nil, err
+		}
 	}
 	var hdr [packHeaderLen]byte
 	if _, err := f.ReadAt(hdr[:], 0); err != nil {
 		return nil, fmt.Errorf("read header: %w", err)
 	}
 	count, err := checkPackHeader(hdr[:])
+	if err == nil && int64(count) != int64(idx.Count()) {
+		err = corruptf("pack has %d objects, index has %d", count, idx.Count())
+	}
+	if err == nil && opts.Arrival == nil {
+		var sum object.ID
+		if _, err = f.ReadAt(sum[:], size-packTrailerLen); err != nil {
+			err = fmt.Errorf("read trailer: %w", err)
+		} else if sum != idx.PackChecksum() {
+			err = kindf(ErrChecksum, "pack trailer %s does not match index (%s)", sum, idx.PackChecksum())
+		}
+	}
 	if err != nil {
 		return nil, err
-	}
-	if int64(count) != int64(idx.Count()) {
-		return nil, corruptf("pack has %d objects, index has %d", count, idx.Count())
-	}
-	var sum object.ID
-	if _, err := f.ReadAt(sum[:], size-packTrailerLen); err != nil {
-		return nil, fmt.Errorf("read trailer: %w", err)
-	}
-	if sum != idx.PackChecksum() {
-		return nil, kindf(ErrChecksum, "pack trailer %s does not match index (%s)", sum, idx.PackChecksum())
 	}
 	limit := opts.CacheBytes
 	if limit <= 0 {
 		limit = DefaultCacheBytes
 	}
-	return &Pack{f: newPackFile(path, f, opts.Files), idx: idx, name: "pack-" + sum.String(), size: size, cache: newBaseCache(limit), revPath: opts.RevPath}, nil
+	return &Pack{f: newPackFile(path, f, opts.Files, opts.Arrival), idx: idx, name: "pack-" + idx.PackChecksum().String(), size: size, cache: newBaseCache(limit), revPath: opts.RevPath}, nil
 }
 
 // checkPackHeader validates the 12-byte pack header and returns the count.
@@ -191,6 +207,15 @@ func (p *Pack) Close() error {
 // and no read in flight, leaving the Pack usable: the next read reopens
 // it. For a pack nobody is using for a while, so it holds no descriptor.
 func (p *Pack) CloseFile() { p.f.closeIdle() }
+
+// Settle is called once the file of a pack opened with an Arrival is
+// whole and renamed to path: the pack's file joins its budget, reopened
+// by that path when the budget closed it.
+func (p *Pack) Settle(path string) { p.f.settle(path) }
+
+// Arrival is the pack's Arrival (OpenOptions), or nil when its file was
+// whole at open.
+func (p *Pack) Arrival() *Arrival { return p.f.arrival }
 
 // KeepOpen opens the pack file if its budget closed it and keeps it open,
 // outside the budget, until Close: the caller is about to delete the

@@ -120,6 +120,12 @@ type Cache struct {
 	releases int
 	stats    Stats
 
+	// Downloads outlive the Get that started them (a pack is read while
+	// it arrives); Close cancels them and waits.
+	bg       context.Context
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
+
 	testOnWait func() // tests: called when a Get starts waiting on another's download
 }
 
@@ -140,6 +146,8 @@ type entry struct {
 	bm      *bitmap.Index
 	bmState bitmapState
 	bmSize  int64 // counted in size while the bitmap is loaded
+
+	dl *arriving // while p's file is still arriving (GetArriving); guarded by Cache.mu
 }
 
 // flight is one in-progress download or open of a pack; concurrent Gets for
@@ -167,6 +175,7 @@ func Open(dir string, store objstore.Store, log *zap.Logger, opts ...Option) (*C
 		entries: make(map[string]*entry),
 		flights: make(map[string]*flight),
 	}
+	c.bg, c.bgCancel = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(&c.opt)
 	}
@@ -311,28 +320,63 @@ func (c *Cache) TempDir() string { return c.tmpDir }
 func (c *Cache) Dir() string { return c.dir }
 
 // Get returns the open pack named name ("pack-<hex>"), downloading
-// packKey and idxKey from the store on first use. The caller must call
+// packKey and idxKey from the store on first use; it returns once the
+// pack's files are whole, verified and in the cache. The caller must call
 // release exactly once when done with the pack (further calls are no-ops);
 // the pack stays open while anyone holds it.
 func (c *Cache) Get(ctx context.Context, packKey, idxKey, name string) (*pack.Pack, func(), error) {
+	p, release, dl, err := c.get(ctx, packKey, idxKey, name)
+	if err != nil || dl == nil {
+		return p, release, err
+	}
+	select {
+	case <-dl.done:
+	case <-ctx.Done():
+		release()
+		return nil, nil, fmt.Errorf("packcache: wait for %s: %w", name, ctx.Err())
+	}
+	if dl.err != nil {
+		release()
+		return nil, nil, dl.err
+	}
+	return p, release, nil
+}
+
+// GetArriving is Get, but a pack that must be downloaded is returned as
+// soon as its index is verified: its file is still arriving (in order,
+// from its start) and reads wait for the bytes they need (see
+// pack.Arrival), so a clone can stream a pack while it downloads. The
+// download continues after the caller has gone and is shared by every
+// caller meanwhile. If it fails (the store, or the pack's checksum), reads
+// past what arrived fail with its error, p.Arrival().Err() says so, and
+// the cache keeps no file of it: the next Get downloads again.
+func (c *Cache) GetArriving(ctx context.Context, packKey, idxKey, name string) (*pack.Pack, func(), error) {
+	p, release, _, err := c.get(ctx, packKey, idxKey, name)
+	return p, release, err
+}
+
+// get is GetArriving that also returns the download still in progress,
+// if any.
+func (c *Cache) get(ctx context.Context, packKey, idxKey, name string) (*pack.Pack, func(), *arriving, error) {
 	want, err := nameHash(name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("packcache: get: %w", err)
+		return nil, nil, nil, fmt.Errorf("packcache: get: %w", err)
 	}
 	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
-			return nil, nil, ErrClosed
+			return nil, nil, nil, ErrClosed
 		}
 		e := c.entries[name]
 		if e != nil && e.p != nil {
 			e.refs++
 			e.lastUsed = c.opt.now()
 			c.stats.Hits++
+			dl := e.dl
 			c.mu.Unlock()
 			c.metricHit()
-			return e.p, c.releaser(e), nil
+			return e.p, c.releaser(e), dl, nil
 		}
 		if f := c.flights[name]; f != nil {
 			c.mu.Unlock()
@@ -342,12 +386,12 @@ func (c *Cache) Get(ctx context.Context, packKey, idxKey, name string) (*pack.Pa
 			select {
 			case <-f.done:
 			case <-ctx.Done():
-				return nil, nil, fmt.Errorf("packcache: wait for %s: %w", name, ctx.Err())
+				return nil, nil, nil, fmt.Errorf("packcache: wait for %s: %w", name, ctx.Err())
 			}
 			// A leader that failed only because its own ctx ended says
 			// nothing about ours: try again (possibly leading ourselves).
 			if f.err != nil && !(isCtxErr(f.err) && ctx.Err() == nil) {
-				return nil, nil, f.err
+				return nil, nil, nil, f.err
 			}
 			continue
 		}
@@ -357,7 +401,7 @@ func (c *Cache) Get(ctx context.Context, packKey, idxKey, name string) (*pack.Pa
 		verified := e != nil && e.verified
 		c.mu.Unlock()
 
-		p, size, downloaded, err := c.load(ctx, packKey, idxKey, name, want, onDisk, verified)
+		p, size, dl, err := c.load(ctx, packKey, idxKey, name, want, onDisk, verified)
 		f.err = err
 		c.mu.Lock()
 		delete(c.flights, name)
@@ -369,26 +413,32 @@ func (c *Cache) Get(ctx context.Context, packKey, idxKey, name string) (*pack.Pa
 			}
 			c.mu.Unlock()
 			close(f.done)
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		ne := c.publish(name, p, size, f.stale)
 		ne.refs++
 		ne.lastUsed = c.opt.now()
-		if downloaded {
+		if dl != nil {
 			c.stats.Misses++
 			c.stats.DownloadedBytes += size
+			// The download holds the pack until it has arrived, so it is
+			// neither evicted nor closed meanwhile.
+			ne.refs++
+			ne.dl = dl
+			c.bgWG.Add(1)
+			go c.arrive(ne, dl)
 		} else {
 			c.stats.Hits++
 		}
 		c.mu.Unlock()
 		close(f.done)
-		if downloaded {
+		if dl != nil {
 			c.metricMiss(size)
 		} else {
 			c.metricHit()
 		}
 		c.evict()
-		return p, c.releaser(ne), nil
+		return p, c.releaser(ne), dl, nil
 	}
 }
 
@@ -511,8 +561,9 @@ func isCtxErr(err error) bool {
 }
 
 // load opens the pack from disk if a verified copy is there, otherwise
-// downloads it. A corrupt cached copy is deleted and downloaded again once.
-func (c *Cache) load(ctx context.Context, packKey, idxKey, name string, want object.ID, onDisk, verified bool) (p *pack.Pack, size int64, downloaded bool, err error) {
+// starts its download (dl, to be handed to arrive). A corrupt cached copy
+// is deleted and downloaded again once.
+func (c *Cache) load(ctx context.Context, packKey, idxKey, name string, want object.ID, onDisk, verified bool) (p *pack.Pack, size int64, dl *arriving, err error) {
 	pp, ip := c.paths(name)
 	if onDisk {
 		size, err := c.checkExisting(pp, ip, want, !verified && c.opt.verifyExisting)
@@ -520,27 +571,21 @@ func (c *Cache) load(ctx context.Context, packKey, idxKey, name string, want obj
 			p, err = c.open(pp, ip)
 		}
 		if err == nil {
-			return p, size, false, nil
+			return p, size, nil, nil
 		}
 		c.noteCorrupt()
 		c.log.Warn("packcache: cached pack unusable, downloading again", zap.String("pack", name), zap.Error(err))
 		_ = os.Remove(pp)
 		_ = os.Remove(ip)
 	}
-	size, err = c.download(ctx, packKey, idxKey, pp, ip, want)
+	p, dl, err = c.download(ctx, packKey, idxKey, pp, want)
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) {
 			c.noteCorrupt()
 		}
-		return nil, 0, false, fmt.Errorf("packcache: fetch %s: %w", name, err)
+		return nil, 0, nil, fmt.Errorf("packcache: fetch %s: %w", name, err)
 	}
-	p, err = c.open(pp, ip)
-	if err != nil {
-		_ = os.Remove(pp)
-		_ = os.Remove(ip)
-		return nil, 0, false, fmt.Errorf("packcache: open %s: %w", name, err)
-	}
-	return p, size, true, nil
+	return p, dl.size, dl, nil
 }
 
 func (c *Cache) checkExisting(pp, ip string, want object.ID, full bool) (int64, error) {
@@ -561,12 +606,26 @@ func (c *Cache) checkExisting(pp, ip string, want object.ID, full bool) (int64, 
 	return size, nil
 }
 
-// download fetches both objects into temp files at once, verifies them
-// while streaming, and publishes them by rename (idx last: a pack without
-// its idx is a stray that scan removes).
-func (c *Cache) download(ctx context.Context, packKey, idxKey, pp, ip string, want object.ID) (int64, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// arriving is a download whose pack is already open and read while the
+// rest of its file arrives (see GetArriving).
+type arriving struct {
+	tmpPack, tmpIdx string
+	size            int64              // pack + idx bytes
+	cancel          context.CancelFunc // of the fetches, once they are over
+	packDone        chan error         // the pack's fetch: its file is whole and checked, or why not
+	done            chan struct{}      // closed by arrive once the files are published or gone
+	err             error              // set before done closes
+}
+
+// download fetches both objects into temp files at once, verifying them
+// while streaming. It returns once the index is whole and verified, with
+// the pack opened on its file as it arrives (pack.Arrival). The fetches
+// run under the cache's context, not ctx: the pack is shared with every
+// later reader, so its download outlives this caller. arrive then
+// publishes the files (by rename, idx last: a pack without its idx is a
+// stray that scan removes).
+func (c *Cache) download(ctx context.Context, packKey, idxKey, pp string, want object.ID) (*pack.Pack, *arriving, error) {
+	dctx, cancel := context.WithCancel(c.bg)
 	type fetched struct {
 		path string
 		n    int64
@@ -574,7 +633,7 @@ func (c *Cache) download(ctx context.Context, packKey, idxKey, pp, ip string, wa
 	}
 	idxDone := make(chan fetched, 1)
 	go func() {
-		path, n, err := c.fetch(ctx, idxKey, nil)
+		path, n, err := c.fetch(dctx, idxKey, nil)
 		if err == nil {
 			if err = verifyIdxFile(path, want); err != nil {
 				os.Remove(path)
@@ -583,37 +642,137 @@ func (c *Cache) download(ctx context.Context, packKey, idxKey, pp, ip string, wa
 		}
 		idxDone <- fetched{path, n, err}
 	}()
-	th := newTrailerHasher()
-	tmpPack, packSize, err := c.fetch(ctx, packKey, th)
-	if err == nil {
-		if err = th.check(want); err != nil {
-			err = fmt.Errorf("%s: %w", packKey, err)
+	dl := &arriving{cancel: cancel, packDone: make(chan error, 1), done: make(chan struct{})}
+	var idx *fetched
+	// fail stops the fetches and removes what they wrote. With packStarted
+	// the pack's own error, if any, wins: it is why the open failed.
+	fail := func(err error, packStarted bool) (*pack.Pack, *arriving, error) {
+		cancel()
+		if packStarted {
+			if perr := <-dl.packDone; perr == nil {
+				os.Remove(dl.tmpPack) // it arrived, but will not be published
+			} else if !errors.Is(perr, context.Canceled) {
+				err = perr
+			}
+		}
+		if idx == nil {
+			got := <-idxDone
+			idx = &got
+		}
+		if idx.path != "" {
+			os.Remove(idx.path)
+		}
+		return nil, nil, err
+	}
+	rc, info, err := objstore.GetParallel(dctx, c.store, packKey, c.opt.parallel)
+	if err != nil {
+		return fail(fmt.Errorf("get %s: %w", packKey, err), false)
+	}
+	if info.Size < packHeaderSize+object.IDSize {
+		rc.Close()
+		return fail(fmt.Errorf("%w: %s is %d bytes, too short", ErrCorrupt, packKey, info.Size), false)
+	}
+	tmp, err := os.CreateTemp(c.tmpDir, "dl-*")
+	if err != nil {
+		rc.Close()
+		return fail(fmt.Errorf("create temp for %s: %w", packKey, err), false)
+	}
+	dl.tmpPack = tmp.Name()
+	a := pack.NewArrival(info.Size)
+	go func() {
+		th := newTrailerHasher()
+		_, _, err := c.save(packKey, rc, info, tmp, io.MultiWriter(th, &advancer{a: a}))
+		if err == nil {
+			if err = th.check(want); err != nil {
+				os.Remove(dl.tmpPack)
+				err = fmt.Errorf("%s: %w", packKey, err)
+			}
+		}
+		// Readers learn the outcome at once; the files follow in arrive.
+		if err != nil {
+			a.Fail(err)
+		} else {
+			a.Done()
+		}
+		dl.packDone <- err
+	}()
+	select {
+	case got := <-idxDone:
+		idx = &got
+	case <-ctx.Done():
+		return fail(ctx.Err(), true)
+	}
+	if idx.err != nil {
+		return fail(idx.err, true)
+	}
+	p, err := pack.OpenWith(dl.tmpPack, idx.path, pack.OpenOptions{RevPath: pack.RevPathFor(pp), Files: c.files, Arrival: a})
+	if err != nil {
+		return fail(fmt.Errorf("open %s: %w", packKey, err), true)
+	}
+	dl.tmpIdx, dl.size = idx.path, info.Size+idx.n
+	return p, dl, nil
+}
+
+// advancer tells an Arrival how many bytes were written before it.
+type advancer struct {
+	a *pack.Arrival
+	n int64
+}
+
+func (w *advancer) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	w.a.Advance(w.n)
+	return len(p), nil
+}
+
+// arrive waits for e's download to finish, then publishes its files or,
+// if it failed, drops e so the next Get downloads again. It holds one of
+// e's references, released at the end.
+func (c *Cache) arrive(e *entry, dl *arriving) {
+	defer c.bgWG.Done()
+	err := <-dl.packDone
+	dl.cancel()
+	pp, ip := c.paths(e.name)
+	c.mu.Lock()
+	current := c.entries[e.name] == e && !c.closed
+	published := false
+	if err == nil && current {
+		if err = os.Rename(dl.tmpPack, pp); err == nil {
+			if err = os.Rename(dl.tmpIdx, ip); err != nil {
+				_ = os.Remove(pp)
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("packcache: publish %s: %w", e.name, err)
+		}
+		published = err == nil
+	}
+	if err != nil && current {
+		c.dropLocked(e)
+	}
+	e.dl = nil
+	c.mu.Unlock()
+	if published {
+		e.p.Settle(pp)
+	} else {
+		// Failed, or the entry was removed meanwhile: its readers keep the
+		// open file, the directory keeps nothing.
+		_ = os.Remove(dl.tmpPack)
+		_ = os.Remove(dl.tmpIdx)
+		if err == nil {
+			_ = removeIfExists(pack.RevPathFor(pp))
 		}
 	}
 	if err != nil {
-		cancel()
+		if errors.Is(err, ErrCorrupt) {
+			c.noteCorrupt()
+		}
+		dl.err = fmt.Errorf("packcache: fetch %s: %w", e.name, err)
 	}
-	idx := <-idxDone
-	if tmpPack != "" {
-		defer os.Remove(tmpPack) // no-op once renamed
-	}
-	if idx.path != "" {
-		defer os.Remove(idx.path)
-	}
-	if err != nil {
-		return 0, err
-	}
-	if idx.err != nil {
-		return 0, idx.err
-	}
-	if err := os.Rename(tmpPack, pp); err != nil {
-		return 0, fmt.Errorf("publish %s: %w", pp, err)
-	}
-	if err := os.Rename(idx.path, ip); err != nil {
-		_ = os.Remove(pp)
-		return 0, fmt.Errorf("publish %s: %w", ip, err)
-	}
-	return packSize + idx.n, nil
+	// Released before done closes, so a Get that waited finds the cache
+	// settled.
+	c.releaser(e)()
+	close(dl.done)
 }
 
 // fetch copies one object into a synced temp file, teeing it into tee. A
@@ -624,11 +783,18 @@ func (c *Cache) fetch(ctx context.Context, key string, tee io.Writer) (path stri
 	if err != nil {
 		return "", 0, fmt.Errorf("get %s: %w", key, err)
 	}
-	defer rc.Close()
 	f, err := os.CreateTemp(c.tmpDir, "dl-*")
 	if err != nil {
+		rc.Close()
 		return "", 0, fmt.Errorf("create temp for %s: %w", key, err)
 	}
+	return c.save(key, rc, info, f, tee)
+}
+
+// save copies rc (the object key, described by info) into f, teeing it
+// into tee, and closes both; on failure f is removed.
+func (c *Cache) save(key string, rc io.ReadCloser, info objstore.ObjectInfo, f *os.File, tee io.Writer) (path string, n int64, err error) {
+	defer rc.Close()
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -907,7 +1073,8 @@ func (c *Cache) noteCorrupt() {
 	}
 }
 
-// Close closes every unreferenced pack and releases the directory lock.
+// Close stops the downloads in flight, closes every unreferenced pack and
+// releases the directory lock.
 // Packs still held are closed when their users release them. Files stay
 // on disk for the next Open.
 func (c *Cache) Close() error {
@@ -926,6 +1093,9 @@ func (c *Cache) Close() error {
 	}
 	c.entries, c.openPacks = map[string]*entry{}, 0
 	c.mu.Unlock()
+	// Downloads in flight stop; their readers get the error.
+	c.bgCancel()
+	c.bgWG.Wait()
 	if err := unlockDir(c.lock); err != nil {
 		return fmt.Errorf("packcache: unlock %s: %w", c.dir, err)
 	}

@@ -1,7 +1,10 @@
 // Package packcache is the node-local pack cache (RGIT_CACHE_DIR): pack and
 // index files downloaded once from the object store, verified, kept on
 // local disk across opens and restarts, and shared as reference-counted
-// open *pack.Pack handles by concurrent readers.
+// open *pack.Pack handles by concurrent readers. GetArriving hands out a
+// pack while its file is still downloading (reads wait for their bytes,
+// see pack.Arrival), so a cold node streams a clone as the pack arrives;
+// the download is shared and runs to its end even if that caller leaves.
 //
 // One process owns a cache directory at a time (an flock on dir/LOCK).
 // Layout: dir/LOCK, dir/packs/pack-<hex>.{pack,idx,bitmap}, dir/tmp/

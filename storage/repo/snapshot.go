@@ -127,8 +127,10 @@ func (s *sharedSet) release() {
 }
 
 // openSet acquires every listed pack from the cache, downloading up to
-// openParallel at once (a cold node's first request waits for them all).
-// On error nothing stays acquired.
+// openParallel at once. A cold node's first request waits only for the
+// packs' indexes: a pack body is read while it arrives
+// (packcache.GetArriving), so a clone streams it as it downloads. On error
+// nothing stays acquired.
 func openSet(ctx context.Context, d Deps, owner, name string, st *state) (*sharedSet, error) {
 	if d.Cache == nil && len(st.packs) > 0 {
 		return nil, errors.New("no pack cache configured")
@@ -141,7 +143,7 @@ func openSet(ctx context.Context, d Deps, owner, name string, st *state) (*share
 	for i, p := range st.packs {
 		g.Go(func() error {
 			pk, ik := PackKeys(owner, name, p.Name)
-			pk2, rel, err := d.Cache.Get(gctx, pk, ik, p.Name)
+			pk2, rel, err := d.Cache.GetArriving(gctx, pk, ik, p.Name)
 			if err != nil {
 				return fmt.Errorf("pack %s: %w", p.Name, err)
 			}
@@ -166,6 +168,17 @@ func openSet(ctx context.Context, d Deps, owner, name string, st *state) (*share
 	return s, nil
 }
 
+// failed reports whether a pack of the set stopped arriving (its download
+// failed): reads of it fail, so the set must be opened again.
+func (s *sharedSet) failed() bool {
+	for _, p := range s.set.Packs() {
+		if a := p.Arrival(); a != nil && a.Err() != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // openParallel bounds the packs one snapshot downloads at once; each is
 // itself read in parallel ranges.
 const openParallel = 4
@@ -187,7 +200,7 @@ func (r *Repo) Snapshot(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	set := r.set
-	if set == nil || set.key != st.setKey {
+	if set == nil || set.key != st.setKey || set.failed() {
 		var err error
 		if set, err = openSet(ctx, r.d, r.owner, r.name, st); err != nil {
 			return nil, fmt.Errorf("snapshot %s/%s: %w", r.owner, r.name, err)
