@@ -13,7 +13,8 @@ import (
 	"github.com/rgit/rgit/storage/object"
 )
 
-// DefaultCacheBytes is the default delta base cache budget of a Pack.
+// DefaultCacheBytes is the default budget of a delta base cache
+// (BaseCache), a node's or a lone Pack's.
 const DefaultCacheBytes = 32 << 20
 
 // maxReadChain bounds delta chains followed while reading a stored pack.
@@ -23,7 +24,12 @@ const maxReadChain = 10000
 
 // OpenOptions tune a Pack.
 type OpenOptions struct {
-	// CacheBytes is the delta base cache budget; 0 means DefaultCacheBytes.
+	// Bases, if set, caches the pack's delta bases together with those of
+	// every other pack opened with it, within its budget. Nil: the pack
+	// has a cache of its own of CacheBytes.
+	Bases *BaseCache
+	// CacheBytes is the budget of the pack's own delta base cache when
+	// Bases is nil; 0 means DefaultCacheBytes.
 	CacheBytes int64
 	// RevPath, if set, names the pack's reverse index file (git's .rev;
 	// RevPathFor gives the usual name). The offset order every serve of
@@ -44,7 +50,8 @@ type Pack struct {
 	idx   *Index
 	name  string
 	size  int64
-	cache *baseCache
+	id    uint64 // the pack's key in cache
+	cache *BaseCache
 
 	byOffOnce sync.Once
 	byOff     []uint32 // index positions sorted by pack offset
@@ -152,11 +159,12 @@ func newPack(path string, f *os.File, idx *Index, opts OpenOptions) (*Pack, erro
 	if sum != idx.PackChecksum() {
 		return nil, kindf(ErrChecksum, "pack trailer %s does not match index (%s)", sum, idx.PackChecksum())
 	}
-	limit := opts.CacheBytes
-	if limit <= 0 {
-		limit = DefaultCacheBytes
+	cache := opts.Bases
+	if cache == nil {
+		cache = NewBaseCache(opts.CacheBytes, 0)
 	}
-	return &Pack{f: newPackFile(path, f, opts.Files), idx: idx, name: "pack-" + sum.String(), size: size, cache: newBaseCache(limit), revPath: opts.RevPath}, nil
+	return &Pack{f: newPackFile(path, f, opts.Files), idx: idx, name: "pack-" + sum.String(), size: size,
+		id: packIDs.Add(1), cache: cache, revPath: opts.RevPath}, nil
 }
 
 // checkPackHeader validates the 12-byte pack header and returns the count.
@@ -411,7 +419,7 @@ func (p *Pack) readAt(off int64) (object.Type, []byte, error) {
 		if len(chain) > maxReadChain {
 			return object.Invalid, nil, kindf(ErrDeltaDepth, "delta chain longer than %d at offset %d", maxReadChain, off)
 		}
-		if t, d, ok := p.cache.get(cur); ok {
+		if t, d, ok := p.cache.get(baseKey{p.id, cur}); ok {
 			typ, data, shared = t, d, true
 			break
 		}
@@ -425,7 +433,7 @@ func (p *Pack) readAt(off int64) (object.Type, []byte, error) {
 			}
 			typ = h.typ
 			if len(chain) > 0 {
-				p.cache.put(cur, typ, data)
+				p.cache.put(baseKey{p.id, cur}, typ, data)
 				shared = true
 			}
 			break
@@ -445,7 +453,7 @@ func (p *Pack) readAt(off int64) (object.Type, []byte, error) {
 		}
 		shared = false
 		if i > 0 {
-			p.cache.put(chain[i].off, typ, data)
+			p.cache.put(baseKey{p.id, chain[i].off}, typ, data)
 			shared = true
 		}
 	}
