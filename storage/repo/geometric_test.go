@@ -302,15 +302,16 @@ func TestFetchAfterPushesWalksOnlyUncoveredCommits(t *testing.T) {
 	d := newDeps(t, memstore.New())
 	r := create(t, d, "o", "r")
 	g := newGitRepo(t)
-	pushes(t, d, r, g, 8)
+	const oldCommits, newCommits = 40, 10
+	pushes(t, d, r, g, oldCommits)
 	whole, names := rollUp(t, r)
-	if len(names) != 8 {
-		t.Fatalf("rolled up %v, want all 8 packs", names)
+	if len(names) != oldCommits {
+		t.Fatalf("rolled up %d packs, want all %d", len(names), oldCommits)
 	}
 	base := g.rev("HEAD")
-	const newCommits = 3
 	pushesOnto(t, d, r, g, base, newCommits)
-	// 24 3 3 3: the three small packs roll up, the bitmapped one stays.
+	// 200 objects and ten packs of 5: the small packs roll up, the
+	// bitmapped one stays.
 	if _, names := rollUp(t, r); len(names) != newCommits || slices.Contains(names, whole.Name) {
 		t.Fatalf("second roll-up took %v, want the %d new packs", names, newCommits)
 	}
