@@ -112,6 +112,19 @@ func (c *BaseCache) removeLocked(el *list.Element) {
 	c.used -= int64(len(e.data))
 }
 
+// clear drops every base and stops the timer.
+func (c *BaseCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ll.Init()
+	clear(c.byKey)
+	c.used = 0
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+}
+
 // expire drops the bases unused for the idle time and rearms the timer for
 // the oldest one left.
 func (c *BaseCache) expire() {

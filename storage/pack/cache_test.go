@@ -86,3 +86,25 @@ func TestBaseCacheIdleRelease(t *testing.T) {
 		}
 	})
 }
+
+// TestOwnBaseCacheEmptiedOnClose: a pack with a cache of its own (no
+// shared one) frees its bases when closed, not an idle period later.
+func TestOwnBaseCacheEmptiedOnClose(t *testing.T) {
+	fx := sharedFixture(t)
+	p, err := OpenWith(fx.packPath, fx.idxPath, OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range catFileAll(t, fx.dir) {
+		if _, _, err := p.ReadObject(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.cache.Bytes() == 0 {
+		t.Fatal("reading the pack cached no base")
+	}
+	p.Close()
+	if n := p.cache.Bytes(); n != 0 {
+		t.Fatalf("%d bytes of bases left after Close", n)
+	}
+}

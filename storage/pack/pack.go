@@ -52,6 +52,9 @@ type Pack struct {
 	size  int64
 	id    uint64 // the pack's key in cache
 	cache *BaseCache
+	// ownCache: cache is the pack's own (OpenOptions.Bases nil), emptied
+	// by Close rather than left for its idle timer.
+	ownCache bool
 
 	byOffOnce sync.Once
 	byOff     []uint32 // index positions sorted by pack offset
@@ -159,12 +162,12 @@ func newPack(path string, f *os.File, idx *Index, opts OpenOptions) (*Pack, erro
 	if sum != idx.PackChecksum() {
 		return nil, kindf(ErrChecksum, "pack trailer %s does not match index (%s)", sum, idx.PackChecksum())
 	}
-	cache := opts.Bases
-	if cache == nil {
+	cache, own := opts.Bases, opts.Bases == nil
+	if own {
 		cache = NewBaseCache(opts.CacheBytes, 0)
 	}
 	return &Pack{f: newPackFile(path, f, opts.Files), idx: idx, name: "pack-" + sum.String(), size: size,
-		id: packIDs.Add(1), cache: cache, revPath: opts.RevPath}, nil
+		id: packIDs.Add(1), cache: cache, ownCache: own, revPath: opts.RevPath}, nil
 }
 
 // checkPackHeader validates the 12-byte pack header and returns the count.
@@ -190,8 +193,12 @@ func (p *Pack) Checksum() object.ID { return p.idx.PackChecksum() }
 // Size returns the pack file size in bytes.
 func (p *Pack) Size() int64 { return p.size }
 
-// Close closes the pack file and its index.
+// Close closes the pack file and its index, and empties its own delta
+// base cache (a shared one drops its bases when they go idle).
 func (p *Pack) Close() error {
+	if p.ownCache {
+		p.cache.clear()
+	}
 	return errors.Join(p.f.close(), p.idx.Close())
 }
 
