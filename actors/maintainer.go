@@ -66,6 +66,10 @@ func maintStep(p maintPhase, ev maintEvent) (next maintPhase, spawn bool) {
 	return p, false
 }
 
+// unbitmappedGrace is how long a largest pack may go without a bitmap
+// before maintenance repacks (see planMaintenance).
+var unbitmappedGrace = 10 * time.Minute
+
 // maintKind is what one maintenance check of a repository does.
 type maintKind uint8
 
@@ -80,16 +84,25 @@ const (
 // which searches deltas afresh over every object and writes one pack with
 // a bitmap (it drops nothing, so pushes meanwhile cannot make it fail;
 // unreachable objects go with an admin repack). Occasionally means on a
-// size or an age threshold:
+// size or an age threshold, or when the largest pack has no bitmap
+// (bitmapped false): fetches answer from the largest pack's bitmap and
+// walk only the commits of the smaller packs, so a largest pack without
+// one (a big push into a repository that had a small first pack) sends
+// every clone through a walk of the whole history until it is repacked.
+// unbitmappedGrace lets the background build of a first push's bitmap
+// finish first, and limits a repository whose bitmap cannot be built to
+// one full repack per grace period.
 //
 //	packs                                          does
 //	0 or 1                                         nothing
-//	a geometric progression, largest < fullAge     nothing
 //	more than one, largest older than fullAge      full repack
+//	more than one, largest without a bitmap and    full repack
+//	  older than unbitmappedGrace
+//	a geometric progression                        nothing
 //	the roll-up would take every pack (size:       full repack
 //	  the small packs reached half the largest)
 //	otherwise                                      roll up the plan's packs
-func planMaintenance(packs []repo.PackInfo, now time.Time, fullAge time.Duration) (maintKind, []string) {
+func planMaintenance(packs []repo.PackInfo, bitmapped bool, now time.Time, fullAge time.Duration) (maintKind, []string) {
 	if len(packs) < 2 {
 		return maintNothing, nil
 	}
@@ -99,7 +112,8 @@ func planMaintenance(packs []repo.PackInfo, now time.Time, fullAge time.Duration
 			largest = p
 		}
 	}
-	if now.Sub(largest.Created) > fullAge {
+	age := now.Sub(largest.Created)
+	if age > fullAge || !bitmapped && age > unbitmappedGrace {
 		return maintFull, nil
 	}
 	roll := repo.PlanGeometric(packs, repo.GeometricFactor)
@@ -281,7 +295,10 @@ func (m *maintainer) maintain(owner, name string) (string, error) {
 		return "error", err
 	}
 	defer s.Release()
-	kind, roll := planMaintenance(s.Snapshot.Packs, time.Now(), m.node.cfg.FullRepackAge)
+	// Snapshot.Bitmap is the largest pack's, loaded once per opened pack.
+	// Without a pack cache there are no bitmaps to build.
+	bitmapped := m.node.cfg.Deps.Cache == nil || len(s.Snapshot.Packs) < 2 || s.Snapshot.Bitmap(ctx) != nil
+	kind, roll := planMaintenance(s.Snapshot.Packs, bitmapped, time.Now(), m.node.cfg.FullRepackAge)
 	if kind == maintNothing {
 		m.m.packs.Observe(float64(len(s.Snapshot.Packs)))
 		return "nothing", nil

@@ -79,12 +79,20 @@ func (p *pusher) git(stdin []byte, args ...string) []byte {
 
 func (p *pusher) push() {
 	p.t.Helper()
-	p.i++
-	if err := os.WriteFile(filepath.Join(p.dir, "f"), []byte(strings.Repeat(fmt.Sprintf("line %d\n", p.i), 20)), 0o644); err != nil {
-		p.t.Fatal(err)
+	p.pushCommits(1)
+}
+
+// pushCommits commits k times and pushes the commits in one pack.
+func (p *pusher) pushCommits(k int) {
+	p.t.Helper()
+	for range k {
+		p.i++
+		if err := os.WriteFile(filepath.Join(p.dir, "f"), []byte(strings.Repeat(fmt.Sprintf("line %d\n", p.i), 20)), 0o644); err != nil {
+			p.t.Fatal(err)
+		}
+		p.git(nil, "add", ".")
+		p.git(nil, "commit", "-q", "-m", fmt.Sprint("c", p.i))
 	}
-	p.git(nil, "add", ".")
-	p.git(nil, "commit", "-q", "-m", fmt.Sprint("c", p.i))
 	tip := object.MustID(strings.TrimSpace(string(p.git(nil, "rev-parse", "HEAD"))))
 	revs := tip.String() + "\n"
 	if !p.prev.IsZero() {
@@ -221,6 +229,37 @@ func TestCloneDuringRollUp(t *testing.T) {
 	}
 }
 
+// TestLargestPackGetsBitmap: a big push on top of a small first pack
+// makes the largest pack one without a bitmap (only whole-repository
+// packs get one), which the geometric plan alone would keep: clones would
+// walk the whole history. Maintenance repacks it into one pack with a
+// bitmap.
+func TestLargestPackGetsBitmap(t *testing.T) {
+	grace := unbitmappedGrace
+	t.Cleanup(func() { unbitmappedGrace = grace })
+	unbitmappedGrace = 0
+	n, d := newTestNode(t, memstore.New(), time.Minute, 8)
+	p := newPusher(t, n, d, "alice", "import")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p.push()
+	p.pushCommits(20)
+	if err := n.WaitMaintenance(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := n.Session(ctx, "alice", "import")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	if len(s.Snapshot.Packs) != 1 || s.Snapshot.Packs[0].Objects != 3*21 {
+		t.Fatalf("packs after maintenance = %+v, want one of all %d objects", s.Snapshot.Packs, 3*21)
+	}
+	if s.Snapshot.Bitmap(ctx) == nil {
+		t.Fatal("the repacked pack has no bitmap")
+	}
+}
+
 func TestPlanMaintenance(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	const age = 24 * time.Hour
@@ -228,20 +267,26 @@ func TestPlanMaintenance(t *testing.T) {
 	pk := func(name string, objects int, created time.Time) repo.PackInfo {
 		return repo.PackInfo{Name: name, Objects: objects, Created: created}
 	}
+	fresh := now.Add(-unbitmappedGrace / 2)
 	for _, r := range []struct {
-		name  string
-		packs []repo.PackInfo
-		kind  maintKind
-		roll  []string
+		name        string
+		packs       []repo.PackInfo
+		unbitmapped bool
+		kind        maintKind
+		roll        []string
 	}{
-		{"none", nil, maintNothing, nil},
-		{"one old pack", []repo.PackInfo{pk("a", 100, old)}, maintNothing, nil},
-		{"progression", []repo.PackInfo{pk("a", 100, young), pk("b", 40, young), pk("c", 10, now)}, maintNothing, nil},
-		{"largest too old", []repo.PackInfo{pk("a", 100, old), pk("b", 40, young)}, maintFull, nil},
-		{"small ones roll up", []repo.PackInfo{pk("a", 100, young), pk("b", 1, now), pk("c", 1, now)}, maintRollUp, []string{"b", "c"}},
-		{"roll-up would take all", []repo.PackInfo{pk("a", 10, young), pk("b", 3, now), pk("c", 3, now)}, maintFull, nil},
+		{"none", nil, false, maintNothing, nil},
+		{"one old pack", []repo.PackInfo{pk("a", 100, old)}, false, maintNothing, nil},
+		{"progression", []repo.PackInfo{pk("a", 100, young), pk("b", 40, young), pk("c", 10, now)}, false, maintNothing, nil},
+		{"largest too old", []repo.PackInfo{pk("a", 100, old), pk("b", 40, young)}, false, maintFull, nil},
+		{"small ones roll up", []repo.PackInfo{pk("a", 100, young), pk("b", 1, now), pk("c", 1, now)}, false, maintRollUp, []string{"b", "c"}},
+		{"roll-up would take all", []repo.PackInfo{pk("a", 10, young), pk("b", 3, now), pk("c", 3, now)}, false, maintFull, nil},
+		{"largest without bitmap", []repo.PackInfo{pk("a", 3, old), pk("b", 100, young)}, true, maintFull, nil},
+		{"largest without bitmap, just pushed", []repo.PackInfo{pk("a", 3, old), pk("b", 100, fresh)}, true, maintNothing, nil},
+		{"largest without bitmap, small ones roll up", []repo.PackInfo{pk("a", 100, fresh), pk("b", 1, now), pk("c", 1, now)}, true, maintRollUp, []string{"b", "c"}},
+		{"one pack without bitmap", []repo.PackInfo{pk("a", 100, young)}, true, maintNothing, nil},
 	} {
-		kind, roll := planMaintenance(r.packs, now, age)
+		kind, roll := planMaintenance(r.packs, !r.unbitmapped, now, age)
 		if kind != r.kind || !slices.Equal(roll, r.roll) {
 			t.Errorf("%s: planMaintenance = %d %v, want %d %v", r.name, kind, roll, r.kind, r.roll)
 		}

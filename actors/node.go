@@ -129,6 +129,7 @@ func NewNode(cfg Config) (*Node, error) {
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
+	shrinkRegistry(n.system)
 	if cfg.Cluster != nil {
 		if err := n.startCluster(*cfg.Cluster); err != nil {
 			n.system.Shutdown()

@@ -1,7 +1,9 @@
 // Package pack reads, indexes and writes git pack files.
 //
 // It holds the .idx v2 reader and writer (Index, WriteIndex), random access to
-// objects in a pack with delta resolution and a bounded base cache (Pack), a
+// objects in a pack with delta resolution (Pack) through a delta base cache
+// that a node's packs share within one budget, releasing idle bases
+// (BaseCache), a
 // read-only view over several packs (Set), the streaming indexer used on push
 // (IndexPack: bounded memory whatever the pack size, thin-pack completion) and
 // the pack producer used on fetch (Set.WritePack: stored bytes are copied

@@ -13,7 +13,8 @@ import (
 	"github.com/rgit/rgit/storage/object"
 )
 
-// DefaultCacheBytes is the default delta base cache budget of a Pack.
+// DefaultCacheBytes is the default budget of a delta base cache
+// (BaseCache), a node's or a lone Pack's.
 const DefaultCacheBytes = 32 << 20
 
 // maxReadChain bounds delta chains followed while reading a stored pack.
@@ -23,7 +24,12 @@ const maxReadChain = 10000
 
 // OpenOptions tune a Pack.
 type OpenOptions struct {
-	// CacheBytes is the delta base cache budget; 0 means DefaultCacheBytes.
+	// Bases, if set, caches the pack's delta bases together with those of
+	// every other pack opened with it, within its budget. Nil: the pack
+	// has a cache of its own of CacheBytes.
+	Bases *BaseCache
+	// CacheBytes is the budget of the pack's own delta base cache when
+	// Bases is nil; 0 means DefaultCacheBytes.
 	CacheBytes int64
 	// RevPath, if set, names the pack's reverse index file (git's .rev;
 	// RevPathFor gives the usual name). The offset order every serve of
@@ -49,7 +55,11 @@ type Pack struct {
 	idx   *Index
 	name  string
 	size  int64
-	cache *baseCache
+	id    uint64 // the pack's key in cache
+	cache *BaseCache
+	// ownCache: cache is the pack's own (OpenOptions.Bases nil), emptied
+	// by Close rather than left for its idle timer.
+	ownCache bool
 
 	byOffOnce sync.Once
 	byOff     []uint32 // index positions sorted by pack offset
@@ -168,11 +178,12 @@ func newPack(path string, f *os.File, idx *Index, opts OpenOptions) (*Pack, erro
 	if err != nil {
 		return nil, err
 	}
-	limit := opts.CacheBytes
-	if limit <= 0 {
-		limit = DefaultCacheBytes
+	cache, own := opts.Bases, opts.Bases == nil
+	if own {
+		cache = NewBaseCache(opts.CacheBytes, 0)
 	}
-	return &Pack{f: newPackFile(path, f, opts.Files, opts.Arrival), idx: idx, name: "pack-" + idx.PackChecksum().String(), size: size, cache: newBaseCache(limit), revPath: opts.RevPath}, nil
+	return &Pack{f: newPackFile(path, f, opts.Files, opts.Arrival), idx: idx, name: "pack-" + idx.PackChecksum().String(), size: size,
+		id: packIDs.Add(1), cache: cache, ownCache: own, revPath: opts.RevPath}, nil
 }
 
 // checkPackHeader validates the 12-byte pack header and returns the count.
@@ -198,8 +209,12 @@ func (p *Pack) Checksum() object.ID { return p.idx.PackChecksum() }
 // Size returns the pack file size in bytes.
 func (p *Pack) Size() int64 { return p.size }
 
-// Close closes the pack file and its index.
+// Close closes the pack file and its index, and empties its own delta
+// base cache (a shared one drops its bases when they go idle).
 func (p *Pack) Close() error {
+	if p.ownCache {
+		p.cache.clear()
+	}
 	return errors.Join(p.f.close(), p.idx.Close())
 }
 
@@ -436,7 +451,7 @@ func (p *Pack) readAt(off int64) (object.Type, []byte, error) {
 		if len(chain) > maxReadChain {
 			return object.Invalid, nil, kindf(ErrDeltaDepth, "delta chain longer than %d at offset %d", maxReadChain, off)
 		}
-		if t, d, ok := p.cache.get(cur); ok {
+		if t, d, ok := p.cache.get(baseKey{p.id, cur}); ok {
 			typ, data, shared = t, d, true
 			break
 		}
@@ -450,7 +465,7 @@ func (p *Pack) readAt(off int64) (object.Type, []byte, error) {
 			}
 			typ = h.typ
 			if len(chain) > 0 {
-				p.cache.put(cur, typ, data)
+				p.cache.put(baseKey{p.id, cur}, typ, data)
 				shared = true
 			}
 			break
@@ -470,7 +485,7 @@ func (p *Pack) readAt(off int64) (object.Type, []byte, error) {
 		}
 		shared = false
 		if i > 0 {
-			p.cache.put(chain[i].off, typ, data)
+			p.cache.put(baseKey{p.id, chain[i].off}, typ, data)
 			shared = true
 		}
 	}

@@ -107,6 +107,7 @@ type Cache struct {
 	opt                  options
 	lock                 *os.File
 	files                *pack.FileBudget // nil without WithMaxOpen
+	bases                *pack.BaseCache  // the delta bases of every pack opened here
 
 	mu      sync.Mutex
 	closed  bool
@@ -174,6 +175,7 @@ func Open(dir string, store objstore.Store, log *zap.Logger, opts ...Option) (*C
 		opt:     options{now: time.Now, verifyExisting: true},
 		entries: make(map[string]*entry),
 		flights: make(map[string]*flight),
+		bases:   pack.NewBaseCache(0, 0),
 	}
 	c.bg, c.bgCancel = context.WithCancel(context.Background())
 	for _, o := range opts {
@@ -305,11 +307,11 @@ func (c *Cache) removeFiles(name string) error {
 		removeIfExists(pack.RevPathFor(pp)))
 }
 
-// open opens a cached pack within the node's file budget, with its
-// reverse index (the pack's offset order) kept beside it so it is
+// open opens a cached pack within the node's file budget and delta base
+// cache, with its reverse index (the pack's offset order) kept beside it so it is
 // computed once per pack, not per open.
 func (c *Cache) open(pp, ip string) (*pack.Pack, error) {
-	return pack.OpenWith(pp, ip, pack.OpenOptions{RevPath: pack.RevPathFor(pp), Files: c.files})
+	return pack.OpenWith(pp, ip, pack.OpenOptions{RevPath: pack.RevPathFor(pp), Files: c.files, Bases: c.bases})
 }
 
 // TempDir is a directory on the cache's filesystem for files that will be

@@ -10,7 +10,9 @@
 // Layout: dir/LOCK, dir/packs/pack-<hex>.{pack,idx,bitmap}, dir/tmp/
 // (partial downloads, wiped at open). The optional .bitmap is the pack's
 // reachability bitmap (storage/bitmap), fetched on first use of Bitmap and
-// held parsed beside the open pack. Files are only ever published by rename, so a
+// held parsed beside the open pack. Every pack opened here shares one delta
+// base cache (pack.BaseCache), so the node's inflated bases stay within one
+// budget however many packs it holds open. Files are only ever published by rename, so a
 // crash leaves either a complete pair or a stray file that Open removes;
 // pairs found at open are fully re-verified on first use.
 //

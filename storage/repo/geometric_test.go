@@ -12,6 +12,7 @@ import (
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/walk"
 )
 
 func TestPlanGeometric(t *testing.T) {
@@ -80,7 +81,12 @@ func TestPlanGeometricKeepsPacksLogarithmic(t *testing.T) {
 // pushes makes n pushes of one commit each and returns the objects git has.
 func pushes(t *testing.T, d Deps, r *Repo, g *gitRepo, n int) map[object.ID][]byte {
 	t.Helper()
-	var prev object.ID
+	return pushesOnto(t, d, r, g, object.ID{}, n)
+}
+
+// pushesOnto is pushes on top of main at prev (zero: an empty repository).
+func pushesOnto(t *testing.T, d Deps, r *Repo, g *gitRepo, prev object.ID, n int) map[object.ID][]byte {
+	t.Helper()
 	for range n {
 		c := g.commit()
 		revs := []string{c.String()}
@@ -268,4 +274,91 @@ func TestRollUpDropsReplacedPacksFromCache(t *testing.T) {
 	checkObjects(t, s, want) // the old snapshot still reads the replaced packs
 	s.Close()
 	checkObjects(t, snapshot(t, r), want)
+}
+
+// readLog is an object reader that records what it reads.
+type readLog struct {
+	r    object.Reader
+	read map[object.ID]object.Type
+}
+
+func (l *readLog) ReadObject(id object.ID) (object.Type, []byte, error) {
+	typ, data, err := l.r.ReadObject(id)
+	if err == nil {
+		l.read[id] = typ
+	}
+	return typ, data, err
+}
+
+// TestFetchAfterPushesWalksOnlyUncoveredCommits: the bitmap of a
+// rolled-up pack keeps clones and fetches on the fast path while small
+// packs are pushed on top of it and rolled up among themselves (partial
+// roll-ups get no bitmap: their objects are not closed under
+// reachability). The query reads only objects pushed since the bitmapped
+// pack, never one it covers, and answers exactly what the walk does.
+// Geometric roll-ups bound that part: the largest pack, which holds the
+// bitmap, has more objects than all the others together.
+func TestFetchAfterPushesWalksOnlyUncoveredCommits(t *testing.T) {
+	d := newDeps(t, memstore.New())
+	r := create(t, d, "o", "r")
+	g := newGitRepo(t)
+	const oldCommits, newCommits = 40, 10
+	pushes(t, d, r, g, oldCommits)
+	whole, names := rollUp(t, r)
+	if len(names) != oldCommits {
+		t.Fatalf("rolled up %d packs, want all %d", len(names), oldCommits)
+	}
+	base := g.rev("HEAD")
+	pushesOnto(t, d, r, g, base, newCommits)
+	// 200 objects and ten packs of 5: the small packs roll up, the
+	// bitmapped one stays.
+	if _, names := rollUp(t, r); len(names) != newCommits || slices.Contains(names, whole.Name) {
+		t.Fatalf("second roll-up took %v, want the %d new packs", names, newCommits)
+	}
+	s := snapshot(t, r)
+	if len(s.Packs) != 2 {
+		t.Fatalf("packs = %+v, want the bitmapped roll-up and the roll-up of the new packs", s.Packs)
+	}
+	bm := s.Bitmap(ctx)
+	if bm == nil || bm.Pack().Name() != whole.Name {
+		t.Fatalf("fetches do not use the bitmap of %s", whole.Name)
+	}
+	covered := bm.Pack().Index()
+	tip := g.rev("HEAD")
+	for _, tc := range []struct {
+		name  string
+		haves []object.ID
+		// commits the query may read: those not below a bitmapped one
+		commits int
+	}{
+		{"clone", nil, newCommits},
+		{"fetch from the roll-up", []object.ID{base}, newCommits},
+		{"fetch from a new commit", []object.ID{g.rev("HEAD~1")}, newCommits},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := walk.Request{Wants: []object.ID{tip}, Haves: tc.haves}
+			log := &readLog{r: s.Objects(), read: map[object.ID]object.Type{}}
+			if _, err := bm.Objects(ctx, walk.NewGraph(log, 0), req); err != nil {
+				t.Fatal(err)
+			}
+			commits := 0
+			for id, typ := range log.read {
+				if _, ok := covered.Find(id); ok {
+					t.Errorf("query read %s %s, which the bitmap covers", typ, id)
+				}
+				if typ == object.Commit {
+					commits++
+				}
+			}
+			if commits != tc.commits {
+				t.Errorf("query read %d commits, want the %d pushed since the bitmap", commits, tc.commits)
+			}
+			walked := &readLog{r: s.Objects(), read: map[object.ID]object.Type{}}
+			if _, err := walk.Objects(ctx, walk.NewGraph(walked, 0), req); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("bitmap query read %d objects (%d commits), the walk %d", len(log.read), commits, len(walked.read))
+			samePlan(t, s, bm, req)
+		})
+	}
 }

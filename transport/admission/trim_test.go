@@ -20,7 +20,10 @@ func TestShouldTrim(t *testing.T) {
 		{"work still running", false, 300 * mib, 40 * mib, false},
 		{"idle, nothing grew", true, 41 * mib, 40 * mib, false},
 		{"idle, large caches kept since the last trim", true, 180 * mib, 170 * mib, false},
-		{"idle, grown by exactly the slack", true, 40*mib + TrimSlack, 40 * mib, true},
+		{"idle, large caches grown by a quarter", true, 213 * mib, 170 * mib, true},
+		{"idle, grown by exactly the slack", true, 20*mib + TrimSlack, 20 * mib, true},
+		{"idle, grown by less than a quarter", true, 49 * mib, 40 * mib, false},
+		{"idle, grown by a quarter", true, 50 * mib, 40 * mib, true},
 	} {
 		if got := ShouldTrim(tc.idle, tc.retained, tc.after); got != tc.want {
 			t.Errorf("%s: ShouldTrim(%v, %d, %d) = %v, want %v", tc.name, tc.idle, tc.retained, tc.after, got, tc.want)
