@@ -28,7 +28,10 @@ import (
 //
 // packs_after is the repository's pack list once maintenance has nothing
 // left to roll up; open_fds the node's descriptors open on pack files;
-// rss_mb its RSS then. The fetch brings a client from push n/2 to the tip,
+// rss_mb its RSS then (VmRSS read before the bench asks for anything, so
+// no collection is forced; the node's own idle trimmer, admission.Trimmer,
+// may have returned memory at one of its 10-second checks, as it does in
+// production). The fetch brings a client from push n/2 to the tip,
 // from the pushed repository and from a copy of the same history pushed
 // in one go (one pack), on the same node; the median of -runs fetches
 // after one untimed warm-up each.
