@@ -207,4 +207,3 @@ func (p *checkPipe) stop() error {
 	<-p.done
 	return p.err
 }
-
