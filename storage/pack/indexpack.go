@@ -260,7 +260,7 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		if z == nil {
 			z, err = getZlib(sr)
 		} else {
-			err = z.(zlib.Resetter).Reset(sr, nil)
+			err = resetZlib(z, sr)
 		}
 		if err != nil {
 			z = nil
@@ -465,7 +465,7 @@ func (ix *indexer) inflateErr(err error, i uint32, off int64) error {
 		return err
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return corruptf("truncated pack: object %d at offset %d", i, off)
-	case errors.Is(err, zlib.ErrChecksum) || errors.Is(err, zlib.ErrHeader) || isFlateErr(err):
+	case isInflateErr(err):
 		return corruptf("object %d at offset %d: inflate: %v", i, off, err)
 	}
 	return fmt.Errorf("object %d at offset %d: %w", i, off, err)
