@@ -63,8 +63,12 @@ func (s *streamReader) sync() {
 	s.done = s.pos
 }
 
-// written is how much of the pack is in the file.
+// written is how much of the pack is in the file: none once a write
+// failed (flush reports it).
 func (s *streamReader) written() int64 {
+	if s.werr != nil {
+		return 0
+	}
 	return s.base + int64(s.done) - int64(s.w.Buffered())
 }
 
