@@ -17,6 +17,7 @@ require (
 	github.com/go-git/go-git/v6 v6.0.0-beta.1
 	github.com/google/btree v1.1.3
 	github.com/google/go-containerregistry v0.20.2
+	github.com/klauspost/compress v1.20.1
 	github.com/orcaman/concurrent-map v1.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -61,7 +62,6 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/klauspost/compress v1.20.1 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/lithammer/shortuuid/v4 v4.0.0 // indirect
 	github.com/lmittmann/tint v1.0.3 // indirect

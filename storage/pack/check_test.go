@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -206,5 +208,61 @@ func TestOpenIndexedHeaders(t *testing.T) {
 	if p2, err := OpenIndexed(&moved); err == nil {
 		p2.Close()
 		t.Fatal("OpenIndexed accepted a record with a wrong offset")
+	}
+}
+
+// Pass 1 resolves a delta while the pipe holds its base, inflates a whole
+// base it dropped again from the file, and leaves a delta whose base was a
+// dropped delta to pass 2, which rebuilds that base along its chain (and
+// counts the chain's depth from the whole object).
+func TestIndexPackDroppedBases(t *testing.T) {
+	a := "base blob\n" + strings.Repeat("a", 1000)
+	a1, a3 := a+"one\n", a+"three\n"
+	a2 := a1 + "two\n"
+	entries := []tEntry{whole(object.Blob, a), ofsD(0, makeDelta([]byte(a), []byte(a1)))}
+	// Incompressible blobs beyond the pipe's blob budget push 0 and 1 out.
+	rnd := rand.NewChaCha8([32]byte{})
+	var fillers []string
+	for range pipedBlobBases/(900<<10) + 2 {
+		b := make([]byte, 900<<10)
+		rnd.Read(b)
+		fillers = append(fillers, string(b))
+		entries = append(entries, whole(object.Blob, string(b)))
+	}
+	d2, d3 := len(entries), len(entries)+1
+	entries = append(entries, ofsD(1, makeDelta([]byte(a1), []byte(a2))), ofsD(0, makeDelta([]byte(a), []byte(a3))))
+	packBytes := buildPack(entries...)
+	want := append([]string{a, a1}, fillers...)
+	want = append(want, a2, a3)
+
+	run := func(opts IndexOptions) (*indexer, error) {
+		f, err := os.CreateTemp(t.TempDir(), "pack")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		ix := newIndexer(context.Background(), f, opts)
+		if _, err := ix.receive(bytes.NewReader(packBytes)); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range map[int]object.Type{1: object.Blob, d2: 0, d3: object.Blob} {
+			if got := ix.entries[i].rtype; got != r {
+				t.Fatalf("after pass 1, entry %d resolved as %v, want %v", i, got, r)
+			}
+		}
+		_, err = ix.resolveAll()
+		return ix, err
+	}
+	ix, err := run(IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range want {
+		if got := ix.entries[i].id; got != object.Hash(object.Blob, []byte(w)) {
+			t.Fatalf("entry %d: id %s, want %s", i, got, object.Hash(object.Blob, []byte(w)))
+		}
+	}
+	if _, err := run(IndexOptions{MaxDeltaDepth: 1}); !errors.Is(err, ErrDeltaDepth) {
+		t.Fatalf("depth 2 with limit 1: got %v, want ErrDeltaDepth", err)
 	}
 }

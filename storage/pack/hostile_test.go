@@ -47,6 +47,15 @@ func TestIndexPackHostile(t *testing.T) {
 	fewer := bytes.Clone(good)
 	binary.BigEndian.PutUint32(fewer[8:], 1)
 	fewer = resign(fewer)
+	// Bad zlib streams: each of the inflater's data errors is corruption.
+	badZlib := func(edit func(z []byte) []byte) tEntry {
+		e := whole(object.Blob, base)
+		e.rawZ = edit(zlibBytes([]byte(base)))
+		return e
+	}
+	badHeader := badZlib(func(z []byte) []byte { z[0] ^= 0xff; return z })
+	badAdler := badZlib(func(z []byte) []byte { z[len(z)-1] ^= 1; return z })
+	badBlock := badZlib(func(z []byte) []byte { return []byte{0x78, 0x9c, 0x07} }) // reserved block type
 
 	tests := []struct {
 		name string
@@ -61,6 +70,9 @@ func TestIndexPackHostile(t *testing.T) {
 		{"trailing garbage", append(bytes.Clone(good), 0), IndexOptions{}, ErrCorrupt, "trailing garbage"},
 		{"fewer objects than data", fewer, IndexOptions{}, ErrChecksum, ""},
 		{"zip bomb", buildPack(bomb), IndexOptions{}, ErrCorrupt, "exceeds declared size"},
+		{"bad zlib header", buildPack(badHeader), IndexOptions{}, ErrCorrupt, "inflate"},
+		{"bad zlib checksum", buildPack(badAdler), IndexOptions{}, ErrCorrupt, "inflate"},
+		{"bad deflate block", buildPack(badBlock), IndexOptions{}, ErrCorrupt, "inflate"},
 		{"short object", buildPack(short), IndexOptions{}, ErrCorrupt, "declared size 20"},
 		{"invalid type", resign(badType), IndexOptions{}, ErrCorrupt, "invalid object type"},
 		{"ofs base not an object", ofsMid, IndexOptions{}, ErrCorrupt, "not an object"},

@@ -89,6 +89,9 @@ type ientry struct {
 	typ      object.Type // as stored
 	rtype    object.Type // resolved type, 0 until resolved
 	claimed  uint32      // atomic; 1 once a worker has taken this delta
+	// depth is an OFS_DELTA's chain length, counting from a whole object
+	// through OFS_DELTAs only (exact for the deltas pass 1 resolves).
+	depth uint32
 }
 
 type refDelta struct {
@@ -107,10 +110,10 @@ type indexer struct {
 	kidPos  []int32               // OFS_DELTA children CSR: kidPos[i]..kidPos[i+1]
 	kids    []int32
 	dataEnd int64 // end of the last entry (start of the trailer)
-	// kept holds deltas inflated in pass 1, up to maxKeptDeltas in all;
-	// read-only in pass 2.
+	// kept holds deltas inflated in pass 1, up to maxKeptDeltas in all
+	// (counted in keptBytes by pass 1 and its pipe); read-only in pass 2.
 	kept      map[int32][]byte
-	keptBytes int64
+	keptBytes atomic.Int64
 
 	resolved   atomic.Uint64
 	nDeltas    uint64
@@ -122,15 +125,6 @@ type indexer struct {
 // writes pack-<checksum>.pack and .idx into dir. Memory stays bounded by the
 // object count and opts.CacheBytes, never by the pack size.
 func IndexPack(ctx context.Context, r io.Reader, dir string, opts IndexOptions) (*Indexed, error) {
-	if opts.MaxDeltaDepth <= 0 {
-		opts.MaxDeltaDepth = DefaultMaxDeltaDepth
-	}
-	if opts.Threads <= 0 {
-		opts.Threads = 2
-	}
-	if opts.CacheBytes <= 0 {
-		opts.CacheBytes = DefaultIndexCacheBytes
-	}
 	f, err := os.CreateTemp(dir, "tmp-pack-*")
 	if err != nil {
 		return nil, fmt.Errorf("index pack: %w", err)
@@ -142,7 +136,7 @@ func IndexPack(ctx context.Context, r io.Reader, dir string, opts IndexOptions) 
 			os.Remove(f.Name())
 		}
 	}()
-	ix := &indexer{ctx: ctx, opts: opts, f: f, kept: map[int32][]byte{}}
+	ix := newIndexer(ctx, f, opts)
 	sum, err := ix.receive(r)
 	if err != nil {
 		return nil, err
@@ -163,6 +157,20 @@ func IndexPack(ctx context.Context, r io.Reader, dir string, opts IndexOptions) 
 	res.ThinFixed = thin
 	ok = true
 	return res, nil
+}
+
+// newIndexer applies the defaults of opts; f receives the pack.
+func newIndexer(ctx context.Context, f *os.File, opts IndexOptions) *indexer {
+	if opts.MaxDeltaDepth <= 0 {
+		opts.MaxDeltaDepth = DefaultMaxDeltaDepth
+	}
+	if opts.Threads <= 0 {
+		opts.Threads = 2
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = DefaultIndexCacheBytes
+	}
+	return &indexer{ctx: ctx, opts: opts, f: f, kept: map[int32][]byte{}}
 }
 
 // progress reports to opts.Progress, serialized because resolver
@@ -207,7 +215,7 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 	copyBuf := make([]byte, 64<<10)
 	var dhdr [20]byte
 	var content bytes.Buffer // a whole object's content, for opts.Check
-	checks := startChecks(ix.ctx, ix.opts.Check)
+	checks := startChecks(ix)
 	defer checks.stop()
 	for i := uint32(0); i < count; i++ {
 		if i%256 == 0 {
@@ -241,6 +249,7 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 				return sum, corruptf("object %d at offset %d: delta base offset %d is not an object", i, off, h.baseOfs)
 			}
 			e.base = int32(bi)
+			e.depth = ix.entries[bi].depth + 1
 		case object.RefDelta:
 			ix.refs = append(ix.refs, refDelta{idx: int32(len(ix.entries)), base: h.baseID})
 		default:
@@ -251,7 +260,7 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		if z == nil {
 			z, err = getZlib(sr)
 		} else {
-			err = z.(zlib.Resetter).Reset(sr, nil)
+			err = resetZlib(z, sr)
 		}
 		if err != nil {
 			z = nil
@@ -259,7 +268,8 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		}
 		var n int64
 		checked := false
-		var piped []byte
+		var piped []byte // content or delta for the pipe
+		pipeDelta := h.typ == object.OfsDelta && h.size <= maxPipedCheck
 		if h.typ < object.OfsDelta && h.size <= maxPipedCheck {
 			// Hashed (and checked unless a blob) on the pipe's goroutine,
 			// off the inflating one.
@@ -276,9 +286,10 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			n, err = io.CopyBuffer(dst, io.LimitReader(z, h.size+1), copyBuf)
 			hw.Sum(e.id[:0])
 			e.rtype = h.typ
-		} else if ix.keptBytes+h.size <= maxKeptDeltas {
-			// Pass 2 needs the delta again: while the budget lasts it is
-			// kept rather than inflated a second time.
+		} else if pipeDelta || ix.keptBytes.Load()+h.size <= maxKeptDeltas {
+			// The pipe resolves the delta, or pass 2 needs it again: while
+			// the budget lasts it is kept rather than inflated a second
+			// time.
 			buf := make([]byte, h.size+1)
 			n, err = inflateInto(z, buf)
 			if err == nil && n == h.size {
@@ -291,8 +302,11 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 				}
 				e.objSize = rs
 				ix.nDeltas++
-				ix.kept[int32(len(ix.entries))] = buf[:n:n]
-				ix.keptBytes += n
+				if pipeDelta {
+					piped = buf[:n:n]
+				} else if ix.reserveKept(n) {
+					ix.kept[int32(len(ix.entries))] = buf[:n:n]
+				}
 			}
 		} else {
 			// Only the delta header is needed now; the rest is re-read in
@@ -328,7 +342,11 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			return sum, corruptf("object %d at offset %d: inflated %d bytes, declared size %d", i, off, n, h.size)
 		}
 		if piped != nil {
-			if err := checks.send(int32(len(ix.entries)), h.typ, piped[:n:n]); err != nil {
+			j := checkJob{idx: int32(len(ix.entries)), typ: h.typ, base: e.base, depth: e.depth, size: e.objSize, off: off, data: piped[:n:n]}
+			if j.typ == object.OfsDelta {
+				j.whole = ix.wholeBase(e.base, sr.written())
+			}
+			if err := checks.send(j); err != nil {
 				return sum, err
 			}
 		}
@@ -349,6 +367,10 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 	}
 	for _, r := range checks.ids {
 		ix.entries[r.idx].id = r.id
+		ix.entries[r.idx].rtype = r.typ
+	}
+	for idx, d := range checks.kept {
+		ix.kept[idx] = d
 	}
 	ix.progress("receiving objects", uint64(count), uint64(count))
 	sr.sync()
@@ -372,6 +394,38 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 		return sum, err
 	}
 	return sum, nil
+}
+
+// wholeBase locates entry i for the pipe if it is a whole object the pipe
+// held (it may have dropped it since) and is in the file up to written.
+func (ix *indexer) wholeBase(i int32, written int64) wholeBase {
+	b := &ix.entries[i]
+	if b.typ >= object.OfsDelta || b.dataSize > maxPipedCheck || int(i)+1 >= len(ix.entries) || ix.end(i) > written {
+		return wholeBase{}
+	}
+	return wholeBase{typ: b.typ, start: b.off + int64(b.hdrLen), end: ix.end(i), off: b.off, size: b.dataSize}
+}
+
+// reserveKept takes n bytes of the kept-delta budget if they fit.
+func (ix *indexer) reserveKept(n int64) bool {
+	if ix.keptBytes.Add(n) <= maxKeptDeltas {
+		return true
+	}
+	ix.keptBytes.Add(-n)
+	return false
+}
+
+// patch applies the delta of the entry at off to base.
+func (ix *indexer) patch(base, delta []byte, off int64) ([]byte, error) {
+	max := ix.opts.MaxObjectSize
+	if max <= 0 {
+		max = 1<<63 - 1
+	}
+	data, err := applyDelta(base, delta, max)
+	if err != nil {
+		return nil, fmt.Errorf("object at offset %d: %w", off, err)
+	}
+	return data, nil
 }
 
 // inflateInto inflates from z into buf, whose length is one more than the
@@ -411,7 +465,7 @@ func (ix *indexer) inflateErr(err error, i uint32, off int64) error {
 		return err
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return corruptf("truncated pack: object %d at offset %d", i, off)
-	case errors.Is(err, zlib.ErrChecksum) || errors.Is(err, zlib.ErrHeader) || isFlateErr(err):
+	case isInflateErr(err):
 		return corruptf("object %d at offset %d: inflate: %v", i, off, err)
 	}
 	return fmt.Errorf("object %d at offset %d: %w", i, off, err)
@@ -451,6 +505,17 @@ func (ix *indexer) buildTree() {
 	}
 }
 
+// pendingKids reports whether entry i has children still to resolve.
+// REF_DELTAs are only resolved in pass 2, so any counts.
+func (ix *indexer) pendingKids(i int32) bool {
+	for _, c := range ix.kids[ix.kidPos[i]:ix.kidPos[i+1]] {
+		if ix.entries[c].rtype == 0 {
+			return true
+		}
+	}
+	return len(ix.refKids[ix.entries[i].id]) > 0
+}
+
 func (ix *indexer) hasKids(i int32) bool {
 	if i+1 < int32(len(ix.kidPos)) && ix.kidPos[i+1] > ix.kidPos[i] {
 		return true
@@ -461,9 +526,11 @@ func (ix *indexer) hasKids(i int32) bool {
 // resolveAll is pass 2. It returns the number of thin bases appended.
 func (ix *indexer) resolveAll() (int, error) {
 	ix.buildTree()
+	// Roots are the resolved entries with unresolved children: whole
+	// objects, and deltas pass 1 resolved whose children it could not.
 	var roots []int32
 	for i := range ix.entries {
-		if ix.entries[i].typ < object.OfsDelta && ix.hasKids(int32(i)) {
+		if ix.entries[i].rtype != 0 && ix.pendingKids(int32(i)) {
 			roots = append(roots, int32(i))
 		}
 	}

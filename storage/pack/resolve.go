@@ -14,6 +14,7 @@ import (
 // plus the objects of a single chain step.
 type resolver struct {
 	ix     *indexer
+	depth  int // of the root: a delta pass 1 resolved, else 0
 	stack  []frame
 	held   int64
 	budget int64
@@ -28,6 +29,7 @@ type frame struct {
 func (w *resolver) resolveRoot(root int32) error {
 	w.stack = append(w.stack[:0], frame{idx: root})
 	w.held = 0
+	w.depth = int(w.ix.entries[root].depth)
 	err := w.walk(0)
 	w.stack = w.stack[:0]
 	w.held = 0
@@ -39,6 +41,9 @@ func (w *resolver) walk(k int) error {
 	ix := w.ix
 	idx := w.stack[k].idx
 	for _, c := range ix.kids[ix.kidPos[idx]:ix.kidPos[idx+1]] {
+		if ix.entries[c].rtype != 0 {
+			continue // resolved in pass 1; a root if it has children left
+		}
 		if err := w.resolveChild(k, c); err != nil {
 			return err
 		}
@@ -62,7 +67,7 @@ func (w *resolver) resolveChild(k int, c int32) error {
 			return err
 		}
 	}
-	if k+1 > ix.opts.MaxDeltaDepth {
+	if w.depth+k+1 > ix.opts.MaxDeltaDepth {
 		return fmt.Errorf("%w: object at offset %d: delta chain longer than %d", ErrDeltaDepth, e.off, ix.opts.MaxDeltaDepth)
 	}
 	atomic.StoreUint32(&e.claimed, 1)
@@ -96,27 +101,41 @@ func (w *resolver) resolveChild(k int, c int32) error {
 
 // apply inflates delta entry c and applies it to the content of frame k.
 func (w *resolver) apply(k int, c int32) ([]byte, error) {
-	ix := w.ix
-	e := &ix.entries[c]
 	base, err := w.dataOf(k)
 	if err != nil {
 		return nil, err
 	}
+	return w.ix.applyTo(base, c)
+}
+
+// applyTo inflates delta entry c and applies it to base.
+func (ix *indexer) applyTo(base []byte, c int32) ([]byte, error) {
+	e := &ix.entries[c]
 	delta, ok := ix.kept[c]
 	if !ok {
+		var err error
 		if delta, err = inflateAt(nil, ix.f, e.off+int64(e.hdrLen), ix.end(c), e.dataSize, e.off); err != nil {
 			return nil, err
 		}
 	}
-	max := ix.opts.MaxObjectSize
-	if max <= 0 {
-		max = 1<<63 - 1
+	return ix.patch(base, delta, e.off)
+}
+
+// rebuild returns the content of entry i: inflated if it is a whole
+// object, else applied along its chain of OFS_DELTAs (a delta root, which
+// pass 1 resolved but did not keep).
+func (ix *indexer) rebuild(i int32) ([]byte, error) {
+	chain := []int32{i}
+	for ix.entries[i].typ == object.OfsDelta {
+		i = ix.entries[i].base
+		chain = append(chain, i)
 	}
-	data, err := applyDelta(base, delta, max)
-	if err != nil {
-		return nil, fmt.Errorf("object at offset %d: %w", e.off, err)
+	e := &ix.entries[i]
+	data, err := inflateAt(nil, ix.f, e.off+int64(e.hdrLen), ix.end(i), e.dataSize, e.off)
+	for k := len(chain) - 2; k >= 0 && err == nil; k-- {
+		data, err = ix.applyTo(data, chain[k])
 	}
-	return data, nil
+	return data, err
 }
 
 // dataOf returns the content of frame k, rebuilding it if it was dropped.
@@ -128,8 +147,7 @@ func (w *resolver) dataOf(k int) ([]byte, error) {
 	var data []byte
 	var err error
 	if k == 0 {
-		e := &w.ix.entries[f.idx]
-		data, err = inflateAt(nil, w.ix.f, e.off+int64(e.hdrLen), w.ix.end(f.idx), e.dataSize, e.off)
+		data, err = w.ix.rebuild(f.idx)
 	} else {
 		data, err = w.apply(k-1, f.idx)
 	}

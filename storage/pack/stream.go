@@ -63,6 +63,15 @@ func (s *streamReader) sync() {
 	s.done = s.pos
 }
 
+// written is how much of the pack is in the file: none once a write
+// failed (flush reports it).
+func (s *streamReader) written() int64 {
+	if s.werr != nil {
+		return 0
+	}
+	return s.base + int64(s.done) - int64(s.w.Buffered())
+}
+
 // startEntry begins CRC accumulation for a new entry.
 func (s *streamReader) startEntry() {
 	s.sync()
