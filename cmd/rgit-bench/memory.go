@@ -32,7 +32,8 @@ import (
 // (mapped pack and index pages) parts of the largest sampled VmRSS,
 // anon_max_mb and file_max_mb the largest of each seen. With -heapprofile
 // the node's heap profile is saved there as <fixture>-<phase>.pb.gz each
-// time its RssAnon grows by 16 MB, so the last one is near the peak.
+// time its RssAnon grows by 16 MB, so the last one is near the peak, and
+// as <fixture>-idle.pb.gz after the idle wait.
 
 func runMemory(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("memory", flag.ExitOnError)
@@ -125,6 +126,12 @@ func (hf *httpFixture) benchMemory(ctx context.Context, srv *rgitServer, idle ti
 	case <-time.After(idle):
 	}
 	idleRSS, idleAnon := procStatusKB(pid, "VmRSS:"), procStatusKB(pid, "RssAnon:")
+	if heapDir != "" {
+		// What the idle node still holds, after a collection.
+		if b, err := srv.pprof(ctx, "heap?gc=1"); err == nil {
+			os.WriteFile(filepath.Join(heapDir, hf.Name+"-idle.pb.gz"), b, 0o644)
+		}
+	}
 	return fmt.Sprintf("bench op=memory fixture=%s vmhwm_mb=%.0f rss_anon_mb=%.0f idle_rss_mb=%.0f idle_anon_mb=%.0f idle_wait_s=%.0f push_s=%.1f clone_s=%.1f",
 		hf.Name, kbToMB(hwm), kbToMB(anon), kbToMB(idleRSS), kbToMB(idleAnon), idle.Seconds(), push.secs, clone.secs), nil
 }
