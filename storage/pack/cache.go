@@ -61,3 +61,14 @@ func (c *baseCache) put(off int64, t object.Type, data []byte) {
 		c.used -= int64(len(e.data))
 	}
 }
+
+// clear drops every cached base and returns the bytes they held.
+func (c *baseCache) clear() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.used
+	c.ll.Init()
+	clear(c.byOff)
+	c.used = 0
+	return n
+}

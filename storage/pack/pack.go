@@ -187,6 +187,12 @@ func (p *Pack) Close() error {
 	return errors.Join(p.f.close(), p.idx.Close())
 }
 
+// DropCache empties the pack's delta base cache and returns the bytes it
+// held; reads refill it. For an idle node: the cache is up to
+// OpenOptions.CacheBytes of inflated objects per open pack, kept for as
+// long as the pack stays open.
+func (p *Pack) DropCache() int64 { return p.cache.clear() }
+
 // CloseFile closes the pack file now if it has a budget (OpenOptions.Files)
 // and no read in flight, leaving the Pack usable: the next read reopens
 // it. For a pack nobody is using for a while, so it holds no descriptor.

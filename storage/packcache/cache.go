@@ -481,6 +481,27 @@ func (c *Cache) trimOpenLocked() []*pack.Pack {
 	return out
 }
 
+// DropBaseCaches empties the delta base cache of every open pack (see
+// pack.Pack.DropCache) and returns the bytes they held. An idle node calls
+// it before returning memory to the OS: otherwise each open pack keeps
+// its cache full for as long as it stays open. A read still running
+// refills what it needs.
+func (c *Cache) DropBaseCaches() int64 {
+	c.mu.Lock()
+	var open []*pack.Pack
+	for _, e := range c.entries {
+		if e.p != nil {
+			open = append(open, e.p)
+		}
+	}
+	c.mu.Unlock()
+	var n int64
+	for _, p := range open {
+		n += p.DropCache()
+	}
+	return n
+}
+
 func (c *Cache) closePack(p *pack.Pack) {
 	if err := p.Close(); err != nil {
 		c.log.Warn("packcache: close pack", zap.String("pack", p.Name()), zap.Error(err))

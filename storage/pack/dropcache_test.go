@@ -1,0 +1,40 @@
+package pack
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/rgit/rgit/storage/object"
+)
+
+// DropCache gives back the inflated bases a read cached, and the pack
+// reads the same objects afterwards.
+func TestDropCache(t *testing.T) {
+	base := bytes.Repeat([]byte("base line\n"), 100)
+	result := append(bytes.Clone(base), "one more line\n"...)
+	ix, err := IndexPack(context.Background(), bytes.NewReader(buildPack(whole(object.Blob, string(base)), ofsD(0, makeDelta(base, result)))), t.TempDir(), IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(ix.PackPath, ix.IdxPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	id := object.Hash(object.Blob, result)
+	read := func() {
+		t.Helper()
+		if typ, data, err := p.ReadObject(id); err != nil || typ != object.Blob || !bytes.Equal(data, result) {
+			t.Fatalf("ReadObject(%s) = %v, %d bytes, %v", id, typ, len(data), err)
+		}
+	}
+	read() // caches the delta's base
+	if n := p.DropCache(); n != int64(len(base)) {
+		t.Fatalf("DropCache after a delta read = %d bytes, want the base's %d", n, len(base))
+	}
+	if n := p.DropCache(); n != 0 {
+		t.Fatalf("second DropCache = %d bytes, want 0", n)
+	}
+	read()
+}
