@@ -100,6 +100,7 @@ func (hf *httpFixture) benchMemory(ctx context.Context, srv *rgitServer, idle ti
 	}
 	pid := strconv.Itoa(srv.cmd.Process.Pid)
 	var push, clone sample
+	var peakKB int64 // the largest phase VmHWM
 	phases := []struct {
 		name string
 		run  func() error
@@ -113,13 +114,15 @@ func (hf *httpFixture) benchMemory(ctx context.Context, srv *rgitServer, idle ti
 		start := time.Now()
 		err := ph.run()
 		m := w.stop()
+		peakKB = max(peakKB, m.hwm)
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", ph.name, err)
 		}
 		fmt.Printf("note op=memory fixture=%s phase=%s vmhwm_mb=%.0f rss_anon_mb=%.0f rss_file_mb=%.0f anon_max_mb=%.0f file_max_mb=%.0f secs=%.1f\n",
 			hf.Name, ph.name, kbToMB(m.hwm), kbToMB(m.peak.anon), kbToMB(m.peak.file), kbToMB(m.anonMax), kbToMB(m.fileMax), time.Since(start).Seconds())
 	}
-	hwm, anon := procHWMMax(pid), procStatusKB(pid, "RssAnon:")
+	// The phases reset the kernel's mark: the node's peak is theirs.
+	hwm, anon := max(procHWM(pid), peakKB), procStatusKB(pid, "RssAnon:")
 	select {
 	case <-ctx.Done():
 		return "", ctx.Err()
@@ -137,13 +140,6 @@ func (hf *httpFixture) benchMemory(ctx context.Context, srv *rgitServer, idle ti
 }
 
 func kbToMB(kb int64) float64 { return float64(kb) / 1024 }
-
-// procHWMMax is the node's VmHWM since it started: watchPhase resets the
-// kernel's mark at each phase and keeps the maximum in runPeakKB.
-func procHWMMax(pid string) int64 { return max(procHWM(pid), runPeakKB) }
-
-// runPeakKB is the largest phase VmHWM seen so far (KB).
-var runPeakKB int64
 
 // memSample is one reading of a process's resident memory (KB).
 type memSample struct{ rss, anon, file int64 }
@@ -202,9 +198,7 @@ func watchPhase(ctx context.Context, srv *rgitServer, pid, name, heapDir string)
 
 func (w *phaseWatch) stop() phaseMem {
 	close(w.done)
-	m := <-w.out
-	runPeakKB = max(runPeakKB, m.hwm)
-	return m
+	return <-w.out
 }
 
 // waitBitmap waits until the first pack's bitmap is in the store

@@ -3,6 +3,7 @@ package pack
 import (
 	"container/list"
 	"sync"
+	"time"
 
 	"github.com/rgit/rgit/storage/object"
 )
@@ -13,6 +14,7 @@ type baseCache struct {
 	mu    sync.Mutex
 	limit int64
 	used  int64
+	last  time.Time // of the last hit or insert
 	ll    list.List // front = most recent; values are *cacheEntry
 	byOff map[int64]*list.Element
 }
@@ -35,6 +37,7 @@ func (c *baseCache) get(off int64) (object.Type, []byte, bool) {
 		return 0, nil, false
 	}
 	c.ll.MoveToFront(el)
+	c.last = time.Now()
 	e := el.Value.(*cacheEntry)
 	return e.typ, e.data, true
 }
@@ -52,6 +55,7 @@ func (c *baseCache) put(off int64, t object.Type, data []byte) {
 		return
 	}
 	c.byOff[off] = c.ll.PushFront(&cacheEntry{off: off, typ: t, data: data})
+	c.last = time.Now()
 	c.used += size
 	for c.used > c.limit {
 		el := c.ll.Back()
@@ -62,10 +66,14 @@ func (c *baseCache) put(off int64, t object.Type, data []byte) {
 	}
 }
 
-// clear drops every cached base and returns the bytes they held.
-func (c *baseCache) clear() int64 {
+// clear drops every cached base, unless the cache was used within
+// unusedFor, and returns the bytes dropped.
+func (c *baseCache) clear(unusedFor time.Duration) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if time.Since(c.last) < unusedFor {
+		return 0
+	}
 	n := c.used
 	c.ll.Init()
 	clear(c.byOff)

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/rgit/rgit/storage/object"
 )
 
-// DropCache gives back the inflated bases a read cached, and the pack
-// reads the same objects afterwards.
+// DropCache gives back the inflated bases a read cached, unless they were
+// used too recently, and the pack reads the same objects afterwards.
 func TestDropCache(t *testing.T) {
 	base := bytes.Repeat([]byte("base line\n"), 100)
 	result := append(bytes.Clone(base), "one more line\n"...)
@@ -30,10 +31,13 @@ func TestDropCache(t *testing.T) {
 		}
 	}
 	read() // caches the delta's base
-	if n := p.DropCache(); n != int64(len(base)) {
+	if n := p.DropCache(time.Hour); n != 0 {
+		t.Fatalf("DropCache of a cache just used = %d bytes, want 0 (kept)", n)
+	}
+	if n := p.DropCache(0); n != int64(len(base)) {
 		t.Fatalf("DropCache after a delta read = %d bytes, want the base's %d", n, len(base))
 	}
-	if n := p.DropCache(); n != 0 {
+	if n := p.DropCache(0); n != 0 {
 		t.Fatalf("second DropCache = %d bytes, want 0", n)
 	}
 	read()

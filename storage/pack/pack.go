@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/rgit/rgit/storage/object"
 )
@@ -187,11 +188,11 @@ func (p *Pack) Close() error {
 	return errors.Join(p.f.close(), p.idx.Close())
 }
 
-// DropCache empties the pack's delta base cache and returns the bytes it
-// held; reads refill it. For an idle node: the cache is up to
-// OpenOptions.CacheBytes of inflated objects per open pack, kept for as
-// long as the pack stays open.
-func (p *Pack) DropCache() int64 { return p.cache.clear() }
+// DropCache empties the pack's delta base cache unless a read used it
+// within unusedFor, and returns the bytes dropped; reads refill it. For an
+// idle node: the cache is up to OpenOptions.CacheBytes of inflated objects
+// per open pack, kept for as long as the pack stays open.
+func (p *Pack) DropCache(unusedFor time.Duration) int64 { return p.cache.clear(unusedFor) }
 
 // CloseFile closes the pack file now if it has a budget (OpenOptions.Files)
 // and no read in flight, leaving the Pack usable: the next read reopens

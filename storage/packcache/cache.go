@@ -481,12 +481,12 @@ func (c *Cache) trimOpenLocked() []*pack.Pack {
 	return out
 }
 
-// DropBaseCaches empties the delta base cache of every open pack (see
-// pack.Pack.DropCache) and returns the bytes they held. An idle node calls
-// it before returning memory to the OS: otherwise each open pack keeps
-// its cache full for as long as it stays open. A read still running
-// refills what it needs.
-func (c *Cache) DropBaseCaches() int64 {
+// DropBaseCaches empties the delta base cache of every open pack no read
+// used within unusedFor (see pack.Pack.DropCache) and returns the bytes
+// dropped. An idle node calls it before returning memory to the OS:
+// otherwise each open pack keeps its cache full for as long as it stays
+// open. unusedFor spares the cache of work still running.
+func (c *Cache) DropBaseCaches(unusedFor time.Duration) int64 {
 	c.mu.Lock()
 	var open []*pack.Pack
 	for _, e := range c.entries {
@@ -497,7 +497,7 @@ func (c *Cache) DropBaseCaches() int64 {
 	c.mu.Unlock()
 	var n int64
 	for _, p := range open {
-		n += p.DropCache()
+		n += p.DropCache(unusedFor)
 	}
 	return n
 }

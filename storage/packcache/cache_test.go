@@ -609,7 +609,7 @@ func TestRangedDownloadFailureLeavesNothing(t *testing.T) {
 }
 
 // DropBaseCaches empties the delta base cache of every open pack, held or
-// not, and reads go on working.
+// not, unless it was used too recently, and reads go on working.
 func TestDropBaseCaches(t *testing.T) {
 	st := memstore.New()
 	a, b := makePack(t, "a"), makePack(t, "b")
@@ -619,10 +619,13 @@ func TestDropBaseCaches(t *testing.T) {
 	release := get(t, c, a) // held
 	defer release()
 	get(t, c, b)() // released, still open
-	if n := c.DropBaseCaches(); n == 0 {
+	if n := c.DropBaseCaches(time.Hour); n != 0 {
+		t.Fatalf("DropBaseCaches dropped %d bytes just used", n)
+	}
+	if n := c.DropBaseCaches(0); n == 0 {
 		t.Fatal("DropBaseCaches after delta reads freed nothing")
 	}
-	if n := c.DropBaseCaches(); n != 0 {
+	if n := c.DropBaseCaches(0); n != 0 {
 		t.Fatalf("second DropBaseCaches freed %d bytes, want 0", n)
 	}
 	get(t, c, a)()
