@@ -6,9 +6,11 @@ import (
 	"crypto/sha1"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -400,3 +402,56 @@ func BenchmarkOpen(b *testing.B) {
 		})
 	}
 }
+
+// A build keeps one encoding per mask, at its exact size: the spare
+// capacity append leaves was half the memory of a build on a big history.
+func TestBuildKeepsMasksExact(t *testing.T) {
+	r := history(t)
+	x, err := Build(context.Background(), r.packs()[0], r.refs(), BuildOptions{Interval: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Len() < 10 {
+		t.Fatalf("%d masks, want enough to fill the XOR window", x.Len())
+	}
+	for i, e := range x.list {
+		if cap(e.mask) != len(e.mask) {
+			t.Errorf("mask %d: %d bytes with capacity %d", i, len(e.mask), cap(e.mask))
+		}
+	}
+}
+
+// WriteTo streams: it allocates a small buffer, not a copy of the masks.
+func TestWriteToStreams(t *testing.T) {
+	r := history(t)
+	x := build(t, r.packs()[0], r.refs(), BuildOptions{})
+	mask := make([]byte, 64<<10)
+	for i := range 64 { // 4 MB of masks
+		x.list = append(x.list, entry{id: object.ID{byte(i), 1}, base: -1, mask: mask})
+	}
+	var want bytes.Buffer
+	if _, err := x.WriteTo(&want); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	n, err := x.WriteTo(io.Discard)
+	runtime.ReadMemStats(&after)
+	if err != nil || n != int64(want.Len()) {
+		t.Fatalf("WriteTo = %d, %v; want %d bytes", n, err, want.Len())
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("WriteTo of %d bytes allocated %d bytes", n, got)
+	}
+	// The streamed file is the one a reader accepts, checksum included.
+	x.list = x.list[:len(x.list)-64]
+	roundTrip(t, x)
+	// A failing writer is reported.
+	if _, err := x.WriteTo(failWriter{}); err == nil {
+		t.Error("WriteTo to a failing writer succeeded")
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }

@@ -1,6 +1,7 @@
 package bitmap
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -116,6 +117,11 @@ func Build(ctx context.Context, p *pack.Pack, tips []object.ID, opts BuildOption
 type builder struct {
 	q      *query
 	recent []builtMask
+	// scratch holds the candidate encodings: only the smallest is kept,
+	// copied to its exact size (append's spare capacity, kept for every
+	// mask, was half the memory of a build).
+	scratch, best []byte
+	diff, spare   bitset
 }
 
 type builtMask struct {
@@ -129,27 +135,37 @@ func (bl *builder) store(id object.ID) error {
 	if _, ok := x.entries[id]; ok {
 		return nil
 	}
-	b := newBitset(x.count)
+	b := bl.spare
+	if b == nil {
+		b = newBitset(x.count)
+	}
+	bl.spare = nil
 	if err := bl.q.fill(&b, []object.ID{id}); err != nil {
 		return fmt.Errorf("build bitmap of %s: %w", id, incomplete(err))
 	}
-	e := entry{id: id, base: -1, mask: encode(nil, b)}
-	depth := 0
-	diff := newBitset(x.count)
+	base, depth := -1, 0
+	bl.best = encode(bl.best[:0], b)
+	if len(bl.diff) != len(b) {
+		bl.diff = make(bitset, len(b))
+	}
 	for _, r := range bl.recent {
-		if r.depth >= maxChain {
+		if r.depth >= maxChain || len(r.bits) != len(b) {
 			continue
 		}
-		for w := range diff {
-			diff[w] = b[w] ^ r.bits[w]
+		for w := range bl.diff {
+			bl.diff[w] = b[w] ^ r.bits[w]
 		}
-		if m := encode(nil, diff); len(m) < len(e.mask) {
-			e.base, e.mask, depth = r.index, m, r.depth+1
+		if bl.scratch = encode(bl.scratch[:0], bl.diff); len(bl.scratch) < len(bl.best) {
+			base, depth = r.index, r.depth+1
+			bl.best, bl.scratch = bl.scratch, bl.best
 		}
 	}
 	x.entries[id] = len(x.list)
-	x.list = append(x.list, e)
+	x.list = append(x.list, entry{id: id, base: base, mask: bytes.Clone(bl.best)})
 	if len(bl.recent) == xorWindow {
+		// The oldest mask leaves the window: the next one reuses its words.
+		bl.spare = bl.recent[0].bits
+		clear(bl.spare)
 		bl.recent = append(bl.recent[:0], bl.recent[1:]...)
 	}
 	bl.recent = append(bl.recent, builtMask{index: len(x.list) - 1, depth: depth, bits: b})

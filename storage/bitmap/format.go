@@ -1,6 +1,7 @@
 package bitmap
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha1"
 	"encoding/binary"
@@ -253,37 +254,62 @@ func (x *Index) decodeEntry(i int) (bitset, error) {
 	return b, nil
 }
 
-// WriteTo writes the index in the file format of the package comment.
+// WriteTo writes the index in the file format of the package comment. It
+// streams: the masks of a big history are tens of MB, and a copy of them
+// all (doubled by append's growth) was the peak of a bitmap build.
 func (x *Index) WriteTo(w io.Writer) (int64, error) {
-	buf := make([]byte, 0, headerLen)
-	buf = append(buf, magic...)
+	cw := &crcWriter{w: bufio.NewWriterSize(w, 64<<10)}
+	var scratch [headerLen]byte
+	buf := append(scratch[:0], magic...)
 	buf = binary.BigEndian.AppendUint32(buf, version)
 	sum := x.p.Checksum()
 	buf = append(buf, sum[:]...)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(x.count))
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(x.list)))
-	appendMask := func(m []byte) {
-		buf = binary.BigEndian.AppendUint32(buf, uint32(len(m)))
-		buf = append(buf, m...)
+	cw.write(buf)
+	writeMask := func(m []byte) {
+		cw.write(binary.BigEndian.AppendUint32(scratch[:0], uint32(len(m))))
+		cw.write(m)
 	}
 	for _, m := range x.types {
-		appendMask(m)
+		writeMask(m)
 	}
 	for _, e := range x.list {
-		buf = append(buf, e.id[:]...)
 		base := uint32(noBase)
 		if e.base >= 0 {
 			base = uint32(e.base)
 		}
-		buf = binary.BigEndian.AppendUint32(buf, base)
-		appendMask(e.mask)
+		cw.write(binary.BigEndian.AppendUint32(append(scratch[:0], e.id[:]...), base))
+		writeMask(e.mask)
 	}
-	buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
-	n, err := w.Write(buf)
-	if err != nil {
-		return int64(n), fmt.Errorf("write bitmap: %w", err)
+	n := cw.n
+	cw.write(binary.BigEndian.AppendUint32(scratch[:0], cw.crc))
+	if cw.err == nil {
+		cw.err = cw.w.Flush()
 	}
-	return int64(n), nil
+	if cw.err != nil {
+		return n, fmt.Errorf("write bitmap: %w", cw.err)
+	}
+	return cw.n, nil
+}
+
+// crcWriter writes to w, keeping the CRC-32C of what it wrote and the
+// first error.
+type crcWriter struct {
+	w   *bufio.Writer
+	crc uint32
+	n   int64
+	err error
+}
+
+func (c *crcWriter) write(b []byte) {
+	if c.err != nil {
+		return
+	}
+	c.crc = crc32.Update(c.crc, castagnoli, b)
+	k, err := c.w.Write(b)
+	c.n += int64(k)
+	c.err = err
 }
 
 // WriteFile writes the index to path atomically (temp file and rename), so

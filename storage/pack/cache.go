@@ -125,18 +125,38 @@ func (c *BaseCache) clear() {
 	}
 }
 
+// Drop drops the bases unused for at least unusedFor and returns the
+// bytes they held. An idle node calls it before returning memory to the
+// OS rather than wait out the idle time; unusedFor spares the bases of
+// work still running (a background bitmap build is not counted as work).
+func (c *BaseCache) Drop(unusedFor time.Duration) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	before := c.used
+	c.dropLocked(time.Now(), unusedFor)
+	return before - c.used
+}
+
+// dropLocked removes the bases unused for age at now, least recently used
+// first, and returns how long until the oldest one left reaches that age
+// (0: none left).
+func (c *BaseCache) dropLocked(now time.Time, age time.Duration) time.Duration {
+	for el := c.ll.Back(); el != nil; el = c.ll.Back() {
+		if wait := el.Value.(*cacheEntry).used.Add(age).Sub(now); wait > 0 {
+			return wait
+		}
+		c.removeLocked(el)
+	}
+	return 0
+}
+
 // expire drops the bases unused for the idle time and rearms the timer for
 // the oldest one left.
 func (c *BaseCache) expire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
-	for el := c.ll.Back(); el != nil; el = c.ll.Back() {
-		if wait := el.Value.(*cacheEntry).used.Add(c.idle).Sub(now); wait > 0 {
-			c.timer = time.AfterFunc(wait, c.expire)
-			return
-		}
-		c.removeLocked(el)
-	}
 	c.timer = nil
+	if wait := c.dropLocked(time.Now(), c.idle); wait > 0 {
+		c.timer = time.AfterFunc(wait, c.expire)
+	}
 }

@@ -552,6 +552,13 @@ func (c *Cache) trimOpenLocked() []*pack.Pack {
 	return out
 }
 
+// DropBaseCaches drops the delta bases (of every pack opened here) that
+// no read used within unusedFor, and returns the bytes dropped. An idle
+// node calls it before returning memory to the OS.
+func (c *Cache) DropBaseCaches(unusedFor time.Duration) int64 {
+	return c.bases.Drop(unusedFor)
+}
+
 func (c *Cache) closePack(p *pack.Pack) {
 	if err := p.Close(); err != nil {
 		c.log.Warn("packcache: close pack", zap.String("pack", p.Name()), zap.Error(err))
@@ -707,7 +714,7 @@ func (c *Cache) download(ctx context.Context, packKey, idxKey, pp string, want o
 	if idx.err != nil {
 		return fail(idx.err, true)
 	}
-	p, err := pack.OpenWith(dl.tmpPack, idx.path, pack.OpenOptions{RevPath: pack.RevPathFor(pp), Files: c.files, Arrival: a})
+	p, err := pack.OpenWith(dl.tmpPack, idx.path, pack.OpenOptions{RevPath: pack.RevPathFor(pp), Files: c.files, Arrival: a, Bases: c.bases})
 	if err != nil {
 		return fail(fmt.Errorf("open %s: %w", packKey, err), true)
 	}

@@ -644,3 +644,26 @@ func TestRangedDownloadFailureLeavesNothing(t *testing.T) {
 		t.Fatalf("pack after recovery: %v", err)
 	}
 }
+
+// DropBaseCaches empties the delta base cache of every open pack, held or
+// not, unless it was used too recently, and reads go on working.
+func TestDropBaseCaches(t *testing.T) {
+	st := memstore.New()
+	a, b := makePack(t, "a"), makePack(t, "b")
+	upload(t, st, a)
+	upload(t, st, b)
+	c := openCache(t, t.TempDir(), st)
+	release := get(t, c, a) // held
+	defer release()
+	get(t, c, b)() // released, still open
+	if n := c.DropBaseCaches(time.Hour); n != 0 {
+		t.Fatalf("DropBaseCaches dropped %d bytes just used", n)
+	}
+	if n := c.DropBaseCaches(0); n == 0 {
+		t.Fatal("DropBaseCaches after delta reads freed nothing")
+	}
+	if n := c.DropBaseCaches(0); n != 0 {
+		t.Fatalf("second DropBaseCaches freed %d bytes, want 0", n)
+	}
+	get(t, c, a)()
+}

@@ -53,6 +53,11 @@ func TestDerive(t *testing.T) {
 		if r.wantMem == 0 && (l.Work != 0 || l.GoMemLimit != 0) {
 			t.Errorf("no budget, yet work %d gomemlimit %d", l.Work, l.GoMemLimit)
 		}
+		// Without a budget the collector alone bounds the heap: tighter
+		// than Go's default. With one, the soft limit paces it.
+		if wantGC := map[bool]int{true: 100, false: UnboundedGCPercent}[r.wantMem > 0]; l.GCPercent != wantGC {
+			t.Errorf("Derive(%d, %d): GCPercent %d, want %d", r.cgroup, r.configured, l.GCPercent, wantGC)
+		}
 	}
 	for nofile, want := range map[uint64]int{1024: 234, 20000: 4978, 16: 4, 0: (1<<20*3/4 - 64) / 3} {
 		if got := Derive(0, 0, nofile).MaxActive; got != want {
