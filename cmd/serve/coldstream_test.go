@@ -40,10 +40,11 @@ func coldStreamSetup(t *testing.T, cacheDir string) (env *gitenv.Env, cold *gite
 	return env, cold, fs, cold.HTTPURL(token, "alice/stream"), tip, "objects/alice/stream/pack/"
 }
 
-// cloneWatch starts `git clone --progress --bare url dst` and returns a
-// channel that receives once the client reports receiving objects, and one
-// that receives the clone's outcome (its stderr with the error).
-func cloneWatch(t *testing.T, env *gitenv.Env, url, dst string) (receiving <-chan struct{}, done <-chan error, stderr *bytes.Buffer) {
+// cloneReceiving starts `git clone --progress --bare url dst`, returns once
+// the client reports receiving objects (failing the test if the clone
+// ends first or nothing arrives within streamTimeout), and gives a channel
+// that receives the clone's outcome, its stderr beside it.
+func cloneReceiving(t *testing.T, env *gitenv.Env, url, dst string) (done <-chan error, stderr *bytes.Buffer) {
 	t.Helper()
 	cmd := exec.Command("git", "clone", "--progress", "--bare", url, dst)
 	cmd.Env = env.Environ()
@@ -81,7 +82,14 @@ func cloneWatch(t *testing.T, env *gitenv.Env, url, dst string) (receiving <-cha
 		stderr.WriteString(strings.Join(lines, "\n"))
 		fin <- err
 	}()
-	return recv, fin, stderr
+	select {
+	case <-recv:
+	case err := <-fin:
+		t.Fatalf("clone ended (%v) while the pack was held in the store:\n%s", err, stderr)
+	case <-time.After(streamTimeout):
+		t.Fatalf("the client received no objects in %v while the rest of the pack was held in the store", streamTimeout)
+	}
+	return fin, stderr
 }
 
 // streamTimeout bounds waiting for a clone that should be streaming; it
@@ -98,14 +106,7 @@ func TestColdNodeStreamsPackWhileDownloading(t *testing.T) {
 	gate := fs.HoldKeys(faultstore.OpGetRange, prefix, ".pack")
 	defer gate.Release()
 	dst := filepath.Join(t.TempDir(), "c.git")
-	receiving, done, stderr := cloneWatch(t, env, url, dst)
-	select {
-	case <-receiving:
-	case err := <-done:
-		t.Fatalf("clone ended (%v) while the pack was held in the store:\n%s", err, stderr)
-	case <-time.After(streamTimeout):
-		t.Fatalf("the client received no objects in %v while the rest of the pack was held in the store", streamTimeout)
-	}
+	done, stderr := cloneReceiving(t, env, url, dst)
 	if gate.Parked() == 0 {
 		t.Fatal("no ranged read of the pack was held: the test did not hold the pack back")
 	}
@@ -132,14 +133,7 @@ func TestColdNodeStreamFailsCleanly(t *testing.T) {
 	gate := fs.HoldKeys(faultstore.OpGetRange, prefix, ".pack")
 	defer gate.Release()
 	dst := filepath.Join(t.TempDir(), "c.git")
-	receiving, done, stderr := cloneWatch(t, env, url, dst)
-	select {
-	case <-receiving:
-	case err := <-done:
-		t.Fatalf("clone ended (%v) before the pack was released:\n%s", err, stderr)
-	case <-time.After(streamTimeout):
-		t.Fatalf("the client received no objects in %v", streamTimeout)
-	}
+	done, stderr := cloneReceiving(t, env, url, dst)
 	gate.Release()
 	if err := <-done; err == nil {
 		t.Fatalf("clone succeeded although the store broke mid-pack:\n%s", stderr)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
@@ -22,19 +23,7 @@ import (
 func TestAccessBeforeOpen(t *testing.T) {
 	ctx := context.Background()
 	fs := faultstore.New(memstore.New(), 1)
-	deps := repo.Deps{Store: fs, Meta: repo.NewMetaCache(fs, repo.MetaCacheOptions{}), Ahead: repo.NewListAhead(fs)}
-	if err := repo.Create(ctx, deps, "alice", "priv"); err != nil {
-		t.Fatal(err)
-	}
-	node, err := actors.NewNode(actors.Config{Deps: deps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Shutdown(context.Background()) })
-	gate, err := gitserve.NewGate(&Engine{Node: node, Deps: deps}, nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	deps, node, gate := gateOver(t, fs, "alice", "priv")
 	// Any touch of a repository database fails loudly.
 	rule := fs.AddRule(faultstore.Rule{Prefix: "repo/", FailBefore: 1})
 	deps.Meta.Forget("alice", "priv") // cold: Create just wrote it
@@ -76,4 +65,24 @@ func TestAccessBeforeOpen(t *testing.T) {
 	if sess.Owner != "alice" || sess.Name != "priv" {
 		t.Fatalf("session on %s/%s, want the canonical alice/priv", sess.Owner, sess.Name)
 	}
+}
+
+// gateOver is a single node's gate over store st, with a name-index cache
+// and listings ahead, on which owner/name was just created.
+func gateOver(t *testing.T, st objstore.Store, owner, name string) (repo.Deps, *actors.Node, *gitserve.Gate) {
+	t.Helper()
+	deps := repo.Deps{Store: st, Meta: repo.NewMetaCache(st, repo.MetaCacheOptions{}), Ahead: repo.NewListAhead(st)}
+	if err := repo.Create(context.Background(), deps, owner, name); err != nil {
+		t.Fatal(err)
+	}
+	node, err := actors.NewNode(actors.Config{Deps: deps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Shutdown(context.Background()) })
+	gate, err := gitserve.NewGate(&Engine{Node: node, Deps: deps}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return deps, node, gate
 }

@@ -5,10 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/objstore/memstore"
-	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/transport/gitserve"
 )
@@ -23,19 +21,7 @@ func TestColdOpenRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	slow := faultstore.New(memstore.New(), 1)
 	tr := faultstore.NewTracer(slow)
-	deps := repo.Deps{Store: tr, Meta: repo.NewMetaCache(tr, repo.MetaCacheOptions{}), Ahead: repo.NewListAhead(tr)}
-	if err := repo.Create(ctx, deps, "alice", "cold"); err != nil {
-		t.Fatal(err)
-	}
-	node, err := actors.NewNode(actors.Config{Deps: deps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Shutdown(context.Background()) })
-	gate, err := gitserve.NewGate(&Engine{Node: node, Deps: deps}, nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	deps, _, gate := gateOver(t, tr, "alice", "cold")
 	deps.Meta.Forget("alice", "cold") // cold: Create just wrote it
 	slow.AddRule(faultstore.Rule{Latency: 50 * time.Millisecond})
 	tr.Reset()
