@@ -191,6 +191,21 @@ func (ix *indexer) checkSize(size int64, off int64) error {
 }
 
 // receive is pass 1: stream, hash, store and parse every entry.
+// countDelta takes a delta's result size from its first bytes (head),
+// checks it against the object size limit and counts the delta.
+func (ix *indexer) countDelta(e *ientry, head []byte, i uint32, off int64) error {
+	_, size, _, err := DeltaSizes(head)
+	if err != nil {
+		return fmt.Errorf("object %d at offset %d: %w", i, off, err)
+	}
+	if err := ix.checkSize(size, off); err != nil {
+		return err
+	}
+	e.objSize = size
+	ix.nDeltas++
+	return nil
+}
+
 func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 	var sum object.ID
 	sr := newStreamReader(r, ix.f, ix.opts.MaxPackSize)
@@ -293,15 +308,9 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			buf := make([]byte, h.size+1)
 			n, err = inflateInto(z, buf)
 			if err == nil && n == h.size {
-				_, rs, _, derr := DeltaSizes(buf[:min(n, int64(len(dhdr)))])
-				if derr != nil {
-					return sum, fmt.Errorf("object %d at offset %d: %w", i, off, derr)
-				}
-				if err := ix.checkSize(rs, off); err != nil {
+				if err := ix.countDelta(&e, buf[:min(n, int64(len(dhdr)))], i, off); err != nil {
 					return sum, err
 				}
-				e.objSize = rs
-				ix.nDeltas++
 				if pipeDelta {
 					piped = buf[:n:n]
 				} else if ix.reserveKept(n) {
@@ -321,15 +330,9 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 				err = rerr
 			}
 			if err == nil && n == h.size {
-				_, rs, _, derr := DeltaSizes(dhdr[:min(n, int64(len(dhdr)))])
-				if derr != nil {
-					return sum, fmt.Errorf("object %d at offset %d: %w", i, off, derr)
-				}
-				if err := ix.checkSize(rs, off); err != nil {
+				if err := ix.countDelta(&e, dhdr[:min(n, int64(len(dhdr)))], i, off); err != nil {
 					return sum, err
 				}
-				e.objSize = rs
-				ix.nDeltas++
 			}
 		}
 		if err != nil {
