@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -295,9 +297,15 @@ func (m *maintainer) maintain(owner, name string) (string, error) {
 		return "error", err
 	}
 	defer s.Release()
-	// Snapshot.Bitmap is the largest pack's, loaded once per opened pack.
-	// Without a pack cache there are no bitmaps to build.
-	bitmapped := m.node.cfg.Deps.Cache == nil || len(s.Snapshot.Packs) < 2 || s.Snapshot.Bitmap(ctx) != nil
+	// Whether the largest pack has a bitmap (loaded once per opened pack):
+	// layers stand on it. Without a pack cache there are no bitmaps to
+	// build.
+	bitmapped := m.node.cfg.Deps.Cache == nil || len(s.Snapshot.Packs) < 2
+	if !bitmapped {
+		largest := slices.MaxFunc(s.Snapshot.Packs, func(a, b repo.PackInfo) int { return cmp.Compare(a.Objects, b.Objects) })
+		bm := s.Snapshot.Bitmap(ctx)
+		bitmapped = bm != nil && bm.HasBitmap(largest.Name)
+	}
 	kind, roll := planMaintenance(s.Snapshot.Packs, bitmapped, time.Now(), m.node.cfg.FullRepackAge)
 	if kind == maintNothing {
 		m.m.packs.Observe(float64(len(s.Snapshot.Packs)))

@@ -170,6 +170,22 @@ func TestPushesLeaveBoundedPacks(t *testing.T) {
 	if repo.PlanGeometric(packs, repo.GeometricFactor) != nil {
 		t.Fatalf("packs are not a geometric progression: %+v", packs)
 	}
+	// Full repacks have a bitmap and every partial roll-up a layer over
+	// the packs it left: fetches walk only a push not rolled up yet.
+	s, err := n.Session(ctx, "alice", "loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	bm := s.Snapshot.Bitmap(ctx)
+	if bm == nil {
+		t.Fatal("no bitmap after the roll-ups")
+	}
+	for _, pk := range packs {
+		if !bm.HasBitmap(pk.Name) && pk.Objects > 3 {
+			t.Errorf("pack %s of %d objects has no bitmap in the stack", pk.Name, pk.Objects)
+		}
+	}
 }
 
 // TestCloneDuringRollUp: a clone that took its snapshot before a roll-up

@@ -142,7 +142,7 @@ type benchServer struct {
 	o     serverOptions
 	p     *pack.Pack
 	set   *pack.Set
-	bm    *bitmap.Index
+	bm    *bitmap.Stack
 	log   *zap.Logger
 	cache *clonecache.Cache // nil: clones are produced every time
 	key   string

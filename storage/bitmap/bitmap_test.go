@@ -66,10 +66,10 @@ func tagRefs(r *gitRepo) []walk.TagRef {
 // same checks that the bitmap answers req with exactly the walk's
 // (non-sparse) object set, and with git rev-list's when there is no filter
 // or tag inclusion.
-func same(t *testing.T, r *gitRepo, x *Index, set *pack.Set, name string, req walk.Request) {
+func same(t *testing.T, r *gitRepo, s *Stack, set *pack.Set, name string, req walk.Request) {
 	t.Helper()
 	ctx := context.Background()
-	got, err := x.Objects(ctx, walk.NewGraph(set, 0), req)
+	got, err := s.Objects(ctx, walk.NewGraph(set, 0), req)
 	if err != nil {
 		t.Fatalf("%s: bitmap: %v (wants %v)", name, err, req.Wants)
 	}
@@ -138,7 +138,7 @@ func TestObjectsMatchWalkAndRevList(t *testing.T) {
 						if tags != nil {
 							name += "/include-tag"
 						}
-						same(t, r, x, set, name, walk.Request{Wants: w, Haves: h, Filter: f, IncludeTags: tags})
+						same(t, r, Single(x), set, name, walk.Request{Wants: w, Haves: h, Filter: f, IncludeTags: tags})
 					}
 				}
 			}
@@ -162,9 +162,9 @@ func TestObjectsBeyondPack(t *testing.T) {
 		t.Fatalf("%d packs, want 2", len(ps))
 	}
 	set := pack.NewSet(ps...)
-	same(t, r, x, set, "clone", walk.Request{Wants: commitRefs(r)})
-	same(t, r, x, set, "fetch", walk.Request{Wants: []object.ID{r.id("main")}, Haves: []object.ID{oldMain}})
-	same(t, r, x, set, "fetch new tag", walk.Request{Wants: []object.ID{r.id("v2")}, Haves: []object.ID{oldMain},
+	same(t, r, Single(x), set, "clone", walk.Request{Wants: commitRefs(r)})
+	same(t, r, Single(x), set, "fetch", walk.Request{Wants: []object.ID{r.id("main")}, Haves: []object.ID{oldMain}})
+	same(t, r, Single(x), set, "fetch new tag", walk.Request{Wants: []object.ID{r.id("v2")}, Haves: []object.ID{oldMain},
 		IncludeTags: []walk.TagRef{{Tag: r.id("v2"), Peeled: r.id("v2^{}")}}})
 	// The newer pack alone is not a whole repository.
 	newer := ps[0]
@@ -192,7 +192,7 @@ func TestObjectsUnsupported(t *testing.T) {
 		"tree want":     {Wants: []object.ID{r.id("main^{tree}")}},
 		"tag of a blob": {Wants: []object.ID{r.id("blobtag")}},
 	} {
-		if _, err := x.Objects(context.Background(), g, req); !errors.Is(err, ErrUnsupported) {
+		if _, err := Single(x).Objects(context.Background(), g, req); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("%s: err = %v, want ErrUnsupported", name, err)
 		}
 	}
@@ -275,7 +275,7 @@ func TestParseHostile(t *testing.T) {
 		t.Fatal(err) // structure is fine; the mask fails when decoded
 	}
 	g := walk.NewGraph(pack.NewSet(p), 0)
-	if _, err := y.Objects(context.Background(), g, walk.Request{Wants: []object.ID{y.list[0].id}}); err == nil || errors.Is(err, ErrUnsupported) {
+	if _, err := Single(y).Objects(context.Background(), g, walk.Request{Wants: []object.ID{y.list[0].id}}); err == nil || errors.Is(err, ErrUnsupported) {
 		t.Fatalf("mask past the pack: err = %v, want a decode error", err)
 	}
 }
@@ -314,7 +314,7 @@ func TestObjectsConcurrent(t *testing.T) {
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
-			res, err := x.Objects(context.Background(), walk.NewGraph(set, 0), req)
+			res, err := Single(x).Objects(context.Background(), walk.NewGraph(set, 0), req)
 			if err == nil && !slices.Equal(sortedIDs(res.Objects), want) {
 				err = errors.New("concurrent query gave a different object set")
 			}

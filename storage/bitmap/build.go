@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 
 	"github.com/rgit/rgit/storage/object"
@@ -50,22 +52,13 @@ type BuildOptions struct {
 // Masks are computed oldest first, each by a fill that stops at the masks
 // already built, so the whole build reads each tree about once.
 func Build(ctx context.Context, p *pack.Pack, tips []object.ID, opts BuildOptions) (*Index, error) {
-	interval, recent := opts.Interval, opts.Recent
-	if interval <= 0 {
-		interval = DefaultInterval
-	}
-	if recent == 0 {
-		recent = DefaultRecent
-	}
 	count := p.Index().Count()
-	x := &Index{p: p, count: count, entries: make(map[object.ID]int)}
+	x := &Index{p: p, count: count, span: count, entries: make(map[object.ID]int)}
 	g := walk.NewGraph(p, 0)
-	q := &query{ctx: ctx, x: x, g: g, r: p, strict: true}
+	q := &query{ctx: ctx, s: stackOf([]*pack.Pack{p}, []*Index{x}), g: g, r: p, strict: true}
 	for t := range q.types {
 		q.types[t] = newBitset(count)
 	}
-	bl := &builder{q: q}
-
 	var tags []object.ID    // tips that are tags peeling to commits
 	var commits []object.ID // tips that are commits, peeled tags' commits
 	isTip := make(map[object.ID]bool)
@@ -85,11 +78,102 @@ func Build(ctx context.Context, p *pack.Pack, tips []object.ID, opts BuildOption
 			commits = append(commits, c)
 		}
 	}
-	order, err := postOrder(ctx, g, commits)
+	order, err := postOrder(ctx, g, commits, nil)
 	if err != nil {
 		return nil, fmt.Errorf("build bitmap: %w", incomplete(err))
 	}
-	newest, err := newestCommits(g, order, recent)
+	return (&builder{q: q}).build(order, isTip, tags, opts)
+}
+
+// BuildLayer computes the bitmap of p layered over below, the packs a
+// repository holds besides p, in stack order: xs[i] is the bitmap of
+// below[i] or nil. Every object reachable from p's commits must be in p or
+// below. Masks are stored for p's commits only: those no other commit of
+// p has as parent, those tips names, the newest, and every Interval-th;
+// their fills stop at the masks of the layers below, so a layer over a
+// bitmapped history costs about the objects of p.
+func BuildLayer(ctx context.Context, below []*pack.Pack, xs []*Index, p *pack.Pack, tips []object.ID, opts BuildOptions) (*Index, error) {
+	if len(below) == 0 || len(below) > maxBases {
+		return nil, fmt.Errorf("build bitmap layer over %d packs: want 1 to %d", len(below), maxBases)
+	}
+	lower := stackOf(below, xs)
+	types, err := lower.types()
+	if err != nil {
+		return nil, fmt.Errorf("build bitmap layer: %w", err)
+	}
+	x := &Index{p: p, count: p.Index().Count(), span: lower.span + p.Index().Count(), entries: make(map[object.ID]int)}
+	for _, b := range below {
+		x.bases = append(x.bases, refOf(b))
+	}
+	if x.span > math.MaxInt32 {
+		return nil, fmt.Errorf("build bitmap layer over %d objects: too many", x.span)
+	}
+	set := pack.NewSet(append(slices.Clip(below), p)...)
+	g := walk.NewGraph(set, 0)
+	q := &query{ctx: ctx, s: stackOf(append(slices.Clip(below), p), append(slices.Clip(lower.layers), x)), g: g, r: set, strict: true, types: types}
+	own, err := ownCommits(ctx, g, p)
+	if err != nil {
+		return nil, fmt.Errorf("build bitmap layer: %w", incomplete(err))
+	}
+	isTip := make(map[object.ID]bool)
+	for id := range own {
+		isTip[id] = true
+	}
+	for id := range own {
+		c, err := g.Commit(id)
+		if err != nil {
+			return nil, fmt.Errorf("build bitmap layer: %w", incomplete(err))
+		}
+		for _, pid := range c.Parents {
+			delete(isTip, pid)
+		}
+	}
+	for _, t := range tips {
+		if own[t] {
+			isTip[t] = true
+		}
+	}
+	heads := slices.SortedFunc(maps.Keys(isTip), func(a, b object.ID) int { return bytes.Compare(a[:], b[:]) })
+	order, err := postOrder(ctx, g, heads, func(id object.ID) bool { return own[id] })
+	if err != nil {
+		return nil, fmt.Errorf("build bitmap layer: %w", incomplete(err))
+	}
+	return (&builder{q: q}).build(order, isTip, nil, opts)
+}
+
+// ownCommits returns the commits p holds.
+func ownCommits(ctx context.Context, g *walk.Graph, p *pack.Pack) (map[object.ID]bool, error) {
+	out := make(map[object.ID]bool)
+	ix := p.Index()
+	for i := range ix.Count() {
+		if i%ctxCheckEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		id := ix.ID(i)
+		typ, _, err := p.ReadHeader(id)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", id, err)
+		}
+		if typ == object.Commit {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+// build stores the masks of order's commits that are tips, among the
+// newest, or at the interval, then those of tags, and seals the index.
+func (bl *builder) build(order []object.ID, isTip map[object.ID]bool, tags []object.ID, opts BuildOptions) (*Index, error) {
+	interval, recent := opts.Interval, opts.Recent
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	if recent == 0 {
+		recent = DefaultRecent
+	}
+	newest, err := newestCommits(bl.q.g, order, recent)
 	if err != nil {
 		return nil, fmt.Errorf("build bitmap: %w", err)
 	}
@@ -106,7 +190,11 @@ func Build(ctx context.Context, p *pack.Pack, tips []object.ID, opts BuildOption
 			return nil, err
 		}
 	}
-	for t, b := range q.types {
+	x := bl.x()
+	for t, b := range bl.q.types {
+		// Masks are encoded at the index's full width; a layer's type
+		// masks start from narrower ones below it.
+		b = append(b, make(bitset, (x.span+63)/64-len(b))...)
 		x.types[t] = encode(nil, b)
 	}
 	return x, nil
@@ -129,15 +217,18 @@ type builtMask struct {
 	bits         bitset
 }
 
+// x is the index being built: the stack's top layer.
+func (bl *builder) x() *Index { return bl.q.s.layers[len(bl.q.s.layers)-1] }
+
 // store computes and keeps the mask of id.
 func (bl *builder) store(id object.ID) error {
-	x := bl.q.x
+	x := bl.x()
 	if _, ok := x.entries[id]; ok {
 		return nil
 	}
 	b := bl.spare
 	if b == nil {
-		b = newBitset(x.count)
+		b = newBitset(x.span)
 	}
 	bl.spare = nil
 	if err := bl.q.fill(&b, []object.ID{id}); err != nil {
@@ -237,8 +328,8 @@ func peelToCommit(r object.Reader, id object.ID) (object.ID, bool, error) {
 }
 
 // postOrder lists the commits reachable from tips, parents before
-// children.
-func postOrder(ctx context.Context, g *walk.Graph, tips []object.ID) ([]object.ID, error) {
+// children; with within set, only through commits it accepts.
+func postOrder(ctx context.Context, g *walk.Graph, tips []object.ID, within func(object.ID) bool) ([]object.ID, error) {
 	type frame struct {
 		id   object.ID
 		next int // index of the next parent to visit
@@ -266,7 +357,7 @@ func postOrder(ctx context.Context, g *walk.Graph, tips []object.ID) ([]object.I
 			}
 			pid := f.c.Parents[f.next]
 			f.next++
-			if seen[pid] {
+			if seen[pid] || within != nil && !within(pid) {
 				continue
 			}
 			if len(order)%ctxCheckEvery == 0 {

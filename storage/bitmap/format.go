@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,13 +34,20 @@ var (
 var magic = []byte("RGBM")
 
 const (
-	// version is what WriteTo writes. Version 1 differs only in its
-	// trailer (SHA-1 instead of CRC-32C); Parse reads both.
-	version   = 2
-	versionV1 = 1
-	headerLen = 4 + 4 + object.IDSize + 4 + 4
-	numTypes  = 4
-	crcLen    = 4
+	// version is what WriteTo writes for a bitmap without bases, and
+	// versionLayer for one with: a node that predates layers refuses only
+	// those (and walks). Version 1 differs from 2 only in its trailer
+	// (SHA-1 instead of CRC-32C); Parse reads all three.
+	version      = 2
+	versionV1    = 1
+	versionLayer = 3
+	// maxBases bounds a layer's base list: maintenance keeps a
+	// repository's packs logarithmic in its objects, far below this.
+	maxBases   = 256
+	baseRefLen = object.IDSize + 4
+	headerLen  = 4 + 4 + object.IDSize + 4 + 4
+	numTypes   = 4
+	crcLen     = 4
 )
 
 // castagnoli is the CRC-32C table; crc32 computes it with the CPU's CRC
@@ -61,7 +69,7 @@ func unseal(data []byte) ([]byte, error) {
 		return nil, fmt.Errorf("bad signature: %w", ErrCorrupt)
 	}
 	switch v := binary.BigEndian.Uint32(data[4:]); v {
-	case version:
+	case version, versionLayer:
 		body := data[:len(data)-crcLen]
 		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(data[len(body):]) {
 			return nil, fmt.Errorf("checksum: %w", ErrCorrupt)
@@ -97,14 +105,28 @@ func typeSlot(t object.Type) int {
 }
 
 // Index is a loaded bitmap index for one pack. It is read-only and safe for
-// concurrent use; masks are decoded per query.
+// concurrent use; masks are decoded per query (over a Stack).
 type Index struct {
-	p       *pack.Pack
-	count   int
+	p     *pack.Pack
+	count int // objects in p
+	// bases are the packs the index is layered over, in stack order; none
+	// for a pack that holds a whole repository.
+	bases []packRef
+	// span is how many positions the masks cover: the bases' objects,
+	// then p's.
+	span    int
 	types   [numTypes][]byte
 	entries map[object.ID]int // position in list
 	list    []entry           // in file order
 }
+
+// packRef names a pack below a layer: its checksum and object count.
+type packRef struct {
+	sum   object.ID
+	count int
+}
+
+func refOf(p *pack.Pack) packRef { return packRef{p.Checksum(), p.Index().Count()} }
 
 // entry is one stored reachability mask. A mask with a base is stored as
 // its XOR with the base's mask: neighbouring commits reach nearly the same
@@ -161,9 +183,14 @@ func Parse(data []byte, p *pack.Pack) (*Index, error) {
 		return nil, fmt.Errorf("bitmap for pack %s (%d objects), pack is %s (%d objects): %w",
 			sum, count, p.Checksum(), p.Index().Count(), ErrMismatch)
 	}
-	x := &Index{p: p, count: count, entries: make(map[object.ID]int, min(n, len(body)/object.IDSize))}
-	depth := make([]int, 0, min(n, len(body)/object.IDSize))
+	x := &Index{p: p, count: count, span: count, entries: make(map[object.ID]int, min(n, len(body)/object.IDSize))}
 	rest := body[headerLen:]
+	if binary.BigEndian.Uint32(body[4:]) == versionLayer {
+		if rest, err = x.parseBases(rest); err != nil {
+			return nil, err
+		}
+	}
+	depth := make([]int, 0, min(n, len(body)/object.IDSize))
 	mask := func() ([]byte, error) {
 		if len(rest) < 4 {
 			return nil, fmt.Errorf("truncated mask: %w", ErrCorrupt)
@@ -211,15 +238,39 @@ func Parse(data []byte, p *pack.Pack) (*Index, error) {
 	return x, nil
 }
 
-// decodeMask expands an encoded mask of this index. Bits past the pack's
-// object count would name objects outside it, so they are refused.
+// parseBases reads a layer's base list from the front of rest and returns
+// what follows it.
+func (x *Index) parseBases(rest []byte) ([]byte, error) {
+	if len(rest) < 4 {
+		return nil, fmt.Errorf("truncated base list: %w", ErrCorrupt)
+	}
+	n := int(binary.BigEndian.Uint32(rest))
+	rest = rest[4:]
+	if n == 0 || n > maxBases || len(rest) < n*baseRefLen {
+		return nil, fmt.Errorf("%d bases: %w", n, ErrCorrupt)
+	}
+	x.bases = make([]packRef, n)
+	for i := range x.bases {
+		copy(x.bases[i].sum[:], rest)
+		x.bases[i].count = int(binary.BigEndian.Uint32(rest[object.IDSize:]))
+		x.span += x.bases[i].count
+		rest = rest[baseRefLen:]
+	}
+	if x.span > math.MaxInt32 {
+		return nil, fmt.Errorf("layer spans %d objects: %w", x.span, ErrCorrupt)
+	}
+	return rest, nil
+}
+
+// decodeMask expands an encoded mask of this index. Bits past its span
+// would name objects outside the packs it covers, so they are refused.
 func (x *Index) decodeMask(m []byte) (bitset, error) {
-	b, err := decode(m, (x.count+63)/64)
+	b, err := decode(m, (x.span+63)/64)
 	if err != nil {
 		return nil, err
 	}
-	if r := x.count % 64; r != 0 && b[len(b)-1]>>r != 0 {
-		return nil, fmt.Errorf("mask past %d objects: %w", x.count, ErrCorrupt)
+	if r := x.span % 64; r != 0 && b[len(b)-1]>>r != 0 {
+		return nil, fmt.Errorf("mask past %d objects: %w", x.span, ErrCorrupt)
 	}
 	return b, nil
 }
@@ -261,12 +312,22 @@ func (x *Index) WriteTo(w io.Writer) (int64, error) {
 	cw := &crcWriter{w: bufio.NewWriterSize(w, 64<<10)}
 	var scratch [headerLen]byte
 	buf := append(scratch[:0], magic...)
-	buf = binary.BigEndian.AppendUint32(buf, version)
+	v := uint32(version)
+	if len(x.bases) > 0 {
+		v = versionLayer
+	}
+	buf = binary.BigEndian.AppendUint32(buf, v)
 	sum := x.p.Checksum()
 	buf = append(buf, sum[:]...)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(x.count))
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(x.list)))
 	cw.write(buf)
+	if len(x.bases) > 0 {
+		cw.write(binary.BigEndian.AppendUint32(scratch[:0], uint32(len(x.bases))))
+		for _, b := range x.bases {
+			cw.write(binary.BigEndian.AppendUint32(append(scratch[:0], b.sum[:]...), uint32(b.count)))
+		}
+	}
 	writeMask := func(m []byte) {
 		cw.write(binary.BigEndian.AppendUint32(scratch[:0], uint32(len(m))))
 		cw.write(m)

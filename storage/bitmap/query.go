@@ -16,41 +16,37 @@ const maxTagChain = 64
 const ctxCheckEvery = 1024
 
 // query is the state of one Objects call or one Build: positions for
-// objects outside the pack, and the types the fills learned.
+// objects outside the stack, and the types the fills learned.
 type query struct {
 	ctx context.Context
-	x   *Index
+	s   *Stack
 	g   *walk.Graph
 	r   object.Reader
 
-	ext    map[object.ID]int // positions past x.count
+	ext    map[object.ID]int // positions past s.span
 	extIDs []object.ID
 	types  [numTypes]bitset
 	steps  int
-	// strict (Build): every reached object must be in the pack.
+	// strict (Build): every reached object must be in the stack.
 	strict bool
 }
 
-func newQuery(ctx context.Context, x *Index, g *walk.Graph) (*query, error) {
-	q := &query{ctx: ctx, x: x, g: g, r: g.Reader(), ext: make(map[object.ID]int)}
-	for t, m := range x.types {
-		b, err := x.decodeMask(m)
-		if err != nil {
-			return nil, fmt.Errorf("type mask %d: %w", t, err)
-		}
-		q.types[t] = b
+func newQuery(ctx context.Context, s *Stack, g *walk.Graph) (*query, error) {
+	types, err := s.types()
+	if err != nil {
+		return nil, err
 	}
-	return q, nil
+	return &query{ctx: ctx, s: s, g: g, r: g.Reader(), ext: make(map[object.ID]int), types: types}, nil
 }
 
 // errOutside is returned by a strict query that reaches an object outside
-// the pack.
+// the stack.
 var errOutside = errors.New("object outside the pack")
 
-// pos returns id's position: its .idx position in the pack, or a new or
-// known position past the pack's objects.
+// pos returns id's position: in the stack, or a new or known position past
+// the stack's objects.
 func (q *query) pos(id object.ID) (int, error) {
-	if i, ok := q.x.p.Index().Find(id); ok {
+	if i, ok := q.s.find(id); ok {
 		return i, nil
 	}
 	if q.strict {
@@ -59,7 +55,7 @@ func (q *query) pos(id object.ID) (int, error) {
 	if i, ok := q.ext[id]; ok {
 		return i, nil
 	}
-	i := q.x.count + len(q.extIDs)
+	i := q.s.span + len(q.extIDs)
 	q.ext[id] = i
 	q.extIDs = append(q.extIDs, id)
 	return i, nil
@@ -67,7 +63,7 @@ func (q *query) pos(id object.ID) (int, error) {
 
 // lookup is pos without assigning: ok is false for an unknown object.
 func (q *query) lookup(id object.ID) (int, bool) {
-	if i, ok := q.x.p.Index().Find(id); ok {
+	if i, ok := q.s.find(id); ok {
 		return i, true
 	}
 	i, ok := q.ext[id]
@@ -75,10 +71,10 @@ func (q *query) lookup(id object.ID) (int, bool) {
 }
 
 func (q *query) id(pos int) object.ID {
-	if pos < q.x.count {
-		return q.x.p.Index().ID(pos)
+	if pos < q.s.span {
+		return q.s.id(pos)
 	}
-	return q.extIDs[pos-q.x.count]
+	return q.extIDs[pos-q.s.span]
 }
 
 func (q *query) mark(b *bitset, pos int, t object.Type) {
@@ -150,7 +146,7 @@ func (q *query) useStored(b *bitset, id object.ID) (bool, error) {
 	if p, ok := q.lookup(id); ok && b.has(p) {
 		return true, nil
 	}
-	m, ok, err := q.x.stored(id)
+	m, ok, err := q.s.stored(id)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -244,18 +240,18 @@ func (q *query) tree(b *bitset, id object.ID) error {
 	return nil
 }
 
-// Objects answers a fetch from the bitmaps: everything reachable from the
+// Objects answers a fetch from the stack's bitmaps: everything reachable from the
 // wants and not from the haves, filtered, plus include-tag's tags. The
 // result is exactly `git rev-list --objects wants --not haves` (what the
 // walk gives without Sparse, which may send a few more objects).
 //
-// g must read the repository's objects (the index's pack and any packs
+// g must read the repository's objects (the stack's packs and any packs
 // pushed since). ErrUnsupported means the request needs the walk:
 // shallow and deepen requests, blob:limit and tree:<n> filters other than
 // tree:0, and wants that are (or peel to) trees or blobs. Any other error
 // (a corrupt mask, a missing object) also means the caller should walk,
 // which reports real repository errors itself.
-func (x *Index) Objects(ctx context.Context, g *walk.Graph, req walk.Request) (*walk.Result, error) {
+func (s *Stack) Objects(ctx context.Context, g *walk.Graph, req walk.Request) (*walk.Result, error) {
 	if len(req.ClientShallow) > 0 || req.Depth != 0 || req.DeepenSince != 0 || len(req.DeepenNot) > 0 {
 		return nil, fmt.Errorf("shallow or deepen: %w", ErrUnsupported)
 	}
@@ -269,7 +265,7 @@ func (x *Index) Objects(ctx context.Context, g *walk.Graph, req walk.Request) (*
 	default:
 		return nil, fmt.Errorf("filter %s: %w", f, ErrUnsupported)
 	}
-	q, err := newQuery(ctx, x, g)
+	q, err := newQuery(ctx, s, g)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +274,7 @@ func (x *Index) Objects(ctx context.Context, g *walk.Graph, req walk.Request) (*
 			return nil, err
 		}
 	}
-	haves := newBitset(x.count)
+	haves := newBitset(s.span)
 	for _, id := range req.Haves {
 		// A have we lack tells us nothing, as in the walk.
 		if !q.exists(id) {
@@ -288,7 +284,7 @@ func (x *Index) Objects(ctx context.Context, g *walk.Graph, req walk.Request) (*
 			return nil, fmt.Errorf("have %s: %w", id, err)
 		}
 	}
-	wants := newBitset(x.count)
+	wants := newBitset(s.span)
 	if err := q.fill(&wants, req.Wants); err != nil {
 		return nil, fmt.Errorf("wants: %w", err)
 	}
@@ -305,7 +301,7 @@ func (x *Index) Objects(ctx context.Context, g *walk.Graph, req walk.Request) (*
 
 // exists reports whether the repository holds id.
 func (q *query) exists(id object.ID) bool {
-	if _, ok := q.x.p.Index().Find(id); ok {
+	if _, ok := q.s.find(id); ok {
 		return true
 	}
 	if h, ok := q.r.(interface{ Has(object.ID) bool }); ok {
@@ -318,7 +314,7 @@ func (q *query) exists(id object.ID) bool {
 // checkWant refuses wants the walk treats specially: a tree or blob (or a
 // tag of one) is sent whole even under a filter.
 func (q *query) checkWant(id object.ID) error {
-	if _, ok := q.x.entries[id]; ok {
+	if q.s.hasMask(id) {
 		return nil // the builder stores masks only for commits and their tags
 	}
 	for range maxTagChain + 1 {

@@ -1,9 +1,10 @@
 package repo
 
-// Reachability bitmaps (storage/bitmap) for packs that hold a whole
-// repository: the pack a repack writes, and the first pack pushed into an
-// empty repository. The bitmap lives next to its pack in the store
-// ("pack-<hash>.bitmap") and in the node's pack cache.
+// Reachability bitmaps (storage/bitmap): whole ones for packs that hold a
+// whole repository (the pack a repack writes, the first pack pushed into
+// an empty repository), and layers for the packs background roll-ups
+// write, over the packs they leave in place. A bitmap lives next to its
+// pack in the store ("pack-<hash>.bitmap") and in the node's pack cache.
 //
 // Whether a pack has a bitmap is not recorded in the database: the pack
 // cache asks the store the first time a fetch wants the bitmap of an opened
@@ -16,10 +17,13 @@ package repo
 // the next time they open the pack.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +31,7 @@ import (
 
 	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/packcache"
 )
 
@@ -53,6 +58,68 @@ func BuildBitmap(ctx context.Context, d Deps, owner, name, packName string, tips
 	if err != nil {
 		return fmt.Errorf("bitmap of %s in %s/%s: %w", packName, owner, name, err)
 	}
+	return storeBitmap(ctx, d, owner, name, packName, x, start)
+}
+
+// BuildLayerBitmap gives the stored pack packName, a roll-up of the
+// snapshot's packs named in rolled, a bitmap layered over the snapshot's
+// other packs (bitmap.BuildLayer), so fetches keep answering from bitmaps
+// after partial roll-ups instead of walking everything pushed since the
+// last full repack. The layer goes over the snapshot's bitmap stack as far
+// as that stack keeps no rolled pack, then the other remaining packs,
+// largest first. Without a bitmap stack to stand on it builds nothing
+// (it would walk the whole history for each roll-up; the full repack
+// maintenance runs for a repository without bitmap brings one).
+func BuildLayerBitmap(ctx context.Context, d Deps, snap *Snapshot, packName string, rolled []string) error {
+	if d.Cache == nil {
+		return nil
+	}
+	below := snap.Bitmap(ctx)
+	if below == nil {
+		return nil
+	}
+	start := time.Now()
+	gone := make(map[string]bool, len(rolled))
+	for _, n := range rolled {
+		gone[n] = true
+	}
+	var packs []*pack.Pack
+	var xs []*bitmap.Index
+	kept := map[string]bool{}
+	layers := below.Layers()
+	for i, p := range below.Packs() {
+		if gone[p.Name()] {
+			break
+		}
+		packs, xs = append(packs, p), append(xs, layers[i])
+		kept[p.Name()] = true
+	}
+	rest := slices.DeleteFunc(snap.Objects().Packs(), func(p *pack.Pack) bool { return gone[p.Name()] || kept[p.Name()] })
+	slices.SortFunc(rest, func(a, b *pack.Pack) int {
+		return cmp.Or(cmp.Compare(b.Index().Count(), a.Index().Count()), strings.Compare(a.Name(), b.Name()))
+	})
+	for _, p := range rest {
+		packs, xs = append(packs, p), append(xs, nil)
+	}
+	if len(packs) == 0 {
+		return nil
+	}
+	pk, ik := PackKeys(snap.Owner, snap.Name, packName)
+	p, release, err := d.Cache.Get(ctx, pk, ik, packName)
+	if err != nil {
+		return fmt.Errorf("bitmap layer of %s in %s/%s: %w", packName, snap.Owner, snap.Name, err)
+	}
+	defer release()
+	x, err := bitmap.BuildLayer(ctx, packs, xs, p, refTips(snap.Refs), bitmap.BuildOptions{})
+	if err != nil {
+		return fmt.Errorf("bitmap layer of %s in %s/%s: %w", packName, snap.Owner, snap.Name, err)
+	}
+	return storeBitmap(ctx, d, snap.Owner, snap.Name, packName, x, start)
+}
+
+// storeBitmap uploads x, the bitmap of packName built since start, next
+// to its pack and installs it in the local cache.
+func storeBitmap(ctx context.Context, d Deps, owner, name, packName string, x *bitmap.Index, start time.Time) error {
 	path, err := writeTemp(d.Cache.TempDir(), x)
 	if err != nil {
 		return fmt.Errorf("bitmap of %s in %s/%s: %w", packName, owner, name, err)
@@ -151,10 +218,8 @@ func refTips(refs []Ref) []object.ID {
 	return tips
 }
 
-// bitmapPack chooses the pack whose bitmap answers fetches: the one with
-// the most objects. Bitmaps are built only for packs holding the whole
-// repository, which stay the largest until enough has been pushed on top
-// to warrant a repack; the bitmap query walks the objects of other packs.
+// bitmapPack names the pack with the most objects: the one a whole-history
+// bitmap belongs to until enough was pushed on top to warrant a repack.
 func bitmapPack(packs []PackInfo) (string, bool) {
 	best := -1
 	for i, p := range packs {
@@ -168,13 +233,29 @@ func bitmapPack(packs []PackInfo) (string, bool) {
 	return packs[best].Name, true
 }
 
-// Bitmap returns the reachability bitmap for the snapshot's largest pack,
-// or nil when it has none or it is unusable (fetches then walk). The
-// first call per opened pack may download it. Valid until Close.
-func (s *Snapshot) Bitmap(ctx context.Context) *bitmap.Index {
-	name, ok := bitmapPack(s.Packs)
-	if !ok || s.set.cache == nil {
+// Bitmap returns the reachability bitmaps that answer the snapshot's
+// fetches: of the stacks its packs' bitmaps form (bitmap.Choose), the one
+// covering the most objects; nil when no pack has a usable bitmap (fetches
+// then walk). The first call per opened pack may download its bitmap; the
+// packs are asked in parallel. Valid until Close.
+func (s *Snapshot) Bitmap(ctx context.Context) *bitmap.Stack {
+	if s.set.cache == nil {
 		return nil
 	}
-	return s.set.cache.Bitmap(ctx, BitmapKey(s.Owner, s.Name, name), name)
+	packs := s.Objects().Packs()
+	xs := make([]*bitmap.Index, len(packs))
+	load := func(i int) {
+		name := packs[i].Name()
+		xs[i] = s.set.cache.Bitmap(ctx, BitmapKey(s.Owner, s.Name, name), name)
+	}
+	if len(packs) == 1 {
+		load(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range packs {
+			wg.Go(func() { load(i) })
+		}
+		wg.Wait()
+	}
+	return bitmap.Choose(packs, xs)
 }

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 )
@@ -77,8 +79,9 @@ func PlanGeometric(packs []PackInfo, factor int) []string {
 // walk and no object dropped: the new pack holds exactly the union of the
 // old ones, so the switch need not check the refs, only that those packs
 // are still listed. When the roll-up takes every pack, the new pack is the
-// whole repository and gets a bitmap, as a full repack's does. A crash
-// before the switch leaves an unlisted pack that GC deletes.
+// whole repository and gets a bitmap, as a full repack's does; otherwise
+// it gets a bitmap layer over the packs it leaves (BuildLayerBitmap). A
+// crash before the switch leaves an unlisted pack that GC deletes.
 func BuildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
 	return buildRollUp(ctx, d, snap, names, false, progress)
 }
@@ -135,7 +138,8 @@ func buildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, fr
 	}
 	// Over the chosen packs only, so every delta base comes from the
 	// rolled-up set (a push's pack carries its bases) and is copied. A
-	// roll-up of every pack is the whole repository: it gets a bitmap.
+	// roll-up of every pack is the whole repository: it gets a bitmap;
+	// any other gets a layer over the packs it leaves.
 	whole := len(names) == len(snap.Packs) && len(snap.Refs) > 0
 	var search *pack.DeltaSearchOptions
 	if fresh {
@@ -157,6 +161,16 @@ func buildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, fr
 	info, err := writePack(ctx, d, snap, pack.NewSet(packs...), ids, search, whole, progress)
 	if err != nil {
 		return fail(err)
+	}
+	if !whole {
+		// Before the switch lists the pack, as a whole one's bitmap is.
+		if err := BuildLayerBitmap(ctx, d, snap, info.Name, names); err != nil {
+			if ctx.Err() != nil {
+				return fail(ctx.Err())
+			}
+			d.log().Warn("no bitmap layer for the rolled-up pack", zap.String("repo", snap.Owner+"/"+snap.Name),
+				zap.String("pack", info.Name), zap.Error(err))
+		}
 	}
 	b := &RepackBuild{Owner: snap.Owner, Name: snap.Name, Pack: info, rollUp: true, replaced: map[string][]byte{}}
 	for _, n := range names {

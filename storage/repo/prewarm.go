@@ -7,10 +7,10 @@ import (
 	"slices"
 )
 
-// Prewarm fetches owner/name's packs, indexes and the bitmap of its
-// bitmap pack into the pack cache, so the first fetch after the
-// repository moved to this node does not download them. The bitmap pack
-// (the one fetches start from) goes first, then the others largest
+// Prewarm fetches owner/name's packs, indexes and bitmaps into the pack
+// cache, so the first fetch after the repository moved to this node does
+// not download them. The pack with the most objects (the bottom of the
+// bitmap stack fetches start from) goes first, then the others largest
 // first; a pack that would take the total past budget bytes is skipped
 // (budget ≤ 0: no bound). It returns the pack and index bytes now local
 // (packs already cached count too) and stops at the first error.
@@ -40,11 +40,9 @@ func Prewarm(ctx context.Context, d Deps, owner, name string, budget int64) (int
 		if err != nil {
 			return total, fmt.Errorf("prewarm %s/%s: %w", owner, name, err)
 		}
-		if p.Name == bm {
-			// Loaded once per opened pack and kept with it; nil (no
-			// bitmap) is fine, fetches walk.
-			d.Cache.Bitmap(ctx, BitmapKey(owner, name, p.Name), p.Name)
-		}
+		// Loaded once per opened pack and kept with it; nil (no bitmap)
+		// is fine, fetches walk from the bitmaps of the others.
+		d.Cache.Bitmap(ctx, BitmapKey(owner, name, p.Name), p.Name)
 		release()
 		total += size
 	}

@@ -67,12 +67,12 @@ func Plan(ctx context.Context, g *walk.Graph, req *gitproto.FetchRequest) (*walk
 }
 
 // PlanWith is Plan answered from reachability bitmaps where bm can: bm
-// must belong to a pack of the repository g reads (nil: always walk). The
+// must stack packs of the repository g reads (nil: always walk). The
 // bitmap result is exact (`git rev-list --objects`), so it may omit objects
 // the sparse walk would resend. Requests bitmaps cannot answer walk; a
 // bitmap that fails mid-query is logged to log (nil: not logged) and the
 // request walks, so a bad bitmap costs time, never a wrong pack.
-func PlanWith(ctx context.Context, g *walk.Graph, bm *bitmap.Index, log *zap.Logger, req *gitproto.FetchRequest) (*walk.Result, error) {
+func PlanWith(ctx context.Context, g *walk.Graph, bm *bitmap.Stack, log *zap.Logger, req *gitproto.FetchRequest) (*walk.Result, error) {
 	wr, err := WalkRequest(req)
 	if err != nil {
 		return nil, err
@@ -91,10 +91,11 @@ func PlanWith(ctx context.Context, g *walk.Graph, bm *bitmap.Index, log *zap.Log
 	return walk.Objects(ctx, g, wr)
 }
 
-// OpenBitmap loads the bitmap file at path for p. A missing file gives nil
-// quietly; a corrupt or mismatched one gives nil and a log line (log may
-// be nil), so the caller walks.
-func OpenBitmap(path string, p *pack.Pack, log *zap.Logger) *bitmap.Index {
+// OpenBitmap loads the bitmap file at path for p, alone in its stack. A
+// missing file gives nil quietly; a corrupt or mismatched one, or a layer
+// (it needs the packs below it), gives nil and a log line (log may be
+// nil), so the caller walks.
+func OpenBitmap(path string, p *pack.Pack, log *zap.Logger) *bitmap.Stack {
 	bm, err := bitmap.Open(path, p)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) && log != nil {
@@ -102,7 +103,11 @@ func OpenBitmap(path string, p *pack.Pack, log *zap.Logger) *bitmap.Index {
 		}
 		return nil
 	}
-	return bm
+	s := bitmap.Single(bm)
+	if s == nil && log != nil {
+		log.Warn("ignoring bitmap layer: its base packs are not open", zap.String("path", path))
+	}
+	return s
 }
 
 // Options returns the pack options for res, planned for req. progress
