@@ -221,6 +221,9 @@ func (m *maintainer) step(key repoKey, ev maintEvent) {
 	if p == maintIdle {
 		delete(m.phases, key)
 		if len(m.phases) == 0 {
+			if done := m.node.cfg.MaintenanceDone; done != nil {
+				done()
+			}
 			close(m.idle)
 		}
 	} else {

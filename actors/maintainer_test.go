@@ -147,7 +147,9 @@ func packsOf(t *testing.T, n *Node, owner, name string) []repo.PackInfo {
 // maintenance as the push path does, leave O(log) packs holding every
 // object.
 func TestPushesLeaveBoundedPacks(t *testing.T) {
-	n, d := newTestNode(t, memstore.New(), time.Minute, 8)
+	d := testDeps(t, memstore.New())
+	var done atomic.Int32
+	n := startNode(t, Config{Deps: d, WarmTTL: time.Minute, MaxWarm: 8, MaintenanceDone: func() { done.Add(1) }})
 	p := newPusher(t, n, d, "alice", "loop")
 	const pushes = 60
 	for range pushes {
@@ -157,6 +159,10 @@ func TestPushesLeaveBoundedPacks(t *testing.T) {
 	defer cancel()
 	if err := n.WaitMaintenance(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// Called as the last job ends, before WaitMaintenance returns.
+	if done.Load() == 0 {
+		t.Error("MaintenanceDone not called once maintenance was over")
 	}
 	packs := packsOf(t, n, "alice", "loop")
 	objects := 0

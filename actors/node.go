@@ -41,9 +41,13 @@ type Config struct {
 	// Busy is the load signal maintenance backs off on: while it reports
 	// true, jobs wait (retrying with backoff) before they start. Nil: the
 	// node is busy while more than 4 sessions per CPU are live.
-	Busy       func() bool
-	Log        *zap.Logger
-	Registerer prometheus.Registerer // nil: metrics are not registered
+	Busy func() bool
+	// MaintenanceDone, if set, is called whenever background maintenance
+	// has finished everything scheduled (the node may return the memory
+	// it used).
+	MaintenanceDone func()
+	Log             *zap.Logger
+	Registerer      prometheus.Registerer // nil: metrics are not registered
 	// Cluster makes the node a cluster member; nil is a single node that
 	// owns every repository.
 	Cluster *ClusterConfig

@@ -188,9 +188,29 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 			log.Info("name index migrated", zap.Int("indexed", n), zap.Strings("case_collisions", collisions))
 		}
 	}
+	admit := s.admission
+	if admit == nil {
+		admit = admission.New(limits, reg)
+	}
+	trim := admission.NewTrimmer(admit)
+	trim.Free = func() {
+		// The delta bases are the bulk of what an idle node still holds
+		// (32 MB on the big fixture after a clone); they would otherwise
+		// wait out pack.DefaultBaseIdle. A base read within the last second
+		// belongs to work admission does not count (a background bitmap
+		// build): it stays.
+		cache.DropBaseCaches(time.Second)
+		debug.FreeOSMemory()
+	}
+	trim.Trimmed = func(before, after uint64) {
+		log.Debug("idle: returned memory to the OS", zap.Uint64("retained_before", before), zap.Uint64("retained_after", after))
+	}
 	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm,
 		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: reg, Cluster: clusterCfg,
-		GCInterval: cfg.GCInterval, GCMinAge: gcMinAge})
+		GCInterval: cfg.GCInterval, GCMinAge: gcMinAge,
+		// Roll-ups allocate what admission does not count: once they are
+		// over, the trimmer looks at once rather than at its next tick.
+		MaintenanceDone: trim.Check})
 	if err != nil {
 		return nil, err
 	}
@@ -229,23 +249,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		MaxPushRefs: cfg.MaxPushRefs, MaxPushOptions: cfg.MaxPushOptions,
 		MaxWants: cfg.MaxWants, MaxHaves: cfg.MaxHaves, MaxArgBytes: cfg.MaxArgBytes,
 		Negotiations: semaphore.NewWeighted(int64(cfg.MaxNegotiations)),
-	}, Admission: s.admission}
-	if proto.Admission == nil {
-		proto.Admission = admission.New(limits, reg)
-	}
-	trim := admission.NewTrimmer(proto.Admission)
-	trim.Free = func() {
-		// The delta bases are the bulk of what an idle node still holds
-		// (32 MB on the big fixture after a clone); they would otherwise
-		// wait out pack.DefaultBaseIdle. A base read within the last second
-		// belongs to work admission does not count (a background bitmap
-		// build): it stays.
-		cache.DropBaseCaches(time.Second)
-		debug.FreeOSMemory()
-	}
-	trim.Trimmed = func(before, after uint64) {
-		log.Debug("idle: returned memory to the OS", zap.Uint64("retained_before", before), zap.Uint64("retained_after", after))
-	}
+	}, Admission: admit}
 	go trim.Run(bgCtx)
 	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
 	if httpFwd != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
+	"sync"
 	"time"
 )
 
@@ -53,6 +54,24 @@ type Trimmer struct {
 	// Trimmed, if set, is called after each trim with the retained bytes
 	// before and after (a log line).
 	Trimmed func(before, after uint64)
+
+	kickOnce sync.Once
+	kick     chan struct{}
+}
+
+// Check asks Run for a check now rather than at its next tick: work
+// admission does not count (background maintenance) has just ended. It
+// never blocks; checks asked for while one is pending merge.
+func (t *Trimmer) Check() {
+	select {
+	case t.kicks() <- struct{}{}:
+	default:
+	}
+}
+
+func (t *Trimmer) kicks() chan struct{} {
+	t.kickOnce.Do(func() { t.kick = make(chan struct{}, 1) })
+	return t.kick
 }
 
 // NewTrimmer is the node's trimmer for c (nil: always idle).
@@ -60,7 +79,7 @@ func NewTrimmer(c *Controller) *Trimmer {
 	return &Trimmer{Every: TrimEvery, Idle: c.Idle, Retained: RetainedBytes, Free: debug.FreeOSMemory}
 }
 
-// Run checks every t.Every until ctx ends.
+// Run checks every t.Every, and when Check asks, until ctx ends.
 func (t *Trimmer) Run(ctx context.Context) {
 	tick := time.NewTicker(t.Every)
 	defer tick.Stop()
@@ -70,6 +89,7 @@ func (t *Trimmer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-t.kicks():
 		}
 		before := t.Retained()
 		if !ShouldTrim(t.Idle(), before, after) {

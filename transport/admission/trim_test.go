@@ -72,3 +72,33 @@ func TestTrimmerReturnsMemoryWhenWorkEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestTrimmerCheckTrimsAtOnce: work admission does not count (background
+// maintenance) ends with Check, and the trimmer looks then instead of at
+// its next tick; a Check with nothing grown trims nothing.
+func TestTrimmerCheckTrimsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var retained atomic.Uint64
+		var frees atomic.Int32
+		retained.Store(20 << 20)
+		tr := NewTrimmer(nil)
+		tr.Every, tr.Retained = time.Hour, retained.Load
+		tr.Free = func() { frees.Add(1); retained.Store(21 << 20) }
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		go tr.Run(ctx)
+		synctest.Wait()
+		tr.Check()
+		synctest.Wait()
+		if n := frees.Load(); n != 0 {
+			t.Fatalf("Check with nothing grown: %d trims", n)
+		}
+		retained.Store(60 << 20) // a roll-up's heap
+		tr.Check()
+		tr.Check() // merged with the first
+		synctest.Wait()
+		if n := frees.Load(); n != 1 {
+			t.Fatalf("after Check: %d trims, want 1 before the hourly tick", n)
+		}
+	})
+}
