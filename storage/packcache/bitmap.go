@@ -31,8 +31,10 @@ const (
 // nil means "walk instead": the pack has no bitmap, the bitmap is corrupt
 // or belongs to other bytes (logged and counted as corrupt; bitmap.Open
 // checks its checksum and the pack's), or the store failed (logged; a
-// later call tries again). A missing or bad bitmap is remembered until the
-// pack is reopened or AdoptBitmap installs one, so the store is asked once.
+// later call tries again). A missing or bad bitmap is remembered while the
+// pack stays cached (also across closing and reopening it under the
+// open-file budget) or until AdoptBitmap installs one, so the store is
+// asked once; a pack adopted from this node (Adopt) is known to have none.
 func (c *Cache) Bitmap(ctx context.Context, bitmapKey, name string) *bitmap.Index {
 	c.mu.Lock()
 	e := c.entries[name]

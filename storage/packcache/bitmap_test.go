@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/object"
@@ -178,4 +179,46 @@ func TestStrayBitmapRemovedAtOpen(t *testing.T) {
 	if _, err := os.Stat(stray); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("stray bitmap survived Open: %v", err)
 	}
+}
+
+// TestBitmapAbsenceKept: fetches ask for the bitmap of every pack of a
+// repository, so a known absence outlives the open-file budget closing
+// the pack, and a pack adopted from this node is known to have none: the
+// store is not asked again.
+func TestBitmapAbsenceKept(t *testing.T) {
+	ctx := context.Background()
+	st := &countingStore{Store: memstore.New()}
+	a, b, adopted := makePack(t, "ka"), makePack(t, "kb"), makePack(t, "kc")
+	upload(t, st, a)
+	upload(t, st, b)
+	now := time.Unix(1000, 0)
+	c := openCache(t, t.TempDir(), st, WithMaxOpen(1), WithClock(func() time.Time { return now }))
+	release := get(t, c, a)
+	gets := st.gets.Load()
+	if c.Bitmap(ctx, bitmapKey(a), a.name) != nil || st.gets.Load() != gets+1 {
+		t.Fatal("absent bitmap not looked for once")
+	}
+	release()
+	now = now.Add(time.Second)
+	get(t, c, b)() // closes a: one open pack at most
+	if s := c.Stats(); s.Open != 1 {
+		t.Fatalf("stats = %+v, want 1 open", s)
+	}
+	now = now.Add(time.Second)
+	release = get(t, c, a)
+	gets = st.gets.Load()
+	if c.Bitmap(ctx, bitmapKey(a), a.name) != nil || st.gets.Load() != gets {
+		t.Fatalf("reopened pack: store asked %d times for its bitmap, want 0", st.gets.Load()-gets)
+	}
+	release()
+
+	if err := c.Adopt(adopted.packPath, adopted.idxPath, adopted.name); err != nil {
+		t.Fatal(err)
+	}
+	release = get(t, c, adopted)
+	gets = st.gets.Load()
+	if c.Bitmap(ctx, bitmapKey(adopted), adopted.name) != nil || st.gets.Load() != gets {
+		t.Fatalf("adopted pack: store asked %d times for its bitmap, want 0", st.gets.Load()-gets)
+	}
+	release()
 }

@@ -142,7 +142,8 @@ type entry struct {
 
 	// The pack's reachability bitmap (see bitmap.go). bmMu serializes its
 	// loading; bm, bmState and bmSize are guarded by Cache.mu and belong
-	// to p: they are reset whenever p is.
+	// to p: they are reset whenever p is, except that a known absence
+	// stays.
 	bmMu    sync.Mutex
 	bm      *bitmap.Index
 	bmState bitmapState
@@ -471,7 +472,10 @@ func (c *Cache) publish(name string, p *pack.Pack, size int64, stale bool) *entr
 		c.openPacks++
 	}
 	e.size, e.p, e.verified = size, p, true
-	e.bm, e.bmState, e.bmSize = nil, bitmapUnknown, 0
+	e.bm, e.bmSize = nil, 0
+	if e.bmState != bitmapAbsent {
+		e.bmState = bitmapUnknown
+	}
 	c.bytes += size
 	return e
 }
@@ -541,12 +545,16 @@ func (c *Cache) trimOpenLocked() []*pack.Pack {
 	var out []*pack.Pack
 	for _, e := range idle[:min(len(idle), n)] {
 		// The bitmap belongs to the open pack; it is loaded again with it.
+		// That there is none stays known: a repository's fetches ask for
+		// the bitmap of every pack, and the store need not be asked again
+		// whenever the open-pack budget closed one.
 		if e.bmState == bitmapLoaded {
 			e.size -= e.bmSize
 			c.bytes -= e.bmSize
+			e.bmState = bitmapUnknown
 		}
 		out = append(out, e.p)
-		e.p, e.bm, e.bmState, e.bmSize = nil, nil, bitmapUnknown, 0
+		e.p, e.bm, e.bmSize = nil, nil, 0
 		c.openPacks--
 	}
 	return out
@@ -840,7 +848,8 @@ func (c *Cache) save(key string, rc io.ReadCloser, info objstore.ObjectInfo, f *
 // Adopt moves a locally produced pack pair (e.g. just indexed from a push)
 // into the cache under name, so the first Get needs no download. The files
 // are renamed (copied if on another filesystem) and gone from their old
-// paths afterwards, also when the pack was already cached.
+// paths afterwards, also when the pack was already cached. The pack is
+// taken to have no bitmap until AdoptBitmap installs one.
 func (c *Cache) Adopt(localPackPath, localIdxPath, name string) error {
 	want, err := nameHash(name)
 	if err != nil {
@@ -883,7 +892,9 @@ func (c *Cache) Adopt(localPackPath, localIdxPath, name string) error {
 	delete(c.flights, name)
 	f.err = err
 	if err == nil && !f.stale && !c.closed {
-		c.entries[name] = &entry{name: name, size: size, verified: true, lastUsed: c.opt.now()}
+		// A pack written here has no bitmap in the store: one built for it
+		// is built here too, and AdoptBitmap installs it.
+		c.entries[name] = &entry{name: name, size: size, verified: true, lastUsed: c.opt.now(), bmState: bitmapAbsent}
 		c.bytes += size
 	} else if err == nil && f.stale {
 		_ = os.Remove(pp)
