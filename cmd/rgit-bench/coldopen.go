@@ -338,16 +338,7 @@ func startColdServe(ctx context.Context, self, storeDir, cacheDir string, latenc
 		"RGIT_GC_INTERVAL_SECS=0",
 		"RGIT_MAINTENANCE_INTERVAL_SECS=0",
 	)
-	s.cmd.Stderr = &s.log
-	if s.in, err = s.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	stdout, err := s.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	s.out = bufio.NewScanner(stdout)
-	if err := s.cmd.Start(); err != nil {
+	if s.in, s.out, err = startPiped(s.cmd, &s.log); err != nil {
 		return nil, err
 	}
 	if !s.out.Scan() || s.out.Text() != "ready" {

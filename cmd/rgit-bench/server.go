@@ -27,20 +27,30 @@ type warmServer struct {
 
 func startServer(ctx context.Context, self string, args ...string) (*warmServer, error) {
 	s := &warmServer{cmd: exec.CommandContext(ctx, self, append([]string{"engine-child"}, append(args, "-serve")...)...)}
-	s.cmd.Stderr = &s.stderr
 	var err error
-	if s.in, err = s.cmd.StdinPipe(); err != nil {
+	if s.in, s.out, err = startPiped(s.cmd, &s.stderr); err != nil {
 		return nil, err
-	}
-	stdout, err := s.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	s.out = bufio.NewScanner(stdout)
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", strings.Join(s.cmd.Args, " "), err)
 	}
 	return s, nil
+}
+
+// startPiped starts cmd, a child that speaks the bench's line protocol,
+// with its stderr into stderr, and returns its stdin and a scanner over
+// its stdout.
+func startPiped(cmd *exec.Cmd, stderr io.Writer) (io.WriteCloser, *bufio.Scanner, error) {
+	cmd.Stderr = stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start %s: %w", strings.Join(cmd.Args, " "), err)
+	}
+	return in, bufio.NewScanner(stdout), nil
 }
 
 // request has the server answer one request, writing the pack to the file
