@@ -164,14 +164,9 @@ func (s *Set) WriteRepackDeltas(ctx context.Context, w io.Writer, objs []object.
 			win = win[1:]
 		}
 	}
-	if opts.Progress != nil {
-		opts.Progress("compressing objects", uint64(len(ents)), uint64(len(ents)))
-	}
-	n, err := pw.finish()
-	if err != nil {
+	if err := pw.finish(&st, opts.Progress, "compressing objects"); err != nil {
 		return st, fmt.Errorf("write repack: %w", err)
 	}
-	st.Bytes = n
 	return st, nil
 }
 

@@ -100,14 +100,9 @@ func (s *Set) WriteRepack(ctx context.Context, w io.Writer, objs []object.ID, ma
 			return st, fmt.Errorf("write repack: %w", pw.err)
 		}
 	}
-	if progress != nil {
-		progress("writing objects", uint64(len(order)), uint64(len(order)))
-	}
-	n, err := pw.finish()
-	if err != nil {
+	if err := pw.finish(&st, progress, "writing objects"); err != nil {
 		return st, fmt.Errorf("write repack: %w", err)
 	}
-	st.Bytes = n
 	return st, nil
 }
 

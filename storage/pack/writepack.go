@@ -69,18 +69,23 @@ func (w *packWriter) header(count int) {
 	w.Write(hdr[:])
 }
 
-// finish writes the trailer (the checksum of everything written) and
-// flushes; it returns the pack's size.
-func (w *packWriter) finish() (int64, error) {
+// finish reports stage complete (all st.Objects), writes the trailer (the
+// checksum of everything written), flushes, and sets st.Bytes to the
+// pack's size.
+func (w *packWriter) finish(st *WriteStats, progress func(stage string, done, total uint64), stage string) error {
+	if progress != nil {
+		progress(stage, uint64(st.Objects), uint64(st.Objects))
+	}
 	var sum object.ID
 	w.sha.Sum(sum[:0])
 	if _, err := w.bw.Write(sum[:]); err != nil {
-		return 0, err
+		return err
 	}
 	if err := w.bw.Flush(); err != nil {
-		return 0, err
+		return err
 	}
-	return w.n + int64(len(sum)), nil
+	st.Bytes = w.n + int64(len(sum))
+	return nil
 }
 
 func (w *packWriter) Write(p []byte) (int, error) {
@@ -141,14 +146,9 @@ func (s *Set) WritePack(ctx context.Context, w io.Writer, objs []object.ID, opts
 			return st, fmt.Errorf("write pack: %w", pw.err)
 		}
 	}
-	if opts.Progress != nil {
-		opts.Progress("writing objects", uint64(len(items)), uint64(len(items)))
-	}
-	n, err := pw.finish()
-	if err != nil {
+	if err := pw.finish(&st, opts.Progress, "writing objects"); err != nil {
 		return st, fmt.Errorf("write pack: %w", err)
 	}
-	st.Bytes = n
 	return st, nil
 }
 
