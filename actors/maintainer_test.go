@@ -83,6 +83,18 @@ func (p *pusher) push() {
 }
 
 // pushCommits commits k times and pushes the commits in one pack.
+// pushSettled pushes count times, each time waiting for the maintenance
+// it asked for, so each roll-up sees one more pack.
+func (p *pusher) pushSettled(ctx context.Context, count int) {
+	p.t.Helper()
+	for range count {
+		p.push()
+		if err := p.n.WaitMaintenance(ctx); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
 func (p *pusher) pushCommits(k int) {
 	p.t.Helper()
 	for range k {
@@ -203,12 +215,7 @@ func TestCloneDuringRollUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// One at a time, so the packs are 6 and 3 objects (3 per push)...
-	for range 3 {
-		p.push()
-		if err := n.WaitMaintenance(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p.pushSettled(ctx, 3)
 	// ...and the next push makes the roll-up take every pack; a clone
 	// starts just before it is built.
 	var during *Session
@@ -437,12 +444,7 @@ func TestDrainStopsMaintenance(t *testing.T) {
 	p := newPusher(t, n, d, "alice", "drain")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for range 3 {
-		p.push()
-		if err := n.WaitMaintenance(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p.pushSettled(ctx, 3)
 	rolled := func() float64 { return testutil.ToFloat64(n.maint.m.runs.WithLabelValues("rolled_up")) }
 	before := rolled()
 	entered := make(chan struct{})

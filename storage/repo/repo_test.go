@@ -221,6 +221,28 @@ func storeKeys(t *testing.T, st objstore.Store, prefix string) []string {
 }
 
 // checkObjects asserts every object git has is readable with equal content.
+// onlyPack returns r's snapshot after asserting that info is its one pack.
+func onlyPack(t *testing.T, r *Repo, info PackInfo) *Snapshot {
+	t.Helper()
+	s := snapshot(t, r)
+	if len(s.Packs) != 1 || s.Packs[0].Name != info.Name {
+		t.Fatalf("packs = %+v, want %s alone", s.Packs, info.Name)
+	}
+	return s
+}
+
+// checkRepacked asserts that info, r's one pack, holds exactly want, and
+// returns r's snapshot.
+func checkRepacked(t *testing.T, r *Repo, info PackInfo, want map[object.ID][]byte) *Snapshot {
+	t.Helper()
+	if info.Objects != len(want) {
+		t.Fatalf("new pack has %d objects, git has %d", info.Objects, len(want))
+	}
+	s := onlyPack(t, r, info)
+	checkObjects(t, s, want)
+	return s
+}
+
 func checkObjects(t *testing.T, s *Snapshot, want map[object.ID][]byte) {
 	t.Helper()
 	for id, data := range want {
@@ -530,14 +552,7 @@ func testRepackKeepsObjectsAndGCRetiresLater(t *testing.T, st objstore.Store) {
 	}
 	t.Logf("repack progress stages: %v", stages)
 	want := g.catAll()
-	if info.Objects != len(want) {
-		t.Fatalf("repacked %d objects, git has %d", info.Objects, len(want))
-	}
-	s := snapshot(t, r)
-	if len(s.Packs) != 1 || s.Packs[0].Name != info.Name {
-		t.Fatalf("packs after repack = %+v", s.Packs)
-	}
-	checkObjects(t, s, want)
+	checkRepacked(t, r, info, want)
 	checkObjects(t, old, want) // the old view keeps working
 
 	// Within the grace period nothing goes; after it the retired packs do.
@@ -671,10 +686,7 @@ func TestRepackDropsUnreachableAndDetectsConcurrentPush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := snapshot(t, r)
-	if len(s.Packs) != 1 || s.Packs[0].Name != info.Name {
-		t.Fatalf("packs = %+v", s.Packs)
-	}
+	s := onlyPack(t, r, info)
 	if s.Objects().Has(c2) {
 		t.Fatal("unreachable commit survived the repack")
 	}
@@ -687,9 +699,7 @@ func TestRepackDropsUnreachableAndDetectsConcurrentPush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := snapshot(t, r); len(s.Packs) != 1 || s.Packs[0].Name != again.Name {
-		t.Fatalf("packs after second repack = %+v", s.Packs)
-	}
+	onlyPack(t, r, again)
 }
 
 func BenchmarkSnapshotUnchanged(b *testing.B) {
