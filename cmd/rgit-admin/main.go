@@ -15,6 +15,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,18 +41,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	showVersion := fs.Bool("version", false, "print rgit-admin's version and the node's (same as the version command)")
 	asJSON := fs.Bool("json", false, "print the answer as one JSON object (for scripts)")
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rgit-admin [--addr host:port] [--json] <command> [args]\n\ncommands:")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "usage: rgit-admin [--addr host:port] [--json] <command> [args]\n\ncommands:")
 		for _, l := range admin.Usage() {
-			fmt.Fprintln(stderr, "  "+l)
+			fmt.Fprintln(w, "  "+l)
 		}
-		fmt.Fprintln(stderr, "  gen-peer-certs <dir>   (local: writes a new peer CA and certificate, see README)")
-		fmt.Fprintln(stderr, "  rollout [--statefulset rgit] [--namespace ns] [--image ref@sha256:…]   partitioned rolling update through kubectl, gated on every node's rollout status")
-		fmt.Fprintln(stderr, "  rollout-status [--peer host:port]   this node's rollout status (JSON)")
-		fmt.Fprintln(stderr, "\nexit status: 0 ok, 1 not found, 2 usage, 3 refused, 4 unreachable, 5 other failure")
+		fmt.Fprintln(w, "  gen-peer-certs <dir>   (local: writes a new peer CA and certificate, see README)")
+		fmt.Fprintln(w, "  rollout [--statefulset rgit] [--namespace ns] [--image ref@sha256:…]   partitioned rolling update through kubectl, gated on every node's rollout status")
+		fmt.Fprintln(w, "  rollout-status [--peer host:port]   this node's rollout status (JSON)")
+		fmt.Fprintln(w, "  help   this list")
+		fmt.Fprintln(w, "\nexit status: 0 ok, 1 not found, 2 usage, 3 refused, 4 unreachable, 5 other failure")
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs.Usage = func() { usage(stderr) }
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0 // asked for: the usage went out
+	} else if err != nil {
+		return admin.ExitUsage
+	}
+	if fs.NArg() >= 1 && fs.Arg(0) == "help" {
+		usage(stdout)
+		return 0
 	}
 	if fs.NArg() >= 1 && fs.Arg(0) == "gen-peer-certs" {
 		return genPeerCerts(fs.Args()[1:], stdout, stderr)
@@ -66,7 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return 2
+		return admin.ExitUsage
 	}
 	switch fs.Arg(0) {
 	case "rollout":

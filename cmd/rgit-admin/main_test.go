@@ -104,6 +104,18 @@ func TestExitCodes(t *testing.T) {
 			t.Errorf("%s: exit %d, want %d", c.name, code, c.want)
 		}
 	}
+	// Help, asked for, is no error and needs no node; none at all is a
+	// usage error.
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		var out, errOut bytes.Buffer
+		if code := run(append([]string{"--addr", closed}, args...), &out, &errOut); code != 0 ||
+			!strings.Contains(out.String()+errOut.String(), "create-repo <owner>/<name>") {
+			t.Errorf("%v: exit %d, output %q", args, code, out.String()+errOut.String())
+		}
+	}
+	if code, _ := runAdmin(t, addr); code != 2 {
+		t.Errorf("no command: exit %d, want 2", code)
+	}
 	t.Setenv("RGIT_PEER_SECRET", "wrong-secret-wrong-secret")
 	if code, _ := runAdmin(t, addr, "list-repos"); code != 3 {
 		t.Errorf("bad secret: exit %d, want 3", code)
