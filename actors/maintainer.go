@@ -256,7 +256,6 @@ func (m *maintainer) job(key repoKey) {
 		return
 	}
 	owner, name := key.split()
-	start := time.Now()
 	result, err := m.maintain(owner, name)
 	switch {
 	case errors.Is(err, repo.ErrConcurrentUpdate):
@@ -267,22 +266,15 @@ func (m *maintainer) job(key repoKey) {
 		m.node.log.Warn("background maintenance failed", zap.String("repo", string(key)), zap.Error(err))
 	}
 	m.m.runs.WithLabelValues(result).Inc()
-	if result != "nothing" {
-		m.m.seconds.Observe(time.Since(start).Seconds())
-	}
 }
 
 // waitNotBusy defers a job while the node is busy, re-checking with
 // backoff. It reports false if the maintainer shut down meanwhile.
 func (m *maintainer) waitNotBusy() bool {
-	first := busyRetryFirst
-	if m.node.testBusyRetry > 0 {
-		first = m.node.testBusyRetry
-	}
 	var wait time.Duration
 	for m.node.cfg.Busy() {
 		m.m.deferred.Inc()
-		wait = busyBackoff(wait, first)
+		wait = busyBackoff(wait, m.firstRetry())
 		if sleepUntil(m.ctx, time.Now().Add(wait)) != nil {
 			return false
 		}
@@ -290,16 +282,69 @@ func (m *maintainer) waitNotBusy() bool {
 	return true
 }
 
+// firstRetry is the first wait of a deferred job.
+func (m *maintainer) firstRetry() time.Duration {
+	return cmp.Or(m.node.testBusyRetry, busyRetryFirst)
+}
+
 // maintain checks owner/name's packs and rolls up the smallest ones, or
 // repacks everything, as planMaintenance says. It reports the result
-// label.
+// label. The work waits (without holding the repository) until the node's
+// memory budget admits it.
 func (m *maintainer) maintain(owner, name string) (string, error) {
+	var wait time.Duration
+	for {
+		s, kind, roll, err := m.plan(owner, name)
+		if err != nil {
+			return "error", err
+		}
+		if kind == maintNothing {
+			m.m.packs.Observe(float64(len(s.Snapshot.Packs)))
+			s.Release()
+			return "nothing", nil
+		}
+		if release, ok := m.reserve(rewrites(s.Snapshot.Packs, kind, roll)); ok {
+			defer release()
+			defer s.Release()
+			return m.rewrite(s, owner, name, kind, roll)
+		}
+		s.Release()
+		m.m.deferred.Inc()
+		wait = busyBackoff(wait, m.firstRetry())
+		if err := sleepUntil(m.ctx, time.Now().Add(wait)); err != nil {
+			return "error", err
+		}
+	}
+}
+
+// reserve admits a job rewriting objects objects against the node's
+// memory budget (Config.Reserve).
+func (m *maintainer) reserve(objects int64) (func(), bool) {
+	if m.node.cfg.Reserve == nil {
+		return func() {}, true
+	}
+	return m.node.cfg.Reserve(objects)
+}
+
+// rewrites is how many objects a job of kind reads and writes again.
+func rewrites(packs []repo.PackInfo, kind maintKind, roll []string) int64 {
+	var n int64
+	for _, p := range packs {
+		if kind == maintFull || slices.Contains(roll, p.Name) {
+			n += int64(p.Objects)
+		}
+	}
+	return n
+}
+
+// plan opens a session on owner/name and decides what its packs need. The
+// caller releases the session.
+func (m *maintainer) plan(owner, name string) (*Session, maintKind, []string, error) {
 	ctx := m.ctx
 	s, err := m.node.Session(ctx, owner, name)
 	if err != nil {
-		return "error", err
+		return nil, maintNothing, nil, err
 	}
-	defer s.Release()
 	// Whether the largest pack has a bitmap (loaded once per opened pack):
 	// layers stand on it. Without a pack cache there are no bitmaps to
 	// build.
@@ -310,14 +355,18 @@ func (m *maintainer) maintain(owner, name string) (string, error) {
 		bitmapped = bm != nil && bm.HasBitmap(largest.Name)
 	}
 	kind, roll := planMaintenance(s.Snapshot.Packs, bitmapped, time.Now(), m.node.cfg.FullRepackAge)
-	if kind == maintNothing {
-		m.m.packs.Observe(float64(len(s.Snapshot.Packs)))
-		return "nothing", nil
-	}
+	return s, kind, roll, nil
+}
+
+// rewrite runs the job plan chose on session s.
+func (m *maintainer) rewrite(s *Session, owner, name string, kind maintKind, roll []string) (string, error) {
+	ctx := m.ctx
+	defer func(start time.Time) { m.m.seconds.Observe(time.Since(start).Seconds()) }(time.Now())
 	if m.node.testBeforeRollUp != nil {
 		m.node.testBeforeRollUp(owner, name)
 	}
 	var b *repo.RepackBuild
+	var err error
 	if kind == maintFull {
 		b, err = repo.BuildFullRollUp(ctx, m.node.cfg.Deps, s.Snapshot, nil)
 	} else {

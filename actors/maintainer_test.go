@@ -393,6 +393,62 @@ func TestMaintenanceDefersWhileBusy(t *testing.T) {
 	}
 }
 
+// TestMaintenanceWaitsForMemory: a roll-up the memory budget does not
+// admit waits, without holding the repository, and runs once admitted,
+// asking for what it rewrites.
+func TestMaintenanceWaitsForMemory(t *testing.T) {
+	var full atomic.Bool
+	full.Store(true)
+	asked := make(chan int64, 16)
+	var released atomic.Int32
+	n, d := newMaintNode(t, func(c *Config) {
+		c.Reserve = func(objects int64) (func(), bool) {
+			select {
+			case asked <- objects:
+			default:
+			}
+			if full.Load() {
+				return nil, false
+			}
+			return func() { released.Add(1) }, true
+		}
+	})
+	n.testBusyRetry = time.Millisecond
+	p := newPusher(t, n, d, "alice", "mem")
+	for range 4 {
+		p.push()
+	}
+	// Each retry plans again: it asks for the 4 packs' 12 objects once
+	// they are all pushed.
+	timeout := time.After(time.Minute)
+	for objects := int64(0); objects != 12; {
+		select {
+		case objects = <-asked:
+		case <-timeout:
+			t.Fatalf("last asked for %d objects, want the 12 of the 4 packs", objects)
+		}
+	}
+	// Between its asks the job holds no session (it holds one while it
+	// plans and asks).
+	for deadline := time.Now().Add(time.Minute); n.sessions.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting job keeps a session on the repository")
+		}
+	}
+	if got := len(packsOf(t, n, "alice", "mem")); got != 4 {
+		t.Fatalf("%d packs while memory is short, want the 4 pushed", got)
+	}
+	full.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := n.WaitMaintenance(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(packsOf(t, n, "alice", "mem")); got != 1 || released.Load() != 1 {
+		t.Fatalf("%d packs and %d releases once admitted, want 1 and 1", got, released.Load())
+	}
+}
+
 // TestScheduledPassMaintains: packs pushed without a maintenance request
 // are repacked by the scheduled pass over the open repositories, into one
 // pack with a bitmap.

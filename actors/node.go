@@ -42,6 +42,11 @@ type Config struct {
 	// true, jobs wait (retrying with backoff) before they start. Nil: the
 	// node is busy while more than 4 sessions per CPU are live.
 	Busy func() bool
+	// Reserve, if set, admits a maintenance job that rewrites objects
+	// objects against the node's memory budget (transport/admission's
+	// Maintenance kind); false: the job lets go of the repository, waits
+	// with backoff and asks again. Nil: always admitted.
+	Reserve func(objects int64) (release func(), ok bool)
 	// MaintenanceDone, if set, is called whenever background maintenance
 	// has finished everything scheduled (the node may return the memory
 	// it used).

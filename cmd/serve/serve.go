@@ -208,6 +208,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm,
 		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: reg, Cluster: clusterCfg,
 		GCInterval: cfg.GCInterval, GCMinAge: gcMinAge,
+		Reserve: func(objects int64) (func(), bool) {
+			return admit.Reserve(admission.Maintenance, admission.Estimate(admission.Maintenance, objects))
+		},
 		// Roll-ups allocate what admission does not count: once they are
 		// over, the trimmer looks at once rather than at its next tick.
 		MaintenanceDone: trim.Check})

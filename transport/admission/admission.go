@@ -25,13 +25,19 @@ import (
 type Kind int
 
 const (
-	Fetch Kind = iota // serving a pack: clone, fetch
-	Push              // ingesting a pack
+	Fetch       Kind = iota // serving a pack: clone, fetch
+	Push                    // ingesting a pack
+	Maintenance             // background roll-ups and repacks: may wait
 )
 
+var kinds = []Kind{Fetch, Push, Maintenance}
+
 func (k Kind) String() string {
-	if k == Push {
+	switch k {
+	case Push:
 		return "push"
+	case Maintenance:
+		return "maintenance"
 	}
 	return "fetch"
 }
@@ -54,10 +60,11 @@ const (
 )
 
 // Estimate is the reservation for work of kind on a repository holding
-// objects objects.
+// objects objects (for maintenance: the objects it rewrites, which it
+// holds an index entry for, as a push does).
 func Estimate(kind Kind, objects int64) int64 {
 	base := int64(FetchBase)
-	if kind == Push {
+	if kind != Fetch {
 		base = PushBase
 	}
 	return base + max(objects, 0)*BytesPerObject
@@ -197,21 +204,29 @@ const (
 	RefuseActive
 )
 
-// Decide admits a unit of work with estimate est, or says why not.
+// Decide admits a unit of work of kind with estimate est, or says why
+// not. Background maintenance takes at most half the work budget, so
+// clients are not refused for the sake of work that can wait; it waits
+// instead (the maintainer retries with backoff).
 //
 //	no limits                          admit
 //	active >= MaxActive                refuse (descriptors)
 //	nothing running                    admit, even if est > Work: a
 //	                                   repository larger than the estimate
 //	                                   allows must still be servable alone
+//	maintenance, reserved + est >      refuse (memory)
+//	  Work/2
 //	reserved + est > Work              refuse (memory)
 //	otherwise                          admit
-func Decide(s State, est int64) Verdict {
+func Decide(s State, kind Kind, est int64) Verdict {
 	if s.MaxActive > 0 && s.Active >= s.MaxActive {
 		return RefuseActive
 	}
 	if s.Work <= 0 || s.Active == 0 {
 		return Admit
+	}
+	if kind == Maintenance && s.Reserved+est > s.Work/2 {
+		return RefuseMemory
 	}
 	if s.Reserved+est > s.Work {
 		return RefuseMemory
@@ -245,7 +260,7 @@ func (c *Controller) Reserve(kind Kind, est int64) (release func(), ok bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch Decide(c.state, est) {
+	switch Decide(c.state, kind, est) {
 	case RefuseMemory:
 		c.m.refused.WithLabelValues(kind.String(), "memory").Inc()
 		return nil, false
@@ -282,9 +297,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m := &metrics{
 		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rgit_admission_admitted_total",
-			Help: "Pack work (fetch, push) admitted against the memory budget."}, []string{"kind"}),
+			Help: "Pack work (fetch, push, maintenance) admitted against the memory budget."}, []string{"kind"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rgit_admission_refusals_total",
-			Help: "Pack work refused with 503 / ERR server busy, by kind (fetch, push) and reason (memory, descriptors)."}, []string{"kind", "reason"}),
+			Help: "Pack work refused (clients: 503 / ERR server busy; maintenance: deferred), by kind (fetch, push, maintenance) and reason (memory, descriptors)."}, []string{"kind", "reason"}),
 		reserved: g("rgit_admission_reserved_bytes", "Memory reserved by admitted pack work still running."),
 		active:   g("rgit_admission_active", "Admitted pack work still running."),
 		budget:   g("rgit_memory_budget_bytes", "The node's memory budget (cgroup memory.max or RGIT_MEMORY_LIMIT); 0: none."),
@@ -292,7 +307,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	// Every series exists from the start, so dashboards and alerts see a
 	// zero rather than nothing.
-	for _, k := range []Kind{Fetch, Push} {
+	for _, k := range kinds {
 		m.admitted.WithLabelValues(k.String())
 		for _, reason := range []string{"memory", "descriptors"} {
 			m.refused.WithLabelValues(k.String(), reason)

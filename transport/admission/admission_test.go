@@ -25,9 +25,32 @@ func TestDecide(t *testing.T) {
 		{"descriptors before memory", State{Work: mib, Reserved: mib, MaxActive: 1, Active: 1}, mib, RefuseActive},
 		{"below the descriptor cap", State{MaxActive: 4, Active: 3}, 1, Admit},
 	} {
-		if got := Decide(r.s, r.est); got != r.want {
-			t.Errorf("%s: Decide(%+v, %d) = %d, want %d", r.name, r.s, r.est, got, r.want)
+		for _, kind := range []Kind{Fetch, Push} {
+			if got := Decide(r.s, kind, r.est); got != r.want {
+				t.Errorf("%s: Decide(%+v, %s, %d) = %d, want %d", r.name, r.s, kind, r.est, got, r.want)
+			}
 		}
+	}
+	// Maintenance keeps to half the work budget, so it waits where a
+	// client would still be admitted.
+	for _, r := range []struct {
+		name string
+		s    State
+		est  int64
+		want Verdict
+	}{
+		{"no limits", State{Reserved: 1 << 40, Active: 1000}, mib, Admit},
+		{"within half", State{Work: 100 * mib, Reserved: 20 * mib, Active: 1}, 30 * mib, Admit},
+		{"past half", State{Work: 100 * mib, Reserved: 30 * mib, Active: 1}, 30 * mib, RefuseMemory},
+		{"idle node admits it alone", State{Work: 100 * mib}, 500 * mib, Admit},
+		{"descriptors", State{MaxActive: 4, Active: 4}, 1, RefuseActive},
+	} {
+		if got := Decide(r.s, Maintenance, r.est); got != r.want {
+			t.Errorf("maintenance, %s: Decide(%+v, %d) = %d, want %d", r.name, r.s, r.est, got, r.want)
+		}
+	}
+	if Decide(State{Work: 100 * mib, Reserved: 30 * mib, Active: 1}, Fetch, 30*mib) != Admit {
+		t.Error("a fetch refused where only maintenance should wait")
 	}
 }
 
