@@ -9,48 +9,34 @@ import (
 
 func TestDecide(t *testing.T) {
 	const mib = 1 << 20
+	clients, all, bg := []Kind{Fetch, Push}, []Kind{Fetch, Push, Maintenance}, []Kind{Maintenance}
 	for _, r := range []struct {
-		name string
-		s    State
-		est  int64
-		want Verdict
+		name  string
+		kinds []Kind
+		s     State
+		est   int64
+		want  Verdict
 	}{
-		{"no limits", State{Reserved: 1 << 40, Active: 1000}, mib, Admit},
-		{"fits", State{Work: 100 * mib, Reserved: 50 * mib, Active: 2}, 50 * mib, Admit},
-		{"exactly spent", State{Work: 100 * mib, Reserved: 60 * mib, Active: 2}, 41 * mib, RefuseMemory},
-		{"spent", State{Work: 100 * mib, Reserved: 100 * mib, Active: 4}, mib, RefuseMemory},
-		{"idle node admits a big repository alone", State{Work: 100 * mib}, 500 * mib, Admit},
-		{"big repository waits for others to finish", State{Work: 100 * mib, Reserved: mib, Active: 1}, 500 * mib, RefuseMemory},
-		{"descriptors", State{MaxActive: 4, Active: 4}, 1, RefuseActive},
-		{"descriptors before memory", State{Work: mib, Reserved: mib, MaxActive: 1, Active: 1}, mib, RefuseActive},
-		{"below the descriptor cap", State{MaxActive: 4, Active: 3}, 1, Admit},
+		{"no limits", all, State{Reserved: 1 << 40, Active: 1000}, mib, Admit},
+		{"fits", clients, State{Work: 100 * mib, Reserved: 50 * mib, Active: 2}, 50 * mib, Admit},
+		{"exactly spent", all, State{Work: 100 * mib, Reserved: 60 * mib, Active: 2}, 41 * mib, RefuseMemory},
+		{"spent", all, State{Work: 100 * mib, Reserved: 100 * mib, Active: 4}, mib, RefuseMemory},
+		{"idle node admits a big repository alone", all, State{Work: 100 * mib}, 500 * mib, Admit},
+		{"big repository waits for others to finish", all, State{Work: 100 * mib, Reserved: mib, Active: 1}, 500 * mib, RefuseMemory},
+		{"descriptors", all, State{MaxActive: 4, Active: 4}, 1, RefuseActive},
+		{"descriptors before memory", all, State{Work: mib, Reserved: mib, MaxActive: 1, Active: 1}, mib, RefuseActive},
+		{"below the descriptor cap", all, State{MaxActive: 4, Active: 3}, 1, Admit},
+		// Maintenance keeps to half the work budget: it waits where a
+		// client is still admitted.
+		{"within half", all, State{Work: 100 * mib, Reserved: 20 * mib, Active: 1}, 30 * mib, Admit},
+		{"past half: clients", clients, State{Work: 100 * mib, Reserved: 30 * mib, Active: 1}, 30 * mib, Admit},
+		{"past half: maintenance", bg, State{Work: 100 * mib, Reserved: 30 * mib, Active: 1}, 30 * mib, RefuseMemory},
 	} {
-		for _, kind := range []Kind{Fetch, Push} {
+		for _, kind := range r.kinds {
 			if got := Decide(r.s, kind, r.est); got != r.want {
 				t.Errorf("%s: Decide(%+v, %s, %d) = %d, want %d", r.name, r.s, kind, r.est, got, r.want)
 			}
 		}
-	}
-	// Maintenance keeps to half the work budget, so it waits where a
-	// client would still be admitted.
-	for _, r := range []struct {
-		name string
-		s    State
-		est  int64
-		want Verdict
-	}{
-		{"no limits", State{Reserved: 1 << 40, Active: 1000}, mib, Admit},
-		{"within half", State{Work: 100 * mib, Reserved: 20 * mib, Active: 1}, 30 * mib, Admit},
-		{"past half", State{Work: 100 * mib, Reserved: 30 * mib, Active: 1}, 30 * mib, RefuseMemory},
-		{"idle node admits it alone", State{Work: 100 * mib}, 500 * mib, Admit},
-		{"descriptors", State{MaxActive: 4, Active: 4}, 1, RefuseActive},
-	} {
-		if got := Decide(r.s, Maintenance, r.est); got != r.want {
-			t.Errorf("maintenance, %s: Decide(%+v, %d) = %d, want %d", r.name, r.s, r.est, got, r.want)
-		}
-	}
-	if Decide(State{Work: 100 * mib, Reserved: 30 * mib, Active: 1}, Fetch, 30*mib) != Admit {
-		t.Error("a fetch refused where only maintenance should wait")
 	}
 }
 
