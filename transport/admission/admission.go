@@ -3,7 +3,10 @@
 // estimate of the memory they will hold before they start; when the
 // budget is spent, new work is refused (HTTP 503 with Retry-After, a git
 // "ERR server busy" line over SSH and protocol v2) rather than the node
-// being OOM-killed. Work already admitted always finishes.
+// being OOM-killed. Work already admitted always finishes. Background
+// maintenance (roll-ups, repacks) reserves too, within half the budget,
+// and waits when refused. Trimmer returns memory to the OS once the work
+// is over.
 //
 // The budget is the container's (cgroup memory.max), or RGIT_MEMORY_LIMIT
 // when that is lower or there is no cgroup limit; Derive turns it and
