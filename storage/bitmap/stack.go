@@ -2,6 +2,7 @@ package bitmap
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/rgit/rgit/storage/object"
@@ -23,6 +24,10 @@ type Stack struct {
 	offs   []int    // first position of packs[i]
 	layers []*Index // bitmap of packs[i] over packs[:i], or nil
 	span   int
+	// set finds positions: the first pack in stack order holding an
+	// object, as the builder numbered it, in one search once its
+	// multi-index is built (a stack kept across queries builds it once).
+	set *pack.Set
 }
 
 // NewStack stacks packs in order with their bitmaps: xs[i] belongs to
@@ -40,7 +45,7 @@ func NewStack(packs []*pack.Pack, xs []*Index) *Stack {
 
 // stackOf is NewStack, also when no bitmap remains.
 func stackOf(packs []*pack.Pack, xs []*Index) *Stack {
-	s := &Stack{packs: packs, offs: make([]int, len(packs)), layers: make([]*Index, len(packs))}
+	s := &Stack{packs: packs, offs: make([]int, len(packs)), layers: make([]*Index, len(packs)), set: pack.NewSet(packs...)}
 	for i, p := range packs {
 		s.offs[i] = s.span
 		s.span += p.Index().Count()
@@ -128,12 +133,17 @@ func (s *Stack) HasBitmap(name string) bool {
 
 // find returns id's position in the stack.
 func (s *Stack) find(id object.ID) (int, bool) {
-	for i, p := range s.packs {
-		if j, ok := p.Index().Find(id); ok {
-			return s.offs[i] + j, true
-		}
+	i, j, ok := s.set.Find(id)
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	return s.offs[i] + j, true
+}
+
+// Same reports whether o stacks the same packs with the same bitmaps, so
+// a caller may keep using s (and the multi-index its lookups built).
+func (s *Stack) Same(o *Stack) bool {
+	return s != nil && o != nil && slices.Equal(s.packs, o.packs) && slices.Equal(s.layers, o.layers)
 }
 
 // id returns the object at position pos < s.span.

@@ -53,6 +53,11 @@ func (s *Set) find(id object.ID) (int, int, bool) {
 	return s.findEach(id)
 }
 
+// Find returns the index in Packs of the pack serving id (the first
+// holding it) and id's position in that pack's index: one binary search
+// once the multi-index is built.
+func (s *Set) Find(id object.ID) (pack, pos int, ok bool) { return s.find(id) }
+
 // findEach is find without the multi-index: one search per pack.
 func (s *Set) findEach(id object.ID) (int, int, bool) {
 	for pi, p := range s.packs {

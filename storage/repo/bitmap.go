@@ -257,5 +257,10 @@ func (s *Snapshot) Bitmap(ctx context.Context) *bitmap.Stack {
 		}
 		wg.Wait()
 	}
-	return bitmap.Choose(packs, xs)
+	chosen := bitmap.Choose(packs, xs)
+	if kept := s.set.stack.Load(); kept.Same(chosen) {
+		return kept
+	}
+	s.set.stack.Store(chosen)
+	return chosen
 }

@@ -7,9 +7,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/packcache"
@@ -103,6 +105,10 @@ type sharedSet struct {
 	set      *pack.Set
 	releases []func()
 	cache    *packcache.Cache // where the packs (and their bitmaps) come from
+	// stack is the bitmap stack fetches last chose over these packs:
+	// kept while the choice stays the same, so its lookups' multi-index
+	// is built once, not per fetch.
+	stack atomic.Pointer[bitmap.Stack]
 
 	mu   sync.Mutex
 	refs int
