@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
@@ -28,6 +29,10 @@ type Stack struct {
 	// object, as the builder numbered it, in one search once its
 	// multi-index is built (a stack kept across queries builds it once).
 	set *pack.Set
+
+	typesOnce sync.Once
+	typeMasks [numTypes]bitset // the layers' type masks, merged (types)
+	typesErr  error
 }
 
 // NewStack stacks packs in order with their bitmaps: xs[i] belongs to
@@ -177,21 +182,28 @@ func (s *Stack) hasMask(id object.ID) bool {
 	return false
 }
 
-// types returns the type masks of all layers, merged: each layer's cover
-// what its masks reach.
+// types returns a copy of the type masks of all layers, merged: each
+// layer's cover what its masks reach. They are decoded once per stack;
+// the caller may add to its copy.
 func (s *Stack) types() ([numTypes]bitset, error) {
-	var out [numTypes]bitset
-	for _, x := range s.layers {
-		if x == nil {
-			continue
-		}
-		for t, m := range x.types {
-			b, err := x.decodeMask(m)
-			if err != nil {
-				return out, fmt.Errorf("type mask %d of %s: %w", t, x.p.Name(), err)
+	s.typesOnce.Do(func() {
+		for _, x := range s.layers {
+			if x == nil {
+				continue
 			}
-			out[t].or(b)
+			for t, m := range x.types {
+				b, err := x.decodeMask(m)
+				if err != nil {
+					s.typesErr = fmt.Errorf("type mask %d of %s: %w", t, x.p.Name(), err)
+					return
+				}
+				s.typeMasks[t].or(b)
+			}
 		}
+	})
+	var out [numTypes]bitset
+	for t, b := range s.typeMasks {
+		out[t] = slices.Clone(b)
 	}
-	return out, nil
+	return out, s.typesErr
 }
