@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rgit/rgit/storage/objstore"
-	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/testkit/faultstore"
 )
 
@@ -17,11 +15,7 @@ import (
 // second caller shares it without a second download, and once the rest
 // arrives the reads succeed and the files are published.
 func TestGetArrivingReadsWhileDownloading(t *testing.T) {
-	fx := makePack(t, "arriving")
-	fs := faultstore.New(memstore.New(), 1)
-	upload(t, fs, fx)
-	dir := t.TempDir()
-	c := openCache(t, dir, fs, WithParallel(objstore.ParallelOptions{Chunk: 64, Streams: 3}))
+	fx, fs, _, c := chunkedCache(t, "arriving")
 	pk, ik := keys(fx)
 	gate := fs.HoldKeys(faultstore.OpGetRange, pk, "")
 	defer gate.Release()
@@ -65,11 +59,7 @@ func TestGetArrivingReadsWhileDownloading(t *testing.T) {
 // store's error, the cache keeps no file, and once the store heals the
 // next Get downloads the pack whole.
 func TestGetArrivingFailureMidPack(t *testing.T) {
-	fx := makePack(t, "arriving-broken")
-	fs := faultstore.New(memstore.New(), 1)
-	upload(t, fs, fx)
-	dir := t.TempDir()
-	c := openCache(t, dir, fs, WithParallel(objstore.ParallelOptions{Chunk: 64, Streams: 3}))
+	fx, fs, dir, c := chunkedCache(t, "arriving-broken")
 	pk, ik := keys(fx)
 	id := fs.AddRule(faultstore.Rule{Ops: faultstore.OpGetRange, Prefix: pk, CutBodyAfter: 5})
 	// The ranged reads break only once the pack is open.

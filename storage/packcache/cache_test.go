@@ -614,12 +614,19 @@ func TestRangedDownloadIsByteIdentical(t *testing.T) {
 	}
 }
 
-func TestRangedDownloadFailureLeavesNothing(t *testing.T) {
-	fx := makePack(t, "broken")
+// chunkedCache stores a pack made from seed in a fault store, and opens a
+// cache in dir that downloads it in 64-byte ranged reads over 3 streams.
+func chunkedCache(t *testing.T, seed string) (fixture, *faultstore.Store, string, *Cache) {
+	t.Helper()
+	fx := makePack(t, seed)
 	fs := faultstore.New(memstore.New(), 1)
 	upload(t, fs, fx)
 	dir := t.TempDir()
-	c := openCache(t, dir, fs, WithParallel(objstore.ParallelOptions{Chunk: 64, Streams: 3}))
+	return fx, fs, dir, openCache(t, dir, fs, WithParallel(objstore.ParallelOptions{Chunk: 64, Streams: 3}))
+}
+
+func TestRangedDownloadFailureLeavesNothing(t *testing.T) {
+	fx, fs, dir, c := chunkedCache(t, "broken")
 	// Every ranged read of the pack breaks after a few bytes: the retries
 	// cannot cure it.
 	id := fs.AddRule(faultstore.Rule{Ops: faultstore.OpGetRange, Prefix: "objects/o/r/pack/" + fx.name + ".pack", CutBodyAfter: 5})
