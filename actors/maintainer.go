@@ -108,12 +108,7 @@ func planMaintenance(packs []repo.PackInfo, bitmapped bool, now time.Time, fullA
 	if len(packs) < 2 {
 		return maintNothing, nil
 	}
-	largest := packs[0]
-	for _, p := range packs[1:] {
-		if p.Objects > largest.Objects {
-			largest = p
-		}
-	}
+	largest, _ := repo.LargestPack(packs)
 	age := now.Sub(largest.Created)
 	if age > fullAge || !bitmapped && age > unbitmappedGrace {
 		return maintFull, nil
@@ -273,18 +268,19 @@ func (m *maintainer) job(key repoKey) {
 func (m *maintainer) waitNotBusy() bool {
 	var wait time.Duration
 	for m.node.cfg.Busy() {
-		m.m.deferred.Inc()
-		wait = busyBackoff(wait, m.firstRetry())
-		if sleepUntil(m.ctx, time.Now().Add(wait)) != nil {
+		if m.backOff(&wait) != nil {
 			return false
 		}
 	}
 	return true
 }
 
-// firstRetry is the first wait of a deferred job.
-func (m *maintainer) firstRetry() time.Duration {
-	return cmp.Or(m.node.testBusyRetry, busyRetryFirst)
+// backOff counts a deferred job and sleeps the next wait of its backoff,
+// updating *wait; an error means the maintainer shut down meanwhile.
+func (m *maintainer) backOff(wait *time.Duration) error {
+	m.m.deferred.Inc()
+	*wait = busyBackoff(*wait, cmp.Or(m.node.testBusyRetry, busyRetryFirst))
+	return sleepUntil(m.ctx, time.Now().Add(*wait))
 }
 
 // maintain checks owner/name's packs and rolls up the smallest ones, or
@@ -309,9 +305,7 @@ func (m *maintainer) maintain(owner, name string) (string, error) {
 			return m.rewrite(s, owner, name, kind, roll)
 		}
 		s.Release()
-		m.m.deferred.Inc()
-		wait = busyBackoff(wait, m.firstRetry())
-		if err := sleepUntil(m.ctx, time.Now().Add(wait)); err != nil {
+		if err := m.backOff(&wait); err != nil {
 			return "error", err
 		}
 	}
@@ -350,7 +344,7 @@ func (m *maintainer) plan(owner, name string) (*Session, maintKind, []string, er
 	// build.
 	bitmapped := m.node.cfg.Deps.Cache == nil || len(s.Snapshot.Packs) < 2
 	if !bitmapped {
-		largest := slices.MaxFunc(s.Snapshot.Packs, func(a, b repo.PackInfo) int { return cmp.Compare(a.Objects, b.Objects) })
+		largest, _ := repo.LargestPack(s.Snapshot.Packs)
 		bm := s.Snapshot.Bitmap(ctx)
 		bitmapped = bm != nil && bm.HasBitmap(largest.Name)
 	}

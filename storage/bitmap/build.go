@@ -108,9 +108,9 @@ func BuildLayer(ctx context.Context, below []*pack.Pack, xs []*Index, p *pack.Pa
 	if x.span > math.MaxInt32 {
 		return nil, fmt.Errorf("build bitmap layer over %d objects: too many", x.span)
 	}
-	set := pack.NewSet(append(slices.Clip(below), p)...)
-	g := walk.NewGraph(set, 0)
-	q := &query{ctx: ctx, s: stackOf(append(slices.Clip(below), p), append(slices.Clip(lower.layers), x)), g: g, r: set, strict: true, types: types}
+	s := stackOf(append(slices.Clip(below), p), append(slices.Clip(lower.layers), x))
+	g := walk.NewGraph(s.set, 0)
+	q := &query{ctx: ctx, s: s, g: g, r: s.set, strict: true, types: types}
 	own, err := ownCommits(ctx, g, p)
 	if err != nil {
 		return nil, fmt.Errorf("build bitmap layer: %w", incomplete(err))

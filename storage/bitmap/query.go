@@ -242,8 +242,8 @@ func (q *query) tree(b *bitset, id object.ID) error {
 
 // Objects answers a fetch from the stack's bitmaps: everything reachable
 // from the wants and not from the haves, filtered, plus include-tag's
-// tags. The result is exactly `git rev-list --objects wants --not haves` (what the
-// walk gives without Sparse, which may send a few more objects).
+// tags. The result is exactly `git rev-list --objects wants --not haves`
+// (what the walk gives without Sparse, which may send a few more objects).
 //
 // g must read the repository's objects (the stack's packs and any packs
 // pushed since). ErrUnsupported means the request needs the walk:

@@ -101,9 +101,6 @@ func BuildLayerBitmap(ctx context.Context, d Deps, snap *Snapshot, packName stri
 	for _, p := range rest {
 		packs, xs = append(packs, p), append(xs, nil)
 	}
-	if len(packs) == 0 {
-		return nil
-	}
 	pk, ik := PackKeys(snap.Owner, snap.Name, packName)
 	p, release, err := d.Cache.Get(ctx, pk, ik, packName)
 	if err != nil {
@@ -218,19 +215,14 @@ func refTips(refs []Ref) []object.ID {
 	return tips
 }
 
-// bitmapPack names the pack with the most objects: the one a whole-history
-// bitmap belongs to until enough was pushed on top to warrant a repack.
-func bitmapPack(packs []PackInfo) (string, bool) {
-	best := -1
-	for i, p := range packs {
-		if best < 0 || p.Objects > packs[best].Objects {
-			best = i
-		}
+// LargestPack returns the pack with the most objects (the first of
+// equals): the one a whole-history bitmap belongs to until enough was
+// pushed on top to warrant a repack. ok is false for no packs.
+func LargestPack(packs []PackInfo) (largest PackInfo, ok bool) {
+	if len(packs) == 0 {
+		return PackInfo{}, false
 	}
-	if best < 0 {
-		return "", false
-	}
-	return packs[best].Name, true
+	return slices.MaxFunc(packs, func(a, b PackInfo) int { return cmp.Compare(a.Objects, b.Objects) }), true
 }
 
 // Bitmap returns the reachability bitmaps that answer the snapshot's

@@ -19,7 +19,8 @@ func Prewarm(ctx context.Context, d Deps, owner, name string, budget int64) (int
 	if err != nil {
 		return 0, fmt.Errorf("prewarm: %w", err)
 	}
-	bm, _ := bitmapPack(packs)
+	largest, _ := LargestPack(packs)
+	bm := largest.Name
 	slices.SortFunc(packs, func(a, b PackInfo) int {
 		if (a.Name == bm) != (b.Name == bm) {
 			if a.Name == bm {
