@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory bench-hostile lint generate clean
 
 all: build
 
@@ -80,7 +80,7 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory bench-hostile
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -121,6 +121,15 @@ bench-cold-open:
 ## large and big fixtures (big is ~380 MB and takes half an hour to build once).
 bench-memory: build
 	$(GO) run ./cmd/rgit-bench memory
+
+## bench-hostile: a default node against hostile clients: a 10^6-path tree
+## bomb through every read-API route and the web page, 64 slow clients
+## holding connections during a real fetch, 4 concurrent delta-bomb pushes.
+## Lines end in ok=true|false; HOSTILE_ARGS="-check" fails on any false,
+## "-quick" is a smoke run of seconds.
+HOSTILE_ARGS ?=
+bench-hostile: build
+	$(GO) run ./cmd/rgit-bench hostile $(HOSTILE_ARGS)
 
 lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

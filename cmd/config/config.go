@@ -106,7 +106,7 @@ var Vars = []Var{
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
 	{"RGIT_MAX_PUSH_REFS", "100000", "maximum ref updates of one push (a mirror push sends one per ref)"},
 	{"RGIT_MAX_PUSH_OPTIONS", "32", "maximum push options (git push -o) of one push"},
-	{"RGIT_MAX_OBJECT_SIZE", "0", "maximum size in bytes of one pushed object, inflated; 0: no limit beyond RGIT_MAX_BODY"},
+	{"RGIT_MAX_OBJECT_SIZE", "104857600", "maximum size in bytes of one pushed object, inflated (a delta's declared result is checked before it is applied); larger files belong in Git LFS; 0: no limit"},
 	{"RGIT_MAX_PACK_SIZE", "2147483648", "maximum bytes of one pushed pack, over HTTP and SSH alike; 0: no limit"},
 	{"RGIT_MAX_DELTA_DEPTH", "10000", "maximum delta chain length in a pushed pack (git writes at most 50 by default)"},
 	{"RGIT_MAX_WANTS", "200000", "maximum distinct wants of one fetch request (git sends one per distinct ref tip fetched)"},

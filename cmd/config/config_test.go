@@ -23,6 +23,11 @@ func TestDefaults(t *testing.T) {
 	if c.HTTPIdle != 120*time.Second || c.HTTPBodyStall != 60*time.Second || c.SSHIdle != 300*time.Second || c.SSHStall != 60*time.Second {
 		t.Fatalf("unexpected timeout defaults: %+v", c)
 	}
+	// Large hosts refuse single files over 100 MiB; "no limit" would let a
+	// delta of a few bytes declare gigabytes.
+	if c.MaxObjectSize != 100<<20 {
+		t.Fatalf("RGIT_MAX_OBJECT_SIZE defaults to %d, want 100 MiB", c.MaxObjectSize)
+	}
 }
 
 // TestPeerStreamAddr: the peer stream port (rgit-admin) of a single node

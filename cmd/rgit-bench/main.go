@@ -96,6 +96,8 @@ func main() {
 		err = runColdOpenServe(ctx, args)
 	case "memory":
 		err = runMemory(ctx, args)
+	case "hostile":
+		err = runHostile(ctx, args)
 	default:
 		usage()
 		os.Exit(2)

@@ -37,6 +37,9 @@ type IndexOptions struct {
 	// BaseHas, if set, is a cheap existence check consulted before Base.
 	BaseHas func(object.ID) bool
 	// MaxObjectSize and MaxPackSize cap object and pack sizes; 0 = no cap.
+	// MaxObjectSize applies to every entry's declared size: a whole
+	// object's, a delta's result (from the delta's header, before it is
+	// applied) and a delta's own instructions.
 	MaxObjectSize, MaxPackSize int64
 	// MaxDeltaDepth caps delta chains; 0 means DefaultMaxDeltaDepth.
 	MaxDeltaDepth int
@@ -45,6 +48,14 @@ type IndexOptions struct {
 	// CacheBytes bounds the inflated bases held while resolving deltas,
 	// across all threads; 0 means DefaultIndexCacheBytes.
 	CacheBytes int64
+	// Reserve, if set, is asked for n more bytes of memory before
+	// IndexPack holds objects bigger than its fixed buffers: a commit, tree
+	// or tag over 1 MiB whole for Check, and the bases, deltas and results
+	// its resolvers hold at once (resolveMemory). The amounts come from the
+	// sizes the pack declares, before anything is inflated or applied; the
+	// calls add up to the most IndexPack holds at a time. An error stops
+	// IndexPack before the allocation and is returned unchanged.
+	Reserve func(n int64) error
 	// Progress, if set, is called with stages "receiving objects" and
 	// "resolving deltas".
 	Progress func(stage string, done, total uint64)
@@ -118,6 +129,12 @@ type indexer struct {
 	resolved   atomic.Uint64
 	nDeltas    uint64
 	progressMu sync.Mutex
+
+	// maxThinBase is the largest base size a REF_DELTA declares: a base
+	// taken from opts.Base is that big.
+	maxThinBase int64
+	// reserved is what opts.Reserve has granted so far.
+	reserved int64
 }
 
 // IndexPack reads a pack from r, storing it in a temporary file in dir while
@@ -183,29 +200,48 @@ func (ix *indexer) progress(stage string, done, total uint64) {
 	}
 }
 
-func (ix *indexer) checkSize(size int64, off int64) error {
+// checkSize refuses an entry whose size (what: "object", "delta",
+// "delta result") is over the object size limit.
+func (ix *indexer) checkSize(what string, size int64, off int64) error {
 	if m := ix.opts.MaxObjectSize; m > 0 && size > m {
-		return fmt.Errorf("%w: object at offset %d: object exceeds max size (%d > %d)", ErrTooLarge, off, size, m)
+		return fmt.Errorf("%w: object at offset %d: %s exceeds max size (%d > %d)", ErrTooLarge, off, what, size, m)
 	}
 	return nil
 }
 
-// receive is pass 1: stream, hash, store and parse every entry.
-// countDelta takes a delta's result size from its first bytes (head),
-// checks it against the object size limit and counts the delta.
+// countDelta takes a delta's sizes from its first bytes (head), checks
+// its result size against the object size limit, before anything is
+// applied, and counts the delta.
 func (ix *indexer) countDelta(e *ientry, head []byte, i uint32, off int64) error {
-	_, size, _, err := DeltaSizes(head)
+	baseSize, size, _, err := DeltaSizes(head)
 	if err != nil {
 		return fmt.Errorf("object %d at offset %d: %w", i, off, err)
 	}
-	if err := ix.checkSize(size, off); err != nil {
+	if err := ix.checkSize("delta result", size, off); err != nil {
 		return err
+	}
+	if e.typ == object.RefDelta {
+		ix.maxThinBase = max(ix.maxThinBase, baseSize)
 	}
 	e.objSize = size
 	ix.nDeltas++
 	return nil
 }
 
+// need makes sure opts.Reserve has granted n bytes in all, asking for the
+// difference.
+func (ix *indexer) need(n int64) error {
+	if ix.opts.Reserve == nil || n <= ix.reserved {
+		return nil
+	}
+	if err := ix.opts.Reserve(n - ix.reserved); err != nil {
+		return err
+	}
+	ix.reserved = n
+	return nil
+}
+
+// receive is pass 1: stream, hash, store and parse every entry.
 func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 	var sum object.ID
 	sr := newStreamReader(r, ix.f, ix.opts.MaxPackSize)
@@ -256,6 +292,15 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			return sum, fmt.Errorf("object %d: %w", i, err)
 		}
 		sr.pos += h.hdrLen
+		// A delta's instructions are held whole when it is applied; an
+		// honest one is smaller than its result.
+		what := "object"
+		if h.typ >= object.OfsDelta {
+			what = "delta"
+		}
+		if err := ix.checkSize(what, h.size, off); err != nil {
+			return sum, err
+		}
 		e := ientry{off: off, dataSize: h.size, objSize: h.size, typ: h.typ, base: -1, hdrLen: uint8(h.hdrLen)}
 		switch h.typ {
 		case object.OfsDelta:
@@ -267,10 +312,6 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			e.depth = ix.entries[bi].depth + 1
 		case object.RefDelta:
 			ix.refs = append(ix.refs, refDelta{idx: int32(len(ix.entries)), base: h.baseID})
-		default:
-			if err := ix.checkSize(h.size, off); err != nil {
-				return sum, err
-			}
 		}
 		if z == nil {
 			z, err = getZlib(sr)
@@ -295,7 +336,15 @@ func (ix *indexer) receive(r io.Reader) (object.ID, error) {
 			hw := object.NewHasher(h.typ, h.size)
 			var dst io.Writer = hw
 			if checked = ix.opts.Check != nil && h.typ != object.Blob; checked {
+				if err := ix.need(h.size); err != nil {
+					return sum, err
+				}
 				content.Reset()
+				if ix.opts.MaxObjectSize > 0 {
+					// The declared size is bounded: one allocation of
+					// it rather than doublings up to it.
+					content.Grow(int(h.size))
+				}
 				dst = io.MultiWriter(hw, &content)
 			}
 			n, err = io.CopyBuffer(dst, io.LimitReader(z, h.size+1), copyBuf)
@@ -536,6 +585,9 @@ func (ix *indexer) resolveAll() (int, error) {
 		if ix.entries[i].rtype != 0 && ix.pendingKids(int32(i)) {
 			roots = append(roots, int32(i))
 		}
+	}
+	if err := ix.need(ix.resolveNeed(roots)); err != nil {
+		return 0, err
 	}
 	if err := ix.runWorkers(roots); err != nil {
 		return 0, err

@@ -1,19 +1,21 @@
 // Package admission keeps a node's pack work inside its memory budget.
 // Serving a pack (a fetch or clone) and ingesting one (a push) reserve an
-// estimate of the memory they will hold before they start; when the
-// budget is spent, new work is refused (HTTP 503 with Retry-After, a git
-// "ERR server busy" line over SSH and protocol v2) rather than the node
-// being OOM-killed. Work already admitted always finishes. Background
-// maintenance (roll-ups, repacks) reserves too, within half the budget,
-// and waits when refused. Trimmer returns memory to the OS once the work
-// is over.
+// estimate of the memory they will hold before they start; a push whose
+// pack declares objects bigger than the estimate covers grows its
+// reservation (Grow) before it holds them. When the budget is spent, new
+// work is refused (HTTP 503 with Retry-After, a git "ERR server busy"
+// line over SSH and protocol v2; a push's growth: "unpack server busy")
+// rather than the node being OOM-killed. Work already admitted always
+// finishes. Background maintenance (roll-ups, repacks) reserves too,
+// within half the budget, and waits when refused. Trimmer returns memory
+// to the OS once the work is over.
 //
 // The budget is the container's (cgroup memory.max), or RGIT_MEMORY_LIMIT
 // when that is lower or there is no cgroup limit; Derive turns it and
 // RLIMIT_NOFILE into the limits the node runs with. Decide is the whole
-// admission rule, a pure function; Controller is the thin locked shell
-// around it. The package imports only the standard library and the
-// Prometheus client.
+// admission rule, a pure function (DecideGrow applies it to growth);
+// Controller is the thin locked shell around it. The package imports only
+// the standard library and the Prometheus client.
 package admission
 
 import (
@@ -237,6 +239,19 @@ func Decide(s State, kind Kind, est int64) Verdict {
 	return Admit
 }
 
+// DecideGrow admits extra memory for work of kind already admitted (and
+// counted in s.Active): a push whose pack declares objects bigger than
+// its estimate covers. It is Decide with the work itself not counted as
+// running and no descriptor check (it holds its descriptors already):
+// refused when the reservations would pass the budget while other work
+// runs; alone, the work may grow past the budget, as it may start past
+// it.
+func DecideGrow(s State, kind Kind, extra int64) Verdict {
+	s.Active = max(s.Active-1, 0)
+	s.MaxActive = 0
+	return Decide(s, kind, extra)
+}
+
 // Controller admits pack work on one node. Its zero value is not usable;
 // New makes one. A nil *Controller admits everything.
 type Controller struct {
@@ -285,6 +300,33 @@ func (c *Controller) Reserve(kind Kind, est int64) (release func(), ok bool) {
 			c.state.Active--
 			c.m.reserved.Set(float64(c.state.Reserved))
 			c.m.active.Set(float64(c.state.Active))
+		})
+	}, true
+}
+
+// Grow asks for extra memory for work of kind that Reserve admitted and
+// that has not ended yet. If granted, it returns a release function the
+// caller must call exactly once, when the work ends; otherwise ok is
+// false and nothing was reserved.
+func (c *Controller) Grow(kind Kind, extra int64) (release func(), ok bool) {
+	if c == nil {
+		return func() {}, true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if DecideGrow(c.state, kind, extra) != Admit {
+		c.m.refused.WithLabelValues(kind.String(), "memory").Inc()
+		return nil, false
+	}
+	c.state.Reserved += extra
+	c.m.reserved.Set(float64(c.state.Reserved))
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.state.Reserved -= extra
+			c.m.reserved.Set(float64(c.state.Reserved))
 		})
 	}, true
 }

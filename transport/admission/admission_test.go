@@ -155,3 +155,69 @@ func TestControllerReleases(t *testing.T) {
 		release()
 	}
 }
+
+// TestDecideGrow: admitted work that declares more memory than its
+// estimate grows within the budget while other work runs, alone past it,
+// and never fails on descriptors it already holds.
+func TestDecideGrow(t *testing.T) {
+	const mib = 1 << 20
+	for _, r := range []struct {
+		name  string
+		kind  Kind
+		s     State
+		extra int64
+		want  Verdict
+	}{
+		{"no limits", Push, State{Reserved: 1 << 40, Active: 4}, 1 << 40, Admit},
+		{"fits", Push, State{Work: 100 * mib, Reserved: 40 * mib, Active: 2}, 60 * mib, Admit},
+		{"past the budget with others running", Push, State{Work: 100 * mib, Reserved: 40 * mib, Active: 2}, 61 * mib, RefuseMemory},
+		{"four bombs at once", Push, State{Work: 600 * mib, Reserved: 32 * mib, Active: 4}, 1 << 30, RefuseMemory},
+		{"alone past the budget", Push, State{Work: 100 * mib, Reserved: 8 * mib, Active: 1}, 500 * mib, Admit},
+		{"descriptors already held", Push, State{Work: 100 * mib, Reserved: 8 * mib, Active: 4, MaxActive: 4}, mib, Admit},
+		{"maintenance keeps to half", Maintenance, State{Work: 100 * mib, Reserved: 30 * mib, Active: 2}, 30 * mib, RefuseMemory},
+	} {
+		if got := DecideGrow(r.s, r.kind, r.extra); got != r.want {
+			t.Errorf("%s: DecideGrow(%+v, %s, %d) = %d, want %d", r.name, r.s, r.kind, r.extra, got, r.want)
+		}
+	}
+}
+
+// TestControllerGrow: growth counts against the budget like a
+// reservation, is refused past it while other work runs, and is
+// released on its own.
+func TestControllerGrow(t *testing.T) {
+	c := New(Limits{Memory: 100, Work: 60, MaxActive: 10}, prometheus.NewRegistry())
+	r1, _ := c.Reserve(Push, 10)
+	r2, _ := c.Reserve(Push, 10)
+	g1, ok := c.Grow(Push, 30)
+	if !ok {
+		t.Fatal("growth within the budget refused")
+	}
+	if _, ok := c.Grow(Push, 11); ok {
+		t.Fatal("growth past the budget admitted while other work runs")
+	}
+	if _, ok := c.Reserve(Fetch, 11); ok {
+		t.Fatal("growth not counted: new work admitted past the budget")
+	}
+	g1()
+	g1()
+	if c.state.Reserved != 20 || c.state.Active != 2 {
+		t.Fatalf("after releasing the growth: %+v, want 20 reserved by 2", c.state)
+	}
+	r2()
+	g2, ok := c.Grow(Push, 500)
+	if !ok {
+		t.Fatal("work running alone refused growth")
+	}
+	g2()
+	r1()
+	if c.state.Reserved != 0 || c.state.Active != 0 {
+		t.Fatalf("state after every release: %+v", c.state)
+	}
+	var nilc *Controller
+	if release, ok := nilc.Grow(Push, 1<<40); !ok {
+		t.Fatal("a nil controller refused growth")
+	} else {
+		release()
+	}
+}

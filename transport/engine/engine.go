@@ -19,6 +19,7 @@ import (
 	"github.com/rgit/rgit/storage/clonecache"
 	"github.com/rgit/rgit/storage/fsck"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/admission"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
 )
@@ -31,8 +32,12 @@ type Engine struct {
 	// on the same file system as the pack cache so adoption is a rename.
 	IncomingDir string
 	Fsck        fsck.Options
-	// MaxObjectSize and MaxPackSize bound pushed packs (0: pack defaults).
+	// MaxObjectSize and MaxPackSize bound pushed packs (0: no limit).
 	MaxObjectSize, MaxPackSize int64
+	// Admission, if set, is asked for the memory a pushed pack declares
+	// it needs beyond the push's estimate (the node's controller, which
+	// admitted the push).
+	Admission *admission.Controller
 	// MaxDeltaDepth bounds delta chains of pushed packs (0: pack default).
 	MaxDeltaDepth int
 	// MaxCommits bounds each session's commit-graph cache.

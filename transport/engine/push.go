@@ -18,6 +18,7 @@ import (
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/storage/walk"
+	"github.com/rgit/rgit/transport/admission"
 	"github.com/rgit/rgit/transport/gitproto"
 )
 
@@ -35,11 +36,16 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 		// it, rather than reading every object back from the pack later.
 		checker := fsck.NewChecker(b.e.Fsck)
 		edges := walk.NewEdges()
-		ix, err := b.index(ctx, req.Pack, req.Progress, checker, edges)
+		grown := &growth{adm: b.e.Admission}
+		defer grown.release()
+		ix, err := b.index(ctx, req.Pack, req.Progress, checker, edges, grown.reserve)
 		if err != nil {
-			if errors.Is(err, fsck.ErrFsck) {
+			switch {
+			case errors.Is(err, fsck.ErrFsck):
 				b.log().Warn("push rejected by fsck", zap.Error(err))
-			} else {
+			case errors.Is(err, gitproto.ErrBusy):
+				b.log().Warn("push refused by memory admission", zap.Error(err))
+			default:
 				b.log().Warn("push rejected: bad pack", zap.Error(err))
 			}
 			res.UnpackErr = b.e.limitError(err)
@@ -164,13 +170,41 @@ func failAtomic(atomic bool, results []gitproto.CommandResult) {
 	}
 }
 
+// growth is what a push reserved beyond its admission estimate, for the
+// objects its pack declares (pack.IndexOptions.Reserve).
+type growth struct {
+	adm      *admission.Controller
+	releases []func()
+}
+
+// reserve asks admission for n more bytes; refused, the push is told the
+// server is busy.
+func (g *growth) reserve(n int64) error {
+	release, ok := g.adm.Grow(admission.Push, n)
+	if !ok {
+		return fmt.Errorf("%w: the pushed objects need %d MiB more memory than the node has free now; retry later", gitproto.ErrBusy, (n+1<<20-1)>>20)
+	}
+	g.releases = append(g.releases, release)
+	return nil
+}
+
+// release returns everything reserved, once the push is over.
+func (g *growth) release() {
+	for _, r := range g.releases {
+		r()
+	}
+	g.releases = nil
+}
+
 // index streams the pack into IncomingDir and indexes it, passing every
-// commit, tree and tag to c and, once c has accepted it, to edges.
-func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c *fsck.Checker, edges *walk.Edges) (*pack.Indexed, error) {
+// commit, tree and tag to c and, once c has accepted it, to edges; reserve
+// is asked for the memory the pack's big objects need.
+func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c *fsck.Checker, edges *walk.Edges, reserve func(int64) error) (*pack.Indexed, error) {
 	set := b.snap.Objects()
 	return pack.IndexPack(ctx, r, b.e.IncomingDir, pack.IndexOptions{
 		Base: set, BaseHas: set.Has,
 		MaxObjectSize: b.e.MaxObjectSize, MaxPackSize: b.e.MaxPackSize, MaxDeltaDepth: b.e.MaxDeltaDepth,
+		Reserve:  reserve,
 		Progress: progressFunc(progress),
 		Check: func(id object.ID, t object.Type, data []byte) error {
 			if err := c.Check(id, t, data); err != nil {
@@ -190,7 +224,8 @@ func (e *Engine) limitError(err error) error {
 	case errors.Is(err, pack.ErrPackTooLarge):
 		return &gitproto.LimitError{What: "pack too large", Limit: e.MaxPackSize, Unit: "bytes", Setting: gitproto.SettingMaxPackSize}
 	case errors.Is(err, pack.ErrTooLarge):
-		return &gitproto.LimitError{What: "object too large", Limit: e.MaxObjectSize, Unit: "bytes", Setting: gitproto.SettingMaxObjectSize}
+		return &gitproto.LimitError{What: "object too large", Limit: e.MaxObjectSize, Unit: "bytes", Setting: gitproto.SettingMaxObjectSize,
+			Hint: "larger files belong in Git LFS"}
 	case errors.Is(err, pack.ErrDeltaDepth):
 		return &gitproto.LimitError{What: "delta chain too deep", Limit: int64(cmp.Or(e.MaxDeltaDepth, pack.DefaultMaxDeltaDepth)), Setting: gitproto.SettingMaxDeltaDepth}
 	}

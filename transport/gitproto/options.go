@@ -139,6 +139,7 @@ type LimitError struct {
 	Limit   int64
 	Unit    string // "" for counts, "bytes"
 	Setting string // the RGIT_* variable that raises Limit; "" if fixed
+	Hint    string // what to do instead, after the limit; "" for none
 }
 
 func (e *LimitError) Error() string {
@@ -150,7 +151,11 @@ func (e *LimitError) Error() string {
 	if e.Setting != "" {
 		setting = "set " + e.Setting
 	}
-	return fmt.Sprintf("%s (limit %d%s, %s)", e.What, e.Limit, unit, setting)
+	hint := ""
+	if e.Hint != "" {
+		hint = "; " + e.Hint
+	}
+	return fmt.Sprintf("%s (limit %d%s, %s)%s", e.What, e.Limit, unit, setting, hint)
 }
 
 // Is makes errors.Is(err, ErrProtocol) true.
