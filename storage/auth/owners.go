@@ -49,7 +49,7 @@ func (st *Store) ClaimOwner(ctx context.Context, owner string) (string, error) {
 }
 
 // ErrNoUser: the name is not a user (User).
-var ErrNoUser = errors.New("no such user")
+var ErrNoUser = errors.New("not a user")
 
 // User returns the canonical spelling of user (any spelling) if it is a
 // user: a name in the owner index, where ClaimOwner puts every name that
@@ -63,7 +63,7 @@ func (st *Store) User(ctx context.Context, user string) (string, error) {
 	err := st.readRecord(ctx, ownerPrefix+names.Fold(user), &rec)
 	switch {
 	case errors.Is(err, ErrUnknownCredential):
-		return "", fmt.Errorf("%s: %w", user, ErrNoUser)
+		return "", fmt.Errorf("%s is %w (no token, key or repository was ever made for it)", user, ErrNoUser)
 	case err != nil:
 		return "", fmt.Errorf("look up user %s: %w", user, err)
 	}
