@@ -98,6 +98,10 @@ func TestStartupErrorsAreOneLine(t *testing.T) {
 			[]string{"RGIT_STORE_URL", `unknown scheme "foo"`}},
 		{"two bad variables", func(*testing.T) []string { return []string{"RGIT_MAX_WARM=many", "RGIT_LOG_FORMAT=xml"} },
 			[]string{"RGIT_MAX_WARM", "RGIT_LOG_FORMAT"}},
+		{"mistyped variable", func(*testing.T) []string { return []string{"RGIT_HTTPADDR=127.0.0.1:0"} },
+			[]string{"RGIT_HTTPADDR: unknown variable; did you mean RGIT_HTTP_ADDR?"}},
+		{"a name without peers", func(*testing.T) []string { return []string{"RGIT_SELF=rgit-1"} },
+			[]string{"RGIT_SELF: set without RGIT_PEER_SVC or RGIT_PEERS"}},
 		{"missing bucket", func(t *testing.T) []string {
 			srv := s3local.Start(t)
 			return append(srv.Env(), "RGIT_STORE_URL=s3://nosuchbucket/t")
@@ -127,12 +131,13 @@ func TestStartupErrorsAreOneLine(t *testing.T) {
 	}
 }
 
-// TestVersionCommands: `rgit version`, `rgit --version` and `rgit-admin
+// TestVersionCommands: `rgit version` (-v, --version) and `rgit-admin
 // version` print the stamped build; rgit-admin adds the node's version
-// when it can reach one and still succeeds when it cannot.
+// when it can reach one and, when it cannot, still prints its own but
+// fails as unreachable (exit 4).
 func TestVersionCommands(t *testing.T) {
 	want := testVersion + " (commit " + testCommit + ", " + testDate + ", "
-	for _, arg := range []string{"version", "--version"} {
+	for _, arg := range []string{"version", "--version", "-version", "-v"} {
 		stdout, stderr, code := runBin(t, "rgit", nil, arg)
 		if code != 0 || !strings.HasPrefix(stdout, "rgit "+want+"go1.") || stderr != "" {
 			t.Errorf("rgit %s = %d %q %q, want rgit %s…", arg, code, stdout, stderr, want)
@@ -141,7 +146,7 @@ func TestVersionCommands(t *testing.T) {
 
 	closed := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	stdout, stderr, code := runBin(t, "rgit-admin", []string{"RGIT_ADMIN_ADDR=" + closed, "RGIT_PEER_SECRET=0123456789abcdef"}, "version")
-	if code != 0 || !strings.HasPrefix(stdout, "rgit-admin "+want) || strings.Count(stdout, "\n") != 1 || !strings.Contains(stderr, "no node version") {
+	if code != 4 || !strings.HasPrefix(stdout, "rgit-admin "+want) || strings.Count(stdout, "\n") != 1 || !strings.Contains(stderr, "no node version") {
 		t.Errorf("rgit-admin version without a node = %d %q %q", code, stdout, stderr)
 	}
 
