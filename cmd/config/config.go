@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -125,8 +126,95 @@ var Vars = []Var{
 	{"RGIT_API_ADDR", ":8090", "api-serve only: read API listen address"},
 }
 
-// FromEnv reads the configuration from the process environment.
-func FromEnv() (*Config, error) { return Parse(os.Getenv) }
+// Elsewhere lists the RGIT_* variables that other rgit programs read from
+// the same environment, which a node accepts and ignores: rgit-admin's,
+// which a node's container may set for `kubectl exec … rgit-admin`, and
+// those of the test and benchmark harness, whose nodes inherit the
+// environment `make test` exports. TestEveryVariableIsKnown finds any
+// RGIT_* name in the code that is neither read by Parse nor listed here.
+var Elsewhere = []string{
+	"RGIT_ADMIN_ADDR",
+	"RGIT_BENCH_BITMAP", "RGIT_BENCH_DIR", "RGIT_BENCH_PACK", "RGIT_CLUSTER_SEED", "RGIT_CLUSTER_SEEDS", "RGIT_E2E_BIG",
+	"RGIT_FILESTORE_CHILD_DIR", "RGIT_HELPER", "RGIT_MULTIPROC_KILLS", "RGIT_MULTIPROC_OPS", "RGIT_MULTIPROC_ROUNDS",
+	"RGIT_PLACEMENT_REPOS", "RGIT_REQUIRE_ALL", "RGIT_REWRITE", "RGIT_SCREENSHOTS", "RGIT_STORETEST_BIG_MB",
+	"RGIT_TEST_SCALE", "RGIT_VERSITYGW",
+}
+
+// FromEnv reads the configuration from the process environment
+// (FromEnviron).
+func FromEnv() (*Config, error) { return FromEnviron(os.Environ()) }
+
+// FromEnviron reads the configuration from environ ("KEY=value" entries,
+// as os.Environ returns them) and also refuses every RGIT_* variable that
+// neither Parse nor another rgit program (Elsewhere) reads: a mistyped
+// name (RGIT_HTTPADDR) would otherwise leave its setting at the default
+// without a word. Which variables Parse reads is recorded as it reads
+// them, so a variable added to Parse is known without being listed again.
+func FromEnviron(environ []string) (*Config, error) {
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	read := map[string]bool{}
+	c, err := Parse(func(k string) string { read[k] = true; return env[k] })
+	var unknown []error
+	for _, k := range Elsewhere {
+		read[k] = true // a typo of one gets it suggested too
+	}
+	for k := range env {
+		if strings.HasPrefix(k, "RGIT_") && !read[k] {
+			unknown = append(unknown, unknownVar(k, read))
+		}
+	}
+	if unknown == nil {
+		return c, err
+	}
+	slices.SortFunc(unknown, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return nil, errors.Join(append(unknown, err)...)
+}
+
+// unknownVar is the error for an RGIT_* variable nothing reads, naming
+// the closest known one when it looks like a typo of it: a few edits
+// away, or the known name with a part left off (RGIT_STORE for
+// RGIT_STORE_URL).
+func unknownVar(name string, known map[string]bool) error {
+	best, dist := "", -1
+	for k := range known {
+		d := editDistance(name, k)
+		if d > 1+len(strings.TrimPrefix(name, "RGIT_"))/3 && !strings.HasPrefix(k, name+"_") {
+			continue
+		}
+		if dist < 0 || d < dist || (d == dist && k < best) {
+			best, dist = k, d
+		}
+	}
+	if best != "" {
+		return fmt.Errorf("%s: unknown variable; did you mean %s?", name, best)
+	}
+	return fmt.Errorf("%s: unknown variable (`rgit` without arguments lists them)", name)
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
 
 // Parse reads the configuration through getenv (tests pass a map lookup).
 func Parse(getenv func(string) string) (*Config, error) {
@@ -194,6 +282,11 @@ func Parse(getenv func(string) string) (*Config, error) {
 		if _, ok := m[c.Self]; m != nil && c.Self != "" && !ok {
 			p.fail("RGIT_SELF", "%q is not in RGIT_PEERS", c.Self)
 		}
+	}
+	if c.Self != "" && !c.Cluster() {
+		// A node given a name but no peers would start alone, owning every
+		// repository beside the cluster it was meant to join.
+		p.fail("RGIT_SELF", "set without RGIT_PEER_SVC or RGIT_PEERS: this node would start as a single node; set one of them to join a cluster, or unset RGIT_SELF")
 	}
 	if c.Cluster() {
 		if c.Self == "" {

@@ -1,7 +1,11 @@
 package config
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -213,5 +217,82 @@ func TestReadAPIVariables(t *testing.T) {
 		if _, err := Parse(env(map[string]string{name: v})); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%q: %v", name, v, err)
 		}
+	}
+}
+
+// TestUnknownVariables: an RGIT_* variable that nothing reads stops the
+// start with its name and, for a typo, the variable meant; variables that
+// other rgit programs read pass.
+func TestUnknownVariables(t *testing.T) {
+	cases := []struct {
+		env  []string
+		want string // "" means accepted
+	}{
+		{[]string{"RGIT_HTTPADDR=:9090"}, "RGIT_HTTPADDR: unknown variable; did you mean RGIT_HTTP_ADDR?"},
+		{[]string{"RGIT_PEER_SECRETS=0123456789abcdef"}, "RGIT_PEER_SECRETS: unknown variable; did you mean RGIT_PEER_SECRET?"},
+		{[]string{"RGIT_MAXWARM=8", "RGIT_STORE=file:///x"}, "RGIT_MAXWARM: unknown variable; did you mean RGIT_MAX_WARM?\nRGIT_STORE: unknown variable; did you mean RGIT_STORE_URL?"},
+		{[]string{"RGIT_FROBNICATE=1"}, "RGIT_FROBNICATE: unknown variable (`rgit` without arguments lists them)"},
+		{[]string{"RGIT_ADMIN_ADR=x"}, "RGIT_ADMIN_ADR: unknown variable; did you mean RGIT_ADMIN_ADDR?"},
+		{[]string{"RGIT_HTTP_ADDR=:9090", "RGIT_ADMIN_ADDR=127.0.0.1:8082", "RGIT_VERSITYGW=/x", "PATH=/bin", "RGITX=1"}, ""},
+	}
+	for _, c := range cases {
+		_, err := FromEnviron(c.env)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: %v", c.env, err)
+		case c.want != "" && (err == nil || err.Error() != c.want):
+			t.Errorf("%v: %v, want %q", c.env, err, c.want)
+		}
+	}
+	// With a bad value besides, both are reported.
+	if _, err := FromEnviron([]string{"RGIT_HTTPADDR=:1", "RGIT_MAX_WARM=many"}); err == nil ||
+		!strings.Contains(err.Error(), "RGIT_HTTPADDR") || !strings.Contains(err.Error(), "RGIT_MAX_WARM") {
+		t.Errorf("typo and bad value: %v", err)
+	}
+}
+
+// TestSelfNeedsPeers: RGIT_SELF without a way to find peers would start a
+// lone node that owns everything: refused, naming the variables.
+func TestSelfNeedsPeers(t *testing.T) {
+	_, err := Parse(env(map[string]string{"RGIT_SELF": "rgit-1"}))
+	if err == nil || !strings.Contains(err.Error(), "RGIT_SELF: set without RGIT_PEER_SVC or RGIT_PEERS") {
+		t.Fatalf("RGIT_SELF alone: %v", err)
+	}
+}
+
+// TestEveryVariableIsKnown: every RGIT_* name the code spells out is one
+// Parse reads or one listed in Elsewhere, so a node started by a test (or
+// next to rgit-admin) is never refused for a variable rgit itself uses.
+// cmd/config's own tests are skipped: they spell typos on purpose.
+func TestEveryVariableIsKnown(t *testing.T) {
+	read := map[string]bool{}
+	if _, err := Parse(func(k string) string { read[k] = true; return "" }); err != nil {
+		t.Fatal(err)
+	}
+	lit := regexp.MustCompile(`"(RGIT_[A-Z0-9_]+)"`)
+	own := filepath.Join("..", "..", "cmd", "config")
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == ".tools" || d.Name() == "bench") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || (filepath.Dir(path) == own && strings.HasSuffix(path, "_test.go")) {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range lit.FindAllSubmatch(b, -1) {
+			if name := string(m[1]); !read[name] && !slices.Contains(Elsewhere, name) {
+				t.Errorf("%s: %s is neither read by config.Parse nor listed in config.Elsewhere", path, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

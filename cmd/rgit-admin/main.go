@@ -3,7 +3,9 @@
 // envelope to the node's peer stream port (RGIT_ADMIN_ADDR, default
 // 127.0.0.1:8082), authenticated with the peer secret, and the node runs it
 // through the repository's actor — nothing has to be stopped.
-// `rgit-admin version` prints its own version and the node's. With --json
+// `rgit-admin version` prints its own version and the node's;
+// `rgit-admin help` lists the commands and `<command> --help` prints one's
+// usage. With --json
 // the answer is one JSON object on stdout (a structured command's result,
 // {"output": …} for the others, {"error": …, "code": …} on failure), and
 // the exit status says how it failed: 1 not found, 2 usage, 3 refused,
@@ -35,6 +37,15 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// local are the commands rgit-admin runs itself: name, synopsis and
+// description, as admin.Help has them for the node's commands.
+var local = [][3]string{
+	{"gen-peer-certs", "<dir>", "write a new peer CA and a peer certificate it signs into dir (see README: Peer TLS)"},
+	{"rollout", "[--statefulset rgit] [--namespace ns] [--container rgit] [--image ref@sha256:…] [--timeout 10m]",
+		"partitioned rolling update of the StatefulSet through kubectl, gated on every node's rollout status"},
+	{"help", "[command]", "this list, or one command's usage"},
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rgit-admin", flag.ContinueOnError)
 	addr := fs.String("addr", envOr("RGIT_ADMIN_ADDR", "127.0.0.1:8082"), "node's peer stream address (RGIT_ADMIN_ADDR)")
@@ -42,14 +53,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the answer as one JSON object (for scripts)")
 	fs.SetOutput(stderr)
 	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "usage: rgit-admin [--addr host:port] [--json] <command> [args]\n\ncommands:")
+		fmt.Fprintln(w, "usage: rgit-admin [--addr host:port] [--json] <command> [args]   (<command> --help: its usage)\n\ncommands:")
 		for _, l := range admin.Usage() {
 			fmt.Fprintln(w, "  "+l)
 		}
-		fmt.Fprintln(w, "  gen-peer-certs <dir>   (local: writes a new peer CA and certificate, see README)")
-		fmt.Fprintln(w, "  rollout [--statefulset rgit] [--namespace ns] [--image ref@sha256:…]   partitioned rolling update through kubectl, gated on every node's rollout status")
-		fmt.Fprintln(w, "  rollout-status [--peer host:port]   this node's rollout status (JSON)")
-		fmt.Fprintln(w, "  help   this list")
+		for _, c := range local {
+			fmt.Fprintf(w, "  %s %s\n      %s\n", c[0], c[1], c[2])
+		}
 		fmt.Fprintln(w, "\nexit status: 0 ok, 1 not found, 2 usage, 3 refused, 4 unreachable, 5 other failure")
 	}
 	fs.Usage = func() { usage(stderr) }
@@ -58,9 +68,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else if err != nil {
 		return admin.ExitUsage
 	}
+	if fs.NArg() >= 1 && wantsHelp(fs.Args()[1:]) {
+		return commandHelp(fs.Arg(0), stdout, stderr)
+	}
 	if fs.NArg() >= 1 && fs.Arg(0) == "help" {
-		usage(stdout)
-		return 0
+		if fs.NArg() == 1 {
+			usage(stdout)
+			return 0
+		}
+		return commandHelp(fs.Arg(1), stdout, stderr)
 	}
 	if fs.NArg() >= 1 && fs.Arg(0) == "gen-peer-certs" {
 		return genPeerCerts(fs.Args()[1:], stdout, stderr)
@@ -77,13 +93,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return admin.ExitUsage
 	}
-	switch fs.Arg(0) {
-	case "rollout":
+	if fs.Arg(0) == "rollout" {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return rollout(ctx, fs.Args()[1:], stdout, stderr)
-	case "rollout-status":
-		return rolloutStatus(fs.Args()[1:], stdout, stderr)
 	}
 	command, args := fs.Arg(0), fs.Args()[1:]
 	if command == "add-key" || command == "add-deploy-key" {
@@ -107,6 +120,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, r.Text())
 	}
 	return admin.ExitCode(err)
+}
+
+// wantsHelp reports whether a command's arguments ask for its usage
+// (-h, -help or --help before any "--").
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// commandHelp prints one command's usage and description.
+func commandHelp(command string, stdout, stderr io.Writer) int {
+	if h, ok := admin.Help(command); ok {
+		fmt.Fprintln(stdout, h)
+		return admin.ExitOK
+	}
+	for _, c := range local {
+		if c[0] == command {
+			fmt.Fprintf(stdout, "usage: rgit-admin %s %s\n\n%s\n", c[0], c[1], c[2])
+			return admin.ExitOK
+		}
+	}
+	fmt.Fprintf(stderr, "rgit-admin: unknown command %q (rgit-admin help lists them)\n", command)
+	return admin.ExitUsage
 }
 
 // send parses the command line into its message and sends it to the node
@@ -137,22 +180,25 @@ func printJSON(w io.Writer, r admin.Result, err error) {
 }
 
 // printVersion prints this client's version and, when the node at addr
-// answers, the node's. An unreachable node is not an error: the client's
-// version is still worth knowing.
+// answers, the node's. The client's version goes out first whatever
+// happens; a node that cannot be asked is then an error (exit status as
+// for any command: 4 unreachable, 3 refused), so scripts can tell.
 func printVersion(addr string, tc *peertls.Config, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "rgit-admin", version.Get())
 	secret, err := peerSecret()
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		var r admin.Result
-		if r, err = admin.Do(ctx, addr, tc, secret, admin.Version{}, stderr); err == nil {
-			fmt.Fprintf(stdout, "node %s: rgit %s\n", addr, r.Text())
-			return 0
-		}
+	if err != nil {
+		fmt.Fprintln(stderr, "rgit-admin: no node version:", err)
+		return admin.ExitUsage
 	}
-	fmt.Fprintf(stderr, "rgit-admin: no node version: %v\n", err)
-	return 0
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := admin.Do(ctx, addr, tc, secret, admin.Version{}, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "rgit-admin: no node version:", err)
+		return admin.ExitCode(err)
+	}
+	fmt.Fprintf(stdout, "node %s: rgit %s\n", addr, r.Text())
+	return admin.ExitOK
 }
 
 // genPeerCerts writes a new peer CA and a peer certificate into args[0]

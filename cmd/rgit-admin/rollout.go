@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,42 +15,6 @@ import (
 
 	"github.com/rgit/rgit/transport/admin"
 )
-
-// rolloutStatus prints the rollout status of the node whose peer HTTP
-// port is --peer (default: RGIT_PEER_ADDR with a loopback host, as in a
-// node's own container) as one JSON object; the gate runs it through
-// `kubectl exec`.
-func rolloutStatus(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("rollout-status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	peerAddr := fs.String("peer", loopback(envOr("RGIT_PEER_ADDR", ":8081")), "node's peer HTTP address")
-	if err := fs.Parse(args); err != nil {
-		return admin.ExitUsage
-	}
-	secret, err := peerSecret()
-	if err != nil {
-		fmt.Fprintln(stderr, "rgit-admin:", err)
-		return admin.ExitUsage
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := admin.FetchRollout(ctx, *peerAddr, secret)
-	if err != nil {
-		fmt.Fprintln(stderr, "rgit-admin:", err)
-		return admin.ExitCode(err)
-	}
-	b, _ := json.Marshal(st)
-	fmt.Fprintf(stdout, "%s\n", b)
-	return 0
-}
-
-// loopback turns ":8081" into "127.0.0.1:8081".
-func loopback(addr string) string {
-	if strings.HasPrefix(addr, ":") {
-		return "127.0.0.1" + addr
-	}
-	return addr
-}
 
 // rollout runs a partitioned rolling update of a StatefulSet through
 // kubectl, gated by every node's rollout status (admin.Rollout).
@@ -62,7 +27,9 @@ func rollout(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&k.container, "container", "rgit", "the rgit container of each pod")
 	image := fs.String("image", "", "new image (pinned by digest); empty: the StatefulSet was applied with the new revision behind partition = replicas")
 	timeout := fs.Duration("timeout", 10*time.Minute, "per node, for the gate to open")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return admin.ExitOK
+	} else if err != nil {
 		return admin.ExitUsage
 	}
 	progress := func(m string) { fmt.Fprintf(stderr, "%s %s\n", time.Now().UTC().Format("15:04:05"), m) }

@@ -32,7 +32,7 @@ func main() {
 	}
 	switch cmd {
 	case "serve", "api-serve":
-	case "version", "--version", "-version":
+	case "version", "--version", "-version", "-v":
 		fmt.Println("rgit", version.Get())
 		return
 	default:
@@ -55,7 +55,7 @@ func main() {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: rgit serve | rgit api-serve | rgit version\n\nConfiguration is read from the environment:")
+	fmt.Fprintln(w, "usage: rgit serve | rgit api-serve | rgit version (-v, --version)\n\nConfiguration is read from the environment:")
 	for _, v := range config.Vars {
 		fmt.Fprintf(w, "  %-24s %s (default %q)\n", v.Name, v.Help, v.Default)
 	}

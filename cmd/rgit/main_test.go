@@ -98,6 +98,10 @@ func TestStartupErrorsAreOneLine(t *testing.T) {
 			[]string{"RGIT_STORE_URL", `unknown scheme "foo"`}},
 		{"two bad variables", func(*testing.T) []string { return []string{"RGIT_MAX_WARM=many", "RGIT_LOG_FORMAT=xml"} },
 			[]string{"RGIT_MAX_WARM", "RGIT_LOG_FORMAT"}},
+		{"mistyped variable", func(*testing.T) []string { return []string{"RGIT_HTTPADDR=127.0.0.1:0"} },
+			[]string{"RGIT_HTTPADDR: unknown variable; did you mean RGIT_HTTP_ADDR?"}},
+		{"a name without peers", func(*testing.T) []string { return []string{"RGIT_SELF=rgit-1"} },
+			[]string{"RGIT_SELF: set without RGIT_PEER_SVC or RGIT_PEERS"}},
 		{"missing bucket", func(t *testing.T) []string {
 			srv := s3local.Start(t)
 			return append(srv.Env(), "RGIT_STORE_URL=s3://nosuchbucket/t")
@@ -127,12 +131,13 @@ func TestStartupErrorsAreOneLine(t *testing.T) {
 	}
 }
 
-// TestVersionCommands: `rgit version`, `rgit --version` and `rgit-admin
+// TestVersionCommands: `rgit version` (-v, --version) and `rgit-admin
 // version` print the stamped build; rgit-admin adds the node's version
-// when it can reach one and still succeeds when it cannot.
+// when it can reach one and, when it cannot, still prints its own but
+// fails as unreachable (exit 4).
 func TestVersionCommands(t *testing.T) {
 	want := testVersion + " (commit " + testCommit + ", " + testDate + ", "
-	for _, arg := range []string{"version", "--version"} {
+	for _, arg := range []string{"version", "--version", "-version", "-v"} {
 		stdout, stderr, code := runBin(t, "rgit", nil, arg)
 		if code != 0 || !strings.HasPrefix(stdout, "rgit "+want+"go1.") || stderr != "" {
 			t.Errorf("rgit %s = %d %q %q, want rgit %s…", arg, code, stdout, stderr, want)
@@ -141,7 +146,7 @@ func TestVersionCommands(t *testing.T) {
 
 	closed := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	stdout, stderr, code := runBin(t, "rgit-admin", []string{"RGIT_ADMIN_ADDR=" + closed, "RGIT_PEER_SECRET=0123456789abcdef"}, "version")
-	if code != 0 || !strings.HasPrefix(stdout, "rgit-admin "+want) || strings.Count(stdout, "\n") != 1 || !strings.Contains(stderr, "no node version") {
+	if code != 4 || !strings.HasPrefix(stdout, "rgit-admin "+want) || strings.Count(stdout, "\n") != 1 || !strings.Contains(stderr, "no node version") {
 		t.Errorf("rgit-admin version without a node = %d %q %q", code, stdout, stderr)
 	}
 
@@ -167,13 +172,41 @@ func freePort(t *testing.T) int {
 // RGIT_LOG_FORMAT, every log line is a JSON object, and the start-up line
 // carries the version.
 func TestLogsAreJSONOnAPipe(t *testing.T) {
+	lines := startupLog(t)
+	if v, _ := lines[len(lines)-1]["version"].(string); !strings.HasPrefix(v, testVersion+" (commit "+testCommit) {
+		t.Errorf("start-up line version = %q, want %s…", v, testVersion)
+	}
+}
+
+// TestUnreachableRedisIsOneJSONLine: a node whose Redis cannot be reached
+// starts, and says so in one JSON warning naming the address; go-redis
+// adds no plain-text lines of its own.
+func TestUnreachableRedisIsOneJSONLine(t *testing.T) {
+	redis := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	var about []map[string]any
+	for _, l := range startupLog(t, "RGIT_REDIS_URL=redis://"+redis+"/0") {
+		if msg, _ := l["msg"].(string); strings.Contains(strings.ToLower(msg), "redis") || l["logger"] == "redis" {
+			about = append(about, l)
+		}
+	}
+	if len(about) != 1 || about[0]["level"] != "warn" || about[0]["redis"] != redis ||
+		!strings.Contains(about[0]["msg"].(string), "Redis is unreachable") {
+		t.Fatalf("lines about Redis: %v, want one warning that it is unreachable", about)
+	}
+}
+
+// startupLog starts `rgit serve` with stderr on a pipe and env added, and
+// returns its log lines up to "rgit serving" (the last), failing the test
+// on any line that is not a JSON object.
+func startupLog(t *testing.T, env ...string) []map[string]any {
+	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(filepath.Join(binaries(t), "rgit"), "serve")
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir,
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir,
 		"RGIT_STORE_URL=file://" + filepath.Join(dir, "data"),
 		"RGIT_HTTP_ADDR=127.0.0.1:0", "RGIT_SSH_ADDR=127.0.0.1:0",
-		"RGIT_PEER_ADDR=127.0.0.1:" + strconv.Itoa(freePort(t)-1)}
+		"RGIT_PEER_ADDR=127.0.0.1:" + strconv.Itoa(freePort(t)-1)}, env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +224,7 @@ func TestLogsAreJSONOnAPipe(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
+	var out []map[string]any
 	timeout := time.After(time.Minute)
 	for {
 		select {
@@ -202,11 +236,13 @@ func TestLogsAreJSONOnAPipe(t *testing.T) {
 			if err := json.Unmarshal([]byte(line), &entry); err != nil {
 				t.Fatalf("log line is not JSON: %q", line)
 			}
+			out = append(out, entry)
 			if entry["msg"] == "rgit serving" {
-				if v, _ := entry["version"].(string); !strings.HasPrefix(v, testVersion+" (commit "+testCommit) {
-					t.Errorf("start-up line version = %q, want %s…", v, testVersion)
-				}
-				return
+				go func() {
+					for range lines { // let the pipe drain until the exit
+					}
+				}()
+				return out
 			}
 		case <-timeout:
 			t.Fatal("no \"rgit serving\" line within a minute")

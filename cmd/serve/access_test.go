@@ -234,7 +234,7 @@ func adminCell(t *testing.T, srv *gitenv.Server, repo, vis, user string, want ou
 	pattern := "refs/heads/adm-" + user
 	cmds := [][]string{
 		{"protect", repo, pattern, "--no-delete", "--as", user},
-		{"grant", repo, "carol", "read", "--as", user},
+		{"grant", repo, "carol", "read", "--new-user", "--as", user},
 		{"revoke", repo, "carol", "--as", user},
 		{"unprotect", repo, pattern, "--as", user},
 		{"set-visibility", repo, vis, "--as", user}, // unchanged: only the decision matters

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -80,17 +81,28 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // rolloutStatus answers admin.RolloutPath.
 func (s *Server) rolloutStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := s.rollout(r.Context())
+	if err != nil {
+		s.log.Warn("rollout status: list repositories", zap.Error(err))
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(st)
+}
+
+// rollout is the node's rollout status: admin.RolloutPath and
+// `rgit-admin rollout-status` answer it.
+func (s *Server) rollout(ctx context.Context) (admin.RolloutStatus, error) {
 	st := admin.RolloutStatus{State: s.traffic().String(), Version: s.version, BootID: s.bootID, MapAgeMs: -1}
-	open, err := s.node.OpenRepos(r.Context())
+	open, err := s.node.OpenRepos(ctx)
 	if err == nil {
 		var draining []string
-		draining, err = s.node.DrainingRepos(r.Context())
+		draining, err = s.node.DrainingRepos(ctx)
 		st.DrainingRepos = len(draining)
 	}
 	if err != nil {
-		s.log.Warn("rollout status: list repositories", zap.Error(err))
-		http.Error(w, "list repositories: "+err.Error(), http.StatusServiceUnavailable)
-		return
+		return st, fmt.Errorf("list repositories: %w", err)
 	}
 	st.OpenRepos = len(open)
 	now := time.Now()
@@ -98,8 +110,7 @@ func (s *Server) rolloutStatus(w http.ResponseWriter, r *http.Request) {
 		st.MapAgeMs = age.Milliseconds()
 	}
 	st.LeaderReachable = s.node.LeaderReachable(now)
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(st)
+	return st, nil
 }
 
 // trafficMetric is rgit_traffic_state: 1 for the node's state, 0 for the

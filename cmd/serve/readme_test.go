@@ -19,7 +19,8 @@ import (
 
 // TestReadmeQuickStart runs README.md's quick start as written: the first
 // ```sh block after "With the server running" (HTTP) and the one after it
-// (SSH), against `bin/rgit serve` started the way
+// (SSH), then the read API's examples up to the first elided commit id,
+// against `bin/rgit serve` started the way
 // `make run` starts it (working directory = where the data goes, default
 // ./data, ./cache, ./host_key).
 //
@@ -120,6 +121,18 @@ func TestReadmeQuickStart(t *testing.T) {
 		t.Fatalf("README quick start (SSH block) failed: %s", r)
 	}
 
+	// The read API examples, as far as they run without the commit ids
+	// they elide ("…"), against the quick start's repository, which is
+	// private: the block must work for it as written.
+	example, err := readAPIExample(string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = env.Command(sshDir, extra, "bash", "-c", "set -e\n"+ports.Replace(example))
+	if !r.OK() || !strings.Contains(r.Stdout, `{"name":"HEAD","oid":"`) || !strings.Contains(r.Stdout, `"name":"refs/heads/main"`) {
+		t.Fatalf("README read API example:\n%s\nfailed or did not print alice/hello's refs: %s", example, r)
+	}
+
 	// The quick start pushed one commit with README to alice/hello's main,
 	// and the SSH clone checked it out.
 	sshClone := filepath.Join(sshDir, "hello-ssh")
@@ -154,6 +167,30 @@ func quickStartBlocks(readme string) ([]string, error) {
 		blocks = append(blocks, block)
 	}
 	return blocks, nil
+}
+
+// readAPIExample returns the lines of the read API's example block up to
+// the first that elides a commit id ("…").
+func readAPIExample(readme string) (string, error) {
+	_, rest, ok := strings.Cut(readme, "Examples against `make run`")
+	if !ok {
+		return "", errors.New("README.md has no read API examples")
+	}
+	_, rest, ok = strings.Cut(rest, "```sh\n")
+	if !ok {
+		return "", errors.New("README.md: no ```sh block after the read API examples heading")
+	}
+	var lines []string
+	for _, l := range strings.Split(rest, "\n") {
+		if strings.Contains(l, "…") || strings.HasPrefix(l, "```") {
+			break
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) == 0 {
+		return "", errors.New("README.md: the read API example block starts with an elided id")
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // waitReady polls url until it answers 200, the process exits, or a minute

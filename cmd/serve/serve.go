@@ -317,7 +317,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 	}
 	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge,
-		Version: build.String(), PeerTLS: cfg.PeerTLS}
+		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}

@@ -49,6 +49,18 @@ func (r keyRecord) key() Key {
 	return Key{Fingerprint: r.Fingerprint, Owner: r.Owner, Key: r.Key, Repo: r.Repo, Write: r.Write, CreatedBy: r.CreatedBy, Created: r.Created}
 }
 
+// describe says what kind of key k is, for messages: "a user key of
+// alice", "a read-only deploy key of alice/web".
+func (k Key) describe() string {
+	if k.Repo == "" {
+		return "a user key of " + k.Owner
+	}
+	if k.Write {
+		return "a read-write deploy key of " + k.Repo
+	}
+	return "a read-only deploy key of " + k.Repo
+}
+
 // identity is the Identity a registered key authenticates.
 func (r keyRecord) identity() Identity {
 	if r.Repo != "" {
@@ -69,7 +81,7 @@ type KeyOptions struct {
 // AddKey registers an authorized_keys line for owner and returns the key's
 // SHA256:… fingerprint. owner may be spelled in any case (see
 // ClaimOwner). Adding the same key again for the same owner is a no-op;
-// for another owner it fails with ErrKeyInUse.
+// for another owner, or as another kind of key, it fails with ErrKeyInUse.
 func (st *Store) AddKey(ctx context.Context, owner string, authorizedKey []byte) (string, error) {
 	k, err := st.RegisterKey(ctx, owner, authorizedKey, KeyOptions{})
 	return k.Fingerprint, err
@@ -110,7 +122,8 @@ func (st *Store) RegisterKey(ctx context.Context, owner string, authorizedKey []
 			return Key{}, fmt.Errorf("add key %s: read existing: %w", fp, rerr)
 		}
 		if !names.Same(old.Owner, owner) || !names.Same(old.Repo, rec.Repo) || old.Write != rec.Write {
-			return Key{}, fmt.Errorf("add key %s for %s: %w", fp, owner, ErrKeyInUse)
+			return Key{}, fmt.Errorf("add key %s for %s: %w as %s (remove it first: remove-key %s %s)",
+				fp, owner, ErrKeyInUse, old.key().describe(), old.Owner, fp)
 		}
 		return old.key(), nil
 	}

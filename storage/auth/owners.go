@@ -47,3 +47,25 @@ func (st *Store) ClaimOwner(ctx context.Context, owner string) (string, error) {
 	}
 	return old.Owner, nil
 }
+
+// ErrNoUser: the name is not a user (User).
+var ErrNoUser = errors.New("not a user")
+
+// User returns the canonical spelling of user (any spelling) if it is a
+// user: a name in the owner index, where ClaimOwner puts every name that
+// was given a token, a key or a repository, or was made a collaborator.
+// Otherwise it returns ErrNoUser. Nothing is written.
+func (st *Store) User(ctx context.Context, user string) (string, error) {
+	if err := names.ValidateOwner(user); err != nil {
+		return "", err
+	}
+	var rec ownerRecord
+	err := st.readRecord(ctx, ownerPrefix+names.Fold(user), &rec)
+	switch {
+	case errors.Is(err, ErrUnknownCredential):
+		return "", fmt.Errorf("%s is %w (no token, key or repository was ever made for it)", user, ErrNoUser)
+	case err != nil:
+		return "", fmt.Errorf("look up user %s: %w", user, err)
+	}
+	return rec.Owner, nil
+}

@@ -20,9 +20,12 @@ var (
 	// ErrUnknownCredential: the token or key is not registered. Front ends
 	// treat the caller as unauthenticated (HTTP: 401).
 	ErrUnknownCredential = errors.New("unknown credential")
-	// ErrKeyInUse: AddKey was given a key already registered to another
-	// owner. One key maps to one owner, or SSH could not tell who is calling.
-	ErrKeyInUse = errors.New("ssh key already registered to another owner")
+	// ErrKeyInUse: AddKey was given a key already registered otherwise:
+	// to another owner, or as another kind of key (a user key, a deploy
+	// key of another repository or with other rights). One key is one
+	// credential, or SSH could not tell who is calling; the error says
+	// how the key is registered.
+	ErrKeyInUse = errors.New("ssh key already registered")
 	// ErrInvalidKey: AddKey could not parse the authorized_keys line.
 	ErrInvalidKey = errors.New("invalid ssh public key")
 )
@@ -45,9 +48,11 @@ var tokenEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 // a small in-memory cache (see Options); it is safe for concurrent use.
 //
 // Records are written once (create-if-absent) and deleted, never rewritten,
-// so nodes never race on one: there is no second writer to fence. The one
-// mutable datum, a token's last use, lives in its own object (see
-// tokenUsedPrefix).
+// so nodes never race on one: there is no second writer to fence. Two
+// exceptions, neither a race: revoking a token replaces its record with a
+// tombstone (every revoker writes the same), so that its holder is told
+// it was revoked rather than that it is unknown; and a token's last use
+// lives in its own object (see tokenUsedPrefix).
 type Store struct {
 	s      objstore.Store
 	tokens *ttlcache.Cache[tokenRecord] // by token hash

@@ -33,6 +33,26 @@ var ErrBadScope = errors.New("scope must be read or write")
 // ErrNoToken: RevokeToken found no token with that id for that owner.
 var ErrNoToken = errors.New("no such token")
 
+// TokenError says why a token that once worked authenticates nobody now:
+// it expired or was revoked. It is an ErrUnknownCredential (errors.Is),
+// so every caller that refuses unknown tokens refuses it; front ends may
+// tell its holder why, which reveals nothing but the token's own state.
+type TokenError struct {
+	Revoked bool      // revoked; else expired
+	At      time.Time // when it expired or was revoked
+}
+
+func (e *TokenError) Error() string {
+	what := "expired"
+	if e.Revoked {
+		what = "was revoked"
+	}
+	return "token " + what + " at " + e.At.UTC().Format(time.RFC3339)
+}
+
+// Is makes errors.Is(err, ErrUnknownCredential) true.
+func (e *TokenError) Is(target error) bool { return target == ErrUnknownCredential }
+
 // tokenIDLen is how many hex digits of the token's hash form its id: enough
 // to be unique among an owner's tokens, too few to help guess the secret
 // (it is 48 bits of a hash of 256 random bits).
@@ -46,7 +66,9 @@ const tokenUsedPrefix = "auth/token-used/"
 // tokenRecord is the JSON value under auth/token/{hash}. Hash repeats the
 // key so the lookup can compare it in constant time (the key match the
 // store does is not guaranteed to be). Records written before scopes
-// existed have no Scope, which means ScopeWrite.
+// existed have no Scope, which means ScopeWrite. A revoked token's record
+// is a tombstone: Hash and Revoked only. It has no Owner, which is what
+// nodes older than tombstones check, so they refuse it as unknown.
 type tokenRecord struct {
 	Owner     string    `json:"owner"`
 	Hash      string    `json:"hash"`
@@ -56,6 +78,7 @@ type tokenRecord struct {
 	Expires   time.Time `json:"expires,omitzero"`
 	CreatedBy string    `json:"createdBy,omitempty"`
 	Created   time.Time `json:"created"`
+	Revoked   time.Time `json:"revoked,omitzero"`
 }
 
 // TokenOptions describe a token to issue. The zero value is a write token
@@ -149,8 +172,9 @@ func (st *Store) IssueToken(ctx context.Context, owner string, o TokenOptions) (
 	return secret, rec.token(), nil
 }
 
-// TokenIdentity authenticates a token: the Identity it carries, or
-// ErrUnknownCredential if it is not registered, revoked or expired.
+// TokenIdentity authenticates a token: the Identity it carries, a
+// *TokenError if it expired or was revoked, or ErrUnknownCredential if it
+// is not registered (both errors.Is ErrUnknownCredential).
 func (st *Store) TokenIdentity(ctx context.Context, token string) (Identity, error) {
 	// Reject obvious garbage before touching the store; the length check
 	// also bounds what gets hashed and cached.
@@ -158,26 +182,32 @@ func (st *Store) TokenIdentity(ctx context.Context, token string) (Identity, err
 		return Anonymous, ErrUnknownCredential
 	}
 	h := hashHex(token)
+	// A tombstone is cached like a live record: it is as definite an
+	// answer, and keeps the reason.
 	rec, err := cached(st.tokens, h, func() (tokenRecord, error) {
 		var rec tokenRecord
 		if err := st.readRecord(ctx, tokenPrefix+h, &rec); err != nil {
 			return rec, err
 		}
-		if subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(h)) != 1 || rec.Owner == "" {
+		if subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(h)) != 1 || (rec.Owner == "" && rec.Revoked.IsZero()) {
 			return rec, ErrUnknownCredential
 		}
-		// Once per cache lifetime per node: a best-effort hint for
-		// list-tokens, so its failure does not refuse the caller.
-		stamp := []byte(st.now().UTC().Format(time.RFC3339))
-		_ = st.s.Put(ctx, tokenUsedPrefix+h[:tokenIDLen], bytes.NewReader(stamp), int64(len(stamp)))
+		if rec.Revoked.IsZero() {
+			// Once per cache lifetime per node: a best-effort hint for
+			// list-tokens, so its failure does not refuse the caller.
+			stamp := []byte(st.now().UTC().Format(time.RFC3339))
+			_ = st.s.Put(ctx, tokenUsedPrefix+h[:tokenIDLen], bytes.NewReader(stamp), int64(len(stamp)))
+		}
 		return rec, nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return Anonymous, err
-	}
-	// Expiry is checked on every use, so a cached token stops at once.
-	if !rec.Expires.IsZero() && !st.now().Before(rec.Expires) {
-		return Anonymous, ErrUnknownCredential
+	case !rec.Revoked.IsZero():
+		return Anonymous, &TokenError{Revoked: true, At: rec.Revoked}
+	case !rec.Expires.IsZero() && !st.now().Before(rec.Expires):
+		// Expiry is checked on every use, so a cached token stops at once.
+		return Anonymous, &TokenError{At: rec.Expires}
 	}
 	return rec.identity(), nil
 }
@@ -192,11 +222,11 @@ func (st *Store) ListTokens(ctx context.Context, owner string) ([]Token, error) 
 		}
 		var rec tokenRecord
 		if err := st.readRecord(ctx, info.Key, &rec); errors.Is(err, ErrUnknownCredential) {
-			continue // revoked meanwhile
+			continue // gone meanwhile
 		} else if err != nil {
 			return nil, fmt.Errorf("list tokens: %w", err)
 		}
-		if !names.Same(rec.Owner, owner) || len(rec.Hash) < tokenIDLen {
+		if rec.Owner == "" || !names.Same(rec.Owner, owner) || len(rec.Hash) < tokenIDLen {
 			continue
 		}
 		t := rec.token()
@@ -218,9 +248,10 @@ func (st *Store) lastUsed(ctx context.Context, id string) time.Time {
 	return t
 }
 
-// RevokeToken deletes owner's token id and returns what it was. The node
-// running it forgets the token at once; every other node within the
-// positive cache TTL (Options.PositiveTTL).
+// RevokeToken revokes owner's token id and returns what it was: its
+// record becomes a tombstone, so whoever still uses it is told it was
+// revoked. The node running it forgets the token at once; every other node
+// within the positive cache TTL (Options.PositiveTTL).
 func (st *Store) RevokeToken(ctx context.Context, owner, id string) (Token, error) {
 	if len(id) != tokenIDLen || strings.Trim(id, "0123456789abcdef") != "" {
 		return Token{}, fmt.Errorf("revoke token %q: %w (ids are %d hex digits, see list-tokens)", id, ErrNoToken, tokenIDLen)
@@ -233,10 +264,14 @@ func (st *Store) RevokeToken(ctx context.Context, owner, id string) (Token, erro
 		if err := st.readRecord(ctx, info.Key, &rec); err != nil {
 			continue
 		}
-		if !names.Same(rec.Owner, owner) {
-			continue
+		if rec.Owner == "" || !names.Same(rec.Owner, owner) {
+			continue // a tombstone, or another owner's
 		}
-		if err := st.s.Delete(ctx, info.Key); err != nil {
+		tomb, err := json.Marshal(tokenRecord{Hash: rec.Hash, Revoked: st.now().UTC()})
+		if err != nil {
+			return Token{}, fmt.Errorf("revoke token %s: encode: %w", id, err)
+		}
+		if err := st.s.Put(ctx, info.Key, bytes.NewReader(tomb), int64(len(tomb))); err != nil {
 			return Token{}, fmt.Errorf("revoke token %s: %w", id, err)
 		}
 		if err := st.s.Delete(ctx, tokenUsedPrefix+id); err != nil && !errors.Is(err, objstore.ErrNotFound) {

@@ -1,9 +1,11 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -141,5 +143,108 @@ func TestDeployKeysAndKeyListing(t *testing.T) {
 	}
 	if _, err := st.KeyIdentity(ctx, userPub); !errors.Is(err, ErrUnknownCredential) {
 		t.Fatalf("removed key still works on the removing node: %v", err)
+	}
+}
+
+// TestTokenErrorsSayWhy: a token that expired or was revoked is refused
+// with a *TokenError saying which and when (still an
+// ErrUnknownCredential), on the revoking node at once and on another once
+// its cache entry lapses; a token never issued is plainly unknown. The
+// revoked token's tombstone names no owner and is in no listing.
+func TestTokenErrorsSayWhy(t *testing.T) {
+	ctx := context.Background()
+	ms := newMemStore()
+	clk := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	a := NewStoreWithOptions(ms, Options{Now: clk.Now})
+	b := NewStoreWithOptions(ms, Options{Now: clk.Now})
+	exp := clk.Now().Add(time.Hour)
+	expiring, _, err := a.IssueToken(ctx, "alice", TokenOptions{Expires: exp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, info, err := a.IssueToken(ctx, "alice", TokenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TokenIdentity(ctx, revoked); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	var te *TokenError
+	if _, err := a.TokenIdentity(ctx, expiring); !errors.As(err, &te) || te.Revoked || !te.At.Equal(exp) ||
+		!errors.Is(err, ErrUnknownCredential) || err.Error() != "token expired at 2026-01-02T04:04:05Z" {
+		t.Fatalf("expired token: %v (%+v)", err, te)
+	}
+	revokedAt := clk.Now()
+	if _, err := a.RevokeToken(ctx, "alice", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(DefaultPositiveTTL)
+	for name, s := range map[string]*Store{"revoking node": a, "other node": b} {
+		te = nil
+		if _, err := s.TokenIdentity(ctx, revoked); !errors.As(err, &te) || !te.Revoked || !te.At.Equal(revokedAt) ||
+			!errors.Is(err, ErrUnknownCredential) || err.Error() != "token was revoked at 2026-01-02T04:04:05Z" {
+			t.Errorf("%s: revoked token: %v", name, err)
+		}
+	}
+	if _, err := a.TokenIdentity(ctx, TokenPrefix+strings.Repeat("a", 52)); !errors.Is(err, ErrUnknownCredential) || errors.As(err, &te) {
+		t.Errorf("never-issued token: %v, want a plain ErrUnknownCredential", err)
+	}
+	if list, err := a.ListTokens(ctx, "alice"); err != nil || len(list) != 1 || list[0].ID == info.ID {
+		t.Errorf("list-tokens after revoke: %+v, %v", list, err)
+	}
+	if _, err := a.RevokeToken(ctx, "alice", info.ID); !errors.Is(err, ErrNoToken) {
+		t.Errorf("revoking twice: %v, want ErrNoToken", err)
+	}
+	if bytes.Contains(ms.m[tokenPrefix+hashHex(revoked)], []byte("alice")) {
+		t.Errorf("tombstone names the owner: %s", ms.m[tokenPrefix+hashHex(revoked)])
+	}
+}
+
+// TestKeyInUseSaysHow: a key registered one way and added another way is
+// refused with what it is registered as, also for its own owner.
+func TestKeyInUseSaysHow(t *testing.T) {
+	ctx := context.Background()
+	st := NewStore(newMemStore())
+	_, line := newKey(t)
+	if _, err := st.RegisterKey(ctx, "alice", line, KeyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		owner string
+		o     KeyOptions
+	}{
+		{"alice", KeyOptions{Repo: "alice/web"}},
+		{"bob", KeyOptions{}},
+	}
+	for _, c := range cases {
+		_, err := st.RegisterKey(ctx, c.owner, line, c.o)
+		if !errors.Is(err, ErrKeyInUse) || !strings.Contains(err.Error(), "already registered as a user key of alice") ||
+			strings.Contains(err.Error(), "another owner") {
+			t.Errorf("%s %+v: %v", c.owner, c.o, err)
+		}
+	}
+}
+
+// TestUser: a user is a name the owner index holds; looking one up
+// writes nothing.
+func TestUser(t *testing.T) {
+	ctx := context.Background()
+	ms := newMemStore()
+	st := NewStore(ms)
+	if _, err := st.User(ctx, "carol"); !errors.Is(err, ErrNoUser) {
+		t.Fatalf("unknown user: %v", err)
+	}
+	if len(ms.keys()) != 0 {
+		t.Fatalf("User wrote %v", ms.keys())
+	}
+	if _, err := st.CreateToken(ctx, "Carol"); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := st.User(ctx, "CAROL"); err != nil || u != "Carol" {
+		t.Fatalf("User = %q, %v; want the canonical Carol", u, err)
+	}
+	if _, err := st.User(ctx, "a/b"); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("bad name: %v", err)
 	}
 }

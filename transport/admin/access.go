@@ -192,7 +192,14 @@ func (s *Server) grant(ctx context.Context, m Grant) (Message, error) {
 	if err != nil {
 		return Message{}, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
-	user, err := s.Auth.ClaimOwner(ctx, m.User)
+	user, err := s.Auth.User(ctx, m.User)
+	isNew := errors.Is(err, auth.ErrNoUser)
+	switch {
+	case isNew && !m.NewUser:
+		return Message{}, fmt.Errorf("%w; check the spelling, or grant with --new-user", err)
+	case isNew:
+		user, err = s.Auth.ClaimOwner(ctx, m.User)
+	}
 	if err != nil {
 		return Message{}, err
 	}
@@ -202,8 +209,13 @@ func (s *Server) grant(ctx context.Context, m Grant) (Message, error) {
 		return Message{}, err
 	}
 	r := owner + "/" + name
-	s.audit(who, "grant", zap.String("repo", r), zap.String("user", user), zap.Stringer("role", role), zap.Stringer("previous", old))
-	return Message{Summary: fmt.Sprintf("%s has %s on %s", user, role, r), Grant: &g}, nil
+	s.audit(who, "grant", zap.String("repo", r), zap.String("user", user), zap.Stringer("role", role), zap.Stringer("previous", old),
+		zap.Bool("new_user", isNew))
+	summary := fmt.Sprintf("%s has %s on %s", user, role, r)
+	if isNew {
+		summary += fmt.Sprintf(" (%s is a new user: it has no token or key yet; add-token or add-key gives it one)", user)
+	}
+	return Message{Summary: summary, Grant: &g}, nil
 }
 
 func (s *Server) revoke(ctx context.Context, m Revoke) (Message, error) {
@@ -239,7 +251,9 @@ func (s *Server) protect(ctx context.Context, m Protect) (Message, error) {
 	}
 	p := auth.Protection{Pattern: m.Pattern, NoForcePush: m.NoForcePush, NoDelete: m.NoDelete, CreatedBy: who, Created: time.Now().UTC()}
 	if !p.NoForcePush && !p.NoDelete {
-		return Message{}, fmt.Errorf("%w: protect needs --no-force-push, --no-delete or both", ErrUsage)
+		// A protection that refuses nothing is no protection: a pattern
+		// alone asks for the whole of it.
+		p.NoForcePush, p.NoDelete = true, true
 	}
 	if err := s.Node.Protect(ctx, owner, name, p); err != nil {
 		return Message{}, err
@@ -295,8 +309,18 @@ func (s *Server) addToken(ctx context.Context, m AddToken) (Message, error) {
 }
 
 func (s *Server) listTokens(ctx context.Context, m ListTokens) (TokenList, error) {
+	if err := s.user(ctx, m.Owner); err != nil {
+		return TokenList{}, err
+	}
 	ts, err := s.Auth.ListTokens(ctx, m.Owner)
-	return TokenList{Tokens: ts}, err
+	return TokenList{Tokens: nonNil(ts)}, err
+}
+
+// user checks that name is a user (auth.Store.User): listing the tokens
+// or keys of a name nothing was made for is a mistake, not an empty list.
+func (s *Server) user(ctx context.Context, name string) error {
+	_, err := s.Auth.User(ctx, name)
+	return err
 }
 
 func (s *Server) revokeToken(ctx context.Context, m RevokeToken) (Message, error) {
@@ -335,8 +359,11 @@ func (s *Server) addDeployKey(ctx context.Context, m AddDeployKey) (Message, err
 }
 
 func (s *Server) listKeys(ctx context.Context, m ListKeys) (KeyList, error) {
+	if err := s.user(ctx, m.Owner); err != nil {
+		return KeyList{}, err
+	}
 	ks, err := s.Auth.ListKeys(ctx, m.Owner)
-	return KeyList{Keys: ks}, err
+	return KeyList{Keys: nonNil(ks)}, err
 }
 
 func (s *Server) removeKey(ctx context.Context, m RemoveKey) (Message, error) {

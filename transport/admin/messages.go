@@ -64,11 +64,14 @@ type (
 	PurgeCache struct {
 		Repo string `json:"repo"`
 	}
+	// Grant refuses a user who is not one yet (no token, key or
+	// repository) unless NewUser: a mistyped name must not become a user.
 	Grant struct {
-		Repo string `json:"repo"`
-		User string `json:"user"`
-		Role string `json:"role"`
-		As   string `json:"as,omitempty"`
+		Repo    string `json:"repo"`
+		User    string `json:"user"`
+		Role    string `json:"role"`
+		As      string `json:"as,omitempty"`
+		NewUser bool   `json:"new_user,omitempty"`
 	}
 	Revoke struct {
 		Repo string `json:"repo"`
@@ -79,6 +82,8 @@ type (
 		Repo string `json:"repo"`
 		As   string `json:"as,omitempty"`
 	}
+	// Protect with neither NoForcePush nor NoDelete protects against
+	// both.
 	Protect struct {
 		Repo        string `json:"repo"`
 		Pattern     string `json:"pattern"`
@@ -130,6 +135,8 @@ type (
 		Repo string `json:"repo"`
 	}
 	Version struct{}
+	// ShowRollout asks for the node's rollout status (RolloutStatus).
+	ShowRollout struct{}
 )
 
 func (CreateRepo) op() (string, Result)    { return "create-repo", new(Done) }
@@ -156,6 +163,7 @@ func (ListRepos) op() (string, Result)     { return "list-repos", new(Repos) }
 func (ShowStatus) op() (string, Result)    { return "status", new(Status) }
 func (WhereIs) op() (string, Result)       { return "where", new(Where) }
 func (Version) op() (string, Result)       { return "version", new(Done) }
+func (ShowRollout) op() (string, Result)   { return "rollout-status", new(RolloutStatus) }
 
 // The messages their repository's owner runs (the others act on the
 // store, on credentials or on the node that receives them).
@@ -172,53 +180,76 @@ func (m Protect) target() string       { return m.Repo }
 func (m Unprotect) target() string     { return m.Repo }
 
 // commands lists every command line: its positional arguments, synopsis,
-// flags (name → takes a value; anywhere among the arguments, "--" ends
-// them) and how it becomes a message.
+// one-line description, flags (name → takes a value; anywhere among the
+// arguments, "--" ends them) and how it becomes a message.
 var commands = map[string]struct {
 	nargs    int
 	synopsis string
+	desc     string
 	flags    map[string]bool
 	msg      func(a []string, f flagSet) Msg
 }{
-	"create-repo": {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return CreateRepo{Repo: a[0]} }},
-	"delete-repo": {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return DeleteRepo{Repo: a[0]} }},
-	"fork": {2, "<src-owner>/<src-name> <owner>/<name>", nil,
+	"create-repo": {1, "<owner>/<name>", "create an empty private repository (HEAD → refs/heads/main)", nil,
+		func(a []string, _ flagSet) Msg { return CreateRepo{Repo: a[0]} }},
+	"delete-repo": {1, "<owner>/<name>", "delete a repository: its database, every pack and its deploy keys", nil,
+		func(a []string, _ flagSet) Msg { return DeleteRepo{Repo: a[0]} }},
+	"fork": {2, "<src-owner>/<src-name> <owner>/<name>", "copy a repository server-side (packs and refs); the fork starts private", nil,
 		func(a []string, _ flagSet) Msg { return Fork{From: a[0], To: a[1]} }},
-	"repack": {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return Repack{Repo: a[0]} }},
-	"gc":     {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return GC{Repo: a[0]} }},
+	"repack": {1, "<owner>/<name>", "rewrite everything reachable into one pack, while the repository keeps serving", nil,
+		func(a []string, _ flagSet) Msg { return Repack{Repo: a[0]} }},
+	"gc": {1, "<owner>/<name>", "delete packs nothing references (older than an hour) and retired packs past their grace period", nil,
+		func(a []string, _ flagSet) Msg { return GC{Repo: a[0]} }},
 	"add-token": {1, "<owner> [--scope read|write] [--repo <owner>/<name>]... [--expires 30d] [--name <name>]",
+		"print a new access token for owner (a new user if it has nothing yet); only its hash is stored",
 		map[string]bool{"scope": true, "repo": true, "expires": true, "name": true},
 		func(a []string, f flagSet) Msg {
 			return AddToken{Owner: a[0], Scope: f.last("scope"), Repos: f["repo"], Expires: f.last("expires"), Name: f.last("name")}
 		}},
-	"list-tokens":  {1, "<owner>", nil, func(a []string, _ flagSet) Msg { return ListTokens{Owner: a[0]} }},
-	"revoke-token": {2, "<owner> <token-id>", nil, func(a []string, _ flagSet) Msg { return RevokeToken{Owner: a[0], ID: a[1]} }},
-	"add-key":      {2, "<owner> <public-key-file>", nil, func(a []string, _ flagSet) Msg { return AddKey{Owner: a[0], Key: a[1]} }},
-	"add-deploy-key": {2, "<owner>/<name> <public-key-file> [--write]", map[string]bool{"write": false},
+	"list-tokens": {1, "<owner>", "list a user's tokens (never their secrets)", nil,
+		func(a []string, _ flagSet) Msg { return ListTokens{Owner: a[0]} }},
+	"revoke-token": {2, "<owner> <token-id>", "revoke a token (its id from list-tokens)", nil,
+		func(a []string, _ flagSet) Msg { return RevokeToken{Owner: a[0], ID: a[1]} }},
+	"add-key": {2, "<owner> <public-key-file>", "register an SSH public key for owner (a new user if it has nothing yet)", nil,
+		func(a []string, _ flagSet) Msg { return AddKey{Owner: a[0], Key: a[1]} }},
+	"add-deploy-key": {2, "<owner>/<name> <public-key-file> [--write]", "register an SSH key for one repository only, read-only unless --write",
+		map[string]bool{"write": false},
 		func(a []string, f flagSet) Msg { return AddDeployKey{Repo: a[0], Key: a[1], Write: f.has("write")} }},
-	"list-keys":  {1, "<owner>", nil, func(a []string, _ flagSet) Msg { return ListKeys{Owner: a[0]} }},
-	"remove-key": {2, "<owner> <fingerprint>", nil, func(a []string, _ flagSet) Msg { return RemoveKey{Owner: a[0], Fingerprint: a[1]} }},
-	"set-visibility": {2, "<owner>/<name> public|private [--as <user>]", asFlag,
+	"list-keys": {1, "<owner>", "list a user's SSH keys and their repositories' deploy keys", nil,
+		func(a []string, _ flagSet) Msg { return ListKeys{Owner: a[0]} }},
+	"remove-key": {2, "<owner> <fingerprint>", "remove an SSH key or deploy key (its SHA256:… fingerprint from list-keys)", nil,
+		func(a []string, _ flagSet) Msg { return RemoveKey{Owner: a[0], Fingerprint: a[1]} }},
+	"set-visibility": {2, "<owner>/<name> public|private [--as <user>]", "make a repository public (anyone may read it) or private", asFlag,
 		func(a []string, f flagSet) Msg { return SetVisibility{Repo: a[0], Visibility: a[1], As: f.last("as")} }},
-	"grant": {3, "<owner>/<name> <user> read|write|admin [--as <user>]", asFlag,
-		func(a []string, f flagSet) Msg { return Grant{Repo: a[0], User: a[1], Role: a[2], As: f.last("as")} }},
-	"revoke": {2, "<owner>/<name> <user> [--as <user>]", asFlag,
+	"grant": {3, "<owner>/<name> <user> read|write|admin [--new-user] [--as <user>]",
+		"make user a collaborator with that role; --new-user if user has no token, key or repository yet",
+		map[string]bool{"as": true, "new-user": false},
+		func(a []string, f flagSet) Msg {
+			return Grant{Repo: a[0], User: a[1], Role: a[2], As: f.last("as"), NewUser: f.has("new-user")}
+		}},
+	"revoke": {2, "<owner>/<name> <user> [--as <user>]", "remove a collaborator", asFlag,
 		func(a []string, f flagSet) Msg { return Revoke{Repo: a[0], User: a[1], As: f.last("as")} }},
-	"list-access": {1, "<owner>/<name> [--as <user>]", asFlag,
+	"list-access": {1, "<owner>/<name> [--as <user>]", "show visibility, collaborators and protected ref patterns", asFlag,
 		func(a []string, f flagSet) Msg { return ListAccess{Repo: a[0], As: f.last("as")} }},
 	"protect": {2, "<owner>/<name> <ref-pattern> [--no-force-push] [--no-delete] [--as <user>]",
+		"refuse force-pushes and/or deletes of matching refs (neither flag: both)",
 		map[string]bool{"as": true, "no-force-push": false, "no-delete": false},
 		func(a []string, f flagSet) Msg {
 			return Protect{Repo: a[0], Pattern: a[1], NoForcePush: f.has("no-force-push"), NoDelete: f.has("no-delete"), As: f.last("as")}
 		}},
-	"unprotect": {2, "<owner>/<name> <ref-pattern> [--as <user>]", asFlag,
+	"unprotect": {2, "<owner>/<name> <ref-pattern> [--as <user>]", "remove a ref pattern's protection", asFlag,
 		func(a []string, f flagSet) Msg { return Unprotect{Repo: a[0], Pattern: a[1], As: f.last("as")} }},
-	"set-head":    {2, "<owner>/<name> <refname>", nil, func(a []string, _ flagSet) Msg { return SetHead{Repo: a[0], Ref: a[1]} }},
-	"purge-cache": {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return PurgeCache{Repo: a[0]} }},
-	"list-repos":  {0, "", nil, func([]string, flagSet) Msg { return ListRepos{} }},
-	"status":      {0, "", nil, func([]string, flagSet) Msg { return ShowStatus{} }},
-	"version":     {0, "", nil, func([]string, flagSet) Msg { return Version{} }},
-	"where":       {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return WhereIs{Repo: a[0]} }},
+	"set-head": {2, "<owner>/<name> <refname>", "point HEAD at another branch", nil,
+		func(a []string, _ flagSet) Msg { return SetHead{Repo: a[0], Ref: a[1]} }},
+	"purge-cache": {1, "<owner>/<name>", "make every cached read-API answer of the repository unreachable (Redis)", nil,
+		func(a []string, _ flagSet) Msg { return PurgeCache{Repo: a[0]} }},
+	"list-repos": {0, "", "list every repository", nil, func([]string, flagSet) Msg { return ListRepos{} }},
+	"status": {0, "", "show the node: version, name, leader, live members, open repositories", nil,
+		func([]string, flagSet) Msg { return ShowStatus{} }},
+	"version": {0, "", "print rgit-admin's version and the node's", nil, func([]string, flagSet) Msg { return Version{} }},
+	"where": {1, "<owner>/<name>", "show which node owns a repository, in this node's view of the ownership map", nil,
+		func(a []string, _ flagSet) Msg { return WhereIs{Repo: a[0]} }},
+	"rollout-status": {0, "", "print the node's rollout status as JSON (what the rollout gate reads)", nil,
+		func([]string, flagSet) Msg { return ShowRollout{} }},
 }
 
 var asFlag = map[string]bool{"as": true}
@@ -240,7 +271,7 @@ func Parse(command string, args []string) (Msg, error) {
 		}
 	}
 	if len(pos) != c.nargs {
-		return nil, usageError(fmt.Errorf("%w: %s %s", ErrUsage, command, c.synopsis))
+		return nil, usageError(fmt.Errorf("%w: %s", ErrUsage, strings.TrimSpace(command+" "+c.synopsis)))
 	}
 	return c.msg(pos, flags), nil
 }
@@ -293,12 +324,28 @@ func parseFlags(args []string, spec map[string]bool) (pos []string, flags flagSe
 	return pos, flags, nil
 }
 
-// Usage returns one synopsis line per command, sorted.
+// Usage returns each command's synopsis and description, sorted by name:
+// two lines a command, the description indented.
 func Usage() []string {
-	var lines []string
-	for name, c := range commands {
-		lines = append(lines, name+" "+c.synopsis)
+	var names []string
+	for name := range commands {
+		names = append(names, name)
 	}
-	sort.Strings(lines)
+	sort.Strings(names)
+	var lines []string
+	for _, name := range names {
+		c := commands[name]
+		lines = append(lines, strings.TrimSpace(name+" "+c.synopsis), "    "+c.desc)
+	}
 	return lines
+}
+
+// Help is one command's usage and description, and whether the command
+// exists.
+func Help(command string) (string, bool) {
+	c, ok := commands[command]
+	if !ok {
+		return "", false
+	}
+	return "usage: rgit-admin " + strings.TrimSpace(command+" "+c.synopsis) + "\n\n" + c.desc, true
 }

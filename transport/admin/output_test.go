@@ -12,7 +12,8 @@ type mapView map[string]cluster.Entry
 
 func (m mapView) Get(r string) (cluster.Entry, bool) { e, ok := m[r]; return e, ok }
 
-// TestWhereShape pins where's JSON shape, which scripts depend on.
+// TestWhereShape pins where's JSON shape, which scripts depend on, and
+// its text, which says whose view of the map it is and how old.
 func TestWhereShape(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	view := mapView{
@@ -20,17 +21,18 @@ func TestWhereShape(t *testing.T) {
 		"a/old":  {Node: "rgit-2", Expires: now, Epoch: 3},
 	}
 	cases := map[string]string{
-		"a/live": `{"repo":"a/live","state":"live","node":"rgit-1","epoch":7,"expires":"2026-01-02T03:04:06Z"}`,
-		"a/old":  `{"repo":"a/old","state":"expired","node":"rgit-2","epoch":3,"expires":"2026-01-02T03:04:05Z"}`,
-		"a/none": `{"repo":"a/none","state":"unowned"}`,
+		"a/live": `{"repo":"a/live","state":"live","node":"rgit-1","epoch":7,"expires":"2026-01-02T03:04:06Z","view":"rgit-2","view_age_ms":140}`,
+		"a/old":  `{"repo":"a/old","state":"expired","node":"rgit-2","epoch":3,"expires":"2026-01-02T03:04:05Z","view":"rgit-2","view_age_ms":140}`,
+		"a/none": `{"repo":"a/none","state":"unowned","view":"rgit-2","view_age_ms":140}`,
 	}
 	for r, want := range cases {
-		b, err := json.Marshal(whereIn(view, r, now))
+		b, err := json.Marshal(whereIn(view, "rgit-2", 140, r, now))
 		if err != nil || string(b) != want {
 			t.Errorf("where %s = %s, %v; want %s", r, b, err, want)
 		}
 	}
-	if got := whereIn(view, "a/live", now).Text(); got != "a/live is owned by rgit-1 (epoch 7, lease live, expires 2026-01-02T03:04:06Z)" {
+	if got := whereIn(view, "rgit-2", 140, "a/live", now).Text(); got != "a/live is owned by rgit-1 (epoch 7, lease live, expires 2026-01-02T03:04:06Z)\n"+
+		"according to rgit-2's view of the ownership map, 140 ms old" {
 		t.Errorf("text = %q", got)
 	}
 }

@@ -34,6 +34,20 @@ type RolloutStatus struct {
 	LeaderReachable bool  `json:"leader_reachable"`
 }
 
+// Text is the status as one JSON object: what `rgit-admin rollout-status`
+// prints and the rollout gate parses, with or without --json.
+func (st RolloutStatus) Text() string {
+	b, _ := json.Marshal(st) // cannot fail: strings, numbers, a bool
+	return string(b)
+}
+
+func (s *Server) rolloutStatus(ctx context.Context, _ ShowRollout) (RolloutStatus, error) {
+	if s.Rollout == nil {
+		return RolloutStatus{}, errors.New("rollout-status: this node does not report one")
+	}
+	return s.Rollout(ctx)
+}
+
 // FetchRollout reads the rollout status of the node whose peer HTTP port
 // is addr.
 func FetchRollout(ctx context.Context, addr, secret string) (RolloutStatus, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,9 +33,15 @@ type Server struct {
 	Peers PeerAddrs
 	// PeerTLS is the peer ports' TLS, for relaying to owners; nil: plaintext.
 	PeerTLS *peertls.Config
+	// Self is the node's name (RGIT_SELF) in cluster mode, for status and
+	// where.
+	Self string
 	// Version describes the node's build (cmd/version), for status and
 	// version: during a rollout it shows which nodes run what.
 	Version string
+	// Rollout reports the node's rollout status (rollout-status); nil:
+	// the command fails.
+	Rollout func(context.Context) (RolloutStatus, error)
 	// Cache is the read API's answer cache (RGIT_REDIS_URL); nil: none.
 	Cache Purger
 
@@ -112,6 +119,7 @@ func (s *Server) register(h *peer.Handlers) {
 	handle(s, h, s.status)
 	handle(s, h, s.where)
 	handle(s, h, s.version)
+	handle(s, h, s.rolloutStatus)
 }
 
 // progressFunc hears a stage's progress (repack: writing, indexing).
@@ -193,6 +201,12 @@ func (s *Server) createRepo(ctx context.Context, m CreateRepo) (Done, error) {
 	}
 	if err := repo.Create(ctx, s.Deps, owner, name); err != nil {
 		return Done{}, err
+	}
+	if _, raw, _ := strings.Cut(m.Repo, "/"); raw != name {
+		// names.Split dropped a .git suffix: say so, the operator typed
+		// another name.
+		return done("created %s/%s (without %q: repository names never end in .git; clone URLs may add it)",
+			owner, name, strings.TrimPrefix(raw, name)), nil
 	}
 	return done("created %s/%s", owner, name), nil
 }

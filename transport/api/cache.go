@@ -37,6 +37,7 @@ const (
 // answers back.
 type Cache struct {
 	rdb       redis.UniversalClient
+	addr      string // Redis's host:port, for log lines
 	log       *zap.Logger
 	objectTTL time.Duration
 	refsTTL   time.Duration
@@ -50,18 +51,36 @@ type CacheOptions struct {
 }
 
 // OpenCache connects to a redis:// or rediss:// URL. Nothing is contacted
-// yet; CheckPolicy does that.
+// yet; CheckPolicy does that. go-redis's own log lines (its package-wide
+// logger) go to log at debug level from then on (RedisLogger).
 func OpenCache(rawURL string, log *zap.Logger, o CacheOptions) (*Cache, error) {
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	if log != nil {
+		redis.SetLogger(RedisLogger{log.Named("redis")})
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = opTimeout, opTimeout, opTimeout
 	// One retry covers a pooled connection Redis closed; more would make
 	// an outage cost every request seconds instead of a refused dial.
 	opt.MaxRetries, opt.MinRetryBackoff, opt.MaxRetryBackoff = 1, 5*time.Millisecond, 20*time.Millisecond
 	opt.DialerRetries, opt.DialerRetryTimeout = 1, 10*time.Millisecond
-	return NewCache(redis.NewClient(opt), log, o), nil
+	c := NewCache(redis.NewClient(opt), log, o)
+	c.addr = opt.Addr
+	return c, nil
+}
+
+// RedisLogger carries go-redis's log lines (a pool that failed to dial, a
+// dropped connection) into zap at debug level: left alone, go-redis
+// prints them as plain text on stderr among the JSON lines, one for each
+// request while Redis is down. What an outage means for rgit is said once,
+// in rgit's own words (CheckPolicy, the cache's warnings).
+type RedisLogger struct{ Log *zap.Logger }
+
+// Printf implements go-redis's logging interface.
+func (l RedisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.Log.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
 }
 
 // NewCache wraps an existing client (tests).
@@ -176,24 +195,45 @@ func (c *Cache) Purge(ctx context.Context, owner, name string) error {
 // PolicyOK reports whether a maxmemory-policy keeps generation counters
 // (keys without a TTL) safe from eviction while still evicting answers:
 // volatile-lru or another volatile-* policy.
-func PolicyOK(policy string) bool { return strings.HasPrefix(policy, "volatile-") }
+func PolicyOK(policy string) bool { return PolicyProblem(policy) == "" }
 
-// CheckPolicy reads Redis's maxmemory-policy and logs loudly unless it
-// keeps counters safe. It returns the policy ("" when it could not be
-// read: managed Redis services often refuse CONFIG; that is logged too).
+// PolicyProblem says what goes wrong with the cache under a Redis
+// maxmemory-policy, "" for the volatile-* policies it needs.
+func PolicyProblem(policy string) string {
+	switch {
+	case strings.HasPrefix(policy, "volatile-"):
+		return ""
+	case strings.HasPrefix(policy, "allkeys-"):
+		return "it may evict a generation counter, which then reads back as an older generation and brings purged answers back, including those of repositories made private"
+	case policy == "noeviction":
+		return "a full Redis refuses every write, generation bumps included: set-visibility, delete-repo and purge-cache then fail to purge, and a repository made private keeps its cached answers until memory is freed and purge-cache succeeds"
+	}
+	return "rgit knows only the volatile-* policies to evict answers (they have a TTL) and never a generation counter (it has none)"
+}
+
+// CheckPolicy reads Redis's maxmemory-policy and logs one line unless it
+// keeps counters safe: an error for a wrong policy, a warning when Redis
+// cannot be reached or refuses to say (managed Redis services often
+// refuse CONFIG). It returns the policy ("" when it could not be read).
 func (c *Cache) CheckPolicy(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	m, err := c.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
-	if err != nil {
-		c.log.Warn("read API cache: cannot read Redis maxmemory-policy; it must be volatile-lru (or another volatile-* policy), or purged answers can come back",
-			zap.Error(err))
+	var reply redis.Error
+	switch {
+	case err != nil && errors.As(err, &reply):
+		c.log.Warn("read API cache: Redis would not say its maxmemory-policy; make sure it is volatile-lru (or another volatile-* policy), or purged answers can come back",
+			zap.String("redis", c.addr), zap.Error(err))
+		return ""
+	case err != nil:
+		c.log.Warn("read API cache: Redis is unreachable; answers are computed without it, and set-visibility, delete-repo and purge-cache fail to purge, until it answers (its maxmemory-policy is not checked)",
+			zap.String("redis", c.addr), zap.Error(err))
 		return ""
 	}
 	policy := m["maxmemory-policy"]
-	if !PolicyOK(policy) {
-		c.log.Error("read API cache: Redis maxmemory-policy is "+policy+"; it must be volatile-lru: under it an evicted generation counter brings purged answers back, including those of repositories made private",
-			zap.String("maxmemory_policy", policy))
+	if problem := PolicyProblem(policy); problem != "" {
+		c.log.Error("read API cache: Redis maxmemory-policy is "+policy+"; it must be volatile-lru (or another volatile-* policy): "+problem,
+			zap.String("redis", c.addr), zap.String("maxmemory_policy", policy))
 	}
 	return policy
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -298,5 +299,79 @@ func TestHeadIsNotStored(t *testing.T) {
 	resp.Body.Close()
 	if x, body := fetch(t, srv, treePath); x == "hit" || body != `{"call":2}` {
 		t.Errorf("GET after HEAD: %q %s", x, body)
+	}
+}
+
+// TestPolicyProblem: each wrong maxmemory-policy is refused for its own
+// reason.
+func TestPolicyProblem(t *testing.T) {
+	for p, want := range map[string]string{
+		"volatile-lru":   "",
+		"volatile-ttl":   "",
+		"allkeys-lru":    "may evict a generation counter",
+		"allkeys-random": "may evict a generation counter",
+		"noeviction":     "a full Redis refuses every write, generation bumps included",
+		"":               "knows only the volatile-* policies",
+	} {
+		got := PolicyProblem(p)
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("PolicyProblem(%q) = %q, want %q", p, got, want)
+		}
+	}
+}
+
+// TestCheckPolicyNoEviction: a real Redis under noeviction is logged as
+// an error with noeviction's reason, not allkeys-*'s.
+func TestCheckPolicyNoEviction(t *testing.T) {
+	rs := redistest.Start(t, "maxmemory-policy noeviction")
+	core, logs := observer.New(zap.WarnLevel)
+	c, err := OpenCache(rs.URL(), zap.New(core), CacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p := c.CheckPolicy(context.Background()); p != "noeviction" {
+		t.Fatalf("policy %q", p)
+	}
+	e := logs.All()
+	if len(e) != 1 || e[0].Level != zap.ErrorLevel || !strings.Contains(e[0].Message, "refuses every write") ||
+		strings.Contains(e[0].Message, "evict a generation counter") {
+		t.Errorf("logged %v", e)
+	}
+}
+
+// TestUnreachableRedisIsOneLine: a Redis that cannot be reached is one
+// warning that says so and names it; go-redis's own lines go to the same
+// logger at debug level, not as plain text to stderr.
+func TestUnreachableRedisIsOneLine(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	core, logs := observer.New(zap.DebugLevel)
+	c, err := OpenCache("redis://"+addr+"/0", zap.New(core), CacheOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p := c.CheckPolicy(context.Background()); p != "" {
+		t.Fatalf("policy %q from no Redis", p)
+	}
+	var warns []observer.LoggedEntry
+	for _, e := range logs.All() {
+		switch {
+		case e.Level >= zap.WarnLevel:
+			warns = append(warns, e)
+		case e.LoggerName != "redis":
+			t.Errorf("debug line not from go-redis: %v", e)
+		}
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0].Message, "Redis is unreachable") || warns[0].ContextMap()["redis"] != addr {
+		t.Fatalf("warnings %v, want one saying Redis at %s is unreachable", warns, addr)
+	}
+	if logs.FilterLoggerName("redis").Len() == 0 {
+		t.Errorf("go-redis logged nothing through zap: %v", logs.All())
 	}
 }

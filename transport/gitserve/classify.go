@@ -103,6 +103,44 @@ func (c Class) Message() string {
 	return "internal server error"
 }
 
+// ClientMessage is the text a client is shown for err: the Message of its
+// class, made specific where that tells the caller only about their own
+// credential: that their token expired or was revoked (not that a
+// repository is missing), or what limits the token or deploy key whose
+// push was refused.
+func ClientMessage(err error) string {
+	var denied *DeniedError
+	if errors.As(err, &denied) {
+		if m := denied.clientMessage(); m != "" {
+			return m
+		}
+	}
+	return Classify(err).Message()
+}
+
+// clientMessage is ClientMessage for a denial, "" for the class's own.
+func (e *DeniedError) clientMessage() string {
+	id := e.Identity
+	switch e.Decision {
+	case auth.Unauthorized:
+		var te *auth.TokenError
+		switch {
+		case errors.As(e.Err, &te):
+			return "authentication failed: the " + te.Error()
+		case errors.Is(e.Err, auth.ErrBadCredentials):
+			return "authentication failed: the password is not a valid rgit token (tokens start with " + auth.TokenPrefix + ")"
+		}
+	case auth.Forbidden:
+		switch {
+		case id.DeployKey != "" && id.ReadOnly:
+			return "permission denied: deploy key " + id.DeployKey + " is read-only (it was added without --write)"
+		case id.ReadOnly:
+			return "permission denied: this token has scope read, which cannot push (a token with scope write can)"
+		}
+	}
+	return ""
+}
+
 // ParseClass is the inverse of Class.String; unknown labels are Internal.
 func ParseClass(s string) Class {
 	for i, n := range classNames {

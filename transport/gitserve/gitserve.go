@@ -145,7 +145,11 @@ type DeniedError struct {
 	Decision    auth.Decision
 	Service     Service
 	Owner, Name string
-	// Err is the underlying cause (ErrBadPath, auth.ErrRepoNotFound) if any.
+	// Identity is the caller's, for the message it is shown
+	// (ClientMessage).
+	Identity auth.Identity
+	// Err is the underlying cause (ErrBadPath, auth.ErrRepoNotFound, a
+	// bad credential) if any.
 	Err error
 }
 
@@ -214,7 +218,7 @@ type Session struct {
 func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id auth.Identity) (*Session, error) {
 	owner, name, err := CleanRepo(owner, rawName)
 	if err != nil {
-		return nil, &DeniedError{Decision: auth.NotFound, Service: svc, Owner: owner, Name: rawName, Err: err}
+		return nil, &DeniedError{Decision: auth.NotFound, Service: svc, Owner: owner, Name: rawName, Identity: id, Err: err}
 	}
 	info, err := g.resolver.Lookup(ctx, owner, name)
 	found := err == nil
@@ -238,13 +242,13 @@ func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id 
 		if !found {
 			cause = auth.ErrRepoNotFound
 		}
-		return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name, Err: cause}
+		return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name, Identity: id, Err: cause}
 	}
 	b, release, err := g.resolver.Session(ctx, owner, name, svc == ReceivePack)
 	if errors.Is(err, auth.ErrRepoNotFound) {
 		// Deleted between Lookup and Session: answer as Decide would now.
 		d := auth.Decide(id, RepoInfo{}, false, svc.Access())
-		return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name, Err: err}
+		return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name, Identity: id, Err: err}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open session %s/%s: %w", owner, name, err)
@@ -255,7 +259,7 @@ func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id 
 	if a, ok := b.(Authoritative); ok {
 		if d := auth.Decide(id, a.RepoInfo(), true, svc.Access()); d != auth.Allow {
 			release()
-			return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name}
+			return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name, Identity: id}
 		}
 	}
 	return &Session{Service: svc, Owner: owner, Name: name, id: id, gate: g, backend: b, release: release}, nil

@@ -230,3 +230,60 @@ func TestPromMetrics(t *testing.T) {
 		t.Error("double registration accepted")
 	}
 }
+
+// TestClientMessage: a denial tells the caller about their own credential
+// (a token that expired or was revoked, the scope of a token or the
+// rights of a deploy key that cannot push) and nothing more: a missing or
+// hidden repository reads the same for everyone.
+func TestClientMessage(t *testing.T) {
+	r := &stubResolver{info: RepoInfo{Owner: "alice", Name: "web", Public: true,
+		Grants: []auth.Grant{{User: "rea", Role: auth.RoleRead}}}}
+	g, err := NewGate(r, echoEngine{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readToken := auth.Identity{Owner: "alice", Authenticated: true, ReadOnly: true}
+	deployKey := auth.Identity{DeployKey: "SHA256:abc", Authenticated: true, ReadOnly: true, Repos: []string{"alice/web"}}
+	reader := auth.Identity{Owner: "rea", Authenticated: true}
+	stranger := auth.Identity{Owner: "bob", Authenticated: true}
+	const notFound = "repository not found (or you are not authorized to access it)"
+	open := []struct {
+		name string
+		id   auth.Identity
+		repo string
+		want string
+	}{
+		{"read-scoped token pushes", readToken, "web", "permission denied: this token has scope read, which cannot push (a token with scope write can)"},
+		{"read-only deploy key pushes", deployKey, "web", "permission denied: deploy key SHA256:abc is read-only (it was added without --write)"},
+		{"read collaborator pushes", reader, "web", "permission denied: you may read this repository but not change it"},
+		{"read-scoped token, missing repository", readToken, "nope", notFound},
+		{"stranger, missing repository", stranger, "nope", notFound},
+		{"anonymous pushes", auth.Anonymous, "web", notFound},
+	}
+	for _, c := range open {
+		_, err := g.Open(context.Background(), ReceivePack, "alice", c.repo, c.id)
+		if got := ClientMessage(err); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	creds := []struct {
+		name  string
+		cause error
+		want  string
+	}{
+		{"expired", &auth.TokenError{At: at}, "authentication failed: the token expired at 2026-01-02T03:04:05Z"},
+		{"revoked", &auth.TokenError{Revoked: true, At: at}, "authentication failed: the token was revoked at 2026-01-02T03:04:05Z"},
+		{"unknown", auth.ErrUnknownCredential, "authentication failed: the password is not a valid rgit token (tokens start with rgit_)"},
+	}
+	for _, c := range creds {
+		err := &DeniedError{Decision: auth.Unauthorized, Service: UploadPack, Owner: "alice", Name: "web",
+			Err: fmt.Errorf("%w: %w", auth.ErrBadCredentials, c.cause)}
+		if got := ClientMessage(fmt.Errorf("open: %w", err)); got != c.want {
+			t.Errorf("%s token: %q, want %q", c.name, got, c.want)
+		}
+	}
+	if got := ClientMessage(&DeniedError{Decision: auth.Unauthorized, Service: UploadPack}); got != notFound {
+		t.Errorf("anonymous: %q", got)
+	}
+}

@@ -226,7 +226,7 @@ func (q *request) finish(err error) {
 	} else if !q.started() {
 		status = statusOf(class)
 		if err != nil {
-			q.fail(status, class.Message())
+			q.fail(status, gitserve.ClientMessage(err))
 		}
 	}
 	q.h.metrics.Observe(q.op, strconv.Itoa(status), time.Since(q.start), q.stats.BytesIn, q.stats.BytesOut)

@@ -262,7 +262,7 @@ func (s *Server) handle(sess ssh.Session) {
 			zap.String("remote", sess.RemoteAddr().String()), zap.Duration("duration", time.Since(start)), reqid.Field(ctx))
 		return
 	}
-	msg := class.Message()
+	msg := gitserve.ClientMessage(err)
 	var ue *usageError
 	var le *gitproto.LimitError
 	switch {
