@@ -36,16 +36,10 @@ type Server struct {
 	// version: during a rollout it shows which nodes run what.
 	Version string
 	// Cache is the read API's answer cache (RGIT_REDIS_URL); nil: none.
-	Cache Purger
+	Cache actors.CachePurger
 
 	once     sync.Once
 	handlers *peer.Handlers
-}
-
-// Purger makes every cached read-API answer of a repository unreachable
-// (transport/api.Cache bumps its generation).
-type Purger interface {
-	Purge(ctx context.Context, owner, name string) error
 }
 
 // purge runs after a change that must not stay visible through the cache
