@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ type fakeOrigin struct {
 	gate    chan struct{}
 }
 
-func (o *fakeOrigin) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, _ auth.Identity) {
+func (o *fakeOrigin) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, _ auth.Identity) error {
 	n := o.calls.Add(1)
 	if o.gate != nil {
 		o.entered <- struct{}{}
@@ -55,6 +56,7 @@ func (o *fakeOrigin) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request
 	w.WriteHeader(http.StatusOK)
 	w.Write([]byte(body))
 	_ = http.NewResponseController(w).Flush()
+	return nil
 }
 
 type noTokens struct{}
@@ -63,9 +65,38 @@ func (noTokens) TokenIdentity(context.Context, string) (auth.Identity, error) {
 	return auth.Anonymous, auth.ErrUnknownCredential
 }
 
+// visibility answers Visibility: every repository is public unless
+// named in private ("owner/name" as RepoKey spells it).
+type visibility struct {
+	mu      sync.Mutex
+	private map[string]bool
+	asked   atomic.Int32
+}
+
+func (v *visibility) Public(_ context.Context, owner, name string) (bool, error) {
+	v.asked.Add(1)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return !v.private[RepoKey(owner, name)], nil
+}
+
+func (v *visibility) set(repoKey string, private bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.private == nil {
+		v.private = map[string]bool{}
+	}
+	v.private[repoKey] = private
+}
+
 func newTestHandler(t *testing.T, c *Cache, o Origin) *httptest.Server {
 	t.Helper()
-	h, err := New(Config{Auth: noTokens{}, Origin: o, Cache: c})
+	return newTestHandlerWith(t, c, o, &visibility{})
+}
+
+func newTestHandlerWith(t *testing.T, c *Cache, o Origin, v Visibility) *httptest.Server {
+	t.Helper()
+	h, err := New(Config{Auth: noTokens{}, Origin: o, Cache: c, Visibility: v})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,5 +329,37 @@ func TestHeadIsNotStored(t *testing.T) {
 	resp.Body.Close()
 	if x, body := fetch(t, srv, treePath); x == "hit" || body != `{"call":2}` {
 		t.Errorf("GET after HEAD: %q %s", x, body)
+	}
+}
+
+// TestCacheServedOnlyWhilePublic: a repository made private stops being
+// answered from the cache at the next request although nothing purged
+// it (the nodes may not know Redis), and an answer computed meanwhile is
+// not stored; public again, the stored answers serve again.
+func TestCacheServedOnlyWhilePublic(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := NewCache(redis.NewClient(&redis.Options{Addr: mr.Addr()}), nil, CacheOptions{})
+	o := &fakeOrigin{}
+	v := &visibility{}
+	srv := newTestHandlerWith(t, c, o, v)
+	commit := "/api/alice/site/commit/" + oidA
+	fetch(t, srv, commit)
+	if x, _ := fetch(t, srv, commit); x != "hit" {
+		t.Fatalf("public: %q", x)
+	}
+	v.set("alice/site", true)
+	if x, body := fetch(t, srv, commit); x == "hit" || body != `{"call":2}` {
+		t.Fatalf("private: %q %s, served from the cache", x, body)
+	}
+	fetch(t, srv, treePath)
+	if k := entryKey(0, "alice/site", "tree/"+oidA); mr.Exists(k) {
+		t.Errorf("%s stored while the repository is private", k)
+	}
+	v.set("alice/site", false)
+	if x, body := fetch(t, srv, commit); x != "hit" || body != `{"call":1}` {
+		t.Fatalf("public again: %q %s", x, body)
+	}
+	if _, err := New(Config{Auth: noTokens{}, Origin: o, Cache: c}); err == nil {
+		t.Error("a handler with a cache and no visibility check was made")
 	}
 }
