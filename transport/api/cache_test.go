@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -30,6 +31,9 @@ type fakeOrigin struct {
 	size    int
 	entered chan struct{}
 	gate    chan struct{}
+	// fail, when set, is returned after the whole answer was written: the
+	// origin found it wrong at its end.
+	fail error
 }
 
 func (o *fakeOrigin) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, _ auth.Identity) error {
@@ -56,7 +60,7 @@ func (o *fakeOrigin) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request
 	w.WriteHeader(http.StatusOK)
 	w.Write([]byte(body))
 	_ = http.NewResponseController(w).Flush()
-	return nil
+	return o.fail
 }
 
 type noTokens struct{}
@@ -361,5 +365,23 @@ func TestCacheServedOnlyWhilePublic(t *testing.T) {
 	}
 	if _, err := New(Config{Auth: noTokens{}, Origin: o, Cache: c}); err == nil {
 		t.Error("a handler with a cache and no visibility check was made")
+	}
+}
+
+// TestOriginFailureNotStored: an answer whose every byte was written but
+// whose origin reports it failed (a read that fails at its end, after the
+// last byte) is not stored.
+func TestOriginFailureNotStored(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := NewCache(redis.NewClient(&redis.Options{Addr: mr.Addr()}), nil, CacheOptions{})
+	o := &fakeOrigin{fail: errors.New("checksum mismatch after the last byte")}
+	srv := newTestHandler(t, c, o)
+	for i := 1; i <= 2; i++ {
+		if x, body := fetch(t, srv, treePath); x != "miss" || body != fmt.Sprintf(`{"call":%d}`, i) {
+			t.Fatalf("request %d: %q %s", i, x, body)
+		}
+	}
+	if keys := mr.Keys(); len(keys) != 0 {
+		t.Fatalf("stored %v", keys)
 	}
 }
