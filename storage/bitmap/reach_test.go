@@ -2,7 +2,11 @@ package bitmap
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rgit/rgit/storage/object"
@@ -64,4 +68,60 @@ func TestReachableMatchesRevList(t *testing.T) {
 		[]object.ID{object.MustID("0123456789012345678901234567890123456789")}); err == nil {
 		t.Error("a missing tip gave no error")
 	}
+}
+
+// BenchmarkReachable measures what the read API pays for its reachable
+// set: computed once per ref state from a whole-repository bitmap, or by
+// walking the whole history when there is none, and then one Has per
+// request. RGIT_BENCH_REPO names a git directory holding one pack (a
+// fixture under RGIT_BENCH_DIR, e.g. medium-g1-go1.26.8).
+func BenchmarkReachable(b *testing.B) {
+	dir := os.Getenv("RGIT_BENCH_REPO")
+	if dir == "" {
+		b.Skip("RGIT_BENCH_REPO not set")
+	}
+	paths, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
+	if len(paths) != 1 {
+		b.Fatalf("%s: %d packs, want 1", dir, len(paths))
+	}
+	p, err := pack.Open(paths[0], strings.TrimSuffix(paths[0], ".pack")+".idx")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	out, err := exec.Command("git", "--git-dir", dir, "for-each-ref", "--format=%(objectname)").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tips []object.ID
+	for _, l := range strings.Fields(string(out)) {
+		tips = append(tips, object.MustID(l))
+	}
+	ctx := context.Background()
+	x, err := Build(ctx, p, tips, BuildOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := pack.NewSet(p)
+	for name, s := range map[string]*Stack{"bitmap": Single(x), "walk": nil} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Reachable(ctx, s, set, walk.NewGraph(set, 1024), tips); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	reach, err := Reachable(ctx, Single(x), set, walk.NewGraph(set, 1024), tips)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("has", func(b *testing.B) {
+		n := p.Index().Count()
+		i := 0
+		for b.Loop() {
+			reach.Has(p.Index().ID(i % n))
+			i++
+		}
+	})
 }
