@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,11 @@ import (
 
 // CollectGarbage runs one garbage collection of owner/name: the database
 // half in its repo actor, the store half here. Packs unreferenced for
-// less than minAge are kept (a push may be staging them).
+// less than minAge are kept (a push may be staging them). When packs were
+// deleted, the read API's cached answers of the repository are purged:
+// they may show objects that are gone (a deleted branch's commits, which
+// the last repack left out). A failed purge is the error, with the
+// collection done.
 func (n *Node) CollectGarbage(ctx context.Context, owner, name string, minAge time.Duration) (repo.GCStats, error) {
 	now := time.Now()
 	plan, err := n.PlanGC(ctx, owner, name, now, minAge)
@@ -31,7 +36,13 @@ func (n *Node) CollectGarbage(ctx context.Context, owner, name string, minAge ti
 	if err != nil {
 		return repo.GCStats{}, err
 	}
-	return repo.Collect(ctx, n.cfg.Deps, plan)
+	st, err := repo.Collect(ctx, n.cfg.Deps, plan)
+	if st.DeletedPacks > 0 && n.cfg.Cache != nil {
+		if perr := n.cfg.Cache.Purge(ctx, plan.Owner, plan.Name); perr != nil {
+			err = errors.Join(err, fmt.Errorf("gc %s/%s deleted %d packs, but %w", plan.Owner, plan.Name, st.DeletedPacks, perr))
+		}
+	}
+	return st, err
 }
 
 type gcMetrics struct {

@@ -2,7 +2,10 @@ package actors
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,5 +58,57 @@ func TestAutomaticGC(t *testing.T) {
 	}
 	if got := packsOf(t, n, "alice", "gc"); len(got) != len(listed) {
 		t.Errorf("packs after gc %d, before %d", len(got), len(listed))
+	}
+}
+
+// purges records Purge calls; with fail set each one fails.
+type purges struct {
+	mu    sync.Mutex
+	repos []string
+	fail  error
+}
+
+func (p *purges) Purge(_ context.Context, owner, name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.repos = append(p.repos, owner+"/"+name)
+	return p.fail
+}
+
+// TestGCPurgesCache: a collection that deletes packs (the ones a repack
+// retired) purges the repository's cached read-API answers, which may
+// show objects that are gone; one that deletes nothing does not; a purge
+// that fails is the collection's error, the deletions done.
+func TestGCPurgesCache(t *testing.T) {
+	ctx := context.Background()
+	d := testDeps(t, memstore.New())
+	p := &purges{}
+	n := startNode(t, Config{Deps: d, WarmTTL: time.Minute, MaintenanceSlots: -1, Cache: p})
+	pu := newPusher(t, n, d, "alice", "gc")
+	pu.quiet = true
+	pu.push()
+	pu.push()
+	repack := func() {
+		t.Helper()
+		pu.push()
+		if _, err := n.Repack(ctx, "alice", "gc", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repack()
+	if st, err := n.CollectGarbage(ctx, "alice", "gc", 0); err != nil || st.DeletedPacks != 3 {
+		t.Fatalf("gc after a repack of 3 packs: %+v, %v", st, err)
+	}
+	if st, err := n.CollectGarbage(ctx, "alice", "gc", 0); err != nil || st.DeletedKeys != 0 {
+		t.Fatalf("second gc: %+v, %v", st, err)
+	}
+	if !slices.Equal(p.repos, []string{"alice/gc"}) {
+		t.Fatalf("purges %v, want one of alice/gc", p.repos)
+	}
+	p.fail = errors.New("redis down (run rgit-admin purge-cache alice/gc to retry)")
+	repack()
+	st, err := n.CollectGarbage(ctx, "alice", "gc", 0)
+	if err == nil || !strings.Contains(err.Error(), "purge-cache") || st.DeletedPacks == 0 {
+		t.Fatalf("gc with a failing purge: %+v, %v", st, err)
 	}
 }

@@ -62,6 +62,17 @@ type Config struct {
 	// GCMinAge is how long an unreferenced pack is kept (a push may be
 	// staging it).
 	GCInterval, GCMinAge time.Duration
+	// Cache is the read API's answer cache (RGIT_REDIS_URL); garbage
+	// collection purges a repository's answers when it deletes packs, so
+	// no answer outlives the objects it shows. nil: none.
+	Cache CachePurger
+}
+
+// CachePurger makes every cached read-API answer of a repository
+// unreachable (transport/api.Cache bumps its generation). Its error says
+// what to run to retry.
+type CachePurger interface {
+	Purge(ctx context.Context, owner, name string) error
 }
 
 // Node is one rgit node's actor system: the supervisor and its repo actors.

@@ -13,6 +13,7 @@ import (
 	"github.com/rgit/rgit/cmd/config"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
+	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/api"
 	"github.com/rgit/rgit/transport/web"
 )
@@ -49,7 +50,11 @@ func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APISer
 		return nil, err
 	}
 	creds := auth.NewStore(store)
-	h, err := api.New(api.Config{Auth: creds, Origin: up, Cache: s.cache, Log: log})
+	// Cached answers are served only while the name index says the
+	// repository is public, read as the nodes read it: whether or not the
+	// nodes could purge this cache, a repository made private stops being
+	// served from it within the index cache's lifetime.
+	h, err := api.New(api.Config{Auth: creds, Origin: up, Cache: s.cache, Visibility: repo.NewMetaCache(store, repo.MetaCacheOptions{}), Log: log})
 	if err != nil {
 		return nil, err
 	}

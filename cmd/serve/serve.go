@@ -205,7 +205,11 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	trim.Trimmed = func(before, after uint64) {
 		log.Debug("idle: returned memory to the OS", zap.Uint64("retained_before", before), zap.Uint64("retained_after", after))
 	}
-	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm,
+	var purger actors.CachePurger // nil unless there is a cache to purge
+	if s.apiCache != nil {
+		purger = s.apiCache
+	}
+	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Cache: purger,
 		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: reg, Cluster: clusterCfg,
 		GCInterval: cfg.GCInterval, GCMinAge: gcMinAge,
 		Reserve: func(objects int64) (func(), bool) {
@@ -275,7 +279,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	// cluster it is api-serve's, and nodes answer it only from peers.
 	var publicAPI http.Handler = api.Refused
 	if s.cluster == nil {
-		if publicAPI, err = api.New(api.Config{Auth: credentials, Origin: &api.Local{Gate: apiGate, Log: log}, Cache: s.apiCache, Log: log}); err != nil {
+		if publicAPI, err = api.New(api.Config{Auth: credentials, Origin: &api.Local{Gate: apiGate, Log: log}, Cache: s.apiCache,
+			Visibility: deps.Meta, Log: log}); err != nil {
 			return nil, err
 		}
 	}
@@ -316,13 +321,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 	}
-	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge,
+	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Cache: purger,
 		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
-	}
-	if s.apiCache != nil {
-		adm.Cache = s.apiCache
 	}
 	adminMux := http.NewServeMux()
 	// Admin messages and, in a cluster, the leader's share one envelope

@@ -17,6 +17,8 @@
 // stack covering most of a repository). Objects outside the stack (pushed
 // since the last roll-up) get positions past it during a query, so the
 // query walks from a want or have only down to the nearest masked commits.
+// Reachable uses the same fill for the whole set a repository's refs
+// reach (what a reader may be shown).
 //
 // File format (versions 2 and 3, all integers big-endian):
 //

@@ -49,8 +49,14 @@ func NewStack(packs []*pack.Pack, xs []*Index) *Stack {
 }
 
 // stackOf is NewStack, also when no bitmap remains.
-func stackOf(packs []*pack.Pack, xs []*Index) *Stack {
-	s := &Stack{packs: packs, offs: make([]int, len(packs)), layers: make([]*Index, len(packs)), set: pack.NewSet(packs...)}
+func stackOf(packs []*pack.Pack, xs []*Index) *Stack { return stackOver(pack.NewSet(packs...), xs) }
+
+// stackOver stacks set's packs in its order, finding positions through
+// set (and so through its multi-index once built); xs[i] belongs to the
+// i-th pack or is nil.
+func stackOver(set *pack.Set, xs []*Index) *Stack {
+	packs := set.Packs()
+	s := &Stack{packs: packs, offs: make([]int, len(packs)), layers: make([]*Index, len(packs)), set: set}
 	for i, p := range packs {
 		s.offs[i] = s.span
 		s.span += p.Index().Count()

@@ -4,8 +4,9 @@
 // "objects/{owner}/{name}/pack/". It implements create/open/delete/fork,
 // consistent read snapshots backed by the local pack cache, staging a
 // pushed pack and committing ref updates with compare-and-set, repack and
-// garbage collection, and reachability bitmaps for whole-repository packs
-// (bitmap.go).
+// garbage collection, reachability bitmaps for whole-repository packs
+// (bitmap.go), and the set of objects the refs reach, shared per ref state
+// (reach.go: what the read API may show).
 //
 // A *Repo is the writer handle: opening one fences every earlier writer of
 // the same repository, so a node opens it only while it owns the repo (the

@@ -317,33 +317,35 @@ func readVisibility(ctx context.Context, d Deps, owner, name string) (bool, erro
 // MetaCache is a node's cache of index lookups. Entries live a short
 // time; writes through this node (create, fork, delete, visibility)
 // forget theirs at once, so the TTL only bounds how stale another node's
-// change can look here. Missing names are cached too (a shorter TTL), so
-// "missing" and "private" cost the same: one GET cold, nothing warm.
+// change can look here. Missing names are cached exactly as found ones
+// (the same TTL), so "missing" and "private" cost the same at any time
+// after a first probe: one GET cold, nothing warm.
 type MetaCache struct {
 	store objstore.Store
 	c     *ttlcache.Cache[Meta]
 }
 
+// DefaultMetaTTL is how long a node reuses an index lookup, found or
+// missing alike: the bound on how long another node's visibility change
+// takes to show here.
+const DefaultMetaTTL = 5 * time.Second
+
 // MetaCacheOptions tunes a MetaCache; zero values take the defaults.
 type MetaCacheOptions struct {
-	PositiveTTL time.Duration // default 5s
-	NegativeTTL time.Duration // default 2s
-	MaxEntries  int           // default 8192
-	Now         func() time.Time
+	TTL        time.Duration // default DefaultMetaTTL, for found and missing names alike
+	MaxEntries int           // default 8192
+	Now        func() time.Time
 }
 
 // NewMetaCache returns a cache reading the index from s.
 func NewMetaCache(s objstore.Store, o MetaCacheOptions) *MetaCache {
-	if o.PositiveTTL <= 0 {
-		o.PositiveTTL = 5 * time.Second
-	}
-	if o.NegativeTTL <= 0 {
-		o.NegativeTTL = 2 * time.Second
+	if o.TTL <= 0 {
+		o.TTL = DefaultMetaTTL
 	}
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = 8192
 	}
-	return &MetaCache{store: s, c: ttlcache.New[Meta](o.PositiveTTL, o.NegativeTTL, o.MaxEntries, o.Now)}
+	return &MetaCache{store: s, c: ttlcache.New[Meta](o.TTL, o.TTL, o.MaxEntries, o.Now)}
 }
 
 // Lookup returns owner/name's index entry (any spelling), or ErrNotFound.
@@ -364,6 +366,16 @@ func (c *MetaCache) Lookup(ctx context.Context, owner, name string) (Meta, error
 		c.c.Put(k, Meta{}, false)
 	}
 	return m, err
+}
+
+// Public reports whether owner/name (any spelling) is public according
+// to the index, as Lookup finds it; a missing repository is not.
+func (c *MetaCache) Public(ctx context.Context, owner, name string) (bool, error) {
+	m, err := c.Lookup(ctx, owner, name)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return m.Public, err
 }
 
 // Cached reports whether a Lookup of owner/name would be answered from

@@ -6,8 +6,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rgit/rgit/storage/objstore/memstore"
+	"github.com/rgit/rgit/testkit/faultstore"
 )
 
 // TestNameIndex: create claims the case-folded name atomically, delete
@@ -138,5 +140,45 @@ func TestListMeta(t *testing.T) {
 	}
 	if some, truncated, err := ListMeta(ctx, d.Store, 1); err != nil || !truncated || len(some) != 1 {
 		t.Errorf("ListMeta(max 1): %+v truncated=%v err=%v", some, truncated, err)
+	}
+}
+
+// TestMetaCacheMissingLikePrivate: after a first probe, a private and a
+// missing repository are answered alike at every moment (from memory
+// while the entry lives, one store read once it expires), so the time
+// an answer takes never tells them apart.
+func TestMetaCacheMissingLikePrivate(t *testing.T) {
+	fs := faultstore.New(memstore.New(), 1)
+	d := newDeps(t, fs)
+	if err := Create(ctx, d, "alice", "priv"); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1e9, 0)
+	mc := NewMetaCache(fs, MetaCacheOptions{Now: func() time.Time { return now }})
+	probe := func(name string) (reads int64, public bool) {
+		fs.ResetCounts()
+		public, err := mc.Public(ctx, "alice", name)
+		if err != nil {
+			t.Fatalf("Public(alice/%s): %v", name, err)
+		}
+		return fs.Count(faultstore.OpGet), public
+	}
+	for _, name := range []string{"priv", "none"} {
+		if reads, public := probe(name); reads != 1 || public {
+			t.Fatalf("first probe of alice/%s: %d store reads, public %v; want 1, false", name, reads, public)
+		}
+	}
+	start := now
+	for step := time.Duration(0); step <= 2*DefaultMetaTTL; step += 250 * time.Millisecond {
+		now = start.Add(step)
+		priv, missing := mc.Cached("alice", "priv"), mc.Cached("alice", "none")
+		if priv != missing {
+			t.Fatalf("%v after the first probes: private cached %v, missing cached %v", step, priv, missing)
+		}
+		pr, _ := probe("priv")
+		mr, _ := probe("none")
+		if pr != mr {
+			t.Fatalf("%v after the first probes: private cost %d store reads, missing %d", step, pr, mr)
+		}
 	}
 }

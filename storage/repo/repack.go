@@ -299,6 +299,7 @@ func writeAndIndex(ctx context.Context, set *pack.Set, ids []object.ID, search *
 type GCStats struct {
 	Listed       int   // packs listed in the database
 	DeletedKeys  int   // objects deleted (pack and idx count separately)
+	DeletedPacks int   // of them, pack files
 	DeletedBytes int64 // their size
 	KeptYoung    int   // unlisted objects kept because they are younger than minAge
 	Retired      int   // retired packs whose grace period ended (entries removed)
@@ -412,6 +413,9 @@ func collect(ctx context.Context, d Deps, owner, name string, now time.Time, min
 			return stats, fmt.Errorf("gc %s/%s: %w", owner, name, err)
 		}
 		stats.DeletedKeys++
+		if strings.HasSuffix(info.Key, ".pack") {
+			stats.DeletedPacks++
+		}
 		stats.DeletedBytes += info.Size
 	}
 	return stats, nil

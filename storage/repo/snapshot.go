@@ -55,6 +55,9 @@ type state struct {
 
 	peelMu sync.Mutex
 	peeled map[object.ID]peelResult
+
+	tipsOnce sync.Once
+	tips     string // tipsKey
 }
 
 type peelResult struct {
@@ -109,6 +112,10 @@ type sharedSet struct {
 	// kept while the choice stays the same, so its lookups' multi-index
 	// is built once, not per fetch.
 	stack atomic.Pointer[bitmap.Stack]
+	// reach is the reachable set of the latest ref tips asked about
+	// (Snapshot.Reachable).
+	reachMu sync.Mutex
+	reach   *reachEntry
 
 	mu   sync.Mutex
 	refs int

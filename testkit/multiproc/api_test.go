@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/cmd/config"
 	"github.com/rgit/rgit/cmd/serve"
+	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/redistest"
 )
 
@@ -114,11 +116,21 @@ func TestClusterReadAPI(t *testing.T) {
 		}
 	}
 
-	// Public: cached at api-serve; a push on the owner drops refs.
+	// Public: cached at api-serve once its name-index cache sees the
+	// flip (the private answers above are remembered up to
+	// repo.DefaultMetaTTL); a push on the owner drops refs.
 	c.mustAdmin(t, n0, "set-visibility", "alice/web", "public")
-	apiGet(t, base+"refs", "")
-	if _, h, _ := apiGet(t, base+"refs", ""); h.Get("X-Cache") != "hit" {
-		t.Errorf("refs not cached: %v", h)
+	flipped := time.Now()
+	for {
+		apiGet(t, base+"refs", "")
+		_, h, _ := apiGet(t, base+"refs", "")
+		if h.Get("X-Cache") == "hit" {
+			break
+		}
+		if time.Since(flipped) > repo.DefaultMetaTTL+2*time.Second {
+			t.Fatalf("refs not cached %v after going public: %v", time.Since(flipped), h)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	next := env.Commit(t, work, "two", map[string]string{"b.txt": "two\n"})
 	env.Run(t, work, "push", "-q", n1.HTTPURL(alice, "alice/web"), "main")

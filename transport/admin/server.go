@@ -43,16 +43,10 @@ type Server struct {
 	// the command fails.
 	Rollout func(context.Context) (RolloutStatus, error)
 	// Cache is the read API's answer cache (RGIT_REDIS_URL); nil: none.
-	Cache Purger
+	Cache actors.CachePurger
 
 	once     sync.Once
 	handlers *peer.Handlers
-}
-
-// Purger makes every cached read-API answer of a repository unreachable
-// (transport/api.Cache bumps its generation).
-type Purger interface {
-	Purge(ctx context.Context, owner, name string) error
 }
 
 // purge runs after a change that must not stay visible through the cache

@@ -3,12 +3,14 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,9 +32,12 @@ type fakeOrigin struct {
 	size    int
 	entered chan struct{}
 	gate    chan struct{}
+	// fail, when set, is returned after the whole answer was written: the
+	// origin found it wrong at its end.
+	fail error
 }
 
-func (o *fakeOrigin) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, _ auth.Identity) {
+func (o *fakeOrigin) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, _ auth.Identity) error {
 	n := o.calls.Add(1)
 	if o.gate != nil {
 		o.entered <- struct{}{}
@@ -56,6 +61,7 @@ func (o *fakeOrigin) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request
 	w.WriteHeader(http.StatusOK)
 	w.Write([]byte(body))
 	_ = http.NewResponseController(w).Flush()
+	return o.fail
 }
 
 type noTokens struct{}
@@ -64,9 +70,38 @@ func (noTokens) TokenIdentity(context.Context, string) (auth.Identity, error) {
 	return auth.Anonymous, auth.ErrUnknownCredential
 }
 
+// visibility answers Visibility: every repository is public unless
+// named in private ("owner/name" as RepoKey spells it).
+type visibility struct {
+	mu      sync.Mutex
+	private map[string]bool
+	asked   atomic.Int32
+}
+
+func (v *visibility) Public(_ context.Context, owner, name string) (bool, error) {
+	v.asked.Add(1)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return !v.private[RepoKey(owner, name)], nil
+}
+
+func (v *visibility) set(repoKey string, private bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.private == nil {
+		v.private = map[string]bool{}
+	}
+	v.private[repoKey] = private
+}
+
 func newTestHandler(t *testing.T, c *Cache, o Origin) *httptest.Server {
 	t.Helper()
-	h, err := New(Config{Auth: noTokens{}, Origin: o, Cache: c})
+	return newTestHandlerWith(t, c, o, &visibility{})
+}
+
+func newTestHandlerWith(t *testing.T, c *Cache, o Origin, v Visibility) *httptest.Server {
+	t.Helper()
+	h, err := New(Config{Auth: noTokens{}, Origin: o, Cache: c, Visibility: v})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,5 +408,55 @@ func TestUnreachableRedisIsOneLine(t *testing.T) {
 	}
 	if logs.FilterLoggerName("redis").Len() == 0 {
 		t.Errorf("go-redis logged nothing through zap: %v", logs.All())
+	}
+}
+
+// TestCacheServedOnlyWhilePublic: a repository made private stops being
+// answered from the cache at the next request although nothing purged
+// it (the nodes may not know Redis), and an answer computed meanwhile is
+// not stored; public again, the stored answers serve again.
+func TestCacheServedOnlyWhilePublic(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := NewCache(redis.NewClient(&redis.Options{Addr: mr.Addr()}), nil, CacheOptions{})
+	o := &fakeOrigin{}
+	v := &visibility{}
+	srv := newTestHandlerWith(t, c, o, v)
+	commit := "/api/alice/site/commit/" + oidA
+	fetch(t, srv, commit)
+	if x, _ := fetch(t, srv, commit); x != "hit" {
+		t.Fatalf("public: %q", x)
+	}
+	v.set("alice/site", true)
+	if x, body := fetch(t, srv, commit); x == "hit" || body != `{"call":2}` {
+		t.Fatalf("private: %q %s, served from the cache", x, body)
+	}
+	fetch(t, srv, treePath)
+	if k := entryKey(0, "alice/site", "tree/"+oidA); mr.Exists(k) {
+		t.Errorf("%s stored while the repository is private", k)
+	}
+	v.set("alice/site", false)
+	if x, body := fetch(t, srv, commit); x != "hit" || body != `{"call":1}` {
+		t.Fatalf("public again: %q %s", x, body)
+	}
+	if _, err := New(Config{Auth: noTokens{}, Origin: o, Cache: c}); err == nil {
+		t.Error("a handler with a cache and no visibility check was made")
+	}
+}
+
+// TestOriginFailureNotStored: an answer whose every byte was written but
+// whose origin reports it failed (a read that fails at its end, after the
+// last byte) is not stored.
+func TestOriginFailureNotStored(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := NewCache(redis.NewClient(&redis.Options{Addr: mr.Addr()}), nil, CacheOptions{})
+	o := &fakeOrigin{fail: errors.New("checksum mismatch after the last byte")}
+	srv := newTestHandler(t, c, o)
+	for i := 1; i <= 2; i++ {
+		if x, body := fetch(t, srv, treePath); x != "miss" || body != fmt.Sprintf(`{"call":%d}`, i) {
+			t.Fatalf("request %d: %q %s", i, x, body)
+		}
+	}
+	if keys := mr.Keys(); len(keys) != 0 {
+		t.Fatalf("stored %v", keys)
 	}
 }

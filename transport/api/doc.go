@@ -11,10 +11,13 @@
 // Pieces:
 //   - Handler: the front. Parse, authenticate (a bad token is 401 before
 //     anything else is asked), answer from the Cache, else ask the Origin
-//     and store what may be shared (public repositories only).
+//     and store what may be shared: whole answers of repositories that
+//     Visibility (the name index) calls public now.
 //   - Local: the Origin on a git node. Access is transport/gitserve's Gate
-//     (the same decision as a clone); the answers read the session's packs
-//     (read.go, diff.go, archive.go), forwarding to the owner in a cluster.
+//     (the same decision as a clone); only ids the refs reach are answered
+//     (the snapshot's shared reachable set), as a fetch would; the answers
+//     read the session's packs (read.go, diff.go, archive.go), forwarding
+//     to the owner in a cluster.
 //   - Upstream: the Origin of `rgit api-serve`, asking the fleet's peer
 //     HTTP service with the peer secret.
 //   - Cache: answers under v1:{gen}:{owner}/{name}:{suffix} with per-

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -18,9 +19,19 @@ import (
 
 // Origin answers a parsed request for an authenticated caller: the node
 // itself (Local) or the fleet behind api-serve (Upstream). It writes the
-// whole answer, errors included.
+// whole answer, errors included, and returns an error only when an answer
+// it started could not be finished (a failed read, an upstream that went
+// away): the client may hold part of it, and it must never be stored.
 type Origin interface {
-	ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity)
+	ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity) error
+}
+
+// Visibility tells whether a repository (any spelling) is public now;
+// storage/repo.MetaCache answers it from the name index, cached for a few
+// seconds like every node's access check. A missing repository is not
+// public.
+type Visibility interface {
+	Public(ctx context.Context, owner, name string) (bool, error)
 }
 
 // Config configures the front handler.
@@ -31,7 +42,12 @@ type Config struct {
 	Origin Origin
 	// Cache is the shared answer cache; nil: none.
 	Cache *Cache
-	Log   *zap.Logger
+	// Visibility is asked before the cache is: answers are served from
+	// it, and stored in it, only for a repository that is public now, so
+	// a repository made private stops being served from the cache even
+	// where nothing could purge it. Required with Cache.
+	Visibility Visibility
+	Log        *zap.Logger
 }
 
 // Handler is the read API's front: it parses the path once, authenticates
@@ -39,10 +55,11 @@ type Config struct {
 // from the cache when it can and asks the origin otherwise, storing
 // public answers it may share.
 type Handler struct {
-	auth   auth.TokenSource
-	origin Origin
-	cache  *Cache
-	log    *zap.Logger
+	auth       auth.TokenSource
+	origin     Origin
+	cache      *Cache
+	visibility Visibility
+	log        *zap.Logger
 }
 
 // New returns the front handler.
@@ -50,11 +67,14 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Auth == nil || cfg.Origin == nil {
 		return nil, errors.New("api: Config.Auth and Config.Origin are required")
 	}
+	if cfg.Cache != nil && cfg.Visibility == nil {
+		return nil, errors.New("api: Config.Visibility is required with a Cache")
+	}
 	log := cfg.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Handler{auth: cfg.Auth, origin: cfg.Origin, cache: cfg.Cache, log: log}, nil
+	return &Handler{auth: cfg.Auth, origin: cfg.Origin, cache: cfg.Cache, visibility: cfg.Visibility, log: log}, nil
 }
 
 // Mount routes paths under Prefix to api and everything else to rest. It
@@ -126,6 +146,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.origin.ServeAPI(w, r, q, id)
 		return
 	}
+	// Whatever told Redis of a flip or not, the cache answers only for a
+	// repository public now; every other request is the origin's, which
+	// applies the access rules (a private and a missing repository cost
+	// the same here: one cached index lookup).
+	public, err := h.visibility.Public(r.Context(), q.Owner, q.Name)
+	if err != nil {
+		h.log.Warn("read API: visibility unreadable; answering uncached", zap.String("repo", q.Owner+"/"+q.Name), zap.Error(err))
+	}
+	if !public {
+		h.origin.ServeAPI(w, r, q, id)
+		return
+	}
 	repoKey := RepoKey(q.Owner, q.Name)
 	// The generation is read before the origin is asked: an answer is
 	// stored under the generation it was computed in, so a purge landing
@@ -153,10 +185,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	inner.Header.Del("If-None-Match")
 	w.Header().Set("X-Cache", "miss")
 	rec.etagOf = r.Header.Get("If-None-Match")
-	h.origin.ServeAPI(rec, inner, q, id)
+	err = h.origin.ServeAPI(rec, inner, q, id)
 	// A shareable answer is stored before the client sees its end, so
-	// a request that follows the answer finds it cached.
-	if e, ok := rec.entry(); ok {
+	// a request that follows the answer finds it cached; only a whole
+	// one, which the origin finished.
+	if e, ok := rec.entry(); ok && err == nil {
 		h.cache.Put(r.Context(), gen, repoKey, q.CacheSuffix(), e, ttlOf(q, h.cache))
 	}
 	rec.release()
@@ -328,12 +361,17 @@ func (rc *recorder) Flush() {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (rc *recorder) Unwrap() http.ResponseWriter { return rc.ResponseWriter }
 
-// entry returns the held answer if it is complete and may be shared.
+// entry returns the held answer if it may be shared and is whole: its
+// body is exactly as long as its Content-Length says (an answer without
+// one cannot be checked, and is not stored).
 func (rc *recorder) entry() (*entry, bool) {
 	if !rc.holding {
 		return nil, false
 	}
 	h := rc.Header()
+	if n, err := strconv.Atoi(h.Get("Content-Length")); err != nil || n != rc.buf.Len() {
+		return nil, false
+	}
 	return &entry{ContentType: h.Get("Content-Type"), CacheControl: h.Get("Cache-Control"), ETag: h.Get("ETag"),
 		Link: h.Get("Link"), Body: bytes.Clone(rc.buf.Bytes())}, true
 }

@@ -13,6 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/bitmap"
+	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
@@ -26,9 +28,11 @@ type Forwarder interface {
 }
 
 // browsable is what the read API needs from a session's backend beyond
-// gitproto.Backend: the objects (transport/engine's backend has them).
+// gitproto.Backend: the objects, and which of them the refs reach
+// (transport/engine's backend has both).
 type browsable interface {
 	Objects() *pack.Set
+	Reachable(ctx context.Context) (*bitmap.Reach, error)
 }
 
 // Local answers read-API requests from this node's repositories. Access
@@ -50,33 +54,32 @@ type Local struct {
 type noForwardKey struct{}
 
 // ServeAPI implements Origin.
-func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity) {
+func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity) error {
 	ctx, end, err := l.Gate.Begin(r.Context(), gitserve.KindAPI)
 	defer end()
 	if err != nil {
 		l.fail(w, r, err)
-		return
+		return nil
 	}
 	r = r.WithContext(ctx)
 	sess, err := l.Gate.Open(ctx, gitserve.UploadPack, q.Owner, q.Name, id)
 	if fe, ok := gitserve.AsForward(err); ok {
-		l.forward(w, r, q, id, fe)
-		return
+		return l.forward(w, r, q, id, fe)
 	}
 	if err != nil && gitserve.Hops(ctx) > 0 && gitserve.IsMoved(err) {
 		gitserve.WriteMoved(w)
-		return
+		return nil
 	}
 	if err != nil {
 		l.fail(w, r, err)
-		return
+		return nil
 	}
 	defer sess.Close()
 	b := sess.Backend()
 	objs, ok := b.(browsable)
 	if !ok {
 		l.fail(w, r, errors.New("backend cannot be browsed"))
-		return
+		return nil
 	}
 	public := false
 	if a, ok := b.(gitserve.Authoritative); ok {
@@ -84,37 +87,63 @@ func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id 
 	}
 	s := &serving{l: l, w: w, r: r, q: q, public: public, rd: reader{objs: objs.Objects()}}
 	if q.Immutable() {
+		if err := reachable(ctx, objs, q); err != nil {
+			l.fail(w, r, err)
+			return nil
+		}
 		etag := etagFor(q)
 		s.headers(etag)
 		if notModified(r, etag) {
 			w.WriteHeader(http.StatusNotModified)
-			return
+			return nil
 		}
 	}
 	if err := s.serve(b); err != nil {
 		l.fail(w, r, err)
 	}
+	return s.cut
+}
+
+// reachable refuses the ids a request names unless the refs reach them
+// now, exactly as a missing id is refused: the API shows what a fetch
+// could get, never a commit of a deleted branch that gc has not removed
+// yet. Everything an answer reads from there on (trees, parents, paths)
+// is reachable too.
+func reachable(ctx context.Context, b browsable, q *Request) error {
+	reach, err := b.Reachable(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range []object.ID{q.Base, q.OID} {
+		if !id.IsZero() && !reach.Has(id) {
+			return notFound("no object %s", id)
+		}
+	}
+	return nil
 }
 
 // forward carries the request to the owner, following failover and moved
-// answers; a repository that moved here is served here.
-func (l *Local) forward(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity, fe *gitserve.ForwardError) {
+// answers; a repository that moved here is served here. Its error is an
+// answer cut short, as ServeAPI's.
+func (l *Local) forward(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity, fe *gitserve.ForwardError) error {
 	if l.Forward == nil || r.Context().Value(noForwardKey{}) != nil {
 		l.fail(w, r, fmt.Errorf("%s/%s is owned by %s: %w", q.Owner, q.Name, fe.Node, gitserve.ErrUnavailable))
-		return
+		return nil
 	}
 	tw := &startedWriter{ResponseWriter: w}
 	err := gitserve.FollowForward(r.Context(), l.Rerouter, gitserve.MoverOf(l.Forward, l.Rerouter), fe, http.MethodGet,
 		func(node string) error { return l.Forward.Forward(tw, r, node) },
 		func() error {
-			l.ServeAPI(tw, r.WithContext(context.WithValue(r.Context(), noForwardKey{}, true)), q, id)
-			return nil
+			return l.ServeAPI(tw, r.WithContext(context.WithValue(r.Context(), noForwardKey{}, true)), q, id)
 		})
-	if err != nil && !tw.started {
+	switch {
+	case err != nil && !tw.started:
 		l.fail(w, r, err)
-	} else if err != nil {
+	case err != nil:
 		l.logger().Warn("read API: forwarded answer failed", zap.String("path", r.URL.Path), zap.Error(err))
+		return err
 	}
+	return nil
 }
 
 // fail answers err as a JSON error: denials as gitserve decided them
@@ -175,6 +204,8 @@ type serving struct {
 	q      *Request
 	public bool
 	rd     reader
+	// cut is set when an answer was cut short after it started.
+	cut error
 }
 
 // headers sets the caching headers: immutable and public for object-id
@@ -365,8 +396,14 @@ func (s *serving) serve(b gitproto.Backend) error {
 	return fmt.Errorf("%w: unknown endpoint %q", ErrBadRequest, q.Endpoint)
 }
 
+// logWriteErr records an answer cut short after it started (a failed
+// read or write), logging it unless the client went away.
 func (s *serving) logWriteErr(err error) {
-	if err != nil && s.r.Context().Err() == nil {
+	if err == nil {
+		return
+	}
+	s.cut = fmt.Errorf("answer cut short: %w", err)
+	if s.r.Context().Err() == nil {
 		s.l.logger().Warn("read API answer cut short", zap.String("path", s.r.URL.Path), zap.Error(err))
 	}
 }

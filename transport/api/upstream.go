@@ -64,7 +64,7 @@ var passHeaders = []string{"Content-Type", "Content-Length", "Cache-Control", "E
 	"Content-Disposition", "Content-Security-Policy", "X-Content-Type-Options", "WWW-Authenticate"}
 
 // ServeAPI implements Origin.
-func (u *Upstream) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, _ auth.Identity) {
+func (u *Upstream) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, _ auth.Identity) error {
 	target := *u.base
 	target.Path = strings.TrimSuffix(u.base.Path, "/")
 	p, query, _ := strings.Cut(q.Path(), "?")
@@ -75,7 +75,7 @@ func (u *Upstream) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, 
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "internal error")
 		u.log.Error("read API: build upstream request", zap.Error(err))
-		return
+		return nil
 	}
 	for _, k := range []string{"Authorization", "If-None-Match"} {
 		if v := r.Header.Get(k); v != "" {
@@ -90,7 +90,7 @@ func (u *Upstream) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, 
 			u.log.Warn("read API: upstream unreachable", zap.String("upstream", u.base.Host), zap.Error(err))
 			writeError(w, http.StatusBadGateway, "the git fleet cannot be reached")
 		}
-		return
+		return nil
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusUnauthorized && resp.Header.Get("Content-Type") != "application/json; charset=utf-8" {
@@ -98,7 +98,7 @@ func (u *Upstream) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, 
 		// caller: a misconfiguration, not the caller's business.
 		u.log.Error("read API: the fleet refused the peer secret (RGIT_PEER_SECRET differs?)", zap.String("upstream", u.base.Host))
 		writeError(w, http.StatusBadGateway, "the git fleet refused this API server")
-		return
+		return nil
 	}
 	h := w.Header()
 	for _, k := range passHeaders {
@@ -107,9 +107,15 @@ func (u *Upstream) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, 
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	if _, err := io.Copy(flushWriter{w}, resp.Body); err != nil && r.Context().Err() == nil {
-		u.log.Warn("read API: upstream answer cut short", zap.String("path", r.URL.Path), zap.Error(err))
+	// The body's reader fails when the upstream stops short of its
+	// Content-Length or its last chunk: the answer was cut.
+	if _, err := io.Copy(flushWriter{w}, resp.Body); err != nil {
+		if r.Context().Err() == nil {
+			u.log.Warn("read API: upstream answer cut short", zap.String("path", r.URL.Path), zap.Error(err))
+		}
+		return fmt.Errorf("upstream answer cut short: %w", err)
 	}
+	return nil
 }
 
 // mustUnescape unescapes a path Request.Path built (always valid).

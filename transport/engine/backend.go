@@ -9,6 +9,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/repo"
@@ -75,6 +76,10 @@ func (b *backend) Snapshot(ctx context.Context) (gitproto.RefSnapshot, error) {
 
 // Objects is the session's object store (the read API reads it directly).
 func (b *backend) Objects() *pack.Set { return b.snap.Objects() }
+
+// Reachable is the set of objects reachable from the session's refs, all
+// the read API may show (repo.Snapshot.Reachable).
+func (b *backend) Reachable(ctx context.Context) (*bitmap.Reach, error) { return b.snap.Reachable(ctx) }
 
 func (b *backend) HasCommit(_ context.Context, id object.ID) bool { return b.snap.Objects().Has(id) }
 
