@@ -340,7 +340,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// The peer HTTP port: smart-HTTP requests forwarded by other nodes.
 		peerCfg := httpCfg
 		peerCfg.Metrics = pm.For("peer")
-		peerCfg.SessionKind = gitserve.KindForwarded
+		peerCfg.SessionKind, peerCfg.FromPeers = gitserve.KindForwarded, true
 		peerGit, err := httpgit.New(peerCfg)
 		if err != nil {
 			return nil, err
