@@ -117,31 +117,39 @@ func (s *APIServer) close() error {
 var (
 	errNoUpstream = errors.New("the git fleet (RGIT_UPSTREAM) cannot be reached")
 	errNoStore    = errors.New("the object store (RGIT_STORE_URL) cannot be reached")
+	errUnchecked  = errors.New("first check running")
 )
 
 // readiness answers /ready from a check run at most once per interval
-// (every), however often it is asked: an anonymous caller cannot make the
-// probe cost the fleet or the store more than that.
+// (every) and never twice at once, however often it is asked: callers
+// meanwhile get the last outcome, so an anonymous caller cannot make the
+// probe cost the fleet or the store more, nor pile up waiting.
 type readiness struct {
 	every time.Duration
 	check func(context.Context) error
 	log   *zap.Logger
 
-	mu  sync.Mutex
-	at  time.Time
-	err error
+	mu      sync.Mutex
+	running bool
+	at      time.Time // of the last outcome; zero: none yet
+	err     error
 }
 
 func newReadiness(every time.Duration, log *zap.Logger, check func(context.Context) error) *readiness {
-	return &readiness{every: every, check: check, log: log}
+	return &readiness{every: every, check: check, log: log, err: errUnchecked}
 }
 
 func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rd.mu.Lock()
-	if rd.at.IsZero() || time.Since(rd.at) >= rd.every {
+	due := !rd.running && (rd.at.IsZero() || time.Since(rd.at) >= rd.every)
+	rd.running = rd.running || due
+	err := rd.err
+	rd.mu.Unlock()
+	if due {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-		err := rd.check(ctx)
+		err = rd.check(ctx)
 		cancel()
+		rd.mu.Lock()
 		if (err == nil) != (rd.err == nil) || rd.at.IsZero() {
 			if err != nil {
 				rd.log.Warn("api-serve not ready", zap.Error(err))
@@ -149,14 +157,13 @@ func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				rd.log.Info("api-serve ready")
 			}
 		}
-		rd.at, rd.err = time.Now(), err
+		rd.running, rd.at, rd.err = false, time.Now(), err
+		rd.mu.Unlock()
 	}
-	err := rd.err
-	rd.mu.Unlock()
 	w.Header().Set("Cache-Control", "no-store")
 	if err != nil {
 		reason := "not ready"
-		for _, e := range []error{errNoUpstream, errNoStore} {
+		for _, e := range []error{errNoUpstream, errNoStore, errUnchecked} {
 			if errors.Is(err, e) {
 				reason += ": " + e.Error()
 			}
