@@ -68,6 +68,13 @@ type Config struct {
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
+	// MetricsAddr is RGIT_METRICS_ADDR: /metrics on a listener of its own;
+	// "" serves it on the node's internal port (see InternalMetrics).
+	MetricsAddr string
+	// PublicURL (RGIT_PUBLIC_URL), PublicSSHURL (RGIT_PUBLIC_SSH_URL) and
+	// WebURL (RGIT_WEB_URL) are the addresses people use, without a
+	// trailing slash; "" when unset.
+	PublicURL, PublicSSHURL, WebURL string
 }
 
 // Var documents one variable; the README's configuration table is kept in
@@ -81,7 +88,7 @@ var Vars = []Var{
 	{"RGIT_STORE_URL", "file://./data", "object store: file:///abs/dir, file://./rel, s3://bucket[/prefix], mem:// (tests; nothing persists)"},
 	{"RGIT_STORE_TIMEOUT_SECS", "900", "per-request object store timeout"},
 	{"RGIT_CACHE_DIR", "./cache", "local pack cache; locked by one process at a time"},
-	{"RGIT_HTTP_ADDR", ":8080", "smart HTTP listen address (also /healthz, /ready, /metrics)"},
+	{"RGIT_HTTP_ADDR", ":8080", "smart HTTP listen address (also the web page on a single node, /healthz, /ready)"},
 	{"RGIT_SSH_ADDR", ":2222", "SSH listen address"},
 	{"RGIT_HOST_KEY", "./host_key", "SSH host key (OpenSSH format); generated if missing"},
 	{"RGIT_PEER_ADDR", ":8081", "peer HTTP listen address; the peer stream port (admin, actor messages) is this port + 1, on 127.0.0.1 on a single node unless this is set"},
@@ -124,6 +131,10 @@ var Vars = []Var{
 	{"RGIT_REDIS_URL", "", "read API cache: redis://[:password@]host:port[/db] or rediss:// (TLS); set it on the git nodes and on api-serve alike (nodes invalidate); Redis must run maxmemory-policy volatile-lru; unset: no cache"},
 	{"RGIT_UPSTREAM", "http://rgit:8081", "api-serve only: base URL of the git fleet's peer HTTP service (not the public port)"},
 	{"RGIT_API_ADDR", ":8090", "api-serve only: read API listen address"},
+	{"RGIT_METRICS_ADDR", "", "listen address of /metrics (Prometheus), e.g. :9100; unset: on the node's internal port, the peer HTTP port in a cluster and the admin port (127.0.0.1:8082) on a single node; never on the public port"},
+	{"RGIT_PUBLIC_URL", "", "public base URL of git over HTTP, e.g. https://git.example.com (the load balancer or TLS proxy in front of the nodes): the web page's HTTP clone URLs; on a single node also the page's own URL (see RGIT_WEB_URL); unset: the page uses the address the browser used (single node) or shows no HTTP clone URL (api-serve)"},
+	{"RGIT_PUBLIC_SSH_URL", "", "public base URL of git over SSH, e.g. ssh://git@git.example.com:2222: the web page's SSH clone URLs; unset: the browser's host and the node's SSH port (single node) or none (api-serve)"},
+	{"RGIT_WEB_URL", "", "public URL of the web page, e.g. https://code.example.com (api-serve in a cluster); https marks the sign-in cookie Secure behind a TLS proxy; a cluster node's public / and /owner/name redirect there; unset: RGIT_PUBLIC_URL on a single node"},
 }
 
 // Elsewhere lists the RGIT_* variables that other rgit programs read from
@@ -270,6 +281,10 @@ func Parse(getenv func(string) string) (*Config, error) {
 	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		p.fail("RGIT_UPSTREAM", "%q is not an http:// or https:// URL", c.Upstream)
 	}
+	c.MetricsAddr = p.optAddr("RGIT_METRICS_ADDR")
+	c.PublicURL = p.baseURL("RGIT_PUBLIC_URL", "http", "https")
+	c.PublicSSHURL = p.baseURL("RGIT_PUBLIC_SSH_URL", "ssh")
+	c.WebURL = p.baseURL("RGIT_WEB_URL", "http", "https")
 	if peers := p.str("RGIT_PEERS"); peers != "" {
 		m, err := cluster.ParsePeerMap(peers)
 		if err != nil {
@@ -422,6 +437,50 @@ func (p *parser) addr(name string) string {
 		p.fail(name, "%q has a bad port", s)
 	}
 	return s
+}
+
+// optAddr is addr for a variable that may be unset ("").
+func (p *parser) optAddr(name string) string {
+	if p.str(name) == "" {
+		return ""
+	}
+	return p.addr(name)
+}
+
+// baseURL reads an optional URL that others are appended to: one of
+// schemes, a host, and nothing else (no user but for ssh, no path, query
+// or fragment). It returns it without a trailing slash, "" when unset.
+func (p *parser) baseURL(name string, schemes ...string) string {
+	s := p.str(name)
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	want := strings.Join(schemes, "://host or ") + "://host"
+	switch {
+	case err != nil:
+		p.fail(name, "%q is not a URL (%s[:port])", s, want)
+	case !slices.Contains(schemes, u.Scheme) || u.Host == "" || u.Hostname() == "":
+		p.fail(name, "%q is not %s[:port]", s, want)
+	case u.User != nil && (u.Scheme != "ssh" || u.User.Username() == ""):
+		p.fail(name, "%q: no user name or password in the URL", s)
+	case u.User != nil && func() bool { _, set := u.User.Password(); return set }():
+		p.fail(name, "%q: no password in the URL", s)
+	case strings.TrimSuffix(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
+		p.fail(name, "%q: no path, query or fragment (repositories are at /owner/name)", s)
+	default:
+		if port := u.Port(); port != "" {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				p.fail(name, "%q has a bad port", s)
+			}
+		}
+		user := ""
+		if u.User != nil {
+			user = u.User.Username() + "@"
+		}
+		return u.Scheme + "://" + user + u.Host
+	}
+	return ""
 }
 
 func (p *parser) oneOf(name string, allowed ...string) string {

@@ -296,3 +296,31 @@ func TestEveryVariableIsKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPublicURLs: the public addresses are validated, the error naming
+// the variable, and kept without a trailing slash.
+func TestPublicURLs(t *testing.T) {
+	c, err := Parse(env(map[string]string{"RGIT_PUBLIC_URL": "https://git.example.com/", "RGIT_PUBLIC_SSH_URL": "ssh://git@git.example.com:2222",
+		"RGIT_WEB_URL": "https://code.example.com:8443", "RGIT_METRICS_ADDR": ":9100"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PublicURL != "https://git.example.com" || c.PublicSSHURL != "ssh://git@git.example.com:2222" || c.WebURL != "https://code.example.com:8443" || c.MetricsAddr != ":9100" {
+		t.Fatalf("parsed %q %q %q %q", c.PublicURL, c.PublicSSHURL, c.WebURL, c.MetricsAddr)
+	}
+	if c, err := Parse(env(nil)); err != nil || c.PublicURL != "" || c.PublicSSHURL != "" || c.WebURL != "" || c.MetricsAddr != "" {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	for name, bad := range map[string][]string{
+		"RGIT_PUBLIC_URL":     {"git.example.com", "ftp://git.example.com", "https://", "https://git.example.com/git", "https://u:p@git.example.com", "https://h?x=1", "https://h:99999", "https://h#f"},
+		"RGIT_PUBLIC_SSH_URL": {"git@git.example.com:2222", "https://git.example.com", "ssh://git@h/owner", "ssh://git:pw@h", "ssh://"},
+		"RGIT_WEB_URL":        {"code.example.com", "ssh://code.example.com"},
+		"RGIT_METRICS_ADDR":   {"9100", "localhost:metrics"},
+	} {
+		for _, v := range bad {
+			if _, err := Parse(env(map[string]string{name: v})); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%q: %v, want an error naming the variable", name, v, err)
+			}
+		}
+	}
+}

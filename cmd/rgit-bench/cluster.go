@@ -218,7 +218,7 @@ func handoff(ctx context.Context, cl *multiproc.Cluster, runs int, token, repo, 
 
 // prewarmed reads node n's prewarm counter from /metrics.
 func prewarmed(n *multiproc.Node) string {
-	resp, err := http.Get("http://" + n.HTTPAddr + "/metrics")
+	resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
 	if err != nil {
 		return "metrics: " + err.Error()
 	}

@@ -68,9 +68,12 @@ type Server struct {
 	apiCache                   *api.Cache // nil: RGIT_REDIS_URL unset
 	sshSrv                     *sshgit.Server
 	cluster                    *clusterSetup // nil: single node
+	metricsSrv                 *http.Server  // nil: RGIT_METRICS_ADDR unset
 	// Bound addresses (useful when the configuration asks for port 0).
 	// PeerHTTPAddr is empty on a single node (no peer HTTP listener).
-	HTTPAddr, SSHAddr, AdminAddr, PeerHTTPAddr string
+	// MetricsAddr is where /metrics is served: RGIT_METRICS_ADDR's own
+	// listener, else the peer HTTP port (cluster) or the admin port.
+	HTTPAddr, SSHAddr, AdminAddr, PeerHTTPAddr, MetricsAddr string
 	// PeerSecret authenticates admin commands.
 	PeerSecret string
 
@@ -270,7 +273,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	gitHTTP.Register(mux)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /ready", s.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// Metrics name the build and version: never on the public port.
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	apiGate, err := gitserve.NewGate(eng, proto, "")
 	if err != nil {
 		return nil, err
@@ -311,9 +315,13 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// API, called in process (in a cluster, nodes refuse /api/ on their
 		// public port). Mounted once the SSH port is known, for its clone
 		// URLs.
-		if err := mountWeb(mux, publicAPI, s.SSHAddr, log); err != nil {
+		if err := mountWeb(mux, publicAPI, s.SSHAddr, cfg, log); err != nil {
 			return nil, err
 		}
+	} else {
+		// The page is api-serve's: browsers are sent there, or told how
+		// to clone from here.
+		mux.Handle("/", web.Elsewhere(cfg.WebURL, cfg.PublicURL))
 	}
 	go func() { s.serveErr <- ignoreClosed(s.sshSrv.Serve(sshLn), sshgit.ErrServerClosed) }()
 
@@ -331,6 +339,11 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	// endpoint (peer.PathMsg) behind the peer secret.
 	adminMux.Handle(peer.PathMsg, adm)
 	adminMux.Handle("/debug/pprof/", admin.RequireSecret(s.PeerSecret, log, pprofHandler()))
+	if cfg.MetricsAddr == "" && s.cluster == nil {
+		// A single node's internal port: loopback unless RGIT_PEER_ADDR
+		// says otherwise.
+		adminMux.Handle("GET /metrics", metrics)
+	}
 	if s.cluster != nil {
 		gate, err := gitserve.NewGate(eng, proto, "")
 		if err != nil {
@@ -342,7 +355,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// The peer HTTP port: smart-HTTP requests forwarded by other nodes.
 		peerCfg := httpCfg
 		peerCfg.Metrics = pm.For("peer")
-		peerCfg.SessionKind = gitserve.KindForwarded
+		peerCfg.SessionKind, peerCfg.FromPeers = gitserve.KindForwarded, true
 		peerGit, err := httpgit.New(peerCfg)
 		if err != nil {
 			return nil, err
@@ -354,6 +367,11 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		}
 		peerMux := http.NewServeMux()
 		peerMux.Handle("GET "+admin.RolloutPath, peer.RequireSecret(s.PeerSecret, log, http.HandlerFunc(s.rolloutStatus)))
+		if cfg.MetricsAddr == "" {
+			// Without the secret, so Prometheus can scrape; the port is
+			// the fleet's internal one.
+			peerMux.Handle("GET /metrics", metrics)
+		}
 		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
 		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv); err != nil {
 			return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
@@ -368,10 +386,22 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if s.AdminAddr, err = s.listenHTTP(streamAddr, streamHandler, cfg.PeerTLS.ServerTLS(), &s.adminSrv); err != nil {
 		return nil, fmt.Errorf("RGIT_PEER_ADDR (stream port %s): %w", streamAddr, err)
 	}
+	switch {
+	case cfg.MetricsAddr != "":
+		metricsMux := http.NewServeMux()
+		metricsMux.Handle("GET /metrics", metrics)
+		if s.MetricsAddr, err = s.listenHTTP(cfg.MetricsAddr, metricsMux, nil, &s.metricsSrv); err != nil {
+			return nil, fmt.Errorf("RGIT_METRICS_ADDR: %w", err)
+		}
+	case s.cluster != nil:
+		s.MetricsAddr = s.PeerHTTPAddr
+	default:
+		s.MetricsAddr = s.AdminAddr
+	}
 
 	go s.probeStore(bgCtx)
 	log.Info("rgit serving", zap.String("version", build.String()), zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
-		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("self", cfg.Self), zap.Bool("peer_tls", cfg.PeerTLS != nil),
+		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("metrics", s.MetricsAddr), zap.String("self", cfg.Self), zap.Bool("peer_tls", cfg.PeerTLS != nil),
 		zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
 	ok = true
 	s.started.Store(true)
@@ -441,9 +471,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// All listeners drain at once: one after the other, each could take
 	// most of the deadline (an idle-looking connection counts as active
 	// for up to 5 s in net/http) and the sum exceeds it.
-	shut := make(chan error, 4)
+	shut := make(chan error, 5)
 	stops := 0
-	for _, srv := range []*http.Server{s.httpSrv, s.peerSrv, s.adminSrv} {
+	for _, srv := range []*http.Server{s.httpSrv, s.peerSrv, s.adminSrv, s.metricsSrv} {
 		if srv != nil {
 			stops++
 			go func() { shut <- srv.Shutdown(ctx) }()
@@ -679,14 +709,17 @@ func memoryLimits(configured int64, log *zap.Logger) admission.Limits {
 	return l
 }
 
-// mountWeb mounts the browse page on mux for every path nothing else
-// serves; it reads the API through readAPI.
-func mountWeb(mux *http.ServeMux, readAPI http.Handler, sshAddr string, log *zap.Logger) error {
+// mountWeb mounts a single node's browse page on mux for every path
+// nothing else serves; it reads the API through readAPI. The page shares
+// its port with git, so its public URL is RGIT_PUBLIC_URL unless
+// RGIT_WEB_URL says otherwise.
+func mountWeb(mux *http.ServeMux, readAPI http.Handler, sshAddr string, cfg *config.Config, log *zap.Logger) error {
 	_, sshPort, err := net.SplitHostPort(sshAddr)
 	if err != nil {
 		return fmt.Errorf("web page: SSH address %q: %w", sshAddr, err)
 	}
-	page, err := web.New(web.Config{API: readAPI, SSHPort: sshPort, Log: log})
+	page, err := web.New(web.Config{API: readAPI, GitHere: true, SSHPort: sshPort, Log: log,
+		PageURL: cmp.Or(cfg.WebURL, cfg.PublicURL), CloneURL: cfg.PublicURL, SSHURL: cfg.PublicSSHURL})
 	if err != nil {
 		return err
 	}

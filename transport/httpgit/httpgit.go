@@ -58,6 +58,11 @@ type Config struct {
 	// SessionKind names this front end's git sessions (gitserve.KindHTTP
 	// when empty; the peer port's are gitserve.KindForwarded).
 	SessionKind string
+	// FromPeers says every request comes from a peer node (the peer HTTP
+	// port, behind the peer secret): its request ids are the forwarding
+	// node's and are kept. Otherwise each request gets a new id and the
+	// client's X-Request-Id is only logged beside it (package reqid).
+	FromPeers bool
 	// Forward carries a request for a repository another node owns to that
 	// node (cluster mode; transport/peer.HTTPForwarder). nil: such requests
 	// answer 503.
@@ -88,6 +93,7 @@ type handler struct {
 	forward  Forwarder
 	rerouter gitserve.Rerouter
 	kind     string // gitserve session kind
+	peers    bool   // Config.FromPeers
 }
 
 // Patterns are the net/http.ServeMux patterns the front end serves.
@@ -145,16 +151,24 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc(Patterns[2], h.session(func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.ReceivePack) }))
 }
 
-// session gives the request its id (package reqid): the X-Request-Id it
-// came with when sane (a client's, a load balancer's, or the forwarding
-// node's), else a new one; the answer echoes it and a forwarder sends it
-// on. The request is one git session (gitserve.Gate.Begin) from here to
-// its last byte, forwarded or not.
+// session gives the request its ids (package reqid): a new one, with the
+// client's X-Request-Id beside it when sane; on the peer port, the ids the
+// forwarding node sent. The answer carries the id and a forwarder sends
+// both on. The request is one git session (gitserve.Gate.Begin) from here
+// to its last byte, forwarded or not.
 func (h *handler) session(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id := reqid.Accept(r.Header.Get(reqid.Header))
+		var id, client string
+		if h.peers {
+			id, client = reqid.Accept(r.Header.Get(reqid.Header)), r.Header.Get(reqid.ClientHeader)
+			if !reqid.Valid(client) {
+				client = ""
+			}
+		} else {
+			id, client = reqid.Edge(r.Header.Get(reqid.Header))
+		}
 		w.Header().Set(reqid.Header, id)
-		ctx, end, err := h.gate.Begin(reqid.With(r.Context(), id), h.kind)
+		ctx, end, err := h.gate.Begin(reqid.WithClient(r.Context(), id, client), h.kind)
 		defer end()
 		if err != nil {
 			h.log.Warn("git http request refused: no session", zap.Error(err), reqid.Field(ctx))
@@ -174,7 +188,7 @@ func newHandler(cfg Config) (*handler, error) {
 		return nil, fmt.Errorf("httpgit: %w", err)
 	}
 	h := &handler{gate: gate, auth: cfg.Auth, maxBody: cfg.MaxBody, log: cfg.Logger, metrics: cfg.Metrics,
-		forward: cfg.Forward, rerouter: cfg.Rerouter, kind: cmp.Or(cfg.SessionKind, gitserve.KindHTTP)}
+		forward: cfg.Forward, rerouter: cfg.Rerouter, kind: cmp.Or(cfg.SessionKind, gitserve.KindHTTP), peers: cfg.FromPeers}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBody
 	}

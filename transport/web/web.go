@@ -19,7 +19,26 @@ import (
 type Config struct {
 	// API answers /api/… requests (the read API). Required.
 	API http.Handler
-	// SSHPort is the port advertised in SSH clone URLs; "" shows none.
+	// PageURL is the page's public URL as people reach it
+	// (scheme://host, RGIT_WEB_URL), "" when not configured. With https
+	// the sign-in cookie is Secure even though the request reached this
+	// server in clear text (a TLS proxy in front); no request header is
+	// trusted to say so.
+	PageURL string
+	// CloneURL is the base of HTTP clone URLs (scheme://host,
+	// RGIT_PUBLIC_URL). "": the address the browser used when GitHere,
+	// else the page shows no HTTP clone URL.
+	CloneURL string
+	// GitHere says this server answers git at the address the browser
+	// used for the page (a single node), so it may be shown as the clone
+	// URL when CloneURL is unset.
+	GitHere bool
+	// SSHURL is the base of SSH clone URLs (ssh://user@host:port,
+	// RGIT_PUBLIC_SSH_URL). "": the browser's host with SSHPort, if set;
+	// else none.
+	SSHURL string
+	// SSHPort is the port advertised in SSH clone URLs when SSHURL is
+	// unset; "" shows none.
 	SSHPort string
 	Log     *zap.Logger
 }
@@ -27,10 +46,12 @@ type Config struct {
 // Handler is the browse page. It serves every path it is given that is
 // not the read API's or git's: mount it at "/".
 type Handler struct {
-	api     http.Handler
-	sshPort string
-	log     *zap.Logger
-	next    http.Handler
+	api                 http.Handler
+	cloneURL, sshURL    string
+	sshPort             string
+	gitHere, secureSite bool
+	log                 *zap.Logger
+	next                http.Handler
 }
 
 // New returns the page.
@@ -38,7 +59,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.API == nil {
 		return nil, errors.New("web: Config.API is required")
 	}
-	h := &Handler{api: cfg.API, sshPort: cfg.SSHPort, log: cfg.Log}
+	h := &Handler{api: cfg.API, cloneURL: strings.TrimSuffix(cfg.CloneURL, "/"), sshURL: strings.TrimSuffix(cfg.SSHURL, "/"),
+		sshPort: cfg.SSHPort, gitHere: cfg.GitHere, secureSite: strings.HasPrefix(cfg.PageURL, "https://"), log: cfg.Log}
 	if h.log == nil {
 		h.log = zap.NewNop()
 	}
@@ -112,9 +134,12 @@ func viewer(r *http.Request) string {
 	return ""
 }
 
-func setCookie(w http.ResponseWriter, r *http.Request, name, value string, age int) {
+// setCookie sets a sign-in cookie: Secure when the request came over TLS
+// here, or the page's configured public URL is https (a TLS proxy in
+// front).
+func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value string, age int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: age,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: r.TLS != nil || h.secureSite, SameSite: http.SameSiteStrictMode})
 }
 
 // page is what every view's template gets.
@@ -165,8 +190,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, status
 	if err != nil {
 		switch st := statusOf(err); {
 		case st == http.StatusUnauthorized && token(r) != "":
-			setCookie(w, r, tokenCookie, "", -1)
-			setCookie(w, r, ownerCookie, "", -1)
+			h.setCookie(w, r, tokenCookie, "", -1)
+			h.setCookie(w, r, ownerCookie, "", -1)
 			http.Redirect(w, r, "/-/signin?expired=1", http.StatusSeeOther)
 			return
 		case st == http.StatusUnauthorized || st == http.StatusNotFound:
@@ -234,15 +259,15 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, 0, "")
 		return
 	}
-	setCookie(w, r, tokenCookie, tok, cookieAge)
-	setCookie(w, r, ownerCookie, list.Viewer, cookieAge)
+	h.setCookie(w, r, tokenCookie, tok, cookieAge)
+	h.setCookie(w, r, ownerCookie, list.Viewer, cookieAge)
 	h.log.Info("web: signed in", zap.String("owner", list.Viewer), zap.String("remote", r.RemoteAddr))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
-	setCookie(w, r, tokenCookie, "", -1)
-	setCookie(w, r, ownerCookie, "", -1)
+	h.setCookie(w, r, tokenCookie, "", -1)
+	h.setCookie(w, r, ownerCookie, "", -1)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -379,18 +404,7 @@ func (q *repoReq) resolve(s string) (string, bool) {
 // path: the picker links each ref to the same view at its commit.
 func (h *Handler) head(r *http.Request, q *repoReq, kind, oid, path string) *repoHead {
 	rh := &repoHead{Owner: q.owner, Name: q.name, Home: q.base(), Cmp: q.base() + "/compare", HasCommit: oid != ""}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	rh.CloneHTTP = scheme + "://" + r.Host + q.base() + ".git"
-	if h.sshPort != "" {
-		host := r.Host
-		if hn, _, err := net.SplitHostPort(r.Host); err == nil {
-			host = hn
-		}
-		rh.CloneSSH = "ssh://git@" + net.JoinHostPort(host, h.sshPort) + q.base() + ".git"
-	}
+	rh.CloneHTTP, rh.CloneSSH = h.cloneURLs(r, q.base()+".git")
 	if oid == "" {
 		return rh
 	}
@@ -411,6 +425,34 @@ func (h *Handler) head(r *http.Request, q *repoReq, kind, oid, path string) *rep
 		rh.Picker = append(rh.Picker, p)
 	}
 	return rh
+}
+
+// cloneURLs are the HTTP and SSH clone URLs of the repository at path
+// ("/owner/name.git"); "" for one the page cannot name. Configured public
+// URLs win; otherwise a server that answers git where the browser reached
+// the page names that address.
+func (h *Handler) cloneURLs(r *http.Request, path string) (httpURL, sshURL string) {
+	switch {
+	case h.cloneURL != "":
+		httpURL = h.cloneURL + path
+	case h.gitHere:
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		httpURL = scheme + "://" + r.Host + path
+	}
+	switch {
+	case h.sshURL != "":
+		sshURL = h.sshURL + path
+	case h.sshPort != "":
+		host := r.Host
+		if hn, _, err := net.SplitHostPort(r.Host); err == nil {
+			host = hn
+		}
+		sshURL = "ssh://git@" + net.JoinHostPort(host, h.sshPort) + path
+	}
+	return httpURL, sshURL
 }
 
 // history is the log page of commits touching path, from oid.
