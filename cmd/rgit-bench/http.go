@@ -248,10 +248,11 @@ func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, ops []string,
 				}
 				res.samples[op] = append(res.samples[op], s)
 			}
-			if _, on, err := srv.metric(ctx, clonePacksLocal); err != nil || on {
-				return fmt.Errorf("the node has a clone-pack cache (%s exported: %v, %v)", clonePacksLocal, on, err)
+			_, on, err := srv.metric(ctx, clonePacksLocal)
+			if err == nil && on {
+				err = fmt.Errorf("the node has a clone-pack cache (it exports %s)", clonePacksLocal)
 			}
-			return nil
+			return err
 		})
 		if err != nil {
 			return nil, err
