@@ -110,14 +110,18 @@ func (l *load) work(w int, dir string) {
 	}
 }
 
-// progress waits until n more operations have succeeded.
+// progress waits until n more operations have succeeded, failing the
+// test if none succeeds for 30 s.
 func (l *load) progress(t *testing.T, n int64) {
 	t.Helper()
 	target := l.ok.Load() + n
-	deadline := time.Now().Add(30 * time.Second)
-	for l.ok.Load() < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("the load made no progress for 30s (%d of %d operations)", l.ok.Load(), target)
+	last, moved := l.ok.Load(), time.Now()
+	for cur := last; cur < target; cur = l.ok.Load() {
+		if cur != last {
+			last, moved = cur, time.Now()
+		}
+		if time.Since(moved) > 30*time.Second {
+			t.Fatalf("the load made no progress for 30s (%d of %d operations)", cur, target)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -231,14 +235,16 @@ func TestClusterRollingRestartNoFailures(t *testing.T) {
 // killed owner, their body partly sent (they fail cleanly, never half
 // applied): a request that meets a dead owner before sending anything is
 // served at the new owner. The leader has no failover, so each killed
-// node is restarted at once (as an orchestrator would). It reports the
-// acknowledged share of pushes; the bar is 99.5%, which the
-// default run reaches only when no kill cuts a push (a kill cuts at most
-// the few pushes in flight): measure it with more operations per kill.
+// node is restarted at once (as an orchestrator would). At least
+// minAckedRate of the pushes must be acknowledged. A kill cuts at most the
+// pushes in flight to the killed owner, so the default run does enough
+// operations per kill (about 300 pushes in all) that a cut push stays
+// within the bar; RGIT_MULTIPROC_OPS makes it longer.
 func TestClusterKillNineAvailability(t *testing.T) {
+	const minAckedRate = 0.995
 	c, env := startCluster(t)
 	kills := scale.Count(t, "RGIT_MULTIPROC_KILLS", 6)
-	perKill := scale.Count(t, "RGIT_MULTIPROC_OPS", 50)
+	perKill := scale.Count(t, "RGIT_MULTIPROC_OPS", 100)
 	l := startLoad(t, c, env, 3, 6)
 	rng := rand.New(rand.NewPCG(2, 2)) // kills rgit-0, -2, -1, -1, -0, -2
 	l.progress(t, 10)
@@ -272,6 +278,9 @@ func TestClusterKillNineAvailability(t *testing.T) {
 	fmt.Println(line)
 	if len(failed) > 0 {
 		t.Logf("failed operations:\n%s", strings.Join(failed, "\n"))
+	}
+	if rate := float64(acked) / float64(pushes); pushes == 0 || rate < minAckedRate {
+		t.Errorf("%d of %d pushes acknowledged (%.4f), want at least %.3f", acked, pushes, rate, minAckedRate)
 	}
 	for _, o := range ops {
 		if !o.ok && !cutAtKill(o, killed) {

@@ -643,8 +643,8 @@ func TestWithCredentialStore(t *testing.T) {
 
 // TestStallTimeout: a request body that stops moving is cut off after the
 // stall time and the connection closed, whether the handler is reading it
-// or has already answered; a body that keeps moving, however slowly, is
-// read to the end although it takes many times the stall time.
+// or has already answered. (A body that keeps moving is
+// TestStallTimeoutMovingBody, in fake time.)
 func TestStallTimeout(t *testing.T) {
 	const stall = 300 * time.Millisecond
 	f := newFixture(t)
@@ -687,32 +687,6 @@ func TestStallTimeout(t *testing.T) {
 	t.Run("stalled body after the answer", func(t *testing.T) {
 		if got := stalled(t, "/alice/priv.git/git-upload-pack"); !strings.HasPrefix(got, "HTTP/1.1 401") {
 			t.Fatalf("answer %q, want 401", got)
-		}
-	})
-	t.Run("slow but moving body", func(t *testing.T) {
-		const chunk, chunks = 32 << 10, 40 // 1.25 MiB in 40 pieces, 50 ms apart: 2 s
-		pr, pw := io.Pipe()
-		go func() {
-			tick := time.NewTicker(stall / 6)
-			defer tick.Stop()
-			buf := bytes.Repeat([]byte("x"), chunk)
-			for i := 0; i < chunks; i++ {
-				<-tick.C
-				if _, err := pw.Write(buf); err != nil {
-					return
-				}
-			}
-			pw.Close()
-		}()
-		start := time.Now()
-		req, _ := http.NewRequest("POST", srv.URL+"/alice/pub.git/git-upload-pack", pr)
-		req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
-		r := do(t, req)
-		if r.status != 200 || r.body != fmt.Sprintf("read %d", chunk*chunks) {
-			t.Fatalf("status %d body %q", r.status, r.body)
-		}
-		if d := time.Since(start); d < 3*stall {
-			t.Fatalf("body took %s, not long enough to show the deadline moves", d)
 		}
 	})
 }

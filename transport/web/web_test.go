@@ -89,31 +89,6 @@ var (
 	activeRE = regexp.MustCompile(`(?i)<(script|img|iframe|object|embed)\b|<[^>]*\s(on\w+|style)\s*=[^>]*>`)
 )
 
-func TestPrivateRepositoryInvisibleToOthers(t *testing.T) {
-	h := newPage(t)
-	for _, tc := range []struct {
-		token  string
-		status int
-		listed bool
-	}{{"alice-token", 200, true}, {"bob-token", 404, false}, {"", 404, false}} {
-		resp, body := get(t, h, "/alice/private", tc.token)
-		if tc.status == 404 {
-			// Another owner's private repository reads as a missing one.
-			if resp.StatusCode != 404 {
-				t.Errorf("%q: /alice/private answered %d, want 404", tc.token, resp.StatusCode)
-			}
-			_, missing := get(t, h, "/alice/nothing", tc.token)
-			if body != missing {
-				t.Errorf("%q: private and missing repositories differ:\n%s\n---\n%s", tc.token, body, missing)
-			}
-		}
-		_, list := get(t, h, "/", tc.token)
-		if got := strings.Contains(list, "alice/private"); got != tc.listed {
-			t.Errorf("%q: list shows alice/private %v, want %v", tc.token, got, tc.listed)
-		}
-	}
-}
-
 func TestSigninCookie(t *testing.T) {
 	h := newPage(t)
 	post := func(h *Handler, token string, tlsOn bool, hdr ...string) *http.Response {
