@@ -27,7 +27,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cmd/config"
@@ -43,6 +42,7 @@ import (
 	"github.com/rgit/rgit/transport/admin"
 	"github.com/rgit/rgit/transport/admission"
 	"github.com/rgit/rgit/transport/api"
+	"github.com/rgit/rgit/transport/clientlimit"
 	"github.com/rgit/rgit/transport/engine"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
@@ -251,10 +251,15 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	proto := gitserve.ProtoEngine{Limits: gitproto.Limits{
 		MaxPushRefs: cfg.MaxPushRefs, MaxPushOptions: cfg.MaxPushOptions,
 		MaxWants: cfg.MaxWants, MaxHaves: cfg.MaxHaves, MaxArgBytes: cfg.MaxArgBytes,
-		Negotiations: semaphore.NewWeighted(int64(cfg.MaxNegotiations)),
+		RequestTimeout: cfg.RequestTimeout,
+		Negotiations:   gitproto.NewSlots(cfg.MaxNegotiations, cfg.NegotiationWait),
 	}, Admission: admit}
+	// One budget of unauthenticated connections per client address,
+	// shared by the public HTTP and SSH listeners.
+	anon := clientlimit.NewPerAddr(cfg.MaxAnonPerAddr)
 	go trim.Run(bgCtx)
-	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
+	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http"),
+		Unauthenticated: anon}
 	if httpFwd != nil {
 		httpCfg.Forward, httpCfg.Rerouter = countedFwd, eng
 	}
@@ -341,6 +346,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		peerCfg := httpCfg
 		peerCfg.Metrics = pm.For("peer")
 		peerCfg.SessionKind = gitserve.KindForwarded
+		peerCfg.Unauthenticated = nil // every request comes from a peer node
 		peerGit, err := httpgit.New(peerCfg)
 		if err != nil {
 			return nil, err
@@ -399,7 +405,7 @@ func (s *Server) listenHTTP(addr string, h http.Handler, tc *tls.Config, dst **h
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
-	srv := &http.Server{Handler: httpgit.StallTimeout(h, s.cfg.HTTPBodyStall), ReadHeaderTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: httpgit.Pace(h, clientlimit.Rate{Grace: s.cfg.HTTPBodyStall, BytesPerSec: s.cfg.MinRate}), ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout: s.cfg.HTTPIdle, ErrorLog: zap.NewStdLog(s.log)}
 	*dst = srv
 	go func() { s.serveErr <- ignoreClosed(srv.Serve(ln), http.ErrServerClosed) }()
