@@ -1,6 +1,7 @@
 package clientlimit
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
@@ -12,14 +13,22 @@ import (
 // multiply its share by changing ports or interface ids. A nil *PerAddr,
 // or one made with max <= 0, admits everything.
 type PerAddr struct {
-	max int
-	mu  sync.Mutex
-	n   map[netip.Prefix]int
+	max     int
+	setting string
+	mu      sync.Mutex
+	n       map[netip.Prefix]int
 }
 
 // NewPerAddr allows max units per address; max <= 0 means no limit.
-func NewPerAddr(max int) *PerAddr {
-	return &PerAddr{max: max, n: make(map[netip.Prefix]int)}
+// setting names the variable that raises it, for Refusal.
+func NewPerAddr(max int, setting string) *PerAddr {
+	return &PerAddr{max: max, setting: setting, n: make(map[netip.Prefix]int)}
+}
+
+// Refusal is the message a client over the cap sees, naming the limit
+// and its setting.
+func (p *PerAddr) Refusal() string {
+	return fmt.Sprintf("too many unauthenticated connections from your address (limit %d, set %s)", p.Max(), p.setting)
 }
 
 // Max is the limit (0: none).

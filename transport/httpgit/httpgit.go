@@ -184,7 +184,7 @@ func (h *handler) session(next http.HandlerFunc) http.HandlerFunc {
 // tooManyUnauthenticated refuses a request over the per-address cap of
 // requests without credentials.
 func (h *handler) tooManyUnauthenticated(w http.ResponseWriter, r *http.Request) {
-	msg := UnauthenticatedLimit(h.anon.Max())
+	msg := h.anon.Refusal()
 	h.metrics.Observe("refused", strconv.Itoa(http.StatusTooManyRequests), 0, 0, 0)
 	h.log.Info("git http request refused", zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr),
 		zap.Int("status", http.StatusTooManyRequests), zap.String("reason", msg))
@@ -193,16 +193,6 @@ func (h *handler) tooManyUnauthenticated(w http.ResponseWriter, r *http.Request)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusTooManyRequests)
 	io.WriteString(w, msg+"\n")
-}
-
-// SettingUnauthenticated raises the per-address cap of unauthenticated
-// connections and requests, over HTTP and SSH alike.
-const SettingUnauthenticated = "RGIT_MAX_ANON_PER_ADDR"
-
-// UnauthenticatedLimit is the message a client over the per-address cap
-// sees.
-func UnauthenticatedLimit(limit int) string {
-	return fmt.Sprintf("too many unauthenticated connections from your address (limit %d, set %s)", limit, SettingUnauthenticated)
 }
 
 func newHandler(cfg Config) (*handler, error) {
