@@ -87,7 +87,7 @@ var Vars = []Var{
 	{"RGIT_CACHE_DIR", "./cache", "local pack cache; locked by one process at a time"},
 	{"RGIT_HTTP_ADDR", ":8080", "smart HTTP listen address (also /healthz, /ready, /metrics)"},
 	{"RGIT_SSH_ADDR", ":2222", "SSH listen address"},
-	{"RGIT_HOST_KEY", "./host_key", "SSH host key (OpenSSH format); generated if missing"},
+	{"RGIT_HOST_KEY", "./host_key", "SSH host key (OpenSSH format); generated if missing, its public half written beside it with .pub appended; one key for every node of a cluster"},
 	{"RGIT_PEER_ADDR", ":8081", "peer HTTP listen address; the peer stream port (admin, actor messages) is this port + 1, on 127.0.0.1 on a single node unless this is set"},
 	{"RGIT_PEER_SVC", "", "headless service the peers hang off; unset means single node"},
 	{"RGIT_PEERS", "", "static peer map instead of RGIT_PEER_SVC: rgit-0=127.0.0.1:9081,rgit-1=127.0.0.1:9181 (peer HTTP addresses; stream port = +1)"},

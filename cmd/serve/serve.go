@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cmd/config"
@@ -116,9 +117,17 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	for _, o := range opts {
 		o(s)
 	}
+	// Every port is bound before anything is written (the SSH host key,
+	// a generated peer secret): a port in use stops the node with nothing
+	// changed.
+	lns, err := bind(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ok := false
 	defer func() {
 		if !ok {
+			lns.close()
 			s.close()
 		}
 	}()
@@ -256,7 +265,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}, Admission: admit}
 	// One budget of unauthenticated connections per client address,
 	// shared by the public HTTP and SSH listeners.
-	anon := clientlimit.NewPerAddr(cfg.MaxAnonPerAddr)
+	anon := clientlimit.NewPerAddr(cfg.MaxAnonPerAddr, "RGIT_MAX_ANON_PER_ADDR")
 	go trim.Run(bgCtx)
 	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http"),
 		Unauthenticated: anon}
@@ -288,12 +297,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// The browse page's repository list, next to the API it reads.
 		publicAPI = web.WithRepoList(publicAPI, &web.RepoLister{Store: s.store, Auth: credentials, Log: log})
 	}
-	if s.HTTPAddr, err = s.listenHTTP(cfg.HTTPAddr, api.Mount(publicAPI, mux), nil, &s.httpSrv); err != nil {
-		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
-	}
+	s.HTTPAddr = s.serveHTTP(lns.take(&lns.http), api.Mount(publicAPI, mux), nil, &s.httpSrv)
 
 	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Engine: proto, Keys: credentials, Logger: log, Metrics: pm.For("ssh"),
-		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall}
+		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: anon}
 	if sessFwd != nil {
 		sshCfg.Forward, sshCfg.Rerouter = sessFwd, eng
 	}
@@ -301,11 +308,24 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_SSH_ADDR/RGIT_HOST_KEY: %w", err)
 	}
-	sshLn, err := net.Listen("tcp", cfg.SSHAddr)
-	if err != nil {
-		return nil, fmt.Errorf("RGIT_SSH_ADDR: %w", err)
-	}
+	sshLn := lns.take(&lns.ssh)
 	s.SSHAddr = sshLn.Addr().String()
+	knownHosts := func(name string) (string, error) {
+		names, err := sshgit.KnownHostsNames(s.SSHAddr, name)
+		if err != nil {
+			return "", err
+		}
+		return sshgit.KnownHostsLine(names, s.sshSrv.HostKey()), nil
+	}
+	if s.cluster != nil {
+		s.cluster.hostKeys.setOwn(gossh.FingerprintSHA256(s.sshSrv.HostKey()))
+	}
+	if line, err := knownHosts(""); err == nil {
+		// What a client's ~/.ssh/known_hosts needs (rgit-admin host-key
+		// prints it too).
+		log.Info("ssh host key", zap.String("fingerprint", gossh.FingerprintSHA256(s.sshSrv.HostKey())),
+			zap.String("known_hosts", line), zap.String("public_key", sshgit.PublicKeyPath(cfg.HostKey)))
+	}
 	if s.cluster == nil {
 		// The browse page, on a single node only: it renders from the read
 		// API, called in process (in a cluster, nodes refuse /api/ on their
@@ -317,12 +337,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 	go func() { s.serveErr <- ignoreClosed(s.sshSrv.Serve(sshLn), sshgit.ErrServerClosed) }()
 
-	streamAddr, err := cfg.PeerStreamAddr()
-	if err != nil {
-		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
-	}
 	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge,
-		Version: build.String(), PeerTLS: cfg.PeerTLS}
+		Version: build.String(), PeerTLS: cfg.PeerTLS, KnownHosts: knownHosts}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}
@@ -359,9 +375,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		peerMux := http.NewServeMux()
 		peerMux.Handle("GET "+admin.RolloutPath, peer.RequireSecret(s.PeerSecret, log, http.HandlerFunc(s.rolloutStatus)))
 		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
-		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv); err != nil {
-			return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
-		}
+		s.PeerHTTPAddr = s.serveHTTP(lns.take(&lns.peer), peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv)
 	}
 	var streamHandler http.Handler = adminMux
 	if s.cluster != nil {
@@ -369,9 +383,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// paths it does not serve.
 		streamHandler = peer.RequireBearer(s.PeerSecret, log, adminMux)
 	}
-	if s.AdminAddr, err = s.listenHTTP(streamAddr, streamHandler, cfg.PeerTLS.ServerTLS(), &s.adminSrv); err != nil {
-		return nil, fmt.Errorf("RGIT_PEER_ADDR (stream port %s): %w", streamAddr, err)
-	}
+	s.AdminAddr = s.serveHTTP(lns.take(&lns.stream), streamHandler, cfg.PeerTLS.ServerTLS(), &s.adminSrv)
 
 	go s.probeStore(bgCtx)
 	log.Info("rgit serving", zap.String("version", build.String()), zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
@@ -396,12 +408,60 @@ func pprofHandler() http.Handler {
 	return mux
 }
 
-// listenHTTP serves h on addr, over TLS when tc is set (the peer ports).
-func (s *Server) listenHTTP(addr string, h http.Handler, tc *tls.Config, dst **http.Server) (string, error) {
-	ln, err := net.Listen("tcp", addr)
+// listeners are the node's ports, bound at the start of Start. Start
+// takes each as it begins serving it; close closes those not taken.
+type listeners struct {
+	http, ssh, peer, stream net.Listener // peer: cluster mode only
+}
+
+// bind binds every port the configuration names, or none: the error
+// names the variable of the port that failed.
+func bind(cfg *config.Config) (*listeners, error) {
+	streamAddr, err := cfg.PeerStreamAddr()
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 	}
+	l := &listeners{}
+	for _, p := range []struct {
+		dst       *net.Listener
+		addr, env string
+		want      bool
+	}{
+		{&l.http, cfg.HTTPAddr, "RGIT_HTTP_ADDR", true},
+		{&l.ssh, cfg.SSHAddr, "RGIT_SSH_ADDR", true},
+		{&l.peer, cfg.PeerAddr, "RGIT_PEER_ADDR", cfg.Cluster()},
+		{&l.stream, streamAddr, "RGIT_PEER_ADDR (stream port " + streamAddr + ")", true},
+	} {
+		if !p.want {
+			continue
+		}
+		if *p.dst, err = net.Listen("tcp", p.addr); err != nil {
+			l.close()
+			return nil, fmt.Errorf("%s: %w", p.env, err)
+		}
+	}
+	return l, nil
+}
+
+// take hands *ln over to its server.
+func (l *listeners) take(ln *net.Listener) net.Listener {
+	taken := *ln
+	*ln = nil
+	return taken
+}
+
+func (l *listeners) close() {
+	for _, ln := range []net.Listener{l.http, l.ssh, l.peer, l.stream} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// serveHTTP serves h on ln, over TLS when tc is set (the peer ports), and
+// returns the bound address.
+func (s *Server) serveHTTP(ln net.Listener, h http.Handler, tc *tls.Config, dst **http.Server) string {
+	addr := ln.Addr().String()
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
@@ -409,7 +469,7 @@ func (s *Server) listenHTTP(addr string, h http.Handler, tc *tls.Config, dst **h
 		IdleTimeout: s.cfg.HTTPIdle, ErrorLog: zap.NewStdLog(s.log)}
 	*dst = srv
 	go func() { s.serveErr <- ignoreClosed(srv.Serve(ln), http.ErrServerClosed) }()
-	return ln.Addr().String(), nil
+	return addr
 }
 
 func ignoreClosed(err, closed error) error {

@@ -130,6 +130,12 @@ type (
 		Repo string `json:"repo"`
 	}
 	Version struct{}
+	// HostKey asks for the known_hosts line of the node's SSH host key,
+	// for clients reaching it as Host ("name" or "name:port"; empty: the
+	// node's SSH address, on loopback as 127.0.0.1 and localhost).
+	HostKey struct {
+		Host string `json:"host,omitempty"`
+	}
 )
 
 func (CreateRepo) op() (string, Result)    { return "create-repo", new(Done) }
@@ -156,6 +162,7 @@ func (ListRepos) op() (string, Result)     { return "list-repos", new(Repos) }
 func (ShowStatus) op() (string, Result)    { return "status", new(Status) }
 func (WhereIs) op() (string, Result)       { return "where", new(Where) }
 func (Version) op() (string, Result)       { return "version", new(Done) }
+func (HostKey) op() (string, Result)       { return "host-key", new(Done) }
 
 // The messages their repository's owner runs (the others act on the
 // store, on credentials or on the node that receives them).
@@ -218,7 +225,9 @@ var commands = map[string]struct {
 	"list-repos":  {0, "", nil, func([]string, flagSet) Msg { return ListRepos{} }},
 	"status":      {0, "", nil, func([]string, flagSet) Msg { return ShowStatus{} }},
 	"version":     {0, "", nil, func([]string, flagSet) Msg { return Version{} }},
-	"where":       {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return WhereIs{Repo: a[0]} }},
+	"host-key": {0, "[--host <name>[:<port>]]", map[string]bool{"host": true},
+		func(_ []string, f flagSet) Msg { return HostKey{Host: f.last("host")} }},
+	"where": {1, "<owner>/<name>", nil, func(a []string, _ flagSet) Msg { return WhereIs{Repo: a[0]} }},
 }
 
 var asFlag = map[string]bool{"as": true}
