@@ -78,6 +78,13 @@ func (c *conn) hold() {
 	c.direct, c.pw = c.pw, pktline.NewWriter(c.held)
 }
 
+// discard drops what hold collected.
+func (c *conn) discard() {
+	if c.held != nil {
+		c.pw, c.direct, c.held = c.direct, nil, nil
+	}
+}
+
 // emit queues what hold collected on the connection's output.
 func (c *conn) emit() error {
 	if c.held == nil {
@@ -248,12 +255,18 @@ func (c *conn) sideband(mode pktline.SidebandMode) *pktline.Muxer {
 	return c.mux
 }
 
-// failSlot reports a request that found no negotiation slot: a
-// full-duplex client gets the busy line as an ERR (a stateless one gets
-// the front end's 503 with Retry-After, nothing having been written).
-func (c *conn) failSlot(opt Options, err error) error {
-	if be, ok := errors.AsType[*BusyError](err); ok && !opt.StatelessRPC {
-		return c.fail(be.Error(), err)
+// failBusy reports a request refused for want of capacity (no
+// negotiation slot in time, memory admission): a full-duplex client gets
+// the reason as an ERR line (a stateless one gets the front end's 503
+// with Retry-After, nothing having been written). Other errors are
+// returned as they are.
+func (c *conn) failBusy(opt Options, err error) error {
+	if !errors.Is(err, ErrBusy) || opt.StatelessRPC {
+		return err
 	}
-	return err
+	msg := ErrBusy.Error()
+	if be, ok := errors.AsType[*BusyError](err); ok {
+		msg = be.Error()
+	}
+	return c.fail(msg, err)
 }

@@ -30,6 +30,14 @@ type Options struct {
 	Agent string
 	// Limits bound fetch and push requests; zero fields take the defaults.
 	Limits
+	// AdmitPack, if set, is asked before a fetch's pack work starts: once
+	// its negotiation has decided that a pack follows, before any of the
+	// answer that leads to it is written. Refused, it returns an error
+	// wrapping ErrBusy, reported like a busy negotiation slot (an ERR line
+	// full duplex, nothing written stateless). release is called once
+	// the pack is written. Nothing is admitted while the session waits
+	// for the client.
+	AdmitPack func() (release func(), err error)
 	// Input, if set, is how the session bounds the time a whole request
 	// may take to arrive (Limits.RequestTimeout): the deadline of the
 	// stream in is read from, or of what feeds it. A read it cuts off
@@ -146,6 +154,14 @@ func (l Limits) maxPushOptions() int { return orDefault(l.MaxPushOptions, Defaul
 func (l Limits) maxWants() int       { return orDefault(l.MaxWants, DefaultMaxWants) }
 func (l Limits) maxHaves() int       { return orDefault(l.MaxHaves, DefaultMaxHaves) }
 func (l Limits) maxArgBytes() int    { return orDefault(l.MaxArgBytes, DefaultMaxArgBytes) }
+
+// admitPack asks Options.AdmitPack, if set.
+func (o Options) admitPack() (release func(), err error) {
+	if o.AdmitPack == nil {
+		return func() {}, nil
+	}
+	return o.AdmitPack()
+}
 
 func (l Limits) requestTimeout() time.Duration {
 	switch {

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -206,5 +209,82 @@ func TestRequestDeadline(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestBusyAsGitPrintsIt: a fetch that finds no negotiation slot within
+// the queue bound fails with the busy line, and git prints it as the
+// remote's error in every protocol version over a full-duplex connection
+// (ssh, git://), where it arrives after the ref advertisement.
+func TestBusyAsGitPrintsIt(t *testing.T) {
+	t.Parallel()
+	const want = "remote error: server busy: all 1 fetch negotiation slots stayed taken for 100ms (set RGIT_MAX_NEGOTIATIONS, RGIT_NEGOTIATION_WAIT_SECS)"
+	src := newFixture(t)
+	for _, proto := range protocols {
+		t.Run("v"+strconv.Itoa(proto), func(t *testing.T) {
+			t.Parallel()
+			dst := filepath.Join(t.TempDir(), "dst.git")
+			runGit(t, "", "init", "-q", "--bare", dst)
+			out, err := tryGit(t, "", []string{"RGIT_HELPER_BUSY=1"}, "--git-dir", dst,
+				"-c", "protocol.version="+strconv.Itoa(proto), "fetch", "--upload-pack", helperCmd(t, "upload"),
+				src, "+refs/heads/main:refs/heads/main")
+			if err == nil || !strings.Contains(out, want) {
+				t.Fatalf("fetch with every slot taken: %v\n%s\nwant %q", err, out, want)
+			}
+		})
+	}
+}
+
+// TestAdmitPack: a fetch's pack work is admitted (Options.AdmitPack) only
+// once its negotiation decided that the pack follows, and released after
+// the pack; an advertisement, ls-refs and a round that ends without a pack
+// ask nothing. Refused, the answer is the busy line full duplex and
+// nothing stateless (the front end's 503).
+func TestAdmitPack(t *testing.T) {
+	t.Parallel()
+	src := newFixture(t)
+	main, old := rev(t, src, "main"), rev(t, src, "main~3")
+	v2 := Options{Protocol: 2, StatelessRPC: true}
+	cases := []struct {
+		name  string
+		opt   Options
+		in    string
+		packs int
+	}{
+		{"advertisement", Options{Protocol: 2, StatelessRPC: true, AdvertiseOnly: true}, "", 0},
+		{"ls-refs", v2, pkt("command=ls-refs\n", "0000"), 0},
+		{"v2 round without ready", v2, pkt("command=fetch\n", "0001", "want "+main+"\n", "have "+strings.Repeat("1", 40)+"\n", "0000"), 0},
+		{"v2 done", v2, pkt("command=fetch\n", "0001", "want "+main+"\n", "have "+old+"\n", "done\n", "0000"), 1},
+		{"v0 flush", Options{StatelessRPC: true}, pkt("want "+main+" multi_ack_detailed\n", "0000", "have "+strings.Repeat("1", 40)+"\n", "0000"), 0},
+		{"v0 done", Options{StatelessRPC: true}, pkt("want "+main+"\n", "0000", "have "+old+"\n", "done\n"), 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked, released int
+			tc.opt.AdmitPack = func() (func(), error) {
+				asked++
+				return func() { released++ }, nil
+			}
+			var out bytes.Buffer
+			if err := UploadPack(context.Background(), &gitRepo{dir: src}, strings.NewReader(tc.in), &out, tc.opt); err != nil {
+				t.Fatal(err)
+			}
+			if asked != tc.packs || released != tc.packs {
+				t.Errorf("admission asked %d, released %d times, want %d", asked, released, tc.packs)
+			}
+		})
+	}
+	refuse := func() (func(), error) { return nil, fmt.Errorf("%w: no memory", ErrBusy) }
+	var out bytes.Buffer
+	opt := Options{Protocol: 2, StatelessRPC: true, AdmitPack: refuse}
+	err := UploadPack(context.Background(), &gitRepo{dir: src}, strings.NewReader(cases[3].in), &out, opt)
+	if !errors.Is(err, ErrBusy) || out.Len() != 0 {
+		t.Errorf("stateless refusal: %v, wrote %q", err, out.String())
+	}
+	out.Reset()
+	opt = Options{AdmitPack: refuse}
+	err = UploadPack(context.Background(), &gitRepo{dir: src}, strings.NewReader(cases[5].in), &out, opt)
+	if !errors.Is(err, ErrBusy) || !strings.HasSuffix(out.String(), pkt("ERR server busy\n")) || strings.Contains(out.String(), "ACK") {
+		t.Errorf("full-duplex refusal: %v, wrote %q", err, out.String())
 	}
 }

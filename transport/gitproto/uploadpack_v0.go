@@ -109,10 +109,11 @@ type v0session struct {
 }
 
 func (s *v0session) run(ctx context.Context) error {
-	send, err := s.negotiateAll(ctx)
-	if err != nil || !send {
+	admitted, err := s.negotiateAll(ctx)
+	if err != nil || admitted == nil {
 		return err
 	}
+	defer admitted()
 	s.args.req.Haves = s.common
 	plan, err := s.b.PlanFetch(ctx, s.args.req)
 	if err != nil {
@@ -121,37 +122,38 @@ func (s *v0session) run(ctx context.Context) error {
 	return sendPackV0(ctx, s.c, plan, s.sideband, s.args.noProgress)
 }
 
-// negotiateAll reads the wants, sends the shallow list and negotiates;
-// send is true when the pack should follow. Every request (the want
-// list, each round of haves) is read whole before the work on it takes a
-// negotiation slot, and its answer is written after the slot is given
-// back: no slot is held while the client is waited for.
-func (s *v0session) negotiateAll(ctx context.Context) (send bool, err error) {
+// negotiateAll reads the wants, sends the shallow list and negotiates.
+// When the pack follows, it has been admitted (Options.AdmitPack) and
+// admitted is the release. Every request (the want list, each round of
+// haves) is read whole before the work on it takes a negotiation slot,
+// and its answer is written after the slot is given back: no slot is held
+// while the client is waited for.
+func (s *v0session) negotiateAll(ctx context.Context) (admitted func(), err error) {
 	s.budget = argBudget{limit: s.opt.maxArgBytes()}
 	done, err := s.readWants()
 	if err != nil || done {
-		return false, err
+		return nil, err
 	}
-	if err := s.withSlot(ctx, s.planWants); err != nil {
-		return false, err
+	err = s.withSlot(ctx, s.planWants)
+	if eerr := s.c.emit(); err == nil {
+		err = eerr
+	}
+	if err != nil {
+		return nil, err
 	}
 	return s.negotiate(ctx)
 }
 
-// withSlot runs work under a negotiation slot with the output held, then
-// writes what it answered.
+// withSlot runs work under a negotiation slot with the output held; the
+// caller emits it.
 func (s *v0session) withSlot(ctx context.Context, work func(context.Context) error) error {
 	release, err := s.opt.acquire(ctx)
 	if err != nil {
-		return s.c.failSlot(s.opt, err)
+		return s.c.failBusy(s.opt, err)
 	}
+	defer release()
 	s.c.hold()
-	err = work(ctx)
-	release()
-	if eerr := s.c.emit(); err == nil {
-		err = eerr
-	}
-	return err
+	return work(ctx)
 }
 
 // planWants checks the wants and writes the shallow list of a deepening
@@ -332,29 +334,44 @@ func (s *v0session) readRound() (*haveRound, error) {
 }
 
 // negotiate runs git's get_common_commits over the rounds of have lines.
-// It returns send=true when the pack should follow.
-func (s *v0session) negotiate(ctx context.Context) (send bool, err error) {
+// When the pack follows, it returns the admission's release.
+func (s *v0session) negotiate(ctx context.Context) (admitted func(), err error) {
 	s.seen = make(map[object.ID]bool)
 	for {
 		r, err := s.readRound()
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if r.eof {
 			// A stateless client may stop after the want list.
 			if s.opt.StatelessRPC && len(s.seen) == 0 {
-				return false, nil
+				return nil, nil
 			}
-			return false, fmt.Errorf("%w: unexpected end of have list", ErrProtocol)
+			return nil, fmt.Errorf("%w: unexpected end of have list", ErrProtocol)
 		}
-		var stop bool
+		var send, stop bool
 		err = s.withSlot(ctx, func(ctx context.Context) error {
 			var err error
 			send, stop, err = s.answerRound(ctx, r)
 			return err
 		})
-		if err != nil || stop {
-			return send, err
+		if err == nil && send {
+			if admitted, err = s.opt.admitPack(); err != nil {
+				s.c.discard()
+				return nil, s.c.failBusy(s.opt, err)
+			}
+		}
+		if eerr := s.c.emit(); err == nil {
+			err = eerr
+		}
+		if err != nil {
+			if admitted != nil {
+				admitted()
+			}
+			return nil, err
+		}
+		if stop {
+			return admitted, nil
 		}
 	}
 }

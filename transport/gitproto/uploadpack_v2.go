@@ -248,10 +248,11 @@ func fetchV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs bool)
 	if err != nil {
 		return err
 	}
-	a, send, err := negotiateV2(ctx, b, c, opt, r)
-	if err != nil || !send {
+	a, admitted, err := negotiateV2(ctx, b, c, opt, r)
+	if err != nil || admitted == nil {
 		return err
 	}
+	defer admitted()
 	plan, err := b.PlanFetch(ctx, a.req)
 	if err != nil {
 		return c.internalErr(upErrPrefix, fmt.Errorf("plan fetch: %w", err))
@@ -334,21 +335,32 @@ func readFetchV2(c *conn, opt Options, hasArgs bool) (*fetchV2Request, error) {
 	return r, nil
 }
 
-// negotiateV2 answers a fetch request's haves; send is true when the
-// pack follows. It holds a negotiation slot while it looks things up,
-// and writes its answer only once the slot is given back.
-func negotiateV2(ctx context.Context, b Backend, c *conn, opt Options, r *fetchV2Request) (_ *fetchArgs, send bool, err error) {
+// negotiateV2 answers a fetch request's haves. When the pack follows, it
+// has been admitted (Options.AdmitPack) and admitted is the release.
+// It holds a negotiation slot while it looks things up, and writes its
+// answer only once the slot is given back.
+func negotiateV2(ctx context.Context, b Backend, c *conn, opt Options, r *fetchV2Request) (_ *fetchArgs, admitted func(), err error) {
 	release, err := opt.acquire(ctx)
 	if err != nil {
-		return nil, false, c.failSlot(opt, err)
+		return nil, nil, c.failBusy(opt, err)
 	}
 	c.hold()
 	a, send, err := decideV2(ctx, b, c, r)
 	release()
+	if err == nil && send {
+		if admitted, err = opt.admitPack(); err != nil {
+			c.discard()
+			return nil, nil, c.failBusy(opt, err)
+		}
+	}
 	if eerr := c.emit(); err == nil {
 		err = eerr
 	}
-	return a, send, err
+	if err != nil && admitted != nil {
+		admitted()
+		admitted = nil
+	}
+	return a, admitted, err
 }
 
 // decideV2 is negotiateV2's work under the slot; its output is held.

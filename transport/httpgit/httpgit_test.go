@@ -812,3 +812,52 @@ func TestMovedAnswerDoesNotHoldShutdown(t *testing.T) {
 		t.Fatalf("graceful shutdown with the forwarder's connection open: %v", err)
 	}
 }
+
+// TestUnauthenticatedPerAddress: git requests without credentials that one
+// address has in flight are capped: over the cap a request is answered 429
+// with Retry-After and the limit's message, before anything is opened;
+// requests with credentials are not counted, and a finished request gives
+// its unit back.
+func TestUnauthenticatedPerAddress(t *testing.T) {
+	f := newFixture(t)
+	limit := clientlimit.NewPerAddr(1, "RGIT_MAX_ANON_PER_ADDR")
+	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{aliceTok: "alice"}, Engine: drainEngine{}, MaxBody: -1, Unauthenticated: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	// An anonymous fetch whose body has not all arrived holds the unit.
+	pr, pw := io.Pipe()
+	held := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", srv.URL+"/alice/pub.git/git-upload-pack", pr)
+		req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
+		held <- do(t, req)
+	}()
+	pw.Write([]byte("0000"))
+	for deadline := time.Now().Add(10 * time.Second); limit.Held("127.0.0.1") != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow request holds no unit")
+		}
+	}
+	opened := f.res.Sessions.Load()
+	r := get(t, &fixture{srv: srv}, "/alice/pub.git/info/refs?service=git-upload-pack", "", nil)
+	if want := "too many unauthenticated connections from your address (limit 1, set RGIT_MAX_ANON_PER_ADDR)\n"; r.status != http.StatusTooManyRequests ||
+		r.body != want || r.header.Get("Retry-After") == "" {
+		t.Fatalf("over the cap: %d %v %q, want 429 with Retry-After and %q", r.status, r.header, r.body, want)
+	}
+	if f.res.Sessions.Load() != opened {
+		t.Error("a refused request opened a session")
+	}
+	if r := get(t, &fixture{srv: srv}, "/alice/pub.git/info/refs?service=git-upload-pack", aliceTok, nil); r.status != 200 {
+		t.Errorf("with credentials: %d %q", r.status, r.body)
+	}
+	pw.Close()
+	if r := <-held; r.status != 200 {
+		t.Fatalf("slow request: %d %q", r.status, r.body)
+	}
+	if r := get(t, &fixture{srv: srv}, "/alice/pub.git/info/refs?service=git-upload-pack", "", nil); r.status != 200 {
+		t.Errorf("after the slow request ended: %d %q", r.status, r.body)
+	}
+}

@@ -1,8 +1,9 @@
 // Package sshgit is rgit's SSH front end (gliderlabs/ssh): it accepts
 // public-key authentication only and runs exactly two commands,
 // `git-upload-pack '<path>'` and `git-receive-pack '<path>'`, through the
-// shared transport/gitserve gate. Shells, ptys, subsystems and any other
-// command are refused with a message on stderr and exit status 1.
+// shared transport/gitserve gate. Subsystems and any other command are
+// refused with a message on stderr and exit status 1; a shell request is
+// greeted (below).
 //
 // Identity: every public key may connect. A key registered to an owner
 // (Config.Keys) authenticates as that owner; an unknown key connects as
