@@ -861,3 +861,33 @@ func TestUnauthenticatedPerAddress(t *testing.T) {
 		t.Errorf("after the slow request ended: %d %q", r.status, r.body)
 	}
 }
+
+// busyEngine refuses every session for want of a negotiation slot.
+type busyEngine struct{}
+
+func (busyEngine) UploadPack(context.Context, gitproto.Backend, io.Reader, io.Writer, gitproto.Options) error {
+	return &gitproto.BusyError{Slots: 16, Wait: 10 * time.Second}
+}
+
+func (e busyEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, o gitproto.Options) error {
+	return e.UploadPack(ctx, b, in, out, o)
+}
+
+// TestBusyAnswer: a fetch refused for want of a negotiation slot is
+// answered 503 with Retry-After and the line naming the settings.
+func TestBusyAnswer(t *testing.T) {
+	f := newFixture(t)
+	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Engine: busyEngine{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/alice/pub.git/git-upload-pack", strings.NewReader("0000"))
+	req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
+	r := do(t, req)
+	want := "server busy: all 16 fetch negotiation slots stayed taken for 10s (set RGIT_MAX_NEGOTIATIONS, RGIT_NEGOTIATION_WAIT_SECS)\n"
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != RetryAfter || r.body != want {
+		t.Fatalf("busy: %d %v %q, want 503 with Retry-After and %q", r.status, r.header, r.body, want)
+	}
+}
