@@ -106,10 +106,6 @@ func NewSlots(n int, wait time.Duration) *Slots {
 	return &Slots{sem: semaphore.NewWeighted(int64(n)), n: n, wait: wait}
 }
 
-// DefaultNegotiationWait is how long a request queues for a slot by
-// default before it is refused as busy.
-const DefaultNegotiationWait = 10 * time.Second
-
 // DefaultRequestTimeout is Limits.RequestTimeout's default.
 const DefaultRequestTimeout = time.Minute
 
