@@ -53,6 +53,11 @@ type Config struct {
 	MaxHaves        int               // RGIT_MAX_HAVES
 	MaxArgBytes     int               // RGIT_MAX_ARG_BYTES
 	MaxNegotiations int               // RGIT_MAX_NEGOTIATIONS
+	NegotiationWait time.Duration     // RGIT_NEGOTIATION_WAIT_SECS
+	RequestTimeout  time.Duration     // RGIT_REQUEST_SECS
+	MinRate         int64             // RGIT_MIN_RATE in bytes per second; 0: the stall times alone
+	MaxAnonPerAddr  int               // RGIT_MAX_ANON_PER_ADDR; 0: no limit
+	SSHAuth         time.Duration     // RGIT_SSH_AUTH_SECS
 	PeerAddrSet     bool              // RGIT_PEER_ADDR was set rather than defaulted
 	HTTPIdle        time.Duration     // RGIT_HTTP_IDLE_SECS
 	HTTPBodyStall   time.Duration     // RGIT_HTTP_BODY_STALL_SECS
@@ -90,7 +95,7 @@ var Vars = []Var{
 	{"RGIT_CACHE_DIR", "./cache", "local pack cache; locked by one process at a time"},
 	{"RGIT_HTTP_ADDR", ":8080", "smart HTTP listen address (also the web page on a single node, /healthz, /ready)"},
 	{"RGIT_SSH_ADDR", ":2222", "SSH listen address"},
-	{"RGIT_HOST_KEY", "./host_key", "SSH host key (OpenSSH format); generated if missing"},
+	{"RGIT_HOST_KEY", "./host_key", "SSH host key (OpenSSH format); generated if missing, its public half written beside it with .pub appended; one key for every node of a cluster"},
 	{"RGIT_PEER_ADDR", ":8081", "peer HTTP listen address; the peer stream port (admin, actor messages) is this port + 1, on 127.0.0.1 on a single node unless this is set"},
 	{"RGIT_PEER_SVC", "", "headless service the peers hang off; unset means single node"},
 	{"RGIT_PEERS", "", "static peer map instead of RGIT_PEER_SVC: rgit-0=127.0.0.1:9081,rgit-1=127.0.0.1:9181 (peer HTTP addresses; stream port = +1)"},
@@ -120,11 +125,16 @@ var Vars = []Var{
 	{"RGIT_MAX_WANTS", "200000", "maximum distinct wants of one fetch request (git sends one per distinct ref tip fetched)"},
 	{"RGIT_MAX_HAVES", "200000", "maximum distinct haves of one fetch negotiation (a v2 request, a v0 HTTP request or a whole v0 SSH session); git sends a few thousand when it finds common history"},
 	{"RGIT_MAX_ARG_BYTES", "33554432", "maximum bytes of one fetch request's argument lines"},
-	{"RGIT_MAX_NEGOTIATIONS", "16", "maximum fetch negotiations (argument parsing and have matching) running at once on the node; more wait"},
+	{"RGIT_MAX_NEGOTIATIONS", "16", "maximum fetch negotiations (have matching and reachability checks, once the request has arrived) running at once on the node; more queue"},
+	{"RGIT_NEGOTIATION_WAIT_SECS", "10", "how long a fetch request queues for a negotiation slot before it is refused as busy (ERR server busy, HTTP 503)"},
+	{"RGIT_REQUEST_SECS", "60", "a whole fetch request (a protocol v2 command with its arguments, a v0 want list or round of haves) must arrive within this long of the server waiting for it"},
+	{"RGIT_MIN_RATE", "4096", "minimum bytes per second of request bodies, SSH input and answers the client reads; a transfer may fall behind it by the stall time (RGIT_HTTP_BODY_STALL_SECS, RGIT_SSH_STALL_SECS); 0: the stall times alone"},
+	{"RGIT_MAX_ANON_PER_ADDR", "32", "unauthenticated connections and requests one client address may have open at once (HTTP git requests without credentials, SSH connections until they authenticate with a registered key); 0: no limit"},
 	{"RGIT_HTTP_IDLE_SECS", "120", "an idle keep-alive HTTP connection is closed after this long (every HTTP listener)"},
-	{"RGIT_HTTP_BODY_STALL_SECS", "60", "a request body that sends no byte for this long while the server waits for it is cut off (every HTTP listener)"},
+	{"RGIT_HTTP_BODY_STALL_SECS", "60", "how far a request body or an answer may fall behind RGIT_MIN_RATE (a body that stops moving is cut off after this long; every HTTP listener)"},
 	{"RGIT_SSH_IDLE_SECS", "300", "an SSH connection that moves no data for this long is closed"},
-	{"RGIT_SSH_STALL_SECS", "60", "an SSH session that sends no byte for this long while the server waits for input is closed"},
+	{"RGIT_SSH_STALL_SECS", "60", "how far an SSH session's input (while the server waits for it) or output may fall behind RGIT_MIN_RATE"},
+	{"RGIT_SSH_AUTH_SECS", "30", "an SSH connection must finish authenticating within this long of connecting"},
 	{"RGIT_MEMORY_LIMIT", "0", "memory budget in bytes (suffixes Ki, Mi, Gi); the cgroup limit (memory.max) applies when lower; 0: the cgroup limit alone"},
 	{"RGIT_PREWARM_BYTES", "1Gi", "cluster: bytes of packs a starting node fetches into its cache, before it reports ready, for the repositories placement steers to it (suffixes Ki, Mi, Gi); 0: no start-up prewarm"},
 	{"RGIT_GC_INTERVAL_SECS", "3600", "average time between automatic garbage collections of each repository this node owns (jittered); 0 disables"},
@@ -262,6 +272,11 @@ func Parse(getenv func(string) string) (*Config, error) {
 		MaxHaves:        int(p.int("RGIT_MAX_HAVES", 1)),
 		MaxArgBytes:     int(p.int("RGIT_MAX_ARG_BYTES", 1024)),
 		MaxNegotiations: int(p.int("RGIT_MAX_NEGOTIATIONS", 1)),
+		NegotiationWait: p.seconds("RGIT_NEGOTIATION_WAIT_SECS", 1),
+		RequestTimeout:  p.seconds("RGIT_REQUEST_SECS", 1),
+		MinRate:         p.int("RGIT_MIN_RATE", 0),
+		MaxAnonPerAddr:  int(p.int("RGIT_MAX_ANON_PER_ADDR", 0)),
+		SSHAuth:         p.seconds("RGIT_SSH_AUTH_SECS", 1),
 		PeerAddrSet:     strings.TrimSpace(getenv("RGIT_PEER_ADDR")) != "",
 		HTTPIdle:        p.seconds("RGIT_HTTP_IDLE_SECS", 1),
 		HTTPBodyStall:   p.seconds("RGIT_HTTP_BODY_STALL_SECS", 1),

@@ -27,7 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
-	"golang.org/x/sync/semaphore"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cmd/config"
@@ -43,6 +43,7 @@ import (
 	"github.com/rgit/rgit/transport/admin"
 	"github.com/rgit/rgit/transport/admission"
 	"github.com/rgit/rgit/transport/api"
+	"github.com/rgit/rgit/transport/clientlimit"
 	"github.com/rgit/rgit/transport/engine"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
@@ -119,9 +120,17 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	for _, o := range opts {
 		o(s)
 	}
+	// Every port is bound before anything is written (the SSH host key,
+	// a generated peer secret): a port in use stops the node with nothing
+	// changed.
+	lns, err := bind(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ok := false
 	defer func() {
 		if !ok {
+			lns.close()
 			s.close()
 		}
 	}()
@@ -258,10 +267,15 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	proto := gitserve.ProtoEngine{Limits: gitproto.Limits{
 		MaxPushRefs: cfg.MaxPushRefs, MaxPushOptions: cfg.MaxPushOptions,
 		MaxWants: cfg.MaxWants, MaxHaves: cfg.MaxHaves, MaxArgBytes: cfg.MaxArgBytes,
-		Negotiations: semaphore.NewWeighted(int64(cfg.MaxNegotiations)),
+		RequestTimeout: cfg.RequestTimeout,
+		Negotiations:   gitproto.NewSlots(cfg.MaxNegotiations, cfg.NegotiationWait),
 	}, Admission: admit}
+	// One budget of unauthenticated connections per client address,
+	// shared by the public HTTP and SSH listeners.
+	anon := clientlimit.NewPerAddr(cfg.MaxAnonPerAddr, "RGIT_MAX_ANON_PER_ADDR")
 	go trim.Run(bgCtx)
-	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
+	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http"),
+		Unauthenticated: anon}
 	if httpFwd != nil {
 		httpCfg.Forward, httpCfg.Rerouter = countedFwd, eng
 	}
@@ -292,12 +306,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// The browse page's repository list, next to the API it reads.
 		publicAPI = web.WithRepoList(publicAPI, &web.RepoLister{Store: s.store, Auth: credentials, Log: log})
 	}
-	if s.HTTPAddr, err = s.listenHTTP(cfg.HTTPAddr, api.Mount(publicAPI, mux), nil, &s.httpSrv); err != nil {
-		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
-	}
+	s.HTTPAddr = s.serveHTTP(lns.take(&lns.http), api.Mount(publicAPI, mux), nil, &s.httpSrv)
 
 	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Engine: proto, Keys: credentials, Logger: log, Metrics: pm.For("ssh"),
-		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall}
+		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: anon}
 	if sessFwd != nil {
 		sshCfg.Forward, sshCfg.Rerouter = sessFwd, eng
 	}
@@ -305,11 +317,24 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_SSH_ADDR/RGIT_HOST_KEY: %w", err)
 	}
-	sshLn, err := net.Listen("tcp", cfg.SSHAddr)
-	if err != nil {
-		return nil, fmt.Errorf("RGIT_SSH_ADDR: %w", err)
-	}
+	sshLn := lns.take(&lns.ssh)
 	s.SSHAddr = sshLn.Addr().String()
+	knownHosts := func(name string) (string, error) {
+		names, err := sshgit.KnownHostsNames(s.SSHAddr, name)
+		if err != nil {
+			return "", err
+		}
+		return sshgit.KnownHostsLine(names, s.sshSrv.HostKey()), nil
+	}
+	if s.cluster != nil {
+		s.cluster.hostKeys.setOwn(gossh.FingerprintSHA256(s.sshSrv.HostKey()))
+	}
+	if line, err := knownHosts(""); err == nil {
+		// What a client's ~/.ssh/known_hosts needs (rgit-admin host-key
+		// prints it too).
+		log.Info("ssh host key", zap.String("fingerprint", gossh.FingerprintSHA256(s.sshSrv.HostKey())),
+			zap.String("known_hosts", line), zap.String("public_key", sshgit.PublicKeyPath(cfg.HostKey)))
+	}
 	if s.cluster == nil {
 		// The browse page, on a single node only: it renders from the read
 		// API, called in process (in a cluster, nodes refuse /api/ on their
@@ -325,12 +350,8 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 	go func() { s.serveErr <- ignoreClosed(s.sshSrv.Serve(sshLn), sshgit.ErrServerClosed) }()
 
-	streamAddr, err := cfg.PeerStreamAddr()
-	if err != nil {
-		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
-	}
 	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Cache: purger,
-		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout}
+		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout, KnownHosts: knownHosts}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}
@@ -356,6 +377,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		peerCfg := httpCfg
 		peerCfg.Metrics = pm.For("peer")
 		peerCfg.SessionKind, peerCfg.FromPeers = gitserve.KindForwarded, true
+		peerCfg.Unauthenticated = nil // every request comes from a peer node
 		peerGit, err := httpgit.New(peerCfg)
 		if err != nil {
 			return nil, err
@@ -373,9 +395,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 			peerMux.Handle("GET /metrics", metrics)
 		}
 		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
-		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv); err != nil {
-			return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
-		}
+		s.PeerHTTPAddr = s.serveHTTP(lns.take(&lns.peer), peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv)
 	}
 	var streamHandler http.Handler = adminMux
 	if s.cluster != nil {
@@ -383,16 +403,12 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// paths it does not serve.
 		streamHandler = peer.RequireBearer(s.PeerSecret, log, adminMux)
 	}
-	if s.AdminAddr, err = s.listenHTTP(streamAddr, streamHandler, cfg.PeerTLS.ServerTLS(), &s.adminSrv); err != nil {
-		return nil, fmt.Errorf("RGIT_PEER_ADDR (stream port %s): %w", streamAddr, err)
-	}
+	s.AdminAddr = s.serveHTTP(lns.take(&lns.stream), streamHandler, cfg.PeerTLS.ServerTLS(), &s.adminSrv)
 	switch {
 	case cfg.MetricsAddr != "":
 		metricsMux := http.NewServeMux()
 		metricsMux.Handle("GET /metrics", metrics)
-		if s.MetricsAddr, err = s.listenHTTP(cfg.MetricsAddr, metricsMux, nil, &s.metricsSrv); err != nil {
-			return nil, fmt.Errorf("RGIT_METRICS_ADDR: %w", err)
-		}
+		s.MetricsAddr = s.serveHTTP(lns.take(&lns.metrics), metricsMux, nil, &s.metricsSrv)
 	case s.cluster != nil:
 		s.MetricsAddr = s.PeerHTTPAddr
 	default:
@@ -422,20 +438,69 @@ func pprofHandler() http.Handler {
 	return mux
 }
 
-// listenHTTP serves h on addr, over TLS when tc is set (the peer ports).
-func (s *Server) listenHTTP(addr string, h http.Handler, tc *tls.Config, dst **http.Server) (string, error) {
-	ln, err := net.Listen("tcp", addr)
+// listeners are the node's ports, bound at the start of Start. Start
+// takes each as it begins serving it; close closes those not taken.
+type listeners struct {
+	http, ssh, peer, stream, metrics net.Listener // peer: cluster mode only; metrics: RGIT_METRICS_ADDR set
+}
+
+// bind binds every port the configuration names, or none: the error
+// names the variable of the port that failed.
+func bind(cfg *config.Config) (*listeners, error) {
+	streamAddr, err := cfg.PeerStreamAddr()
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 	}
+	l := &listeners{}
+	for _, p := range []struct {
+		dst       *net.Listener
+		addr, env string
+		want      bool
+	}{
+		{&l.http, cfg.HTTPAddr, "RGIT_HTTP_ADDR", true},
+		{&l.ssh, cfg.SSHAddr, "RGIT_SSH_ADDR", true},
+		{&l.peer, cfg.PeerAddr, "RGIT_PEER_ADDR", cfg.Cluster()},
+		{&l.stream, streamAddr, "RGIT_PEER_ADDR (stream port " + streamAddr + ")", true},
+		{&l.metrics, cfg.MetricsAddr, "RGIT_METRICS_ADDR", cfg.MetricsAddr != ""},
+	} {
+		if !p.want {
+			continue
+		}
+		if *p.dst, err = net.Listen("tcp", p.addr); err != nil {
+			l.close()
+			return nil, fmt.Errorf("%s: %w", p.env, err)
+		}
+	}
+	return l, nil
+}
+
+// take hands *ln over to its server.
+func (l *listeners) take(ln *net.Listener) net.Listener {
+	taken := *ln
+	*ln = nil
+	return taken
+}
+
+func (l *listeners) close() {
+	for _, ln := range []net.Listener{l.http, l.ssh, l.peer, l.stream, l.metrics} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// serveHTTP serves h on ln, over TLS when tc is set (the peer ports), and
+// returns the bound address.
+func (s *Server) serveHTTP(ln net.Listener, h http.Handler, tc *tls.Config, dst **http.Server) string {
+	addr := ln.Addr().String()
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
-	srv := &http.Server{Handler: httpgit.StallTimeout(h, s.cfg.HTTPBodyStall), ReadHeaderTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: httpgit.Pace(h, clientlimit.Rate{Grace: s.cfg.HTTPBodyStall, BytesPerSec: s.cfg.MinRate}), ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout: s.cfg.HTTPIdle, ErrorLog: zap.NewStdLog(s.log)}
 	*dst = srv
 	go func() { s.serveErr <- ignoreClosed(srv.Serve(ln), http.ErrServerClosed) }()
-	return ln.Addr().String(), nil
+	return addr
 }
 
 func ignoreClosed(err, closed error) error {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/rgit/rgit/transport/clientlimit"
 )
 
 // pipeListener is a net.Listener of in-memory connections (net.Pipe), so
@@ -62,12 +64,12 @@ type pipeAddr struct{}
 func (pipeAddr) Network() string { return "pipe" }
 func (pipeAddr) String() string  { return "pipe" }
 
-// TestStallTimeoutMovingBody: under StallTimeout, a request body that
-// keeps moving is read to the end although it takes many times the stall
-// time, and one that pauses for longer than the stall time is cut off. It
-// runs in fake time, so a busy machine cannot stretch a pause past the
-// stall time: both cases are exact.
-func TestStallTimeoutMovingBody(t *testing.T) {
+// TestPaceMovingBody: under Pace, a request body that keeps moving at the
+// rate is read to the end although it takes many times the grace, and one
+// that pauses for longer than the grace is cut off. It runs in fake time,
+// so a busy machine cannot stretch a pause past the grace: both cases are
+// exact.
+func TestPaceMovingBody(t *testing.T) {
 	const (
 		stall         = 300 * time.Millisecond
 		chunk, chunks = 32 << 10, 40
@@ -78,20 +80,20 @@ func TestStallTimeoutMovingBody(t *testing.T) {
 		wantOK bool
 	}{
 		{"slow but moving body", stall / 6, true},
-		{"moving just inside the stall time", stall - time.Millisecond, true},
-		{"a pause longer than the stall time", stall + time.Millisecond, false},
+		{"moving just inside the grace", stall - time.Millisecond, true},
+		{"a pause longer than the grace", stall + time.Millisecond, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				l := newPipeListener()
-				srv := &http.Server{Handler: StallTimeout(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				srv := &http.Server{Handler: Pace(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					n, err := io.Copy(io.Discard, r.Body)
 					if err != nil {
 						http.Error(w, err.Error(), http.StatusRequestTimeout)
 						return
 					}
 					fmt.Fprintf(w, "read %d", n)
-				}), stall)}
+				}), clientlimit.Rate{Grace: stall, BytesPerSec: 64 << 10})}
 				served := make(chan error, 1)
 				go func() { served <- srv.Serve(l) }()
 				tr := &http.Transport{DialContext: l.dial}
@@ -131,7 +133,7 @@ func TestStallTimeoutMovingBody(t *testing.T) {
 				took := time.Since(start)
 				if !tc.wantOK {
 					if err == nil && status == http.StatusOK {
-						t.Fatalf("a body pausing %s under a %s stall time was read to the end: %q", tc.gap, stall, body)
+						t.Fatalf("a body pausing %s under a %s grace was read to the end: %q", tc.gap, stall, body)
 					}
 					if took > stall+2*tc.gap {
 						t.Errorf("cut off after %s, want about %s after the first pause began", took, stall)

@@ -384,7 +384,9 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	fw := &frameWriter{conn: conn}
 	req := gitserve.SessionRequest{Service: svc, Owner: owner, Name: name, Identity: id, Protocol: proto}
-	opt := gitproto.Options{Protocol: proto, Agent: h.Agent}
+	// The connection's read deadline bounds each whole fetch request, as
+	// the forwarding node's own front end would.
+	opt := gitproto.Options{Protocol: proto, Agent: h.Agent, Input: conn}
 	// brw.Reader holds whatever of stdin arrived with the request.
 	_, err = h.Gate.RunRouted(ctx, h.Forward, h.Rerouter, req, sess, openErr, brw.Reader, fw, opt)
 	class := gitserve.Classify(err)
