@@ -64,6 +64,16 @@ type Config struct {
 	RedisURL        string            // RGIT_REDIS_URL; "" disables the read API cache
 	Upstream        string            // RGIT_UPSTREAM (api-serve)
 	APIAddr         string            // RGIT_API_ADDR (api-serve)
+	// The read API's limits per answer (transport/api.Limits).
+	APIMaxEntries       int           // RGIT_API_MAX_ENTRIES
+	APIMaxDiffFiles     int           // RGIT_API_MAX_DIFF_FILES
+	APIMaxDiffBytes     int64         // RGIT_API_MAX_DIFF_BYTES
+	APIMaxDiffFileBytes int64         // RGIT_API_MAX_DIFF_FILE_BYTES
+	APIDiffTimeout      time.Duration // RGIT_API_DIFF_TIMEOUT_MS
+	APIRenameLimit      int           // RGIT_API_RENAME_LIMIT
+	APIMaxLogScan       int           // RGIT_API_MAX_LOG_SCAN
+	APIMaxArchiveBytes  int64         // RGIT_API_MAX_ARCHIVE_BYTES
+	APIMaxActive        int           // RGIT_API_MAX_ACTIVE; 0: derived from the CPUs
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
@@ -123,6 +133,15 @@ var Vars = []Var{
 	{"RGIT_REDIS_URL", "", "read API cache: redis://[:password@]host:port[/db] or rediss:// (TLS); set it on the git nodes and on api-serve alike (nodes invalidate); Redis must run maxmemory-policy volatile-lru; unset: no cache"},
 	{"RGIT_UPSTREAM", "http://rgit:8081", "api-serve only: base URL of the git fleet's peer HTTP service (not the public port)"},
 	{"RGIT_API_ADDR", ":8090", "api-serve only: read API listen address"},
+	{"RGIT_API_MAX_ENTRIES", "500000", "read API: tree entries one answer may visit (listed, searched, diffed, archived); an archive or tree listing over it is refused (422)"},
+	{"RGIT_API_MAX_DIFF_FILES", "3000", "read API: changed files a commit or compare diff lists; more are cut (truncated)"},
+	{"RGIT_API_MAX_DIFF_BYTES", "4Mi", "read API: bytes of a diff's text (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_MAX_DIFF_FILE_BYTES", "1Mi", "read API: a file larger than this is not line-diffed but shown as binary (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_DIFF_TIMEOUT_MS", "3000", "read API: time one answer may spend on line diffs; later files are listed without lines (truncated)"},
+	{"RGIT_API_RENAME_LIMIT", "1000", "read API: as git's diff.renameLimit: with more added or deleted files, renames are found only for identical content"},
+	{"RGIT_API_MAX_LOG_SCAN", "10000", "read API: commits a log with a path filter examines for one page; the page then ends early with its Link next"},
+	{"RGIT_API_MAX_ARCHIVE_BYTES", "2Gi", "read API: file bytes of one archive; a larger one is refused (422) before its first byte (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_MAX_ACTIVE", "0", "read API: expensive answers (archives, diffs, logs with a path) computed at once on the node; more get 503; 0: twice the CPUs, at least 4"},
 }
 
 // FromEnv reads the configuration from the process environment.
@@ -175,6 +194,16 @@ func Parse(getenv func(string) string) (*Config, error) {
 		RedisURL:        p.str("RGIT_REDIS_URL"),
 		Upstream:        p.str("RGIT_UPSTREAM"),
 		APIAddr:         p.addr("RGIT_API_ADDR"),
+
+		APIMaxEntries:       int(p.int("RGIT_API_MAX_ENTRIES", 1)),
+		APIMaxDiffFiles:     int(p.int("RGIT_API_MAX_DIFF_FILES", 1)),
+		APIMaxDiffBytes:     p.positiveBytes("RGIT_API_MAX_DIFF_BYTES"),
+		APIMaxDiffFileBytes: p.positiveBytes("RGIT_API_MAX_DIFF_FILE_BYTES"),
+		APIDiffTimeout:      time.Duration(p.int("RGIT_API_DIFF_TIMEOUT_MS", 1)) * time.Millisecond,
+		APIRenameLimit:      int(p.int("RGIT_API_RENAME_LIMIT", 1)),
+		APIMaxLogScan:       int(p.int("RGIT_API_MAX_LOG_SCAN", 1)),
+		APIMaxArchiveBytes:  p.positiveBytes("RGIT_API_MAX_ARCHIVE_BYTES"),
+		APIMaxActive:        int(p.int("RGIT_API_MAX_ACTIVE", 0)),
 	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		p.fail("RGIT_REDIS_URL", "must start with redis:// or rediss://")
@@ -303,6 +332,15 @@ func (p *parser) bytes(name string) int64 {
 		return 0
 	}
 	return n * mult
+}
+
+// positiveBytes is bytes for a limit that cannot be turned off.
+func (p *parser) positiveBytes(name string) int64 {
+	n := p.bytes(name)
+	if n == 0 {
+		p.fail(name, "must be above 0")
+	}
+	return n
 }
 
 func (p *parser) bool(name string) bool {
