@@ -77,7 +77,7 @@ func (rd reader) diffTrees(from, to object.ID) (diffAnswer, error) {
 	if changes, err = gogit.DetectRenames(changes, opts); err != nil {
 		return out, fmt.Errorf("renames %s..%s: %w", from, to, err)
 	}
-	p := patcher{rd: rd, deadline: time.Now().Add(lim.DiffTimeout), memo: map[[2]object.ID][]fdiff.Chunk{}}
+	p := patcher{rd: rd, deadline: time.Now().Add(lim.DiffTimeout), memo: map[[2]object.ID]lineDiff{}}
 	text := &capWriter{limit: lim.MaxDiffBytes}
 	enc := fdiff.NewUnifiedEncoder(text, fdiff.DefaultContextLines)
 	for _, c := range changes {
@@ -197,11 +197,13 @@ func (d *diffWalk) trees(a, b object.ID, dir string) error {
 		}
 		switch {
 		case c < 0:
-			err = d.side(ea.cur, dir, true)
-			ea.next()
+			if err = d.side(ea.cur, dir, true); err == nil {
+				ea.next()
+			}
 		case c > 0:
-			err = d.side(eb.cur, dir, false)
-			eb.next()
+			if err = d.side(eb.cur, dir, false); err == nil {
+				eb.next()
+			}
 		default:
 			o, e := ea.cur, eb.cur
 			switch {
@@ -210,13 +212,14 @@ func (d *diffWalk) trees(a, b object.ID, dir string) error {
 			case o.ID != e.ID || o.Mode != e.Mode:
 				err = d.add(&gogit.Change{From: changeEntry(o, dir, d.carrier), To: changeEntry(e, dir, d.carrier)})
 			}
-			ea.next()
-			eb.next()
+			if err == nil {
+				ea.next()
+			}
+			if err == nil && ea.err == nil {
+				eb.next()
+			}
 		}
-		if err == nil {
-			err = cmp.Or(ea.err, eb.err)
-		}
-		if err != nil {
+		if err = cmp.Or(err, ea.err, eb.err); err != nil {
 			return err
 		}
 	}
@@ -344,8 +347,14 @@ func (rd reader) contentRenamesFit(changes gogit.Changes) bool {
 type patcher struct {
 	rd        reader
 	deadline  time.Time
-	memo      map[[2]object.ID][]fdiff.Chunk
+	memo      map[[2]object.ID]lineDiff
 	memoBytes int
+}
+
+// lineDiff is the line diff of a pair of files.
+type lineDiff struct {
+	chunks []fdiff.Chunk
+	binary bool
 }
 
 // maxMemoBytes bounds the content the line-diff memo keeps alive.
@@ -377,8 +386,8 @@ func (p *patcher) filePatch(c *gogit.Change) (fp *filePatch, done bool, err erro
 		return fp, false, nil
 	}
 	pair := [2]object.ID{fromID, toID}
-	if chunks, ok := p.memo[pair]; ok {
-		fp.chunks, fp.binary = chunks, chunks == nil
+	if d, ok := p.memo[pair]; ok {
+		fp.chunks, fp.binary = d.chunks, d.binary
 		return fp, true, nil
 	}
 	from, fromBin, err := p.content(c.From)
@@ -395,7 +404,7 @@ func (p *patcher) filePatch(c *gogit.Change) (fp *filePatch, done bool, err erro
 		}
 	}
 	if p.memoBytes += len(from) + len(to); p.memoBytes <= maxMemoBytes {
-		p.memo[pair] = fp.chunks
+		p.memo[pair] = lineDiff{fp.chunks, fp.binary}
 	}
 	return fp, true, nil
 }
