@@ -413,3 +413,25 @@ func TestArchiveStreamsBlobs(t *testing.T) {
 		t.Errorf("%v: %s", err, strings.Join(got, "; "))
 	}
 }
+
+// TestTreeListingCap: a directory of more than maxTreeListing entries
+// is refused before any entry's size is read.
+func TestTreeListingCap(t *testing.T) {
+	g := gitrun.New(t, t.TempDir(), gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
+	g.Run("init", "-q", "-b", "main")
+	blob := strings.TrimSpace(string(g.Output([]byte("x\n"), "hash-object", "-w", "--stdin")))
+	var b strings.Builder
+	for i := range maxTreeListing + 1 {
+		fmt.Fprintf(&b, "100644 blob %s\tf%07d\n", blob, i)
+	}
+	tree := strings.TrimSpace(string(g.Output([]byte(b.String()), "mktree")))
+	g.Run("update-ref", "refs/heads/main", g.Run("commit-tree", "-m", "wide", tree))
+	rd := newReader(context.Background(), (&bombRepo{g: g}).objects(t), Limits{})
+	_, err := rd.tree(object.MustID(tree), nil)
+	if err == nil || err.Error() != "tree has too many entries to list (limit 100000, fixed)" {
+		t.Fatalf("listing %d entries: %v", maxTreeListing+1, err)
+	}
+	if rd.w.visited != 0 {
+		t.Errorf("refusal visited %d entries", rd.w.visited)
+	}
+}

@@ -137,6 +137,7 @@ func (l *Local) forward(w http.ResponseWriter, r *http.Request, q *Request, id a
 // anything else 500 (logged).
 func (l *Local) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var denied *gitserve.DeniedError
+	var over *gitproto.LimitError
 	switch {
 	case errors.As(err, &denied):
 		switch denied.Decision {
@@ -149,9 +150,8 @@ func (l *Local) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	case errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.As(err, new(*gitproto.LimitError)):
-		le, _ := asLimit(err)
-		writeError(w, http.StatusUnprocessableEntity, le.Error())
+	case errors.As(err, &over):
+		writeError(w, http.StatusUnprocessableEntity, over.Error())
 	case errors.Is(err, gitproto.ErrBusy):
 		w.Header().Set("Retry-After", httpgit.RetryAfter)
 		writeError(w, http.StatusServiceUnavailable, "server busy, try again")

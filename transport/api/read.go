@@ -146,9 +146,14 @@ func (rd reader) findEntry(tree []byte, name string) (object.TreeEntry, bool, er
 	return object.TreeEntry{}, false, it.Err()
 }
 
+// maxTreeListing bounds the entries of one tree listing: its answer is
+// built whole (about 120 bytes of JSON an entry, and as much again while
+// it is built). Large hosts cut listings at the same size.
+const maxTreeListing = 100_000
+
 // treeData reads the directory at sub of id: its id, content and entry
-// count. The entries are counted against the budget before any is looked
-// at, so a tree over it is refused for the price of parsing it.
+// count. The entries are counted before any is looked at, so a tree over
+// the budget or maxTreeListing is refused for the price of parsing it.
 func (rd reader) treeData(id object.ID, sub []string) (object.ID, []byte, int, error) {
 	tid, mode, err := rd.resolve(id, sub)
 	if err != nil {
@@ -166,6 +171,9 @@ func (rd reader) treeData(id object.ID, sub []string) (object.ID, []byte, int, e
 		if _, ok := it.Next(); !ok {
 			break
 		}
+	}
+	if n > maxTreeListing {
+		return tid, nil, 0, limitErr("tree has too many entries to list", maxTreeListing, "", "")
 	}
 	if err := rd.w.visit(n); err != nil {
 		if _, ok := asLimit(err); ok {
