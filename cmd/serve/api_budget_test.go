@@ -190,10 +190,10 @@ func TestReadAPITreeBomb(t *testing.T) {
 
 // TestReadAPIAdmission: expensive answers are admitted like pack work.
 // With the node's memory budget held by a clone, a commit diff is
-// refused with 503 and Retry-After while a tree listing still answers;
-// with RGIT_API_MAX_ACTIVE=1 and one archive being streamed to a client
-// that does not read, a second archive is refused the same way. Both
-// answer once the work in the way is done.
+// refused at once with 503 and Retry-After while a tree listing still
+// answers; with RGIT_API_MAX_ACTIVE=1 and one archive being streamed to a
+// client that does not read, a second archive waits for the slot and is
+// refused the same way. Both answer once the work in the way is done.
 func TestReadAPIAdmission(t *testing.T) {
 	env := gitenv.New(t)
 	adm := admission.New(admission.Limits{Memory: 100 << 20, Work: 60 << 20, MaxActive: 100}, nil)

@@ -274,7 +274,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 	// One read-API origin configuration for the public port and the peer
 	// port: the same limits, and one admission of expensive answers.
-	apiReads := admission.NewReads(admit, apiMaxActive(cfg.APIMaxActive))
+	apiReads := admission.NewReads(admit, apiMaxActive(cfg.APIMaxActive), admission.ReadWait)
 	apiMetrics := api.NewMetrics(reg)
 	apiLocal := func(fwd api.Forwarder) *api.Local {
 		l := &api.Local{Gate: apiGate, Forward: fwd, Log: log, Limits: apiLimits(cfg), Reads: apiReads, Metrics: apiMetrics}

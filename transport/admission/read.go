@@ -1,53 +1,59 @@
 package admission
 
-import "sync"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
 // Reads admits expensive read-API answers (archives, commit and compare
 // diffs, logs filtered by a path). Each reserves its estimate in the
 // node's memory budget as pack work does (kind Read, so it shares the
 // budget and the descriptor cap with clones and pushes), and takes one of
 // a fixed number of slots: these answers are CPU work that a few
-// anonymous clients could otherwise keep every core busy with. Refused,
-// the front end answers 503 with Retry-After. A nil *Reads admits
-// everything.
+// anonymous clients could otherwise keep every core busy with. An answer
+// waits a little for a slot, so a burst queues rather than fails; past
+// the wait, or with the memory budget spent, it is refused and the front
+// end answers 503 with Retry-After. A nil *Reads admits everything.
 type Reads struct {
-	c      *Controller
-	mu     sync.Mutex
-	active int
-	max    int
+	c     *Controller
+	slots chan struct{} // nil: no slot limit
+	wait  time.Duration
 }
 
+// ReadWait is how long an expensive answer waits for a slot before it is
+// refused.
+const ReadWait = 2 * time.Second
+
 // NewReads returns the admission of read answers over c (nil: no memory
-// bound) with at most maxActive running at once (0: no slot limit).
-func NewReads(c *Controller, maxActive int) *Reads {
+// bound) with at most maxActive running at once (0: no slot limit), each
+// waiting at most wait for a slot.
+func NewReads(c *Controller, maxActive int, wait time.Duration) *Reads {
+	r := &Reads{c: c, wait: wait}
+	if maxActive > 0 {
+		r.slots = make(chan struct{}, maxActive)
+	}
 	if c != nil {
 		// The series exists from the start, as the others do.
 		c.m.refused.WithLabelValues(Read.String(), "slots")
 	}
-	return &Reads{c: c, max: maxActive}
+	return r
 }
 
-// SlotsFree is the slot rule: a new answer starts while fewer than max
-// are running (max 0: no limit).
-func SlotsFree(active, max int) bool { return max <= 0 || active < max }
-
-// Reserve asks to start an answer estimated to hold est bytes. If
-// admitted, it returns a release function the caller must call exactly
-// once when the answer is done; otherwise ok is false and nothing is held.
-func (r *Reads) Reserve(est int64) (release func(), ok bool) {
+// Reserve asks to start an answer estimated to hold est bytes, waiting
+// for a slot until the wait is over or ctx is done. If admitted, it
+// returns a release function the caller must call exactly once when the
+// answer is done; otherwise ok is false and nothing is held.
+func (r *Reads) Reserve(ctx context.Context, est int64) (release func(), ok bool) {
 	if r == nil {
 		return func() {}, true
 	}
-	r.mu.Lock()
-	if !SlotsFree(r.active, r.max) {
-		r.mu.Unlock()
+	if !r.takeSlot(ctx) {
 		if r.c != nil {
 			r.c.m.refused.WithLabelValues(Read.String(), "slots").Inc()
 		}
 		return nil, false
 	}
-	r.active++
-	r.mu.Unlock()
 	free, ok := r.c.Reserve(Read, est)
 	if !ok {
 		r.leave()
@@ -62,8 +68,28 @@ func (r *Reads) Reserve(est int64) (release func(), ok bool) {
 	}, true
 }
 
+func (r *Reads) takeSlot(ctx context.Context) bool {
+	if r.slots == nil {
+		return true
+	}
+	select {
+	case r.slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(r.wait)
+	defer t.Stop()
+	select {
+	case r.slots <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
 func (r *Reads) leave() {
-	r.mu.Lock()
-	r.active--
-	r.mu.Unlock()
+	if r.slots != nil {
+		<-r.slots
+	}
 }

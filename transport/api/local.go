@@ -263,7 +263,7 @@ func (s *serving) serve(b gitproto.Backend) error {
 		return s.head()
 	}
 	if est := s.estimate(); est > 0 {
-		release, ok := s.l.Reads.Reserve(est)
+		release, ok := s.l.Reads.Reserve(s.r.Context(), est)
 		if !ok {
 			return fmt.Errorf("%w: %s answer of about %d MiB refused by read admission", gitproto.ErrBusy, q.Endpoint, est>>20)
 		}
