@@ -696,13 +696,14 @@ func apiLimits(cfg *config.Config) api.Limits {
 		MaxLogScan: cfg.APIMaxLogScan, MaxArchiveBytes: cfg.APIMaxArchiveBytes}
 }
 
-// apiMaxActive is RGIT_API_MAX_ACTIVE, or twice the CPUs the runtime
-// uses (at least 4) when it is 0: expensive answers are CPU work.
+// apiMaxActive is RGIT_API_MAX_ACTIVE, or four times the CPUs the
+// runtime uses (at least 8) when it is 0: expensive answers are CPU work,
+// and a few share a core well (an archive also waits on its client).
 func apiMaxActive(configured int) int {
 	if configured > 0 {
 		return configured
 	}
-	return max(2*runtime.GOMAXPROCS(0), 4)
+	return max(4*runtime.GOMAXPROCS(0), 8)
 }
 
 // mountWeb mounts the browse page on mux for every path nothing else
