@@ -70,6 +70,16 @@ type Config struct {
 	RedisURL        string            // RGIT_REDIS_URL; "" disables the read API cache
 	Upstream        string            // RGIT_UPSTREAM (api-serve)
 	APIAddr         string            // RGIT_API_ADDR (api-serve)
+	// The read API's limits per answer (transport/api.Limits).
+	APIMaxEntries       int           // RGIT_API_MAX_ENTRIES
+	APIMaxDiffFiles     int           // RGIT_API_MAX_DIFF_FILES
+	APIMaxDiffBytes     int64         // RGIT_API_MAX_DIFF_BYTES
+	APIMaxDiffFileBytes int64         // RGIT_API_MAX_DIFF_FILE_BYTES
+	APIDiffTimeout      time.Duration // RGIT_API_DIFF_TIMEOUT_MS
+	APIRenameLimit      int           // RGIT_API_RENAME_LIMIT
+	APIMaxLogScan       int           // RGIT_API_MAX_LOG_SCAN
+	APIMaxArchiveBytes  int64         // RGIT_API_MAX_ARCHIVE_BYTES
+	APIMaxActive        int           // RGIT_API_MAX_ACTIVE; 0: derived from the CPUs
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
@@ -145,6 +155,15 @@ var Vars = []Var{
 	{"RGIT_PUBLIC_URL", "", "public base URL of git over HTTP, e.g. https://git.example.com (the load balancer or TLS proxy in front of the nodes): the web page's HTTP clone URLs; on a single node also the page's own URL (see RGIT_WEB_URL); unset: the page uses the address the browser used (single node) or shows no HTTP clone URL (api-serve)"},
 	{"RGIT_PUBLIC_SSH_URL", "", "public base URL of git over SSH, e.g. ssh://git@git.example.com:2222: the web page's SSH clone URLs; unset: the browser's host and the node's SSH port (single node) or none (api-serve)"},
 	{"RGIT_WEB_URL", "", "public URL of the web page, e.g. https://code.example.com (api-serve in a cluster); https marks the sign-in cookie Secure behind a TLS proxy; a cluster node's public / and /owner/name redirect there; unset: RGIT_PUBLIC_URL on a single node"},
+	{"RGIT_API_MAX_ENTRIES", "500000", "read API: tree entries one answer may visit (listed, searched, diffed, archived); an archive or tree listing over it is refused (422)"},
+	{"RGIT_API_MAX_DIFF_FILES", "3000", "read API: changed files a commit or compare diff lists; more are cut (truncated)"},
+	{"RGIT_API_MAX_DIFF_BYTES", "4Mi", "read API: bytes of a diff's text (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_MAX_DIFF_FILE_BYTES", "1Mi", "read API: a file larger than this is not line-diffed but shown as binary (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_DIFF_TIMEOUT_MS", "3000", "read API: time one answer may spend on line diffs; later files are listed without lines (truncated)"},
+	{"RGIT_API_RENAME_LIMIT", "1000", "read API: as git's diff.renameLimit: with more added or deleted files, renames are found only for identical content"},
+	{"RGIT_API_MAX_LOG_SCAN", "10000", "read API: commits a log with a path filter examines for one page; the page then ends early with its Link next"},
+	{"RGIT_API_MAX_ARCHIVE_BYTES", "2Gi", "read API: file bytes of one archive; a larger one is refused (422) before its first byte (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_MAX_ACTIVE", "0", "read API: expensive answers (archives, diffs, logs with a path) computed at once on the node; more wait up to 2 s, then get 503; 0: four times the CPUs, at least 8"},
 }
 
 // Elsewhere lists the RGIT_* variables that other rgit programs read from
@@ -156,7 +175,7 @@ var Vars = []Var{
 var Elsewhere = []string{
 	"RGIT_ADMIN_ADDR",
 	"RGIT_BENCH_BITMAP", "RGIT_BENCH_DIR", "RGIT_BENCH_PACK", "RGIT_BENCH_REPO", "RGIT_CLUSTER_SEED", "RGIT_CLUSTER_SEEDS", "RGIT_E2E_BIG",
-	"RGIT_FILESTORE_CHILD_DIR", "RGIT_HELPER", "RGIT_MULTIPROC_KILLS", "RGIT_MULTIPROC_OPS", "RGIT_MULTIPROC_ROUNDS",
+	"RGIT_FILESTORE_CHILD_DIR", "RGIT_HELPER", "RGIT_HELPER_BUSY", "RGIT_MULTIPROC_KILLS", "RGIT_MULTIPROC_OPS", "RGIT_MULTIPROC_ROUNDS",
 	"RGIT_PLACEMENT_REPOS", "RGIT_REQUIRE_ALL", "RGIT_REWRITE", "RGIT_SCREENSHOTS", "RGIT_STORETEST_BIG_MB",
 	"RGIT_TEST_SCALE", "RGIT_VERSITYGW",
 }
@@ -289,6 +308,16 @@ func Parse(getenv func(string) string) (*Config, error) {
 		RedisURL:        p.str("RGIT_REDIS_URL"),
 		Upstream:        p.str("RGIT_UPSTREAM"),
 		APIAddr:         p.addr("RGIT_API_ADDR"),
+
+		APIMaxEntries:       int(p.int("RGIT_API_MAX_ENTRIES", 1)),
+		APIMaxDiffFiles:     int(p.int("RGIT_API_MAX_DIFF_FILES", 1)),
+		APIMaxDiffBytes:     p.positiveBytes("RGIT_API_MAX_DIFF_BYTES"),
+		APIMaxDiffFileBytes: p.positiveBytes("RGIT_API_MAX_DIFF_FILE_BYTES"),
+		APIDiffTimeout:      time.Duration(p.int("RGIT_API_DIFF_TIMEOUT_MS", 1)) * time.Millisecond,
+		APIRenameLimit:      int(p.int("RGIT_API_RENAME_LIMIT", 1)),
+		APIMaxLogScan:       int(p.int("RGIT_API_MAX_LOG_SCAN", 1)),
+		APIMaxArchiveBytes:  p.positiveBytes("RGIT_API_MAX_ARCHIVE_BYTES"),
+		APIMaxActive:        int(p.int("RGIT_API_MAX_ACTIVE", 0)),
 	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		p.fail("RGIT_REDIS_URL", "must start with redis:// or rediss://")
@@ -426,6 +455,15 @@ func (p *parser) bytes(name string) int64 {
 		return 0
 	}
 	return n * mult
+}
+
+// positiveBytes is bytes for a limit that cannot be turned off.
+func (p *parser) positiveBytes(name string) int64 {
+	n := p.bytes(name)
+	if n == 0 {
+		p.fail(name, "must be above 0")
+	}
+	return n
 }
 
 func (p *parser) bool(name string) bool {

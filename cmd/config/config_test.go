@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/transport/api"
 	"github.com/rgit/rgit/transport/gitproto"
 )
 
@@ -322,5 +323,39 @@ func TestPublicURLs(t *testing.T) {
 				t.Errorf("%s=%q: %v, want an error naming the variable", name, v, err)
 			}
 		}
+	}
+}
+
+// TestReadAPILimits: the read API's limits default to the API's own
+// defaults, which name these variables; none can be turned off with 0.
+func TestReadAPILimits(t *testing.T) {
+	c, err := Parse(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string][2]int64{
+		api.SettingMaxEntries:       {int64(c.APIMaxEntries), api.DefaultMaxEntries},
+		api.SettingMaxDiffFiles:     {int64(c.APIMaxDiffFiles), api.DefaultMaxDiffFiles},
+		api.SettingMaxDiffBytes:     {c.APIMaxDiffBytes, api.DefaultMaxDiffBytes},
+		api.SettingMaxDiffFileBytes: {c.APIMaxDiffFileBytes, api.DefaultMaxDiffFileBytes},
+		api.SettingDiffTimeout:      {c.APIDiffTimeout.Milliseconds(), api.DefaultDiffTimeout.Milliseconds()},
+		api.SettingRenameLimit:      {int64(c.APIRenameLimit), api.DefaultRenameLimit},
+		api.SettingMaxLogScan:       {int64(c.APIMaxLogScan), api.DefaultMaxLogScan},
+		api.SettingMaxArchiveBytes:  {c.APIMaxArchiveBytes, api.DefaultMaxArchiveBytes},
+		api.SettingMaxActive:        {int64(c.APIMaxActive), 0},
+	} {
+		if got[0] != got[1] {
+			t.Errorf("%s defaults to %d, the read API's default is %d", name, got[0], got[1])
+		}
+	}
+	for _, name := range []string{api.SettingMaxEntries, api.SettingMaxDiffFiles, api.SettingMaxDiffBytes, api.SettingMaxDiffFileBytes,
+		api.SettingDiffTimeout, api.SettingRenameLimit, api.SettingMaxLogScan, api.SettingMaxArchiveBytes} {
+		if _, err := Parse(env(map[string]string{name: "0"})); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=0: %v, want an error naming the variable", name, err)
+		}
+	}
+	c, err = Parse(env(map[string]string{api.SettingMaxArchiveBytes: "64Mi", api.SettingMaxActive: "3"}))
+	if err != nil || c.APIMaxArchiveBytes != 64<<20 || c.APIMaxActive != 3 {
+		t.Fatalf("Parse: %+v, %v", c, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -293,11 +294,22 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
+	// One read-API origin configuration for the public port and the peer
+	// port: the same limits, and one admission of expensive answers.
+	apiReads := admission.NewReads(admit, apiMaxActive(cfg.APIMaxActive), admission.ReadWait)
+	apiMetrics := api.NewMetrics(reg)
+	apiLocal := func(fwd api.Forwarder) *api.Local {
+		l := &api.Local{Gate: apiGate, Forward: fwd, Log: log, Limits: apiLimits(cfg), Reads: apiReads, Metrics: apiMetrics}
+		if fwd != nil {
+			l.Rerouter = eng
+		}
+		return l
+	}
 	// The read API: a single node answers it on its public port; in a
 	// cluster it is api-serve's, and nodes answer it only from peers.
 	var publicAPI http.Handler = api.Refused
 	if s.cluster == nil {
-		if publicAPI, err = api.New(api.Config{Auth: credentials, Origin: &api.Local{Gate: apiGate, Log: log}, Cache: s.apiCache,
+		if publicAPI, err = api.New(api.Config{Auth: credentials, Origin: apiLocal(nil), Cache: s.apiCache,
 			Visibility: deps.Meta, Log: log}); err != nil {
 			return nil, err
 		}
@@ -383,7 +395,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 			return nil, err
 		}
 		peerAPI, err := api.New(api.Config{Auth: credentials, Log: log,
-			Origin: &api.Local{Gate: apiGate, Forward: httpFwd, Rerouter: eng, Log: log}})
+			Origin: apiLocal(httpFwd)})
 		if err != nil {
 			return nil, err
 		}
@@ -772,6 +784,23 @@ func memoryLimits(configured int64, log *zap.Logger) admission.Limits {
 			zap.Int64("pack_work_bytes", l.Work), zap.Int64("gomemlimit_bytes", l.GoMemLimit), zap.Int("max_active", l.MaxActive))
 	}
 	return l
+}
+
+// apiLimits are the read API's limits per answer from the configuration.
+func apiLimits(cfg *config.Config) api.Limits {
+	return api.Limits{MaxEntries: cfg.APIMaxEntries, MaxDiffFiles: cfg.APIMaxDiffFiles, MaxDiffBytes: int(cfg.APIMaxDiffBytes),
+		MaxDiffFileBytes: cfg.APIMaxDiffFileBytes, DiffTimeout: cfg.APIDiffTimeout, RenameLimit: cfg.APIRenameLimit,
+		MaxLogScan: cfg.APIMaxLogScan, MaxArchiveBytes: cfg.APIMaxArchiveBytes}
+}
+
+// apiMaxActive is RGIT_API_MAX_ACTIVE, or four times the CPUs the
+// runtime uses (at least 8) when it is 0: expensive answers are CPU work,
+// and a few share a core well (an archive also waits on its client).
+func apiMaxActive(configured int) int {
+	if configured > 0 {
+		return configured
+	}
+	return max(4*runtime.GOMAXPROCS(0), 8)
 }
 
 // mountWeb mounts a single node's browse page on mux for every path

@@ -84,7 +84,7 @@ func (u *Upstream) Probe(ctx context.Context, path string) error {
 
 // passHeaders are the answer headers carried back to the client.
 var passHeaders = []string{"Content-Type", "Content-Length", "Cache-Control", "ETag", "Link", "Vary",
-	"Content-Disposition", "Content-Security-Policy", "X-Content-Type-Options", "WWW-Authenticate"}
+	"Content-Disposition", "Content-Security-Policy", "X-Content-Type-Options", "WWW-Authenticate", "Retry-After"}
 
 // ServeAPI implements Origin.
 func (u *Upstream) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, _ auth.Identity) error {

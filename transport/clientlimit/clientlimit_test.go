@@ -60,7 +60,7 @@ func TestBudget(t *testing.T) {
 }
 
 func TestPerAddr(t *testing.T) {
-	p := NewPerAddr(2, "RGIT_X")
+	p := NewPerAddr(2, "RGIT_MAX_ANON_PER_ADDR")
 	r1, ok1 := p.Acquire("192.0.2.1:1000")
 	_, ok2 := p.Acquire("192.0.2.1:2000")
 	_, ok3 := p.Acquire("192.0.2.1:3000")
@@ -68,7 +68,7 @@ func TestPerAddr(t *testing.T) {
 	if !ok1 || !ok2 || ok3 || !other {
 		t.Fatalf("acquire: %v %v %v %v, want the third from one address refused", ok1, ok2, ok3, other)
 	}
-	if got := p.Refusal(); got != "too many unauthenticated connections from your address (limit 2, set RGIT_X)" {
+	if got := p.Refusal(); got != "too many unauthenticated connections from your address (limit 2, set RGIT_MAX_ANON_PER_ADDR)" {
 		t.Errorf("refusal %q", got)
 	}
 	r1()
@@ -81,7 +81,7 @@ func TestPerAddr(t *testing.T) {
 	}
 	// An IPv6 host is one /64, whatever its interface id; a mapped IPv4
 	// address is that address.
-	v6 := NewPerAddr(1, "RGIT_X")
+	v6 := NewPerAddr(1, "RGIT_MAX_ANON_PER_ADDR")
 	if _, ok := v6.Acquire("[2001:db8:1:2::1]:22"); !ok {
 		t.Fatal("first IPv6 unit refused")
 	}

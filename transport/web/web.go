@@ -201,7 +201,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, status
 			}
 		case st == http.StatusBadRequest:
 			status, msg = http.StatusBadRequest, "bad request"
+		case st == http.StatusUnprocessableEntity:
+			// Over a limit of the API: its message names the limit.
+			status, msg = st, apiMessage(err)
 		case st == http.StatusServiceUnavailable:
+			if ra := retryAfterOf(err); ra != "" {
+				w.Header().Set("Retry-After", ra)
+			}
 			status, msg = http.StatusServiceUnavailable, "temporarily unavailable, try again"
 		default:
 			h.log.Error("web: read API failed", zap.String("path", r.URL.Path), zap.Error(err))
@@ -628,7 +634,7 @@ func (h *Handler) archive(w http.ResponseWriter, r *http.Request) {
 // stream passes an API answer through unbuffered. Error answers become
 // error pages so a browser never shows the API's JSON.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, path string) {
-	req, err := apiRequest(r.Context(), path, token(r))
+	req, err := apiRequest(r.Context(), r.Method, path, token(r))
 	if err != nil {
 		h.fail(w, r, err, 0, "")
 		return
@@ -639,7 +645,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, path string) {
 	sw := &sandboxWriter{ResponseWriter: w}
 	h.api.ServeHTTP(sw, req)
 	if sw.failed != 0 {
-		h.fail(w, r, &apiError{Status: sw.failed}, 0, "")
+		h.fail(w, r, &apiError{Status: sw.failed, Msg: errorMessage(sw.failed, sw.errBody), RetryAfter: w.Header().Get("Retry-After")}, 0, "")
 	}
 }
 
@@ -647,9 +653,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, path string) {
 // CSP, and holds back an error answer (failed) for an error page.
 type sandboxWriter struct {
 	http.ResponseWriter
-	wrote  bool
-	failed int
+	wrote   bool
+	failed  int
+	errBody []byte // the start of an error answer (its message)
 }
+
+// maxErrBody bounds what is kept of an error answer.
+const maxErrBody = 4096
 
 func (s *sandboxWriter) WriteHeader(code int) {
 	if s.wrote || s.failed != 0 {
@@ -658,7 +668,7 @@ func (s *sandboxWriter) WriteHeader(code int) {
 	if code >= 400 {
 		s.failed = code
 		for k := range s.ResponseWriter.Header() {
-			if k != "Content-Security-Policy" && k != "X-Content-Type-Options" && k != "Referrer-Policy" && k != "X-Frame-Options" {
+			if k != "Content-Security-Policy" && k != "X-Content-Type-Options" && k != "Referrer-Policy" && k != "X-Frame-Options" && k != "Retry-After" {
 				s.ResponseWriter.Header().Del(k)
 			}
 		}
@@ -672,7 +682,9 @@ func (s *sandboxWriter) WriteHeader(code int) {
 func (s *sandboxWriter) Write(p []byte) (int, error) {
 	s.WriteHeader(http.StatusOK)
 	if s.failed != 0 {
-		return len(p), nil // the error body is replaced by a page
+		// The error body is replaced by a page that shows its message.
+		s.errBody = append(s.errBody, p[:min(len(p), maxErrBody-len(s.errBody))]...)
+		return len(p), nil
 	}
 	return s.ResponseWriter.Write(p)
 }
@@ -688,6 +700,7 @@ type logPage struct {
 	Path    string
 	Commits []commitView
 	Next    string
+	Partial bool // the page stopped looking before it was full
 }
 
 type commitView struct {
@@ -713,6 +726,9 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
 	if path != "" {
 		v.Set("path", path)
 	}
+	if h.headOnly(w, r, q, apiPath(q.owner, q.name, "log", oid)+"?"+v.Encode()) {
+		return
+	}
 	var commits []Commit
 	hdr, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "log", oid)+"?"+v.Encode(), q.token, &commits)
 	if err != nil {
@@ -725,6 +741,9 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
 		p.Next = q.href("commits", next, "")
 		if path != "" {
 			p.Next = q.history(next, path)
+			// A path filter's page examines a bounded number of
+			// commits: a short page with a next one stopped looking.
+			p.Partial = len(commits) < logSize
 		}
 	}
 	h.render(w, r, http.StatusOK, "log", p)
@@ -762,6 +781,9 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	oid := r.PathValue("oid")
+	if h.headOnly(w, r, q, apiPath(q.owner, q.name, "commit", oid)) {
+		return
+	}
 	var c CommitDetail
 	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "commit", oid), q.token, &c); err != nil {
 		h.fail(w, r, err, 0, "")
@@ -776,6 +798,24 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
 		p.Parents = append(p.Parents, crumb{Name: shortOID(par), Href: q.href("commit", par, "")})
 	}
 	h.render(w, r, http.StatusOK, "commit", p)
+}
+
+// headOnly answers a HEAD request for a page built from the expensive
+// answer at path (a diff, a log): the page's status comes from the API's
+// HEAD, and nothing is computed or rendered. It reports whether r was
+// such a request.
+func (h *Handler) headOnly(w http.ResponseWriter, r *http.Request, q *repoReq, path string) bool {
+	if r.Method != http.MethodHead {
+		return false
+	}
+	if err := headOK(r.Context(), h.api, path, q.token); err != nil {
+		h.fail(w, r, err, 0, "")
+		return true
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "private, no-store")
+	w.WriteHeader(http.StatusOK)
+	return true
 }
 
 type comparePage struct {
@@ -810,6 +850,9 @@ func (h *Handler) compare(w http.ResponseWriter, r *http.Request) {
 		case !okH:
 			p.Error = "no branch, tag or commit named " + headName
 		default:
+			if h.headOnly(w, r, q, apiPath(q.owner, q.name, "compare", b+"..."+hd)) {
+				return
+			}
 			var c Comparison
 			if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "compare", b+"..."+hd), q.token, &c); err != nil {
 				if st := statusOf(err); st != http.StatusNotFound && st != http.StatusBadRequest {
