@@ -131,6 +131,14 @@ type clusterState struct {
 	suspMu sync.Mutex
 	susp   cluster.Suspicions
 
+	// waiting counts the requests waiting out an unreachable leader; the
+	// supervisor probes the leader while it is not zero (probeLeader).
+	// back is closed, and replaced, whenever the leader answers the
+	// node's heartbeat: the waiters then ask again.
+	waiting atomic.Int64
+	backMu  sync.Mutex
+	back    chan struct{}
+
 	stop       chan struct{}
 	followDone chan struct{}
 }
@@ -162,6 +170,21 @@ func (c *clusterState) ensureSession(ctx context.Context) (uint64, error) {
 	return r.Session, nil
 }
 
+// leaderAnswered wakes the requests waiting for the leader.
+func (c *clusterState) leaderAnswered() {
+	c.backMu.Lock()
+	defer c.backMu.Unlock()
+	close(c.back)
+	c.back = make(chan struct{})
+}
+
+// leaderBack is closed when the leader next answers the node.
+func (c *clusterState) leaderBack() <-chan struct{} {
+	c.backMu.Lock()
+	defer c.backMu.Unlock()
+	return c.back
+}
+
 // dropSession forgets session id after the leader declined it; the next
 // claim or heartbeat opens a new one.
 func (c *clusterState) dropSession(id uint64) { c.session.CompareAndSwap(id, 0) }
@@ -177,7 +200,7 @@ func (n *Node) startCluster(cfg ClusterConfig) error {
 		return fmt.Errorf("cluster config: %w", err)
 	}
 	c := &clusterState{cfg: cfg, susp: make(cluster.Suspicions), stop: make(chan struct{}), followDone: make(chan struct{}),
-		serving: make(chan struct{})}
+		serving: make(chan struct{}), back: make(chan struct{})}
 	if !cfg.Joining {
 		close(c.serving)
 	}

@@ -186,6 +186,12 @@ type (
 	// renewNow sends a batch at once, outside the period (a node that
 	// stops joining announces itself to the leader).
 	renewNow struct{}
+	// probeLeader: requests are waiting out an unreachable leader
+	// (clusterState.waiting): send a heartbeat if none went out within
+	// LeaderRetry, and keep doing so every LeaderRetry while anyone
+	// waits. Its answer wakes them (clusterState.leaderBack). tick marks
+	// the supervisor's own timer.
+	probeLeader struct{ tick bool }
 	// renewResult is the leader's answer to one heartbeat; sent maps each
 	// repo the node held when it left to its epoch, session is the session
 	// the heartbeat renewed (0: it opened one).

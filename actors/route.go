@@ -85,11 +85,11 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 
 // awaitLeader runs ask (a claim or force-grant of key) and waits out an
 // unreachable leader as cluster.OnLeaderUnreachable decides: ask again
-// every LeaderRetry up to Timings.LeaderWait (a leader restart, with the
-// client's connection kept), or, for a claim whose view now names a live
-// owner, serve under that grant without the leader's confirmation (this
-// node) or forward (another). Other errors, and the last unreachable one,
-// are returned.
+// once the leader answers the node (waitLeader), up to
+// Timings.LeaderWait (a leader restart, with the client's connection
+// kept), or, for a claim whose view now names a live owner, serve under
+// that grant without the leader's confirmation (this node) or forward
+// (another). Other errors, and the last unreachable one, are returned.
 func (n *Node) awaitLeader(ctx context.Context, key repoKey, claim bool, ask func() (cluster.Decision, error)) (cluster.Decision, error) {
 	since := time.Now()
 	for try := 0; ; try++ {
@@ -114,10 +114,36 @@ func (n *Node) awaitLeader(ctx context.Context, key repoKey, claim bool, ask fun
 		case cluster.AbsenceGiveUp:
 			return d, err
 		}
-		if err := sleepUntil(ctx, a.At); err != nil {
+		if err := n.waitLeader(ctx, a.At); err != nil {
 			return cluster.Decision{}, err
 		}
 	}
+}
+
+// waitLeader waits until the leader answers the node's heartbeat, the
+// map view changes or until, whichever is first. Meanwhile the node's
+// supervisor heartbeats every LeaderRetry (probeLeader): one probe of the
+// leader per node however many requests wait, which hold nothing but a
+// timer and their connection.
+func (n *Node) waitLeader(ctx context.Context, until time.Time) error {
+	back := n.cl.leaderBack()
+	var changed <-chan struct{}
+	if f := n.cl.follower.Load(); f != nil {
+		changed = f.Changed()
+	}
+	n.cl.waiting.Add(1)
+	defer n.cl.waiting.Add(-1)
+	n.system.Root.Send(n.sup, &probeLeader{})
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-back:
+	case <-changed:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // releaseUnheld tells the leader to shorten this node's entry for key.

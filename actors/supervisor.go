@@ -36,7 +36,9 @@ type supervisor struct {
 
 	// Cluster mode only.
 	renewTimer *time.Timer
-	renewing   bool // a renewal batch is in flight
+	renewing   bool      // a renewal batch is in flight
+	lastRenew  time.Time // when the last batch was sent
+	probeTimer *time.Timer
 	draining   bool
 	drainDone  chan struct{}
 }
@@ -65,6 +67,9 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		if s.renewTimer != nil {
 			s.renewTimer.Stop()
+		}
+		if s.probeTimer != nil {
+			s.probeTimer.Stop()
 		}
 	case *deliver:
 		c, ok := s.children[m.key]
@@ -138,6 +143,8 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if !s.node.cl.stopped() {
 			s.renew(ctx)
 		}
+	case *probeLeader:
+		s.probe(ctx, m)
 	case *renewResult:
 		s.renewing = false
 		s.renewed(ctx, m)
@@ -218,6 +225,27 @@ func (s *supervisor) scheduleRenew(ctx actor.Context) {
 	s.renewTimer = time.AfterFunc(cluster.RenewEvery, func() { root.Send(self, &renewTick{}) })
 }
 
+// probe heartbeats every LeaderRetry while requests wait for an
+// unreachable leader: one probe of the leader per node, however many
+// requests wait, and each new waiter's probeLeader only sends one sooner
+// if the last is LeaderRetry old.
+func (s *supervisor) probe(ctx actor.Context, m *probeLeader) {
+	if m.tick {
+		s.probeTimer = nil
+	}
+	cl := s.node.cl
+	if cl.stopped() || cl.waiting.Load() == 0 {
+		return
+	}
+	if time.Since(s.lastRenew) >= cluster.LeaderRetry {
+		s.renew(ctx)
+	}
+	if s.probeTimer == nil {
+		self, root := ctx.Self(), s.node.system.Root
+		s.probeTimer = time.AfterFunc(cluster.LeaderRetry, func() { root.Send(self, &probeLeader{tick: true}) })
+	}
+}
+
 // renew sends the node's heartbeat: the renewal of its session (opening
 // one if it has none), listing only the leases its map view shows as
 // per-repository ones (granted before the node had a session), which the
@@ -243,7 +271,7 @@ func (s *supervisor) renew(ctx actor.Context) {
 	if len(sent) == 0 && (s.draining || s.node.cl.joining()) {
 		return
 	}
-	s.renewing = true
+	s.renewing, s.lastRenew = true, time.Now()
 	cl, sup, root := s.node.cl, ctx.Self(), s.node.system.Root
 	go func() {
 		rctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
@@ -269,6 +297,7 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 	}
 	cl := s.node.cl
 	cl.renewedAt.Store(time.Now().UnixNano())
+	cl.leaderAnswered()
 	if m.r.SessionDeclined {
 		s.node.log.Warn("session declined by the leader (replaced by a newer one); closing every repository",
 			zap.Uint64("session", m.session), zap.Uint64("current", m.r.Session))

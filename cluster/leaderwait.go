@@ -7,7 +7,9 @@ import "time"
 type AbsenceKind uint8
 
 const (
-	// AbsenceRetry: ask the leader again at LeaderAbsence.At.
+	// AbsenceRetry: ask the leader again once it answers the node (its
+	// heartbeat, sent every LeaderRetry while requests wait) or the view
+	// changes, and at LeaderAbsence.At, the end of the wait, at the latest.
 	AbsenceRetry AbsenceKind = iota
 	// AbsenceAdopt: serve under the entry the view shows: the leader
 	// granted the repository to this node (it handed it over while
@@ -25,7 +27,7 @@ const (
 // LeaderAbsence is the outcome of OnLeaderUnreachable.
 type LeaderAbsence struct {
 	Kind AbsenceKind
-	At   time.Time // AbsenceRetry: when to ask again
+	At   time.Time // AbsenceRetry: when to ask again at the latest
 	Node string    // AbsenceForward: the owner the view names
 }
 
@@ -34,15 +36,15 @@ type LeaderAbsence struct {
 // for the repository, re-read at every try; claim says whether the request
 // follows it (a claim does; a force-grant does not: its entry names the
 // dead owner). A claim serves under a live entry naming self and forwards
-// to a live entry naming another node. Otherwise the request retries every
-// LeaderRetry until wait has passed since the first try, then gives up: a
-// leader restart is waited out with the client's connection kept, a longer
-// absence still answers 503.
+// to a live entry naming another node. Otherwise the request asks again
+// when the leader is back, until wait has passed since the first try,
+// then gives up: a leader restart is waited out with the client's
+// connection kept, a longer absence still answers 503.
 //
 //	entry (claims only)   waited   → kind
 //	live, names self      any      → adopt
 //	live, names other     any      → forward
-//	otherwise             < wait   → retry at min(now+LeaderRetry, since+wait)
+//	otherwise             < wait   → retry when the leader answers, by since+wait
 //	otherwise             ≥ wait   → give up
 func OnLeaderUnreachable(e Entry, ok, claim bool, self string, since, now time.Time, wait time.Duration) LeaderAbsence {
 	if claim && ok && e.Live(now) {
@@ -55,9 +57,5 @@ func OnLeaderUnreachable(e Entry, ok, claim bool, self string, since, now time.T
 	if !now.Before(end) {
 		return LeaderAbsence{Kind: AbsenceGiveUp}
 	}
-	at := now.Add(LeaderRetry)
-	if at.After(end) {
-		at = end
-	}
-	return LeaderAbsence{Kind: AbsenceRetry, At: at}
+	return LeaderAbsence{Kind: AbsenceRetry, At: end}
 }

@@ -21,12 +21,11 @@ func TestOnLeaderUnreachable(t *testing.T) {
 	}{
 		{"handed over to self: adopt", live, true, true, t0, LeaderAbsence{Kind: AbsenceAdopt}},
 		{"handed over, late in the wait: adopt", live, true, true, t0.Add(4 * time.Second), LeaderAbsence{Kind: AbsenceAdopt}},
-		{"force-grant never adopts", live, true, false, t0, LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(LeaderRetry)}},
+		{"force-grant never adopts", live, true, false, t0, LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(wait)}},
 		{"view caught up with a grant elsewhere: forward", other, true, true, t0.Add(time.Second), LeaderAbsence{Kind: AbsenceForward, Node: "rgit-2"}},
-		{"force-grant does not follow the view", other, true, false, t0, LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(LeaderRetry)}},
-		{"own entry expired: retry", expired, true, true, t0, LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(LeaderRetry)}},
-		{"no entry: retry", Entry{}, false, true, t0.Add(time.Second), LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(time.Second + LeaderRetry)}},
-		{"last retry lands on the bound", Entry{}, false, true, t0.Add(wait - LeaderRetry/2), LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(wait)}},
+		{"force-grant does not follow the view", other, true, false, t0, LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(wait)}},
+		{"own entry expired: retry by the bound", expired, true, true, t0, LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(wait)}},
+		{"no entry: retry by the bound", Entry{}, false, true, t0.Add(time.Second), LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(wait)}},
 		{"bound reached: give up", Entry{}, false, true, t0.Add(wait), LeaderAbsence{Kind: AbsenceGiveUp}},
 		{"past the bound: give up", other, true, false, t0.Add(time.Minute), LeaderAbsence{Kind: AbsenceGiveUp}},
 	} {

@@ -50,6 +50,7 @@ func newClusterSetup(cfg *config.Config, secret string, log *zap.Logger) (*clust
 	cs := &clusterSetup{dir: dir, httpFwd: peer.NewHTTPForwarder(dir, secret, log).WithTLS(cfg.PeerTLS),
 		sessions: peer.NewSessionClient(dir, secret).WithTLS(cfg.PeerTLS)}
 	cc := &actors.ClusterConfig{Self: cfg.Self, Timings: cluster.DefaultTimings()}
+	cc.Timings.LeaderWait = cfg.LeaderWait
 	if leaderName != cfg.Self {
 		addr, err := dir.StreamAddr(leaderName)
 		if err != nil {
