@@ -189,8 +189,8 @@ type (
 	// probeLeader: requests are waiting out an unreachable leader
 	// (clusterState.waiting): send a heartbeat if none went out within
 	// LeaderRetry, and keep doing so every LeaderRetry while anyone
-	// waits. Its answer wakes them (clusterState.leaderBack). tick marks
-	// the supervisor's own timer.
+	// waits; its answer (clusterState.answered) tells them to ask again.
+	// tick marks the supervisor's own timer.
 	probeLeader struct{ tick bool }
 	// renewResult is the leader's answer to one heartbeat; sent maps each
 	// repo the node held when it left to its epoch, session is the session
@@ -198,6 +198,7 @@ type (
 	renewResult struct {
 		sent    map[repoKey]uint64
 		session uint64
+		probe   bool // sent as a probeLeader
 		r       cluster.LeasesRenewed
 		err     error
 	}

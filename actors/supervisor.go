@@ -137,11 +137,11 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if s.node.cl.stopped() {
 			return
 		}
-		s.renew(ctx)
+		s.renew(ctx, false)
 		s.scheduleRenew(ctx)
 	case *renewNow:
 		if !s.node.cl.stopped() {
-			s.renew(ctx)
+			s.renew(ctx, false)
 		}
 	case *probeLeader:
 		s.probe(ctx, m)
@@ -238,7 +238,7 @@ func (s *supervisor) probe(ctx actor.Context, m *probeLeader) {
 		return
 	}
 	if time.Since(s.lastRenew) >= cluster.LeaderRetry {
-		s.renew(ctx)
+		s.renew(ctx, true)
 	}
 	if s.probeTimer == nil {
 		self, root := ctx.Self(), s.node.system.Root
@@ -253,7 +253,7 @@ func (s *supervisor) probe(ctx actor.Context, m *probeLeader) {
 // leader) is not doubled up. It is sent with nothing held too, to keep an
 // idle node live for placement, except while joining or draining: such a
 // node must stay out of placement.
-func (s *supervisor) renew(ctx actor.Context) {
+func (s *supervisor) renew(ctx actor.Context, probe bool) {
 	if s.renewing {
 		return
 	}
@@ -276,7 +276,7 @@ func (s *supervisor) renew(ctx actor.Context) {
 	go func() {
 		rctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
-		res := &renewResult{sent: sent, session: cl.session.Load()}
+		res := &renewResult{sent: sent, session: cl.session.Load(), probe: probe}
 		if res.session == 0 {
 			res.r.Session, res.err = cl.ensureSession(rctx)
 		} else {
@@ -292,12 +292,17 @@ func (s *supervisor) renew(ctx actor.Context) {
 // nothing: a node cut off from the leader keeps serving.
 func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 	if m.err != nil {
-		s.node.log.Warn("renew session", zap.Error(m.err))
+		// Probes fail every LeaderRetry while the leader is away; the
+		// periodic heartbeat's failure says it at warn level.
+		log := s.node.log.Warn
+		if m.probe {
+			log = s.node.log.Debug
+		}
+		log("renew session", zap.Error(m.err))
 		return
 	}
 	cl := s.node.cl
-	cl.renewedAt.Store(time.Now().UnixNano())
-	cl.leaderAnswered()
+	cl.answered(time.Now())
 	if m.r.SessionDeclined {
 		s.node.log.Warn("session declined by the leader (replaced by a newer one); closing every repository",
 			zap.Uint64("session", m.session), zap.Uint64("current", m.r.Session))

@@ -114,8 +114,13 @@ func TestOnConnectFailure(t *testing.T) {
 	if d := OnConnectFailure(s, "a/b", "rgit-3", at(750*time.Millisecond)); d.Kind != AskForce || d.Dead != "rgit-3" {
 		t.Fatalf("second failure: %v", d)
 	}
-	if len(s) != 0 {
-		t.Fatal("suspicion kept after asking to force")
+	// A failure at the same instant rests on the same evidence and asks
+	// too; a later one starts over.
+	if d := OnConnectFailure(s, "a/b", "rgit-3", at(750*time.Millisecond)); d.Kind != AskForce {
+		t.Fatalf("same instant as the ask: %v", d)
+	}
+	if d := OnConnectFailure(s, "a/b", "rgit-3", at(751*time.Millisecond)); d.Kind != Reread {
+		t.Fatalf("after the ask: %v", d)
 	}
 	// A success in between clears; a stale first failure does not count.
 	OnConnectFailure(s, "a/b", "rgit-2", t0)
