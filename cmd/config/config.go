@@ -44,6 +44,7 @@ type Config struct {
 	ClonePackCache  int64             // RGIT_CLONE_CACHE_BYTES
 	LogLevel        string            // RGIT_LOG_LEVEL
 	DrainTimeout    time.Duration     // RGIT_DRAIN_SECS
+	LeaderWait      time.Duration     // RGIT_LEADER_WAIT_SECS
 	MaxPushRefs     int               // RGIT_MAX_PUSH_REFS
 	MaxPushOptions  int               // RGIT_MAX_PUSH_OPTIONS
 	MaxObjectSize   int64             // RGIT_MAX_OBJECT_SIZE
@@ -127,6 +128,7 @@ var Vars = []Var{
 	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"RGIT_LOG_FORMAT", "auto", "json or console; auto: console when stderr is a terminal, json otherwise"},
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
+	{"RGIT_LEADER_WAIT_SECS", "30", "cluster: how long a request that needs the ownership leader (a repository nobody holds, or one whose owner died) waits for an unreachable leader, such as one restarting, before answering 503; it holds only its connection meanwhile; 0: answer at once"},
 	{"RGIT_MAX_PUSH_REFS", "100000", "maximum ref updates of one push (a mirror push sends one per ref)"},
 	{"RGIT_MAX_PUSH_OPTIONS", "32", "maximum push options (git push -o) of one push"},
 	{"RGIT_MAX_OBJECT_SIZE", "104857600", "maximum size in bytes of one pushed object, inflated (a delta's declared result is checked before it is applied); larger files belong in Git LFS; 0: no limit"},
@@ -282,6 +284,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		ClonePackCache:  p.int("RGIT_CLONE_CACHE_BYTES", 0),
 		LogLevel:        p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
 		DrainTimeout:    p.seconds("RGIT_DRAIN_SECS", 0),
+		LeaderWait:      p.seconds("RGIT_LEADER_WAIT_SECS", 0),
 		MaxPushRefs:     int(p.int("RGIT_MAX_PUSH_REFS", 1)),
 		MaxPushOptions:  int(p.int("RGIT_MAX_PUSH_OPTIONS", 1)),
 		MaxObjectSize:   p.int("RGIT_MAX_OBJECT_SIZE", 0),

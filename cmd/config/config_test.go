@@ -28,6 +28,10 @@ func TestDefaults(t *testing.T) {
 	if c.HTTPIdle != 120*time.Second || c.HTTPBodyStall != 60*time.Second || c.SSHIdle != 300*time.Second || c.SSHStall != 60*time.Second {
 		t.Fatalf("unexpected timeout defaults: %+v", c)
 	}
+	// A pod restart of the leader takes about 20 s.
+	if c.LeaderWait != 30*time.Second {
+		t.Fatalf("RGIT_LEADER_WAIT_SECS defaults to %s, want 30s", c.LeaderWait)
+	}
 	// Large hosts refuse single files over 100 MiB; "no limit" would let a
 	// delta of a few bytes declare gigabytes.
 	if c.MaxObjectSize != 100<<20 {
@@ -70,6 +74,7 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		"RGIT_PREWARM_BYTES":        {"RGIT_PREWARM_BYTES": "-1"},
 		"RGIT_GC_INTERVAL_SECS":     {"RGIT_GC_INTERVAL_SECS": "-1"},
 		"RGIT_WARM_TTL_SECS":        {"RGIT_WARM_TTL_SECS": "0"},
+		"RGIT_LEADER_WAIT_SECS":     {"RGIT_LEADER_WAIT_SECS": "-5"},
 		"RGIT_HTTP_ADDR":            {"RGIT_HTTP_ADDR": "8080"},
 		"RGIT_SELF":                 {"RGIT_PEER_SVC": "rgit.ns.svc", "RGIT_PEER_SECRET": "0123456789abcdef"},
 		"RGIT_PEER_SECRET":          {"RGIT_PEER_SECRET": "short"},

@@ -51,6 +51,7 @@ func newClusterSetup(cfg *config.Config, secret string, log *zap.Logger) (*clust
 	cs := &clusterSetup{dir: dir, httpFwd: peer.NewHTTPForwarder(dir, secret, log).WithTLS(cfg.PeerTLS),
 		sessions: peer.NewSessionClient(dir, secret).WithTLS(cfg.PeerTLS), hostKeys: newFleetHostKeys(log)}
 	cc := &actors.ClusterConfig{Self: cfg.Self, Timings: cluster.DefaultTimings()}
+	cc.Timings.LeaderWait = cfg.LeaderWait
 	if leaderName != cfg.Self {
 		addr, err := dir.StreamAddr(leaderName)
 		if err != nil {
