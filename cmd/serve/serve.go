@@ -60,11 +60,14 @@ const gcMinAge = time.Hour
 
 // Server is one running node.
 type Server struct {
-	cfg   *config.Config
-	log   *zap.Logger
-	store objstore.Store
-	cache *packcache.Cache
-	node  *actors.Node
+	cfg *config.Config
+	// bitmaps are the background bitmap builds of first pushes, stopped
+	// before the node so nothing writes to the store after Shutdown.
+	bitmaps *repo.BitmapBuilds
+	log     *zap.Logger
+	store   objstore.Store
+	cache   *packcache.Cache
+	node    *actors.Node
 
 	httpSrv, adminSrv, peerSrv *http.Server
 	apiCache                   *api.Cache // nil: RGIT_REDIS_URL unset
@@ -117,7 +120,7 @@ func WithAdmission(c *admission.Controller) Option { return func(s *Server) { s.
 // Start opens and verifies the store, opens the cache, starts the actors
 // and every listener.
 func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Option) (*Server, error) {
-	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 4), probeEvery: 10 * time.Second}
+	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 4), probeEvery: 10 * time.Second, bitmaps: repo.NewBitmapBuilds()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -235,7 +238,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, err
 	}
 	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip, Strict: cfg.FsckStrict}, Log: log,
-		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: admit}
+		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: admit, Bitmaps: s.bitmaps}
 	if s.apiCache != nil {
 		eng.RefsWatch = s.apiCache
 	}
@@ -581,6 +584,7 @@ func (s *Server) close() error {
 	if s.stopProbe != nil {
 		s.stopProbe()
 	}
+	s.bitmaps.Close()
 	if s.node != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
