@@ -13,6 +13,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
 )
@@ -241,7 +242,8 @@ func (r *Repo) SetHead(ctx context.Context, target string) error {
 // and in the name index. Access needs both to say public, so the order
 // never exposes a private repository: going private writes the index
 // first, going public writes it last; a failure in between leaves the
-// repository private and a retry finishes.
+// repository private and a retry finishes. The visibility event (for
+// webhooks) is committed with the database's change.
 func (r *Repo) SetVisibility(ctx context.Context, public bool) error {
 	v := visPrivate
 	if public {
@@ -257,7 +259,9 @@ func (r *Repo) SetVisibility(ctx context.Context, public bool) error {
 			return fmt.Errorf("set visibility of %s/%s: %w", r.owner, r.name, err)
 		}
 	}
-	if err := r.commit(ctx, "set visibility", refdb.Txn{refdb.Set(keyVisibility, []byte(v))}); err != nil {
+	e := r.event(ctx, outbox.KindVisibility)
+	e.Visibility = v
+	if err := r.commitEvents(ctx, "set visibility", refdb.Txn{refdb.Set(keyVisibility, []byte(v))}, e); err != nil {
 		return err
 	}
 	if public {

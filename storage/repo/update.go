@@ -114,6 +114,9 @@ func putFile(ctx context.Context, d Deps, key, path string) (int64, error) {
 // Commands a protected ref pattern refuses (by the rules the database
 // holds now) fail with a *ProtectedError before anything is written.
 //
+// The transaction also queues the webhook events of the applied commands
+// (hooks.go), the pusher being the identity in ctx.
+//
 // The []error has one entry per command (nil = applied). The error return
 // is for failures of the whole call (no command applied); it wraps
 // refdb.ErrFenced when this writer has been fenced.
@@ -133,7 +136,11 @@ func (r *Repo) UpdateRefs(ctx context.Context, staged *PackInfo, cmds []RefUpdat
 		extra = append(extra, listPack(*staged)...)
 	}
 	for len(active) > 0 {
-		_, err := r.db.Commit(ctx, buildTxn(cmds, active, extra))
+		txn, err := r.withEvents(buildTxn(cmds, active, extra), r.refEvents(ctx, cmds, active)...)
+		if err != nil {
+			return nil, err
+		}
+		_, err = r.db.Commit(ctx, txn)
 		if err == nil {
 			return results, nil
 		}
