@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -65,6 +66,11 @@ type Config struct {
 	RedisURL        string            // RGIT_REDIS_URL; "" disables the read API cache
 	Upstream        string            // RGIT_UPSTREAM (api-serve)
 	APIAddr         string            // RGIT_API_ADDR (api-serve)
+	HookAllow       []netip.Prefix    // RGIT_HOOK_ALLOW: non-public ranges webhooks may reach
+	HookRetry       time.Duration     // RGIT_HOOK_RETRY_SECS
+	HookTimeout     time.Duration     // RGIT_HOOK_TIMEOUT_SECS
+	HookBackoff     time.Duration     // RGIT_HOOK_BACKOFF_MS: the first retry's wait
+	HookConcurrency int               // RGIT_HOOK_CONCURRENCY
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
@@ -124,6 +130,11 @@ var Vars = []Var{
 	{"RGIT_REDIS_URL", "", "read API cache: redis://[:password@]host:port[/db] or rediss:// (TLS); set it on the git nodes and on api-serve alike (nodes invalidate); Redis must run maxmemory-policy volatile-lru; unset: no cache"},
 	{"RGIT_UPSTREAM", "http://rgit:8081", "api-serve only: base URL of the git fleet's peer HTTP service (not the public port)"},
 	{"RGIT_API_ADDR", ":8090", "api-serve only: read API listen address"},
+	{"RGIT_HOOK_ALLOW", "", "webhooks: comma-separated CIDR prefixes or addresses of non-public ranges deliveries may go to (loopback, private, link-local and other non-public addresses are refused otherwise)"},
+	{"RGIT_HOOK_RETRY_SECS", "28800", "webhooks: how long a failing delivery is retried, from when its event was queued, before it is given up"},
+	{"RGIT_HOOK_TIMEOUT_SECS", "10", "webhooks: bound on one delivery attempt, connecting to reading the answer (connecting alone: at most 5 s)"},
+	{"RGIT_HOOK_BACKOFF_MS", "10000", "webhooks: wait before the first retry; each further retry waits twice as long, at most 10 minutes, jittered"},
+	{"RGIT_HOOK_CONCURRENCY", "16", "webhooks: deliveries in flight at once on the node"},
 }
 
 // Elsewhere lists the RGIT_* variables that other rgit programs read from
@@ -263,6 +274,11 @@ func Parse(getenv func(string) string) (*Config, error) {
 		RedisURL:        p.str("RGIT_REDIS_URL"),
 		Upstream:        p.str("RGIT_UPSTREAM"),
 		APIAddr:         p.addr("RGIT_API_ADDR"),
+		HookAllow:       p.prefixes("RGIT_HOOK_ALLOW"),
+		HookRetry:       p.seconds("RGIT_HOOK_RETRY_SECS", 1),
+		HookTimeout:     p.seconds("RGIT_HOOK_TIMEOUT_SECS", 1),
+		HookBackoff:     time.Duration(p.int("RGIT_HOOK_BACKOFF_MS", 1)) * time.Millisecond,
+		HookConcurrency: int(p.int("RGIT_HOOK_CONCURRENCY", 1)),
 	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		p.fail("RGIT_REDIS_URL", "must start with redis:// or rediss://")
@@ -422,6 +438,24 @@ func (p *parser) addr(name string) string {
 		p.fail(name, "%q has a bad port", s)
 	}
 	return s
+}
+
+// prefixes reads comma-separated CIDR prefixes or single addresses.
+func (p *parser) prefixes(name string) []netip.Prefix {
+	var out []netip.Prefix
+	for f := range strings.SplitSeq(p.str(name), ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if pre, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, pre.Masked())
+		} else if a, err := netip.ParseAddr(f); err == nil {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		} else {
+			p.fail(name, "%q is not a CIDR prefix (10.0.0.0/8) or an address", f)
+		}
+	}
+	return out
 }
 
 func (p *parser) oneOf(name string, allowed ...string) string {

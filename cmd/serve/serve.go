@@ -37,6 +37,7 @@ import (
 	"github.com/rgit/rgit/storage/fsck"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
+	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
@@ -46,6 +47,7 @@ import (
 	"github.com/rgit/rgit/transport/engine"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/hooks"
 	"github.com/rgit/rgit/transport/httpgit"
 	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/sshgit"
@@ -209,7 +211,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if s.apiCache != nil {
 		purger = s.apiCache
 	}
-	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Cache: purger,
+	webhooks := hooks.New(hooks.Config{Allow: cfg.HookAllow, Timeout: cfg.HookTimeout, Concurrency: cfg.HookConcurrency,
+		Policy: outbox.Policy{Window: cfg.HookRetry, FirstRetry: cfg.HookBackoff}, Log: log, Registerer: reg})
+	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Cache: purger, Hooks: webhooks,
 		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: reg, Cluster: clusterCfg,
 		GCInterval: cfg.GCInterval, GCMinAge: gcMinAge,
 		Reserve: func(objects int64) (func(), bool) {
@@ -322,7 +326,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 	}
 	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Cache: purger,
-		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout}
+		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout, Hooks: webhooks}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}

@@ -16,9 +16,9 @@ type NewCommits struct {
 	// IDs are the first commits of the list, at most the limit asked for.
 	IDs []object.ID
 	// Truncated: the list has more commits than IDs, or the walk's budget
-	// ran out before it was complete (then IDs may also be missing
-	// commits, or hold one an exclude tip reaches further down).
-	Truncated bool
+	// ran out before it was complete (Exhausted: then IDs may also be
+	// missing commits, or hold one an exclude tip reaches further down).
+	Truncated, Exhausted bool
 	// Descends reports that tip descends from exclude[0] (it is that
 	// commit or a descendant): the update was a fast-forward. Exact when
 	// the walk completed; when the budget ran out before the walk met
@@ -71,7 +71,7 @@ func ListNewCommits(ctx context.Context, g *Graph, tip object.ID, exclude []obje
 	if err != nil {
 		return out, err
 	}
-	out.Truncated = w.exhausted
+	out.Truncated, out.Exhausted = w.exhausted, w.exhausted
 	out.Descends = !first.IsZero() && p.id == first
 	for _, i := range list {
 		n := &w.nodes[i]

@@ -57,13 +57,13 @@ func TestListNewCommits(t *testing.T) {
 
 	// The limit keeps the newest and says there were more.
 	got, err := ListNewCommits(ctx, g, e, nil, 2, 1000)
-	if err != nil || !slices.Equal(got.IDs, r.commits("rev-list", "-n", "2", e.String())) || !got.Truncated {
+	if err != nil || !slices.Equal(got.IDs, r.commits("rev-list", "-n", "2", e.String())) || !got.Truncated || got.Exhausted {
 		t.Errorf("limit 2: %v truncated %v, %v", got.IDs, got.Truncated, err)
 	}
 	// The budget stops the walk and says so: a fast-forward it did not
 	// reach the end of is not claimed.
 	got, err = ListNewCommits(ctx, g, e, []object.ID{a}, 100, 2)
-	if err != nil || !got.Truncated || got.Descends || len(got.IDs) > 2 {
+	if err != nil || !got.Truncated || !got.Exhausted || got.Descends || len(got.IDs) > 2 {
 		t.Errorf("budget 2: %v truncated %v descends %v, %v", got.IDs, got.Truncated, got.Descends, err)
 	}
 	// Tags are peeled, on both sides.

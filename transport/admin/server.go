@@ -15,6 +15,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/hooks"
 	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/peertls"
 )
@@ -44,6 +45,8 @@ type Server struct {
 	Rollout func(context.Context) (RolloutStatus, error)
 	// Cache is the read API's answer cache (RGIT_REDIS_URL); nil: none.
 	Cache actors.CachePurger
+	// Hooks sends test-hook's pings; nil: test-hook fails.
+	Hooks *hooks.Service
 
 	once     sync.Once
 	handlers *peer.Handlers
@@ -114,6 +117,12 @@ func (s *Server) register(h *peer.Handlers) {
 	handle(s, h, s.where)
 	handle(s, h, s.version)
 	handle(s, h, s.rolloutStatus)
+	handle(s, h, s.addHook)
+	handle(s, h, s.listHooks)
+	handle(s, h, s.removeHook)
+	handle(s, h, s.testHook)
+	handle(s, h, s.listDeliveries)
+	handle(s, h, s.redeliver)
 }
 
 // progressFunc hears a stage's progress (repack: writing, indexing).
@@ -136,7 +145,7 @@ func handleProgress[M Msg, R Result](s *Server, h *peer.Handlers, fn func(contex
 		}
 		command, _ := m.op()
 		s.Log.Info("admin command", zap.String("command", command), zap.Any("msg", m))
-		r, err := fn(ctx, m, (&throttle{report: progress}).progress)
+		r, err := fn(withActor(ctx, m), m, (&throttle{report: progress}).progress)
 		if err != nil {
 			s.Log.Warn("admin command failed", zap.String("command", command), zap.Any("msg", m), zap.Error(err))
 			return r, &peer.CodedError{Code: codeOf(err), Msg: err.Error()}
