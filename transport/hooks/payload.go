@@ -56,7 +56,7 @@ type Payload struct {
 	Created   *bool    `json:"created,omitempty"`
 	Deleted   *bool    `json:"deleted,omitempty"`
 	Forced    *bool    `json:"forced,omitempty"`
-	Commits   []Commit `json:"commits,omitempty"`
+	Commits   []Commit `json:"commits,omitzero"` // [] on every push event
 	Truncated *bool    `json:"truncated,omitempty"`
 
 	Visibility string               `json:"visibility,omitempty"`
