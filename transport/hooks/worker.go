@@ -2,7 +2,6 @@ package hooks
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -53,9 +52,6 @@ type attemptDone struct {
 	r    outbox.Result
 	out  outbox.Outcome
 }
-
-// errStopped: the repository's actor no longer answers (it closed).
-var errStopped = errors.New("repository closed")
 
 // run loops: read the outbox, give up what waited past the window, start
 // what is due on hooks with nothing in flight, then wait for a result, a
