@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rgit/rgit/storage/object"
@@ -85,9 +86,9 @@ type snapshotter interface {
 }
 
 // body is d's payload for repository owner/name. A push event's commits
-// and forced flag are walked here, from a snapshot that src takes; the
-// other events need nothing but the outbox record.
-func body(ctx context.Context, src snapshotter, owner, name string, d outbox.Delivery) ([]byte, error) {
+// and forced flag are walked here (through walks, from a snapshot that
+// src takes); the other events need nothing but the outbox record.
+func body(ctx context.Context, src snapshotter, walks *walkCache, owner, name string, d outbox.Delivery) ([]byte, error) {
 	e := d.Event
 	p := Payload{Event: e.Kind, Delivery: d.ID, Hook: d.Hook, Time: e.Time,
 		Repository: Repository{Owner: owner, Name: name, FullName: owner + "/" + name}}
@@ -100,9 +101,11 @@ func body(ctx context.Context, src snapshotter, owner, name string, d outbox.Del
 		created, deleted := e.Before == "", e.After == ""
 		p.Created, p.Deleted = &created, &deleted
 		if e.Kind == outbox.KindPush {
-			if err := addCommits(ctx, src, &p, e); err != nil {
+			w, err := walks.get(ctx, src, e)
+			if err != nil {
 				return nil, err
 			}
+			p.Commits, p.Forced, p.Truncated = w.commits, &w.forced, &w.truncated
 		}
 	case outbox.KindVisibility:
 		p.Sender, p.Visibility = &actor, e.Visibility
@@ -121,29 +124,75 @@ func orZero(hex string) string {
 	return hex
 }
 
-// addCommits fills a push event's commits (the newest MaxCommits the
-// update brought: for an update, after --not before; for a new ref,
-// after --not every other ref now), truncated and forced.
-func addCommits(ctx context.Context, src snapshotter, p *Payload, e outbox.Event) error {
-	forced, truncated := false, false
-	p.Forced, p.Truncated, p.Commits = &forced, &truncated, []Commit{}
+// pushWalk is what a push event's payload walks for: the newest
+// MaxCommits commits the update brought (for an update, after --not
+// before; for a new ref, after --not every other ref now), whether there
+// were more (or the walk's budget ran out), and whether it was forced.
+type pushWalk struct {
+	commits           []Commit
+	forced, truncated bool
+}
+
+// walkCache shares the walk of one ref update between the deliveries of
+// its push event to each hook of the repository (one worker's).
+type walkCache struct {
+	mu sync.Mutex
+	m  map[string]*walkEntry
+}
+
+type walkEntry struct {
+	once sync.Once
+	w    pushWalk
+	err  error
+}
+
+// maxWalks bounds a walkCache: it is emptied when full (the entries are
+// only useful while the deliveries of one event are sent).
+const maxWalks = 64
+
+func (c *walkCache) get(ctx context.Context, src snapshotter, e outbox.Event) (pushWalk, error) {
+	key := e.Ref + " " + e.Before + " " + e.After
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxWalks {
+		c.m = map[string]*walkEntry{}
+	}
+	ent, ok := c.m[key]
+	if !ok {
+		ent = &walkEntry{}
+		c.m[key] = ent
+	}
+	c.mu.Unlock()
+	ent.once.Do(func() { ent.w, ent.err = walkPush(ctx, src, e) })
+	if ent.err != nil {
+		c.mu.Lock()
+		if c.m[key] == ent {
+			delete(c.m, key) // not kept: the next attempt walks again
+		}
+		c.mu.Unlock()
+	}
+	return ent.w, ent.err
+}
+
+// walkPush walks for e (pushWalk).
+func walkPush(ctx context.Context, src snapshotter, e outbox.Event) (pushWalk, error) {
+	w := pushWalk{commits: []Commit{}}
 	if e.After == "" {
-		return nil
+		return w, nil
 	}
 	after, err := object.ParseID(e.After)
 	if err != nil {
-		return fmt.Errorf("event after %q: %w", e.After, err)
+		return w, fmt.Errorf("event after %q: %w", e.After, err)
 	}
 	snap, release, err := src.Snapshot(ctx)
 	if err != nil {
-		return fmt.Errorf("snapshot for the commits of %s: %w", e.Ref, err)
+		return w, fmt.Errorf("snapshot for the commits of %s: %w", e.Ref, err)
 	}
 	defer release()
 	var exclude []object.ID
 	if e.Before != "" {
 		before, err := object.ParseID(e.Before)
 		if err != nil {
-			return fmt.Errorf("event before %q: %w", e.Before, err)
+			return w, fmt.Errorf("event before %q: %w", e.Before, err)
 		}
 		exclude = []object.ID{before}
 	} else {
@@ -158,19 +207,19 @@ func addCommits(ctx context.Context, src snapshotter, p *Payload, e outbox.Event
 	if errors.Is(err, object.ErrNotFound) {
 		// Collected since (a later force-push and gc): the event still
 		// says what moved.
-		truncated = true
-		return nil
+		w.truncated = true
+		return w, nil
 	}
 	if err != nil {
-		return fmt.Errorf("commits of %s: %w", e.Ref, err)
+		return w, fmt.Errorf("commits of %s: %w", e.Ref, err)
 	}
 	// Forced when the walk shows before is not an ancestor; a walk cut
 	// short by its budget shows nothing either way, and says truncated.
-	forced, truncated = e.Before != "" && !nc.Descends && !nc.Exhausted, nc.Truncated
+	w.forced, w.truncated = e.Before != "" && !nc.Descends && !nc.Exhausted, nc.Truncated
 	for _, id := range nc.IDs {
 		_, data, err := objs.ReadObject(id)
 		if err != nil {
-			return fmt.Errorf("commit %s: %w", id, err)
+			return w, fmt.Errorf("commit %s: %w", id, err)
 		}
 		t := object.ParseCommitText(data)
 		msg := t.Message
@@ -183,9 +232,9 @@ func addCommits(ctx context.Context, src snapshotter, p *Payload, e outbox.Event
 		if !t.Author.When.IsZero() {
 			c.Timestamp = t.Author.When.Format(time.RFC3339)
 		}
-		p.Commits = append(p.Commits, c)
+		w.commits = append(w.commits, c)
 	}
-	return nil
+	return w, nil
 }
 
 // pingBody is the payload test-hook sends.

@@ -23,6 +23,7 @@ type worker struct {
 	wake   chan struct{}
 	cancel context.CancelFunc
 	log    *zap.Logger
+	walks  walkCache
 
 	mu      sync.Mutex
 	pending int       // deliveries waiting when last read
@@ -86,8 +87,20 @@ func (w *worker) run(ctx context.Context) {
 		case <-w.wake:
 		case <-timer.C:
 		case d := <-done:
-			delete(inflight, d.hook)
-			w.finish(ctx, d)
+			// Results that arrived together are recorded in one write.
+			batch := []attemptDone{d}
+			for more := true; more; {
+				select {
+				case d := <-done:
+					batch = append(batch, d)
+				default:
+					more = false
+				}
+			}
+			for _, d := range batch {
+				delete(inflight, d.hook)
+			}
+			w.finish(ctx, batch)
 		}
 	}
 }
@@ -170,7 +183,7 @@ func (w *worker) attempt(ctx context.Context, h outbox.Hook, d outbox.Delivery) 
 	if err != nil {
 		return attemptDone{hook: h.ID} // stopping: nothing to record
 	}
-	b, err := body(ctx, w.q, w.q.Owner, w.q.Name, d)
+	b, err := body(ctx, w.q, &w.walks, w.q.Owner, w.q.Name, d)
 	if err == nil {
 		a = send(ctx, w.s.client, h, d.Event.Kind, d.ID, b)
 	} else {
@@ -186,27 +199,37 @@ func (w *worker) attempt(ctx context.Context, h outbox.Hook, d outbox.Delivery) 
 	return attemptDone{hook: h.ID, r: r, out: out}
 }
 
-// finish records an attempt's result in the outbox.
-func (w *worker) finish(ctx context.Context, d attemptDone) {
-	if d.r.Delivery.ID == "" {
+// finish records attempts' results in the outbox, in one write.
+func (w *worker) finish(ctx context.Context, batch []attemptDone) {
+	var results []outbox.Result
+	for _, d := range batch {
+		if d.r.Delivery.ID != "" {
+			results = append(results, d.r)
+		}
+	}
+	if len(results) == 0 {
 		return
 	}
-	if err := w.q.Finish(ctx, []outbox.Result{d.r}); err != nil {
-		// Not recorded: the delivery is still waiting as it was and is
-		// sent again (at least once).
-		w.log.Warn("webhook delivery: attempt not recorded", zap.String("delivery", d.r.Delivery.ID), zap.Error(err))
+	if err := w.q.Finish(ctx, results); err != nil {
+		// Not recorded: the deliveries are still waiting as they were
+		// and are sent again (at least once).
+		w.log.Warn("webhook delivery: attempts not recorded", zap.Int("attempts", len(results)), zap.Error(err))
 		return
 	}
-	w.s.metrics.outcome(d.out)
-	last := d.r.Delivery.Last[len(d.r.Delivery.Last)-1]
-	switch d.out {
-	case outbox.Retry:
-		w.log.Info("webhook delivery failed; retrying", zap.String("hook", d.r.Delivery.Hook), zap.String("delivery", d.r.Delivery.ID),
-			zap.Int("attempts", d.r.Delivery.Attempts), zap.Int("status", last.Status), zap.String("error", last.Error),
-			zap.Time("next", d.r.Delivery.Next))
-	case outbox.GaveUp:
-		w.log.Warn("webhook delivery given up after its retry window", zap.String("hook", d.r.Delivery.Hook),
-			zap.String("delivery", d.r.Delivery.ID), zap.Int("attempts", d.r.Delivery.Attempts), zap.Int("status", last.Status),
-			zap.String("error", last.Error))
+	for _, d := range batch {
+		if d.r.Delivery.ID == "" {
+			continue
+		}
+		w.s.metrics.outcome(d.out)
+		dl := d.r.Delivery
+		last := dl.Last[len(dl.Last)-1]
+		switch d.out {
+		case outbox.Retry:
+			w.log.Info("webhook delivery failed; retrying", zap.String("hook", dl.Hook), zap.String("delivery", dl.ID),
+				zap.Int("attempts", dl.Attempts), zap.Int("status", last.Status), zap.String("error", last.Error), zap.Time("next", dl.Next))
+		case outbox.GaveUp:
+			w.log.Warn("webhook delivery given up after its retry window", zap.String("hook", dl.Hook), zap.String("delivery", dl.ID),
+				zap.Int("attempts", dl.Attempts), zap.Int("status", last.Status), zap.String("error", last.Error))
+		}
 	}
 }
