@@ -106,7 +106,7 @@ func (a *repoActor) receiveHooks(ctx actor.Context, msg any) bool {
 // runs, or wakes the one running: after the database opened, and after
 // a write that may have queued events.
 func (a *repoActor) wakeHooks(ctx actor.Context) {
-	if a.repo == nil || a.closing || a.node.cfg.Hooks == nil {
+	if a.repo == nil || a.closing || a.lingering || a.node.cfg.Hooks == nil {
 		return
 	}
 	if a.hooks != nil {

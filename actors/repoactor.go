@@ -284,6 +284,7 @@ func (a *repoActor) stepLease(ctx actor.Context, ev cluster.Event, why closeWhy)
 		case cluster.CloseDB:
 			if onLeaseClosed(ev.Kind, a.sessions) == lingerThenClose {
 				a.lingering = true
+				a.stopHooks() // the next owner delivers
 				ctx.Send(ctx.Parent(), &leaseChanged{key: a.key, pid: ctx.Self(), renews: false, released: true})
 				a.holdEntry()
 				continue

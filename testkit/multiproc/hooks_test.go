@@ -236,6 +236,9 @@ func TestClusterWebhooksAtLeastOnce(t *testing.T) {
 			t.Fatalf("delivery %s: %v", d.ID, err)
 		}
 		byAfter[pl.After] = pl
+		if pl.Pusher == nil || pl.Pusher.User != "alice" || pl.Pusher.TokenID == "" {
+			t.Errorf("event %s names pusher %+v, want alice's token (forwarded pushes too)", d.ID, pl.Pusher)
+		}
 		i, landed := pos[pl.After]
 		switch {
 		case !landed:

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -47,11 +48,15 @@ func (w *worker) seen() (int, time.Time) {
 	return w.pending, w.oldest
 }
 
-// attemptDone is one attempt's result, back from its goroutine.
+// attemptDone is one attempt's result, back from its goroutine; an
+// attempt that could not be made (the worker stops, or the repository
+// would not give a snapshot) has no result and leaves the delivery as
+// it was.
 type attemptDone struct {
 	hook string
 	r    outbox.Result
 	out  outbox.Outcome
+	err  error // why there is no result
 }
 
 // run loops: read the outbox, give up what waited past the window, start
@@ -99,6 +104,12 @@ func (w *worker) run(ctx context.Context) {
 			}
 			for _, d := range batch {
 				delete(inflight, d.hook)
+				if d.err != nil {
+					// Read the outbox again only after a pause.
+					retry = min(max(2*retry, 100*time.Millisecond), 10*time.Second)
+					w.log.Debug("webhook delivery: no attempt", zap.Error(d.err), zap.Duration("retry_in", retry))
+					pause(ctx, retry)
+				}
 			}
 			w.finish(ctx, batch)
 		}
@@ -184,9 +195,14 @@ func (w *worker) attempt(ctx context.Context, h outbox.Hook, d outbox.Delivery) 
 		return attemptDone{hook: h.ID} // stopping: nothing to record
 	}
 	b, err := body(ctx, w.q, &w.walks, w.q.Owner, w.q.Name, d)
-	if err == nil {
+	switch {
+	case errors.Is(err, actors.ErrBusy):
+		// The repository is closing or busy: not an attempt.
+		release()
+		return attemptDone{hook: h.ID, err: err}
+	case err == nil:
 		a = send(ctx, w.s.client, h, d.Event.Kind, d.ID, b)
-	} else {
+	default:
 		// Not the receiver's fault, and retried like its failures.
 		a = outbox.Attempt{At: time.Now().UTC(), Error: "building the payload: " + err.Error()}
 	}
@@ -231,5 +247,15 @@ func (w *worker) finish(ctx context.Context, batch []attemptDone) {
 			w.log.Warn("webhook delivery given up after its retry window", zap.String("hook", dl.Hook), zap.String("delivery", dl.ID),
 				zap.Int("attempts", dl.Attempts), zap.Int("status", last.Status), zap.String("error", last.Error))
 		}
+	}
+}
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
