@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
@@ -142,16 +143,46 @@ func (a *repoActor) stopHooks() {
 
 // HookQueue is a delivery worker's handle on one open repository: its
 // reads and writes go to that repository's actor, and fail (ErrBusy) once
-// it has closed.
+// it has closed. Each returns when ctx ends (the worker stops) without
+// waiting for an actor that will not answer.
 type HookQueue struct {
 	node        *Node
 	pid         *actor.PID
 	Owner, Name string
 }
 
+// request sends msg to the queue's actor and waits for its answer, ctx
+// or the call timeout.
+func (q *HookQueue) request(ctx context.Context, msg any, timeout time.Duration) (any, error) {
+	type answer struct {
+		v   any
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		v, err := q.node.request(ctx, q.pid, msg, timeout)
+		ch <- answer{v, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.v, a.err
+	case <-ctx.Done():
+		go func() {
+			// A session granted after all is handed back.
+			if a := <-ch; a.err == nil {
+				if acq, ok := a.v.(*acquired); ok {
+					acq.snap.Close()
+					q.node.system.Root.Send(q.pid, &release{})
+				}
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
 // Outbox returns the outbox as of the repository's last commit.
 func (q *HookQueue) Outbox(ctx context.Context) (outbox.View, error) {
-	v, err := q.node.request(ctx, q.pid, &readOutbox{}, q.node.cfg.CallTimeout)
+	v, err := q.request(ctx, &readOutbox{}, q.node.cfg.CallTimeout)
 	if err != nil {
 		return outbox.View{}, err
 	}
@@ -164,7 +195,7 @@ func (q *HookQueue) Outbox(ctx context.Context) (outbox.View, error) {
 
 // Finish records attempts' results in the outbox.
 func (q *HookQueue) Finish(ctx context.Context, results []outbox.Result) error {
-	v, err := q.node.request(ctx, q.pid, &finishDeliveries{results: results}, q.node.cfg.CallTimeout)
+	v, err := q.request(ctx, &finishDeliveries{results: results}, q.node.cfg.CallTimeout)
 	if err != nil {
 		return err
 	}
@@ -178,7 +209,7 @@ func (q *HookQueue) Finish(ctx context.Context, results []outbox.Result) error {
 // Snapshot takes a read view of the repository (for the commits a push
 // event lists); call release when done with it.
 func (q *HookQueue) Snapshot(ctx context.Context) (*repo.Snapshot, func(), error) {
-	v, err := q.node.request(ctx, q.pid, &acquire{}, q.node.cfg.OpenTimeout)
+	v, err := q.request(ctx, &acquire{}, q.node.cfg.OpenTimeout)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -109,7 +109,9 @@ func TestHookWorkerFollowsTheOutbox(t *testing.T) {
 	if got := run.runningNow(); got != 0 {
 		t.Fatalf("%d workers still run after close", got)
 	}
-	if _, err := q.Outbox(ctx); err == nil {
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := q.Outbox(short); err == nil {
 		t.Fatal("the closed actor's queue still answers")
 	}
 	if _, err := n.Outbox(ctx, "alice", "web"); err != nil { // opens it again
