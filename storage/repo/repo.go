@@ -100,6 +100,12 @@ type Repo struct {
 	closed bool
 	state  *state     // parsed view, reused while the database seq is unchanged
 	set    *sharedSet // current pack set; the Repo holds one reference
+
+	// writerID names this writer's pending-delivery marker, written once
+	// (marked) with the first commit that queues webhook deliveries
+	// (hooks.go). Used by the writer (the repo actor) only.
+	writerID string
+	marked   bool
 }
 
 // Create creates an empty repository: HEAD → refs/heads/main, private.
@@ -182,7 +188,7 @@ func Open(ctx context.Context, d Deps, owner, name string) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s/%s: %w", owner, name, err)
 	}
-	return &Repo{d: d, owner: owner, name: name, db: db,
+	return &Repo{d: d, owner: owner, name: name, db: db, writerID: newWriterID(),
 		log: d.log().With(zap.String("repo", owner+"/"+name))}, nil
 }
 
@@ -207,6 +213,7 @@ func (r *Repo) Close(ctx context.Context) error {
 	if set != nil {
 		set.release()
 	}
+	r.closeMarker(ctx)
 	if err := r.db.Close(ctx); err != nil {
 		return fmt.Errorf("close %s/%s: %w", r.owner, r.name, err)
 	}

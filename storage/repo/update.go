@@ -136,11 +136,11 @@ func (r *Repo) UpdateRefs(ctx context.Context, staged *PackInfo, cmds []RefUpdat
 		extra = append(extra, listPack(*staged)...)
 	}
 	for len(active) > 0 {
-		txn, err := r.withEvents(buildTxn(cmds, active, extra), r.refEvents(ctx, cmds, active)...)
+		txn, queued, err := r.withEvents(buildTxn(cmds, active, extra), r.refEvents(ctx, cmds, active)...)
 		if err != nil {
 			return nil, err
 		}
-		_, err = r.db.Commit(ctx, txn)
+		_, err = r.commitMarked(ctx, txn, queued)
 		if err == nil {
 			return results, nil
 		}
@@ -175,6 +175,9 @@ func newRefGen() []byte {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
 	return []byte(hex.EncodeToString(b[:]))
 }
+
+// newWriterID names one open of the repository (its marker, hooks.go).
+func newWriterID() string { return string(newRefGen()) }
 
 // checkCommands records per-command validation errors and returns the
 // indexes of the valid ones.
