@@ -62,6 +62,10 @@ type (
 		d   outbox.Delivery
 		err error
 	}
+	// sweepHooks is the sweep's visit (repo.SweepMarkers): deliveries
+	// waiting are being sent (the actor opened the repository to answer),
+	// or the markers are removed; *written answers.
+	sweepHooks struct{}
 )
 
 // receiveHooks handles the webhook messages and reports whether msg was
@@ -87,6 +91,14 @@ func (a *repoActor) receiveHooks(ctx actor.Context, msg any) bool {
 				h, err = a.repo.RemoveHook(c, m.id)
 				return err
 			}, func(err error) any { return &hookRemoved{hook: h, err: err} })
+		}
+	case *sweepHooks:
+		if a.ready(ctx) {
+			a.write(ctx, func(c context.Context) error {
+				_, err := a.repo.SweepMarkers(c)
+				return err
+			}, writtenReply)
+			a.wakeHooks(ctx)
 		}
 	case *redeliver:
 		if a.ready(ctx) {
@@ -275,6 +287,18 @@ func (n *Node) Redeliver(ctx context.Context, owner, name, id string) (outbox.De
 		return outbox.Delivery{}, err
 	}
 	return r.d, r.err
+}
+
+// SweepHooks visits owner/name for the sweep of pending-delivery
+// markers (transport/hooks): it opens the repository here (claiming it
+// in cluster mode, a *NotOwnerError when another node holds it), which
+// resumes its waiting deliveries, or removes its markers when none wait.
+func (n *Node) SweepHooks(ctx context.Context, owner, name string) error {
+	r, err := askHooks[*written](ctx, n, owner, name, &sweepHooks{})
+	if err != nil {
+		return err
+	}
+	return r.err
 }
 
 // by is the identity a write is made by: the caller's in ctx, which the

@@ -14,6 +14,11 @@
 // went is sent again, which is why receivers de-duplicate by the delivery
 // id (X-Rgit-Delivery).
 //
+// Sweep is each node's loop over the pending-delivery markers writers
+// leave in the store (storage/repo): it opens the marked repositories no
+// live node holds, so deliveries resume after their owner crashed or
+// drained even when nothing else touches the repository.
+//
 // What is cheap at commit time is in the outbox (ref, before, after,
 // pusher); the commits a push event lists, and whether it was forced, are
 // walked when the event is delivered, within a budget (MaxCommits,
