@@ -71,6 +71,7 @@ type Config struct {
 	HookTimeout     time.Duration     // RGIT_HOOK_TIMEOUT_SECS
 	HookBackoff     time.Duration     // RGIT_HOOK_BACKOFF_MS: the first retry's wait
 	HookConcurrency int               // RGIT_HOOK_CONCURRENCY
+	HookSweep       time.Duration     // RGIT_HOOK_SWEEP_SECS
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
@@ -135,6 +136,7 @@ var Vars = []Var{
 	{"RGIT_HOOK_TIMEOUT_SECS", "10", "webhooks: bound on one delivery attempt, connecting to reading the answer (connecting alone: at most 5 s)"},
 	{"RGIT_HOOK_BACKOFF_MS", "10000", "webhooks: wait before the first retry; each further retry waits twice as long, at most 10 minutes, jittered"},
 	{"RGIT_HOOK_CONCURRENCY", "16", "webhooks: deliveries in flight at once on the node"},
+	{"RGIT_HOOK_SWEEP_SECS", "30", "webhooks: how often (jittered) a node looks for repositories with deliveries waiting that nobody is sending (their owner crashed or drained, and nothing opened them since) and opens them"},
 }
 
 // Elsewhere lists the RGIT_* variables that other rgit programs read from
@@ -279,6 +281,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		HookTimeout:     p.seconds("RGIT_HOOK_TIMEOUT_SECS", 1),
 		HookBackoff:     time.Duration(p.int("RGIT_HOOK_BACKOFF_MS", 1)) * time.Millisecond,
 		HookConcurrency: int(p.int("RGIT_HOOK_CONCURRENCY", 1)),
+		HookSweep:       p.seconds("RGIT_HOOK_SWEEP_SECS", 1),
 	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		p.fail("RGIT_REDIS_URL", "must start with redis:// or rediss://")

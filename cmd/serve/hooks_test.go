@@ -34,7 +34,7 @@ const hookSecret = "hook-secret-0123456789abcdef"
 func newHookFixture(t *testing.T) *hookFixture {
 	f := &hookFixture{firstRetry: 50 * time.Millisecond}
 	f.srv = gitenv.StartServer(t, gitenv.FileStore(t), "RGIT_HOOK_ALLOW=127.0.0.0/8", "RGIT_HOOK_BACKOFF_MS=50",
-		"RGIT_HOOK_TIMEOUT_SECS=1", "RGIT_HOOK_RETRY_SECS=600")
+		"RGIT_HOOK_TIMEOUT_SECS=1", "RGIT_HOOK_RETRY_SECS=600", "RGIT_HOOK_SWEEP_SECS=1")
 	f.env = gitenv.New(t)
 	f.token = f.srv.AddToken(t, "alice")
 	f.key = f.env.NewSSHKey(t, "alice")
@@ -306,6 +306,23 @@ func TestWebhooks(t *testing.T) {
 		if d := l.Deliveries[0]; d.Attempts < 1 || !strings.HasPrefix(d.Error, "timeout") || d.Millis > 3000 {
 			t.Errorf("after a hanging attempt: %+v", d)
 		}
+		rcv.SetMode(hookrecv.OK)
+		received(t, rcv, 1)
+	})
+
+	t.Run("resumed after a restart without traffic", func(t *testing.T) {
+		_, wt, rcv := f.repoWithHook(t, "restart", "push")
+		rcv.SetMode(hookrecv.Fail)
+		f.commit(t, wt, "one")
+		f.push(t, f.http, wt, "HEAD:refs/heads/main")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := rcv.Wait(ctx, func(ds []hookrecv.Delivery) bool { return len(ds) >= 1 }); err != nil {
+			t.Fatal(err)
+		}
+		// Nothing touches the repository after the restart: the sweep
+		// finds its marker and opens it.
+		f.srv.Restart(t)
 		rcv.SetMode(hookrecv.OK)
 		received(t, rcv, 1)
 	})

@@ -89,7 +89,10 @@ type Server struct {
 	probeEvery time.Duration
 	admission  *admission.Controller // nil: derived from the memory budget
 	stopProbe  context.CancelFunc
-	serveErr   chan error
+	// stopSweep ends the webhook sweep and waits for its visit in
+	// progress; nil until it runs.
+	stopSweep func()
+	serveErr  chan error
 	// given replaces the store RGIT_STORE_URL names (WithStore).
 	given      objstore.Store
 	clonePacks *clonecache.Cache // nil: RGIT_CLONE_CACHE_BYTES=0
@@ -225,6 +228,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
+	s.stopSweep = startSweep(bgCtx, s.node, deps, cfg.HookSweep, log)
 	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip, Strict: cfg.FsckStrict}, Log: log,
 		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: admit}
 	if s.apiCache != nil {
@@ -434,6 +438,9 @@ func (s *Server) Err() <-chan error { return s.serveErr }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.log.Info("draining")
+	// The sweep opens repositories: it stops before the drain releases
+	// them.
+	s.endSweep()
 	var errs []error
 	if s.cluster != nil {
 		s.hintSuccessors(ctx)
@@ -472,12 +479,36 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// startSweep runs the webhook sweep (hooks.Sweep) until ctx ends or the
+// returned stop, which waits for it, is called.
+func startSweep(ctx context.Context, node *actors.Node, d repo.Deps, every time.Duration, log *zap.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hooks.Sweep(ctx, node, d, every, log)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// endSweep stops the webhook sweep, if it runs, and waits for it.
+func (s *Server) endSweep() {
+	if s.stopSweep != nil {
+		s.stopSweep()
+		s.stopSweep = nil
+	}
+}
+
 // close releases everything Start opened, in reverse order.
 func (s *Server) close() error {
 	var errs []error
 	if s.stopProbe != nil {
 		s.stopProbe()
 	}
+	s.endSweep()
 	if s.node != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
