@@ -41,7 +41,7 @@ var ErrBadURL = errors.New("bad webhook URL")
 // resolves is checked when delivering (Guard).
 func CheckURL(raw string) error {
 	if len(raw) > MaxURL {
-		return fmt.Errorf("%w: longer than %d bytes", ErrBadURL, MaxURL)
+		return fmt.Errorf("%w: too long (limit %d bytes, fixed)", ErrBadURL, MaxURL)
 	}
 	u, err := url.Parse(raw)
 	switch {
@@ -161,7 +161,7 @@ func NewHook(rawURL, secret, events, createdBy string, now time.Time) (h outbox.
 		return h, false, err
 	}
 	if len(secret) > maxSecret {
-		return h, false, fmt.Errorf("%w: the secret is longer than %d bytes", ErrBadSecret, maxSecret)
+		return h, false, fmt.Errorf("%w: too long (limit %d bytes, fixed)", ErrBadSecret, maxSecret)
 	}
 	if secret == "" {
 		var b [32]byte
