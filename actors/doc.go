@@ -24,7 +24,8 @@
 //   - to a repo actor: acquire → acquired (a session's snapshot), release;
 //     updateRefs → refsUpdated; setVisibility, setHead → written;
 //     grantAccess, revokeAccess, protectRef, unprotectRef, readSettings →
-//     accessChanged; commitRepack → repackCommitted; planGC → gcPlanned;
+//     accessChanged; createLock, deleteLock, listLocks → locksAnswered
+//     (Git LFS locks); commitRepack → repackCommitted; planGC → gcPlanned;
 //     closeRepo → written; evictIfIdle; lease: regranted, startRelease,
 //     renewAnswer, drainTick; its own idleTick. A request that cannot run
 //     is answered failed (with the error) or errRetry (the actor closes).
@@ -81,4 +82,5 @@
 //	maintainer.go  background roll-ups and scheduled passes;
 //	maintenance.go repack and gc through the actor; gc.go automatic gc
 //	access.go      collaborators and protected refs through the actor
+//	lfslocks.go    Git LFS locks through the actor
 package actors

@@ -31,7 +31,8 @@ type life struct {
 func isActivity(msg any) bool {
 	switch msg.(type) {
 	case *acquire, *release, *updateRefs, *setVisibility, *setHead, *commitRepack, *planGC, *closeRepo,
-		*grantAccess, *revokeAccess, *protectRef, *unprotectRef, *readSettings:
+		*grantAccess, *revokeAccess, *protectRef, *unprotectRef, *readSettings,
+		*createLock, *deleteLock, *listLocks:
 		return true
 	}
 	return false

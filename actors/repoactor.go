@@ -214,7 +214,9 @@ func (a *repoActor) receive(ctx actor.Context) {
 		a.goIdle(ctx, why)
 		ctx.Respond(&written{})
 	default:
-		a.receiveAccess(ctx, m)
+		if !a.receiveLocks(ctx, m) {
+			a.receiveAccess(ctx, m)
+		}
 	}
 }
 
