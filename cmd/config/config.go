@@ -65,6 +65,10 @@ type Config struct {
 	RedisURL        string            // RGIT_REDIS_URL; "" disables the read API cache
 	Upstream        string            // RGIT_UPSTREAM (api-serve)
 	APIAddr         string            // RGIT_API_ADDR (api-serve)
+	PublicURL       string            // RGIT_PUBLIC_URL; "" derives it per request
+	LFSMaxObject    int64             // RGIT_LFS_MAX_OBJECT_SIZE
+	LFSMaxBatch     int               // RGIT_LFS_MAX_BATCH_OBJECTS
+	LFSMaxBatchBody int64             // RGIT_LFS_MAX_BATCH_BYTES
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
@@ -107,7 +111,7 @@ var Vars = []Var{
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
 	{"RGIT_MAX_PUSH_REFS", "100000", "maximum ref updates of one push (a mirror push sends one per ref)"},
 	{"RGIT_MAX_PUSH_OPTIONS", "32", "maximum push options (git push -o) of one push"},
-	{"RGIT_MAX_OBJECT_SIZE", "104857600", "maximum size in bytes of one pushed object, inflated (a delta's declared result is checked before it is applied); larger files belong in Git LFS; 0: no limit"},
+	{"RGIT_MAX_OBJECT_SIZE", "104857600", "maximum size in bytes of one pushed object, inflated (a delta's declared result is checked before it is applied); larger files go in Git LFS, which the refusal explains; 0: no limit"},
 	{"RGIT_MAX_PACK_SIZE", "2147483648", "maximum bytes of one pushed pack, over HTTP and SSH alike; 0: no limit"},
 	{"RGIT_MAX_DELTA_DEPTH", "10000", "maximum delta chain length in a pushed pack (git writes at most 50 by default)"},
 	{"RGIT_MAX_WANTS", "200000", "maximum distinct wants of one fetch request (git sends one per distinct ref tip fetched)"},
@@ -124,6 +128,10 @@ var Vars = []Var{
 	{"RGIT_REDIS_URL", "", "read API cache: redis://[:password@]host:port[/db] or rediss:// (TLS); set it on the git nodes and on api-serve alike (nodes invalidate); Redis must run maxmemory-policy volatile-lru; unset: no cache"},
 	{"RGIT_UPSTREAM", "http://rgit:8081", "api-serve only: base URL of the git fleet's peer HTTP service (not the public port)"},
 	{"RGIT_API_ADDR", ":8090", "api-serve only: read API listen address"},
+	{"RGIT_PUBLIC_URL", "", "base URL clients reach the HTTP port at (https://git.example.com), for Git LFS links: node-served transfers and git-lfs-authenticate's answer; unset: each request's own Host, and over SSH the address the client connected to with the HTTP port (set it behind a load balancer or TLS proxy)"},
+	{"RGIT_LFS_MAX_OBJECT_SIZE", "5Gi", "largest Git LFS object an upload may declare, in bytes (suffixes Ki, Mi, Gi); 5 GiB is the most S3 takes in one PUT"},
+	{"RGIT_LFS_MAX_BATCH_OBJECTS", "1000", "objects in one Git LFS batch request (git-lfs sends 100 at a time)"},
+	{"RGIT_LFS_MAX_BATCH_BYTES", "1Mi", "bytes of one Git LFS batch request's body, read before it is parsed (suffixes Ki, Mi, Gi)"},
 }
 
 // Elsewhere lists the RGIT_* variables that other rgit programs read from
@@ -263,6 +271,21 @@ func Parse(getenv func(string) string) (*Config, error) {
 		RedisURL:        p.str("RGIT_REDIS_URL"),
 		Upstream:        p.str("RGIT_UPSTREAM"),
 		APIAddr:         p.addr("RGIT_API_ADDR"),
+		PublicURL:       strings.TrimRight(p.str("RGIT_PUBLIC_URL"), "/"),
+		LFSMaxObject:    p.bytes("RGIT_LFS_MAX_OBJECT_SIZE"),
+		LFSMaxBatch:     int(p.int("RGIT_LFS_MAX_BATCH_OBJECTS", 1)),
+		LFSMaxBatchBody: p.bytes("RGIT_LFS_MAX_BATCH_BYTES"),
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			p.fail("RGIT_PUBLIC_URL", "%q is not an http:// or https:// base URL (scheme, host and an optional path)", c.PublicURL)
+		}
+	}
+	if c.LFSMaxObject < 1 {
+		p.fail("RGIT_LFS_MAX_OBJECT_SIZE", "must be at least 1 byte")
+	}
+	if c.LFSMaxBatchBody < 1 {
+		p.fail("RGIT_LFS_MAX_BATCH_BYTES", "must be at least 1 byte")
 	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		p.fail("RGIT_REDIS_URL", "must start with redis:// or rediss://")

@@ -47,6 +47,7 @@ import (
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/httpgit"
+	"github.com/rgit/rgit/transport/lfs"
 	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/sshgit"
 	"github.com/rgit/rgit/transport/web"
@@ -275,11 +276,16 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
+	lfsPublic, lfsPeer, lfsContent, err := s.newLFS(apiGate, eng, credentials, countedFwd, reg)
+	if err != nil {
+		return nil, err
+	}
+	lfsPublic.Register(mux)
 	// The read API: a single node answers it on its public port; in a
 	// cluster it is api-serve's, and nodes answer it only from peers.
 	var publicAPI http.Handler = api.Refused
 	if s.cluster == nil {
-		if publicAPI, err = api.New(api.Config{Auth: credentials, Origin: &api.Local{Gate: apiGate, Log: log}, Cache: s.apiCache,
+		if publicAPI, err = api.New(api.Config{Auth: credentials, Origin: &api.Local{Gate: apiGate, LFS: lfsContent, Log: log}, Cache: s.apiCache,
 			Visibility: deps.Meta, Log: log}); err != nil {
 			return nil, err
 		}
@@ -292,8 +298,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
 	}
 
+	_, httpPort, _ := net.SplitHostPort(s.HTTPAddr)
 	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Engine: proto, Keys: credentials, Logger: log, Metrics: pm.For("ssh"),
-		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall}
+		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, Extra: lfsPublic.SSH(httpPort)}
 	if sessFwd != nil {
 		sshCfg.Forward, sshCfg.Rerouter = sessFwd, eng
 	}
@@ -348,13 +355,16 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 			return nil, err
 		}
 		peerAPI, err := api.New(api.Config{Auth: credentials, Log: log,
-			Origin: &api.Local{Gate: apiGate, Forward: httpFwd, Rerouter: eng, Log: log}})
+			Origin: &api.Local{Gate: apiGate, Forward: httpFwd, Rerouter: eng, LFS: lfsContent, Log: log}})
 		if err != nil {
 			return nil, err
 		}
+		peerRoutes := http.NewServeMux()
+		peerGit.Register(peerRoutes)
+		lfsPeer.Register(peerRoutes)
 		peerMux := http.NewServeMux()
 		peerMux.Handle("GET "+admin.RolloutPath, peer.RequireSecret(s.PeerSecret, log, http.HandlerFunc(s.rolloutStatus)))
-		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
+		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerRoutes)))
 		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv); err != nil {
 			return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 		}
@@ -377,6 +387,30 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	s.started.Store(true)
 	go s.join(bgCtx)
 	return s, nil
+}
+
+// newLFS builds the Git LFS front ends of the public and the peer HTTP
+// ports (the same endpoints; the peer's trusts the forwarding node's
+// word on where the client is) and the read API's content of pointers.
+func (s *Server) newLFS(gate *gitserve.Gate, eng *engine.Engine, tokens auth.TokenSource, fwd httpgit.Forwarder, reg prometheus.Registerer) (public, peer *lfs.Server, content *lfs.Content, err error) {
+	m, err := lfs.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c := lfs.Config{Gate: gate, Auth: tokens, Store: s.store, Locks: eng, Secret: s.PeerSecret, PublicURL: s.cfg.PublicURL,
+		Limits:  lfs.Limits{MaxObjectSize: s.cfg.LFSMaxObject, MaxBatchObjects: s.cfg.LFSMaxBatch, MaxBatchBytes: s.cfg.LFSMaxBatchBody},
+		Metrics: m, Log: s.log}
+	if fwd != nil {
+		c.Forward, c.Rerouter = fwd, eng
+	}
+	if public, err = lfs.New(c); err != nil {
+		return nil, nil, nil, err
+	}
+	c.Peer, c.SessionKind = true, gitserve.KindForwarded
+	if peer, err = lfs.New(c); err != nil {
+		return nil, nil, nil, err
+	}
+	return public, peer, lfs.NewContent(s.store, m, s.log), nil
 }
 
 // pprofHandler serves net/http/pprof under /debug/pprof/. It is mounted

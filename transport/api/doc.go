@@ -29,5 +29,6 @@
 // archives are this package's own code.
 //
 // It imports transport/gitserve, transport/gitproto, transport/peer (the
-// peer headers), storage/, go-git, go-redis and zap.
+// peer headers), transport/lfs (pointers: a blob answer says it is one,
+// raw serves the file it stands for), storage/, go-git, go-redis and zap.
 package api

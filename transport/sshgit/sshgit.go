@@ -1,8 +1,9 @@
 // Package sshgit is rgit's SSH front end (gliderlabs/ssh): it accepts
 // public-key authentication only and runs exactly two commands,
 // `git-upload-pack '<path>'` and `git-receive-pack '<path>'`, through the
-// shared transport/gitserve gate. Shells, ptys, subsystems and any other
-// command are refused with a message on stderr and exit status 1.
+// shared transport/gitserve gate, and those of a configured Extra
+// (extra.go: Git LFS's). Shells, ptys, subsystems and any other command
+// are refused with a message on stderr and exit status 1.
 //
 // Identity: every public key may connect. A key registered to an owner
 // (Config.Keys) authenticates as that owner; an unknown key connects as
@@ -96,6 +97,8 @@ type Config struct {
 	// Rerouter decides where an upload-pack goes after Forward failed to
 	// connect to the owner; nil: the failure is final.
 	Rerouter gitserve.Rerouter
+	// Extra serves commands beside git's own (Git LFS); nil: none.
+	Extra Extra
 }
 
 // Server is the SSH front end.
@@ -107,6 +110,7 @@ type Server struct {
 	metrics gitserve.Metrics
 	forward gitserve.SessionForwarder
 	reroute gitserve.Rerouter
+	extra   Extra
 	stall   time.Duration // 0: never
 	// handlers counts running session handlers, so Shutdown and Close
 	// return only once every session has let go of its repository.
@@ -142,7 +146,7 @@ func NewServer(cfg Config) (*Server, error) {
 		log.Warn("generated new ssh host key", zap.String("path", cfg.HostKeyPath),
 			zap.String("fingerprint", gossh.FingerprintSHA256(signer.PublicKey())))
 	}
-	s := &Server{gate: gate, keys: cfg.Keys, log: log, metrics: cfg.Metrics, forward: cfg.Forward, reroute: cfg.Rerouter}
+	s := &Server{gate: gate, keys: cfg.Keys, log: log, metrics: cfg.Metrics, forward: cfg.Forward, reroute: cfg.Rerouter, extra: cfg.Extra}
 	if s.metrics == nil {
 		s.metrics = gitserve.NopMetrics{}
 	}
@@ -292,6 +296,9 @@ func (s *Server) serve(ctx context.Context, sess ssh.Session, op *string, stats 
 	raw := sess.RawCommand()
 	if raw == "" {
 		return &usageError{"interactive shells are not supported; use git clone, fetch or push"}
+	}
+	if verb, _, _ := strings.Cut(raw, " "); s.extra != nil && s.extra.Serves(verb) {
+		return s.serveExtra(ctx, sess, raw, op)
 	}
 	svc, path, err := ParseCommand(raw)
 	if err != nil {
