@@ -381,13 +381,13 @@ func (t *transferSession) serve(verb, arg string, q request) error {
 	return t.fail(http.StatusBadRequest, "unknown command "+strconv.Quote(verb))
 }
 
-// forUpload refuses a command that changes the repository in a session
-// opened for download.
-func (t *transferSession) forUpload() error {
+// forUpload reports whether the session may change the repository; in a
+// session opened for download it has answered 403 when it says no.
+func (t *transferSession) forUpload() (bool, error) {
 	if t.op == opUpload {
-		return nil
+		return true, nil
 	}
-	return t.fail(http.StatusForbidden, "this connection was opened for download (git-lfs-transfer … upload changes the repository)")
+	return false, t.fail(http.StatusForbidden, "this connection was opened for download (git-lfs-transfer … upload changes the repository)")
 }
 
 // call runs one of the HTTP endpoints in process as the session's
@@ -589,7 +589,7 @@ func (t *transferSession) verifyObject(oid string, q request) error {
 			return err
 		}
 	}
-	if err := t.forUpload(); err != nil {
+	if ok, err := t.forUpload(); !ok {
 		return err
 	}
 	size, err := objectArgs(oid, q)
@@ -631,7 +631,7 @@ func (t *transferSession) lock(q request) error {
 			return err
 		}
 	}
-	if err := t.forUpload(); err != nil {
+	if ok, err := t.forUpload(); !ok {
 		return err
 	}
 	req := createLockRequest{Path: q.args["path"]}
@@ -647,7 +647,7 @@ func (t *transferSession) unlock(id string, q request) error {
 			return err
 		}
 	}
-	if err := t.forUpload(); err != nil {
+	if ok, err := t.forUpload(); !ok {
 		return err
 	}
 	return t.lockResult(t.call(http.MethodPost, "locks/"+url.PathEscape(id)+"/unlock", unlockRequest{Force: q.args["force"] == "true"}))
