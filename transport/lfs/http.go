@@ -294,7 +294,8 @@ type noForwardKey struct{}
 // node owns it, else on its owner: the request is forwarded with its
 // body (already read), following failover and moved answers, and served
 // here again if the repository moved here. method names the request for
-// the failover rules (GET: it changes nothing). It answers every failure.
+// the failover rules (GET: it changes nothing). It answers every failure
+// and returns the answer's status, or forwarded.
 func (s *Server) routed(w http.ResponseWriter, r *http.Request, svc gitserve.Service, id auth.Identity, body []byte, method string,
 	serve func(w http.ResponseWriter, r *http.Request, sess *gitserve.Session) int) int {
 	ctx, end, err := s.gate.Begin(r.Context(), s.kind)
@@ -335,7 +336,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, fe *gitserve.Fo
 	r.Body, _ = r.GetBody()
 	r.ContentLength, r.TransferEncoding = int64(len(body)), nil
 	tw := &statusWriter{ResponseWriter: w}
-	status := 0
+	status := forwarded
 	err := gitserve.FollowForward(r.Context(), s.rr, gitserve.MoverOf(s.fwd, s.rr), fe, method,
 		func(node string) error { return s.fwd.Forward(tw, r, node) },
 		func() error {
@@ -348,11 +349,12 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, fe *gitserve.Fo
 	case err != nil:
 		s.log.Warn("git lfs: forwarded answer failed", zap.String("path", r.URL.Path), zap.Error(err), reqid.Field(r.Context()))
 	}
-	if status == 0 {
-		status = tw.status
-	}
 	return status
 }
+
+// forwarded is the status routed reports for an answer another node
+// gave: the owner counts it in its metrics, not this node.
+const forwarded = -1
 
 // statusWriter records the status of an answer once it starts.
 type statusWriter struct {
@@ -404,8 +406,9 @@ const statParallel = 16
 // batch answers POST …/info/lfs/objects/batch.
 func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 	op := "unknown"
-	status := s.batchStatus(w, r, &op)
-	s.metrics.batch(op, status)
+	if status := s.batchStatus(w, r, &op); status != forwarded {
+		s.metrics.batch(op, status)
+	}
 }
 
 func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request, op *string) int {

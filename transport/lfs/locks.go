@@ -150,7 +150,9 @@ func (s *Server) lockRequest(w http.ResponseWriter, r *http.Request, name string
 			return serve(w, r, id, sess)
 		})
 	}()
-	s.metrics.lock(name, status)
+	if status != forwarded {
+		s.metrics.lock(name, status)
+	}
 }
 
 // createLock answers POST …/info/lfs/locks (write access).
