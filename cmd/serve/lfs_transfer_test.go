@@ -67,7 +67,9 @@ func TestLFSInterruptedUploadRetried(t *testing.T) {
 			if storeName == "file" {
 				srv = gitenv.StartServer(t, gitenv.FileStore(t))
 				proxy = newCutProxy(t, "http://"+srv.HTTPAddr, func(r *http.Request) bool { return r.Method == http.MethodPut })
-				repoURL = func(tok string) string { return "http://x:" + tok + "@" + strings.TrimPrefix(proxy.URL, "http://") + "/alice/game.git" }
+				repoURL = func(tok string) string {
+					return "http://x:" + tok + "@" + strings.TrimPrefix(proxy.URL, "http://") + "/alice/game.git"
+				}
 			} else {
 				s3 := s3local.Start(t)
 				proxy = newCutProxy(t, s3.Endpoint, func(r *http.Request) bool {
@@ -210,7 +212,7 @@ func TestLFSWrongUploadRefusedByVerify(t *testing.T) {
 				// what is there. (On the file store only the node writes,
 				// and only checked bytes.)
 				st := openStore(t, srv)
-				key := "objects/alice/game/lfs/" + oid[:2] + "/" + oid[2:4] + "/" + oid
+				key := "objects/alice/game/lfs/" + oid
 				if err := st.Put(t.Context(), key, bytes.NewReader(wrongHash), int64(len(wrongHash))); err != nil {
 					t.Fatal(err)
 				}

@@ -10,8 +10,11 @@ import (
 // deletes them (Delete removes everything under the prefix) and a fork
 // copies them (Fork):
 //
-//	objects/{owner}/{name}/lfs/{oid[0:2]}/{oid[2:4]}/{oid}
+//	objects/{owner}/{name}/lfs/{oid}
 //
+// One flat prefix: S3 spreads keys by their bytes anyway, and on the file
+// store an upload then creates no directories (each new one costs an
+// fsync of its parent).
 // An object is its content's SHA-256 (the oid); it is written only whole
 // and checked (transport/lfs), and never changes. Garbage collection
 // leaves lfs/ alone: an object no pointer refers to any more stays until
@@ -37,7 +40,7 @@ func LFSPrefix(owner, name string) string { return objectsPrefix(owner, name) + 
 // LFSKey is the store key of owner/name's Git LFS object oid, which must
 // be valid (ValidLFSOID).
 func LFSKey(owner, name, oid string) string {
-	return LFSPrefix(owner, name) + oid[0:2] + "/" + oid[2:4] + "/" + oid
+	return LFSPrefix(owner, name) + oid
 }
 
 // copyLFS copies every Git LFS object of src to dst inside the store
