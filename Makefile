@@ -14,7 +14,7 @@ export PATH := $(BIN):$(PATH)
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 FUZZTIME  ?= 5s
 
-.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory bench-hostile lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs lint generate clean
 
 all: build
 
@@ -80,7 +80,7 @@ $(STATICCHECK):
 deps:
 	@bash scripts/deps.sh
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory bench-hostile
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -93,6 +93,11 @@ bench-http: build
 
 bench-cluster: build
 	$(GO) run ./cmd/rgit-bench cluster
+
+## bench-lfs: Git LFS uploads and downloads (5 × 20 MB, 3 rounds) through a
+## node against presigned PUT/GET on versitygw and cp on the file store.
+bench-lfs: build tools
+	$(GO) run ./cmd/rgit-bench lfs
 
 ## bench-maintenance: 1,000 pushes to one repository (MAINT_N to change).
 MAINT_N ?= 1000

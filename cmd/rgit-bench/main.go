@@ -98,6 +98,8 @@ func main() {
 		err = runMemory(ctx, args)
 	case "hostile":
 		err = runHostile(ctx, args)
+	case "lfs":
+		err = runLFS(ctx, args)
 	default:
 		usage()
 		os.Exit(2)
