@@ -85,7 +85,7 @@ func ValidateLockPath(path string) error {
 	case path == "":
 		return fmt.Errorf("%w: empty", ErrBadLockPath)
 	case len(path) > MaxLockPath:
-		return fmt.Errorf("%w: longer than %d bytes", ErrBadLockPath, MaxLockPath)
+		return fmt.Errorf("%w: too long (limit %d bytes, fixed)", ErrBadLockPath, MaxLockPath)
 	case !utf8.ValidString(path):
 		return fmt.Errorf("%w: not UTF-8", ErrBadLockPath)
 	}
@@ -132,7 +132,7 @@ func (r *Repo) CreateLock(ctx context.Context, path, holder string) (Lock, error
 	n := 0
 	for range view.Scan(prefixLock) {
 		if n++; n >= MaxLocks {
-			return Lock{}, fmt.Errorf("lock %s in %s/%s: %w (%d)", path, r.owner, r.name, ErrTooManyLocks, MaxLocks)
+			return Lock{}, fmt.Errorf("lock %s in %s/%s: %w (limit %d, fixed)", path, r.owner, r.name, ErrTooManyLocks, MaxLocks)
 		}
 	}
 	now := r.d.now().UTC()
