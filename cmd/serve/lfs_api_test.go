@@ -12,16 +12,16 @@ import (
 	"github.com/rgit/rgit/testkit/gitenv"
 )
 
-// noRedirect is a client that shows redirects instead of following them.
-var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-
+// getNoRedirect GETs url as the holder of token (none: anonymous),
+// showing a redirect instead of following it.
 func getNoRedirect(t *testing.T, url, token string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := noRedirect.Do(req)
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func lfsKeys(t *testing.T, st objstore.Store, repo string) []string {
 // metric is the value of one series on the node's /metrics (0 if absent).
 func metric(t *testing.T, srv *gitenv.Server, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + srv.HTTPAddr + "/metrics")
+	resp, err := http.Get("http://" + srv.MetricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 // lfsMetric is one series of node n's /metrics (0 if absent).
 func lfsMetric(t *testing.T, n *Node, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + n.HTTPAddr + "/metrics")
+	resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package sshgit
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/gliderlabs/ssh"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/transport/clientlimit"
 	"github.com/rgit/rgit/transport/gitserve"
 )
 
@@ -31,8 +31,8 @@ type Command struct {
 	// Identity is the caller, from the key the connection authenticated
 	// with (anonymous for an unknown key).
 	Identity auth.Identity
-	// In is the client's input, cut off when it stalls; Out goes back
-	// to the client.
+	// In is the client's input and Out goes back to the client, both
+	// cut off when the client falls behind the minimum rate.
 	In  io.Reader
 	Out io.Writer
 	// LocalAddr is the address the client connected to.
@@ -42,8 +42,9 @@ type Command struct {
 }
 
 // serveExtra runs an Extra's command as a session of the node, with the
-// same identity rules and stall limit as git's commands.
-func (s *Server) serveExtra(ctx context.Context, sess ssh.Session, raw string, op *string) (err error) {
+// same identity rules and the same minimum rate both ways as git's
+// commands.
+func (s *Server) serveExtra(ctx context.Context, sess ssh.Session, raw string, op *string) error {
 	verb, _, _ := strings.Cut(raw, " ")
 	*op = verb
 	id, err := s.identity(sess)
@@ -55,16 +56,13 @@ func (s *Server) serveExtra(ctx context.Context, sess ssh.Session, raw string, o
 	if err != nil {
 		return err
 	}
-	var in io.Reader = sess
-	if s.stall > 0 {
-		sr := newStallReader(sess, s.stall, func() { sess.Close() })
-		defer sr.stop()
-		in = sr
-		defer func() {
-			if sr.stalled.Load() {
-				err = fmt.Errorf("%w: no input for %s", errStalled, s.stall)
-			}
-		}()
+	cmd := Command{Line: raw, Identity: id, In: sess, Out: sess, LocalAddr: sess.LocalAddr(), Op: op}
+	if s.rate.Grace > 0 {
+		in, stop := pipeInput(sess)
+		defer stop()
+		out := newKillWriter(sess, func() { closeConn(sess) })
+		defer out.stop()
+		cmd.In, cmd.Out = clientlimit.NewReader(in, s.rate), clientlimit.NewWriter(out, s.rate)
 	}
-	return s.extra.ServeSSH(ctx, Command{Line: raw, Identity: id, In: in, Out: sess, LocalAddr: sess.LocalAddr(), Op: op})
+	return s.extra.ServeSSH(ctx, cmd)
 }
