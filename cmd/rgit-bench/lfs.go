@@ -3,11 +3,13 @@ package main
 // rgit-bench lfs: Git LFS transfers through a node against the store's
 // own speed, one line per store and direction:
 //
-//	lfs op=upload store=s3 objects=5 object_mb=20 rounds=3 rgit_mbps=… direct_mbps=… ratio=… payload_mb=… node_io_mb=… control_ms=…
-//	lfs op=upload store=file … rgit_mbps=… cp_mbps=… ratio=… cp_sync_mbps=… ratio_sync=… payload_mb=… node_io_mb=… control_ms=…
+//	lfs op=upload store=s3 objects=5 object_mb=20 rounds=3 rgit_s=… direct_s=… ratio=… rgit_mbps=… direct_mbps=… payload_mb=300 node_io_mb=… control_ms=… rgit=lfs-presigned ref=presigned-direct
+//	lfs op=upload store=file … rgit_s=… cp_sync_s=… ratio=… cp_s=… rgit_mbps=… cp_sync_mbps=… … rgit=lfs-node-served ref=cp-sync
+//	lfs op=download store=file … rgit_s=… cp_s=… ratio=… … rgit=lfs-node-served ref=cp
 //
-// ratio is throughput, rgit over the baseline (1.0: as fast as the store
-// itself).
+// ratio is time, rgit over the reference, as on every bench line (a
+// throughput of at least 0.9 times the store's is a ratio of at most
+// 1.11).
 //
 // The rgit side is what git-lfs does, from a Go client so that only the
 // server is measured: the batch request, the transfer its action names,
@@ -15,8 +17,10 @@ package main
 // presigned URL of the store, and the baseline is a presigned PUT or GET
 // of the same bytes that the bench signs itself; on the file store the
 // node serves the transfer (hashing the upload and writing it durably:
-// temp file, fsync, link), and the baselines are `cp` of the same bytes
-// on the same file system, with and without a sync after it. The two
+// temp file, fsync, link), and the reference is `cp` of the same bytes
+// on the same file system followed by `sync` of the copy for uploads
+// (cp_s, without the sync, is printed beside it), `cp` to /dev/null for
+// downloads. The two
 // sides alternate object by object (and which goes first), so both see
 // the same load. control_ms is the mean time per object of the requests
 // to rgit that move no content (batch, and verify for uploads): what
@@ -218,26 +222,74 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 			n++
 		}
 	}
-	payload := float64(int64(c.rounds*c.objects)*size) / 1e6
-	mbps := func(d time.Duration) float64 { return payload / d.Seconds() }
+	n = c.rounds * c.objects
 	for k, op := range []string{"upload", "download"} {
-		rd, bd, sd := rg.up, base.up, baseSync.up
-		if op == "download" {
-			rd, bd, sd = rg.down, base.down, 0
+		r := lfsResult{op: op, store: store, objects: c.objects, mb: c.mb, rounds: c.rounds,
+			payloadMB: float64(int64(n)*size) / 1e6, nodeIO: rg.io[k], control: cl.control[k] / time.Duration(n)}
+		switch {
+		case op == "upload" && store == "s3":
+			r.rgit, r.ref, r.cmp = rg.up, base.up, lfsPresigned
+		case op == "upload":
+			// The node writes durably: cp and sync is the like.
+			r.rgit, r.ref, r.noSync, r.cmp = rg.up, baseSync.up, base.up, lfsNodeUp
+		case store == "s3":
+			r.rgit, r.ref, r.cmp = rg.down, base.down, lfsPresigned
+		default:
+			r.rgit, r.ref, r.cmp = rg.down, base.down, lfsNodeDown
 		}
-		line := fmt.Sprintf("lfs op=%s store=%s objects=%d object_mb=%d rounds=%d rgit_mbps=%.1f", op, store, c.objects, c.mb, c.rounds, mbps(rd))
-		if store == "s3" {
-			line += fmt.Sprintf(" direct_mbps=%.1f ratio=%.2f", mbps(bd), bd.Seconds()/rd.Seconds())
-		} else {
-			line += fmt.Sprintf(" cp_mbps=%.1f ratio=%.2f", mbps(bd), bd.Seconds()/rd.Seconds())
-			if sd > 0 {
-				line += fmt.Sprintf(" cp_sync_mbps=%.1f ratio_sync=%.2f", mbps(sd), sd.Seconds()/rd.Seconds())
-			}
-		}
-		fmt.Printf("%s payload_mb=%.0f node_io_mb=%.3f control_ms=%.1f\n", line, payload, float64(rg.io[k])/1e6,
-			float64(cl.control[k].Microseconds())/1e3/float64(c.rounds*c.objects))
+		fmt.Println(r.line())
 	}
 	return nil
+}
+
+// What the lfs bench's lines compare (comparison: rgit= and ref=, and the
+// reference's field).
+var (
+	lfsPresigned = comparison{rgit: "lfs-presigned", ref: "presigned-direct", refField: "direct"}
+	lfsNodeUp    = comparison{rgit: "lfs-node-served", ref: "cp-sync", refField: "cp_sync"}
+	lfsNodeDown  = comparison{rgit: "lfs-node-served", ref: "cp", refField: "cp"}
+)
+
+// lfsResult is one store and direction of the lfs bench: total times of
+// all objects on each side.
+type lfsResult struct {
+	op, store           string
+	objects, mb, rounds int
+	payloadMB           float64
+	rgit, ref           time.Duration
+	noSync              time.Duration // uploads to the file store: cp without sync
+	nodeIO              int64         // bytes
+	control             time.Duration // per object
+	cmp                 comparison
+}
+
+// line formats r as the bench's other lines are: times, ratio rgit over
+// the reference (below 1: rgit faster), then throughput and the lfs
+// figures, and rgit= ref=:
+//
+//	lfs op=<op> store=<s> objects=<n> object_mb=<m> rounds=<r> rgit_s=<X> <ref>_s=<Y> ratio=<X/Y> [cp_s=<Z>] rgit_mbps=… <ref>_mbps=… payload_mb=… node_io_mb=… control_ms=… rgit=<how> ref=<what>
+func (r lfsResult) line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lfs op=%s store=%s objects=%d object_mb=%d rounds=%d", r.op, r.store, r.objects, r.mb, r.rounds)
+	rg, ref := r.rgit.Seconds(), r.ref.Seconds()
+	ratio := 0.0
+	if ref > 0 {
+		ratio = rg / ref
+	}
+	f := r.cmp.field()
+	fmt.Fprintf(&b, " rgit_s=%.3f %s_s=%.3f ratio=%.2f", rg, f, ref, ratio)
+	if r.noSync > 0 {
+		fmt.Fprintf(&b, " cp_s=%.3f", r.noSync.Seconds())
+	}
+	mbps := func(s float64) float64 {
+		if s <= 0 {
+			return 0
+		}
+		return r.payloadMB / s
+	}
+	fmt.Fprintf(&b, " rgit_mbps=%.1f %s_mbps=%.1f payload_mb=%.0f node_io_mb=%.3f control_ms=%.1f rgit=%s ref=%s",
+		mbps(rg), f, mbps(ref), r.payloadMB, float64(r.nodeIO)/1e6, float64(r.control.Microseconds())/1e3, r.cmp.rgit, r.cmp.ref)
+	return b.String()
 }
 
 func timed(f func() error) (time.Duration, error) {
