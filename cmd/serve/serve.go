@@ -51,6 +51,7 @@ import (
 	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/hooks"
 	"github.com/rgit/rgit/transport/httpgit"
+	"github.com/rgit/rgit/transport/lfs"
 	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/sshgit"
 	"github.com/rgit/rgit/transport/web"
@@ -305,12 +306,17 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
+	lfsPublic, lfsPeer, lfsContent, err := s.newLFS(apiGate, eng, credentials, countedFwd, reg)
+	if err != nil {
+		return nil, err
+	}
+	lfsPublic.Register(mux)
 	// One read-API origin configuration for the public port and the peer
 	// port: the same limits, and one admission of expensive answers.
 	apiReads := admission.NewReads(admit, apiMaxActive(cfg.APIMaxActive), admission.ReadWait)
 	apiMetrics := api.NewMetrics(reg)
 	apiLocal := func(fwd api.Forwarder) *api.Local {
-		l := &api.Local{Gate: apiGate, Forward: fwd, Log: log, Limits: apiLimits(cfg), Reads: apiReads, Metrics: apiMetrics}
+		l := &api.Local{Gate: apiGate, Forward: fwd, Log: log, Limits: apiLimits(cfg), Reads: apiReads, Metrics: apiMetrics, LFS: lfsContent}
 		if fwd != nil {
 			l.Rerouter = eng
 		}
@@ -331,8 +337,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 	s.HTTPAddr = s.serveHTTP(lns.take(&lns.http), api.Mount(publicAPI, mux), nil, &s.httpSrv)
 
+	_, httpPort, _ := net.SplitHostPort(s.HTTPAddr)
 	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Engine: proto, Keys: credentials, Logger: log, Metrics: pm.For("ssh"),
-		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: anon}
+		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: anon,
+		Extra: lfsPublic.SSH(httpPort)}
 	if sessFwd != nil {
 		sshCfg.Forward, sshCfg.Rerouter = sessFwd, eng
 	}
@@ -410,6 +418,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		if err != nil {
 			return nil, err
 		}
+		peerRoutes := http.NewServeMux()
+		peerGit.Register(peerRoutes)
+		lfsPeer.Register(peerRoutes)
 		peerMux := http.NewServeMux()
 		peerMux.Handle("GET "+admin.RolloutPath, peer.RequireSecret(s.PeerSecret, log, http.HandlerFunc(s.rolloutStatus)))
 		if cfg.MetricsAddr == "" {
@@ -417,7 +428,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 			// the fleet's internal one.
 			peerMux.Handle("GET /metrics", metrics)
 		}
-		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
+		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerRoutes)))
 		s.PeerHTTPAddr = s.serveHTTP(lns.take(&lns.peer), peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv)
 	}
 	var streamHandler http.Handler = adminMux
@@ -446,6 +457,30 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	s.started.Store(true)
 	go s.join(bgCtx)
 	return s, nil
+}
+
+// newLFS builds the Git LFS front ends of the public and the peer HTTP
+// ports (the same endpoints; the peer's trusts the forwarding node's
+// word on where the client is) and the read API's content of pointers.
+func (s *Server) newLFS(gate *gitserve.Gate, eng *engine.Engine, tokens auth.TokenSource, fwd httpgit.Forwarder, reg prometheus.Registerer) (public, peer *lfs.Server, content *lfs.Content, err error) {
+	m, err := lfs.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c := lfs.Config{Gate: gate, Auth: tokens, Store: s.store, Locks: eng, Secret: s.PeerSecret, PublicURL: s.cfg.PublicURL,
+		Limits:  lfs.Limits{MaxObjectSize: s.cfg.LFSMaxObject, MaxBatchObjects: s.cfg.LFSMaxBatch, MaxBatchBytes: s.cfg.LFSMaxBatchBody},
+		Metrics: m, Log: s.log}
+	if fwd != nil {
+		c.Forward, c.Rerouter = fwd, eng
+	}
+	if public, err = lfs.New(c); err != nil {
+		return nil, nil, nil, err
+	}
+	c.Peer, c.SessionKind = true, gitserve.KindForwarded
+	if peer, err = lfs.New(c); err != nil {
+		return nil, nil, nil, err
+	}
+	return public, peer, lfs.NewContent(s.store, m, s.log), nil
 }
 
 // pprofHandler serves net/http/pprof under /debug/pprof/. It is mounted
