@@ -20,9 +20,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/rgit/rgit/cmd/config"
-	"github.com/rgit/rgit/cmd/serve"
-	"github.com/rgit/rgit/cmd/version"
+	"github.com/rgit/rgit/transport/node"
+	"github.com/rgit/rgit/transport/node/config"
+	"github.com/rgit/rgit/transport/node/version"
 )
 
 func main() {
@@ -71,7 +71,7 @@ func fatal(msg string) {
 func run(cfg *config.Config, log *zap.Logger) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
-	srv, err := serve.Start(context.Background(), cfg, log)
+	srv, err := node.Start(context.Background(), cfg, log)
 	if err != nil {
 		log.Sync()
 		fatal(err.Error())
@@ -95,7 +95,7 @@ func run(cfg *config.Config, log *zap.Logger) int {
 func runAPI(cfg *config.Config, log *zap.Logger) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
-	srv, err := serve.StartAPI(context.Background(), cfg, log)
+	srv, err := node.StartAPI(context.Background(), cfg, log)
 	if err != nil {
 		log.Sync()
 		fatal(err.Error())
