@@ -36,8 +36,8 @@ type APIServer struct {
 
 // StartAPI starts api-serve: the read API, the web page, /healthz (the
 // process answers) and /ready (the fleet and the store answer). It
-// refuses to start without
-// RGIT_PEER_SECRET: nodes answer browse requests only from peers.
+// refuses to start without RGIT_PEER_SECRET: nodes answer browse
+// requests only from peers.
 func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APIServer, error) {
 	if cfg.PeerSecret == "" {
 		return nil, errors.New("RGIT_PEER_SECRET: required by api-serve (the git nodes answer the read API only to peers)")
@@ -51,15 +51,46 @@ func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APISer
 		return nil, fmt.Errorf("RGIT_UPSTREAM: %w", err)
 	}
 	s := &APIServer{upstream: up, serveErr: make(chan error, 1)}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
 	if s.cache, err = openAPICache(ctx, cfg, log); err != nil {
 		return nil, err
 	}
+	h, err := s.handler(cfg, log, store)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.APIAddr)
+	if err != nil {
+		return nil, fmt.Errorf("RGIT_API_ADDR: %w", err)
+	}
+	s.Addr = ln.Addr().String()
+	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.HTTPIdle,
+		ErrorLog: zap.NewStdLog(log)}
+	go func() { s.serveErr <- ignoreClosed(s.srv.Serve(ln), http.ErrServerClosed) }()
+	log.Info("rgit api-serve serving", zap.String("addr", s.Addr), zap.String("upstream", cfg.Upstream), zap.Bool("cache", s.cache != nil),
+		zap.String("web_url", cfg.WebURL), zap.String("public_url", cfg.PublicURL), zap.String("public_ssh_url", cfg.PublicSSHURL))
+	if cfg.PublicURL == "" && cfg.PublicSSHURL == "" {
+		log.Warn("the web page shows no clone URLs: set RGIT_PUBLIC_URL and RGIT_PUBLIC_SSH_URL to the git fleet's public addresses")
+	}
+	ok = true
+	return s, nil
+}
+
+// handler is api-serve's one port: the read API, the browse page in
+// front of it, /healthz and /ready. It reads credentials from the store
+// itself, so a bad token is refused before any node is asked.
+func (s *APIServer) handler(cfg *config.Config, log *zap.Logger, store objstore.Store) (http.Handler, error) {
 	creds := auth.NewStore(store)
 	// Cached answers are served only while the name index says the
 	// repository is public, read as the nodes read it: whether or not the
 	// nodes could purge this cache, a repository made private stops being
 	// served from it within the index cache's lifetime.
-	h, err := api.New(api.Config{Auth: creds, Origin: up, Cache: s.cache, Visibility: repo.NewMetaCache(store, repo.MetaCacheOptions{}), Log: log})
+	h, err := api.New(api.Config{Auth: creds, Origin: s.upstream, Cache: s.cache, Visibility: repo.NewMetaCache(store, repo.MetaCacheOptions{}), Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +99,7 @@ func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APISer
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("GET /ready", newReadiness(time.Second, log, func(ctx context.Context) error {
-		if err := up.Probe(ctx, admin.RolloutPath); err != nil {
+		if err := s.upstream.Probe(ctx, admin.RolloutPath); err != nil {
 			return fmt.Errorf("%w: %w", errNoUpstream, err)
 		}
 		if _, err := store.Head(ctx, objstore.ProbePrefix+"api-serve-ready"); err != nil && !errors.Is(err, objstore.ErrNotFound) {
@@ -83,21 +114,7 @@ func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APISer
 		return nil, err
 	}
 	mux.Handle("/", page)
-	ln, err := net.Listen("tcp", cfg.APIAddr)
-	if err != nil {
-		s.close()
-		return nil, fmt.Errorf("RGIT_API_ADDR: %w", err)
-	}
-	s.Addr = ln.Addr().String()
-	s.srv = &http.Server{Handler: api.Mount(readAPI, mux), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.HTTPIdle,
-		ErrorLog: zap.NewStdLog(log)}
-	go func() { s.serveErr <- ignoreClosed(s.srv.Serve(ln), http.ErrServerClosed) }()
-	log.Info("rgit api-serve serving", zap.String("addr", s.Addr), zap.String("upstream", cfg.Upstream), zap.Bool("cache", s.cache != nil),
-		zap.String("web_url", cfg.WebURL), zap.String("public_url", cfg.PublicURL), zap.String("public_ssh_url", cfg.PublicSSHURL))
-	if cfg.PublicURL == "" && cfg.PublicSSHURL == "" {
-		log.Warn("the web page shows no clone URLs: set RGIT_PUBLIC_URL and RGIT_PUBLIC_SSH_URL to the git fleet's public addresses")
-	}
-	return s, nil
+	return api.Mount(readAPI, mux), nil
 }
 
 // Err reports a listener that stopped unexpectedly.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cluster"
-	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/node/config"
 	"github.com/rgit/rgit/transport/peer"
 )
@@ -61,15 +60,6 @@ func newClusterSetup(cfg *config.Config, secret string, log *zap.Logger) (*clust
 		cc.Leader = followerHostKeys{LeaderService: cs.leader, keys: cs.hostKeys, leader: leaderName}
 	}
 	return cs, cc, nil
-}
-
-// forwarders returns what the HTTP and SSH front ends forward with; all
-// nil in single-node mode (every repository is local).
-func (cs *clusterSetup) forwarders() (httpFwd *peer.HTTPForwarder, sessions gitserve.SessionForwarder) {
-	if cs == nil {
-		return nil, nil
-	}
-	return cs.httpFwd, cs.sessions
 }
 
 // mountPeer adds the peer stream port's cluster endpoints: the leader

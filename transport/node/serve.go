@@ -1,7 +1,3 @@
-// Package node assembles a running rgit node from its configuration: the
-// object store, pack cache, actor system, git engine, HTTP, SSH and admin
-// listeners, health and metrics, and the SIGTERM drain. cmd/rgit runs it;
-// end-to-end tests start it in process. It may import everything.
 package node
 
 import (
@@ -88,11 +84,11 @@ type Server struct {
 	version, bootID                      string
 	// storeFault is why the object store failed its last health probe;
 	// nil while it passes.
-	storeFault atomic.Pointer[string]
-	probeEvery time.Duration
-	admission  *admission.Controller // nil: derived from the memory budget
-	stopProbe  context.CancelFunc
-	serveErr   chan error
+	storeFault     atomic.Pointer[string]
+	probeEvery     time.Duration
+	admission      *admission.Controller // nil: derived from the memory budget
+	stopBackground context.CancelFunc    // ends wiring.bg
+	serveErr       chan error
 	// given replaces the store RGIT_STORE_URL names (WithStore).
 	given      objstore.Store
 	clonePacks *clonecache.Cache // nil: RGIT_CLONE_CACHE_BYTES=0
@@ -114,10 +110,11 @@ func WithStore(st objstore.Store) Option { return func(s *Server) { s.given = st
 // budget (tests hold its budget to see refusals).
 func WithAdmission(c *admission.Controller) Option { return func(s *Server) { s.admission = c } }
 
-// Start opens and verifies the store, opens the cache, starts the actors
-// and every listener.
+// Start assembles the node in the order that keeps a failed start
+// harmless: bind every port, open the store and the node's local state,
+// start the actors, build the git engine and the front ends, then serve.
 func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Option) (*Server, error) {
-	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 4), probeEvery: 10 * time.Second}
+	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 5), probeEvery: 10 * time.Second}
 	for _, o := range opts {
 		o(s)
 	}
@@ -135,56 +132,131 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 			s.close()
 		}
 	}()
-	skip, err := fsck.ParseSkipList(cfg.FsckSkip)
-	if err != nil {
+	s.setAddrs(lns)
+	w := &wiring{build: version.Get(), reg: prometheus.NewRegistry()}
+	if w.fsckSkip, err = fsck.ParseSkipList(cfg.FsckSkip); err != nil {
 		return nil, fmt.Errorf("RGIT_FSCK_SKIP: %w", err)
 	}
-	if s.given != nil {
-		s.store = objstore.WithTimeout(s.given, cfg.StoreTimeout)
-	} else if s.store, err = storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{Timeout: cfg.StoreTimeout, Logger: log}); err != nil {
-		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
+	if err := s.openStore(ctx); err != nil {
+		return nil, err
 	}
-	// Opening a store contacts nothing; a missing bucket or a wrong key
-	// must stop the node here, not surface at the first push.
-	if err := s.checkStore(ctx); err != nil {
-		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
+	if err := s.openLocal(ctx, w); err != nil {
+		return nil, err
 	}
-	build := version.Get()
-	s.version, s.bootID = build.String(), rand.Text()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric(build))
-	limits := memoryLimits(cfg.MemoryLimit, log)
-	s.cache, err = packcache.Open(cfg.CacheDir, s.store, log, packcache.WithMetrics(newCacheMetrics(reg)),
-		packcache.WithMaxOpen(cmp.Or(cfg.MaxOpenPacks, limits.OpenPacks)))
+	if err := s.startActors(ctx, w); err != nil {
+		return nil, err
+	}
+	if err := s.buildEngine(w); err != nil {
+		return nil, err
+	}
+	fe, err := s.buildFrontEnds(w)
 	if err != nil {
-		return nil, fmt.Errorf("RGIT_CACHE_DIR: %w", err)
+		return nil, err
+	}
+	s.serve(lns, fe)
+	go s.probeStore(w.bg)
+	log.Info("rgit serving", zap.String("version", s.version), zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
+		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("metrics", s.MetricsAddr), zap.String("self", cfg.Self), zap.Bool("peer_tls", cfg.PeerTLS != nil),
+		zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
+	ok = true
+	s.started.Store(true)
+	go s.join(w.bg)
+	return s, nil
+}
+
+// wiring is what one step of Start hands the next.
+type wiring struct {
+	build    version.Info
+	reg      *prometheus.Registry
+	fsckSkip map[string]bool
+	// bg ends the node's background work (store probe, joining, prewarm,
+	// memory trimming).
+	bg     context.Context
+	limits admission.Limits
+	deps   repo.Deps
+	creds  *auth.Store
+	purger actors.CachePurger // nil unless there is a cache to purge
+	admit  *admission.Controller
+
+	eng   *engine.Engine
+	proto gitserve.ProtoEngine
+	gate  *gitserve.Gate // the one gate of the node's own sessions
+	pm    *gitserve.PromMetrics
+	// What the front ends forward with, counted; nil on a single node.
+	httpFwd httpgit.Forwarder
+	sessFwd gitserve.SessionForwarder
+}
+
+// openStore opens the store RGIT_STORE_URL names (or the one WithStore
+// gave) and verifies it: opening contacts nothing, and a missing bucket
+// or a wrong key must stop the node here, not surface at the first push.
+func (s *Server) openStore(ctx context.Context) error {
+	if s.given != nil {
+		s.store = objstore.WithTimeout(s.given, s.cfg.StoreTimeout)
+	} else {
+		st, err := storeurl.Open(ctx, s.cfg.StoreURL, storeurl.Options{Timeout: s.cfg.StoreTimeout, Logger: s.log})
+		if err != nil {
+			return fmt.Errorf("RGIT_STORE_URL: %w", err)
+		}
+		s.store = st
+	}
+	if err := s.checkStore(ctx); err != nil {
+		return fmt.Errorf("RGIT_STORE_URL: %w", err)
+	}
+	return nil
+}
+
+// openLocal opens what the node keeps besides the store: its metrics
+// registry and memory budget, the pack cache, the peer secret, the
+// credentials and the read API's cache.
+func (s *Server) openLocal(ctx context.Context, w *wiring) error {
+	cfg, log := s.cfg, s.log
+	s.version, s.bootID = w.build.String(), rand.Text()
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric(w.build))
+	w.limits = memoryLimits(cfg.MemoryLimit, log)
+	var err error
+	s.cache, err = packcache.Open(cfg.CacheDir, s.store, log, packcache.WithMetrics(newCacheMetrics(w.reg)),
+		packcache.WithMaxOpen(cmp.Or(cfg.MaxOpenPacks, w.limits.OpenPacks)))
+	if err != nil {
+		return fmt.Errorf("RGIT_CACHE_DIR: %w", err)
 	}
 	cache := s.cache
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	w.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rgit_pack_files_open", Help: "Pack file descriptors the node holds open (bounded by RGIT_MAX_OPEN_PACKS)."},
 		func() float64 { return float64(cache.Stats().Files) }))
 	if s.PeerSecret, err = peerSecret(cfg); err != nil {
-		return nil, err
+		return err
 	}
-	deps := repo.Deps{Store: s.store, Cache: s.cache, Log: log,
-		RefOpts: refdb.Options{FlushInterval: cfg.FlushInterval, ObserveCommit: commitMetric(reg)},
+	w.deps = repo.Deps{Store: s.store, Cache: s.cache, Log: log,
+		RefOpts: refdb.Options{FlushInterval: cfg.FlushInterval, ObserveCommit: commitMetric(w.reg)},
 		Meta:    repo.NewMetaCache(s.store, repo.MetaCacheOptions{}),
 		Ahead:   repo.NewListAhead(s.store)}
-	credentials := auth.NewStore(s.store)
+	w.creds = auth.NewStore(s.store)
 	if s.apiCache, err = openAPICache(ctx, cfg, log); err != nil {
-		return nil, err
+		return err
 	}
-	// Background work of the node's lifetime (store probe, joining,
-	// prewarm) ends with this context.
-	bgCtx, cancel := context.WithCancel(context.Background())
-	s.stopProbe = cancel
+	if s.apiCache != nil {
+		w.purger = s.apiCache
+	}
+	return nil
+}
+
+// startActors starts the node's actor system: in a cluster with its
+// peers and its way to the leader, on a single node (or the leader)
+// after indexing repositories older than the name index; with
+// admission and the idle trimmer that maintenance reports to.
+func (s *Server) startActors(ctx context.Context, w *wiring) error {
+	cfg, log := s.cfg, s.log
+	bg, cancel := context.WithCancel(context.Background())
+	w.bg, s.stopBackground = bg, cancel
 	var clusterCfg *actors.ClusterConfig
 	// Exported on every node (zeros on a single one): dashboards work the
 	// same in either mode.
-	s.prewarm = newPrewarmer(bgCtx, deps, log, reg)
+	s.prewarm = newPrewarmer(bg, w.deps, log, w.reg)
 	if cfg.Cluster() {
+		var err error
 		if s.cluster, clusterCfg, err = newClusterSetup(cfg, s.PeerSecret, log); err != nil {
-			return nil, err
+			return err
 		}
 		clusterCfg.Joining, clusterCfg.OnGrant = true, s.prewarm.grant
 	} else {
@@ -193,18 +265,19 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if s.cluster == nil || s.cluster.leader == nil {
 		// One node indexes repositories older than the name index before
 		// serving; access is decided from the index (README: names).
-		n, collisions, err := repo.MigrateIndex(ctx, deps, credentials)
+		n, collisions, err := repo.MigrateIndex(ctx, w.deps, w.creds)
 		if err != nil {
-			return nil, fmt.Errorf("name index migration: %w", err)
+			return fmt.Errorf("name index migration: %w", err)
 		}
 		if n > 0 || len(collisions) > 0 {
 			log.Info("name index migrated", zap.Int("indexed", n), zap.Strings("case_collisions", collisions))
 		}
 	}
-	admit := s.admission
-	if admit == nil {
-		admit = admission.New(limits, reg)
+	w.admit = s.admission
+	if w.admit == nil {
+		w.admit = admission.New(w.limits, w.reg)
 	}
+	admit, cache := w.admit, s.cache
 	trim := admission.NewTrimmer(admit)
 	trim.Free = func() {
 		// The delta bases are the bulk of what an idle node still holds
@@ -218,12 +291,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	trim.Trimmed = func(before, after uint64) {
 		log.Debug("idle: returned memory to the OS", zap.Uint64("retained_before", before), zap.Uint64("retained_after", after))
 	}
-	var purger actors.CachePurger // nil unless there is a cache to purge
-	if s.apiCache != nil {
-		purger = s.apiCache
-	}
-	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Cache: purger,
-		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: reg, Cluster: clusterCfg,
+	var err error
+	s.node, err = actors.NewNode(actors.Config{Deps: w.deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Cache: w.purger,
+		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: w.reg, Cluster: clusterCfg,
 		GCInterval: cfg.GCInterval, GCMinAge: gcMinAge,
 		Reserve: func(objects int64) (func(), bool) {
 			return admit.Reserve(admission.Maintenance, admission.Estimate(admission.Maintenance, objects))
@@ -232,105 +302,99 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// over, the trimmer looks at once rather than at its next tick.
 		MaintenanceDone: trim.Check})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip, Strict: cfg.FsckStrict}, Log: log,
-		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: admit}
+	go trim.Run(bg)
+	return nil
+}
+
+// buildEngine builds the git service every front end shares: the engine
+// over the actors and storage, one protocol engine (its limits, and the
+// negotiation slots above all, are shared by the HTTP, SSH and peer front
+// ends), the node's one gate, and in a cluster the counted forwarders.
+func (s *Server) buildEngine(w *wiring) error {
+	cfg := s.cfg
+	eng := &engine.Engine{Node: s.node, Deps: w.deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: w.fsckSkip, Strict: cfg.FsckStrict}, Log: s.log,
+		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: w.admit}
 	if s.apiCache != nil {
 		eng.RefsWatch = s.apiCache
 	}
+	var err error
 	if cfg.ClonePackCache > 0 {
 		// Shared through the store: a cold node streams a pack another
 		// node built instead of building it again.
-		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache, clonecache.WithStore(s.store, log)); err != nil {
-			return nil, fmt.Errorf("RGIT_CLONE_CACHE_BYTES: %w", err)
+		if eng.ClonePacks, err = clonecache.New(filepath.Join(cfg.CacheDir, "clonepacks"), cfg.ClonePackCache, clonecache.WithStore(s.store, s.log)); err != nil {
+			return fmt.Errorf("RGIT_CLONE_CACHE_BYTES: %w", err)
 		}
 		s.clonePacks = eng.ClonePacks
-		clonePackMetrics(reg, eng.ClonePacks)
+		clonePackMetrics(w.reg, eng.ClonePacks)
 	}
-	pm, err := gitserve.NewPromMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-
-	httpFwd, sessFwd := s.cluster.forwarders()
-	var countedFwd httpgit.Forwarder
-	fm := forwardMetric(reg)
-	if s.cluster != nil {
-		// Forwarders follow "moved" answers by routing again through the
-		// engine; set before any listener exists.
-		s.cluster.httpFwd.Mover, s.cluster.sessions.Mover = eng, eng
-		countedFwd, sessFwd = countedHTTP{httpFwd, fm}, countedSessions{s.cluster.sessions, fm}
-	}
-	s.trafficMetric(reg)
-	// One protocol engine per node: its limits, and the negotiation slots
-	// above all, are shared by the HTTP, SSH and peer front ends.
-	proto := gitserve.ProtoEngine{Limits: gitproto.Limits{
+	w.eng = eng
+	w.proto = gitserve.ProtoEngine{Limits: gitproto.Limits{
 		MaxPushRefs: cfg.MaxPushRefs, MaxPushOptions: cfg.MaxPushOptions,
 		MaxWants: cfg.MaxWants, MaxHaves: cfg.MaxHaves, MaxArgBytes: cfg.MaxArgBytes,
 		RequestTimeout: cfg.RequestTimeout,
 		Negotiations:   gitproto.NewSlots(cfg.MaxNegotiations, cfg.NegotiationWait),
-	}, Admission: admit}
+	}, Admission: w.admit}
+	if w.gate, err = gitserve.NewGate(eng, w.proto, ""); err != nil {
+		return err
+	}
+	if w.pm, err = gitserve.NewPromMetrics(w.reg); err != nil {
+		return err
+	}
+	fm := forwardMetric(w.reg)
+	if s.cluster != nil {
+		// Forwarders follow "moved" answers by routing again through the
+		// engine; set before any listener serves.
+		s.cluster.httpFwd.Mover, s.cluster.sessions.Mover = eng, eng
+		w.httpFwd, w.sessFwd = countedHTTP{s.cluster.httpFwd, fm}, countedSessions{s.cluster.sessions, fm}
+	}
+	s.trafficMetric(w.reg)
+	return nil
+}
+
+// frontEnds are the handlers of the node's ports, all built before any
+// port serves.
+type frontEnds struct {
+	public http.Handler // git over HTTP, health; the read API and page on a single node
+	stream http.Handler // the peer stream (admin) port
+	peer   http.Handler // the peer HTTP port; nil on a single node
+	// internal is where /metrics goes when RGIT_METRICS_ADDR gives it no
+	// port of its own: a single node's admin port, a cluster node's peer
+	// HTTP port.
+	internal *http.ServeMux
+	metrics  http.Handler // /metrics on RGIT_METRICS_ADDR; nil when unset
+}
+
+// buildFrontEnds builds the HTTP, SSH and admin front ends both modes
+// have, then a single node's or a cluster node's own.
+func (s *Server) buildFrontEnds(w *wiring) (*frontEnds, error) {
+	cfg, log := s.cfg, s.log
 	// One budget of unauthenticated connections per client address,
 	// shared by the public HTTP and SSH listeners.
 	anon := clientlimit.NewPerAddr(cfg.MaxAnonPerAddr, "RGIT_MAX_ANON_PER_ADDR")
-	go trim.Run(bgCtx)
-	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http"),
+	httpCfg := httpgit.Config{Resolver: w.eng, Engine: w.proto, Auth: w.creds, MaxBody: cfg.MaxBody, Logger: log, Metrics: w.pm.For("http"),
 		Unauthenticated: anon}
-	if httpFwd != nil {
-		httpCfg.Forward, httpCfg.Rerouter = countedFwd, eng
+	if w.httpFwd != nil {
+		httpCfg.Forward, httpCfg.Rerouter = w.httpFwd, w.eng
 	}
 	gitHTTP, err := httpgit.New(httpCfg)
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	gitHTTP.Register(mux)
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /ready", s.ready)
-	// Metrics name the build and version: never on the public port.
-	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	apiGate, err := gitserve.NewGate(eng, proto, "")
-	if err != nil {
-		return nil, err
-	}
-	// One read-API origin configuration for the public port and the peer
-	// port: the same limits, and one admission of expensive answers.
-	apiReads := admission.NewReads(admit, apiMaxActive(cfg.APIMaxActive), admission.ReadWait)
-	apiMetrics := api.NewMetrics(reg)
-	apiLocal := func(fwd api.Forwarder) *api.Local {
-		l := &api.Local{Gate: apiGate, Forward: fwd, Log: log, Limits: apiLimits(cfg), Reads: apiReads, Metrics: apiMetrics}
-		if fwd != nil {
-			l.Rerouter = eng
-		}
-		return l
-	}
-	// The read API: a single node answers it on its public port; in a
-	// cluster it is api-serve's, and nodes answer it only from peers.
-	var publicAPI http.Handler = api.Refused
-	if s.cluster == nil {
-		if publicAPI, err = api.New(api.Config{Auth: credentials, Origin: apiLocal(nil), Cache: s.apiCache,
-			Visibility: deps.Meta, Log: log}); err != nil {
-			return nil, err
-		}
-	}
-	if s.cluster == nil {
-		// The browse page's repository list, next to the API it reads.
-		publicAPI = web.WithRepoList(publicAPI, &web.RepoLister{Store: s.store, Auth: credentials, Log: log})
-	}
-	s.HTTPAddr = s.serveHTTP(lns.take(&lns.http), api.Mount(publicAPI, mux), nil, &s.httpSrv)
+	public := http.NewServeMux()
+	gitHTTP.Register(public)
+	public.HandleFunc("GET /healthz", s.healthz)
+	public.HandleFunc("GET /ready", s.ready)
 
-	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Engine: proto, Keys: credentials, Logger: log, Metrics: pm.For("ssh"),
+	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: w.eng, Engine: w.proto, Keys: w.creds, Logger: log, Metrics: w.pm.For("ssh"),
 		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: anon}
-	if sessFwd != nil {
-		sshCfg.Forward, sshCfg.Rerouter = sessFwd, eng
+	if w.sessFwd != nil {
+		sshCfg.Forward, sshCfg.Rerouter = w.sessFwd, w.eng
 	}
-	s.sshSrv, err = sshgit.NewServer(sshCfg)
-	if err != nil {
+	if s.sshSrv, err = sshgit.NewServer(sshCfg); err != nil {
 		return nil, fmt.Errorf("RGIT_SSH_ADDR/RGIT_HOST_KEY: %w", err)
 	}
-	sshLn := lns.take(&lns.ssh)
-	s.SSHAddr = sshLn.Addr().String()
 	knownHosts := func(name string) (string, error) {
 		names, err := sshgit.KnownHostsNames(s.SSHAddr, name)
 		if err != nil {
@@ -338,103 +402,120 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		}
 		return sshgit.KnownHostsLine(names, s.sshSrv.HostKey()), nil
 	}
-	if s.cluster != nil {
-		s.cluster.hostKeys.setOwn(gossh.FingerprintSHA256(s.sshSrv.HostKey()))
-	}
 	if line, err := knownHosts(""); err == nil {
 		// What a client's ~/.ssh/known_hosts needs (rgit-admin host-key
 		// prints it too).
 		log.Info("ssh host key", zap.String("fingerprint", gossh.FingerprintSHA256(s.sshSrv.HostKey())),
 			zap.String("known_hosts", line), zap.String("public_key", sshgit.PublicKeyPath(cfg.HostKey)))
 	}
-	if s.cluster == nil {
-		// The browse page, on a single node only: it renders from the read
-		// API, called in process (in a cluster, nodes refuse /api/ on their
-		// public port). Mounted once the SSH port is known, for its clone
-		// URLs.
-		if err := mountWeb(mux, publicAPI, s.SSHAddr, cfg, log); err != nil {
-			return nil, err
-		}
-	} else {
-		// The page is api-serve's: browsers are sent there, or told how
-		// to clone from here.
-		mux.Handle("/", web.Elsewhere(cfg.WebURL, cfg.PublicURL))
-	}
-	go func() { s.serveErr <- ignoreClosed(s.sshSrv.Serve(sshLn), sshgit.ErrServerClosed) }()
 
-	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Cache: purger,
-		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout, KnownHosts: knownHosts}
-	if s.cluster != nil {
-		adm.Peers = s.cluster.dir
-	}
+	adm := &admin.Server{Node: s.node, Deps: w.deps, Auth: w.creds, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Cache: w.purger,
+		Self: cfg.Self, Version: s.version, PeerTLS: cfg.PeerTLS, Rollout: s.rollout, KnownHosts: knownHosts}
 	adminMux := http.NewServeMux()
 	// Admin messages and, in a cluster, the leader's share one envelope
 	// endpoint (peer.PathMsg) behind the peer secret.
 	adminMux.Handle(peer.PathMsg, adm)
 	adminMux.Handle("/debug/pprof/", admin.RequireSecret(s.PeerSecret, log, pprofHandler()))
-	if cfg.MetricsAddr == "" && s.cluster == nil {
-		// A single node's internal port: loopback unless RGIT_PEER_ADDR
-		// says otherwise.
-		adminMux.Handle("GET /metrics", metrics)
-	}
-	if s.cluster != nil {
-		gate, err := gitserve.NewGate(eng, proto, "")
-		if err != nil {
-			return nil, err
-		}
-		s.cluster.mountPeer(adminMux, adm.Handlers(), s.PeerSecret, s.node,
-			&peer.SessionHandler{Gate: gate, Forward: sessFwd, Rerouter: eng, Log: log}, log)
-		adminMux.Handle("POST "+pathPrewarm, peer.RequireBearer(s.PeerSecret, log, http.HandlerFunc(s.prewarm.hinted)))
-		// The peer HTTP port: smart-HTTP requests forwarded by other nodes.
-		peerCfg := httpCfg
-		peerCfg.Metrics = pm.For("peer")
-		peerCfg.SessionKind, peerCfg.FromPeers = gitserve.KindForwarded, true
-		peerCfg.Unauthenticated = nil // every request comes from a peer node
-		peerGit, err := httpgit.New(peerCfg)
-		if err != nil {
-			return nil, err
-		}
-		peerAPI, err := api.New(api.Config{Auth: credentials, Log: log,
-			Origin: apiLocal(httpFwd)})
-		if err != nil {
-			return nil, err
-		}
-		peerMux := http.NewServeMux()
-		peerMux.Handle("GET "+admin.RolloutPath, peer.RequireSecret(s.PeerSecret, log, http.HandlerFunc(s.rolloutStatus)))
-		if cfg.MetricsAddr == "" {
-			// Without the secret, so Prometheus can scrape; the port is
-			// the fleet's internal one.
-			peerMux.Handle("GET /metrics", metrics)
-		}
-		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
-		s.PeerHTTPAddr = s.serveHTTP(lns.take(&lns.peer), peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv)
-	}
-	var streamHandler http.Handler = adminMux
-	if s.cluster != nil {
-		// The peer stream port refuses everything without the secret, even
-		// paths it does not serve.
-		streamHandler = peer.RequireBearer(s.PeerSecret, log, adminMux)
-	}
-	s.AdminAddr = s.serveHTTP(lns.take(&lns.stream), streamHandler, cfg.PeerTLS.ServerTLS(), &s.adminSrv)
-	switch {
-	case cfg.MetricsAddr != "":
-		metricsMux := http.NewServeMux()
-		metricsMux.Handle("GET /metrics", metrics)
-		s.MetricsAddr = s.serveHTTP(lns.take(&lns.metrics), metricsMux, nil, &s.metricsSrv)
-	case s.cluster != nil:
-		s.MetricsAddr = s.PeerHTTPAddr
-	default:
-		s.MetricsAddr = s.AdminAddr
-	}
 
-	go s.probeStore(bgCtx)
-	log.Info("rgit serving", zap.String("version", build.String()), zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
-		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("metrics", s.MetricsAddr), zap.String("self", cfg.Self), zap.Bool("peer_tls", cfg.PeerTLS != nil),
-		zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
-	ok = true
-	s.started.Store(true)
-	go s.join(bgCtx)
-	return s, nil
+	// The read API's origin: this node's repositories (in a cluster,
+	// forwarding to their owners). One per node, so one admission of
+	// expensive answers.
+	origin := &api.Local{Gate: w.gate, Log: log, Limits: apiLimits(cfg), Metrics: api.NewMetrics(w.reg),
+		Reads: admission.NewReads(w.admit, apiMaxActive(cfg.APIMaxActive), admission.ReadWait)}
+	fe := &frontEnds{}
+	if s.cluster == nil {
+		err = s.singleFrontEnds(w, fe, public, adminMux, origin)
+	} else {
+		err = s.clusterFrontEnds(w, fe, public, adminMux, adm, origin, httpCfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Metrics name the build and version: never on the public port.
+	metrics := promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{})
+	if cfg.MetricsAddr != "" {
+		fe.metrics = metrics
+	} else {
+		fe.internal.Handle("GET /metrics", metrics)
+	}
+	return fe, nil
+}
+
+// singleFrontEnds completes a single node: the read API and the browse
+// page on its public port; its admin port is the internal one (loopback
+// unless RGIT_PEER_ADDR says otherwise).
+func (s *Server) singleFrontEnds(w *wiring, fe *frontEnds, public, adminMux *http.ServeMux, origin *api.Local) error {
+	h, err := api.New(api.Config{Auth: w.creds, Origin: origin, Cache: s.apiCache, Visibility: w.deps.Meta, Log: s.log})
+	if err != nil {
+		return err
+	}
+	// The browse page's repository list, next to the API it reads.
+	readAPI := web.WithRepoList(h, &web.RepoLister{Store: s.store, Auth: w.creds, Log: s.log})
+	// The browse page renders from the read API, called in process, and
+	// shows the SSH port in its clone URLs.
+	if err := mountWeb(public, readAPI, s.SSHAddr, s.cfg, s.log); err != nil {
+		return err
+	}
+	fe.public = api.Mount(readAPI, public)
+	fe.stream, fe.internal = adminMux, adminMux
+	return nil
+}
+
+// clusterFrontEnds completes a cluster node. Its public port serves git
+// only: the read API and the page are api-serve's (nodes refuse /api/
+// there, and send browsers on). The peer stream port adds the leader's
+// calls, forwarded git sessions and prewarm hints, and refuses everything
+// without the peer secret; the peer HTTP port takes smart-HTTP requests
+// forwarded by other nodes and api-serve's read API.
+func (s *Server) clusterFrontEnds(w *wiring, fe *frontEnds, public, adminMux *http.ServeMux, adm *admin.Server, origin *api.Local, httpCfg httpgit.Config) error {
+	cfg, log := s.cfg, s.log
+	public.Handle("/", web.Elsewhere(cfg.WebURL, cfg.PublicURL))
+	fe.public = api.Mount(api.Refused, public)
+	s.cluster.hostKeys.setOwn(gossh.FingerprintSHA256(s.sshSrv.HostKey()))
+
+	adm.Peers = s.cluster.dir
+	s.cluster.mountPeer(adminMux, adm.Handlers(), s.PeerSecret, s.node,
+		&peer.SessionHandler{Gate: w.gate, Forward: w.sessFwd, Rerouter: w.eng, Log: log}, log)
+	adminMux.Handle("POST "+pathPrewarm, peer.RequireBearer(s.PeerSecret, log, http.HandlerFunc(s.prewarm.hinted)))
+	fe.stream = peer.RequireBearer(s.PeerSecret, log, adminMux)
+
+	peerCfg := httpCfg
+	peerCfg.Metrics = w.pm.For("peer")
+	peerCfg.SessionKind, peerCfg.FromPeers = gitserve.KindForwarded, true
+	peerCfg.Unauthenticated = nil // every request comes from a peer node
+	peerGit, err := httpgit.New(peerCfg)
+	if err != nil {
+		return err
+	}
+	origin.Forward, origin.Rerouter = s.cluster.httpFwd, w.eng
+	peerAPI, err := api.New(api.Config{Auth: w.creds, Log: log, Origin: origin})
+	if err != nil {
+		return err
+	}
+	peerMux := http.NewServeMux()
+	peerMux.Handle("GET "+admin.RolloutPath, peer.RequireSecret(s.PeerSecret, log, http.HandlerFunc(s.rolloutStatus)))
+	// /metrics goes here without the secret, so Prometheus can scrape:
+	// the port is the fleet's internal one.
+	peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
+	fe.peer, fe.internal = peerMux, peerMux
+	return nil
+}
+
+// serve starts every server on its bound listener.
+func (s *Server) serve(lns *listeners, fe *frontEnds) {
+	tc := s.cfg.PeerTLS.ServerTLS()
+	s.serveHTTP(lns.take(&lns.http), fe.public, nil, &s.httpSrv)
+	sshLn := lns.take(&lns.ssh)
+	go func() { s.serveErr <- ignoreClosed(s.sshSrv.Serve(sshLn), sshgit.ErrServerClosed) }()
+	if fe.peer != nil {
+		s.serveHTTP(lns.take(&lns.peer), fe.peer, tc, &s.peerSrv)
+	}
+	s.serveHTTP(lns.take(&lns.stream), fe.stream, tc, &s.adminSrv)
+	if fe.metrics != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", fe.metrics)
+		s.serveHTTP(lns.take(&lns.metrics), mux, nil, &s.metricsSrv)
+	}
 }
 
 // pprofHandler serves net/http/pprof under /debug/pprof/. It is mounted
@@ -486,6 +567,24 @@ func bind(cfg *config.Config) (*listeners, error) {
 	return l, nil
 }
 
+// setAddrs records the bound addresses (the configuration may ask for
+// port 0). /metrics is served on RGIT_METRICS_ADDR's own listener, else
+// on the peer HTTP port (cluster) or the admin port.
+func (s *Server) setAddrs(l *listeners) {
+	s.HTTPAddr, s.SSHAddr, s.AdminAddr = l.http.Addr().String(), l.ssh.Addr().String(), l.stream.Addr().String()
+	if l.peer != nil {
+		s.PeerHTTPAddr = l.peer.Addr().String()
+	}
+	switch {
+	case l.metrics != nil:
+		s.MetricsAddr = l.metrics.Addr().String()
+	case l.peer != nil:
+		s.MetricsAddr = s.PeerHTTPAddr
+	default:
+		s.MetricsAddr = s.AdminAddr
+	}
+}
+
 // take hands *ln over to its server.
 func (l *listeners) take(ln *net.Listener) net.Listener {
 	taken := *ln
@@ -501,10 +600,8 @@ func (l *listeners) close() {
 	}
 }
 
-// serveHTTP serves h on ln, over TLS when tc is set (the peer ports), and
-// returns the bound address.
-func (s *Server) serveHTTP(ln net.Listener, h http.Handler, tc *tls.Config, dst **http.Server) string {
-	addr := ln.Addr().String()
+// serveHTTP serves h on ln, over TLS when tc is set (the peer ports).
+func (s *Server) serveHTTP(ln net.Listener, h http.Handler, tc *tls.Config, dst **http.Server) {
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
@@ -512,7 +609,6 @@ func (s *Server) serveHTTP(ln net.Listener, h http.Handler, tc *tls.Config, dst 
 		IdleTimeout: s.cfg.HTTPIdle, ErrorLog: zap.NewStdLog(s.log)}
 	*dst = srv
 	go func() { s.serveErr <- ignoreClosed(srv.Serve(ln), http.ErrServerClosed) }()
-	return addr
 }
 
 func ignoreClosed(err, closed error) error {
@@ -578,8 +674,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // close releases everything Start opened, in reverse order.
 func (s *Server) close() error {
 	var errs []error
-	if s.stopProbe != nil {
-		s.stopProbe()
+	if s.stopBackground != nil {
+		s.stopBackground()
 	}
 	if s.node != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
