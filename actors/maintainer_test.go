@@ -210,25 +210,35 @@ func TestPushesLeaveBoundedPacks(t *testing.T) {
 // switched the pack list still writes a complete pack, and so does one
 // after it.
 func TestCloneDuringRollUp(t *testing.T) {
-	n, d := newTestNode(t, memstore.New(), time.Minute, 8)
-	p := newPusher(t, n, d, "alice", "clone")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var n *Node
+	var hold atomic.Bool // the next roll-up opens a session first
+	var held atomic.Pointer[Session]
+	n, d := newMaintNode(t, func(c *Config) {
+		c.BeforeRollUp = func(owner, name string) {
+			if !hold.Load() {
+				return
+			}
+			s, err := n.Session(ctx, owner, name)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			held.Store(s)
+		}
+	})
+	p := newPusher(t, n, d, "alice", "clone")
 	// One at a time, so the packs are 6 and 3 objects (3 per push)...
 	p.pushSettled(ctx, 3)
 	// ...and the next push makes the roll-up take every pack; a clone
 	// starts just before it is built.
-	var during *Session
-	n.testBeforeRollUp = func(owner, name string) {
-		var err error
-		if during, err = n.Session(ctx, owner, name); err != nil {
-			t.Error(err)
-		}
-	}
+	hold.Store(true)
 	p.push()
 	if err := n.WaitMaintenance(ctx); err != nil {
 		t.Fatal(err)
 	}
+	during := held.Load()
 	if during == nil {
 		t.Fatal("no roll-up ran")
 	}
@@ -264,10 +274,7 @@ func TestCloneDuringRollUp(t *testing.T) {
 // walk the whole history. Maintenance repacks it into one pack with a
 // bitmap.
 func TestLargestPackGetsBitmap(t *testing.T) {
-	grace := unbitmappedGrace
-	t.Cleanup(func() { unbitmappedGrace = grace })
-	unbitmappedGrace = 0
-	n, d := newTestNode(t, memstore.New(), time.Minute, 8)
+	n, d := newMaintNode(t, func(c *Config) { c.UnbitmappedGrace = time.Nanosecond })
 	p := newPusher(t, n, d, "alice", "import")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -296,7 +303,7 @@ func TestPlanMaintenance(t *testing.T) {
 	pk := func(name string, objects int, created time.Time) repo.PackInfo {
 		return repo.PackInfo{Name: name, Objects: objects, Created: created}
 	}
-	fresh := now.Add(-unbitmappedGrace / 2)
+	fresh := now.Add(-defaultUnbitmappedGrace / 2)
 	for _, r := range []struct {
 		name        string
 		packs       []repo.PackInfo
@@ -315,7 +322,7 @@ func TestPlanMaintenance(t *testing.T) {
 		{"largest without bitmap, small ones roll up", []repo.PackInfo{pk("a", 100, fresh), pk("b", 1, now), pk("c", 1, now)}, true, maintRollUp, []string{"b", "c"}},
 		{"one pack without bitmap", []repo.PackInfo{pk("a", 100, young)}, true, maintNothing, nil},
 	} {
-		kind, roll := planMaintenance(r.packs, !r.unbitmapped, now, age)
+		kind, roll := planMaintenance(r.packs, !r.unbitmapped, now, age, defaultUnbitmappedGrace)
 		if kind != r.kind || !slices.Equal(roll, r.roll) {
 			t.Errorf("%s: planMaintenance = %d %v, want %d %v", r.name, kind, roll, r.kind, r.roll)
 		}
@@ -370,8 +377,8 @@ func TestMaintenanceDefersWhileBusy(t *testing.T) {
 			}
 			return busy.Load()
 		}
+		c.BusyRetry = time.Millisecond
 	})
-	n.testBusyRetry = time.Millisecond
 	p := newPusher(t, n, d, "alice", "busy")
 	for range 4 {
 		p.push()
@@ -412,8 +419,8 @@ func TestMaintenanceWaitsForMemory(t *testing.T) {
 			}
 			return func() { released.Add(1) }, true
 		}
+		c.BusyRetry = time.Millisecond
 	})
-	n.testBusyRetry = time.Millisecond
 	p := newPusher(t, n, d, "alice", "mem")
 	for range 4 {
 		p.push()
@@ -453,7 +460,15 @@ func TestMaintenanceWaitsForMemory(t *testing.T) {
 // are repacked by the scheduled pass over the open repositories, into one
 // pack with a bitmap.
 func TestScheduledPassMaintains(t *testing.T) {
-	n, d := newMaintNode(t, func(*Config) {})
+	passed := make(chan struct{}, 1)
+	n, d := newMaintNode(t, func(c *Config) {
+		c.AfterMaintenancePass = func() {
+			select {
+			case passed <- struct{}{}:
+			default:
+			}
+		}
+	})
 	p := newPusher(t, n, d, "alice", "sched")
 	p.quiet = true
 	for range 4 {
@@ -461,13 +476,6 @@ func TestScheduledPassMaintains(t *testing.T) {
 	}
 	if got := len(packsOf(t, n, "alice", "sched")); got != 4 {
 		t.Fatalf("%d packs before the pass, want 4", got)
-	}
-	passed := make(chan struct{}, 1)
-	n.testAfterPass = func() {
-		select {
-		case passed <- struct{}{}:
-		default:
-		}
 	}
 	n.maint.schedule(time.Millisecond)
 	<-passed
@@ -495,19 +503,25 @@ func TestScheduledPassMaintains(t *testing.T) {
 // abandoned, so its session does not hold the repository past the drain
 // and its switch never meets the next owner's fence.
 func TestDrainStopsMaintenance(t *testing.T) {
+	var n *Node
+	var hold atomic.Bool // the next roll-up waits for the maintainer to stop
+	entered := make(chan struct{})
 	d := testDeps(t, memstore.New())
-	n := startNode(t, Config{Deps: d, Cluster: &ClusterConfig{Self: "rgit-0"}})
+	n = startNode(t, Config{Deps: d, Cluster: &ClusterConfig{Self: "rgit-0"},
+		BeforeRollUp: func(owner, name string) {
+			if !hold.Load() {
+				return
+			}
+			close(entered)
+			<-n.maint.ctx.Done()
+		}})
 	p := newPusher(t, n, d, "alice", "drain")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p.pushSettled(ctx, 3)
 	rolled := func() float64 { return testutil.ToFloat64(n.maint.m.runs.WithLabelValues("rolled_up")) }
 	before := rolled()
-	entered := make(chan struct{})
-	n.testBeforeRollUp = func(owner, name string) {
-		close(entered)
-		<-n.maint.ctx.Done() // held until the maintainer is stopped
-	}
+	hold.Store(true)
 	p.push()
 	<-entered
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
