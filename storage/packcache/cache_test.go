@@ -226,11 +226,10 @@ func TestConcurrentGetsDownloadOnce(t *testing.T) {
 	fx := makePack(t, "e")
 	st := &countingStore{Store: memstore.New(), hold: make(chan struct{})}
 	upload(t, st, fx)
-	c := openCache(t, t.TempDir(), st)
 	const n = 8
 	var waiting sync.WaitGroup
 	waiting.Add(n - 1)
-	c.testOnWait = func() { waiting.Done() }
+	c := openCache(t, t.TempDir(), st, WithOnWait(waiting.Done))
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
