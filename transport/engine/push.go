@@ -320,11 +320,11 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 			b.log().Warn("push: cached refs answer not dropped (expires within seconds)", zap.Error(err))
 		}
 	}
-	if staged != nil && len(b.snap.Packs) == 0 && len(tips) > 0 {
+	if b.e.Bitmaps != nil && staged != nil && len(b.snap.Packs) == 0 && len(tips) > 0 {
 		// The first pack of an empty repository is the whole repository:
 		// give it a bitmap so clones need not walk before the first repack.
 		// In the background: the push is acknowledged without waiting.
-		repo.BuildBitmapInBackground(b.e.Deps, b.snap.Owner, b.snap.Name, staged.Name, tips, nil)
+		b.e.Bitmaps.Start(b.e.Deps, b.snap.Owner, b.snap.Name, staged.Name, tips, nil)
 	}
 	if staged != nil && len(tips) > 0 {
 		// One more pack listed: the node rolls up small packs in the

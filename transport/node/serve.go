@@ -56,11 +56,14 @@ const gcMinAge = time.Hour
 
 // Server is one running node.
 type Server struct {
-	cfg   *config.Config
-	log   *zap.Logger
-	store objstore.Store
-	cache *packcache.Cache
-	node  *actors.Node
+	cfg *config.Config
+	// bitmaps are the background bitmap builds of first pushes, stopped
+	// before the node so nothing writes to the store after Shutdown.
+	bitmaps *repo.BitmapBuilds
+	log     *zap.Logger
+	store   objstore.Store
+	cache   *packcache.Cache
+	node    *actors.Node
 
 	httpSrv, adminSrv, peerSrv *http.Server
 	apiCache                   *api.Cache // nil: RGIT_REDIS_URL unset
@@ -114,7 +117,7 @@ func WithAdmission(c *admission.Controller) Option { return func(s *Server) { s.
 // harmless: bind every port, open the store and the node's local state,
 // start the actors, build the git engine and the front ends, then serve.
 func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Option) (*Server, error) {
-	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 5), probeEvery: 10 * time.Second}
+	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 5), probeEvery: 10 * time.Second, bitmaps: repo.NewBitmapBuilds()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -315,7 +318,7 @@ func (s *Server) startActors(ctx context.Context, w *wiring) error {
 func (s *Server) buildEngine(w *wiring) error {
 	cfg := s.cfg
 	eng := &engine.Engine{Node: s.node, Deps: w.deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: w.fsckSkip, Strict: cfg.FsckStrict}, Log: s.log,
-		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: w.admit}
+		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: w.admit, Bitmaps: s.bitmaps}
 	if s.apiCache != nil {
 		eng.RefsWatch = s.apiCache
 	}
@@ -677,6 +680,7 @@ func (s *Server) close() error {
 	if s.stopBackground != nil {
 		s.stopBackground()
 	}
+	s.bitmaps.Close()
 	if s.node != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
