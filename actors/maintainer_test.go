@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -19,6 +16,7 @@ import (
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/testkit/gitrun"
 )
 
 func TestMaintStep(t *testing.T) {
@@ -51,7 +49,7 @@ type pusher struct {
 	t      *testing.T
 	n      *Node
 	d      repo.Deps
-	dir    string
+	g      *gitrun.Repo
 	i      int
 	prev   object.ID
 	owner  string
@@ -63,18 +61,7 @@ type pusher struct {
 
 func (p *pusher) git(stdin []byte, args ...string) []byte {
 	p.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = p.dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-	cmd.Stdin = bytes.NewReader(stdin)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		p.t.Fatalf("git %v: %v\n%s", args, err, stderr.Bytes())
-	}
-	return out
+	return p.g.Output(stdin, args...)
 }
 
 func (p *pusher) push() {
@@ -99,9 +86,7 @@ func (p *pusher) pushCommits(k int) {
 	p.t.Helper()
 	for range k {
 		p.i++
-		if err := os.WriteFile(filepath.Join(p.dir, "f"), []byte(strings.Repeat(fmt.Sprintf("line %d\n", p.i), 20)), 0o644); err != nil {
-			p.t.Fatal(err)
-		}
+		p.g.Write("f", strings.Repeat(fmt.Sprintf("line %d\n", p.i), 20))
 		p.git(nil, "add", ".")
 		p.git(nil, "commit", "-q", "-m", fmt.Sprint("c", p.i))
 	}
@@ -140,9 +125,7 @@ func newPusher(t *testing.T, n *Node, d repo.Deps, owner, name string) *pusher {
 	if err := repo.Create(context.Background(), d, owner, name); err != nil {
 		t.Fatal(err)
 	}
-	p := &pusher{t: t, n: n, d: d, dir: t.TempDir(), owner: owner, repoNm: name}
-	p.git(nil, "init", "-q", "-b", "main")
-	return p
+	return &pusher{t: t, n: n, d: d, g: gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "")}), owner: owner, repoNm: name}
 }
 
 func packsOf(t *testing.T, n *Node, owner, name string) []repo.PackInfo {
@@ -262,9 +245,7 @@ func TestCloneDuringRollUp(t *testing.T) {
 		if _, err := s.Snapshot.Objects().WritePack(ctx, &buf, want, pack.WriteOptions{OfsDelta: true}); err != nil {
 			t.Fatal(err)
 		}
-		check := &pusher{t: t, dir: t.TempDir()}
-		check.git(nil, "init", "-q")
-		check.git(buf.Bytes(), "index-pack", "--stdin", "--strict")
+		gitrun.Scratch(t, gitrun.Env{}).Output(buf.Bytes(), "index-pack", "--stdin", "--strict")
 	}
 }
 
