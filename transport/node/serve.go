@@ -32,6 +32,7 @@ import (
 	"github.com/rgit/rgit/storage/fsck"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
+	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
@@ -42,6 +43,7 @@ import (
 	"github.com/rgit/rgit/transport/engine"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/hooks"
 	"github.com/rgit/rgit/transport/httpgit"
 	"github.com/rgit/rgit/transport/node/config"
 	"github.com/rgit/rgit/transport/node/version"
@@ -91,7 +93,10 @@ type Server struct {
 	probeEvery     time.Duration
 	admission      *admission.Controller // nil: derived from the memory budget
 	stopBackground context.CancelFunc    // ends wiring.bg
-	serveErr       chan error
+	// stopSweep ends the webhook sweep and waits for its visit in
+	// progress; nil until it runs.
+	stopSweep func()
+	serveErr  chan error
 	// given replaces the store RGIT_STORE_URL names (WithStore).
 	given      objstore.Store
 	clonePacks *clonecache.Cache // nil: RGIT_CLONE_CACHE_BYTES=0
@@ -180,6 +185,7 @@ type wiring struct {
 	creds  *auth.Store
 	purger actors.CachePurger // nil unless there is a cache to purge
 	admit  *admission.Controller
+	hooks  *hooks.Service // webhook deliveries, shared by the actors and admin
 
 	eng   *engine.Engine
 	proto gitserve.ProtoEngine
@@ -294,8 +300,10 @@ func (s *Server) startActors(ctx context.Context, w *wiring) error {
 	trim.Trimmed = func(before, after uint64) {
 		log.Debug("idle: returned memory to the OS", zap.Uint64("retained_before", before), zap.Uint64("retained_after", after))
 	}
+	w.hooks = hooks.New(hooks.Config{Allow: cfg.HookAllow, Timeout: cfg.HookTimeout, Concurrency: cfg.HookConcurrency,
+		Policy: outbox.Policy{Window: cfg.HookRetry, FirstRetry: cfg.HookBackoff}, Log: log, Registerer: w.reg})
 	var err error
-	s.node, err = actors.NewNode(actors.Config{Deps: w.deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Cache: w.purger,
+	s.node, err = actors.NewNode(actors.Config{Deps: w.deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Cache: w.purger, Hooks: w.hooks,
 		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: w.reg, Cluster: clusterCfg,
 		GCInterval: cfg.GCInterval, GCMinAge: gcMinAge,
 		Reserve: func(objects int64) (func(), bool) {
@@ -308,6 +316,7 @@ func (s *Server) startActors(ctx context.Context, w *wiring) error {
 		return err
 	}
 	go trim.Run(bg)
+	s.stopSweep = startSweep(bg, s.node, w.deps, cfg.HookSweep, log)
 	return nil
 }
 
@@ -413,7 +422,7 @@ func (s *Server) buildFrontEnds(w *wiring) (*frontEnds, error) {
 	}
 
 	adm := &admin.Server{Node: s.node, Deps: w.deps, Auth: w.creds, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Cache: w.purger,
-		Self: cfg.Self, Version: s.version, PeerTLS: cfg.PeerTLS, Rollout: s.rollout, KnownHosts: knownHosts}
+		Self: cfg.Self, Version: s.version, PeerTLS: cfg.PeerTLS, Rollout: s.rollout, KnownHosts: knownHosts, Hooks: w.hooks}
 	adminMux := http.NewServeMux()
 	// Admin messages and, in a cluster, the leader's share one envelope
 	// endpoint (peer.PathMsg) behind the peer secret.
@@ -636,6 +645,9 @@ func (s *Server) Err() <-chan error { return s.serveErr }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.log.Info("draining")
+	// The sweep opens repositories: it stops before the drain releases
+	// them.
+	s.endSweep()
 	var errs []error
 	if s.cluster != nil {
 		s.hintSuccessors(ctx)
@@ -674,12 +686,36 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// startSweep runs the webhook sweep (hooks.Sweep) until ctx ends or the
+// returned stop, which waits for it, is called.
+func startSweep(ctx context.Context, node *actors.Node, d repo.Deps, every time.Duration, log *zap.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hooks.Sweep(ctx, node, d, every, log)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// endSweep stops the webhook sweep, if it runs, and waits for it.
+func (s *Server) endSweep() {
+	if s.stopSweep != nil {
+		s.stopSweep()
+		s.stopSweep = nil
+	}
+}
+
 // close releases everything Start opened, in reverse order.
 func (s *Server) close() error {
 	var errs []error
 	if s.stopBackground != nil {
 		s.stopBackground()
 	}
+	s.endSweep()
 	s.bitmaps.Close()
 	if s.node != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
