@@ -37,7 +37,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries; skipped with -short")
 	}
-	root, err := filepath.Abs("../../..")
+	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
