@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/pack"
@@ -116,7 +117,7 @@ func (p *pusher) pushCommits(k int) {
 		p.t.Fatal(err)
 	}
 	ctx := context.Background()
-	info, err := repo.StagePack(ctx, p.d, p.owner, p.repoNm, ix)
+	info, err := repo.StagePack(ctx, p.d, names.MustParse(p.owner+"/"+p.repoNm), ix)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func (p *pusher) pushCommits(k int) {
 }
 
 func newPusher(t *testing.T, n *Node, d repo.Deps, owner, name string) *pusher {
-	if err := repo.Create(context.Background(), d, owner, name); err != nil {
+	if err := repo.Create(context.Background(), d, names.MustParse(owner+"/"+name)); err != nil {
 		t.Fatal(err)
 	}
 	p := &pusher{t: t, n: n, d: d, dir: t.TempDir(), owner: owner, repoNm: name}

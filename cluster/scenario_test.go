@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/testkit/datadriven"
 )
 
@@ -74,7 +75,14 @@ func (w *world) run(line string) (string, error) {
 			say("%s %s: %s -> %s %s", node, repo, h.State, nh.State, fmtActions(acts))
 		}
 	}
-	repo, node := args["repo"], args["node"]
+	rs, node := args["repo"], args["node"]
+	var repo names.Repo
+	if rs != "" {
+		var err error
+		if repo, err = names.Parse(rs); err != nil {
+			return "", err
+		}
+	}
 	switch fields[0] {
 	case "live":
 		w.live = nil
@@ -93,12 +101,12 @@ func (w *world) run(line string) (string, error) {
 		w.leaderUp = args["state"] != "down"
 		say("leader %s", args["state"])
 	case "claim":
-		if h, ok := w.holders[[2]string{node, repo}]; !ok || h.State == Closed {
-			w.holders[[2]string{node, repo}] = NewHolder(Drain)
+		if h, ok := w.holders[[2]string{node, rs}]; !ok || h.State == Closed {
+			w.holders[[2]string{node, rs}] = NewHolder(Drain)
 		}
 		if !w.leaderUp {
 			say("claim %s: leader unreachable", repo)
-			step(node, repo, Event{Kind: EvLeaderUnreachable})
+			step(node, rs, Event{Kind: EvLeaderUnreachable})
 			break
 		}
 		d, err := w.m.Claim(repo, node, now, w.live, Options{Steer: args["steer"] == "true"})
@@ -107,20 +115,23 @@ func (w *world) run(line string) (string, error) {
 		}
 		say("%s", fmtDecision(d))
 		w.granted(node, d)
-		step(node, repo, EventOf(d, node))
+		step(node, rs, EventOf(d, node))
 	case "renew":
-		repos := strings.Split(args["repos"], ",")
+		repos, err := parseRepos(args["repos"])
+		if err != nil {
+			return "", err
+		}
 		if !w.leaderUp {
 			say("renew: leader unreachable")
 			for _, r := range repos {
-				step(node, r, Event{Kind: EvLeaderUnreachable})
+				step(node, r.String(), Event{Kind: EvLeaderUnreachable})
 			}
 			break
 		}
 		renewed, declined := w.m.Renew(node, repos, now)
-		say("renewed [%s] declined [%s]", strings.Join(renewed, " "), strings.Join(declined, " "))
+		say("renewed [%s] declined [%s]", joinRepos(renewed), joinRepos(declined))
 		for _, r := range declined {
-			step(node, r, Event{Kind: EvRenewDeclined})
+			step(node, r.String(), Event{Kind: EvRenewDeclined})
 		}
 	case "open":
 		if !w.leaderUp {
@@ -134,9 +145,9 @@ func (w *world) run(line string) (string, error) {
 		s, _ := w.m.Session(node)
 		say("session %s id=%d expires=%s write=%v", node, h.Reply.Session, rel(s.Expires), h.WriteSession)
 	case "heartbeat":
-		var repos []string
-		if r := args["repos"]; r != "" {
-			repos = strings.Split(r, ",")
+		repos, err := parseRepos(args["repos"])
+		if err != nil {
+			return "", err
 		}
 		if !w.leaderUp {
 			say("heartbeat %s: leader unreachable", node)
@@ -161,16 +172,16 @@ func (w *world) run(line string) (string, error) {
 			break
 		}
 		say("session %s id=%d expires=%s write=%v renewed [%s] declined [%s]", node, id, rel(s.Expires), h.WriteSession,
-			strings.Join(h.Reply.Renewed, " "), strings.Join(h.Reply.Declined, " "))
+			joinRepos(h.Reply.Renewed), joinRepos(h.Reply.Declined))
 		for _, r := range h.Reply.Declined {
-			step(node, r, Event{Kind: EvRenewDeclined})
+			step(node, r.String(), Event{Kind: EvRenewDeclined})
 		}
 	case "lost":
 		// The node's supervisor after a heartbeat: a held repo its view
 		// shows granted again elsewhere closes (Lost).
 		s, _ := w.m.Session(node)
 		for _, k := range w.sortedHolders() {
-			e, ok := w.m.Get(k[1])
+			e, ok := w.m.Get(rn(k[1]))
 			if k[0] == node && w.holders[k].State == Serving && Lost(e, ok, node, s.ID, w.epochs[k]) {
 				say("%s lost %s to %s epoch=%d", node, k[1], e.Node, e.Epoch)
 				step(k[0], k[1], Event{Kind: EvRenewDeclined})
@@ -184,7 +195,7 @@ func (w *world) run(line string) (string, error) {
 		}
 		say("%s: %s epoch=%d session=%d expires=%s live=%v", repo, e.Node, e.Epoch, e.Session, rel(e.Expires), e.Live(now))
 	case "release":
-		step(node, repo, Event{Kind: EvReleaseStarted})
+		step(node, rs, Event{Kind: EvReleaseStarted})
 		d, err := w.m.Release(node, repo, now)
 		if err != nil {
 			return "", err
@@ -196,9 +207,9 @@ func (w *world) run(line string) (string, error) {
 		}
 		say("tick %s", rel(now))
 	case "fence":
-		step(node, repo, Event{Kind: EvFenced})
+		step(node, rs, Event{Kind: EvFenced})
 	case "route":
-		say("%s", Route(w.m, repo, node, now))
+		say("%s", Locate(w.m, repo, node, now))
 	case "connect-fail":
 		s := w.susp[node]
 		if s == nil {
@@ -212,8 +223,8 @@ func (w *world) run(line string) (string, error) {
 			say("%s", d)
 		}
 	case "force":
-		if h, ok := w.holders[[2]string{node, repo}]; !ok || h.State == Closed {
-			w.holders[[2]string{node, repo}] = NewHolder(Drain)
+		if h, ok := w.holders[[2]string{node, rs}]; !ok || h.State == Closed {
+			w.holders[[2]string{node, rs}] = NewHolder(Drain)
 		}
 		d, err := w.m.ForceGrant(repo, node, args["dead"], now)
 		if err != nil {
@@ -225,14 +236,14 @@ func (w *world) run(line string) (string, error) {
 			// Nothing moved; the requester retries later, the claim stays open.
 			break
 		}
-		step(node, repo, EventOf(d, node))
+		step(node, rs, EventOf(d, node))
 	case "prune":
-		var gone []string
-		if g := args["gone"]; g != "" {
-			gone = strings.Split(g, ",")
+		gone, err := parseRepos(args["gone"])
+		if err != nil {
+			return "", err
 		}
 		p := w.m.Prune(now, gone)
-		say("pruned [%s] floor=%d entries=%d", strings.Join(p.Repos, " "), p.Floor, w.m.Len())
+		say("pruned [%s] floor=%d entries=%d", joinRepos(p.Repos), p.Floor, w.m.Len())
 	case "kill":
 		for k := range w.holders {
 			if k[0] == node {
@@ -256,7 +267,7 @@ func (w *world) run(line string) (string, error) {
 // granted records the epoch of a grant to node.
 func (w *world) granted(node string, d Decision) {
 	if EventOf(d, node).Kind == EvGranted {
-		w.epochs[[2]string{node, d.Repo}] = d.Entry.Epoch
+		w.epochs[[2]string{node, d.Repo.String()}] = d.Entry.Epoch
 	}
 }
 
@@ -302,4 +313,25 @@ func fmtDecision(d Decision) string {
 		return fmt.Sprintf("refused %s (%s)", d.Repo, d.Reason)
 	}
 	return fmt.Sprintf("refused %s: owned by %s (%s)", d.Repo, d.Owner, d.Reason)
+}
+
+// parseRepos reads a comma-separated list of repositories ("" is none).
+func parseRepos(list string) ([]names.Repo, error) {
+	var out []names.Repo
+	for _, s := range strings.FieldsFunc(list, func(c rune) bool { return c == ',' }) {
+		r, err := names.Parse(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func joinRepos(rs []names.Repo) string {
+	ss := make([]string, len(rs))
+	for i, r := range rs {
+		ss[i] = r.String()
+	}
+	return strings.Join(ss, " ")
 }

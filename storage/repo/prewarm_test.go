@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 )
 
@@ -13,14 +14,14 @@ import (
 func TestPrewarm(t *testing.T) {
 	st := memstore.New()
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	cmds := branchyHistory(g)
 	push(t, r, g.indexPack(d.Cache.TempDir(), "--all"), cmds...)
 	s := snapshot(t, r)
 	name := s.Packs[0].Name
 	done := make(chan error, 1)
-	if !BuildBitmapInBackground(d, "o", "r", name, wantsOf(cmds), func(err error) { done <- err }) {
+	if !BuildBitmapInBackground(d, names.MustParse("o/r"), name, wantsOf(cmds), func(err error) { done <- err }) {
 		t.Fatal("build not started")
 	}
 	if err := <-done; err != nil {
@@ -29,7 +30,7 @@ func TestPrewarm(t *testing.T) {
 	want := s.Packs[0].Size + s.Packs[0].IdxSize
 
 	tight := newDeps(t, st)
-	if n, err := Prewarm(ctx, tight, "o", "r", want-1); err != nil || n != 0 {
+	if n, err := Prewarm(ctx, tight, names.MustParse("o/r"), want-1); err != nil || n != 0 {
 		t.Fatalf("Prewarm within %d bytes = %d, %v; want 0 (the pack does not fit)", want-1, n, err)
 	}
 	if files := cached(t, tight.Cache.Dir(), name); len(files) != 0 {
@@ -37,7 +38,7 @@ func TestPrewarm(t *testing.T) {
 	}
 
 	fresh := newDeps(t, st)
-	n, err := Prewarm(ctx, fresh, "o", "r", 0)
+	n, err := Prewarm(ctx, fresh, names.MustParse("o/r"), 0)
 	if err != nil || n != want {
 		t.Fatalf("Prewarm = %d, %v; want %d", n, err, want)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	rc "github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/datadriven"
@@ -171,8 +172,11 @@ func (w *world) run(line string) (string, error) {
 		synctest.Wait()
 		return fmt.Sprintf("started %d nodes, leader n0", n), nil
 	case "create":
-		o, nm := splitRepo(arg(1))
-		return "created " + arg(1), repo.Create(ctx, w.c.Deps(), o, nm)
+		r, err := names.Parse(arg(1))
+		if err != nil {
+			return "", err
+		}
+		return "created " + arg(1), repo.Create(ctx, w.c.Deps(), r)
 	case "route":
 		n := w.c.Node(node(arg(1)))
 		if n == nil {
@@ -223,7 +227,7 @@ func (w *world) run(line string) (string, error) {
 		if !ok {
 			return "", fmt.Errorf("no session %s", arg(1))
 		}
-		key := s.Info.Owner + "/" + s.Info.Name
+		key := s.Info.Repo.String()
 		v := w.next(key, arg(2))
 		ref := "refs/heads/" + arg(2)
 		old, _ := s.Snapshot.Ref(ref)
