@@ -89,6 +89,7 @@ type updateRefs struct {
 	staged *repo.PackInfo
 	cmds   []repo.RefUpdate
 	atomic bool
+	by     auth.Identity // the pusher
 }
 
 // refsUpdated answers updateRefs: errs has one entry per command (nil:
@@ -99,7 +100,10 @@ type refsUpdated struct {
 }
 
 // setVisibility makes the repository public or private; *written answers.
-type setVisibility struct{ public bool }
+type setVisibility struct {
+	public bool
+	by     auth.Identity
+}
 
 // setHead points HEAD at a branch; *written answers.
 type setHead struct{ target string }

@@ -38,7 +38,7 @@ func pushTreeBomb(t *testing.T, srv *gitenv.Server, env *gitenv.Env, tok, repo s
 // endpoint, from /metrics.
 func visited(t *testing.T, srv *gitenv.Server, endpoint string) float64 {
 	t.Helper()
-	_, body := get(t, "http://"+srv.HTTPAddr+"/metrics")
+	_, body := get(t, "http://"+srv.MetricsAddr+"/metrics")
 	m := regexp.MustCompile(`(?m)^rgit_api_tree_entries_visited_total\{endpoint="` + endpoint + `"\} (\S+)$`).FindStringSubmatch(body)
 	if m == nil {
 		return 0

@@ -37,6 +37,10 @@ func Delete(ctx context.Context, d Deps, r names.Repo) error {
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", r, err)
 	}
+	// Its webhook deliveries went with the database.
+	if err := ClearMarkers(ctx, d, r.Owner(), r.Name()); err != nil {
+		return fmt.Errorf("delete %s: %w", r, err)
+	}
 	indexed, err := deleteMeta(ctx, d, r)
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", r, err)
@@ -94,7 +98,8 @@ func packNameOfKey(key string) (string, bool) {
 }
 
 // Fork creates dst as a copy of src: every listed pack, index
-// and bitmap is copied inside the store (server-side on S3), then the new
+// and bitmap, and every Git LFS object, is copied inside the store
+// (server-side on S3), then the new
 // database is created with the same refs, HEAD and pack list, private.
 // The fork shares no objects with its source afterwards. ErrExists if dst
 // exists in any letter case.
@@ -124,8 +129,19 @@ func Fork(ctx context.Context, d Deps, src *Snapshot, dst names.Repo) error {
 			return fmt.Errorf("fork %s to %s: copy %s: %w", src.Repo, dst, sb, err)
 		}
 	}
+	// Git LFS objects too: the fork shares no storage with its source.
+	// Objects uploaded to the source while this runs may be left out,
+	// as pushes that land meanwhile are.
+	n, err := copyLFS(ctx, d, src.Repo.Owner(), src.Repo.Name(), dst.Owner(), dst.Name())
+	if err != nil {
+		return fmt.Errorf("fork %s to %s: %w", src.Repo, dst, err)
+	}
+	if n > 0 {
+		d.log().Info("fork copied Git LFS objects", zap.Stringer("repo", dst), zap.Int("objects", n))
+	}
 	// A failure from here leaves copied packs no database lists: GC (or a
-	// Delete of the name) removes them.
+	// Delete of the name) removes them; copied LFS objects, a Delete of
+	// the name.
 	txn := refdb.Txn{
 		refdb.Create(keyCreated, []byte(d.now().UTC().Format(time.RFC3339))),
 		refdb.Create(keyHead, []byte(src.Head)),
