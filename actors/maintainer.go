@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -160,7 +161,7 @@ type maintainer struct {
 	gc    *gcMetrics
 
 	mu     sync.Mutex
-	phases map[repoKey]maintPhase
+	phases map[names.Repo]maintPhase
 	jobs   sync.WaitGroup
 	idle   chan struct{} // closed while no repository is scheduled
 }
@@ -201,11 +202,11 @@ func newMaintainer(n *Node, slots int, reg prometheus.Registerer) *maintainer {
 	idle := make(chan struct{})
 	close(idle)
 	return &maintainer{node: n, slots: make(chan struct{}, max(slots, 1)), ctx: ctx, stop: stop,
-		m: newMaintMetrics(reg), gc: newGCMetrics(reg), phases: map[repoKey]maintPhase{}, idle: idle}
+		m: newMaintMetrics(reg), gc: newGCMetrics(reg), phases: map[names.Repo]maintPhase{}, idle: idle}
 }
 
 // step applies ev to key's schedule and starts a job when it says so.
-func (m *maintainer) step(key repoKey, ev maintEvent) {
+func (m *maintainer) step(key names.Repo, ev maintEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx.Err() != nil && ev == maintRequested {
@@ -233,7 +234,7 @@ func (m *maintainer) step(key repoKey, ev maintEvent) {
 }
 
 // job waits for a slot and runs one maintenance check of key.
-func (m *maintainer) job(key repoKey) {
+func (m *maintainer) job(key names.Repo) {
 	defer m.jobs.Done()
 	defer m.step(key, maintFinished)
 	select {
@@ -249,15 +250,15 @@ func (m *maintainer) job(key repoKey) {
 	if !m.waitNotBusy() {
 		return
 	}
-	owner, name := key.split()
+	owner, name := key.Owner(), key.Name()
 	result, err := m.maintain(owner, name)
 	switch {
 	case errors.Is(err, repo.ErrConcurrentUpdate):
 		// Expected now and then (an admin repack replaced packs the
 		// build read); the next push or pass plans again.
-		m.node.log.Info("background maintenance raced a change; checking again later", zap.String("repo", string(key)), zap.Error(err))
+		m.node.log.Info("background maintenance raced a change; checking again later", zap.Stringer("repo", key), zap.Error(err))
 	case err != nil && !errors.Is(err, context.Canceled):
-		m.node.log.Warn("background maintenance failed", zap.String("repo", string(key)), zap.Error(err))
+		m.node.log.Warn("background maintenance failed", zap.Stringer("repo", key), zap.Error(err))
 	}
 	m.m.runs.WithLabelValues(result).Inc()
 }
@@ -395,7 +396,7 @@ func (m *maintainer) rewrite(s *Session, owner, name string, kind maintKind, rol
 // any already scheduled). Repositories not open here are maintained after
 // their next push.
 func (m *maintainer) schedule(interval time.Duration) {
-	m.every(interval, "scheduled maintenance", func(key repoKey) bool {
+	m.every(interval, "scheduled maintenance", func(key names.Repo) bool {
 		m.step(key, maintRequested)
 		return true
 	})
@@ -403,7 +404,7 @@ func (m *maintainer) schedule(interval time.Duration) {
 
 // every runs each on every repository open on the node, every jittered
 // interval, until shutdown or until each returns false.
-func (m *maintainer) every(interval time.Duration, what string, each func(key repoKey) bool) {
+func (m *maintainer) every(interval time.Duration, what string, each func(key names.Repo) bool) {
 	m.jobs.Add(1)
 	go func() {
 		defer m.jobs.Done()
@@ -411,7 +412,7 @@ func (m *maintainer) every(interval time.Duration, what string, each func(key re
 			if sleepUntil(m.ctx, time.Now().Add(jittered(interval, rand.Float64()))) != nil {
 				return
 			}
-			open, err := m.node.OpenRepos(m.ctx)
+			open, err := m.node.listRepos(m.ctx, &listOpen{})
 			if err != nil {
 				if m.ctx.Err() == nil {
 					m.node.log.Warn(what+": list open repositories", zap.Error(err))
@@ -419,7 +420,7 @@ func (m *maintainer) every(interval time.Duration, what string, each func(key re
 				continue
 			}
 			for _, k := range open {
-				if !each(repoKey(k)) {
+				if !each(k) {
 					return
 				}
 			}
@@ -456,7 +457,9 @@ func (n *Node) Maintain(owner, name string) {
 	if n.cfg.MaintenanceSlots < 0 {
 		return
 	}
-	n.maint.step(keyOf(owner, name), maintRequested)
+	if key, err := names.New(owner, name); err == nil {
+		n.maint.step(key, maintRequested)
+	}
 }
 
 // WaitMaintenance returns once no background maintenance is scheduled or

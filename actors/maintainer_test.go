@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/pack"
@@ -101,7 +102,7 @@ func (p *pusher) pushCommits(k int) {
 		p.t.Fatal(err)
 	}
 	ctx := context.Background()
-	info, err := repo.StagePack(ctx, p.d, p.owner, p.repoNm, ix)
+	info, err := repo.StagePack(ctx, p.d, names.MustParse(p.owner+"/"+p.repoNm), ix)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func (p *pusher) pushCommits(k int) {
 }
 
 func newPusher(t *testing.T, n *Node, d repo.Deps, owner, name string) *pusher {
-	if err := repo.Create(context.Background(), d, owner, name); err != nil {
+	if err := repo.Create(context.Background(), d, names.MustParse(owner+"/"+name)); err != nil {
 		t.Fatal(err)
 	}
 	return &pusher{t: t, n: n, d: d, g: gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "")}), owner: owner, repoNm: name}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -170,7 +171,7 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &supervisor{node: n, children: map[repoKey]*child{}, lingering: map[string]lingerer{}}
+		return &supervisor{node: n, children: map[names.Repo]*child{}, lingering: map[string]lingerer{}}
 	})
 	pid, err := n.system.Root.SpawnNamed(props, "repos")
 	if err != nil {
@@ -228,7 +229,7 @@ type Session struct {
 	node     *Node
 	pid      *actor.PID
 	Snapshot *repo.Snapshot
-	Info     repo.RepoInfo
+	Info     auth.RepoInfo
 	// Epoch is the ownership lease the session runs under (0 on a single
 	// node): one epoch, one writer.
 	Epoch       uint64
@@ -240,10 +241,11 @@ type Session struct {
 // node must own the repository (it claims it if unowned); otherwise the
 // error is a *NotOwnerError naming the owner.
 func (n *Node) Session(ctx context.Context, owner, name string) (*Session, error) {
-	if err := names.Validate(owner, name); err != nil {
+	key, err := names.New(owner, name)
+	if err != nil {
 		return nil, err
 	}
-	v, err := n.ask(ctx, keyOf(owner, name), &acquire{}, n.cfg.OpenTimeout, true)
+	v, err := n.ask(ctx, key, &acquire{}, n.cfg.OpenTimeout, true)
 	if err != nil {
 		return nil, err
 	}
@@ -293,10 +295,11 @@ func (n *Node) SetHead(ctx context.Context, owner, name, target string) error {
 
 // writeRepo sends a write answered by *written to owner/name's repo actor.
 func (n *Node) writeRepo(ctx context.Context, owner, name string, msg any) error {
-	if err := names.Validate(owner, name); err != nil {
+	key, err := names.New(owner, name)
+	if err != nil {
 		return err
 	}
-	v, err := n.ask(ctx, keyOf(owner, name), msg, n.cfg.CallTimeout, true)
+	v, err := n.ask(ctx, key, msg, n.cfg.CallTimeout, true)
 	if err != nil {
 		return err
 	}
@@ -311,7 +314,11 @@ func (n *Node) writeRepo(ctx context.Context, owner, name string, msg any) error
 // waits until it is closed (delete-repo runs after it). In cluster mode the
 // lease is released as well.
 func (n *Node) CloseRepo(ctx context.Context, owner, name string) error {
-	_, err := n.ask(ctx, keyOf(owner, name), &closeRepo{}, n.cfg.OpenTimeout, false)
+	key, err := names.New(owner, name)
+	if err != nil {
+		return err
+	}
+	_, err = n.ask(ctx, key, &closeRepo{}, n.cfg.OpenTimeout, false)
 	if errors.Is(err, repo.ErrNotFound) || errors.Is(err, errNotHeld) {
 		return nil
 	}
@@ -320,27 +327,37 @@ func (n *Node) CloseRepo(ctx context.Context, owner, name string) error {
 
 // OpenRepos lists the repositories whose actors are alive, sorted.
 func (n *Node) OpenRepos(ctx context.Context) ([]string, error) {
-	return n.listRepos(ctx, &listOpen{})
+	keys, err := n.listRepos(ctx, &listOpen{})
+	return repoStrings(keys), err
 }
 
 // DrainingRepos lists the repositories whose lease this node is releasing
 // through the drain (open, serving, no longer renewed), sorted.
 func (n *Node) DrainingRepos(ctx context.Context) ([]string, error) {
-	return n.listRepos(ctx, &listDraining{})
+	keys, err := n.listRepos(ctx, &listDraining{})
+	return repoStrings(keys), err
 }
 
-func (n *Node) listRepos(ctx context.Context, msg any) ([]string, error) {
+func (n *Node) listRepos(ctx context.Context, msg any) ([]names.Repo, error) {
 	v, err := n.request(ctx, n.sup, msg, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	keys := v.(*openKeys).keys
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = string(k)
+	keys := slices.Clone(v.(*openKeys).keys)
+	slices.SortFunc(keys, names.Compare)
+	return keys, nil
+}
+
+// repoStrings spells repositories as "owner/name".
+func repoStrings(rs []names.Repo) []string {
+	if rs == nil {
+		return nil
 	}
-	slices.Sort(out)
-	return out, nil
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.String()
+	}
+	return out
 }
 
 // Shutdown closes every open repository database and stops the actors.
@@ -354,13 +371,13 @@ func (n *Node) Shutdown(ctx context.Context) error {
 
 func (n *Node) shutdown(ctx context.Context) error {
 	n.maint.shutdown()
-	keys, err := n.OpenRepos(ctx)
+	keys, err := n.listRepos(ctx, &listOpen{})
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, k := range keys {
-		if _, err := n.ask(ctx, repoKey(k), &closeRepo{shutdown: true}, n.cfg.OpenTimeout, false); err != nil &&
+		if _, err := n.ask(ctx, k, &closeRepo{shutdown: true}, n.cfg.OpenTimeout, false); err != nil &&
 			!errors.Is(err, repo.ErrNotFound) && !errors.Is(err, errNotHeld) {
 			errs = append(errs, fmt.Errorf("close %s: %w", k, err))
 		}
@@ -393,7 +410,7 @@ var errNotHeld = errors.New("no lease held on repository")
 // gone. In cluster mode a routed ask first makes sure this node owns key
 // (claiming it if unowned); an unrouted one only reaches a repository
 // already held (errNotHeld).
-func (n *Node) ask(ctx context.Context, key repoKey, msg any, timeout time.Duration, routed bool) (any, error) {
+func (n *Node) ask(ctx context.Context, key names.Repo, msg any, timeout time.Duration, routed bool) (any, error) {
 	for attempt := 0; attempt < 5; attempt++ {
 		if routed && n.cl != nil {
 			if err := n.ensureLocal(ctx, key); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/testkit/datadriven"
 )
 
@@ -49,6 +50,7 @@ type call struct {
 	w          *world
 	args       map[string]string
 	repo, node string
+	r          names.Repo // repo=, parsed
 	now        time.Time
 	out        []string
 }
@@ -112,6 +114,11 @@ func (w *world) call(a datadriven.Args) (*call, error) {
 		return nil, err
 	}
 	c := &call{w: w, args: args, repo: args["repo"], node: args["node"], now: t0}
+	if c.repo != "" {
+		if c.r, err = names.Parse(c.repo); err != nil {
+			return nil, err
+		}
+	}
 	if s, ok := args["at"]; ok {
 		d, err := time.ParseDuration(s)
 		if err != nil {
@@ -153,7 +160,7 @@ func (c *call) claim() error {
 		c.step(c.node, c.repo, Event{Kind: EvLeaderUnreachable})
 		return nil
 	}
-	d, err := c.w.m.Claim(c.repo, c.node, c.now, c.w.live, Options{Steer: c.args["steer"] == "true"})
+	d, err := c.w.m.Claim(c.r, c.node, c.now, c.w.live, Options{Steer: c.args["steer"] == "true"})
 	if err != nil {
 		return err
 	}
@@ -164,18 +171,21 @@ func (c *call) claim() error {
 }
 
 func (c *call) renew() error {
-	repos := strings.Split(c.args["repos"], ",")
+	repos, err := parseRepos(c.args["repos"])
+	if err != nil {
+		return err
+	}
 	if !c.w.leaderUp {
 		c.say("renew: leader unreachable")
 		for _, r := range repos {
-			c.step(c.node, r, Event{Kind: EvLeaderUnreachable})
+			c.step(c.node, r.String(), Event{Kind: EvLeaderUnreachable})
 		}
 		return nil
 	}
 	renewed, declined := c.w.m.Renew(c.node, repos, c.now)
-	c.say("renewed [%s] declined [%s]", strings.Join(renewed, " "), strings.Join(declined, " "))
+	c.say("renewed [%s] declined [%s]", joinRepos(renewed), joinRepos(declined))
 	for _, r := range declined {
-		c.step(c.node, r, Event{Kind: EvRenewDeclined})
+		c.step(c.node, r.String(), Event{Kind: EvRenewDeclined})
 	}
 	return nil
 }
@@ -195,9 +205,9 @@ func (c *call) open() error {
 }
 
 func (c *call) heartbeat() error {
-	var repos []string
-	if r := c.args["repos"]; r != "" {
-		repos = strings.Split(r, ",")
+	repos, err := parseRepos(c.args["repos"])
+	if err != nil {
+		return err
 	}
 	if !c.w.leaderUp {
 		c.say("heartbeat %s: leader unreachable", c.node)
@@ -222,9 +232,9 @@ func (c *call) heartbeat() error {
 		return nil
 	}
 	c.say("session %s id=%d expires=%s write=%v renewed [%s] declined [%s]", c.node, id, rel(s.Expires), h.WriteSession,
-		strings.Join(h.Reply.Renewed, " "), strings.Join(h.Reply.Declined, " "))
+		joinRepos(h.Reply.Renewed), joinRepos(h.Reply.Declined))
 	for _, r := range h.Reply.Declined {
-		c.step(c.node, r, Event{Kind: EvRenewDeclined})
+		c.step(c.node, r.String(), Event{Kind: EvRenewDeclined})
 	}
 	return nil
 }
@@ -234,7 +244,7 @@ func (c *call) lost() error {
 	// shows granted again elsewhere closes (Lost).
 	s, _ := c.w.m.Session(c.node)
 	for _, k := range c.w.sortedHolders() {
-		e, ok := c.w.m.Get(k[1])
+		e, ok := c.w.m.Get(names.MustParse(k[1]))
 		if k[0] == c.node && c.w.holders[k].State == Serving && Lost(e, ok, c.node, s.ID, c.w.epochs[k]) {
 			c.say("%s lost %s to %s epoch=%d", c.node, k[1], e.Node, e.Epoch)
 			c.step(k[0], k[1], Event{Kind: EvRenewDeclined})
@@ -244,7 +254,7 @@ func (c *call) lost() error {
 }
 
 func (c *call) entry() error {
-	e, ok := c.w.m.Get(c.repo)
+	e, ok := c.w.m.Get(c.r)
 	if !ok {
 		c.say("%s: no entry", c.repo)
 		return nil
@@ -255,7 +265,7 @@ func (c *call) entry() error {
 
 func (c *call) release() error {
 	c.step(c.node, c.repo, Event{Kind: EvReleaseStarted})
-	d, err := c.w.m.Release(c.node, c.repo, c.now)
+	d, err := c.w.m.Release(c.node, c.r, c.now)
 	if err != nil {
 		return err
 	}
@@ -277,7 +287,7 @@ func (c *call) fence() error {
 }
 
 func (c *call) route() error {
-	c.say("%s", Route(c.w.m, c.repo, c.node, c.now))
+	c.say("%s", Locate(c.w.m, c.r, c.node, c.now))
 	return nil
 }
 
@@ -287,7 +297,7 @@ func (c *call) connectFail() error {
 		s = make(Suspicions)
 		c.w.susp[c.node] = s
 	}
-	d := OnConnectFailure(s, c.repo, c.args["owner"], c.now)
+	d := OnConnectFailure(s, c.r, c.args["owner"], c.now)
 	if d.Kind == Reread {
 		c.say("reread at %s", rel(d.At))
 	} else {
@@ -300,7 +310,7 @@ func (c *call) force() error {
 	if h, ok := c.w.holders[[2]string{c.node, c.repo}]; !ok || h.State == Closed {
 		c.w.holders[[2]string{c.node, c.repo}] = NewHolder(Drain)
 	}
-	d, err := c.w.m.ForceGrant(c.repo, c.node, c.args["dead"], c.now)
+	d, err := c.w.m.ForceGrant(c.r, c.node, c.args["dead"], c.now)
 	if err != nil {
 		return err
 	}
@@ -315,12 +325,12 @@ func (c *call) force() error {
 }
 
 func (c *call) prune() error {
-	var gone []string
-	if g := c.args["gone"]; g != "" {
-		gone = strings.Split(g, ",")
+	gone, err := parseRepos(c.args["gone"])
+	if err != nil {
+		return err
 	}
 	p := c.w.m.Prune(c.now, gone)
-	c.say("pruned [%s] floor=%d entries=%d", strings.Join(p.Repos, " "), p.Floor, c.w.m.Len())
+	c.say("pruned [%s] floor=%d entries=%d", joinRepos(p.Repos), p.Floor, c.w.m.Len())
 	return nil
 }
 
@@ -344,7 +354,7 @@ func (c *call) kill() error {
 // granted records the epoch of a grant to node.
 func (w *world) granted(node string, d Decision) {
 	if EventOf(d, node).Kind == EvGranted {
-		w.epochs[[2]string{node, d.Repo}] = d.Entry.Epoch
+		w.epochs[[2]string{node, d.Repo.String()}] = d.Entry.Epoch
 	}
 }
 
@@ -390,4 +400,25 @@ func fmtDecision(d Decision) string {
 		return fmt.Sprintf("refused %s (%s)", d.Repo, d.Reason)
 	}
 	return fmt.Sprintf("refused %s: owned by %s (%s)", d.Repo, d.Owner, d.Reason)
+}
+
+// parseRepos reads a comma-separated list of repositories ("" is none).
+func parseRepos(list string) ([]names.Repo, error) {
+	var out []names.Repo
+	for _, s := range strings.FieldsFunc(list, func(c rune) bool { return c == ',' }) {
+		r, err := names.Parse(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func joinRepos(rs []names.Repo) string {
+	ss := make([]string, len(rs))
+	for i, r := range rs {
+		ss[i] = r.String()
+	}
+	return strings.Join(ss, " ")
 }

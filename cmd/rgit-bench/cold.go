@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/packcache"
@@ -145,7 +146,7 @@ func (hf *httpFixture) benchCold(ctx context.Context, gitURL string, runs int, s
 			if r.op == "cold-clone" {
 				// Nothing another node built: this node builds the pack
 				// (and stores it again for the next run's shared clone).
-				if err := deletePrefix(ctx, store, repo.ClonePackPrefix(benchOwner, hf.Name)); err != nil {
+				if err := deletePrefix(ctx, store, repo.ClonePackPrefix(names.MustParse(benchOwner+"/"+hf.Name))); err != nil {
 					return nil, err
 				}
 			}
@@ -225,7 +226,7 @@ func (hf *httpFixture) download(ctx context.Context, store objstore.Store, slow 
 	}
 	start := time.Now()
 	for _, n := range packs {
-		pk, ik := repo.PackKeys(benchOwner, hf.Name, n)
+		pk, ik := repo.PackKeys(names.MustParse(benchOwner+"/"+hf.Name), n)
 		_, release, err := c.Get(ctx, pk, ik, n)
 		if err != nil {
 			return sample{}, err

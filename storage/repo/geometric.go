@@ -103,7 +103,7 @@ func BuildFullRollUp(ctx context.Context, d Deps, snap *Snapshot, progress func(
 
 func buildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, fresh bool, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
 	fail := func(err error) (*RepackBuild, error) {
-		return nil, fmt.Errorf("roll up packs of %s/%s: %w", snap.Owner, snap.Name, err)
+		return nil, fmt.Errorf("roll up packs of %s: %w", snap.Repo, err)
 	}
 	if len(names) < 2 {
 		return nil, nil
@@ -162,11 +162,11 @@ func buildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, fr
 			if ctx.Err() != nil {
 				return fail(ctx.Err())
 			}
-			d.log().Warn("no bitmap layer for the rolled-up pack", zap.String("repo", snap.Owner+"/"+snap.Name),
+			d.log().Warn("no bitmap layer for the rolled-up pack", zap.Stringer("repo", snap.Repo),
 				zap.String("pack", info.Name), zap.Error(err))
 		}
 	}
-	b := &RepackBuild{Owner: snap.Owner, Name: snap.Name, Pack: info, rollUp: true, replaced: map[string][]byte{}}
+	b := &RepackBuild{Repo: snap.Repo, Pack: info, rollUp: true, replaced: map[string][]byte{}}
 	for _, n := range names {
 		if n != info.Name {
 			b.replaced[n] = snap.st.packRaw[n]

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	rc "github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/datadriven"
@@ -202,8 +203,11 @@ func (w *world) start(a datadriven.Args) (string, error) {
 
 func (w *world) create(a datadriven.Args) (string, error) {
 	ctx := context.Background()
-	o, nm := splitRepo(a.At(1))
-	return "created " + a.At(1), repo.Create(ctx, w.c.Deps(), o, nm)
+	r, err := names.Parse(a.At(1))
+	if err != nil {
+		return "", err
+	}
+	return "created " + a.At(1), repo.Create(ctx, w.c.Deps(), r)
 }
 
 func (w *world) route(a datadriven.Args) (string, error) {
@@ -269,7 +273,7 @@ func (w *world) write(a datadriven.Args) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("no session %s", a.At(1))
 	}
-	key := s.Info.Owner + "/" + s.Info.Name
+	key := s.Info.Repo.String()
 	v := w.next(key, a.At(2))
 	ref := "refs/heads/" + a.At(2)
 	old, _ := s.Snapshot.Ref(ref)

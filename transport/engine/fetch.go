@@ -57,7 +57,7 @@ func (b *backend) PlanFetch(ctx context.Context, req gitproto.FetchRequest) (git
 		for i, p := range b.snap.Packs {
 			packs[i] = p.Name
 		}
-		return &cachedPlan{b: b, req: req, key: fetchpack.CacheKey(b.snap.Owner+"/"+b.snap.Name, packs, &req)}, nil
+		return &cachedPlan{b: b, req: req, key: fetchpack.CacheKey(b.snap.Repo.String(), packs, &req)}, nil
 	}
 	res, err := b.planObjects(ctx, &req)
 	if err != nil {
@@ -102,7 +102,7 @@ func (p *cachedPlan) Unshallow() []object.ID { return nil }
 func (p *cachedPlan) Close() error           { return nil }
 
 func (p *cachedPlan) WritePack(ctx context.Context, w io.Writer, progress io.Writer) error {
-	place := repo.ClonePackPrefix(p.b.snap.Owner, p.b.snap.Name)
+	place := repo.ClonePackPrefix(p.b.snap.Repo)
 	_, err := p.b.e.ClonePacks.ServeShared(ctx, p.key, place, w, func(tw io.Writer) error {
 		res, err := p.b.planObjects(ctx, &p.req)
 		if err != nil {

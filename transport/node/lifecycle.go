@@ -145,11 +145,11 @@ type prewarmer struct {
 	seconds prometheus.Histogram
 
 	mu   sync.Mutex
-	busy map[string]bool // being prewarmed
+	busy map[names.Repo]bool // being prewarmed
 }
 
 func newPrewarmer(ctx context.Context, d repo.Deps, log *zap.Logger, reg prometheus.Registerer) *prewarmer {
-	p := &prewarmer{deps: d, log: log, ctx: ctx, slots: make(chan struct{}, prewarmSlots), busy: map[string]bool{},
+	p := &prewarmer{deps: d, log: log, ctx: ctx, slots: make(chan struct{}, prewarmSlots), busy: map[names.Repo]bool{},
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rgit_prewarm_bytes_total", Help: "Pack, index and bitmap bytes made local by prewarming repositories this node took over or starts with."}),
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -161,24 +161,20 @@ func newPrewarmer(ctx context.Context, d repo.Deps, log *zap.Logger, reg prometh
 
 // warm prewarms one repository within budget bytes (≤ 0: all of it) and
 // returns the bytes it made local.
-func (p *prewarmer) warm(ctx context.Context, name string, budget int64) int64 {
-	owner, repoName, err := names.Split(name)
-	if err != nil {
-		return 0
-	}
+func (p *prewarmer) warm(ctx context.Context, name names.Repo, budget int64) int64 {
 	start := time.Now()
-	n, err := repo.Prewarm(ctx, p.deps, owner, repoName, budget)
+	n, err := repo.Prewarm(ctx, p.deps, name, budget)
 	p.bytes.Add(float64(n))
 	p.seconds.Observe(time.Since(start).Seconds())
 	if err != nil && !errors.Is(err, repo.ErrNotFound) && ctx.Err() == nil {
-		p.log.Warn("prewarm failed; the first request fetches what is missing", zap.String("repo", name), zap.Error(err))
+		p.log.Warn("prewarm failed; the first request fetches what is missing", zap.Stringer("repo", name), zap.Error(err))
 	}
 	return n
 }
 
 // grant prewarms name in the background (actors.ClusterConfig.OnGrant):
 // at once when a slot is free, else queued on one; never twice at a time.
-func (p *prewarmer) grant(name string) {
+func (p *prewarmer) grant(name names.Repo) {
 	p.mu.Lock()
 	if p.busy[name] {
 		p.mu.Unlock()
@@ -208,7 +204,7 @@ func (p *prewarmer) grant(name string) {
 func (p *prewarmer) watch(ctx context.Context, node *actors.Node) {
 	var mark actors.MapMark // the zero mark: everything named here is new
 	for sleepCtx(ctx, cluster.FollowerPoll*5) {
-		var named []string
+		var named []names.Repo
 		named, mark = node.NewlyNamedHere(mark)
 		for _, r := range named {
 			p.grant(r)
@@ -244,7 +240,7 @@ func (p *prewarmer) startup(ctx context.Context, node *actors.Node, nodes []stri
 // winner among nodes is self, most recently written (active) first.
 // nodes is the static peer list; empty (service mode), the nodes the map
 // names and self stand in for it.
-func startupTargets(entries []actors.MapEntry, nodes []string, self string) []string {
+func startupTargets(entries []actors.MapEntry, nodes []string, self string) []names.Repo {
 	if len(nodes) == 0 {
 		nodes = []string{self}
 		for _, e := range entries {
@@ -264,9 +260,9 @@ func startupTargets(entries []actors.MapEntry, nodes []string, self string) []st
 		}
 	}
 	slices.SortFunc(mine, func(a, b actors.MapEntry) int {
-		return cmp.Or(b.Written.Compare(a.Written), cmp.Compare(a.Repo, b.Repo))
+		return cmp.Or(b.Written.Compare(a.Written), names.Compare(a.Repo, b.Repo))
 	})
-	out := make([]string, len(mine))
+	out := make([]names.Repo, len(mine))
 	for i, e := range mine {
 		out[i] = e.Repo
 	}
@@ -349,8 +345,8 @@ func (p *prewarmer) hinted(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, repo := range h.Repos {
-		if _, _, err := names.Split(repo); err == nil {
-			p.grant(repo)
+		if r, err := names.Parse(repo); err == nil {
+			p.grant(r)
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -368,7 +364,11 @@ func successors(repos []string, self string, nodes []string) map[string][]string
 	}
 	out := map[string][]string{}
 	for _, r := range repos {
-		if to := cluster.Rendezvous(r, live); to != "" {
+		rn, err := names.Parse(r)
+		if err != nil {
+			continue
+		}
+		if to := cluster.Rendezvous(rn, live); to != "" {
 			out[to] = append(out[to], r)
 		}
 	}

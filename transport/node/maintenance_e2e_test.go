@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	reponame "github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/gitenv"
@@ -138,7 +139,7 @@ func TestPushLoopLeavesBoundedPacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	packs, err := repo.ReadPacks(ctx, repo.Deps{Store: store}, "alice", "loop")
+	packs, err := repo.ReadPacks(ctx, repo.Deps{Store: store}, reponame.MustParse("alice/loop"))
 	if err != nil {
 		t.Fatal(err)
 	}

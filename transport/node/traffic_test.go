@@ -8,6 +8,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 )
 
 func TestTrafficState(t *testing.T) {
@@ -53,7 +54,7 @@ func TestSuccessors(t *testing.T) {
 		}
 		for _, r := range rs {
 			n++
-			if want := cluster.Rendezvous(r, others); want != node {
+			if want := cluster.Rendezvous(names.MustParse(r), others); want != node {
 				t.Errorf("%s goes to %s, the leader steers it to %s", r, node, want)
 			}
 		}
@@ -73,13 +74,13 @@ func TestStartupTargets(t *testing.T) {
 	nodes := []string{"rgit-0", "rgit-1", "rgit-2"}
 	live := cluster.LiveSet{{Node: "rgit-0", Weight: 1}, {Node: "rgit-1", Weight: 1}, {Node: "rgit-2", Weight: 1}}
 	var entries []actors.MapEntry
-	var want []string
+	var want []names.Repo
 	for i := range 30 {
-		r := fmt.Sprintf("alice/r%d", i)
+		r := names.MustParse(fmt.Sprintf("alice/r%d", i))
 		// Owned by anyone: placement, not the current owner, decides.
 		entries = append(entries, actors.MapEntry{Repo: r, Entry: cluster.Entry{Node: nodes[i%3], Written: t0.Add(time.Duration(i) * time.Second)}})
 		if cluster.Rendezvous(r, live) == "rgit-1" {
-			want = append([]string{r}, want...) // newest first
+			want = append([]names.Repo{r}, want...) // newest first
 		}
 	}
 	if len(want) == 0 {
