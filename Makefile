@@ -10,11 +10,20 @@ STATICCHECK := $(TOOLS)/staticcheck
 export RGIT_VERSITYGW := $(VERSITYGW)
 export PATH := $(BIN):$(PATH)
 
-# Packages with real concurrency run under the race detector.
-RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... ./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
+# Packages with real concurrency run under the race detector. cmd/serve's
+# end-to-end suite runs there on the file store only (RACE_SKIP): its S3
+# half drives the same server code and doubles the slowest package of the
+# race run. Of testkit/multiproc (real nodes as child processes, built
+# without -race) only the harness runs there: one rolling restart under
+# its concurrent push-and-fetch load (RACE_MULTIPROC).
+RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... \
+	./storage/pack/... ./storage/bitmap/... ./storage/walk/... ./storage/fsck/... ./storage/ttlcache/... \
+	./actors/... ./cluster/... ./transport/... ./cmd/serve/... ./testkit/faultstore/... ./testkit/cluster/...
+RACE_SKIP := -skip 'TestE2E/s3'
+RACE_MULTIPROC := -run 'TestClusterRollingRestartNoFailures' ./testkit/multiproc/
 FUZZTIME  ?= 5s
 
-.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory bench-hostile lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-smoke bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory bench-hostile lint generate clean
 
 all: build
 
@@ -56,10 +65,16 @@ run: build
 	$(BIN)/rgit serve
 
 ## test: everything, with the services the tests need installed first.
+## The suite's output is go test's, read from -json (bin/test.json) by
+## scripts/testsum, which ends the run with every skipped test and the
+## counts ("tests: N passed, N failed, N skipped"; also bin/test-summary.txt).
 test: tools deps build lint
-	$(GO) test -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
+	bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -json ./... | tee $(BIN)/test.json | $(GO) run ./scripts/testsum -o $(BIN)/test-summary.txt'
+	$(GO) test -count=1 -race -timeout 20m $(RACE_SKIP) $(RACE_PKGS)
+	RGIT_MULTIPROC_ROUNDS=1 $(GO) test -count=1 -race -timeout 10m $(RACE_MULTIPROC)
 	$(MAKE) fuzz
+	$(MAKE) bench-smoke
+	@echo "summary of the suite (bin/test-summary.txt):"; cat $(BIN)/test-summary.txt
 
 ## fuzz: run every fuzz target briefly (FUZZTIME each).
 fuzz:
@@ -79,6 +94,25 @@ $(STATICCHECK):
 ## deps: Debian packages used by the interop tests (skipped loudly if apt is unavailable).
 deps:
 	@bash scripts/deps.sh
+
+## bench-smoke: every bench once, on the small fixture with tiny settings
+## (seconds each, not figures): a bench that stops verifying its output, or
+## breaks, fails `make test`.
+SMOKE := $(BIN)/rgit-bench
+bench-smoke: build
+	$(GO) build -o $(SMOKE) ./cmd/rgit-bench
+	$(SMOKE) engine -fixtures small -runs 1
+	$(SMOKE) http -rgit $(BIN)/rgit -fixtures small -runs 1 -stores file -concurrency 2
+	$(SMOKE) http -rgit $(BIN)/rgit -fixtures small -runs 1 -stores s3 -ops http-clone
+	$(SMOKE) api -rgit $(BIN)/rgit -fixtures small -n 3 -rps-time 200ms
+	$(SMOKE) cluster -rgit $(BIN)/rgit -fixtures small -runs 1 -claim-for 200ms -storm-repos 100 -renew-leases 100 -map-entries 10000
+	$(SMOKE) maint -rgit $(BIN)/rgit -n 5 -runs 1
+	$(SMOKE) load -rgit $(BIN)/rgit -fixtures small -clients 20 -duration 4s -repos 3 -rounds 2
+	$(SMOKE) cold -fixtures small -runs 1 -latency 1ms
+	$(SMOKE) cold-open -repos 20,40 -duration 1s -serial 5 -max-warm 8 -clients 4
+	$(SMOKE) memory -rgit $(BIN)/rgit -fixtures small -idle 1s
+	$(SMOKE) hostile -rgit $(BIN)/rgit -quick -check
+	$(GO) run ./cmd/rgit-bench-refdb -stores mem-20ms -concurrency 1,8 -duration 300ms -open-commits 100
 
 bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory bench-hostile
 

@@ -131,6 +131,15 @@ type clusterState struct {
 	suspMu sync.Mutex
 	susp   cluster.Suspicions
 
+	// waiting counts the requests waiting out an unreachable leader; the
+	// supervisor probes the leader while it is not zero (probeLeader),
+	// and they ask again once it answered (answeredBetween).
+	waiting atomic.Int64
+	// answers are the times of the leader's last two answers to this
+	// node's session renewals (last, then the one before).
+	answersMu sync.Mutex
+	answers   [2]time.Time
+
 	stop       chan struct{}
 	followDone chan struct{}
 }
@@ -158,8 +167,31 @@ func (c *clusterState) ensureSession(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("open session: leader answered no session: %w", ErrLeaderUnreachable)
 	}
 	c.session.Store(r.Session)
-	c.renewedAt.Store(time.Now().UnixNano())
+	c.answered(time.Now())
 	return r.Session, nil
+}
+
+// answered records that the leader answered a renewal at t.
+func (c *clusterState) answered(t time.Time) {
+	c.renewedAt.Store(t.UnixNano())
+	c.answersMu.Lock()
+	defer c.answersMu.Unlock()
+	c.answers = [2]time.Time{t, c.answers[0]}
+}
+
+// answeredBetween reports whether the leader answered a renewal after
+// after and before before. An answer at before itself does not count:
+// whether it was recorded before the caller looked would be the
+// scheduler's choice, so it counts at the caller's next look.
+func (c *clusterState) answeredBetween(after, before time.Time) bool {
+	c.answersMu.Lock()
+	defer c.answersMu.Unlock()
+	for _, a := range c.answers {
+		if a.After(after) && a.Before(before) {
+			return true
+		}
+	}
+	return false
 }
 
 // dropSession forgets session id after the leader declined it; the next

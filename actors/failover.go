@@ -6,6 +6,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -150,7 +151,9 @@ func (n *Node) ConnectSucceeded(owner, name, node string) {
 	}
 }
 
-// force asks the leader to move key from dead to this node.
+// force asks the leader to move key from dead to this node. If it had to
+// wait for the leader, it asks only if the map still shows dead's entry
+// as it was (cluster.ForceStillDue), and routes again otherwise.
 func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult, error) {
 	if n.cl.draining.Load() {
 		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, ErrDraining)
@@ -158,13 +161,28 @@ func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult
 	if err := n.awaitServing(ctx); err != nil {
 		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, err)
 	}
+	before, _ := n.OwnershipView().Get(string(key))
 	for attempt := 0; ; attempt++ {
+		asked := false
 		d, err := n.awaitLeader(ctx, key, false, func() (cluster.Decision, error) {
+			if asked {
+				// It waited for the leader: force only if the map shows
+				// the owner as it was when it could not be reached.
+				n.RefreshView(ctx)
+				if now, ok := n.OwnershipView().Get(string(key)); !cluster.ForceStillDue(before, now, ok, dead) {
+					return cluster.Decision{}, errRouteAgain
+				}
+			}
+			asked = true
 			if _, err := n.cl.ensureSession(ctx); err != nil {
 				return cluster.Decision{}, err
 			}
 			return n.cl.leader.ForceGrant(ctx, cluster.ForceGrantLease{Repo: string(key), Requester: n.cl.cfg.Self, Dead: dead})
 		})
+		if errors.Is(err, errRouteAgain) {
+			owner, name := key.split()
+			return n.Route(ctx, owner, name)
+		}
 		if err != nil {
 			return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, unreachable(err))
 		}
@@ -181,6 +199,10 @@ func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult
 		}
 	}
 }
+
+// errRouteAgain: a force-grant that waited for the leader found the
+// owner alive or the repository moved (cluster.ForceStillDue).
+var errRouteAgain = errors.New("owner renewed or repository moved while the leader was away")
 
 func sleepUntil(ctx context.Context, at time.Time) error {
 	d := time.Until(at)

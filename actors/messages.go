@@ -186,12 +186,19 @@ type (
 	// renewNow sends a batch at once, outside the period (a node that
 	// stops joining announces itself to the leader).
 	renewNow struct{}
+	// probeLeader: requests are waiting out an unreachable leader
+	// (clusterState.waiting): send a heartbeat if none went out within
+	// LeaderRetry, and keep doing so every LeaderRetry while anyone
+	// waits; its answer (clusterState.answered) tells them to ask again.
+	// tick marks the supervisor's own timer.
+	probeLeader struct{ tick bool }
 	// renewResult is the leader's answer to one heartbeat; sent maps each
 	// repo the node held when it left to its epoch, session is the session
 	// the heartbeat renewed (0: it opened one).
 	renewResult struct {
 		sent    map[repoKey]uint64
 		session uint64
+		probe   bool // sent as a probeLeader
 		r       cluster.LeasesRenewed
 		err     error
 	}

@@ -84,15 +84,19 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 }
 
 // awaitLeader runs ask (a claim or force-grant of key) and waits out an
-// unreachable leader as cluster.OnLeaderUnreachable decides: ask again
-// every LeaderRetry up to Timings.LeaderWait (a leader restart, with the
-// client's connection kept), or, for a claim whose view now names a live
+// unreachable leader as cluster.OnLeaderUnreachable decides: look every
+// LeaderRetry, and ask again once the leader has answered the node's
+// heartbeat (which the supervisor sends every LeaderRetry while requests
+// wait: one probe per node, however many wait, and they hold a timer and
+// their connection), up to Timings.LeaderWait (a leader restart, with the
+// client's connection kept); or, for a claim whose view now names a live
 // owner, serve under that grant without the leader's confirmation (this
 // node) or forward (another). Other errors, and the last unreachable one,
 // are returned.
 func (n *Node) awaitLeader(ctx context.Context, key repoKey, claim bool, ask func() (cluster.Decision, error)) (cluster.Decision, error) {
 	since := time.Now()
 	for try := 0; ; try++ {
+		asked := time.Now()
 		d, err := ask()
 		if err == nil || !errors.Is(err, ErrLeaderUnreachable) {
 			return d, err
@@ -102,22 +106,38 @@ func (n *Node) awaitLeader(ctx context.Context, key repoKey, claim bool, ask fun
 			// went: read it now rather than at the next poll.
 			n.RefreshView(ctx)
 		}
-		e, ok := n.OwnershipView().Get(string(key))
-		a := cluster.OnLeaderUnreachable(e, ok, claim, n.cl.cfg.Self, since, time.Now(), n.cl.cfg.Timings.LeaderWait)
-		switch a.Kind {
-		case cluster.AbsenceAdopt:
-			n.log.Info("ownership leader unreachable; serving under the grant the map names",
-				zap.String("repo", string(key)), zap.Uint64("epoch", e.Epoch), zap.Error(err))
-			return cluster.Decision{Outcome: cluster.Granted, Repo: string(key), Owner: n.cl.cfg.Self, Entry: e}, nil
-		case cluster.AbsenceForward:
-			return cluster.Decision{Outcome: cluster.Refused, Reason: cluster.ReasonOwned, Repo: string(key), Owner: a.Node, Entry: e}, nil
-		case cluster.AbsenceGiveUp:
-			return d, err
-		}
-		if err := sleepUntil(ctx, a.At); err != nil {
-			return cluster.Decision{}, err
+		for again := false; !again; {
+			e, ok := n.OwnershipView().Get(string(key))
+			now := time.Now()
+			a := cluster.OnLeaderUnreachable(e, ok, claim, n.cl.cfg.Self, since, now, n.cl.cfg.Timings.LeaderWait, n.cl.answeredBetween(asked, now))
+			switch a.Kind {
+			case cluster.AbsenceAdopt:
+				n.log.Info("ownership leader unreachable; serving under the grant the map names",
+					zap.String("repo", string(key)), zap.Uint64("epoch", e.Epoch), zap.Error(err))
+				return cluster.Decision{Outcome: cluster.Granted, Repo: string(key), Owner: n.cl.cfg.Self, Entry: e}, nil
+			case cluster.AbsenceForward:
+				return cluster.Decision{Outcome: cluster.Refused, Reason: cluster.ReasonOwned, Repo: string(key), Owner: a.Node, Entry: e}, nil
+			case cluster.AbsenceGiveUp:
+				return d, err
+			case cluster.AbsenceRetry:
+				again = true
+			case cluster.AbsenceWait:
+				if err := n.waitLeader(ctx, a.At); err != nil {
+					return cluster.Decision{}, err
+				}
+			}
 		}
 	}
+}
+
+// waitLeader sleeps until at, counted among the requests waiting for the
+// leader, which keeps the supervisor probing it (probeLeader).
+func (n *Node) waitLeader(ctx context.Context, at time.Time) error {
+	if n.cl.waiting.Add(1) == 1 {
+		n.system.Root.Send(n.sup, &probeLeader{})
+	}
+	defer n.cl.waiting.Add(-1)
+	return sleepUntil(ctx, at)
 }
 
 // releaseUnheld tells the leader to shorten this node's entry for key.

@@ -36,7 +36,10 @@ type supervisor struct {
 
 	// Cluster mode only.
 	renewTimer *time.Timer
-	renewing   bool // a renewal batch is in flight
+	renewing   bool      // a renewal batch is in flight
+	lastRenew  time.Time // when the last batch was sent
+	probeTimer *time.Timer
+	started    time.Time // the probes' grid: started + LeaderRetry/2 + k·LeaderRetry
 	draining   bool
 	drainDone  chan struct{}
 }
@@ -59,12 +62,16 @@ type child struct {
 func (s *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		s.started = time.Now()
 		if s.node.cl != nil {
 			s.scheduleRenew(ctx)
 		}
 	case *actor.Stopping:
 		if s.renewTimer != nil {
 			s.renewTimer.Stop()
+		}
+		if s.probeTimer != nil {
+			s.probeTimer.Stop()
 		}
 	case *deliver:
 		c, ok := s.children[m.key]
@@ -132,12 +139,14 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if s.node.cl.stopped() {
 			return
 		}
-		s.renew(ctx)
+		s.renew(ctx, false)
 		s.scheduleRenew(ctx)
 	case *renewNow:
 		if !s.node.cl.stopped() {
-			s.renew(ctx)
+			s.renew(ctx, false)
 		}
+	case *probeLeader:
+		s.probe(ctx, m)
 	case *renewResult:
 		s.renewing = false
 		s.renewed(ctx, m)
@@ -218,6 +227,34 @@ func (s *supervisor) scheduleRenew(ctx actor.Context) {
 	s.renewTimer = time.AfterFunc(cluster.RenewEvery, func() { root.Send(self, &renewTick{}) })
 }
 
+// probe heartbeats every LeaderRetry while requests wait for an
+// unreachable leader: one probe of the leader per node, however many
+// requests wait, and each new waiter's probeLeader only sends one sooner
+// if the last is LeaderRetry old.
+func (s *supervisor) probe(ctx actor.Context, m *probeLeader) {
+	if m.tick {
+		s.probeTimer = nil
+	}
+	cl := s.node.cl
+	if cl.stopped() || cl.waiting.Load() == 0 {
+		return
+	}
+	if time.Since(s.lastRenew) >= cluster.LeaderRetry {
+		s.renew(ctx, true)
+	}
+	if s.probeTimer == nil {
+		// On the node's own grid, half a period off its renewals and map
+		// polls, not at a waiting request's instants: the simulated
+		// cluster's runs then never have two chains of events meet at one
+		// instant, where their order would be the scheduler's.
+		now := time.Now()
+		k := now.Sub(s.started.Add(cluster.LeaderRetry/2))/cluster.LeaderRetry + 1
+		next := s.started.Add(cluster.LeaderRetry/2 + time.Duration(k)*cluster.LeaderRetry)
+		self, root := ctx.Self(), s.node.system.Root
+		s.probeTimer = time.AfterFunc(next.Sub(now), func() { root.Send(self, &probeLeader{tick: true}) })
+	}
+}
+
 // renew sends the node's heartbeat: the renewal of its session (opening
 // one if it has none), listing only the leases its map view shows as
 // per-repository ones (granted before the node had a session), which the
@@ -225,7 +262,7 @@ func (s *supervisor) scheduleRenew(ctx actor.Context) {
 // leader) is not doubled up. It is sent with nothing held too, to keep an
 // idle node live for placement, except while joining or draining: such a
 // node must stay out of placement.
-func (s *supervisor) renew(ctx actor.Context) {
+func (s *supervisor) renew(ctx actor.Context, probe bool) {
 	if s.renewing {
 		return
 	}
@@ -243,12 +280,12 @@ func (s *supervisor) renew(ctx actor.Context) {
 	if len(sent) == 0 && (s.draining || s.node.cl.joining()) {
 		return
 	}
-	s.renewing = true
+	s.renewing, s.lastRenew = true, time.Now()
 	cl, sup, root := s.node.cl, ctx.Self(), s.node.system.Root
 	go func() {
 		rctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
-		res := &renewResult{sent: sent, session: cl.session.Load()}
+		res := &renewResult{sent: sent, session: cl.session.Load(), probe: probe}
 		if res.session == 0 {
 			res.r.Session, res.err = cl.ensureSession(rctx)
 		} else {
@@ -264,11 +301,17 @@ func (s *supervisor) renew(ctx actor.Context) {
 // nothing: a node cut off from the leader keeps serving.
 func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 	if m.err != nil {
-		s.node.log.Warn("renew session", zap.Error(m.err))
+		// Probes fail every LeaderRetry while the leader is away; the
+		// periodic heartbeat's failure says it at warn level.
+		log := s.node.log.Warn
+		if m.probe {
+			log = s.node.log.Debug
+		}
+		log("renew session", zap.Error(m.err))
 		return
 	}
 	cl := s.node.cl
-	cl.renewedAt.Store(time.Now().UnixNano())
+	cl.answered(time.Now())
 	if m.r.SessionDeclined {
 		s.node.log.Warn("session declined by the leader (replaced by a newer one); closing every repository",
 			zap.Uint64("session", m.session), zap.Uint64("current", m.r.Session))

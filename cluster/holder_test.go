@@ -102,8 +102,9 @@ func TestOnConnectFailure(t *testing.T) {
 	if d.Kind != Reread || !d.At.Equal(t0.Add(ForceGrantWait)) {
 		t.Fatalf("first failure: %v", d)
 	}
-	// A concurrent failure inside the wait is not the second failure.
-	if d := OnConnectFailure(s, "a/b", "rgit-2", at(100*time.Millisecond)); d.Kind != Reread || !d.At.Equal(t0.Add(ForceGrantWait)) {
+	// A concurrent failure inside the wait is not the second failure; it
+	// waits as long as a first one, from its own failure.
+	if d := OnConnectFailure(s, "a/b", "rgit-2", at(100*time.Millisecond)); d.Kind != Reread || !d.At.Equal(at(100*time.Millisecond+ForceGrantWait)) {
 		t.Fatalf("inside wait: %v", d)
 	}
 	// A different owner after the re-read starts over.
@@ -113,8 +114,13 @@ func TestOnConnectFailure(t *testing.T) {
 	if d := OnConnectFailure(s, "a/b", "rgit-3", at(750*time.Millisecond)); d.Kind != AskForce || d.Dead != "rgit-3" {
 		t.Fatalf("second failure: %v", d)
 	}
-	if len(s) != 0 {
-		t.Fatal("suspicion kept after asking to force")
+	// A failure at the same instant rests on the same evidence and asks
+	// too; a later one starts over.
+	if d := OnConnectFailure(s, "a/b", "rgit-3", at(750*time.Millisecond)); d.Kind != AskForce {
+		t.Fatalf("same instant as the ask: %v", d)
+	}
+	if d := OnConnectFailure(s, "a/b", "rgit-3", at(751*time.Millisecond)); d.Kind != Reread {
+		t.Fatalf("after the ask: %v", d)
 	}
 	// A success in between clears; a stale first failure does not count.
 	OnConnectFailure(s, "a/b", "rgit-2", t0)
@@ -124,5 +130,26 @@ func TestOnConnectFailure(t *testing.T) {
 	}
 	if d := OnConnectFailure(s, "a/b", "rgit-2", at(time.Second+TTL+time.Millisecond)); d.Kind != Reread {
 		t.Fatalf("stale suspicion: %v", d)
+	}
+}
+
+func TestForceStillDue(t *testing.T) {
+	before := Entry{Node: "rgit-1", Epoch: 4, Expires: at(10 * time.Second)}
+	for _, tc := range []struct {
+		name string
+		now  Entry
+		ok   bool
+		want bool
+	}{
+		{"unchanged", before, true, true},
+		{"lapsed since (the node's session ended)", Entry{Node: "rgit-1", Epoch: 4, Expires: at(2 * time.Second)}, true, true},
+		{"renewed since: alive", Entry{Node: "rgit-1", Epoch: 4, Expires: at(13 * time.Second)}, true, false},
+		{"claimed again by the same node", Entry{Node: "rgit-1", Epoch: 5, Expires: at(20 * time.Second)}, true, false},
+		{"moved elsewhere", Entry{Node: "rgit-2", Epoch: 5, Expires: at(20 * time.Second)}, true, false},
+		{"gone from the map", Entry{}, false, false},
+	} {
+		if got := ForceStillDue(before, tc.now, tc.ok, "rgit-1"); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

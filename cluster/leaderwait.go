@@ -7,7 +7,9 @@ import "time"
 type AbsenceKind uint8
 
 const (
-	// AbsenceRetry: ask the leader again at LeaderAbsence.At.
+	// AbsenceRetry: ask the leader again now: it answered the node (its
+	// heartbeat, sent every LeaderRetry while requests wait) since this
+	// request last asked.
 	AbsenceRetry AbsenceKind = iota
 	// AbsenceAdopt: serve under the entry the view shows: the leader
 	// granted the repository to this node (it handed it over while
@@ -20,31 +22,39 @@ const (
 	// handed the repository over, or granted it elsewhere, and this
 	// node's view caught up while it waited): forward there.
 	AbsenceForward
+	// AbsenceWait: the leader has not answered the node since; look again
+	// (view and answer) at LeaderAbsence.At, without asking the leader.
+	AbsenceWait
 )
 
 // LeaderAbsence is the outcome of OnLeaderUnreachable.
 type LeaderAbsence struct {
 	Kind AbsenceKind
-	At   time.Time // AbsenceRetry: when to ask again
+	At   time.Time // AbsenceWait: when to look again
 	Node string    // AbsenceForward: the owner the view names
 }
 
 // OnLeaderUnreachable decides for a request that asked the leader first at
 // since and found it unreachable now. e (ok: present) is the view's entry
-// for the repository, re-read at every try; claim says whether the request
-// follows it (a claim does; a force-grant does not: its entry names the
-// dead owner). A claim serves under a live entry naming self and forwards
-// to a live entry naming another node. Otherwise the request retries every
-// LeaderRetry until wait has passed since the first try, then gives up: a
-// leader restart is waited out with the client's connection kept, a longer
-// absence still answers 503.
+// for the repository, re-read at every look; claim says whether the
+// request follows it (a claim does; a force-grant does not: its entry
+// names the dead owner). answered says whether the leader answered the
+// node's heartbeat since the request last asked. A claim serves under a
+// live entry naming self and forwards to a live entry naming another
+// node. Otherwise the request asks again once the leader has answered
+// the node, looking every LeaderRetry, until wait has passed since the
+// first try, then gives up: a leader restart is waited out with the
+// client's connection kept, a longer absence still answers 503. Waiting
+// requests never ask the leader themselves; the node's one heartbeat
+// does, so a thousand of them cost one probe per LeaderRetry.
 //
-//	entry (claims only)   waited   → kind
-//	live, names self      any      → adopt
-//	live, names other     any      → forward
-//	otherwise             < wait   → retry at min(now+LeaderRetry, since+wait)
-//	otherwise             ≥ wait   → give up
-func OnLeaderUnreachable(e Entry, ok, claim bool, self string, since, now time.Time, wait time.Duration) LeaderAbsence {
+//	entry (claims only)   waited   answered → kind
+//	live, names self      any      any      → adopt
+//	live, names other     any      any      → forward
+//	otherwise             ≥ wait   any      → give up
+//	otherwise             < wait   yes      → retry (ask now)
+//	otherwise             < wait   no       → wait until min(now+LeaderRetry, since+wait)
+func OnLeaderUnreachable(e Entry, ok, claim bool, self string, since, now time.Time, wait time.Duration, answered bool) LeaderAbsence {
 	if claim && ok && e.Live(now) {
 		if e.Node == self {
 			return LeaderAbsence{Kind: AbsenceAdopt}
@@ -52,12 +62,15 @@ func OnLeaderUnreachable(e Entry, ok, claim bool, self string, since, now time.T
 		return LeaderAbsence{Kind: AbsenceForward, Node: e.Node}
 	}
 	end := since.Add(wait)
-	if !now.Before(end) {
+	switch {
+	case !now.Before(end):
 		return LeaderAbsence{Kind: AbsenceGiveUp}
+	case answered:
+		return LeaderAbsence{Kind: AbsenceRetry}
 	}
 	at := now.Add(LeaderRetry)
 	if at.After(end) {
 		at = end
 	}
-	return LeaderAbsence{Kind: AbsenceRetry, At: at}
+	return LeaderAbsence{Kind: AbsenceWait, At: at}
 }

@@ -12,32 +12,34 @@ func TestOnLeaderUnreachable(t *testing.T) {
 	expired := Entry{Node: "rgit-1", Epoch: 3, Expires: t0.Add(-time.Second)}
 	const wait = 5 * time.Second
 	for _, tc := range []struct {
-		name  string
-		e     Entry
-		ok    bool
-		claim bool
-		now   time.Time
-		want  LeaderAbsence
+		name     string
+		e        Entry
+		ok       bool
+		claim    bool
+		now      time.Time
+		answered bool
+		want     LeaderAbsence
 	}{
-		{"handed over to self: adopt", live, true, true, t0, LeaderAbsence{Kind: AbsenceAdopt}},
-		{"handed over, late in the wait: adopt", live, true, true, t0.Add(4 * time.Second), LeaderAbsence{Kind: AbsenceAdopt}},
-		{"force-grant never adopts", live, true, false, t0, LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(LeaderRetry)}},
-		{"view caught up with a grant elsewhere: forward", other, true, true, t0.Add(time.Second), LeaderAbsence{Kind: AbsenceForward, Node: "rgit-2"}},
-		{"force-grant does not follow the view", other, true, false, t0, LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(LeaderRetry)}},
-		{"own entry expired: retry", expired, true, true, t0, LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(LeaderRetry)}},
-		{"no entry: retry", Entry{}, false, true, t0.Add(time.Second), LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(time.Second + LeaderRetry)}},
-		{"last retry lands on the bound", Entry{}, false, true, t0.Add(wait - LeaderRetry/2), LeaderAbsence{Kind: AbsenceRetry, At: t0.Add(wait)}},
-		{"bound reached: give up", Entry{}, false, true, t0.Add(wait), LeaderAbsence{Kind: AbsenceGiveUp}},
-		{"past the bound: give up", other, true, false, t0.Add(time.Minute), LeaderAbsence{Kind: AbsenceGiveUp}},
+		{"handed over to self: adopt", live, true, true, t0, false, LeaderAbsence{Kind: AbsenceAdopt}},
+		{"handed over, late in the wait: adopt", live, true, true, t0.Add(4 * time.Second), false, LeaderAbsence{Kind: AbsenceAdopt}},
+		{"force-grant never adopts", live, true, false, t0, false, LeaderAbsence{Kind: AbsenceWait, At: t0.Add(LeaderRetry)}},
+		{"view caught up with a grant elsewhere: forward", other, true, true, t0.Add(time.Second), false, LeaderAbsence{Kind: AbsenceForward, Node: "rgit-2"}},
+		{"force-grant does not follow the view", other, true, false, t0, false, LeaderAbsence{Kind: AbsenceWait, At: t0.Add(LeaderRetry)}},
+		{"own entry expired: wait", expired, true, true, t0, false, LeaderAbsence{Kind: AbsenceWait, At: t0.Add(LeaderRetry)}},
+		{"no entry: wait", Entry{}, false, true, t0.Add(time.Second), false, LeaderAbsence{Kind: AbsenceWait, At: t0.Add(time.Second + LeaderRetry)}},
+		{"the leader answered the node: ask again", Entry{}, false, true, t0.Add(time.Second), true, LeaderAbsence{Kind: AbsenceRetry}},
+		{"last look lands on the bound", Entry{}, false, true, t0.Add(wait - LeaderRetry/2), false, LeaderAbsence{Kind: AbsenceWait, At: t0.Add(wait)}},
+		{"bound reached: give up", Entry{}, false, true, t0.Add(wait), true, LeaderAbsence{Kind: AbsenceGiveUp}},
+		{"past the bound: give up", other, true, false, t0.Add(time.Minute), false, LeaderAbsence{Kind: AbsenceGiveUp}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := OnLeaderUnreachable(tc.e, tc.ok, tc.claim, "rgit-1", t0, tc.now, wait)
+			got := OnLeaderUnreachable(tc.e, tc.ok, tc.claim, "rgit-1", t0, tc.now, wait, tc.answered)
 			if got != tc.want {
 				t.Fatalf("got %+v, want %+v", got, tc.want)
 			}
 		})
 	}
-	if got := OnLeaderUnreachable(Entry{}, false, true, "rgit-1", t0, t0, 0); got.Kind != AbsenceGiveUp {
+	if got := OnLeaderUnreachable(Entry{}, false, true, "rgit-1", t0, t0, 0, false); got.Kind != AbsenceGiveUp {
 		t.Fatalf("no wait configured: %+v, want give up at once", got)
 	}
 }

@@ -19,11 +19,16 @@ type (
 	// it renews the per-repository leases of Repos (Map.Renew) — a node
 	// with a session lists only the repos whose drain it must undo. Its
 	// cost is one small write, whatever the node holds.
+	//
+	// HostKey, on this message and its answer, is the SSH host key
+	// fingerprint of the sender: nodes that would present different keys
+	// behind one name warn (cmd/serve). The leader's decisions ignore it.
 	RenewLeases struct {
 		Node    string   `json:"node"`
 		Session uint64   `json:"session,omitempty"`
 		Open    bool     `json:"open,omitempty"`
 		Repos   []string `json:"repos,omitempty"`
+		HostKey string   `json:"host_key,omitempty"`
 	}
 	// LeasesRenewed answers RenewLeases: every repository of the batch is
 	// in one list. Session is the node's session after the call (the new
@@ -35,6 +40,7 @@ type (
 		Declined        []string `json:"declined"`
 		Session         uint64   `json:"session,omitempty"`
 		SessionDeclined bool     `json:"session_declined,omitempty"`
+		HostKey         string   `json:"host_key,omitempty"`
 	}
 	// ReleaseLease shortens Node's lease on Repo to the drain.
 	ReleaseLease struct {

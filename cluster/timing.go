@@ -28,11 +28,13 @@ const (
 	// PruneEvery is the period of the leader's pruning pass.
 	PruneEvery = time.Minute
 	// LeaderWait bounds how long a request that needs the leader (a claim,
-	// a force-grant) waits for an unreachable one before answering 503:
-	// long enough to cover a leader's restart, short enough that a client
-	// keeps its connection.
-	LeaderWait = 5 * time.Second
-	// LeaderRetry is how often a waiting request asks the leader again.
+	// a force-grant) waits for an unreachable one before answering 503
+	// (RGIT_LEADER_WAIT_SECS): long enough to cover a leader pod's
+	// restart (about 20 s), short enough that a client keeps its
+	// connection.
+	LeaderWait = 30 * time.Second
+	// LeaderRetry is how often a node with requests waiting for an
+	// unreachable leader asks it again (one heartbeat for all of them).
 	LeaderRetry = 100 * time.Millisecond
 )
 

@@ -40,7 +40,7 @@ func scrape(t *testing.T) map[string][]string {
 	env.Commit(t, work, "one", map[string]string{"a.txt": "a\n"})
 	env.Run(t, work, "push", "-q", srv.HTTPURL(tok, "alice/dash"), "main")
 	env.Run(t, "", "clone", "-q", srv.HTTPURL(tok, "alice/dash"), filepath.Join(t.TempDir(), "c"))
-	resp, err := http.Get("http://" + srv.HTTPAddr + "/metrics")
+	resp, err := http.Get("http://" + srv.MetricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -425,6 +425,59 @@ func TestManifestNetworkPolicy(t *testing.T) {
 	}
 }
 
+// TestManifestMetricsScrape: Prometheus is told to scrape the port the
+// node serves /metrics on (RGIT_METRICS_ADDR), a container port that no
+// public Service routes to and the NetworkPolicy admits only from inside
+// the cluster.
+func TestManifestMetricsScrape(t *testing.T) {
+	m := load(t)
+	ss := m.statefulsets[0]
+	c := ss.Spec.Template.Spec.Containers[0]
+	cfg, err := config.Parse(m.nodeEnv(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MetricsAddr == "" {
+		t.Fatal("RGIT_METRICS_ADDR unset: with peer TLS on, Prometheus cannot scrape the peer HTTP port")
+	}
+	want := portOf(t, cfg.MetricsAddr)
+	ann := ss.Spec.Template.Annotations
+	if ann["prometheus.io/port"] != strconv.Itoa(int(want)) || ann["prometheus.io/path"] != "/metrics" {
+		t.Errorf("scrape annotations %v, want port %d and path /metrics", ann, want)
+	}
+	if _, ok := containerPort(c, intstr.FromInt32(want)); !ok {
+		t.Errorf("metrics port %d is no container port", want)
+	}
+	if want == portOf(t, cfg.HTTPAddr) {
+		t.Errorf("metrics on the public HTTP port %d", want)
+	}
+	for _, s := range m.services {
+		for _, sp := range s.Spec.Ports {
+			if port, ok := containerPort(c, sp.TargetPort); ok && port == want && s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				t.Errorf("Service %s exposes the metrics port", s.Name)
+			}
+		}
+	}
+	admitted := false
+	for _, rule := range m.netpols[0].Spec.Ingress {
+		if !slices.ContainsFunc(rule.Ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port != nil && p.Port.IntVal == want }) {
+			continue
+		}
+		admitted = true
+		if len(rule.From) == 0 {
+			t.Errorf("metrics port %d admitted from anywhere", want)
+		}
+		for _, f := range rule.From {
+			if f.IPBlock != nil {
+				t.Errorf("metrics port %d admitted from an IP block %+v", want, f.IPBlock)
+			}
+		}
+	}
+	if !admitted {
+		t.Errorf("the NetworkPolicy admits nothing to metrics port %d", want)
+	}
+}
+
 // TestManifestImagesPinned: every container runs one image, by digest.
 func TestManifestImagesPinned(t *testing.T) {
 	m := load(t)

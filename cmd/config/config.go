@@ -44,6 +44,7 @@ type Config struct {
 	ClonePackCache  int64             // RGIT_CLONE_CACHE_BYTES
 	LogLevel        string            // RGIT_LOG_LEVEL
 	DrainTimeout    time.Duration     // RGIT_DRAIN_SECS
+	LeaderWait      time.Duration     // RGIT_LEADER_WAIT_SECS
 	MaxPushRefs     int               // RGIT_MAX_PUSH_REFS
 	MaxPushOptions  int               // RGIT_MAX_PUSH_OPTIONS
 	MaxObjectSize   int64             // RGIT_MAX_OBJECT_SIZE
@@ -53,6 +54,11 @@ type Config struct {
 	MaxHaves        int               // RGIT_MAX_HAVES
 	MaxArgBytes     int               // RGIT_MAX_ARG_BYTES
 	MaxNegotiations int               // RGIT_MAX_NEGOTIATIONS
+	NegotiationWait time.Duration     // RGIT_NEGOTIATION_WAIT_SECS
+	RequestTimeout  time.Duration     // RGIT_REQUEST_SECS
+	MinRate         int64             // RGIT_MIN_RATE in bytes per second; 0: the stall times alone
+	MaxAnonPerAddr  int               // RGIT_MAX_ANON_PER_ADDR; 0: no limit
+	SSHAuth         time.Duration     // RGIT_SSH_AUTH_SECS
 	PeerAddrSet     bool              // RGIT_PEER_ADDR was set rather than defaulted
 	HTTPIdle        time.Duration     // RGIT_HTTP_IDLE_SECS
 	HTTPBodyStall   time.Duration     // RGIT_HTTP_BODY_STALL_SECS
@@ -65,9 +71,26 @@ type Config struct {
 	RedisURL        string            // RGIT_REDIS_URL; "" disables the read API cache
 	Upstream        string            // RGIT_UPSTREAM (api-serve)
 	APIAddr         string            // RGIT_API_ADDR (api-serve)
+	// The read API's limits per answer (transport/api.Limits).
+	APIMaxEntries       int           // RGIT_API_MAX_ENTRIES
+	APIMaxDiffFiles     int           // RGIT_API_MAX_DIFF_FILES
+	APIMaxDiffBytes     int64         // RGIT_API_MAX_DIFF_BYTES
+	APIMaxDiffFileBytes int64         // RGIT_API_MAX_DIFF_FILE_BYTES
+	APIDiffTimeout      time.Duration // RGIT_API_DIFF_TIMEOUT_MS
+	APIRenameLimit      int           // RGIT_API_RENAME_LIMIT
+	APIMaxLogScan       int           // RGIT_API_MAX_LOG_SCAN
+	APIMaxArchiveBytes  int64         // RGIT_API_MAX_ARCHIVE_BYTES
+	APIMaxActive        int           // RGIT_API_MAX_ACTIVE; 0: derived from the CPUs
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
+	// MetricsAddr is RGIT_METRICS_ADDR: /metrics on a listener of its own;
+	// "" serves it on the node's internal port (see InternalMetrics).
+	MetricsAddr string
+	// PublicURL (RGIT_PUBLIC_URL), PublicSSHURL (RGIT_PUBLIC_SSH_URL) and
+	// WebURL (RGIT_WEB_URL) are the addresses people use, without a
+	// trailing slash; "" when unset.
+	PublicURL, PublicSSHURL, WebURL string
 }
 
 // Var documents one variable; the README's configuration table is kept in
@@ -81,9 +104,9 @@ var Vars = []Var{
 	{"RGIT_STORE_URL", "file://./data", "object store: file:///abs/dir, file://./rel, s3://bucket[/prefix], mem:// (tests; nothing persists)"},
 	{"RGIT_STORE_TIMEOUT_SECS", "900", "per-request object store timeout"},
 	{"RGIT_CACHE_DIR", "./cache", "local pack cache; locked by one process at a time"},
-	{"RGIT_HTTP_ADDR", ":8080", "smart HTTP listen address (also /healthz, /ready, /metrics)"},
+	{"RGIT_HTTP_ADDR", ":8080", "smart HTTP listen address (also the web page on a single node, /healthz, /ready)"},
 	{"RGIT_SSH_ADDR", ":2222", "SSH listen address"},
-	{"RGIT_HOST_KEY", "./host_key", "SSH host key (OpenSSH format); generated if missing"},
+	{"RGIT_HOST_KEY", "./host_key", "SSH host key (OpenSSH format); generated if missing, its public half written beside it with .pub appended; one key for every node of a cluster"},
 	{"RGIT_PEER_ADDR", ":8081", "peer HTTP listen address; the peer stream port (admin, actor messages) is this port + 1, on 127.0.0.1 on a single node unless this is set"},
 	{"RGIT_PEER_SVC", "", "headless service the peers hang off; unset means single node"},
 	{"RGIT_PEERS", "", "static peer map instead of RGIT_PEER_SVC: rgit-0=127.0.0.1:9081,rgit-1=127.0.0.1:9181 (peer HTTP addresses; stream port = +1)"},
@@ -105,6 +128,7 @@ var Vars = []Var{
 	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"RGIT_LOG_FORMAT", "auto", "json or console; auto: console when stderr is a terminal, json otherwise"},
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
+	{"RGIT_LEADER_WAIT_SECS", "30", "cluster: how long a request that needs the ownership leader (a repository nobody holds, or one whose owner died) waits for an unreachable leader, such as one restarting, before answering 503; it holds only its connection meanwhile; 0: answer at once"},
 	{"RGIT_MAX_PUSH_REFS", "100000", "maximum ref updates of one push (a mirror push sends one per ref)"},
 	{"RGIT_MAX_PUSH_OPTIONS", "32", "maximum push options (git push -o) of one push"},
 	{"RGIT_MAX_OBJECT_SIZE", "104857600", "maximum size in bytes of one pushed object, inflated (a delta's declared result is checked before it is applied); larger files belong in Git LFS; 0: no limit"},
@@ -113,17 +137,35 @@ var Vars = []Var{
 	{"RGIT_MAX_WANTS", "200000", "maximum distinct wants of one fetch request (git sends one per distinct ref tip fetched)"},
 	{"RGIT_MAX_HAVES", "200000", "maximum distinct haves of one fetch negotiation (a v2 request, a v0 HTTP request or a whole v0 SSH session); git sends a few thousand when it finds common history"},
 	{"RGIT_MAX_ARG_BYTES", "33554432", "maximum bytes of one fetch request's argument lines"},
-	{"RGIT_MAX_NEGOTIATIONS", "16", "maximum fetch negotiations (argument parsing and have matching) running at once on the node; more wait"},
+	{"RGIT_MAX_NEGOTIATIONS", "16", "maximum fetch negotiations (have matching and reachability checks, once the request has arrived) running at once on the node; more queue"},
+	{"RGIT_NEGOTIATION_WAIT_SECS", "10", "how long a fetch request queues for a negotiation slot before it is refused as busy (ERR server busy, HTTP 503)"},
+	{"RGIT_REQUEST_SECS", "60", "a whole fetch request (a protocol v2 command with its arguments, a v0 want list or round of haves) must arrive within this long of the server waiting for it"},
+	{"RGIT_MIN_RATE", "4096", "minimum bytes per second of request bodies, SSH input and answers the client reads; a transfer may fall behind it by the stall time (RGIT_HTTP_BODY_STALL_SECS, RGIT_SSH_STALL_SECS); 0: the stall times alone"},
+	{"RGIT_MAX_ANON_PER_ADDR", "32", "unauthenticated connections and requests one client address may have open at once (HTTP git requests without credentials, SSH connections until they authenticate with a registered key); 0: no limit"},
 	{"RGIT_HTTP_IDLE_SECS", "120", "an idle keep-alive HTTP connection is closed after this long (every HTTP listener)"},
-	{"RGIT_HTTP_BODY_STALL_SECS", "60", "a request body that sends no byte for this long while the server waits for it is cut off (every HTTP listener)"},
+	{"RGIT_HTTP_BODY_STALL_SECS", "60", "how far a request body or an answer may fall behind RGIT_MIN_RATE (a body that stops moving is cut off after this long; every HTTP listener)"},
 	{"RGIT_SSH_IDLE_SECS", "300", "an SSH connection that moves no data for this long is closed"},
-	{"RGIT_SSH_STALL_SECS", "60", "an SSH session that sends no byte for this long while the server waits for input is closed"},
+	{"RGIT_SSH_STALL_SECS", "60", "how far an SSH session's input (while the server waits for it) or output may fall behind RGIT_MIN_RATE"},
+	{"RGIT_SSH_AUTH_SECS", "30", "an SSH connection must finish authenticating within this long of connecting"},
 	{"RGIT_MEMORY_LIMIT", "0", "memory budget in bytes (suffixes Ki, Mi, Gi); the cgroup limit (memory.max) applies when lower; 0: the cgroup limit alone"},
 	{"RGIT_PREWARM_BYTES", "1Gi", "cluster: bytes of packs a starting node fetches into its cache, before it reports ready, for the repositories placement steers to it (suffixes Ki, Mi, Gi); 0: no start-up prewarm"},
 	{"RGIT_GC_INTERVAL_SECS", "3600", "average time between automatic garbage collections of each repository this node owns (jittered); 0 disables"},
 	{"RGIT_REDIS_URL", "", "read API cache: redis://[:password@]host:port[/db] or rediss:// (TLS); set it on the git nodes and on api-serve alike (nodes invalidate); Redis must run maxmemory-policy volatile-lru; unset: no cache"},
 	{"RGIT_UPSTREAM", "http://rgit:8081", "api-serve only: base URL of the git fleet's peer HTTP service (not the public port)"},
 	{"RGIT_API_ADDR", ":8090", "api-serve only: read API listen address"},
+	{"RGIT_METRICS_ADDR", "", "listen address of /metrics (Prometheus), e.g. :9100; unset: on the node's internal port, the peer HTTP port in a cluster and the admin port (127.0.0.1:8082) on a single node; never on the public port"},
+	{"RGIT_PUBLIC_URL", "", "public base URL of git over HTTP, e.g. https://git.example.com (the load balancer or TLS proxy in front of the nodes): the web page's HTTP clone URLs; on a single node also the page's own URL (see RGIT_WEB_URL); unset: the page uses the address the browser used (single node) or shows no HTTP clone URL (api-serve)"},
+	{"RGIT_PUBLIC_SSH_URL", "", "public base URL of git over SSH, e.g. ssh://git@git.example.com:2222: the web page's SSH clone URLs; unset: the browser's host and the node's SSH port (single node) or none (api-serve)"},
+	{"RGIT_WEB_URL", "", "public URL of the web page, e.g. https://code.example.com (api-serve in a cluster); https marks the sign-in cookie Secure behind a TLS proxy; a cluster node's public / and /owner/name redirect there; unset: RGIT_PUBLIC_URL on a single node"},
+	{"RGIT_API_MAX_ENTRIES", "500000", "read API: tree entries one answer may visit (listed, searched, diffed, archived); an archive or tree listing over it is refused (422)"},
+	{"RGIT_API_MAX_DIFF_FILES", "3000", "read API: changed files a commit or compare diff lists; more are cut (truncated)"},
+	{"RGIT_API_MAX_DIFF_BYTES", "4Mi", "read API: bytes of a diff's text (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_MAX_DIFF_FILE_BYTES", "1Mi", "read API: a file larger than this is not line-diffed but shown as binary (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_DIFF_TIMEOUT_MS", "3000", "read API: time one answer may spend on line diffs; later files are listed without lines (truncated)"},
+	{"RGIT_API_RENAME_LIMIT", "1000", "read API: as git's diff.renameLimit: with more added or deleted files, renames are found only for identical content"},
+	{"RGIT_API_MAX_LOG_SCAN", "10000", "read API: commits a log with a path filter examines for one page; the page then ends early with its Link next"},
+	{"RGIT_API_MAX_ARCHIVE_BYTES", "2Gi", "read API: file bytes of one archive; a larger one is refused (422) before its first byte (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_MAX_ACTIVE", "0", "read API: expensive answers (archives, diffs, logs with a path) computed at once on the node; more wait up to 2 s, then get 503; 0: four times the CPUs, at least 8"},
 }
 
 // Elsewhere lists the RGIT_* variables that other rgit programs read from
@@ -134,8 +176,8 @@ var Vars = []Var{
 // RGIT_* name in the code that is neither read by Parse nor listed here.
 var Elsewhere = []string{
 	"RGIT_ADMIN_ADDR",
-	"RGIT_BENCH_BITMAP", "RGIT_BENCH_DIR", "RGIT_BENCH_PACK", "RGIT_BENCH_REPO", "RGIT_CLUSTER_SEED", "RGIT_CLUSTER_SEEDS", "RGIT_E2E_BIG",
-	"RGIT_FILESTORE_CHILD_DIR", "RGIT_HELPER", "RGIT_MULTIPROC_KILLS", "RGIT_MULTIPROC_OPS", "RGIT_MULTIPROC_ROUNDS",
+	"RGIT_BENCH_BITMAP", "RGIT_BENCH_DIR", "RGIT_BENCH_PACK", "RGIT_BENCH_REPO", "RGIT_CLUSTER_REPLAY_SEEDS", "RGIT_CLUSTER_SEED", "RGIT_CLUSTER_SEEDS", "RGIT_E2E_BIG",
+	"RGIT_FILESTORE_CHILD_DIR", "RGIT_HELPER", "RGIT_HELPER_BUSY", "RGIT_MULTIPROC_KILLS", "RGIT_MULTIPROC_OPS", "RGIT_MULTIPROC_ROUNDS",
 	"RGIT_PLACEMENT_REPOS", "RGIT_REQUIRE_ALL", "RGIT_REWRITE", "RGIT_SCREENSHOTS", "RGIT_STORETEST_BIG_MB",
 	"RGIT_TEST_SCALE", "RGIT_VERSITYGW",
 }
@@ -242,6 +284,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		ClonePackCache:  p.int("RGIT_CLONE_CACHE_BYTES", 0),
 		LogLevel:        p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
 		DrainTimeout:    p.seconds("RGIT_DRAIN_SECS", 0),
+		LeaderWait:      p.seconds("RGIT_LEADER_WAIT_SECS", 0),
 		MaxPushRefs:     int(p.int("RGIT_MAX_PUSH_REFS", 1)),
 		MaxPushOptions:  int(p.int("RGIT_MAX_PUSH_OPTIONS", 1)),
 		MaxObjectSize:   p.int("RGIT_MAX_OBJECT_SIZE", 0),
@@ -251,6 +294,11 @@ func Parse(getenv func(string) string) (*Config, error) {
 		MaxHaves:        int(p.int("RGIT_MAX_HAVES", 1)),
 		MaxArgBytes:     int(p.int("RGIT_MAX_ARG_BYTES", 1024)),
 		MaxNegotiations: int(p.int("RGIT_MAX_NEGOTIATIONS", 1)),
+		NegotiationWait: p.seconds("RGIT_NEGOTIATION_WAIT_SECS", 1),
+		RequestTimeout:  p.seconds("RGIT_REQUEST_SECS", 1),
+		MinRate:         p.int("RGIT_MIN_RATE", 0),
+		MaxAnonPerAddr:  int(p.int("RGIT_MAX_ANON_PER_ADDR", 0)),
+		SSHAuth:         p.seconds("RGIT_SSH_AUTH_SECS", 1),
 		PeerAddrSet:     strings.TrimSpace(getenv("RGIT_PEER_ADDR")) != "",
 		HTTPIdle:        p.seconds("RGIT_HTTP_IDLE_SECS", 1),
 		HTTPBodyStall:   p.seconds("RGIT_HTTP_BODY_STALL_SECS", 1),
@@ -263,6 +311,16 @@ func Parse(getenv func(string) string) (*Config, error) {
 		RedisURL:        p.str("RGIT_REDIS_URL"),
 		Upstream:        p.str("RGIT_UPSTREAM"),
 		APIAddr:         p.addr("RGIT_API_ADDR"),
+
+		APIMaxEntries:       int(p.int("RGIT_API_MAX_ENTRIES", 1)),
+		APIMaxDiffFiles:     int(p.int("RGIT_API_MAX_DIFF_FILES", 1)),
+		APIMaxDiffBytes:     p.positiveBytes("RGIT_API_MAX_DIFF_BYTES"),
+		APIMaxDiffFileBytes: p.positiveBytes("RGIT_API_MAX_DIFF_FILE_BYTES"),
+		APIDiffTimeout:      time.Duration(p.int("RGIT_API_DIFF_TIMEOUT_MS", 1)) * time.Millisecond,
+		APIRenameLimit:      int(p.int("RGIT_API_RENAME_LIMIT", 1)),
+		APIMaxLogScan:       int(p.int("RGIT_API_MAX_LOG_SCAN", 1)),
+		APIMaxArchiveBytes:  p.positiveBytes("RGIT_API_MAX_ARCHIVE_BYTES"),
+		APIMaxActive:        int(p.int("RGIT_API_MAX_ACTIVE", 0)),
 	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		p.fail("RGIT_REDIS_URL", "must start with redis:// or rediss://")
@@ -270,6 +328,10 @@ func Parse(getenv func(string) string) (*Config, error) {
 	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		p.fail("RGIT_UPSTREAM", "%q is not an http:// or https:// URL", c.Upstream)
 	}
+	c.MetricsAddr = p.optAddr("RGIT_METRICS_ADDR")
+	c.PublicURL = p.baseURL("RGIT_PUBLIC_URL", "http", "https")
+	c.PublicSSHURL = p.baseURL("RGIT_PUBLIC_SSH_URL", "ssh")
+	c.WebURL = p.baseURL("RGIT_WEB_URL", "http", "https")
 	if peers := p.str("RGIT_PEERS"); peers != "" {
 		m, err := cluster.ParsePeerMap(peers)
 		if err != nil {
@@ -398,6 +460,15 @@ func (p *parser) bytes(name string) int64 {
 	return n * mult
 }
 
+// positiveBytes is bytes for a limit that cannot be turned off.
+func (p *parser) positiveBytes(name string) int64 {
+	n := p.bytes(name)
+	if n == 0 {
+		p.fail(name, "must be above 0")
+	}
+	return n
+}
+
 func (p *parser) bool(name string) bool {
 	switch s := p.str(name); strings.ToLower(s) {
 	case "1", "true", "yes", "on":
@@ -422,6 +493,50 @@ func (p *parser) addr(name string) string {
 		p.fail(name, "%q has a bad port", s)
 	}
 	return s
+}
+
+// optAddr is addr for a variable that may be unset ("").
+func (p *parser) optAddr(name string) string {
+	if p.str(name) == "" {
+		return ""
+	}
+	return p.addr(name)
+}
+
+// baseURL reads an optional URL that others are appended to: one of
+// schemes, a host, and nothing else (no user but for ssh, no path, query
+// or fragment). It returns it without a trailing slash, "" when unset.
+func (p *parser) baseURL(name string, schemes ...string) string {
+	s := p.str(name)
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	want := strings.Join(schemes, "://host or ") + "://host"
+	switch {
+	case err != nil:
+		p.fail(name, "%q is not a URL (%s[:port])", s, want)
+	case !slices.Contains(schemes, u.Scheme) || u.Host == "" || u.Hostname() == "":
+		p.fail(name, "%q is not %s[:port]", s, want)
+	case u.User != nil && (u.Scheme != "ssh" || u.User.Username() == ""):
+		p.fail(name, "%q: no user name or password in the URL", s)
+	case u.User != nil && func() bool { _, set := u.User.Password(); return set }():
+		p.fail(name, "%q: no password in the URL", s)
+	case strings.TrimSuffix(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
+		p.fail(name, "%q: no path, query or fragment (repositories are at /owner/name)", s)
+	default:
+		if port := u.Port(); port != "" {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				p.fail(name, "%q has a bad port", s)
+			}
+		}
+		user := ""
+		if u.User != nil {
+			user = u.User.Username() + "@"
+		}
+		return u.Scheme + "://" + user + u.Host
+	}
+	return ""
 }
 
 func (p *parser) oneOf(name string, allowed ...string) string {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/transport/api"
 	"github.com/rgit/rgit/transport/gitproto"
 )
 
@@ -26,6 +27,10 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.HTTPIdle != 120*time.Second || c.HTTPBodyStall != 60*time.Second || c.SSHIdle != 300*time.Second || c.SSHStall != 60*time.Second {
 		t.Fatalf("unexpected timeout defaults: %+v", c)
+	}
+	// A pod restart of the leader takes about 20 s.
+	if c.LeaderWait != 30*time.Second {
+		t.Fatalf("RGIT_LEADER_WAIT_SECS defaults to %s, want 30s", c.LeaderWait)
 	}
 	// Large hosts refuse single files over 100 MiB; "no limit" would let a
 	// delta of a few bytes declare gigabytes.
@@ -69,6 +74,7 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		"RGIT_PREWARM_BYTES":        {"RGIT_PREWARM_BYTES": "-1"},
 		"RGIT_GC_INTERVAL_SECS":     {"RGIT_GC_INTERVAL_SECS": "-1"},
 		"RGIT_WARM_TTL_SECS":        {"RGIT_WARM_TTL_SECS": "0"},
+		"RGIT_LEADER_WAIT_SECS":     {"RGIT_LEADER_WAIT_SECS": "-5"},
 		"RGIT_HTTP_ADDR":            {"RGIT_HTTP_ADDR": "8080"},
 		"RGIT_SELF":                 {"RGIT_PEER_SVC": "rgit.ns.svc", "RGIT_PEER_SECRET": "0123456789abcdef"},
 		"RGIT_PEER_SECRET":          {"RGIT_PEER_SECRET": "short"},
@@ -294,5 +300,67 @@ func TestEveryVariableIsKnown(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPublicURLs: the public addresses are validated, the error naming
+// the variable, and kept without a trailing slash.
+func TestPublicURLs(t *testing.T) {
+	c, err := Parse(env(map[string]string{"RGIT_PUBLIC_URL": "https://git.example.com/", "RGIT_PUBLIC_SSH_URL": "ssh://git@git.example.com:2222",
+		"RGIT_WEB_URL": "https://code.example.com:8443", "RGIT_METRICS_ADDR": ":9100"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PublicURL != "https://git.example.com" || c.PublicSSHURL != "ssh://git@git.example.com:2222" || c.WebURL != "https://code.example.com:8443" || c.MetricsAddr != ":9100" {
+		t.Fatalf("parsed %q %q %q %q", c.PublicURL, c.PublicSSHURL, c.WebURL, c.MetricsAddr)
+	}
+	if c, err := Parse(env(nil)); err != nil || c.PublicURL != "" || c.PublicSSHURL != "" || c.WebURL != "" || c.MetricsAddr != "" {
+		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	for name, bad := range map[string][]string{
+		"RGIT_PUBLIC_URL":     {"git.example.com", "ftp://git.example.com", "https://", "https://git.example.com/git", "https://u:p@git.example.com", "https://h?x=1", "https://h:99999", "https://h#f"},
+		"RGIT_PUBLIC_SSH_URL": {"git@git.example.com:2222", "https://git.example.com", "ssh://git@h/owner", "ssh://git:pw@h", "ssh://"},
+		"RGIT_WEB_URL":        {"code.example.com", "ssh://code.example.com"},
+		"RGIT_METRICS_ADDR":   {"9100", "localhost:metrics"},
+	} {
+		for _, v := range bad {
+			if _, err := Parse(env(map[string]string{name: v})); err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s=%q: %v, want an error naming the variable", name, v, err)
+			}
+		}
+	}
+}
+
+// TestReadAPILimits: the read API's limits default to the API's own
+// defaults, which name these variables; none can be turned off with 0.
+func TestReadAPILimits(t *testing.T) {
+	c, err := Parse(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string][2]int64{
+		api.SettingMaxEntries:       {int64(c.APIMaxEntries), api.DefaultMaxEntries},
+		api.SettingMaxDiffFiles:     {int64(c.APIMaxDiffFiles), api.DefaultMaxDiffFiles},
+		api.SettingMaxDiffBytes:     {c.APIMaxDiffBytes, api.DefaultMaxDiffBytes},
+		api.SettingMaxDiffFileBytes: {c.APIMaxDiffFileBytes, api.DefaultMaxDiffFileBytes},
+		api.SettingDiffTimeout:      {c.APIDiffTimeout.Milliseconds(), api.DefaultDiffTimeout.Milliseconds()},
+		api.SettingRenameLimit:      {int64(c.APIRenameLimit), api.DefaultRenameLimit},
+		api.SettingMaxLogScan:       {int64(c.APIMaxLogScan), api.DefaultMaxLogScan},
+		api.SettingMaxArchiveBytes:  {c.APIMaxArchiveBytes, api.DefaultMaxArchiveBytes},
+		api.SettingMaxActive:        {int64(c.APIMaxActive), 0},
+	} {
+		if got[0] != got[1] {
+			t.Errorf("%s defaults to %d, the read API's default is %d", name, got[0], got[1])
+		}
+	}
+	for _, name := range []string{api.SettingMaxEntries, api.SettingMaxDiffFiles, api.SettingMaxDiffBytes, api.SettingMaxDiffFileBytes,
+		api.SettingDiffTimeout, api.SettingRenameLimit, api.SettingMaxLogScan, api.SettingMaxArchiveBytes} {
+		if _, err := Parse(env(map[string]string{name: "0"})); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=0: %v, want an error naming the variable", name, err)
+		}
+	}
+	c, err = Parse(env(map[string]string{api.SettingMaxArchiveBytes: "64Mi", api.SettingMaxActive: "3"}))
+	if err != nil || c.APIMaxArchiveBytes != 64<<20 || c.APIMaxActive != 3 {
+		t.Fatalf("Parse: %+v, %v", c, err)
 	}
 }

@@ -29,21 +29,56 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-// The lead's report parses these lines: keep the format exact.
+// The lead's report parses these lines: keep the format exact. Every line
+// names both sides; a line without a reference has no reference time and
+// no ratio.
 func TestResultLine(t *testing.T) {
 	r := result{
-		op: "clone", fixture: "large",
+		op: "clone", fixture: "large", cmp: cmpProcess,
 		rgit:      []sample{{secs: 1.5, rssKB: 2048}, {secs: 1.25, rssKB: 4096}, {secs: 2}},
 		git:       []sample{{secs: 0.5}, {secs: 0.5}, {secs: 0.75}},
 		rgitRSSMB: peakMB([]sample{{rssKB: 2048}, {rssKB: 4096}}),
 	}
-	want := "bench op=clone fixture=large rgit_s=1.500 git_s=0.500 ratio=3.00 rgit_rss_mb=4"
+	want := "bench op=clone fixture=large rgit_s=1.500 git_s=0.500 ratio=3.00 rgit_rss_mb=4 rgit=process ref=git-process"
 	if got := r.line(); got != want {
 		t.Fatalf("line = %q\nwant   %q", got, want)
 	}
-	re := regexp.MustCompile(`^bench op=\S+ fixture=\S+ rgit_s=\d+\.\d{3} git_s=\d+\.\d{3} ratio=\d+\.\d{2} rgit_rss_mb=\d+$`)
-	if zero := (result{op: "fetch", fixture: "small"}).line(); !re.MatchString(zero) {
+	re := regexp.MustCompile(`^bench op=\S+ fixture=\S+ rgit_s=\d+\.\d{3} git_s=\d+\.\d{3} ratio=\d+\.\d{2} rgit_rss_mb=\d+ rgit=\S+ ref=\S+$`)
+	if zero := (result{op: "fetch", fixture: "small", cmp: cmpWarm}).line(); !re.MatchString(zero) {
 		t.Errorf("line without samples %q does not match the format", zero)
+	}
+	direct := result{op: "forward-clone", fixture: "medium", cmp: comparison{rgit: "forwarded", ref: "rgit-direct", refField: "direct"},
+		rgit: []sample{{secs: 1.1}}, git: []sample{{secs: 1}}}
+	if got, want := direct.line(), "bench op=forward-clone fixture=medium rgit_s=1.100 direct_s=1.000 ratio=1.10 rgit_rss_mb=0 rgit=forwarded ref=rgit-direct"; got != want {
+		t.Errorf("line = %q\nwant   %q", got, want)
+	}
+	hit := result{op: "http-clone", fixture: "small-file", labels: []string{"cache=hit"}, cmp: cmpHit, rgit: []sample{{secs: 0.25}}, rgitRSSMB: 40}
+	if got, want := hit.line(), "bench op=http-clone fixture=small-file cache=hit rgit_s=0.250 rgit_rss_mb=40 rgit=cache-hit ref=none"; got != want {
+		t.Errorf("line = %q\nwant   %q", got, want)
+	}
+}
+
+func TestAPILine(t *testing.T) {
+	if got, want := apiLine("tree", "large", "off", false, 0.5, []float64{2, 1, 3}, 900),
+		"bench op=api-tree fixture=large cache=off rgit_ms=0.500 git_ms=2.000 ratio=0.250 rps=900 rgit=keepalive-server ref=git-process"; got != want {
+		t.Errorf("apiLine = %q\nwant      %q", got, want)
+	}
+	if got, want := apiLine("tree", "large", "redis", true, 0.125, nil, 7000),
+		"bench op=api-tree fixture=large cache=redis rgit_ms=0.125 rps=7000 rgit=cache-hit ref=none"; got != want {
+		t.Errorf("apiLine = %q\nwant      %q", got, want)
+	}
+}
+
+func TestMetricValue(t *testing.T) {
+	text := "# HELP x\nrgit_clone_packs_total{source=\"built\"} 2\nrgit_clone_packs_total{source=\"local\"} 7\nrgit_up 1\n"
+	if v, ok, err := metricValue(text, clonePacksLocal); v != 7 || !ok || err != nil {
+		t.Errorf("local = %v, %v, %v; want 7", v, ok, err)
+	}
+	if _, ok, _ := metricValue(text, "rgit_clone_packs_total"); ok {
+		t.Error("a name without its labels matched a labelled sample")
+	}
+	if _, ok, err := metricValue("rgit_up x\n", "rgit_up"); !ok || err == nil {
+		t.Errorf("unparsable value: found %v, err %v", ok, err)
 	}
 }
 

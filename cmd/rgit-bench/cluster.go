@@ -22,11 +22,12 @@ import (
 // runCluster measures cluster mode on three real nodes (testkit/multiproc)
 // sharing one file store:
 //
-//	bench op=forward-clone fixture=<f> rgit_s=<via a forwarding node> git_s=<direct to the owner> ratio=… rgit_rss_mb=<forwarder's peak RSS>
-//	bench op=handoff-first-clone fixture=<f> rgit_s=<first clone on the new owner after a drain> git_s=<warm clone on the old owner> ratio=…
+//	bench op=forward-clone fixture=<f> rgit_s=<via a forwarding node> direct_s=<direct to the owner> ratio=… rgit_rss_mb=<forwarder's peak RSS> rgit=forwarded ref=rgit-direct
+//	bench op=handoff-first-clone fixture=<f> rgit_s=<first clone on the new owner after a drain> warm_s=<warm clone on the old owner> ratio=… rgit=first-after-handoff ref=rgit-warm-owner
 //	takeover op=kill9 seconds=<first successful fetch through a survivor after kill -9 of the owner>
 //
-// Here git_s is rgit itself, direct: the ratio is the cost of the hop.
+// The reference is rgit itself: the ratio is the cost of the hop (or of
+// the hand-over). Every clone is checked to end at the fixture's main.
 // The lease-plane lines come first, in process: op=claim and
 // op=restart-storm (lease.go), then op=renew, op=map-load and
 // op=follower-poll (leaseplane.go).
@@ -40,10 +41,20 @@ func runCluster(ctx context.Context, args []string) error {
 	claimFor := fs.Duration("claim-for", 5*time.Second, "how long each op=claim concurrency runs")
 	stormRepos := fs.Int("storm-repos", 10000, "repositories in op=restart-storm")
 	stormLimit := fs.Duration("storm-limit", time.Minute, "give op=restart-storm up after this long")
+	renewLeases := fs.String("renew-leases", "1000,100000", "comma-separated lease counts for op=renew")
+	mapEntries := fs.Int("map-entries", 1000000, "ownership map entries for op=map-load and op=follower-poll")
 	fs.Parse(args)
+	var renew []int
+	for _, f := range strings.Split(*renewLeases, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-renew-leases: %q is not a positive count", f)
+		}
+		renew = append(renew, n)
+	}
 	err := runLeaseBench(ctx, os.Stdout, *claimFor, *stormRepos, *stormLimit)
 	if err == nil {
-		err = runLeasePlane(ctx)
+		err = runLeasePlane(ctx, renew, *mapEntries)
 	}
 	if err != nil || *leaseOnly {
 		return err
@@ -95,15 +106,17 @@ func runCluster(ctx context.Context, args []string) error {
 		if _, err := timeGit(ctx, f.Dir, "push", "-q", "--mirror", owner.HTTPURL(token, repo)); err != nil {
 			return err
 		}
-		r := result{op: "forward-clone", fixture: f.Name}
+		hf := &httpFixture{Fixture: f, work: work}
+		if hf.mainTip, err = f.Rev(ctx, "refs/heads/main"); err != nil {
+			return err
+		}
+		r := result{op: "forward-clone", fixture: f.Name, cmp: comparison{rgit: "forwarded", ref: "rgit-direct", refField: "direct"}}
 		for i := 0; i < c.runs; i++ {
 			for _, side := range []struct {
 				n   *multiproc.Node
 				dst *[]sample
 			}{{fwd, &r.rgit}, {owner, &r.git}} {
-				dst := filepath.Join(work, "clone")
-				os.RemoveAll(dst)
-				s, err := timeGit(ctx, work, "clone", "-q", "--bare", side.n.HTTPURL(token, repo), dst)
+				s, err := hf.cloneOnce(ctx, side.n.HTTPURL(token, repo))
 				if err != nil {
 					return fmt.Errorf("clone via %s: %w\n%s", side.n.Name, err, side.n.LogTail(10))
 				}
@@ -127,7 +140,11 @@ func runCluster(ctx context.Context, args []string) error {
 		return err
 	}
 	for _, f := range fxs {
-		if err := handoff(ctx, cl, c.runs, token, "bench/"+f.Name, f.Name, work); err != nil {
+		hf := &httpFixture{Fixture: f, work: work}
+		if hf.mainTip, err = f.Rev(ctx, "refs/heads/main"); err != nil {
+			return err
+		}
+		if err := handoff(ctx, cl, c.runs, token, "bench/"+f.Name, hf); err != nil {
 			return err
 		}
 	}
@@ -163,7 +180,7 @@ var ownerRe = regexp.MustCompile(`is owned by (\S+) \(epoch \d+, lease live`)
 // is stopped with SIGTERM (it drains, hinting its successor to prewarm),
 // then repo is cloned once on the node that takes it over, against the
 // median warm clone on the old owner. The old owner is started again.
-func handoff(ctx context.Context, cl *multiproc.Cluster, runs int, token, repo, fx, work string) error {
+func handoff(ctx context.Context, cl *multiproc.Cluster, runs int, token, repo string, hf *httpFixture) error {
 	out, err := cl.Admin(ctx, cl.Nodes[0], "where", repo)
 	m := ownerRe.FindStringSubmatch(out)
 	if err != nil || m == nil {
@@ -181,11 +198,10 @@ func handoff(ctx context.Context, cl *multiproc.Cluster, runs int, token, repo, 
 	if owner == nil {
 		return fmt.Errorf("owner of %s: unknown node %q", repo, m[1])
 	}
-	r := result{op: "handoff-first-clone", fixture: fx}
-	dst := filepath.Join(work, "clone")
+	fx := hf.Name
+	r := result{op: "handoff-first-clone", fixture: fx, cmp: comparison{rgit: "first-after-handoff", ref: "rgit-warm-owner", refField: "warm"}}
 	for i := 0; i < runs; i++ {
-		os.RemoveAll(dst)
-		s, err := timeGit(ctx, work, "clone", "-q", "--bare", owner.HTTPURL(token, repo), dst)
+		s, err := hf.cloneOnce(ctx, owner.HTTPURL(token, repo))
 		if err != nil {
 			return fmt.Errorf("warm clone on %s: %w", owner.Name, err)
 		}
@@ -201,8 +217,7 @@ func handoff(ctx context.Context, cl *multiproc.Cluster, runs int, token, repo, 
 			next = n
 		}
 	}
-	os.RemoveAll(dst)
-	s, err := timeGit(ctx, work, "clone", "-q", "--bare", next.HTTPURL(token, repo), dst)
+	s, err := hf.cloneOnce(ctx, next.HTTPURL(token, repo))
 	if err != nil {
 		return fmt.Errorf("first clone on %s after %s drained: %w\n%s", next.Name, owner.Name, err, next.LogTail(10))
 	}
@@ -218,16 +233,15 @@ func handoff(ctx context.Context, cl *multiproc.Cluster, runs int, token, repo, 
 
 // prewarmed reads node n's prewarm counter from /metrics.
 func prewarmed(n *multiproc.Node) string {
-	resp, err := http.Get("http://" + n.HTTPAddr + "/metrics")
+	resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
 	if err != nil {
 		return "metrics: " + err.Error()
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "rgit_prewarm_bytes_total ") {
-			return "prewarm_bytes=" + strings.TrimPrefix(l, "rgit_prewarm_bytes_total ")
-		}
+	v, ok, err := metricValue(string(b), "rgit_prewarm_bytes_total")
+	if !ok || err != nil {
+		return "prewarm_bytes=?"
 	}
-	return "prewarm_bytes=?"
+	return fmt.Sprintf("prewarm_bytes=%.0f", v)
 }

@@ -27,7 +27,7 @@ import (
 // and limited bandwidth (an in-memory store behind testkit/faultstore; the
 // nodes run in this process, so the slow store needs no production knob):
 //
-//	bench op=cold-clone fixture=<f> store=mem-<lat>ms-<bw>MBps rgit_s=<X> git_s=<warm C git clone> ratio=<r>
+//	bench op=cold-clone fixture=<f> store=mem-<lat>ms-<bw>MBps rgit_s=<X> git_s=<warm C git clone> ratio=<r> rgit=cold-node ref=git-http-backend-warm
 //	bench op=cold-clone-shared ...   (another node already stored the clone pack)
 //
 // rgit_s is `git clone --bare` against a node started for that run with an
@@ -35,7 +35,9 @@ import (
 // another node). For op=cold-clone the store holds no clone pack, so the
 // node downloads the packs and builds it; for op=cold-clone-shared it holds
 // the one an earlier node built. The two take turns within each run. git_s is the same clone from `git
-// http-backend` on the fixture, warm (the page cache holds it).
+// http-backend` on the fixture, warm (the page cache holds it): the
+// comparison is asymmetric on purpose (what a first clone from a cold node
+// costs against the usual one), and the line says so.
 //
 //	cold op=pack-download fixture=<f> store=… parallel_s=<X> single_s=<Y> ratio=<X/Y>
 //
@@ -82,7 +84,7 @@ func runCold(ctx context.Context, args []string) error {
 		}
 		for _, r := range res {
 			rg, g := median(r.rgit), median(r.git)
-			fmt.Printf("bench op=%s fixture=%s store=%s rgit_s=%.3f git_s=%.3f ratio=%.2f\n", r.op, f.Name, storeName, rg, g, rg/g)
+			fmt.Printf("bench op=%s fixture=%s store=%s rgit_s=%.3f git_s=%.3f ratio=%.2f rgit=cold-node ref=git-http-backend-warm\n", r.op, f.Name, storeName, rg, g, rg/g)
 			fmt.Fprintf(os.Stderr, "  note op=%s fixture=%s rgit_runs=%s git_runs=%s store_gets=%s\n", r.op, f.Name, runs(r.rgit), runs(r.git), r.notes)
 			if r.op == "cold-clone" {
 				par, single := median(r.dlParallel), median(r.dlSingle)

@@ -196,14 +196,19 @@ func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, run
 	type sideFn func(run int) (sample, error)
 	ops := []struct {
 		name string
+		cmp  comparison
 		// serve, if set, makes the rgit side a warm server started with
 		// these child arguments; verify checks its first, untimed answer.
-		serve  []string
-		verify func(ctx context.Context, ef *engineFixture, packFile string) error
-		rgit   sideFn // the cold side, when serve is nil
-		git    sideFn
+		// cold, if set, is the child a fresh rgit process runs per request;
+		// verify checks one untimed run of it.
+		serve, cold []string
+		verify      func(ctx context.Context, ef *engineFixture, packFile string) error
+		rgit        sideFn // index's side
+		git         sideFn // nil: no reference (a cache hit)
+		// hit: every timed request must be a clone-pack cache hit.
+		hit bool
 	}{
-		{name: "index",
+		{name: "index", cmp: cmpProcess,
 			rgit: func(run int) (sample, error) {
 				d, err := outDir("rgit", run)
 				return timed(child("index", run, "-in", ef.fullPack, "-dir", d), err)
@@ -212,22 +217,23 @@ func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, run
 				d, err := outDir("git", run)
 				return timed(gitc("", "index-pack", "--threads=2", "-o", filepath.Join(d, "full.idx"), ef.fullPack), err)
 			}},
-		{name: "clone", serve: cloneArgs, verify: verifyClonePack, git: gitClone},
-		// The clone-pack cache, filled by the server's first request.
-		{name: "clone-cached", serve: cachedArgs, verify: verifyClonePack, git: gitClone},
-		{name: "fetch", serve: fetchArgs, verify: verifyFetchPack, git: gitFetch},
-		{name: "clone-cold",
-			rgit: func(run int) (sample, error) { return runTimed(child(cloneArgs[0], run, cloneArgs[1:]...)) },
-			git:  gitClone},
-		{name: "fetch-cold",
-			rgit: func(run int) (sample, error) { return runTimed(child(fetchArgs[0], run, fetchArgs[1:]...)) },
-			git:  gitFetch},
+		// The headline lines: a fresh process per request on both sides.
+		{name: "clone", cmp: cmpProcess, cold: cloneArgs, verify: verifyClonePack, git: gitClone},
+		{name: "fetch", cmp: cmpProcess, cold: fetchArgs, verify: verifyFetchPack, git: gitFetch},
+		// Asymmetric: one request to a running rgit process that has the
+		// pack open, against a git process.
+		{name: "clone-warm", cmp: cmpWarm, serve: cloneArgs, verify: verifyClonePack, git: gitClone},
+		{name: "fetch-warm", cmp: cmpWarm, serve: fetchArgs, verify: verifyFetchPack, git: gitFetch},
+		// The clone-pack cache, filled by the server's first request: no
+		// reference.
+		{name: "clone-cached", cmp: cmpHit, serve: cachedArgs, verify: verifyClonePack, hit: true},
 	}
 	for _, op := range ops {
-		r := result{op: op.name, fixture: ef.Name}
+		r := result{op: op.name, fixture: ef.Name, cmp: op.cmp}
 		rgit := op.rgit
 		var srv *warmServer
-		if op.serve != nil {
+		switch {
+		case op.serve != nil:
 			var err error
 			if srv, err = startServer(ctx, self, op.serve...); err != nil {
 				return err
@@ -237,14 +243,40 @@ func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, run
 				srv.stop()
 				return fmt.Errorf("%s %s: %w", op.name, ef.Name, err)
 			}
-			rgit = func(int) (sample, error) { return srv.request("") }
+			rgit = func(int) (sample, error) {
+				s, hit, err := srv.request("")
+				if err == nil && op.hit && !hit {
+					err = fmt.Errorf("%w: a clone-pack cache miss after the cache was filled", ErrVerify)
+				}
+				return s, err
+			}
+		case op.cold != nil:
+			out := filepath.Join(ef.work, "verify.pack")
+			err := func() error {
+				defer os.Remove(out)
+				if _, err := runTimed(child(op.cold[0], 1, append(op.cold[1:], "-out", out)...)); err != nil {
+					return err
+				}
+				return op.verify(ctx, ef, out)
+			}()
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", op.name, ef.Name, err)
+			}
+			rgit = func(run int) (sample, error) { return runTimed(child(op.cold[0], run, op.cold[1:]...)) }
+		}
+		sides := []struct {
+			fn  sideFn
+			dst *[]sample
+		}{{rgit, &r.rgit}}
+		if op.git != nil {
+			sides = append(sides, struct {
+				fn  sideFn
+				dst *[]sample
+			}{op.git, &r.git})
 		}
 		// Interleave the sides so background noise hits both alike.
 		for run := range runs {
-			for _, side := range []struct {
-				fn  sideFn
-				dst *[]sample
-			}{{rgit, &r.rgit}, {op.git, &r.git}} {
+			for _, side := range sides {
 				s, err := side.fn(run)
 				if err != nil {
 					if srv != nil {
@@ -272,13 +304,17 @@ func benchEngineFixture(ctx context.Context, ef *engineFixture, self string, run
 	return nil
 }
 
+// cmpWarm: one request to a running rgit process against a git process
+// (start-up, pack open and bitmap load included on git's side only).
+var cmpWarm = comparison{rgit: "warm-request", ref: "git-process"}
+
 // verifyFirst has a fresh server answer its first request into a file
 // (untimed: it is the server's warm-up, whose one-time costs the cold
 // lines show) and checks that pack.
 func verifyFirst(ctx context.Context, ef *engineFixture, srv *warmServer, verify func(context.Context, *engineFixture, string) error) error {
 	out := filepath.Join(ef.work, "verify.pack")
 	defer os.Remove(out)
-	if _, err := srv.request(out); err != nil {
+	if _, _, err := srv.request(out); err != nil {
 		return err
 	}
 	return verify(ctx, ef, out)

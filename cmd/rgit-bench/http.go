@@ -45,6 +45,20 @@ type httpFlags struct {
 	concurrency int
 }
 
+// runHTTP measures end-to-end git operations over smart HTTP, rgit
+// against git http-backend on the same fixture, per rgit object store:
+//
+//	bench op=<op> fixture=<f>-<store> cache=off rgit_s=… git_s=… ratio=… rgit_rss_mb=… rgit=http-server ref=git-http-backend
+//	bench op=http-clone|http-clone-x20 fixture=<f>-<store> cache=hit rgit_s=… rgit_rss_mb=… rgit=cache-hit ref=none
+//
+// The cache=off lines are the comparison: the node runs without its
+// clone-pack cache (RGIT_CLONE_CACHE_BYTES=0), so it computes every
+// clone as http-backend does, and each git run goes right before the
+// rgit run of the same operation on the same store. The cache=hit lines
+// are a node with the cache on after one untimed clone filled it, every
+// timed clone checked to be a hit in its metrics; git has no such cache,
+// so they have no reference. Every clone and fetch is checked to end at
+// the fixture's main.
 func runHTTP(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("http", flag.ExitOnError)
 	var c httpFlags
@@ -111,19 +125,7 @@ func runHTTP(ctx context.Context, args []string) error {
 				return gs.url(name), nil
 			},
 		}
-		// Each git run goes right before the first store's rgit run of
-		// the same operation: on a loaded machine the two sides then see
-		// the same load, which a ratio of two separate series would not.
-		gitRes := map[string][]sample{}
-		gitRun := func(op string, run int) error {
-			s, err := hf.measure(ctx, op, gitSide, run, c.concurrency)
-			if err != nil {
-				return fmt.Errorf("git side: %w", err)
-			}
-			gitRes[op] = append(gitRes[op], s)
-			return nil
-		}
-		for k, store := range stores {
+		for _, store := range stores {
 			env := rgitEnv{
 				bin:      bin,
 				cacheDir: filepath.Join(work, "cache-"+f.Name+"-"+store),
@@ -136,16 +138,39 @@ func runHTTP(ctx context.Context, args []string) error {
 				env.storeURL = "s3://" + s3.Bucket + "/" + f.Name
 				env.extra = s3.Env()
 			}
-			paired := gitRun
-			if k > 0 {
-				paired = nil
+			// Each git run goes right before the rgit run of the same
+			// operation on this store: on a loaded machine the two sides
+			// then see the same load, which a ratio of two separate
+			// series would not.
+			gitRes := map[string][]sample{}
+			gitRun := func(op string, run int) error {
+				s, err := hf.measure(ctx, op, gitSide, run, c.concurrency)
+				if err != nil {
+					return fmt.Errorf("git side: %w", err)
+				}
+				gitRes[op] = append(gitRes[op], s)
+				return nil
 			}
-			rg, err := hf.benchRgit(ctx, env, ops, c.runs, c.concurrency, paired)
+			// The headline: every answer computed, as git http-backend
+			// computes it (no clone-pack cache).
+			cold := env
+			cold.extra = append(slices.Clone(env.extra), "RGIT_CLONE_CACHE_BYTES=0")
+			rg, err := hf.benchRgit(ctx, cold, ops, c.runs, c.concurrency, gitRun)
 			if err != nil {
 				return fmt.Errorf("rgit side, %s store: %w", store, err)
 			}
 			for _, op := range ops {
-				r := result{op: op, fixture: f.Name + "-" + store, rgit: rg.samples[op], git: gitRes[op], rgitRSSMB: float64(rg.rssKB[op]) / 1024}
+				r := result{op: op, fixture: f.Name + "-" + store, labels: []string{"cache=off"}, cmp: cmpHTTP,
+					rgit: rg.samples[op], git: gitRes[op], rgitRSSMB: float64(rg.rssKB[op]) / 1024}
+				r.report(os.Stdout, os.Stderr)
+			}
+			// The clone-pack cache's hits, on their own lines.
+			hits, err := hf.benchHits(ctx, env, ops, c.runs, c.concurrency)
+			if err != nil {
+				return fmt.Errorf("rgit side, %s store, clone-pack cache: %w", store, err)
+			}
+			for _, r := range hits {
+				r.fixture = f.Name + "-" + store
 				r.report(os.Stdout, os.Stderr)
 			}
 		}
@@ -205,30 +230,12 @@ type rgitResults struct {
 // benchRgit runs every HTTP operation against rgit, restarting the node
 // for each so the peak RSS of each operation is its own. paired, if set,
 // runs before each rgit run (the git side's run of the same operation).
+// The node must run without a clone-pack cache: every clone is checked to
+// have been built.
 func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, ops []string, runs, concurrency int, paired func(op string, run int) error) (*rgitResults, error) {
 	res := &rgitResults{samples: map[string][]sample{}, rssKB: map[string]int64{}}
-	token := ""
 	for _, op := range ops {
-		srv, err := startRgit(ctx, env)
-		if err != nil {
-			return nil, err
-		}
-		err = func() error {
-			if token == "" {
-				if token, err = srv.admin(ctx, "add-token", benchOwner); err != nil {
-					return err
-				}
-			}
-			side := httpSide{
-				cloneURL: srv.url(token, "push-0"),
-				pushURL: func(ctx context.Context, run int) (string, error) {
-					name := fmt.Sprintf("push-%d", run)
-					if _, err := srv.admin(ctx, "create-repo", benchOwner+"/"+name); err != nil {
-						return "", err
-					}
-					return srv.url(token, name), nil
-				},
-			}
+		err := hf.onNode(ctx, env, res, op, func(srv *rgitServer, side httpSide) error {
 			for run := range runs {
 				if paired != nil {
 					if err := paired(op, run); err != nil {
@@ -241,18 +248,104 @@ func (hf *httpFixture) benchRgit(ctx context.Context, env rgitEnv, ops []string,
 				}
 				res.samples[op] = append(res.samples[op], s)
 			}
-			return nil
-		}()
-		rss, serr := srv.stop()
+			_, on, err := srv.metric(ctx, clonePacksLocal)
+			if err == nil && on {
+				err = fmt.Errorf("the node has a clone-pack cache (it exports %s)", clonePacksLocal)
+			}
+			return err
+		})
 		if err != nil {
-			return nil, fmt.Errorf("%w\nrgit log:\n%s", err, lastLines(srv.log.Bytes(), 15))
+			return nil, err
 		}
-		if serr != nil {
-			return nil, serr
-		}
-		res.rssKB[op] = rss
 	}
 	return res, nil
+}
+
+// clonePacksLocal counts clone packs a node answered from its own disk.
+const clonePacksLocal = `rgit_clone_packs_total{source="local"}`
+
+// hitOps are the operations the clone-pack cache answers.
+var hitOps = []string{"http-clone", "http-clone-x20"}
+
+// benchHits times the clone operations among ops on a node with its
+// clone-pack cache on, after one untimed clone filled it: every timed
+// clone must be a hit (the node's metrics say so). These lines have no
+// reference: git http-backend has no such cache.
+func (hf *httpFixture) benchHits(ctx context.Context, env rgitEnv, ops []string, runs, concurrency int) ([]result, error) {
+	res := &rgitResults{samples: map[string][]sample{}, rssKB: map[string]int64{}}
+	var out []result
+	for _, op := range ops {
+		if !slices.Contains(hitOps, op) {
+			continue
+		}
+		err := hf.onNode(ctx, env, res, op, func(srv *rgitServer, side httpSide) error {
+			if _, err := hf.measure(ctx, "http-clone", side, 0, 1); err != nil {
+				return fmt.Errorf("fill the clone-pack cache: %w", err)
+			}
+			before, _, err := srv.metric(ctx, clonePacksLocal)
+			if err != nil {
+				return err
+			}
+			clones := 0
+			for run := range runs {
+				s, err := hf.measure(ctx, op, side, run, concurrency)
+				if err != nil {
+					return err
+				}
+				res.samples[op] = append(res.samples[op], s)
+				clones += map[bool]int{true: concurrency, false: 1}[op == "http-clone-x20"]
+			}
+			after, _, err := srv.metric(ctx, clonePacksLocal)
+			if err != nil {
+				return err
+			}
+			if got := int(after - before); got != clones {
+				return fmt.Errorf("%s: %d of %d clones were clone-pack cache hits", op, got, clones)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, result{op: op, labels: []string{"cache=hit"}, cmp: cmpHit, rgit: res.samples[op], rgitRSSMB: float64(res.rssKB[op]) / 1024})
+	}
+	return out, nil
+}
+
+// onNode starts a node on env, runs fn against it (the repository the
+// first http-push run created is the one clones read) and stops it,
+// keeping its peak RSS as op's.
+func (hf *httpFixture) onNode(ctx context.Context, env rgitEnv, res *rgitResults, op string, fn func(*rgitServer, httpSide) error) error {
+	srv, err := startRgit(ctx, env)
+	if err != nil {
+		return err
+	}
+	err = func() error {
+		token, err := srv.admin(ctx, "add-token", benchOwner)
+		if err != nil {
+			return err
+		}
+		side := httpSide{
+			cloneURL: srv.url(token, "push-0"),
+			pushURL: func(ctx context.Context, run int) (string, error) {
+				name := fmt.Sprintf("push-%d", run)
+				if _, err := srv.admin(ctx, "create-repo", benchOwner+"/"+name); err != nil {
+					return "", err
+				}
+				return srv.url(token, name), nil
+			},
+		}
+		return fn(srv, side)
+	}()
+	rss, serr := srv.stop()
+	if err != nil {
+		return fmt.Errorf("%w\nrgit log:\n%s", err, lastLines(srv.log.Bytes(), 15))
+	}
+	if serr != nil {
+		return serr
+	}
+	res.rssKB[op] = rss
+	return nil
 }
 
 // measure runs op once against side and returns its wall time. Client-side

@@ -25,18 +25,18 @@ import (
 // store=mem-100ms), so the figures are reproducible:
 //
 //	cluster op=renew store=mem-100ms leases=<n> bytes_written=<one renewal's store bytes> ms=<its latency>
-//	cluster op=map-load entries=1000000 ms=<leader start: open + load> cpu_ms=<its CPU time> rss_mb=<heap kept by the loaded map> b_per_entry=<same, per entry>
-//	cluster op=follower-poll entries=1000000 changes=100 ms=<one poll after 100 committed changes> bytes_read=<store bytes it read>
-func runLeasePlane(ctx context.Context) error {
-	for _, n := range []int{1000, 100000} {
+//	cluster op=map-load entries=<n, default 1000000> ms=<leader start: open + load> cpu_ms=<its CPU time> rss_mb=<heap kept by the loaded map> b_per_entry=<same, per entry>
+//	cluster op=follower-poll entries=<n> changes=100 ms=<one poll after 100 committed changes> bytes_read=<store bytes it read>
+func runLeasePlane(ctx context.Context, renew []int, entries int) error {
+	for _, n := range renew {
 		if err := benchRenew(ctx, n); err != nil {
 			return fmt.Errorf("renew leases=%d: %w", n, err)
 		}
 	}
-	if err := benchMapLoad(ctx, 1000000); err != nil {
+	if err := benchMapLoad(ctx, entries); err != nil {
 		return fmt.Errorf("map-load: %w", err)
 	}
-	if err := benchFollowerPoll(ctx, 1000000, 100); err != nil {
+	if err := benchFollowerPoll(ctx, entries, 100); err != nil {
 		return fmt.Errorf("follower-poll: %w", err)
 	}
 	return nil

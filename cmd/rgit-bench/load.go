@@ -23,8 +23,11 @@ import (
 )
 
 // The load benchmark: many clients at once against many repositories,
-// mixed like a CI fleet, once against `git http-backend` and once against
-// an rgit node serving copies of the same repositories. The mix is by
+// mixed like a CI fleet, against `git http-backend` and against an rgit
+// node serving copies of the same repositories. Both servers run the
+// whole time and take turns in -rounds rounds (git then rgit, then rgit
+// then git, …), each loaded for its share of -duration, so a change in
+// the machine's load hits both alike. The mix is by
 // client: 70% of the clients poll (ls-remote), 20% fetch, 5% clone and 5%
 // push, each in a loop on random repositories, so every kind runs at its
 // own pace (drawing the operation per request instead would leave every
@@ -124,6 +127,7 @@ type loadFlags struct {
 	clients  int
 	duration time.Duration
 	repos    int
+	rounds   int
 	opTime   time.Duration
 	gitProcs int
 }
@@ -134,13 +138,14 @@ func runLoad(ctx context.Context, args []string) error {
 	c.register(fs, "small")
 	fs.StringVar(&c.rgitBin, "rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	fs.IntVar(&c.clients, "clients", 200, "concurrent clients")
-	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long each server is loaded")
+	fs.DurationVar(&c.duration, "duration", 60*time.Second, "how long each server is loaded, in all")
+	fs.IntVar(&c.rounds, "rounds", 2, "turns each server takes (they alternate, -duration/-rounds each)")
 	fs.IntVar(&c.repos, "repos", 50, "repositories the clients spread over")
 	fs.DurationVar(&c.opTime, "op-timeout", time.Minute, "an operation taking longer is an error")
 	fs.IntVar(&c.gitProcs, "git-procs", 2*runtime.NumCPU(), "git client operations (fetch, clone, push) running at once")
 	fs.Parse(args)
-	if c.clients < 1 || c.repos < 1 || c.duration <= 0 || c.gitProcs < 1 {
-		return errors.New("-clients, -repos, -duration and -git-procs must be positive")
+	if c.clients < 1 || c.repos < 1 || c.duration <= 0 || c.gitProcs < 1 || c.rounds < 1 {
+		return errors.New("-clients, -repos, -duration, -rounds and -git-procs must be positive")
 	}
 	bin, err := rgitBinary(c.rgitBin)
 	if err != nil {
@@ -174,7 +179,7 @@ func runLoad(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer gs.Close() // also closed once git's run ends; Close twice is harmless
+	defer gs.Close() // also closed once the rounds end; Close twice is harmless
 	for _, n := range names {
 		dst := filepath.Join(gs.root, n+".git")
 		if out, err := exec.CommandContext(ctx, "cp", "-a", hf.Dir, dst).CombinedOutput(); err != nil {
@@ -188,11 +193,6 @@ func runLoad(ctx context.Context, args []string) error {
 	for i, n := range names {
 		gitURLs[i] = gs.url(n + ".git")
 	}
-	gitRes, err := runLoadOn(ctx, hf, c, "git", gitURLs)
-	gs.Close()
-	if err != nil {
-		return err
-	}
 
 	// rgit, with the same repositories pushed to it.
 	srv, err := startRgit(ctx, rgitEnv{bin: bin, storeURL: "file://" + filepath.Join(work, "store"),
@@ -200,23 +200,42 @@ func runLoad(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	rgitRes, err := func() (*loadResult, error) {
+	gitRes, rgitRes := newLoadResult("git"), newLoadResult("rgit")
+	err = func() error {
 		token, err := srv.admin(ctx, "add-token", benchOwner)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		urls := make([]string, len(names))
 		for i, n := range names {
 			if _, err := srv.admin(ctx, "create-repo", benchOwner+"/"+n); err != nil {
-				return nil, err
+				return err
 			}
 			urls[i] = srv.url(token, n)
 			if _, err := timeGit(ctx, hf.Dir, "push", "-q", "--mirror", urls[i]); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		return runLoadOn(ctx, hf, c, "rgit", urls)
+		turn := c
+		turn.duration = c.duration / time.Duration(c.rounds)
+		for round := range c.rounds {
+			order := []func() error{
+				func() error { return runLoadOn(ctx, hf, turn, gitURLs, round, gitRes) },
+				func() error { return runLoadOn(ctx, hf, turn, urls, round, rgitRes) },
+			}
+			if round%2 == 1 {
+				order[0], order[1] = order[1], order[0]
+			}
+			for _, run := range order {
+				if err := run(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}()
+	gs.Close()
+	hits, _, herr := srv.metric(ctx, clonePacksLocal)
 	rss, serr := srv.stop()
 	if err != nil {
 		return fmt.Errorf("%w\nrgit log:\n%s", err, lastLines(srv.log.Bytes(), 15))
@@ -228,19 +247,32 @@ func runLoad(ctx context.Context, args []string) error {
 		r.report(os.Stdout, os.Stderr)
 	}
 	fmt.Printf("load server=rgit peak_rss_mb=%.0f\n", float64(rss)/1024)
-	fmt.Printf("load total rgit_ops_per_sec=%.1f git_ops_per_sec=%.1f ratio=%.2f\n",
-		rgitRes.total(), gitRes.total(), rgitRes.total()/max(gitRes.total(), 1e-9))
+	if herr == nil {
+		// rgit runs as deployed, its clone-pack cache on; pushes keep
+		// changing the refs, so few clones are hits. Say how many were.
+		fmt.Fprintf(os.Stderr, "  note server=rgit clone_cache_hits=%.0f clones=%d\n", hits, len(rgitRes.ops[opClone].lat))
+	}
+	fmt.Printf("load total rgit_ops_per_sec=%.1f git_ops_per_sec=%.1f ratio=%.2f rounds=%d\n",
+		rgitRes.total(), gitRes.total(), rgitRes.total()/max(gitRes.total(), 1e-9), c.rounds)
 	if lastLines(srv.log.Bytes(), 1) != "" {
 		fmt.Fprintf(os.Stderr, "rgit log (last lines):\n%s\n", lastLines(srv.log.Bytes(), 10))
 	}
 	return nil
 }
 
-// loadResult is one server's run.
+// loadResult is one server's runs, added up over the rounds.
 type loadResult struct {
 	server string
 	secs   float64
 	ops    [numLoadOps]*opStats
+}
+
+func newLoadResult(server string) *loadResult {
+	r := &loadResult{server: server}
+	for i := range r.ops {
+		r.ops[i] = &opStats{}
+	}
+	return r
 }
 
 func (r *loadResult) total() float64 {
@@ -270,29 +302,27 @@ type loadClient struct {
 	tree   string // main's tree, for push commits
 	seq    int
 	server string
+	round  int
 }
 
 // runLoadOn runs c.clients clients against urls (one per repository) for
-// c.duration.
-func runLoadOn(ctx context.Context, hf *httpFixture, c loadFlags, server string, urls []string) (*loadResult, error) {
-	res := &loadResult{server: server}
-	for i := range res.ops {
-		res.ops[i] = &opStats{}
-	}
+// c.duration, adding their outcomes to res.
+func runLoadOn(ctx context.Context, hf *httpFixture, c loadFlags, urls []string, round int, res *loadResult) error {
+	server := res.server
 	tree, err := hf.Rev(ctx, "refs/heads/main^{tree}")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	base := filepath.Join(hf.work, "clients-"+server)
 	// Push commits are made in one shared repository holding the fixture's
 	// objects (concurrent object writes are safe in git).
 	src := filepath.Join(base, "src.git")
 	if err := os.MkdirAll(base, 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	defer os.RemoveAll(base)
 	if out, err := exec.CommandContext(ctx, "cp", "-al", hf.Dir, src).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("copy push source: %w: %s", err, out)
+		return fmt.Errorf("copy push source: %w: %s", err, out)
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: c.clients, MaxConnsPerHost: 0, IdleConnTimeout: time.Minute}
 	defer tr.CloseIdleConnections()
@@ -304,7 +334,7 @@ func runLoadOn(ctx context.Context, hf *httpFixture, c loadFlags, server string,
 	var wg sync.WaitGroup
 	start := time.Now()
 	for id := range c.clients {
-		cl := &loadClient{hf: hf, id: id, http: hc, dir: filepath.Join(base, fmt.Sprint(id)), src: src, tree: tree, server: server}
+		cl := &loadClient{hf: hf, id: id, http: hc, dir: filepath.Join(base, fmt.Sprint(id)), src: src, tree: tree, server: server, round: round}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -337,8 +367,8 @@ func runLoadOn(ctx context.Context, hf *httpFixture, c loadFlags, server string,
 		}()
 	}
 	wg.Wait()
-	res.secs = time.Since(start).Seconds()
-	return res, ctx.Err()
+	res.secs += time.Since(start).Seconds()
+	return ctx.Err()
 }
 
 func (cl *loadClient) do(ctx context.Context, op loadOp, repoURL string) error {
@@ -366,11 +396,11 @@ func (cl *loadClient) do(ctx context.Context, op loadOp, repoURL string) error {
 		cl.seq++
 		// The commit is made before the clock starts in a real fleet too;
 		// here it is inside, the same on both servers.
-		out, err := fixture.Git(ctx, cl.src, nil, "commit-tree", cl.tree, "-p", cl.hf.mainTip, "-m", fmt.Sprintf("load %s %d %d", cl.server, cl.id, cl.seq))
+		out, err := fixture.Git(ctx, cl.src, nil, "commit-tree", cl.tree, "-p", cl.hf.mainTip, "-m", fmt.Sprintf("load %s %d %d %d", cl.server, cl.round, cl.id, cl.seq))
 		if err != nil {
 			return err
 		}
-		ref := fmt.Sprintf("refs/heads/load/%d-%d", cl.id, cl.seq)
+		ref := fmt.Sprintf("refs/heads/load/r%d-%d-%d", cl.round, cl.id, cl.seq)
 		_, err = timeGit(ctx, cl.src, "push", "-q", repoURL, strings.TrimSpace(string(out))+":"+ref)
 		return err
 	}

@@ -1,14 +1,20 @@
 // Command rgit-bench compares rgit with C git on deterministic fixture
 // repositories (testkit/fixture) and prints one line per measurement:
 //
-//	bench op=<op> fixture=<name> rgit_s=<X> git_s=<Y> ratio=<X/Y> rgit_rss_mb=<M>
+//	bench op=<op> fixture=<name> rgit_s=<X> git_s=<Y> ratio=<X/Y> rgit_rss_mb=<M> rgit=<how rgit ran> ref=<what git_s is>
+//
+// Every line names both sides of its comparison (measure.go): rgit= says
+// how rgit ran, ref= what the reference is, and the two sides are timed
+// in turn within the same run. A reference that is not git prints its
+// own field (direct_s=, warm_s=); a line with ref=none (a cache hit) has
+// no reference time and no ratio.
 //
 // Subcommands:
 //
 //	fixtures  build (or find cached) fixtures and print their sizes
 //	(the ref-database benchmark is its own command, cmd/rgit-bench-refdb)
 //	engine    pack layer: index a pushed pack, full-clone pack, incremental fetch
-//	          (warm server and cold process, see below)
+//	          (fresh processes on both sides, and a warm server, see below)
 //	http      end to end over smart HTTP against git http-backend
 //	cluster   three nodes: clone through a forwarding node vs. direct to
 //	          the owner, and takeover time after kill -9 of the owner
@@ -26,24 +32,23 @@
 //	memory    a node's peak and idle RSS over a push and a clone of the
 //	          large and big fixtures (see memory.go for its line format)
 //
-// The engine ops model each side's production path. C git serves a fetch
-// by upload-pack spawning `git pack-objects` (bitmaps on), so its side is
-// one such process per request, start-up included. An rgit server keeps a
-// repository's packs open across sessions (index mapped, offset order and
-// delta base cache built, bitmap loaded: storage/packcache), so op=clone,
-// op=clone-cached and op=fetch time single requests (plan, then the whole
-// pack written to a counting writer, or the clone-pack cache's answer) in
-// a long-running child (engine-child -serve) that has opened the pack once
-// and answered one untimed first request, the pack verified below; each
-// request gets a fresh commit-graph cache, as engine gives each session.
-// rgit_rss_mb is that child's peak after all requests. op=clone-cold and
-// op=fetch-cold show the rest: a fresh rgit process per request, paying Go
-// start-up, opening the pack and bitmap and the first request's one-time
-// work (the pack's reverse index is read from beside it, as the pack cache
-// keeps it, written by the first process). op=index is a fresh process on
-// both sides. The rgit side runs in child processes so that peak RSS can
-// be read from rusage. Every fixture's clone and fetch packs are checked
-// with `git index-pack --strict` and against `git rev-list --objects`.
+// The engine's headline lines, op=index, op=clone and op=fetch, are a
+// fresh process per request on both sides (rgit=process ref=git-process):
+// C git serves a fetch by upload-pack spawning `git pack-objects`
+// (bitmaps on), and the rgit child opens the pack, its reverse index
+// (read from beside it, as the pack cache keeps it, written by the first
+// process) and its bitmap, and answers one request. op=clone-warm and
+// op=fetch-warm are asymmetric and labelled so (rgit=warm-request): one
+// request to a long-running child (engine-child -serve) that has opened
+// the pack once and answered one untimed first request, against the same
+// git process; each request gets a fresh commit-graph cache, as engine
+// gives each session. op=clone-cached is that server answering from its
+// clone-pack cache, every timed request checked to be a hit; it has no
+// reference (ref=none). rgit_rss_mb is the child's peak (the server's
+// after all requests). The rgit side runs in child processes so that peak
+// RSS can be read from rusage. Every clone and fetch pack, the fresh
+// process's and the server's, is checked with `git index-pack --strict`
+// and against `git rev-list --objects`.
 //
 // It is a benchmark tool, so it may import anything, testkit included.
 package main

@@ -81,12 +81,46 @@ func lastLines(b []byte, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// result is the summary of one measurement over several runs.
+// result is the summary of one measurement over several runs: rgit's
+// samples against a reference's, measured interleaved in the same run.
 type result struct {
 	op, fixture string
-	rgit, git   []sample
-	rgitRSSMB   float64 // peak over runs, or of the server process
-	gitRSSMB    float64 // 0: not measured
+	// labels are extra "key=value" fields after fixture (cache=off).
+	labels    []string
+	rgit, git []sample
+	// cmp says what the two sides are; see comparison.
+	cmp       comparison
+	rgitRSSMB float64 // peak over runs, or of the server process
+	gitRSSMB  float64 // 0: not measured
+}
+
+// comparison names what a bench line compares, so that no line claims
+// more than it measured. The line ends with rgit=<rgit> ref=<ref>; the
+// reference's time is printed as <refField>_s (git_s when refField is
+// empty). A line with ref=none has no reference: it prints no reference
+// time and no ratio (a cache hit, say, is not a ratio against git).
+type comparison struct {
+	rgit, ref string
+	refField  string
+}
+
+// Comparisons shared by several benches.
+var (
+	// Both sides a fresh process per request, start-up included.
+	cmpProcess = comparison{rgit: "process", ref: "git-process"}
+	// Both sides an HTTP server, every request computed (no answer cache).
+	cmpHTTP = comparison{rgit: "http-server", ref: "git-http-backend"}
+	// An answer cache's hit: nothing to compare with.
+	cmpHit = comparison{rgit: "cache-hit", ref: "none"}
+)
+
+func (c comparison) hasRef() bool { return c.ref != "none" }
+
+func (c comparison) field() string {
+	if c.refField == "" {
+		return "git"
+	}
+	return c.refField
 }
 
 func median(ss []sample) float64 {
@@ -112,14 +146,29 @@ func peakMB(ss []sample) float64 {
 	return float64(m) / 1024
 }
 
-// line formats the result in the one format the lead's report parses.
+// line formats the result in the one format the lead's report parses:
+//
+//	bench op=<op> fixture=<f> [labels] rgit_s=<X> <ref>_s=<Y> ratio=<X/Y> rgit_rss_mb=<M> rgit=<how> ref=<what>
+//
+// and, without a reference, bench op=… rgit_s=<X> rgit_rss_mb=<M> rgit=<how> ref=none.
 func (r result) line() string {
-	rg, g := median(r.rgit), median(r.git)
-	ratio := 0.0
-	if g > 0 {
-		ratio = rg / g
+	var b strings.Builder
+	fmt.Fprintf(&b, "bench op=%s fixture=%s", r.op, r.fixture)
+	for _, l := range r.labels {
+		b.WriteString(" " + l)
 	}
-	return fmt.Sprintf("bench op=%s fixture=%s rgit_s=%.3f git_s=%.3f ratio=%.2f rgit_rss_mb=%.0f", r.op, r.fixture, rg, g, ratio, r.rgitRSSMB)
+	rg := median(r.rgit)
+	fmt.Fprintf(&b, " rgit_s=%.3f", rg)
+	if r.cmp.hasRef() {
+		g := median(r.git)
+		ratio := 0.0
+		if g > 0 {
+			ratio = rg / g
+		}
+		fmt.Fprintf(&b, " %s_s=%.3f ratio=%.2f", r.cmp.field(), g, ratio)
+	}
+	fmt.Fprintf(&b, " rgit_rss_mb=%.0f rgit=%s ref=%s", r.rgitRSSMB, r.cmp.rgit, r.cmp.ref)
+	return b.String()
 }
 
 // report prints the result line on stdout and a reference note (git's
@@ -130,7 +179,11 @@ func (r result) report(stdout, notes io.Writer) {
 	if r.gitRSSMB > 0 {
 		rss = fmt.Sprintf(" git_rss_mb=%.0f", r.gitRSSMB)
 	}
-	fmt.Fprintf(notes, "  note op=%s fixture=%s%s rgit_runs=%s git_runs=%s\n", r.op, r.fixture, rss, runs(r.rgit), runs(r.git))
+	ref := ""
+	if r.cmp.hasRef() {
+		ref = fmt.Sprintf(" %s_runs=%s", r.cmp.field(), runs(r.git))
+	}
+	fmt.Fprintf(notes, "  note op=%s fixture=%s%s rgit_runs=%s%s\n", r.op, r.fixture, rss, runs(r.rgit), ref)
 }
 
 func runs(ss []sample) string {

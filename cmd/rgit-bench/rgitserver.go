@@ -160,3 +160,45 @@ func (s *rgitServer) admin(ctx context.Context, cmd string, args ...string) (str
 func (s *rgitServer) url(token, repo string) string {
 	return "http://" + benchOwner + ":" + token + "@" + s.httpAddr + "/" + benchOwner + "/" + repo + ".git"
 }
+
+// metric reads one sample of the node's /metrics (name with its labels,
+// as the exposition format prints it); found is false when the node does
+// not export it.
+func (s *rgitServer) metric(ctx context.Context, name string) (v float64, found bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.httpAddr+"/metrics", nil)
+	if err != nil {
+		return 0, false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, false, fmt.Errorf("metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, false, fmt.Errorf("metrics: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, false, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	v, found, err = metricValue(string(b), name)
+	if err != nil {
+		return 0, false, fmt.Errorf("metrics: %w", err)
+	}
+	return v, found, nil
+}
+
+// metricValue finds the sample called name (labels included) in a
+// Prometheus text exposition.
+func metricValue(text, name string) (float64, bool, error) {
+	for _, l := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, true, fmt.Errorf("%s: %w", name, err)
+			}
+			return f, true, nil
+		}
+	}
+	return 0, false, nil
+}

@@ -55,16 +55,17 @@ func startPiped(cmd *exec.Cmd, stderr io.Writer) (io.WriteCloser, *bufio.Scanner
 
 // request has the server answer one request, writing the pack to the file
 // out (or counting it when out is ""), and returns the time the server
-// took for it.
-func (s *warmServer) request(out string) (sample, error) {
+// took for it and whether the clone-pack cache answered it.
+func (s *warmServer) request(out string) (sample, bool, error) {
 	if _, err := fmt.Fprintln(s.in, out); err != nil {
-		return sample{}, fmt.Errorf("%w: send request: %v: %s", ErrServer, err, lastLines(s.stderr.Bytes(), 8))
+		return sample{}, false, fmt.Errorf("%w: send request: %v: %s", ErrServer, err, lastLines(s.stderr.Bytes(), 8))
 	}
 	if !s.out.Scan() {
-		return sample{}, fmt.Errorf("%w: no answer (%v): %s", ErrServer, s.out.Err(), lastLines(s.stderr.Bytes(), 8))
+		return sample{}, false, fmt.Errorf("%w: no answer (%v): %s", ErrServer, s.out.Err(), lastLines(s.stderr.Bytes(), 8))
 	}
-	secs, err := parseRequestLine(s.out.Text())
-	return sample{secs: secs}, err
+	line := s.out.Text()
+	secs, err := parseRequestLine(line)
+	return sample{secs: secs}, strings.Contains(" "+line+" ", " cache_hit=true "), err
 }
 
 // stop ends the server and returns its peak RSS over all its requests.

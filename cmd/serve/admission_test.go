@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -12,10 +13,11 @@ import (
 )
 
 // TestAdmissionRefusesWhenSpent: with the pack-work budget spent by work
-// already admitted, a clone over SSH gets "ERR server busy", a clone and
-// a push over HTTP get 503 with Retry-After, and nothing is changed; the
-// ref advertisement (info/refs) and a v2 ls-refs still answer. Once the
-// admitted work ends, the same operations succeed.
+// already admitted, a clone over SSH gets "ERR server busy" (once its
+// negotiation decided that a pack follows), a clone and a push over HTTP
+// get 503 with Retry-After, and nothing is changed; the ref advertisement
+// (info/refs) and a v2 ls-refs still answer. Once the admitted work ends,
+// the same operations succeed.
 func TestAdmissionRefusesWhenSpent(t *testing.T) {
 	env := gitenv.New(t)
 	adm := admission.New(admission.Limits{Memory: 100 << 20, Work: 60 << 20, MaxActive: 100}, nil)
@@ -52,8 +54,10 @@ func TestAdmissionRefusesWhenSpent(t *testing.T) {
 	if got := strings.Fields(env.Run(t, "", "ls-remote", srv.HTTPURL(tok, "alice/busy"), "refs/heads/main")); len(got) == 0 || got[0] != first {
 		t.Errorf("main after the refused push: %v, want %s (and ls-refs must still answer)", got, first)
 	}
-	// The raw answer: 503 with Retry-After.
-	req, _ := http.NewRequest("POST", "http://"+srv.HTTPAddr+"/alice/busy.git/git-upload-pack", strings.NewReader("0000"))
+	// The raw answer to a fetch whose pack would follow: 503 with
+	// Retry-After.
+	body := fmt.Sprintf("%04x%s0000%04x%s", 4+len("want "+first+"\n"), "want "+first+"\n", 4+len("done\n"), "done\n")
+	req, _ := http.NewRequest("POST", "http://"+srv.HTTPAddr+"/alice/busy.git/git-upload-pack", strings.NewReader(body))
 	req.SetBasicAuth("x", tok)
 	req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
 	resp, err := http.DefaultClient.Do(req)

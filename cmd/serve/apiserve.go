@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/cmd/config"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/admin"
 	"github.com/rgit/rgit/transport/api"
 	"github.com/rgit/rgit/transport/web"
 )
@@ -31,7 +34,9 @@ type APIServer struct {
 	serveErr chan error
 }
 
-// StartAPI starts api-serve. It refuses to start without
+// StartAPI starts api-serve: the read API, the web page, /healthz (the
+// process answers) and /ready (the fleet and the store answer). It
+// refuses to start without
 // RGIT_PEER_SECRET: nodes answer browse requests only from peers.
 func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APIServer, error) {
 	if cfg.PeerSecret == "" {
@@ -62,7 +67,18 @@ func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APISer
 	readAPI := web.WithRepoList(h, &web.RepoLister{Store: store, Auth: creds, Log: log})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	page, err := web.New(web.Config{API: readAPI, Log: log})
+	mux.Handle("GET /ready", newReadiness(time.Second, log, func(ctx context.Context) error {
+		if err := up.Probe(ctx, admin.RolloutPath); err != nil {
+			return fmt.Errorf("%w: %w", errNoUpstream, err)
+		}
+		if _, err := store.Head(ctx, objstore.ProbePrefix+"api-serve-ready"); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return fmt.Errorf("%w: %w", errNoStore, err)
+		}
+		return nil
+	}))
+	// The page does not serve git: its clone URLs are the configured
+	// public ones, or none.
+	page, err := web.New(web.Config{API: readAPI, Log: log, PageURL: cfg.WebURL, CloneURL: cfg.PublicURL, SSHURL: cfg.PublicSSHURL})
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +92,11 @@ func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APISer
 	s.srv = &http.Server{Handler: api.Mount(readAPI, mux), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.HTTPIdle,
 		ErrorLog: zap.NewStdLog(log)}
 	go func() { s.serveErr <- ignoreClosed(s.srv.Serve(ln), http.ErrServerClosed) }()
-	log.Info("rgit api-serve serving", zap.String("addr", s.Addr), zap.String("upstream", cfg.Upstream), zap.Bool("cache", s.cache != nil))
+	log.Info("rgit api-serve serving", zap.String("addr", s.Addr), zap.String("upstream", cfg.Upstream), zap.Bool("cache", s.cache != nil),
+		zap.String("web_url", cfg.WebURL), zap.String("public_url", cfg.PublicURL), zap.String("public_ssh_url", cfg.PublicSSHURL))
+	if cfg.PublicURL == "" && cfg.PublicSSHURL == "" {
+		log.Warn("the web page shows no clone URLs: set RGIT_PUBLIC_URL and RGIT_PUBLIC_SSH_URL to the git fleet's public addresses")
+	}
 	return s, nil
 }
 
@@ -95,4 +115,66 @@ func (s *APIServer) close() error {
 		return s.cache.Close()
 	}
 	return nil
+}
+
+// Why api-serve is not ready; the answer names only these, the log the
+// details.
+var (
+	errNoUpstream = errors.New("the git fleet (RGIT_UPSTREAM) cannot be reached")
+	errNoStore    = errors.New("the object store (RGIT_STORE_URL) cannot be reached")
+	errUnchecked  = errors.New("first check running")
+)
+
+// readiness answers /ready from a check run at most once per interval
+// (every) and never twice at once, however often it is asked: callers
+// meanwhile get the last outcome, so an anonymous caller cannot make the
+// probe cost the fleet or the store more, nor pile up waiting.
+type readiness struct {
+	every time.Duration
+	check func(context.Context) error
+	log   *zap.Logger
+
+	mu      sync.Mutex
+	running bool
+	at      time.Time // of the last outcome; zero: none yet
+	err     error
+}
+
+func newReadiness(every time.Duration, log *zap.Logger, check func(context.Context) error) *readiness {
+	return &readiness{every: every, check: check, log: log, err: errUnchecked}
+}
+
+func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rd.mu.Lock()
+	due := !rd.running && (rd.at.IsZero() || time.Since(rd.at) >= rd.every)
+	rd.running = rd.running || due
+	err := rd.err
+	rd.mu.Unlock()
+	if due {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+		err = rd.check(ctx)
+		cancel()
+		rd.mu.Lock()
+		if (err == nil) != (rd.err == nil) || rd.at.IsZero() {
+			if err != nil {
+				rd.log.Warn("api-serve not ready", zap.Error(err))
+			} else {
+				rd.log.Info("api-serve ready")
+			}
+		}
+		rd.running, rd.at, rd.err = false, time.Now(), err
+		rd.mu.Unlock()
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	if err != nil {
+		reason := "not ready"
+		for _, e := range []error{errNoUpstream, errNoStore, errUnchecked} {
+			if errors.Is(err, e) {
+				reason += ": " + e.Error()
+			}
+		}
+		http.Error(w, reason, http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ready")
 }

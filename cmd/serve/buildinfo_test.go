@@ -15,7 +15,7 @@ import (
 func TestBuildInfo(t *testing.T) {
 	srv := gitenv.StartServer(t, gitenv.FileStore(t))
 	b := version.Get()
-	_, metrics := get(t, "http://"+srv.HTTPAddr+"/metrics")
+	_, metrics := get(t, "http://"+srv.MetricsAddr+"/metrics")
 	series := fmt.Sprintf(`rgit_build_info{commit=%q,go_version=%q,version=%q} 1`, b.Commit, b.GoVersion, b.Version)
 	if !strings.Contains(metrics, series) {
 		t.Errorf("/metrics lacks %s", series)

@@ -23,6 +23,7 @@ type clusterSetup struct {
 	leader   *peer.LeaderClient // nil on the leader node
 	httpFwd  *peer.HTTPForwarder
 	sessions *peer.SessionClient
+	hostKeys *fleetHostKeys
 }
 
 // newClusterSetup reads RGIT_PEER_SVC or RGIT_PEERS and RGIT_SELF (config
@@ -48,15 +49,16 @@ func newClusterSetup(cfg *config.Config, secret string, log *zap.Logger) (*clust
 		return nil, nil, fmt.Errorf("RGIT_SELF: %w", err)
 	}
 	cs := &clusterSetup{dir: dir, httpFwd: peer.NewHTTPForwarder(dir, secret, log).WithTLS(cfg.PeerTLS),
-		sessions: peer.NewSessionClient(dir, secret).WithTLS(cfg.PeerTLS)}
+		sessions: peer.NewSessionClient(dir, secret).WithTLS(cfg.PeerTLS), hostKeys: newFleetHostKeys(log)}
 	cc := &actors.ClusterConfig{Self: cfg.Self, Timings: cluster.DefaultTimings()}
+	cc.Timings.LeaderWait = cfg.LeaderWait
 	if leaderName != cfg.Self {
 		addr, err := dir.StreamAddr(leaderName)
 		if err != nil {
 			return nil, nil, fmt.Errorf("leader %s: %w", leaderName, err)
 		}
 		cs.leader = peer.NewLeaderClient(addr, secret, actors.ErrLeaderUnreachable).WithTLS(cfg.PeerTLS)
-		cc.Leader = cs.leader
+		cc.Leader = followerHostKeys{LeaderService: cs.leader, keys: cs.hostKeys, leader: leaderName}
 	}
 	return cs, cc, nil
 }
@@ -74,7 +76,12 @@ func (cs *clusterSetup) forwarders() (httpFwd *peer.HTTPForwarder, sessions gits
 // calls (answered on the leader node) to msgs, the envelope router already
 // mounted on mux, and forwarded git sessions to mux.
 func (cs *clusterSetup) mountPeer(mux *http.ServeMux, msgs *peer.Handlers, secret string, node *actors.Node, sessions *peer.SessionHandler, log *zap.Logger) {
-	peer.HandleLeader(msgs, node.LeaderService) // nil off the leader: answered 503
+	peer.HandleLeader(msgs, func() cluster.LeaderService { // nil off the leader: answered 503
+		if l := node.LeaderService(); l != nil {
+			return leaderHostKeys{LeaderService: l, keys: cs.hostKeys}
+		}
+		return nil
+	})
 	mux.Handle(peer.PathGit, peer.RequireBearer(secret, log, sessions))
 }
 

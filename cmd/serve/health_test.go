@@ -23,8 +23,8 @@ func get(t *testing.T, url string) (int, string) {
 
 // TestHealthReadyMetrics checks the operational endpoints a push leaves
 // their marks on: /healthz counts the open repository, /ready says serving,
-// and /metrics carries the request, byte, open-repo, refdb commit latency
-// and pack cache series.
+// and /metrics (on the internal port) carries the request, byte,
+// open-repo, refdb commit latency and pack cache series.
 func TestHealthReadyMetrics(t *testing.T) {
 	env := gitenv.New(t)
 	srv := gitenv.StartServer(t, gitenv.FileStore(t))
@@ -43,7 +43,7 @@ func TestHealthReadyMetrics(t *testing.T) {
 	if code, body := get(t, base+"/ready"); code != 200 || !strings.Contains(body, "serving") {
 		t.Errorf("/ready = %d %q", code, body)
 	}
-	code, body := get(t, base+"/metrics")
+	code, body := get(t, "http://"+srv.MetricsAddr+"/metrics")
 	if code != 200 {
 		t.Fatalf("/metrics = %d", code)
 	}
@@ -62,5 +62,34 @@ func TestHealthReadyMetrics(t *testing.T) {
 		if !strings.Contains(body, series) {
 			t.Errorf("/metrics lacks %s", series)
 		}
+	}
+}
+
+// TestMetricsNotPublic: /metrics, which names the build, is not on the
+// public port: a single node serves it on its admin port (loopback), or
+// on RGIT_METRICS_ADDR's listener when that is set.
+func TestMetricsNotPublic(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		vars []string
+	}{
+		{"default", nil},
+		{"RGIT_METRICS_ADDR", []string{"RGIT_METRICS_ADDR=127.0.0.1:0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := gitenv.StartServer(t, gitenv.FileStore(t), tc.vars...)
+			if code, body := get(t, "http://"+srv.HTTPAddr+"/metrics"); code != http.StatusNotFound || strings.Contains(body, "rgit_build_info") {
+				t.Errorf("public /metrics = %d, build info shown: %v", code, strings.Contains(body, "rgit_build_info"))
+			}
+			if tc.vars == nil && srv.MetricsAddr != srv.AdminAddr {
+				t.Errorf("metrics on %s, want the admin port %s", srv.MetricsAddr, srv.AdminAddr)
+			}
+			if tc.vars != nil && (srv.MetricsAddr == srv.AdminAddr || srv.MetricsAddr == srv.HTTPAddr) {
+				t.Errorf("metrics on %s, want a listener of its own", srv.MetricsAddr)
+			}
+			if code, body := get(t, "http://"+srv.MetricsAddr+"/metrics"); code != 200 || !strings.Contains(body, "rgit_build_info{") {
+				t.Errorf("internal /metrics = %d, build info: %v", code, strings.Contains(body, "rgit_build_info{"))
+			}
+		})
 	}
 }

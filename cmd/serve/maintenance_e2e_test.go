@@ -63,7 +63,7 @@ func TestManyPacksWithinFileBudget(t *testing.T) {
 // metricValue reads one unlabelled metric from the node's /metrics.
 func metricValue(t *testing.T, srv *gitenv.Server, name string) float64 {
 	t.Helper()
-	_, body := get(t, "http://"+srv.HTTPAddr+"/metrics")
+	_, body := get(t, "http://"+srv.MetricsAddr+"/metrics")
 	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
@@ -150,7 +150,7 @@ func TestPushLoopLeavesBoundedPacks(t *testing.T) {
 		t.Fatalf("after %d pushes: %d packs (limit %d, %d objects), want a geometric progression: %+v", pushes, len(packs), limit, objects, packs)
 	}
 	// Every roll-up went through memory admission.
-	if _, metrics := get(t, "http://"+srv.HTTPAddr+"/metrics"); !regexp.MustCompile(`(?m)^rgit_admission_admitted_total\{kind="maintenance"\} [1-9]`).MatchString(metrics) {
+	if _, metrics := get(t, "http://"+srv.MetricsAddr+"/metrics"); !regexp.MustCompile(`(?m)^rgit_admission_admitted_total\{kind="maintenance"\} [1-9]`).MatchString(metrics) {
 		t.Error("no maintenance job admitted against the memory budget in /metrics")
 	}
 	dst := filepath.Join(t.TempDir(), "clone")

@@ -28,9 +28,11 @@ import (
 // on free ports, so the script's 127.0.0.1:8080 and 127.0.0.1:2222 are
 // rewritten to those ports and RGIT_ADMIN_ADDR is exported for rgit-admin's
 // default 127.0.0.1:8082; ~/.ssh/id_ed25519 is generated in a temp HOME and
-// passed to ssh with -i (ssh reads the passwd home, not $HOME); and ssh
-// accepts the new host key without asking (a user answers "yes"). The
-// SSH block runs in a second shell, see below.
+// passed to ssh with -i, and ~/.ssh/known_hosts with UserKnownHostsFile
+// (ssh reads the passwd home, not $HOME). ssh checks the host key
+// strictly (StrictHostKeyChecking=yes): the SSH block works only if its
+// own steps put the server's key in known_hosts. The SSH block runs in a
+// second shell, see below.
 func TestReadmeQuickStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries; skipped with -short")
@@ -105,7 +107,7 @@ func TestReadmeQuickStart(t *testing.T) {
 		"127.0.0.1:2222", "127.0.0.1:"+strconv.Itoa(sshPort))
 	extra := []string{
 		"RGIT_ADMIN_ADDR=" + adminAddr,
-		"GIT_SSH_COMMAND=ssh -i " + filepath.Join(env.Home, ".ssh", "id_ed25519") + " -o IdentitiesOnly=yes -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=" + filepath.Join(env.Home, "known_hosts"),
+		"GIT_SSH_COMMAND=ssh -i " + filepath.Join(env.Home, ".ssh", "id_ed25519") + " -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + filepath.Join(env.Home, ".ssh", "known_hosts"),
 	}
 	r := env.Command(work, extra, "bash", "-c", "set -e\n"+ports.Replace(blocks[0]))
 	if !r.OK() {

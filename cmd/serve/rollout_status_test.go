@@ -45,7 +45,15 @@ func TestRolloutStatusAndDashboard(t *testing.T) {
 		t.Errorf("rollout status %s, want state serving, one open repo, none draining, map age 0, leader reachable, a version and boot id", b)
 	}
 
-	_, metrics := get(t, base+"/metrics")
+	// In a cluster the metrics are on the peer HTTP port, without the
+	// secret (Prometheus scrapes it); the public port has none.
+	if srv.MetricsAddr != srv.PeerHTTPAddr {
+		t.Errorf("metrics on %s, want the peer HTTP port %s", srv.MetricsAddr, srv.PeerHTTPAddr)
+	}
+	if code, _ := get(t, base+"/metrics"); code != http.StatusNotFound {
+		t.Errorf("public /metrics = %d, want 404", code)
+	}
+	_, metrics := get(t, "http://"+srv.MetricsAddr+"/metrics")
 	if !strings.Contains(metrics, `rgit_traffic_state{state="serving"} 1`) {
 		t.Errorf("/metrics lacks the serving traffic state:\n%s", grepLines(metrics, "rgit_traffic_state"))
 	}

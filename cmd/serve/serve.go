@@ -17,6 +17,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -27,7 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
-	"golang.org/x/sync/semaphore"
+	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cmd/config"
@@ -43,6 +44,7 @@ import (
 	"github.com/rgit/rgit/transport/admin"
 	"github.com/rgit/rgit/transport/admission"
 	"github.com/rgit/rgit/transport/api"
+	"github.com/rgit/rgit/transport/clientlimit"
 	"github.com/rgit/rgit/transport/engine"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
@@ -58,19 +60,25 @@ const gcMinAge = time.Hour
 
 // Server is one running node.
 type Server struct {
-	cfg   *config.Config
-	log   *zap.Logger
-	store objstore.Store
-	cache *packcache.Cache
-	node  *actors.Node
+	cfg *config.Config
+	// bitmaps are the background bitmap builds of first pushes, stopped
+	// before the node so nothing writes to the store after Shutdown.
+	bitmaps *repo.BitmapBuilds
+	log     *zap.Logger
+	store   objstore.Store
+	cache   *packcache.Cache
+	node    *actors.Node
 
 	httpSrv, adminSrv, peerSrv *http.Server
 	apiCache                   *api.Cache // nil: RGIT_REDIS_URL unset
 	sshSrv                     *sshgit.Server
 	cluster                    *clusterSetup // nil: single node
+	metricsSrv                 *http.Server  // nil: RGIT_METRICS_ADDR unset
 	// Bound addresses (useful when the configuration asks for port 0).
 	// PeerHTTPAddr is empty on a single node (no peer HTTP listener).
-	HTTPAddr, SSHAddr, AdminAddr, PeerHTTPAddr string
+	// MetricsAddr is where /metrics is served: RGIT_METRICS_ADDR's own
+	// listener, else the peer HTTP port (cluster) or the admin port.
+	HTTPAddr, SSHAddr, AdminAddr, PeerHTTPAddr, MetricsAddr string
 	// PeerSecret authenticates admin commands.
 	PeerSecret string
 
@@ -112,13 +120,21 @@ func WithAdmission(c *admission.Controller) Option { return func(s *Server) { s.
 // Start opens and verifies the store, opens the cache, starts the actors
 // and every listener.
 func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Option) (*Server, error) {
-	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 4), probeEvery: 10 * time.Second}
+	s := &Server{cfg: cfg, log: log, serveErr: make(chan error, 4), probeEvery: 10 * time.Second, bitmaps: repo.NewBitmapBuilds()}
 	for _, o := range opts {
 		o(s)
+	}
+	// Every port is bound before anything is written (the SSH host key,
+	// a generated peer secret): a port in use stops the node with nothing
+	// changed.
+	lns, err := bind(cfg)
+	if err != nil {
+		return nil, err
 	}
 	ok := false
 	defer func() {
 		if !ok {
+			lns.close()
 			s.close()
 		}
 	}()
@@ -222,7 +238,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, err
 	}
 	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip, Strict: cfg.FsckStrict}, Log: log,
-		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: admit}
+		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: admit, Bitmaps: s.bitmaps}
 	if s.apiCache != nil {
 		eng.RefsWatch = s.apiCache
 	}
@@ -255,10 +271,15 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	proto := gitserve.ProtoEngine{Limits: gitproto.Limits{
 		MaxPushRefs: cfg.MaxPushRefs, MaxPushOptions: cfg.MaxPushOptions,
 		MaxWants: cfg.MaxWants, MaxHaves: cfg.MaxHaves, MaxArgBytes: cfg.MaxArgBytes,
-		Negotiations: semaphore.NewWeighted(int64(cfg.MaxNegotiations)),
+		RequestTimeout: cfg.RequestTimeout,
+		Negotiations:   gitproto.NewSlots(cfg.MaxNegotiations, cfg.NegotiationWait),
 	}, Admission: admit}
+	// One budget of unauthenticated connections per client address,
+	// shared by the public HTTP and SSH listeners.
+	anon := clientlimit.NewPerAddr(cfg.MaxAnonPerAddr, "RGIT_MAX_ANON_PER_ADDR")
 	go trim.Run(bgCtx)
-	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http")}
+	httpCfg := httpgit.Config{Resolver: eng, Engine: proto, Auth: credentials, MaxBody: cfg.MaxBody, Logger: log, Metrics: pm.For("http"),
+		Unauthenticated: anon}
 	if httpFwd != nil {
 		httpCfg.Forward, httpCfg.Rerouter = countedFwd, eng
 	}
@@ -270,16 +291,28 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	gitHTTP.Register(mux)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /ready", s.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// Metrics name the build and version: never on the public port.
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	apiGate, err := gitserve.NewGate(eng, proto, "")
 	if err != nil {
 		return nil, err
+	}
+	// One read-API origin configuration for the public port and the peer
+	// port: the same limits, and one admission of expensive answers.
+	apiReads := admission.NewReads(admit, apiMaxActive(cfg.APIMaxActive), admission.ReadWait)
+	apiMetrics := api.NewMetrics(reg)
+	apiLocal := func(fwd api.Forwarder) *api.Local {
+		l := &api.Local{Gate: apiGate, Forward: fwd, Log: log, Limits: apiLimits(cfg), Reads: apiReads, Metrics: apiMetrics}
+		if fwd != nil {
+			l.Rerouter = eng
+		}
+		return l
 	}
 	// The read API: a single node answers it on its public port; in a
 	// cluster it is api-serve's, and nodes answer it only from peers.
 	var publicAPI http.Handler = api.Refused
 	if s.cluster == nil {
-		if publicAPI, err = api.New(api.Config{Auth: credentials, Origin: &api.Local{Gate: apiGate, Log: log}, Cache: s.apiCache,
+		if publicAPI, err = api.New(api.Config{Auth: credentials, Origin: apiLocal(nil), Cache: s.apiCache,
 			Visibility: deps.Meta, Log: log}); err != nil {
 			return nil, err
 		}
@@ -288,12 +321,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// The browse page's repository list, next to the API it reads.
 		publicAPI = web.WithRepoList(publicAPI, &web.RepoLister{Store: s.store, Auth: credentials, Log: log})
 	}
-	if s.HTTPAddr, err = s.listenHTTP(cfg.HTTPAddr, api.Mount(publicAPI, mux), nil, &s.httpSrv); err != nil {
-		return nil, fmt.Errorf("RGIT_HTTP_ADDR: %w", err)
-	}
+	s.HTTPAddr = s.serveHTTP(lns.take(&lns.http), api.Mount(publicAPI, mux), nil, &s.httpSrv)
 
 	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Engine: proto, Keys: credentials, Logger: log, Metrics: pm.For("ssh"),
-		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall}
+		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: anon}
 	if sessFwd != nil {
 		sshCfg.Forward, sshCfg.Rerouter = sessFwd, eng
 	}
@@ -301,28 +332,41 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_SSH_ADDR/RGIT_HOST_KEY: %w", err)
 	}
-	sshLn, err := net.Listen("tcp", cfg.SSHAddr)
-	if err != nil {
-		return nil, fmt.Errorf("RGIT_SSH_ADDR: %w", err)
-	}
+	sshLn := lns.take(&lns.ssh)
 	s.SSHAddr = sshLn.Addr().String()
+	knownHosts := func(name string) (string, error) {
+		names, err := sshgit.KnownHostsNames(s.SSHAddr, name)
+		if err != nil {
+			return "", err
+		}
+		return sshgit.KnownHostsLine(names, s.sshSrv.HostKey()), nil
+	}
+	if s.cluster != nil {
+		s.cluster.hostKeys.setOwn(gossh.FingerprintSHA256(s.sshSrv.HostKey()))
+	}
+	if line, err := knownHosts(""); err == nil {
+		// What a client's ~/.ssh/known_hosts needs (rgit-admin host-key
+		// prints it too).
+		log.Info("ssh host key", zap.String("fingerprint", gossh.FingerprintSHA256(s.sshSrv.HostKey())),
+			zap.String("known_hosts", line), zap.String("public_key", sshgit.PublicKeyPath(cfg.HostKey)))
+	}
 	if s.cluster == nil {
 		// The browse page, on a single node only: it renders from the read
 		// API, called in process (in a cluster, nodes refuse /api/ on their
 		// public port). Mounted once the SSH port is known, for its clone
 		// URLs.
-		if err := mountWeb(mux, publicAPI, s.SSHAddr, log); err != nil {
+		if err := mountWeb(mux, publicAPI, s.SSHAddr, cfg, log); err != nil {
 			return nil, err
 		}
+	} else {
+		// The page is api-serve's: browsers are sent there, or told how
+		// to clone from here.
+		mux.Handle("/", web.Elsewhere(cfg.WebURL, cfg.PublicURL))
 	}
 	go func() { s.serveErr <- ignoreClosed(s.sshSrv.Serve(sshLn), sshgit.ErrServerClosed) }()
 
-	streamAddr, err := cfg.PeerStreamAddr()
-	if err != nil {
-		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
-	}
 	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Cache: purger,
-		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout}
+		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout, KnownHosts: knownHosts}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}
@@ -331,6 +375,11 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	// endpoint (peer.PathMsg) behind the peer secret.
 	adminMux.Handle(peer.PathMsg, adm)
 	adminMux.Handle("/debug/pprof/", admin.RequireSecret(s.PeerSecret, log, pprofHandler()))
+	if cfg.MetricsAddr == "" && s.cluster == nil {
+		// A single node's internal port: loopback unless RGIT_PEER_ADDR
+		// says otherwise.
+		adminMux.Handle("GET /metrics", metrics)
+	}
 	if s.cluster != nil {
 		gate, err := gitserve.NewGate(eng, proto, "")
 		if err != nil {
@@ -342,22 +391,26 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// The peer HTTP port: smart-HTTP requests forwarded by other nodes.
 		peerCfg := httpCfg
 		peerCfg.Metrics = pm.For("peer")
-		peerCfg.SessionKind = gitserve.KindForwarded
+		peerCfg.SessionKind, peerCfg.FromPeers = gitserve.KindForwarded, true
+		peerCfg.Unauthenticated = nil // every request comes from a peer node
 		peerGit, err := httpgit.New(peerCfg)
 		if err != nil {
 			return nil, err
 		}
 		peerAPI, err := api.New(api.Config{Auth: credentials, Log: log,
-			Origin: &api.Local{Gate: apiGate, Forward: httpFwd, Rerouter: eng, Log: log}})
+			Origin: apiLocal(httpFwd)})
 		if err != nil {
 			return nil, err
 		}
 		peerMux := http.NewServeMux()
 		peerMux.Handle("GET "+admin.RolloutPath, peer.RequireSecret(s.PeerSecret, log, http.HandlerFunc(s.rolloutStatus)))
-		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
-		if s.PeerHTTPAddr, err = s.listenHTTP(cfg.PeerAddr, peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv); err != nil {
-			return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
+		if cfg.MetricsAddr == "" {
+			// Without the secret, so Prometheus can scrape; the port is
+			// the fleet's internal one.
+			peerMux.Handle("GET /metrics", metrics)
 		}
+		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
+		s.PeerHTTPAddr = s.serveHTTP(lns.take(&lns.peer), peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv)
 	}
 	var streamHandler http.Handler = adminMux
 	if s.cluster != nil {
@@ -365,13 +418,21 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		// paths it does not serve.
 		streamHandler = peer.RequireBearer(s.PeerSecret, log, adminMux)
 	}
-	if s.AdminAddr, err = s.listenHTTP(streamAddr, streamHandler, cfg.PeerTLS.ServerTLS(), &s.adminSrv); err != nil {
-		return nil, fmt.Errorf("RGIT_PEER_ADDR (stream port %s): %w", streamAddr, err)
+	s.AdminAddr = s.serveHTTP(lns.take(&lns.stream), streamHandler, cfg.PeerTLS.ServerTLS(), &s.adminSrv)
+	switch {
+	case cfg.MetricsAddr != "":
+		metricsMux := http.NewServeMux()
+		metricsMux.Handle("GET /metrics", metrics)
+		s.MetricsAddr = s.serveHTTP(lns.take(&lns.metrics), metricsMux, nil, &s.metricsSrv)
+	case s.cluster != nil:
+		s.MetricsAddr = s.PeerHTTPAddr
+	default:
+		s.MetricsAddr = s.AdminAddr
 	}
 
 	go s.probeStore(bgCtx)
 	log.Info("rgit serving", zap.String("version", build.String()), zap.String("http", s.HTTPAddr), zap.String("ssh", s.SSHAddr),
-		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("self", cfg.Self), zap.Bool("peer_tls", cfg.PeerTLS != nil),
+		zap.String("admin", s.AdminAddr), zap.String("peer_http", s.PeerHTTPAddr), zap.String("metrics", s.MetricsAddr), zap.String("self", cfg.Self), zap.Bool("peer_tls", cfg.PeerTLS != nil),
 		zap.String("store", cfg.StoreURL), zap.String("cache", cfg.CacheDir))
 	ok = true
 	s.started.Store(true)
@@ -392,20 +453,69 @@ func pprofHandler() http.Handler {
 	return mux
 }
 
-// listenHTTP serves h on addr, over TLS when tc is set (the peer ports).
-func (s *Server) listenHTTP(addr string, h http.Handler, tc *tls.Config, dst **http.Server) (string, error) {
-	ln, err := net.Listen("tcp", addr)
+// listeners are the node's ports, bound at the start of Start. Start
+// takes each as it begins serving it; close closes those not taken.
+type listeners struct {
+	http, ssh, peer, stream, metrics net.Listener // peer: cluster mode only; metrics: RGIT_METRICS_ADDR set
+}
+
+// bind binds every port the configuration names, or none: the error
+// names the variable of the port that failed.
+func bind(cfg *config.Config) (*listeners, error) {
+	streamAddr, err := cfg.PeerStreamAddr()
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("RGIT_PEER_ADDR: %w", err)
 	}
+	l := &listeners{}
+	for _, p := range []struct {
+		dst       *net.Listener
+		addr, env string
+		want      bool
+	}{
+		{&l.http, cfg.HTTPAddr, "RGIT_HTTP_ADDR", true},
+		{&l.ssh, cfg.SSHAddr, "RGIT_SSH_ADDR", true},
+		{&l.peer, cfg.PeerAddr, "RGIT_PEER_ADDR", cfg.Cluster()},
+		{&l.stream, streamAddr, "RGIT_PEER_ADDR (stream port " + streamAddr + ")", true},
+		{&l.metrics, cfg.MetricsAddr, "RGIT_METRICS_ADDR", cfg.MetricsAddr != ""},
+	} {
+		if !p.want {
+			continue
+		}
+		if *p.dst, err = net.Listen("tcp", p.addr); err != nil {
+			l.close()
+			return nil, fmt.Errorf("%s: %w", p.env, err)
+		}
+	}
+	return l, nil
+}
+
+// take hands *ln over to its server.
+func (l *listeners) take(ln *net.Listener) net.Listener {
+	taken := *ln
+	*ln = nil
+	return taken
+}
+
+func (l *listeners) close() {
+	for _, ln := range []net.Listener{l.http, l.ssh, l.peer, l.stream, l.metrics} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// serveHTTP serves h on ln, over TLS when tc is set (the peer ports), and
+// returns the bound address.
+func (s *Server) serveHTTP(ln net.Listener, h http.Handler, tc *tls.Config, dst **http.Server) string {
+	addr := ln.Addr().String()
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
-	srv := &http.Server{Handler: httpgit.StallTimeout(h, s.cfg.HTTPBodyStall), ReadHeaderTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: httpgit.Pace(h, clientlimit.Rate{Grace: s.cfg.HTTPBodyStall, BytesPerSec: s.cfg.MinRate}), ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout: s.cfg.HTTPIdle, ErrorLog: zap.NewStdLog(s.log)}
 	*dst = srv
 	go func() { s.serveErr <- ignoreClosed(srv.Serve(ln), http.ErrServerClosed) }()
-	return ln.Addr().String(), nil
+	return addr
 }
 
 func ignoreClosed(err, closed error) error {
@@ -441,9 +551,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// All listeners drain at once: one after the other, each could take
 	// most of the deadline (an idle-looking connection counts as active
 	// for up to 5 s in net/http) and the sum exceeds it.
-	shut := make(chan error, 4)
+	shut := make(chan error, 5)
 	stops := 0
-	for _, srv := range []*http.Server{s.httpSrv, s.peerSrv, s.adminSrv} {
+	for _, srv := range []*http.Server{s.httpSrv, s.peerSrv, s.adminSrv, s.metricsSrv} {
 		if srv != nil {
 			stops++
 			go func() { shut <- srv.Shutdown(ctx) }()
@@ -474,6 +584,7 @@ func (s *Server) close() error {
 	if s.stopProbe != nil {
 		s.stopProbe()
 	}
+	s.bitmaps.Close()
 	if s.node != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -679,14 +790,34 @@ func memoryLimits(configured int64, log *zap.Logger) admission.Limits {
 	return l
 }
 
-// mountWeb mounts the browse page on mux for every path nothing else
-// serves; it reads the API through readAPI.
-func mountWeb(mux *http.ServeMux, readAPI http.Handler, sshAddr string, log *zap.Logger) error {
+// apiLimits are the read API's limits per answer from the configuration.
+func apiLimits(cfg *config.Config) api.Limits {
+	return api.Limits{MaxEntries: cfg.APIMaxEntries, MaxDiffFiles: cfg.APIMaxDiffFiles, MaxDiffBytes: int(cfg.APIMaxDiffBytes),
+		MaxDiffFileBytes: cfg.APIMaxDiffFileBytes, DiffTimeout: cfg.APIDiffTimeout, RenameLimit: cfg.APIRenameLimit,
+		MaxLogScan: cfg.APIMaxLogScan, MaxArchiveBytes: cfg.APIMaxArchiveBytes}
+}
+
+// apiMaxActive is RGIT_API_MAX_ACTIVE, or four times the CPUs the
+// runtime uses (at least 8) when it is 0: expensive answers are CPU work,
+// and a few share a core well (an archive also waits on its client).
+func apiMaxActive(configured int) int {
+	if configured > 0 {
+		return configured
+	}
+	return max(4*runtime.GOMAXPROCS(0), 8)
+}
+
+// mountWeb mounts a single node's browse page on mux for every path
+// nothing else serves; it reads the API through readAPI. The page shares
+// its port with git, so its public URL is RGIT_PUBLIC_URL unless
+// RGIT_WEB_URL says otherwise.
+func mountWeb(mux *http.ServeMux, readAPI http.Handler, sshAddr string, cfg *config.Config, log *zap.Logger) error {
 	_, sshPort, err := net.SplitHostPort(sshAddr)
 	if err != nil {
 		return fmt.Errorf("web page: SSH address %q: %w", sshAddr, err)
 	}
-	page, err := web.New(web.Config{API: readAPI, SSHPort: sshPort, Log: log})
+	page, err := web.New(web.Config{API: readAPI, GitHere: true, SSHPort: sshPort, Log: log,
+		PageURL: cmp.Or(cfg.WebURL, cfg.PublicURL), CloneURL: cfg.PublicURL, SSHURL: cfg.PublicSSHURL})
 	if err != nil {
 		return err
 	}

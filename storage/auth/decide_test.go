@@ -108,6 +108,8 @@ func TestCheckUpdate(t *testing.T) {
 		{"refs/heads/release/1.0/fix", Force, true}, // * stays in one segment
 		{"refs/heads/wip", Delete, true},
 		{"refs/heads/wip", Force, false},
+		{"refs/heads/wip", Recreate, false}, // delete allowed, re-create elsewhere not
+		{"refs/heads/release/1.0/fix", Recreate, true},
 		{"refs/heads/mainline", Force, true},
 		{"refs/tags/main", Delete, true},
 	}

@@ -54,9 +54,14 @@ const (
 	Force
 	// Delete: the ref is removed.
 	Delete
+	// Recreate: the ref did not exist, but was deleted while a
+	// no-force-push rule covered it, and its new value does not contain
+	// the value it was deleted at. Deleting and creating again would
+	// otherwise rewrite a branch that may not be force-pushed.
+	Recreate
 )
 
-var kindNames = [...]string{Create: "create", FastForward: "fast-forward", Force: "force-push", Delete: "delete"}
+var kindNames = [...]string{Create: "create", FastForward: "fast-forward", Force: "force-push", Delete: "delete", Recreate: "re-create"}
 
 func (k UpdateKind) String() string {
 	if k < 0 || int(k) >= len(kindNames) {
@@ -68,7 +73,9 @@ func (k UpdateKind) String() string {
 // CheckUpdate returns "" if the rules allow an update of kind to ref, or
 // the reason git shows after "ng <ref> " ("protected branch: …"). Rules
 // combine: any matching rule that forbids the update refuses it. Creating
-// a ref and fast-forwarding it are always allowed.
+// a ref and fast-forwarding it are always allowed; NoForcePush refuses
+// Force and Recreate, NoDelete refuses Delete. A ref needs its deleted
+// value kept (to tell a Recreate) exactly when a Force of it is refused.
 func CheckUpdate(rules []Protection, ref string, kind UpdateKind) string {
 	for _, p := range rules {
 		if !p.Matches(ref) {
@@ -79,6 +86,8 @@ func CheckUpdate(rules []Protection, ref string, kind UpdateKind) string {
 			return "protected branch: force-push not allowed (" + p.Pattern + ")"
 		case kind == Delete && p.NoDelete:
 			return "protected branch: deletion not allowed (" + p.Pattern + ")"
+		case kind == Recreate && p.NoForcePush:
+			return "protected branch: force-push not allowed, re-creating a deleted branch must fast-forward its last value (" + p.Pattern + ")"
 		}
 	}
 	return ""

@@ -72,7 +72,9 @@ type Options struct {
 	// It is also how long a newly added credential may be refused on a
 	// node that looked it up just before.
 	NegativeTTL time.Duration
-	// MaxEntries bounds the cache (default 4096).
+	// MaxEntries bounds the cache of found credentials (default 4096);
+	// unknown ones have a list of a quarter that size, so made-up tokens
+	// push out only each other, never a credential in use.
 	MaxEntries int
 	// Now is the clock (tests).
 	Now func() time.Time
@@ -112,20 +114,18 @@ func hashHex(s string) string {
 
 // cached runs load through c. Only definite answers (a record, or
 // ErrUnknownCredential) are cached; store failures are not, so an outage
-// does not linger.
+// does not linger. A credential revoked or removed while its lookup was
+// in flight (the Drop in RevokeToken, RemoveKey) is not cached either.
 func cached[V any](c *ttlcache.Cache[V], ck string, load func() (V, error)) (V, error) {
-	if v, known, ok := c.Get(ck); ok {
-		if !known {
-			return v, ErrUnknownCredential
+	v, found, err := c.Load(ck, func() (V, bool, error) {
+		v, err := load()
+		if errors.Is(err, ErrUnknownCredential) {
+			return v, false, nil
 		}
-		return v, nil
-	}
-	v, err := load()
-	switch {
-	case err == nil:
-		c.Put(ck, v, true)
-	case errors.Is(err, ErrUnknownCredential):
-		c.Put(ck, v, false)
+		return v, err == nil, err
+	})
+	if err == nil && !found {
+		err = ErrUnknownCredential
 	}
 	return v, err
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/refdb"
 )
 
@@ -18,6 +20,7 @@ import (
 //
 //	meta/grants  → JSON []auth.Grant       (collaborators)
 //	meta/protect → JSON []auth.Protection  (protected ref patterns)
+//	deleted/{ref} → object id              (deleted tips, below)
 //
 // The grants are copied into the name index entry too (Meta.Grants), so a
 // collaborator's access is decided before anything is opened, exactly as
@@ -192,29 +195,77 @@ func (r *Repo) Unprotect(ctx context.Context, pattern string) (auth.Protection, 
 	return old, r.setProtections(ctx, slices.Delete(ps, i, i+1))
 }
 
+// setProtections writes the rules ps and drops the deleted tips no rule
+// of ps protects against force-pushes any more.
 func (r *Repo) setProtections(ctx context.Context, ps []auth.Protection) error {
 	b, err := json.Marshal(ps)
 	if err != nil {
 		return fmt.Errorf("encode protections: %w", err)
 	}
-	return r.commit(ctx, "set protected refs", refdb.Txn{refdb.Set(keyProtect, b)})
+	txn := refdb.Txn{refdb.Set(keyProtect, b)}
+	for k := range r.db.View().Scan(prefixDeleted) {
+		if auth.CheckUpdate(ps, strings.TrimPrefix(k, prefixDeleted), auth.Force) == "" {
+			txn = append(txn, refdb.Remove(k))
+		}
+	}
+	return r.commit(ctx, "set protected refs", txn)
 }
 
-// protectionResults marks the commands the current rules refuse; called
-// by UpdateRefs inside the writer, so a rule added while a push was being
-// checked still applies to it.
-func (r *Repo) protectionResults(cmds []RefUpdate, results []error) error {
-	ps, err := r.Protections()
-	if err != nil || len(ps) == 0 {
-		return err
+// protectionResults marks the commands the rules ps (the writer's, now)
+// refuse; called by UpdateRefs inside the writer, so a rule added while a
+// push was being checked still applies to it. A creation is checked
+// against the deleted tip the writer holds: one the push did not walk
+// from (it appeared, or changed, since) is not a fast-forward.
+func (r *Repo) protectionResults(ps []auth.Protection, cmds []RefUpdate, results []error) {
+	if len(ps) == 0 {
+		return
 	}
 	for i, c := range cmds {
 		if results[i] != nil {
 			continue
 		}
+		if c.Old.IsZero() && !c.New.IsZero() {
+			if tip := r.deletedTip(c.Name); tip != c.Deleted {
+				c.Deleted, c.FastForward = tip, false
+			}
+		}
 		if why := auth.CheckUpdate(ps, c.Name, c.Kind()); why != "" {
 			results[i] = &ProtectedError{Ref: c.Name, Reason: why}
 		}
 	}
-	return nil
+}
+
+// Deleted tips: a ref that may not be force-pushed could otherwise be
+// deleted and created again anywhere, a rewrite in two pushes. Deleting
+// such a ref keeps its value under deleted/{ref}, in the same
+// transaction; creating the ref again must fast-forward from it (auth.
+// Recreate), and removes it. Rules that no longer forbid force-pushes
+// drop the tips they covered (setProtections). Deleting the repository
+// deletes its database, tips included.
+
+// deletedTip is the value ref was deleted at while protected; zero if
+// none is kept.
+func (r *Repo) deletedTip(ref string) object.ID {
+	v, ok := r.db.Get(prefixDeleted + ref)
+	if !ok {
+		return object.ID{}
+	}
+	id, _ := object.ParseID(string(v))
+	return id
+}
+
+// deletedTipOps returns, per command, the op on its deleted tip (a zero
+// Op for none): a delete that the rules ps would refuse as a force-push
+// keeps the old value; a creation drops a kept one.
+func (r *Repo) deletedTipOps(ps []auth.Protection, cmds []RefUpdate) []refdb.Op {
+	ops := make([]refdb.Op, len(cmds))
+	for i, c := range cmds {
+		switch {
+		case c.New.IsZero() && !c.Old.IsZero() && auth.CheckUpdate(ps, c.Name, auth.Force) != "":
+			ops[i] = refdb.Set(prefixDeleted+c.Name, []byte(c.Old.String()))
+		case c.Old.IsZero() && !c.New.IsZero() && !r.deletedTip(c.Name).IsZero():
+			ops[i] = refdb.Remove(prefixDeleted + c.Name)
+		}
+	}
+	return ops
 }

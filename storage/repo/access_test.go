@@ -2,6 +2,7 @@ package repo
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/rgit/rgit/storage/auth"
@@ -102,5 +103,75 @@ func TestUpdateRefsAppliesProtection(t *testing.T) {
 	res, err = r.UpdateRefs(ctx, nil, []RefUpdate{{Name: "refs/heads/dev", Old: c2, New: object.ID{}}}, false)
 	if err != nil || res[0] != nil {
 		t.Fatalf("delete after unprotect: %v, %v", res, err)
+	}
+}
+
+// TestDeletedTipGuardsRecreate: deleting a ref that a no-force-push rule
+// covers (deletion allowed) keeps its value; the writer refuses to create
+// the ref again unless the command fast-forwards from that value, whatever
+// the caller claims, and the re-creation drops it. Refs no such rule
+// covers keep nothing, and unprotect drops what its rule kept.
+func TestDeletedTipGuardsRecreate(t *testing.T) {
+	d := newDeps(t, memstore.New())
+	r := create(t, d, "alice", "r")
+	g := newGitRepo(t)
+	c1 := pushFirst(t, d, r, g)
+	c2 := g.commit()
+	push(t, r, g.indexPack(d.Cache.TempDir(), c2.String()),
+		RefUpdate{Name: "refs/heads/dev", New: c2}, RefUpdate{Name: "refs/heads/free", New: c2})
+	if err := r.Protect(ctx, auth.Protection{Pattern: "refs/heads/dev", NoForcePush: true}); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(u RefUpdate) error {
+		t.Helper()
+		res, err := r.UpdateRefs(ctx, nil, []RefUpdate{u}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	for _, u := range []RefUpdate{{Name: "refs/heads/dev", Old: c2}, {Name: "refs/heads/free", Old: c2}} {
+		if err := apply(u); err != nil {
+			t.Fatalf("delete %s: %v", u.Name, err)
+		}
+	}
+	s := snapshot(t, r)
+	if tip := s.DeletedTip("refs/heads/dev"); tip != c2 {
+		t.Fatalf("deleted tip of dev = %s, want %s", tip, c2)
+	}
+	if tip := s.DeletedTip("refs/heads/free"); !tip.IsZero() {
+		t.Fatalf("unprotected free kept a deleted tip %s", tip)
+	}
+	var pe *ProtectedError
+	for name, u := range map[string]RefUpdate{
+		"plain creation (caller unaware of the tip)": {Name: "refs/heads/dev", New: c1},
+		"claimed fast-forward from another tip":      {Name: "refs/heads/dev", New: c1, Deleted: c1, FastForward: true},
+		"not a fast-forward of the tip":              {Name: "refs/heads/dev", New: c1, Deleted: c2},
+	} {
+		if err := apply(u); !errors.As(err, &pe) || !strings.Contains(pe.Reason, "re-creating a deleted branch") {
+			t.Errorf("%s: %v, want a protected-branch refusal", name, err)
+		}
+	}
+	if err := apply(RefUpdate{Name: "refs/heads/free", New: c1}); err != nil {
+		t.Fatalf("re-creating unprotected free: %v", err)
+	}
+	if err := apply(RefUpdate{Name: "refs/heads/dev", New: c2, Deleted: c2, FastForward: true}); err != nil {
+		t.Fatalf("re-creating dev as a fast-forward of its tip: %v", err)
+	}
+	if tip := snapshot(t, r).DeletedTip("refs/heads/dev"); !tip.IsZero() {
+		t.Fatalf("re-creation left the deleted tip %s", tip)
+	}
+	// Unprotect drops the tips its rule kept.
+	if err := apply(RefUpdate{Name: "refs/heads/dev", Old: c2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Unprotect(ctx, "refs/heads/dev"); err != nil {
+		t.Fatal(err)
+	}
+	if tip := snapshot(t, r).DeletedTip("refs/heads/dev"); !tip.IsZero() {
+		t.Fatalf("unprotect left the deleted tip %s", tip)
+	}
+	if err := apply(RefUpdate{Name: "refs/heads/dev", New: c1}); err != nil {
+		t.Fatalf("re-creating dev after unprotect: %v", err)
 	}
 }

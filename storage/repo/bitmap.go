@@ -32,7 +32,6 @@ import (
 	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
-	"github.com/rgit/rgit/storage/packcache"
 )
 
 // bitmapBuildTimeout bounds a background build, so a stuck store cannot
@@ -152,54 +151,70 @@ func writeTemp(dir string, x *bitmap.Index) (string, error) {
 	return f.Name(), nil
 }
 
-// bitmapJob identifies a repository on one node (its pack cache).
-type bitmapJob struct {
-	cache *packcache.Cache
-	repo  string
+// BitmapBuilds runs a node's background bitmap builds: at most one per
+// repository at a time, all cancelled and waited for by Close so a node
+// that stopped writes nothing more to the store.
+type BitmapBuilds struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	running map[string]bool
+	closed  bool
 }
 
-// bitmapBuilds are the background builds running in this process.
-var bitmapBuilds = struct {
-	mu      sync.Mutex
-	running map[bitmapJob]bool
-}{running: map[bitmapJob]bool{}}
+// NewBitmapBuilds returns an empty group of builds.
+func NewBitmapBuilds() *BitmapBuilds {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &BitmapBuilds{ctx: ctx, cancel: cancel, running: map[string]bool{}}
+}
 
-// BuildBitmapInBackground runs BuildBitmap on its own goroutine, detached
-// from the caller's context (a push is acknowledged before its pack's
-// bitmap exists), and reports whether it started: at most one build per
-// repository and node runs at a time, and a request meanwhile is dropped
-// (the next repack builds one anyway). Failures are logged, never
-// returned. done, if not nil, is called with the result when the build
-// ends.
-func BuildBitmapInBackground(d Deps, owner, name, packName string, tips []object.ID, done func(error)) bool {
-	job := bitmapJob{cache: d.Cache, repo: owner + "/" + name}
-	bitmapBuilds.mu.Lock()
-	if bitmapBuilds.running[job] {
-		bitmapBuilds.mu.Unlock()
+// Start runs BuildBitmap on its own goroutine, detached from the caller's
+// context (a push is acknowledged before its pack's bitmap exists), and
+// reports whether it started: a request while the repository's build runs,
+// or after Close, is dropped (the next repack builds one anyway). Failures
+// are logged, never returned. done, if not nil, is called with the result
+// when the build ends.
+func (b *BitmapBuilds) Start(d Deps, owner, name, packName string, tips []object.ID, done func(error)) bool {
+	job := owner + "/" + name
+	b.mu.Lock()
+	if b.closed || b.running[job] {
+		b.mu.Unlock()
 		return false
 	}
-	bitmapBuilds.running[job] = true
-	bitmapBuilds.mu.Unlock()
+	b.running[job] = true
+	b.wg.Add(1)
+	b.mu.Unlock()
 	tips = append([]object.ID(nil), tips...)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), bitmapBuildTimeout)
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.ctx, bitmapBuildTimeout)
 		err := BuildBitmap(ctx, d, owner, name, packName, tips)
 		cancel()
-		bitmapBuilds.mu.Lock()
-		delete(bitmapBuilds.running, job)
-		bitmapBuilds.mu.Unlock()
+		b.mu.Lock()
+		delete(b.running, job)
+		b.mu.Unlock()
 		switch {
 		case errors.Is(err, bitmap.ErrIncomplete):
 			// Another push landed first and its refs reach past the pack.
-			d.log().Info("no bitmap: pack is not the whole repository", zap.String("repo", job.repo), zap.String("pack", packName), zap.Error(err))
+			d.log().Info("no bitmap: pack is not the whole repository", zap.String("repo", job), zap.String("pack", packName), zap.Error(err))
 		case err != nil:
-			d.log().Warn("background bitmap build failed", zap.String("repo", job.repo), zap.String("pack", packName), zap.Error(err))
+			d.log().Warn("background bitmap build failed", zap.String("repo", job), zap.String("pack", packName), zap.Error(err))
 		}
 		if done != nil {
 			done(err)
 		}
 	}()
 	return true
+}
+
+// Close cancels the running builds and waits for them to end.
+func (b *BitmapBuilds) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	b.wg.Wait()
 }
 
 // refTips returns the distinct ids the refs point at.

@@ -102,7 +102,9 @@ func testFirstPushGetsBitmap(t *testing.T, st objstore.Store) {
 		t.Fatal("bitmap before any build")
 	}
 	done := make(chan error, 1)
-	if !BuildBitmapInBackground(d, "o", "r", s.Packs[0].Name, wantsOf(cmds), func(err error) { done <- err }) {
+	builds := NewBitmapBuilds()
+	defer builds.Close()
+	if !builds.Start(d, "o", "r", s.Packs[0].Name, wantsOf(cmds), func(err error) { done <- err }) {
 		t.Fatal("build not started")
 	}
 	waitForKey(t, st, BitmapKey("o", "r", s.Packs[0].Name))

@@ -30,6 +30,10 @@ const (
 	prefixRef     = "ref/"
 	prefixPack    = "pack/"
 	prefixRetired = "retired/"
+	// prefixDeleted holds the last value of each ref deleted while a
+	// no-force-push rule covered it: creating it again must fast-forward
+	// from there (access.go).
+	prefixDeleted = "deleted/"
 
 	defaultHead = "refs/heads/main"
 	visPublic   = "public"

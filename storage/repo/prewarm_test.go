@@ -20,7 +20,9 @@ func TestPrewarm(t *testing.T) {
 	s := snapshot(t, r)
 	name := s.Packs[0].Name
 	done := make(chan error, 1)
-	if !BuildBitmapInBackground(d, "o", "r", name, wantsOf(cmds), func(err error) { done <- err }) {
+	builds := NewBitmapBuilds()
+	defer builds.Close()
+	if !builds.Start(d, "o", "r", name, wantsOf(cmds), func(err error) { done <- err }) {
 		t.Fatal("build not started")
 	}
 	if err := <-done; err != nil {

@@ -52,6 +52,9 @@ type state struct {
 	packRaw map[string][]byte // exact stored values, for compare-and-set
 	setKey  string
 	refGen  []byte // keyRefGen's value; nil if no ref was ever updated
+	// deleted is the kept value of each ref deleted under a no-force-push
+	// rule (access.go); nil when there is none.
+	deleted map[string]object.ID
 
 	peelMu sync.Mutex
 	peeled map[object.ID]peelResult
@@ -84,6 +87,16 @@ func parseState(v *refdb.View) (*state, error) {
 		st.refs = append(st.refs, Ref{Name: strings.TrimPrefix(k, prefixRef), ID: id})
 	}
 	sort.Slice(st.refs, func(i, j int) bool { return st.refs[i].Name < st.refs[j].Name })
+	for k, val := range v.Scan(prefixDeleted) {
+		id, err := object.ParseID(string(val))
+		if err != nil {
+			return nil, fmt.Errorf("deleted tip %s: %w", k, err)
+		}
+		if st.deleted == nil {
+			st.deleted = map[string]object.ID{}
+		}
+		st.deleted[strings.TrimPrefix(k, prefixDeleted)] = id
+	}
 	names := make([]string, 0)
 	for k, val := range v.Scan(prefixPack) {
 		name := strings.TrimPrefix(k, prefixPack)
@@ -248,6 +261,11 @@ func (s *Snapshot) Ref(name string) (object.ID, bool) {
 	}
 	return object.ID{}, false
 }
+
+// DeletedTip is the value ref was deleted at while a no-force-push rule
+// covered it: creating ref again must fast-forward from it (RefUpdate.
+// Deleted). Zero when none is kept.
+func (s *Snapshot) DeletedTip(ref string) object.ID { return s.st.deleted[ref] }
 
 // Close releases the snapshot's packs. Idempotent.
 func (s *Snapshot) Close() {

@@ -32,10 +32,14 @@ var (
 type RefUpdate struct {
 	Name     string
 	Old, New object.ID
-	// FastForward: Old is an ancestor of New, as the caller found by
-	// walking the history. Protected refs refuse updates without it
-	// (forced, or not walked because the ref was not protected when the
-	// push was checked). Ignored for creations and deletions.
+	// Deleted is, for a creation, the value the ref was deleted at while a
+	// no-force-push rule covered it (Snapshot.DeletedTip): the creation
+	// is then checked as an update from it. Zero: a plain creation.
+	Deleted object.ID
+	// FastForward: Old (or Deleted) is an ancestor of New, as the caller
+	// found by walking the history. Protected refs refuse updates without
+	// it (forced, or not walked because the ref was not protected when the
+	// push was checked). Ignored for plain creations and deletions.
 	FastForward bool
 }
 
@@ -44,10 +48,12 @@ func (c RefUpdate) Kind() auth.UpdateKind {
 	switch {
 	case c.New.IsZero():
 		return auth.Delete
-	case c.Old.IsZero():
+	case c.Old.IsZero() && c.Deleted.IsZero():
 		return auth.Create
 	case c.FastForward:
 		return auth.FastForward
+	case c.Old.IsZero():
+		return auth.Recreate
 	}
 	return auth.Force
 }
@@ -120,9 +126,12 @@ func putFile(ctx context.Context, d Deps, key, path string) (int64, error) {
 func (r *Repo) UpdateRefs(ctx context.Context, staged *PackInfo, cmds []RefUpdate, atomic bool) ([]error, error) {
 	results := make([]error, len(cmds))
 	active := checkCommands(cmds, results)
-	if err := r.protectionResults(cmds, results); err != nil {
+	ps, err := r.Protections()
+	if err != nil {
 		return nil, fmt.Errorf("update refs of %s/%s: %w", r.owner, r.name, err)
 	}
+	r.protectionResults(ps, cmds, results)
+	deleted := r.deletedTipOps(ps, cmds)
 	active = slices.DeleteFunc(active, func(i int) bool { return results[i] != nil })
 	if len(active) < len(cmds) && atomic {
 		failRest(results, active)
@@ -133,7 +142,7 @@ func (r *Repo) UpdateRefs(ctx context.Context, staged *PackInfo, cmds []RefUpdat
 		extra = append(extra, listPack(*staged)...)
 	}
 	for len(active) > 0 {
-		_, err := r.db.Commit(ctx, buildTxn(cmds, active, extra))
+		_, err := r.db.Commit(ctx, buildTxn(cmds, active, deleted, extra))
 		if err == nil {
 			return results, nil
 		}
@@ -199,9 +208,15 @@ func failRest(results []error, active []int) {
 	}
 }
 
-func buildTxn(cmds []RefUpdate, active []int, extra []refdb.Op) refdb.Txn {
+// buildTxn turns the active commands into one transaction: each
+// command's compare-and-set, its op on its deleted tip (deleted[i], if
+// any, see deletedTipOps) and extra.
+func buildTxn(cmds []RefUpdate, active []int, deleted []refdb.Op, extra []refdb.Op) refdb.Txn {
 	txn := make(refdb.Txn, 0, len(active)+len(extra))
 	for _, i := range active {
+		if deleted[i].Key != "" {
+			txn = append(txn, deleted[i])
+		}
 		c := cmds[i]
 		key := prefixRef + c.Name
 		switch {

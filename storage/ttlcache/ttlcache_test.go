@@ -41,3 +41,90 @@ func TestTTLs(t *testing.T) {
 		t.Fatal("dropped entry still cached")
 	}
 }
+
+// TestLRU: a full list pushes out its least recently used entry, and a
+// Get counts as a use.
+func TestLRU(t *testing.T) {
+	clk := &clock{t: time.Unix(1e9, 0)}
+	c := NewSized[int](time.Minute, time.Minute, 3, 1, clk.now)
+	for i := range 3 {
+		c.Put(fmt.Sprint(i), i, true)
+	}
+	c.Get("0") // 1 is now the least recently used
+	c.Put("3", 3, true)
+	if _, _, hit := c.Get("1"); hit {
+		t.Error("least recently used entry 1 survived")
+	}
+	for _, k := range []string{"0", "2", "3"} {
+		if _, _, hit := c.Get(k); !hit {
+			t.Errorf("entry %s was pushed out", k)
+		}
+	}
+}
+
+// TestMissFloodKeepsFound: any number of distinct missing keys pushes out
+// only other misses; found entries stay and keep answering.
+func TestMissFloodKeepsFound(t *testing.T) {
+	clk := &clock{t: time.Unix(1e9, 0)}
+	c := New[string](time.Minute, time.Minute, 8, clk.now)
+	c.Put("good", "alice", true)
+	for i := range 10000 {
+		c.Put(fmt.Sprintf("junk%d", i), "", false)
+	}
+	if v, found, hit := c.Get("good"); !hit || !found || v != "alice" {
+		t.Fatalf("found entry after a flood of misses: %q %v %v", v, found, hit)
+	}
+	if n := len(c.m); n > 8+2 {
+		t.Fatalf("cache holds %d entries, want at most 10", n)
+	}
+	if _, _, hit := c.Get("junk9999"); !hit {
+		t.Error("the newest miss is not cached")
+	}
+}
+
+// TestLoadDropRace: a Drop while a Load of the same key runs (a token
+// revoked while its lookup is in flight) keeps the loaded answer out of
+// the cache; the next Load reads again.
+func TestLoadDropRace(t *testing.T) {
+	c := New[string](time.Minute, time.Minute, 8, nil)
+	reads := 0
+	v, found, err := c.Load("tok", func() (string, bool, error) {
+		reads++
+		c.Drop("tok") // revoked after the store answered, before the load returns
+		return "alice", true, nil
+	})
+	if err != nil || !found || v != "alice" {
+		t.Fatalf("first load: %q %v %v", v, found, err)
+	}
+	if _, _, hit := c.Get("tok"); hit {
+		t.Fatal("an answer loaded across a Drop was cached")
+	}
+	c.Load("tok", func() (string, bool, error) { reads++; return "", false, nil })
+	if reads != 2 {
+		t.Fatalf("%d reads, want 2", reads)
+	}
+	// Without a Drop the answer is cached as usual; a failure never is.
+	if _, _, hit := c.Get("tok"); !hit {
+		t.Fatal("an undisturbed load was not cached")
+	}
+	c.Load("other", func() (string, bool, error) { return "", false, fmt.Errorf("store down") })
+	if _, _, hit := c.Get("other"); hit {
+		t.Fatal("a failed load was cached")
+	}
+}
+
+// TestLoadDropOtherKey: a Drop of another key does not stop a load from
+// being cached.
+func TestLoadDropOtherKey(t *testing.T) {
+	c := New[string](time.Minute, time.Minute, 8, nil)
+	c.Load("a", func() (string, bool, error) {
+		c.Drop("b")
+		return "x", true, nil
+	})
+	if _, _, hit := c.Get("a"); !hit {
+		t.Fatal("load of a not cached after a Drop of b")
+	}
+	if len(c.loads) != 0 {
+		t.Fatalf("%d loads still registered", len(c.loads))
+	}
+}

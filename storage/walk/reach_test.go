@@ -3,6 +3,7 @@ package walk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,10 +164,31 @@ func TestCheckConnected(t *testing.T) {
 	if err := CheckConnected(ctx, r.reader(), []object.ID{bad}, known); err == nil || !strings.Contains(err.Error(), "expected commit, got tree") {
 		t.Fatalf("tree as parent: err = %v", err)
 	}
-	cancelled, cancel := context.WithCancel(ctx)
+}
+
+// TestCheckConnectedCancelled: a walk longer than the context-check
+// interval stops with the context's error, and the same walk completes
+// when the context is live (so the error is the cancellation's).
+func TestCheckConnectedCancelled(t *testing.T) {
+	w := &edgeWorld{objs: map[object.ID]memObj{}}
+	tree := w.put(object.Tree, treeEntry("100644", "a", w.put(object.Blob, "a")))
+	var tip object.ID
+	for i := range 2 * ctxCheckEvery {
+		body := commitBody(tree) + fmt.Sprint(i)
+		if i > 0 {
+			body = commitBody(tree, tip) + fmt.Sprint(i)
+		}
+		tip = w.put(object.Commit, body)
+	}
+	r := &memReader{objs: w.objs}
+	unknown := func(object.ID) bool { return false }
+	if err := CheckConnected(context.Background(), r, []object.ID{tip}, unknown); err != nil {
+		t.Fatalf("live context: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := CheckConnected(cancelled, mr, r.revs("main", "old"), func(object.ID) bool { return false }); err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled: %v", err)
+	if err := CheckConnected(ctx, r, []object.ID{tip}, unknown); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled context: err = %v, want context.Canceled", err)
 	}
 }
 

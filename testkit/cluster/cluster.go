@@ -54,6 +54,10 @@ type Options struct {
 	WarmTTL time.Duration // repo idle TTL; default 5 minutes
 	MaxWarm int           // default 64
 	Log     *zap.Logger
+	// Stagger starts node i at i×Stagger rather than all at once: nodes
+	// started at one instant run their periodic work (renewals, map polls)
+	// at one instant too, in an order the Go scheduler picks.
+	Stagger time.Duration
 	// Steer and Weights are the leader's placement settings
 	// (actors.ClusterConfig).
 	Steer   actors.SteerMode
@@ -109,7 +113,10 @@ func New(opts Options) (*Cluster, error) {
 	for i := range opts.Nodes {
 		c.names = append(c.names, fmt.Sprintf("rgit-%d", i))
 	}
-	for _, n := range c.names {
+	for i, n := range c.names {
+		if i > 0 && opts.Stagger > 0 {
+			time.Sleep(opts.Stagger)
+		}
 		if err := c.start(n); err != nil {
 			c.Close()
 			return nil, err
@@ -316,7 +323,34 @@ func RefValue(id object.ID) uint64 { return binary.BigEndian.Uint64(id[:8]) }
 // absent) and records the lease epoch it committed under. It returns the
 // node that committed.
 func (c *Cluster) Push(ctx context.Context, entry, repoName, ref string, v uint64) (string, uint64, error) {
-	var epoch uint64
+	r, err := c.update(ctx, entry, repoName, ref, nil, v)
+	return r.Node, r.Epoch, err
+}
+
+// CASResult is how a compare-and-swap push ended.
+type CASResult struct {
+	Node  string // the node that served it
+	Epoch uint64 // the lease epoch it ran under
+	// Sent: the update reached the repository's actor, so a failed one may
+	// still have been applied (or be applied later). Unsent, nothing was
+	// written.
+	Sent bool
+	// Stale: refused because the ref was not at the old value; nothing was
+	// written.
+	Stale bool
+}
+
+// CAS sets ref of repoName to RefID(v) through entry if it is at
+// RefID(old), or absent for old 0 (a push with its old value), and
+// records the lease epoch it committed under.
+func (c *Cluster) CAS(ctx context.Context, entry, repoName, ref string, old, v uint64) (CASResult, error) {
+	return c.update(ctx, entry, repoName, ref, &old, v)
+}
+
+// update pushes ref=RefID(v) with the old value *old (nil: whatever the
+// ref holds now).
+func (c *Cluster) update(ctx context.Context, entry, repoName, ref string, old *uint64, v uint64) (CASResult, error) {
+	var r CASResult
 	_, node, err := c.Serve(ctx, entry, repoName, "POST", func(n *actors.Node, node string) (string, error) {
 		owner, name, _ := strings.Cut(repoName, "/")
 		s, err := n.Session(ctx, owner, name)
@@ -324,19 +358,28 @@ func (c *Cluster) Push(ctx context.Context, entry, repoName, ref string, v uint6
 			return "", err
 		}
 		defer s.Release()
-		old, _ := s.Snapshot.Ref(ref)
-		res, err := s.UpdateRefs(ctx, nil, []repo.RefUpdate{{Name: ref, Old: old, New: RefID(v)}}, true)
+		r.Epoch = s.Epoch
+		cur, _ := s.Snapshot.Ref(ref)
+		if old != nil {
+			cur = object.ID{}
+			if *old != 0 {
+				cur = RefID(*old)
+			}
+		}
+		r.Sent = true
+		res, err := s.UpdateRefs(ctx, nil, []repo.RefUpdate{{Name: ref, Old: cur, New: RefID(v)}}, true)
 		if err != nil {
 			return "", err
 		}
 		if e := res[0]; e != nil {
+			r.Stale = errors.Is(e, repo.ErrStale)
 			return "", e
 		}
-		epoch = s.Epoch
 		c.recordCommit(repoName, s.Epoch, node)
 		return "", nil
 	})
-	return node, epoch, err
+	r.Node = node
+	return r, err
 }
 
 // Get reads ref of repoName through entry (a GET: it may move a repository
@@ -389,15 +432,24 @@ func (c *Cluster) Entry(node, repoName string) (rc.Entry, bool) {
 // partitioned node reaches no other node and no node reaches it (it still
 // reaches the object store, as in a real split where S3 stays up).
 type Network struct {
-	mu    sync.Mutex
-	down  map[string]bool
-	cut   map[string]bool
-	drops map[[2]string]int
-	delay time.Duration
+	mu       sync.Mutex
+	down     map[string]bool
+	cut      map[string]bool
+	drops    map[[2]string]int
+	attempts map[[2]string]int
+	delay    time.Duration
 }
 
 func newNetwork() *Network {
-	return &Network{down: map[string]bool{}, cut: map[string]bool{}, drops: map[[2]string]int{}}
+	return &Network{down: map[string]bool{}, cut: map[string]bool{}, drops: map[[2]string]int{}, attempts: map[[2]string]int{}}
+}
+
+// Attempts counts the connects from → to so far, failed ones included
+// (forwards and calls to the leader alike).
+func (nw *Network) Attempts(from, to string) int {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return nw.attempts[[2]string{from, to}]
 }
 
 func (nw *Network) setDown(node string, down bool) {
@@ -439,7 +491,9 @@ func (nw *Network) Connect(ctx context.Context, from, to string) error {
 	nw.mu.Lock()
 	delay := nw.delay
 	var err error
-	switch k := [2]string{from, to}; {
+	k := [2]string{from, to}
+	nw.attempts[k]++
+	switch {
 	case from == to:
 	case nw.down[from] || nw.down[to] || nw.cut[from] || nw.cut[to]:
 		err = fmt.Errorf("%s → %s: %w", from, to, ErrConnect)

@@ -40,6 +40,8 @@ import (
 //	delay DUR              latency of every simulated connect (and so of
 //	                       every forward and leader call); 0 turns it off
 //	go CMD…                run CMD in the background; "wait" prints results
+//	connects nX nY below=N whether fewer than N connects nX → nY were
+//	                       attempted so far
 //	entry nX R             R's ownership entry in nX's view
 //	open nX                repositories open at nX
 //	refs R                 R's refs as durable in the store
@@ -247,6 +249,15 @@ func (w *world) run(line string) (string, error) {
 		time.Sleep(d)
 		synctest.Wait()
 		return "t=" + w.rel(), nil
+	case "connects":
+		limit, err := strconv.Atoi(strings.TrimPrefix(arg(3), "below="))
+		if err != nil {
+			return "", fmt.Errorf("connects: %q: want below=N", arg(3))
+		}
+		if n := w.c.Net.Attempts(node(arg(1)), node(arg(2))); n >= limit {
+			return fmt.Sprintf("%d connects %s → %s, not below %d", n, arg(1), arg(2), limit), nil
+		}
+		return fmt.Sprintf("fewer than %d connects %s → %s", limit, arg(1), arg(2)), nil
 	case "partition", "heal":
 		w.c.Net.Partition(node(arg(1)), f[0] == "partition")
 		return f[0] + " " + arg(1), nil

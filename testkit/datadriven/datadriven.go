@@ -3,8 +3,11 @@
 // command line, a "----" separator and the expected output, cases are
 // separated by blank lines and '#' lines are comments kept with the next
 // case. A changed behaviour shows up as a readable diff; run the tests
-// with -rewrite (or RGIT_REWRITE=1) to regenerate the expectations. It
-// imports only the standard library.
+// with -rewrite (or RGIT_REWRITE=1) to regenerate the expectations.
+// Rewriting makes every scenario pass, so it is refused under CI
+// (CI=true), and RGIT_REWRITE must be a true value (1, true): 0, false
+// or an empty value leave the files alone. It imports only the standard
+// library.
 package datadriven
 
 import (
@@ -13,11 +16,35 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-var rewrite = flag.Bool("rewrite", os.Getenv("RGIT_REWRITE") != "", "rewrite scenario expectations")
+var rewriteFlag = flag.Bool("rewrite", false, "rewrite scenario expectations (also RGIT_REWRITE=1; refused under CI)")
+
+// ErrRewriteRefused: rewrite was asked for where it must not run, or
+// RGIT_REWRITE is not a boolean.
+var ErrRewriteRefused = errors.New("datadriven: scenario rewrite refused")
+
+// rewriteMode decides whether RunFile rewrites expectations, from the
+// -rewrite flag and the RGIT_REWRITE and CI variables.
+func rewriteMode(flagSet bool, env, ci string) (bool, error) {
+	want := flagSet
+	if env != "" {
+		v, err := strconv.ParseBool(env)
+		if err != nil {
+			return false, fmt.Errorf("%w: RGIT_REWRITE=%q is not a boolean (want 1 or 0)", ErrRewriteRefused, env)
+		}
+		want = want || v
+	}
+	if want {
+		if isCI, _ := strconv.ParseBool(ci); isCI {
+			return false, fmt.Errorf("%w: under CI (CI=%s) scenarios are compared, never rewritten", ErrRewriteRefused, ci)
+		}
+	}
+	return want, nil
+}
 
 // ErrSyntax reports a malformed scenario file.
 var ErrSyntax = errors.New("datadriven: malformed scenario")
@@ -87,18 +114,22 @@ func RunFile(t testing.TB, path string, run func(cmd string) (string, error)) {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+	rewrite, err := rewriteMode(*rewriteFlag, os.Getenv("RGIT_REWRITE"), os.Getenv("CI"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range cases {
 		got, err := run(cases[i].Cmd)
 		if err != nil {
 			got = "error: " + err.Error()
 		}
-		if *rewrite {
+		if rewrite {
 			cases[i].Want = got
 		} else if got != cases[i].Want {
 			t.Errorf("%s:%d: %s\n----\ngot:\n%s\nwant:\n%s", path, cases[i].Line, cases[i].Cmd, got, cases[i].Want)
 		}
 	}
-	if *rewrite {
+	if rewrite {
 		if err := os.WriteFile(path, []byte(Format(cases)), 0o644); err != nil {
 			t.Fatal(err)
 		}

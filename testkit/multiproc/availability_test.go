@@ -13,13 +13,18 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/testkit/gitenv"
+	"github.com/rgit/rgit/testkit/linearize"
 	"github.com/rgit/rgit/testkit/scale"
 )
 
 // op is one git operation of the load: a push of a new branch, or a fetch
-// of a branch acknowledged before.
+// of a branch acknowledged before; or, on the repository's shared branch,
+// a read (ls-remote) or a compare-and-swap push (--force-with-lease with
+// the value last read), which fails only by not answering (a CAS refused
+// as stale is an answer).
 type op struct {
 	push         bool
+	shared       string // "read" or "cas" on sharedRef; "" for the others
 	node, repo   string
 	branch, want string // the branch and the commit pushed (or expected)
 	ok           bool
@@ -30,8 +35,12 @@ type op struct {
 // load is a push-and-fetch loop of a few workers, each with its own
 // local repository: every round pushes a new commit as a new branch to a
 // random repository through the balancer, then fetches it back through
-// another pick. It runs until stop.
+// another pick, then reads the repository's shared branch and
+// compare-and-swaps it to the new commit through two more picks. It runs
+// until stop. Every read and push goes into hist with its invocation and
+// return time, for the linearizability check (checkHistory).
 type load struct {
+	hist  linearize.History
 	c     *Cluster
 	env   *gitenv.Env
 	lb    *balancer
@@ -91,14 +100,18 @@ func (l *load) work(w int, dir string) {
 		sha := strings.TrimSpace(l.env.Try(dir, "rev-parse", "HEAD").Out())
 		repo := l.repos[rng.IntN(len(l.repos))]
 		n, done := l.lb.pick()
+		call := time.Now()
 		r := l.env.Try(dir, "push", "-q", n.HTTPURL(l.tok, repo), "HEAD:refs/heads/"+branch)
 		done()
 		l.record(op{push: true, node: n.Name, repo: repo, branch: branch, want: sha, ok: r.OK(), msg: r.Stderr})
+		l.cas(w, repo, "refs/heads/"+branch, "", sha, n.Name, call, r)
 		if !r.OK() {
 			continue
 		}
 		n, done = l.lb.pick()
+		call = time.Now()
 		r = l.env.Try(dir, "fetch", "-q", n.HTTPURL(l.tok, repo), "refs/heads/"+branch)
+		ret := time.Now()
 		done()
 		got := strings.TrimSpace(l.env.Try(dir, "rev-parse", "FETCH_HEAD").Out())
 		ok := r.OK() && got == sha
@@ -107,17 +120,113 @@ func (l *load) work(w int, dir string) {
 			msg = fmt.Sprintf("fetched %s, pushed %s", got, sha)
 		}
 		l.record(op{node: n.Name, repo: repo, branch: branch, want: sha, ok: ok, msg: msg})
+		if r.OK() {
+			l.hist.Add(linearize.Op{Client: w, Key: repo + " refs/heads/" + branch, Kind: linearize.Read, Value: got, Call: call, Return: ret, Note: "fetch via " + n.Name})
+		}
+		l.shared(w, dir, repo, sha)
 	}
 }
 
-// progress waits until n more operations have succeeded.
+// sharedRef is the branch of every repository that all workers read and
+// compare-and-swap.
+const sharedRef = "refs/heads/shared"
+
+// shared reads repo's shared branch through one pick and swaps it from
+// what it read to sha through another.
+func (l *load) shared(w int, dir, repo, sha string) {
+	n, done := l.lb.pick()
+	call := time.Now()
+	r := l.env.Try(dir, "ls-remote", n.HTTPURL(l.tok, repo), sharedRef)
+	ret := time.Now()
+	done()
+	l.record(op{shared: "read", node: n.Name, repo: repo, branch: "shared", ok: r.OK(), msg: r.Stderr})
+	if !r.OK() {
+		return
+	}
+	old, _, _ := strings.Cut(strings.TrimSpace(r.Out()), "\t")
+	l.hist.Add(linearize.Op{Client: w, Key: repo + " " + sharedRef, Kind: linearize.Read, Value: old, Call: call, Return: ret, Note: "ls-remote via " + n.Name})
+	n, done = l.lb.pick()
+	call = time.Now()
+	r = l.env.Try(dir, "push", "-q", "--force-with-lease="+sharedRef+":"+old, n.HTTPURL(l.tok, repo), "HEAD:"+sharedRef)
+	done()
+	stale := staleLease(r)
+	l.record(op{shared: "cas", push: true, node: n.Name, repo: repo, branch: "shared", ok: r.OK() || stale, msg: r.Stderr})
+	l.cas(w, repo, sharedRef, old, sha, n.Name, call, r)
+}
+
+// staleLease reports a push refused because the ref was not at the value
+// its lease named: git's own check against the advertisement ("stale
+// info"), or the server's ("fetch first", "failed to update ref").
+func staleLease(r gitenv.Result) bool {
+	return !r.OK() && (strings.Contains(r.Stderr, "stale info") || strings.Contains(r.Stderr, "fetch first") || strings.Contains(r.Stderr, "failed to update ref"))
+}
+
+// cas records a push of ref from old to sha ("": absent) that returned r.
+func (l *load) cas(w int, repo, ref, old, sha, node string, call time.Time, r gitenv.Result) {
+	o := linearize.Op{Client: w, Key: repo + " " + ref, Kind: linearize.CAS, Old: old, New: sha, Call: call, Return: time.Now(), Note: "push via " + node}
+	switch {
+	case r.OK():
+		o.Outcome = linearize.OK
+	case staleLease(r):
+		o.Outcome = linearize.Rejected
+	default:
+		o.Outcome, o.Note = linearize.Unknown, o.Note+": "+strings.TrimSpace(r.Stderr)
+	}
+	l.hist.Add(o)
+}
+
+// checkHistory adds the final state of every register, read through
+// node 0 once the load has stopped, and checks the history for
+// linearizability; a failure prints the shortest non-linearizable part
+// and the path of porcupine's visualization (kept after the test).
+func (l *load) checkHistory(t *testing.T) {
+	t.Helper()
+	keys := map[string]bool{}
+	for _, o := range l.hist.Ops() {
+		keys[o.Key] = true
+	}
+	final := map[string]map[string]string{}
+	call := time.Now()
+	for _, r := range l.repos {
+		out := l.env.Run(t, "", "ls-remote", l.c.Nodes[0].HTTPURL(l.tok, r), "refs/heads/*")
+		final[r] = map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if sha, ref, ok := strings.Cut(line, "\t"); ok {
+				final[r][ref] = sha
+			}
+		}
+	}
+	ret := time.Now()
+	for k := range keys {
+		repo, ref, _ := strings.Cut(k, " ")
+		l.hist.Add(linearize.Op{Client: 99, Key: k, Kind: linearize.Read, Value: final[repo][ref], Call: call, Return: ret, Note: "final ls-remote"})
+	}
+	dir, err := os.MkdirTemp("", "rgit-linearize-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if linearize.Report(t, &l.hist, dir, 5*time.Minute).OK {
+		os.RemoveAll(dir)
+	}
+}
+
+// stallLimit is how long the load may go without a successful operation:
+// a request may wait RGIT_LEADER_WAIT_SECS (30 s) for a restarting
+// leader, plus a loaded machine's slowness.
+const stallLimit = 60 * time.Second
+
+// progress waits until n more operations have succeeded, failing if none
+// succeeds for stallLimit.
 func (l *load) progress(t *testing.T, n int64) {
 	t.Helper()
 	target := l.ok.Load() + n
-	deadline := time.Now().Add(30 * time.Second)
-	for l.ok.Load() < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("the load made no progress for 30s (%d of %d operations)", l.ok.Load(), target)
+	last, lastAt := l.ok.Load(), time.Now()
+	for cur := last; cur < target; cur = l.ok.Load() {
+		if cur != last {
+			last, lastAt = cur, time.Now()
+		}
+		if time.Since(lastAt) > stallLimit {
+			t.Fatalf("the load made no progress for %s (%d of %d operations)", stallLimit, cur, target)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -132,15 +241,18 @@ func (l *load) finish() []op {
 	return l.ops
 }
 
-// tally counts pushes and fetches, and how many of each succeeded.
+// tally counts pushes and fetches of new branches, how many of each
+// succeeded, and every failed operation (those on the shared branch too).
 func tally(ops []op) (pushes, acked, fetches, fetched int, failed []string) {
 	for _, o := range ops {
-		if o.push {
+		switch {
+		case o.shared != "":
+		case o.push:
 			pushes++
 			if o.ok {
 				acked++
 			}
-		} else {
+		default:
 			fetches++
 			if o.ok {
 				fetched++
@@ -148,7 +260,10 @@ func tally(ops []op) (pushes, acked, fetches, fetched int, failed []string) {
 		}
 		if !o.ok {
 			kind := "fetch"
-			if o.push {
+			switch {
+			case o.shared != "":
+				kind = o.shared + " of the shared branch"
+			case o.push:
 				kind = "push"
 			}
 			failed = append(failed, fmt.Sprintf("%s %s via %s at %s: %s",
@@ -174,7 +289,7 @@ func (l *load) checkAcked(t *testing.T, ops []op) int {
 	}
 	lost := 0
 	for _, o := range ops {
-		if o.push && o.ok && refs[o.repo][o.branch] != o.want {
+		if o.push && o.shared == "" && o.ok && refs[o.repo][o.branch] != o.want {
 			lost++
 			t.Errorf("acknowledged push of %s to %s (via %s) lost: the server has %q", o.branch, o.repo, o.node, refs[o.repo][o.branch])
 		}
@@ -186,7 +301,8 @@ func (l *load) checkAcked(t *testing.T, ops []op) int {
 // 1, 0; RGIT_MULTIPROC_ROUNDS, default 2) under a push-and-fetch loop
 // routed like a load balancer, each node taken out of rotation 1 s before
 // its SIGTERM (a preStop sleep): no operation fails, every node exits
-// cleanly, nothing acknowledged is lost. The leader's restart is covered
+// cleanly, nothing acknowledged is lost, and the history of reads and
+// compare-and-swap pushes is linearizable. The leader's restart is covered
 // by its hand-over and by claims waiting out its absence.
 func TestClusterRollingRestartNoFailures(t *testing.T) {
 	c, env := startCluster(t)
@@ -212,6 +328,7 @@ func TestClusterRollingRestartNoFailures(t *testing.T) {
 	ops := l.finish()
 	pushes, acked, fetches, fetched, failed := tally(ops)
 	lost := l.checkAcked(t, ops)
+	l.checkHistory(t)
 	line := fmt.Sprintf("availability op=rolling-restart rounds=%d pushes=%d acked=%d fetches=%d ok=%d failed=%d lost=%d",
 		rounds, pushes, acked, fetches, fetched, len(failed), lost)
 	t.Log(line)
@@ -226,19 +343,22 @@ func TestClusterRollingRestartNoFailures(t *testing.T) {
 // successful operations between kills, default 50), under the same loop,
 // requests routed to live nodes only (a node leaves the rotation, and its
 // clients' operations finish, before it is killed; it rejoins once
-// restarted and ready). No acknowledged push is lost, and the only
+// restarted and ready). No acknowledged push is lost, the history of
+// reads and compare-and-swap pushes is linearizable, and the only
 // operations that fail are pushes another node was forwarding to the
 // killed owner, their body partly sent (they fail cleanly, never half
 // applied): a request that meets a dead owner before sending anything is
 // served at the new owner. The leader has no failover, so each killed
-// node is restarted at once (as an orchestrator would). It reports the
-// acknowledged share of pushes; the issue's bar is 99.5%, which the
-// default run reaches only when no kill cuts a push (a kill cuts at most
-// the few pushes in flight): measure it with more operations per kill.
+// node is restarted at once (as an orchestrator would). At least
+// minAckedRate of the pushes must be acknowledged. A kill cuts at most the
+// pushes in flight to the killed owner, so the default run does enough
+// operations per kill (about 300 pushes in all) that a cut push stays
+// within the bar; RGIT_MULTIPROC_OPS makes it longer.
 func TestClusterKillNineAvailability(t *testing.T) {
+	const minAckedRate = 0.995
 	c, env := startCluster(t)
 	kills := scale.Count(t, "RGIT_MULTIPROC_KILLS", 6)
-	perKill := scale.Count(t, "RGIT_MULTIPROC_OPS", 50)
+	perKill := scale.Count(t, "RGIT_MULTIPROC_OPS", 100)
 	l := startLoad(t, c, env, 3, 6)
 	rng := rand.New(rand.NewPCG(2, 2)) // kills rgit-0, -2, -1, -1, -0, -2
 	l.progress(t, 10)
@@ -266,12 +386,16 @@ func TestClusterKillNineAvailability(t *testing.T) {
 	ops := l.finish()
 	pushes, acked, fetches, fetched, failed := tally(ops)
 	lost := l.checkAcked(t, ops)
+	l.checkHistory(t)
 	line := fmt.Sprintf("availability op=kill9 kills=%d victims=%s pushes=%d acked=%d acked_rate=%.4f fetches=%d ok=%d lost=%d",
 		kills, strings.Join(victims, ","), pushes, acked, float64(acked)/float64(pushes), fetches, fetched, lost)
 	t.Log(line)
 	fmt.Println(line)
 	if len(failed) > 0 {
 		t.Logf("failed operations:\n%s", strings.Join(failed, "\n"))
+	}
+	if rate := float64(acked) / float64(pushes); pushes == 0 || rate < minAckedRate {
+		t.Errorf("%d of %d pushes acknowledged (%.4f), want at least %.3f", acked, pushes, rate, minAckedRate)
 	}
 	for _, o := range ops {
 		if !o.ok && !cutAtKill(o, killed) {

@@ -45,6 +45,7 @@ type Node struct {
 	Name                 string
 	HTTPAddr, SSHAddr    string
 	PeerAddr, StreamAddr string // peer HTTP, peer stream (admin) ports
+	MetricsAddr          string // /metrics (RGIT_METRICS_ADDR: plain HTTP even with peer TLS)
 	LogPath              string
 	env                  []string
 	bin                  string
@@ -89,12 +90,13 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	for i := 0; i < o.Nodes; i++ {
 		p := ports[i*4 : i*4+4]
 		n := &Node{
-			Name:       fmt.Sprintf("rgit-%d", i),
-			HTTPAddr:   fmt.Sprintf("127.0.0.1:%d", p[0]),
-			SSHAddr:    fmt.Sprintf("127.0.0.1:%d", p[1]),
-			PeerAddr:   fmt.Sprintf("127.0.0.1:%d", p[2]),
-			StreamAddr: fmt.Sprintf("127.0.0.1:%d", p[2]+1),
-			bin:        o.Bin,
+			Name:        fmt.Sprintf("rgit-%d", i),
+			HTTPAddr:    fmt.Sprintf("127.0.0.1:%d", p[0]),
+			SSHAddr:     fmt.Sprintf("127.0.0.1:%d", p[1]),
+			PeerAddr:    fmt.Sprintf("127.0.0.1:%d", p[2]),
+			StreamAddr:  fmt.Sprintf("127.0.0.1:%d", p[2]+1),
+			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", p[3]),
+			bin:         o.Bin,
 		}
 		peers = append(peers, n.Name+"="+n.PeerAddr)
 		c.Nodes = append(c.Nodes, n)
@@ -113,6 +115,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			"RGIT_HTTP_ADDR="+n.HTTPAddr,
 			"RGIT_SSH_ADDR="+n.SSHAddr,
 			"RGIT_PEER_ADDR="+n.PeerAddr,
+			"RGIT_METRICS_ADDR="+n.MetricsAddr,
 			"RGIT_PEERS="+strings.Join(peers, ","),
 			"RGIT_SELF="+n.Name,
 			"RGIT_PEER_SECRET="+c.Secret,

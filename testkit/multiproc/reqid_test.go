@@ -11,8 +11,9 @@ import (
 // logLine is one JSON log line of a node (RGIT_LOG_FORMAT auto: the log
 // is a file, so JSON).
 type logLine struct {
-	Msg       string `json:"msg"`
-	RequestID string `json:"request_id"`
+	Msg             string `json:"msg"`
+	RequestID       string `json:"request_id"`
+	ClientRequestID string `json:"client_request_id"`
 }
 
 // requestLines returns n's log lines that carry a request id.
@@ -39,9 +40,21 @@ func hasID(lines []logLine, id string) bool {
 	return false
 }
 
+// clientIDs returns the request ids lines logged beside the client's id.
+func clientIDs(lines []logLine, client string) map[string]bool {
+	out := map[string]bool{}
+	for _, l := range lines {
+		if l.ClientRequestID == client {
+			out[l.RequestID] = true
+		}
+	}
+	return out
+}
+
 // TestClusterRequestIDs: a request's id reaches the owner's log lines
-// when a non-owner forwards it: the client's X-Request-Id over HTTP, the
-// id the entry node made for an SSH session.
+// when a non-owner forwards it: over HTTP the entry node's own id, with
+// the client's X-Request-Id beside it (never in its place); the id the
+// entry node made for an SSH session.
 func TestClusterRequestIDs(t *testing.T) {
 	c, env := startCluster(t, "RGIT_LOG_LEVEL=debug")
 	n0 := c.Nodes[0]
@@ -58,11 +71,19 @@ func TestClusterRequestIDs(t *testing.T) {
 
 	const id = "rid-test-0123"
 	env.Run(t, "", "-c", "http.extraHeader=X-Request-Id: "+id, "ls-remote", httpVia.HTTPURL(tok, "alice/rid"))
-	if !hasID(requestLines(t, httpVia), id) {
-		t.Errorf("entry node %s never logged request id %s", httpVia.Name, id)
+	if hasID(requestLines(t, httpVia), id) || hasID(requestLines(t, owner), id) {
+		t.Errorf("the client's X-Request-Id %s was taken as the request id", id)
 	}
-	if !hasID(requestLines(t, owner), id) {
-		t.Errorf("owner %s never logged the forwarded request id %s", owner.Name, id)
+	// One ls-remote is several HTTP requests, each with an id of its own;
+	// the forwarded ones reach the owner under the same ids.
+	entry, atOwner := clientIDs(requestLines(t, httpVia), id), clientIDs(requestLines(t, owner), id)
+	if len(entry) == 0 || len(atOwner) == 0 {
+		t.Fatalf("client request id %s: logged under %v by entry node %s, %v by owner %s", id, entry, httpVia.Name, atOwner, owner.Name)
+	}
+	for rid := range atOwner {
+		if !entry[rid] {
+			t.Errorf("owner %s logged request %s, which entry node %s never did", owner.Name, rid, httpVia.Name)
+		}
 	}
 
 	// SSH: the entry node makes the id; the owner logs the same one.

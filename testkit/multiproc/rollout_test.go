@@ -214,7 +214,7 @@ func TestDrainPrewarmsSuccessor(t *testing.T) {
 // prewarmBytes reads rgit_prewarm_bytes_total from n's /metrics.
 func prewarmBytes(t *testing.T, n *Node) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + n.HTTPAddr + "/metrics")
+	resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

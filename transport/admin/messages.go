@@ -137,6 +137,12 @@ type (
 	Version struct{}
 	// ShowRollout asks for the node's rollout status (RolloutStatus).
 	ShowRollout struct{}
+	// HostKey asks for the known_hosts line of the node's SSH host key,
+	// for clients reaching it as Host ("name" or "name:port"; empty: the
+	// node's SSH address, on loopback as 127.0.0.1 and localhost).
+	HostKey struct {
+		Host string `json:"host,omitempty"`
+	}
 )
 
 func (CreateRepo) op() (string, Result)    { return "create-repo", new(Done) }
@@ -164,6 +170,7 @@ func (ShowStatus) op() (string, Result)    { return "status", new(Status) }
 func (WhereIs) op() (string, Result)       { return "where", new(Where) }
 func (Version) op() (string, Result)       { return "version", new(Done) }
 func (ShowRollout) op() (string, Result)   { return "rollout-status", new(RolloutStatus) }
+func (HostKey) op() (string, Result)       { return "host-key", new(Done) }
 
 // The messages their repository's owner runs (the others act on the
 // store, on credentials or on the node that receives them).
@@ -250,6 +257,8 @@ var commands = map[string]struct {
 		func(a []string, _ flagSet) Msg { return WhereIs{Repo: a[0]} }},
 	"rollout-status": {0, "", "print the node's rollout status as JSON (what the rollout gate reads)", nil,
 		func([]string, flagSet) Msg { return ShowRollout{} }},
+	"host-key": {0, "[--host <name>[:<port>]]", "print the known_hosts line of the node's SSH host key", map[string]bool{"host": true},
+		func(_ []string, f flagSet) Msg { return HostKey{Host: f.last("host")} }},
 }
 
 var asFlag = map[string]bool{"as": true}

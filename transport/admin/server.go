@@ -44,6 +44,9 @@ type Server struct {
 	Rollout func(context.Context) (RolloutStatus, error)
 	// Cache is the read API's answer cache (RGIT_REDIS_URL); nil: none.
 	Cache actors.CachePurger
+	// KnownHosts returns the known_hosts line of the node's SSH host key
+	// for clients reaching it as name (HostKey); nil: no SSH.
+	KnownHosts func(name string) (string, error)
 
 	once     sync.Once
 	handlers *peer.Handlers
@@ -114,6 +117,7 @@ func (s *Server) register(h *peer.Handlers) {
 	handle(s, h, s.where)
 	handle(s, h, s.version)
 	handle(s, h, s.rolloutStatus)
+	handle(s, h, s.hostKey)
 }
 
 // progressFunc hears a stage's progress (repack: writing, indexing).
@@ -319,6 +323,17 @@ func (s *Server) setHead(ctx context.Context, m SetHead) (Done, error) {
 }
 
 func (s *Server) version(context.Context, Version) (Done, error) { return Done{Output: s.Version}, nil }
+
+func (s *Server) hostKey(_ context.Context, m HostKey) (Done, error) {
+	if s.KnownHosts == nil {
+		return Done{}, errors.New("host-key: this node serves no SSH")
+	}
+	line, err := s.KnownHosts(m.Host)
+	if err != nil {
+		return Done{}, err
+	}
+	return Done{Output: line}, nil
+}
 
 // existing parses "owner/name" and resolves it to the spelling the
 // repository is stored under (repo.Canonical).

@@ -33,9 +33,10 @@ const (
 	Fetch       Kind = iota // serving a pack: clone, fetch
 	Push                    // ingesting a pack
 	Maintenance             // background roll-ups and repacks: may wait
+	Read                    // an expensive read-API answer (see Reads)
 )
 
-var kinds = []Kind{Fetch, Push, Maintenance}
+var kinds = []Kind{Fetch, Push, Maintenance, Read}
 
 func (k Kind) String() string {
 	switch k {
@@ -43,6 +44,8 @@ func (k Kind) String() string {
 		return "push"
 	case Maintenance:
 		return "maintenance"
+	case Read:
+		return "read"
 	}
 	return "fetch"
 }

@@ -46,8 +46,8 @@ func TestDiffMatchesGit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	rd := reader{objs: pack.NewSet(p)}
-	got, err := rd.commitWithDiff(context.Background(), object.MustID(head), DefaultDiffCap)
+	rd := newReader(context.Background(), pack.NewSet(p), Limits{})
+	got, err := rd.commitWithDiff(object.MustID(head))
 	if err != nil {
 		t.Fatal(err)
 	}

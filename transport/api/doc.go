@@ -23,11 +23,22 @@
 //   - Cache: answers under v1:{gen}:{owner}/{name}:{suffix} with per-
 //     repository generation counters (see Cache for the eviction rule).
 //
-// go-git supplies rename detection, line diffs, the unified patch encoder
-// and merge bases over rgit's packs through a read-only storer
-// (gogit.go); tree listing, path walks, logs, the tree diff walk and
-// archives are this package's own code.
+// go-git supplies rename detection, line diffs and the unified patch
+// encoder over rgit's packs through a read-only storer (gogit.go); tree
+// listing, path walks, logs, the tree diff walk, merge bases and archives
+// are this package's own code.
+//
+// Every answer works within a budget (budget.go): Limits bound the tree
+// entries it visits, the files and bytes of a diff, the time of its line
+// diffs, rename detection, the commits a path-filtered log examines and
+// an archive's size; each walk checks the request's context as it
+// visits. Over a limit an answer is refused (422, the message naming the
+// limit and its RGIT_* setting) or, for diffs and logs, cut short where
+// the client can see it. Archives are sized by distinct tree before their
+// first byte. The expensive answers are admitted against the node's
+// memory budget and a concurrency limit (transport/admission.Reads).
 //
 // It imports transport/gitserve, transport/gitproto, transport/peer (the
-// peer headers), storage/, go-git, go-redis and zap.
+// peer headers), transport/admission, transport/httpgit (Retry-After),
+// storage/, go-git, go-redis, Prometheus and zap.
 package api

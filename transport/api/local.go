@@ -16,8 +16,10 @@ import (
 	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/transport/admission"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/httpgit"
 )
 
 // Forwarder proxies a whole request to another node
@@ -45,10 +47,17 @@ type Local struct {
 	// elsewhere; nil Forward: such requests answer 503.
 	Forward  Forwarder
 	Rerouter gitserve.Rerouter
-	// BlobCap and DiffCap bound blob content and commit/compare diffs
-	// (0: DefaultBlobCap, DefaultDiffCap).
-	BlobCap, DiffCap int
-	Log              *zap.Logger
+	// BlobCap bounds blob content (0: DefaultBlobCap).
+	BlobCap int
+	// Limits bound each answer's work (zero fields: the defaults).
+	Limits Limits
+	// Reads admits the expensive answers (archive, commit, compare, log
+	// with a path) against the node's memory budget and a concurrency
+	// limit; nil admits everything.
+	Reads *admission.Reads
+	// Metrics counts the answers' work; nil: not counted.
+	Metrics *Metrics
+	Log     *zap.Logger
 }
 
 type noForwardKey struct{}
@@ -85,7 +94,8 @@ func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id 
 	if a, ok := b.(gitserve.Authoritative); ok {
 		public = a.RepoInfo().Public
 	}
-	s := &serving{l: l, w: w, r: r, q: q, public: public, rd: reader{objs: objs.Objects()}}
+	s := &serving{l: l, w: w, r: r, q: q, public: public, rd: newReader(ctx, objs.Objects(), l.Limits)}
+	defer l.Metrics.done(q.Endpoint, s.rd.w)
 	if q.Immutable() {
 		if err := reachable(ctx, objs, q); err != nil {
 			l.fail(w, r, err)
@@ -99,6 +109,9 @@ func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id 
 		}
 	}
 	if err := s.serve(b); err != nil {
+		if le, ok := asLimit(err); ok {
+			l.Metrics.limit(q.Endpoint, le.Setting)
+		}
 		l.fail(w, r, err)
 	}
 	return s.cut
@@ -148,9 +161,12 @@ func (l *Local) forward(w http.ResponseWriter, r *http.Request, q *Request, id a
 
 // fail answers err as a JSON error: denials as gitserve decided them
 // (a private repository is 401 anonymous, 404 otherwise, like a missing
-// one), unknown ids and paths 404, busy 503, anything else 500 (logged).
+// one), unknown ids and paths 404, an answer over a limit 422 (the
+// message names the limit and its setting), busy 503 with Retry-After,
+// anything else 500 (logged).
 func (l *Local) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var denied *gitserve.DeniedError
+	var over *gitproto.LimitError
 	switch {
 	case errors.As(err, &denied):
 		switch denied.Decision {
@@ -163,8 +179,11 @@ func (l *Local) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	case errors.Is(err, ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, errTooLarge):
-		writeError(w, http.StatusUnprocessableEntity, err.Error())
+	case errors.As(err, &over):
+		writeError(w, http.StatusUnprocessableEntity, over.Error())
+	case errors.Is(err, gitproto.ErrBusy):
+		w.Header().Set("Retry-After", httpgit.RetryAfter)
+		writeError(w, http.StatusServiceUnavailable, "server busy, try again")
 	case errors.Is(err, gitserve.ErrUnavailable), errors.Is(err, gitserve.ErrHopLimit):
 		l.logger().Warn("read API request unavailable", zap.String("path", r.URL.Path), zap.Error(err))
 		writeError(w, http.StatusServiceUnavailable, "repository temporarily unavailable")
@@ -249,13 +268,6 @@ func (s *serving) blobCap() int {
 	return DefaultBlobCap
 }
 
-func (s *serving) diffCap() int {
-	if s.l.DiffCap > 0 {
-		return s.l.DiffCap
-	}
-	return DefaultDiffCap
-}
-
 // refAnswer is one entry of refs.
 type refAnswer struct {
 	Name   string `json:"name"`
@@ -278,6 +290,16 @@ func refKind(name string) string {
 
 func (s *serving) serve(b gitproto.Backend) error {
 	q, rd := s.q, s.rd
+	if s.r.Method == http.MethodHead && q.Endpoint != Refs && q.Endpoint != Raw {
+		return s.head()
+	}
+	if est := s.estimate(); est > 0 {
+		release, ok := s.l.Reads.Reserve(s.r.Context(), est)
+		if !ok {
+			return fmt.Errorf("%w: %s answer of about %d MiB refused by read admission", gitproto.ErrBusy, q.Endpoint, est>>20)
+		}
+		defer release()
+	}
 	switch q.Endpoint {
 	case Refs:
 		snap, err := b.Snapshot(s.r.Context())
@@ -343,6 +365,9 @@ func (s *serving) serve(b gitproto.Backend) error {
 		// script and loads nothing.
 		h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
 		s.w.WriteHeader(http.StatusOK)
+		if s.r.Method == http.MethodHead {
+			return nil
+		}
 		if _, err := s.w.Write(head); err != nil {
 			s.logWriteErr(err)
 			return nil
@@ -351,6 +376,8 @@ func (s *serving) serve(b gitproto.Backend) error {
 		s.logWriteErr(err)
 		return nil
 	case Log:
+		// A page may end early (Link next, fewer than n commits) where
+		// a path filter examined its most commits or entries.
 		commits, next, err := rd.log(q.OID, q.N, q.Sub)
 		if err != nil {
 			return err
@@ -362,38 +389,113 @@ func (s *serving) serve(b gitproto.Backend) error {
 		}
 		return s.json(commits)
 	case Commit:
-		c, err := rd.commitWithDiff(s.r.Context(), q.OID, s.diffCap())
+		c, err := rd.commitWithDiff(q.OID)
 		if err != nil {
 			return err
 		}
+		s.limited(c.diffAnswer)
 		return s.json(c)
 	case Compare:
-		c, err := rd.compare(s.r.Context(), q.Base, q.OID, s.diffCap())
+		c, err := rd.compare(q.Base, q.OID)
 		if err != nil {
 			return err
 		}
+		s.limited(c.diffAnswer)
 		return s.json(c)
 	case Archive:
-		if _, _, err := rd.archiveSource(q.OID); err != nil {
+		// Sized first: an archive over its limits is refused before its
+		// first byte.
+		tree, mtime, err := rd.openArchive(q.OID)
+		if err != nil {
 			return err
 		}
-		h := s.w.Header()
-		file := archivePrefix(q.Name, q.OID)
-		file = file[:len(file)-1] + "." + q.Format
-		h.Set("Content-Disposition", `attachment; filename="`+file+`"`)
+		s.archiveHeaders()
+		s.w.WriteHeader(http.StatusOK)
 		write := rd.writeTarGz
-		h.Set("Content-Type", "application/gzip")
 		if q.Format == "zip" {
 			write = rd.writeZip
-			h.Set("Content-Type", "application/zip")
 		}
-		s.w.WriteHeader(http.StatusOK)
 		// Streamed: after the first byte an error can only cut the
 		// answer short (the archive's own trailer is then missing).
-		s.logWriteErr(write(s.w, q.Name, q.OID))
+		s.logWriteErr(write(s.w, q.Name, q.OID, tree, mtime))
 		return nil
 	}
 	return fmt.Errorf("%w: unknown endpoint %q", ErrBadRequest, q.Endpoint)
+}
+
+// estimate is what an expensive answer (archive, commit, compare, log
+// with a path) reserves in the node's memory budget before it starts; 0
+// for the cheap ones, which are not admitted.
+func (s *serving) estimate() int64 {
+	switch s.q.Endpoint {
+	case Commit, Compare:
+		return s.rd.w.lim.diffEstimate()
+	case Archive:
+		return archiveEstimate
+	case Log:
+		if len(s.q.Sub) > 0 {
+			return logEstimate
+		}
+	}
+	return 0
+}
+
+// limited notes a diff a limit cut short; one the time budget cut is not
+// stored by anyone, since another try may get further.
+func (s *serving) limited(d diffAnswer) {
+	if d.limit != nil {
+		s.l.Metrics.limit(s.q.Endpoint, d.limit.Setting)
+	}
+	if d.timedOut {
+		s.w.Header().Set("Cache-Control", "no-store")
+		s.w.Header().Del("ETag")
+	}
+}
+
+// archiveHeaders are an archive's type and file name.
+func (s *serving) archiveHeaders() {
+	h := s.w.Header()
+	file := archivePrefix(s.q.Name, s.q.OID)
+	h.Set("Content-Disposition", `attachment; filename="`+file[:len(file)-1]+"."+s.q.Format+`"`)
+	h.Set("Content-Type", "application/gzip")
+	if s.q.Format == "zip" {
+		h.Set("Content-Type", "application/zip")
+	}
+}
+
+// head answers HEAD for an object-id endpoint: the status and headers a
+// GET would get, from the cheap checks alone (the objects exist and are
+// what the endpoint needs; a tree or an archive is within its limits).
+// No diff, log or archive is computed, so no Content-Length is sent.
+func (s *serving) head() error {
+	q, rd := s.q, s.rd
+	h := s.w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	var err error
+	switch q.Endpoint {
+	case Tree:
+		_, _, _, err = rd.treeData(q.OID, q.Sub)
+	case Blob:
+		var rc io.ReadCloser
+		if _, _, rc, err = rd.openBlobAt(q.OID, q.Sub); err == nil {
+			rc.Close()
+		}
+	case Log, Commit:
+		_, _, err = rd.commit(q.OID)
+	case Compare:
+		if _, _, err = rd.commit(q.Base); err == nil {
+			_, _, err = rd.commit(q.OID)
+		}
+	case Archive:
+		if _, _, err = rd.openArchive(q.OID); err == nil {
+			s.archiveHeaders()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.w.WriteHeader(http.StatusOK)
+	return nil
 }
 
 // logWriteErr records an answer cut short after it started (a failed

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -21,20 +22,23 @@ func notFound(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrNotFound, fmt.Sprintf(format, args...))
 }
 
-// Default caps of the answers.
-const (
-	DefaultBlobCap = 1 << 20
-	DefaultDiffCap = 4 << 20
-)
+// DefaultBlobCap is the default cap of blob content.
+const DefaultBlobCap = 1 << 20
 
 // binarySniff is how much of a raw answer is read ahead to choose its
 // content type: what isBinary looks at, and a rune more so that a cut at
 // the cap is seen as one.
 const binarySniff = DefaultBlobCap + utf8.UTFMax
 
-// reader answers the object-id endpoints over one repository's objects.
+// reader answers the object-id endpoints over one repository's objects,
+// within one answer's budget.
 type reader struct {
 	objs Objects
+	w    *work
+}
+
+func newReader(ctx context.Context, objs Objects, lim Limits) reader {
+	return reader{objs: objs, w: newWork(ctx, lim)}
 }
 
 // read returns the object, mapping a missing one to ErrNotFound.
@@ -117,7 +121,7 @@ func (rd reader) resolve(id object.ID, sub []string) (object.ID, uint32, error) 
 				return cur, 0, err
 			}
 		}
-		e, ok, err := findEntry(data, name)
+		e, ok, err := rd.findEntry(data, name)
 		if err != nil {
 			return cur, 0, fmt.Errorf("tree %s: %w", cur, err)
 		}
@@ -129,9 +133,12 @@ func (rd reader) resolve(id object.ID, sub []string) (object.ID, uint32, error) 
 	return cur, mode, nil
 }
 
-func findEntry(tree []byte, name string) (object.TreeEntry, bool, error) {
+func (rd reader) findEntry(tree []byte, name string) (object.TreeEntry, bool, error) {
 	it := object.NewTreeIter(tree)
 	for e, ok := it.Next(); ok; e, ok = it.Next() {
+		if err := rd.w.visit(1); err != nil {
+			return e, false, err
+		}
 		if string(e.Name) == name {
 			return e, true, nil
 		}
@@ -139,21 +146,52 @@ func findEntry(tree []byte, name string) (object.TreeEntry, bool, error) {
 	return object.TreeEntry{}, false, it.Err()
 }
 
+// maxTreeListing bounds the entries of one tree listing: its answer is
+// built whole (about 120 bytes of JSON an entry, and as much again while
+// it is built). Large hosts cut listings at the same size.
+const maxTreeListing = 100_000
+
+// treeData reads the directory at sub of id: its id, content and entry
+// count. The entries are counted before any is looked at, so a tree over
+// the budget or maxTreeListing is refused for the price of parsing it.
+func (rd reader) treeData(id object.ID, sub []string) (object.ID, []byte, int, error) {
+	tid, mode, err := rd.resolve(id, sub)
+	if err != nil {
+		return tid, nil, 0, err
+	}
+	if mode&0o170000 != object.ModeTree {
+		return tid, nil, 0, notFound("%s is not a directory", strings.Join(sub, "/"))
+	}
+	tid, data, err := rd.peelTo(tid, object.Tree)
+	if err != nil {
+		return tid, nil, 0, err
+	}
+	n := 0
+	for it := object.NewTreeIter(data); ; n++ {
+		if _, ok := it.Next(); !ok {
+			break
+		}
+	}
+	if n > maxTreeListing {
+		return tid, nil, 0, limitErr("tree has too many entries to list", maxTreeListing, "", "")
+	}
+	if err := rd.w.visit(n); err != nil {
+		if _, ok := asLimit(err); ok {
+			return tid, nil, 0, limitErr("tree has too many entries", int64(rd.w.lim.MaxEntries), "", SettingMaxEntries)
+		}
+		return tid, nil, 0, err
+	}
+	return tid, data, n, nil
+}
+
 // tree lists the tree at sub of id. Submodule entries are listed, never
 // followed (their commits live in another repository).
 func (rd reader) tree(id object.ID, sub []string) ([]treeEntry, error) {
-	tid, mode, err := rd.resolve(id, sub)
+	tid, data, n, err := rd.treeData(id, sub)
 	if err != nil {
 		return nil, err
 	}
-	if mode&0o170000 != object.ModeTree {
-		return nil, notFound("%s is not a directory", strings.Join(sub, "/"))
-	}
-	_, data, err := rd.peelTo(tid, object.Tree)
-	if err != nil {
-		return nil, err
-	}
-	out := []treeEntry{}
+	out := make([]treeEntry, 0, n)
 	it := object.NewTreeIter(data)
 	for e, ok := it.Next(); ok; e, ok = it.Next() {
 		en := treeEntry{Name: string(e.Name), Mode: strconv.FormatUint(uint64(e.Mode), 8), Kind: kindOf(e.Mode), OID: e.ID.String()}
@@ -375,26 +413,49 @@ func (rd reader) commit(id object.ID) (commitAnswer, object.CommitInfo, error) {
 
 // log is first-parent history from id, n commits, keeping only commits
 // that change sub (compared with their first parent) when sub is set.
-// next is where the following page starts (zero at the root).
+// next is where the following page starts (zero at the root). With a
+// path filter one page examines at most MaxLogScan commits and
+// MaxEntries tree entries: past either it ends early (fewer than n
+// commits, even none) with next at the first commit not examined, so a
+// client following next still pages through any history. Only a first
+// commit that alone is over the entry budget is refused.
 func (rd reader) log(id object.ID, n int, sub []string) (out []commitAnswer, next object.ID, err error) {
 	out = []commitAnswer{}
 	cur := id
-	for !cur.IsZero() {
-		a, info, err := rd.commit(cur)
-		if err != nil {
-			if len(out) > 0 && errors.Is(err, ErrNotFound) {
-				// A shallow boundary or missing parent ends history.
-				return out, object.ID{}, nil
-			}
+	a, info, err := rd.commit(cur)
+	if err != nil {
+		return nil, object.ID{}, err
+	}
+	for scanned := 0; ; scanned++ {
+		if len(sub) > 0 && scanned == rd.w.lim.MaxLogScan {
+			return out, cur, nil
+		}
+		if err := rd.w.ctx.Err(); err != nil {
 			return nil, object.ID{}, err
 		}
-		var parent object.ID
+		var parent, parentTree object.ID
+		var pa commitAnswer
+		var pinfo object.CommitInfo
 		if len(info.Parents) > 0 {
 			parent = info.Parents[0]
+			pa, pinfo, err = rd.commit(parent)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				// A shallow boundary or missing parent ends history.
+				parent = object.ID{}
+			case err != nil:
+				return nil, object.ID{}, err
+			default:
+				parentTree = pinfo.Tree
+			}
 		}
 		keep := true
 		if len(sub) > 0 {
-			if keep, err = rd.changes(info.Tree, parent, sub); err != nil {
+			keep, err = rd.pathChanged(info.Tree, parentTree, sub)
+			if _, over := asLimit(err); over && cur != id {
+				return out, cur, nil
+			}
+			if err != nil {
 				return nil, object.ID{}, err
 			}
 		}
@@ -404,40 +465,50 @@ func (rd reader) log(id object.ID, n int, sub []string) (out []commitAnswer, nex
 			}
 			out = append(out, a)
 		}
-		cur = parent
-	}
-	return out, object.ID{}, nil
-}
-
-// changes reports whether sub differs between tree and parent's tree.
-func (rd reader) changes(tree, parent object.ID, sub []string) (bool, error) {
-	mine, err := rd.entryID(tree, sub)
-	if err != nil {
-		return false, err
-	}
-	if parent.IsZero() {
-		return !mine.IsZero(), nil
-	}
-	_, pdata, err := rd.peelTo(parent, object.Commit)
-	if err != nil {
-		if errors.Is(err, ErrNotFound) {
-			return !mine.IsZero(), nil
+		if parent.IsZero() {
+			return out, object.ID{}, nil
 		}
-		return false, err
+		cur, a, info = parent, pa, pinfo
 	}
-	pinfo, err := object.ParseCommit(pdata)
-	if err != nil {
-		return false, fmt.Errorf("commit %s: %w", parent, err)
-	}
-	theirs, err := rd.entryID(pinfo.Tree, sub)
-	return mine != theirs, err
 }
 
-// entryID is the id at sub in tree, zero when there is nothing there.
-func (rd reader) entryID(tree object.ID, sub []string) (object.ID, error) {
-	id, _, err := rd.resolve(tree, sub)
-	if errors.Is(err, ErrNotFound) {
-		return object.ID{}, nil
+// pathChanged reports whether sub names a different object or mode in
+// tree a than in tree b (zero: the empty tree). Both paths are walked
+// together, and equal subtrees on the way answer at once, as git's tree
+// diff prunes them: most commits cost a look at the root trees.
+func (rd reader) pathChanged(a, b object.ID, sub []string) (bool, error) {
+	ma, mb := uint32(object.ModeTree), uint32(object.ModeTree)
+	for _, name := range sub {
+		if a == b && ma == mb {
+			return false, nil
+		}
+		var err error
+		if a, ma, err = rd.child(a, ma, name); err != nil {
+			return false, err
+		}
+		if b, mb, err = rd.child(b, mb, name); err != nil {
+			return false, err
+		}
 	}
-	return id, err
+	return a != b || ma != mb, nil
+}
+
+// child is the entry name in the directory id (mode its mode); zero when
+// id is zero, not a directory, or has no such entry.
+func (rd reader) child(id object.ID, mode uint32, name string) (object.ID, uint32, error) {
+	if id.IsZero() || mode&0o170000 != object.ModeTree {
+		return object.ID{}, 0, nil
+	}
+	t, data, err := rd.read(id)
+	if errors.Is(err, ErrNotFound) || err == nil && t != object.Tree {
+		return object.ID{}, 0, nil
+	}
+	if err != nil {
+		return object.ID{}, 0, err
+	}
+	e, ok, err := rd.findEntry(data, name)
+	if err != nil || !ok {
+		return object.ID{}, 0, err
+	}
+	return e.ID, e.Mode, nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -59,9 +60,31 @@ func NewUpstream(base, secret string, tlsCfg *tls.Config, log *zap.Logger) (*Ups
 // Close drops idle connections.
 func (u *Upstream) Close() { u.client.CloseIdleConnections() }
 
+// Probe asks the peer service for path with the peer secret (a readiness
+// check: a node answers and accepts the secret); nil on 200.
+func (u *Upstream) Probe(ctx context.Context, path string) error {
+	target := *u.base
+	target.Path = strings.TrimSuffix(u.base.Path, "/") + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(peer.HeaderSecret, u.secret)
+	resp, err := u.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("upstream %s: %w", u.base.Host, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("upstream %s: %s answered %s", u.base.Host, path, resp.Status)
+	}
+	return nil
+}
+
 // passHeaders are the answer headers carried back to the client.
 var passHeaders = []string{"Content-Type", "Content-Length", "Cache-Control", "ETag", "Link", "Vary",
-	"Content-Disposition", "Content-Security-Policy", "X-Content-Type-Options", "WWW-Authenticate"}
+	"Content-Disposition", "Content-Security-Policy", "X-Content-Type-Options", "WWW-Authenticate", "Retry-After"}
 
 // ServeAPI implements Origin.
 func (u *Upstream) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, _ auth.Identity) error {

@@ -49,7 +49,10 @@ type Engine struct {
 	// RefsWatch, if set, is told after a push changed refs (the read
 	// API's cache drops its refs answer).
 	RefsWatch RefsWatcher
-	Log       *zap.Logger
+	// Bitmaps, if set, builds the bitmap of a first push's pack in the
+	// background (nil: clones walk until the first repack).
+	Bitmaps *repo.BitmapBuilds
+	Log     *zap.Logger
 }
 
 // RefsWatcher is told that a repository's refs changed.

@@ -26,9 +26,12 @@ import (
 // with the pack entry in one transaction through the repo actor.
 func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.PushResult, error) {
 	res := gitproto.PushResult{Results: make([]gitproto.CommandResult, len(req.Commands))}
-	ff := make([]bool, len(req.Commands)) // per command: walked and found a fast-forward
+	// Per command: the update as protection sees it (checkProtected
+	// fills in what it walked).
+	ups := make([]repo.RefUpdate, len(req.Commands))
 	for i, c := range req.Commands {
 		res.Results[i].Name = c.Name
+		ups[i] = repo.RefUpdate{Name: c.Name, Old: c.Old, New: c.New}
 	}
 	var staged *repo.PackInfo
 	if req.Pack != nil {
@@ -69,7 +72,7 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 		}
 		logAccepted(b.log(), checker)
 		b.checkConnected(ctx, reader, edges, req.Commands, res.Results)
-		b.checkProtected(ctx, reader, req.Commands, res.Results, ff)
+		b.checkProtected(ctx, reader, ups, res.Results)
 		failAtomic(req.Atomic, res.Results)
 		if len(ix.Objects) > 0 && anyOK(res.Results) {
 			info, err := repo.StagePack(ctx, b.e.Deps, b.snap.Owner, b.snap.Name, ix)
@@ -84,9 +87,9 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 				res.Results[i].Err = "missing necessary objects"
 			}
 		}
-		b.checkProtected(ctx, b.snap.Objects(), req.Commands, res.Results, ff)
+		b.checkProtected(ctx, b.snap.Objects(), ups, res.Results)
 	}
-	return res, b.update(ctx, req, staged, res.Results, ff)
+	return res, b.update(ctx, req, staged, res.Results, ups)
 }
 
 // checkConnected marks the commands whose new value does not resolve to a
@@ -122,37 +125,45 @@ func (b *backend) checkConnected(ctx context.Context, r *pack.Set, edges *walk.E
 // say; the writer checks again with its own when it commits). Whether an
 // update is forced is decided as git does: the old value is not an
 // ancestor of the new one, walked over r (the repository plus the pushed
-// pack). Only updates of protected refs are walked; ff records which were
-// fast-forwards. Every refusal is logged (audit).
-func (b *backend) checkProtected(ctx context.Context, r object.Reader, cmds []gitproto.Command, results []gitproto.CommandResult, ff []bool) {
+// pack); a creation of a ref deleted under a no-force-push rule is an
+// update from the value it was deleted at (Snapshot.DeletedTip). Only
+// updates of protected refs are walked; ups records what was found.
+// Every refusal is logged (audit).
+func (b *backend) checkProtected(ctx context.Context, r object.Reader, ups []repo.RefUpdate, results []gitproto.CommandResult) {
 	rules := b.sess.Info.Protections
 	if len(rules) == 0 {
 		return
 	}
 	var g *walk.Graph
-	for i, c := range cmds {
-		if results[i].Err != "" || !slices.ContainsFunc(rules, func(p auth.Protection) bool { return p.Matches(c.Name) }) {
+	for i := range ups {
+		u := &ups[i]
+		if results[i].Err != "" || !slices.ContainsFunc(rules, func(p auth.Protection) bool { return p.Matches(u.Name) }) {
 			continue
 		}
-		u := repo.RefUpdate{Name: c.Name, Old: c.Old, New: c.New}
-		if !c.Old.IsZero() && !c.New.IsZero() {
+		if u.Old.IsZero() && !u.New.IsZero() {
+			u.Deleted = b.snap.DeletedTip(u.Name)
+		}
+		switch from := cmp.Or(u.Old, u.Deleted); {
+		case from.IsZero() || u.New.IsZero():
+		case from == u.New:
+			u.FastForward = true // back where it was: nothing rewritten
+		default:
 			if g == nil {
 				g = walk.NewGraph(r, b.e.MaxCommits)
 			}
 			var err error
-			ff[i], err = walk.IsAncestor(ctx, g, c.Old, c.New)
+			u.FastForward, err = walk.IsAncestor(ctx, g, from, u.New)
 			if err != nil {
 				// An old value the repository does not have cannot be
 				// shown to be an ancestor: git too refuses it as forced.
-				b.log().Info("push: ancestry undecidable, treated as forced", zap.String("ref", c.Name), zap.Error(err))
+				b.log().Info("push: ancestry undecidable, treated as forced", zap.String("ref", u.Name), zap.Error(err))
 			}
-			u.FastForward = ff[i]
 		}
-		if why := auth.CheckUpdate(rules, c.Name, u.Kind()); why != "" {
+		if why := auth.CheckUpdate(rules, u.Name, u.Kind()); why != "" {
 			results[i].Err = why
 			b.log().Warn("audit: push refused by branch protection", zap.String("who", auth.IdentityFrom(ctx).Who()),
-				zap.String("ref", c.Name), zap.Stringer("update", u.Kind()),
-				zap.Stringer("old", c.Old), zap.Stringer("new", c.New), zap.String("reason", why))
+				zap.String("ref", u.Name), zap.Stringer("update", u.Kind()),
+				zap.Stringer("old", cmp.Or(u.Old, u.Deleted)), zap.Stringer("new", u.New), zap.String("reason", why))
 		}
 	}
 }
@@ -261,15 +272,16 @@ func checkGitmodules(c *fsck.Checker, all object.Reader) error {
 	return nil
 }
 
-// update commits the commands that passed the checks.
-func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *repo.PackInfo, results []gitproto.CommandResult, ff []bool) error {
+// update commits the commands (ups, as checkProtected left them) that
+// passed the checks.
+func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *repo.PackInfo, results []gitproto.CommandResult, ups []repo.RefUpdate) error {
 	var cmds []repo.RefUpdate
 	var idx []int
-	for i, c := range req.Commands {
+	for i, u := range ups {
 		if results[i].Err != "" {
 			continue
 		}
-		cmds = append(cmds, repo.RefUpdate{Name: c.Name, Old: c.Old, New: c.New, FastForward: ff[i]})
+		cmds = append(cmds, u)
 		idx = append(idx, i)
 	}
 	if req.Atomic && len(idx) < len(req.Commands) {
@@ -308,11 +320,11 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 			b.log().Warn("push: cached refs answer not dropped (expires within seconds)", zap.Error(err))
 		}
 	}
-	if staged != nil && len(b.snap.Packs) == 0 && len(tips) > 0 {
+	if b.e.Bitmaps != nil && staged != nil && len(b.snap.Packs) == 0 && len(tips) > 0 {
 		// The first pack of an empty repository is the whole repository:
 		// give it a bitmap so clones need not walk before the first repack.
 		// In the background: the push is acknowledged without waiting.
-		repo.BuildBitmapInBackground(b.e.Deps, b.snap.Owner, b.snap.Name, staged.Name, tips, nil)
+		b.e.Bitmaps.Start(b.e.Deps, b.snap.Owner, b.snap.Name, staged.Name, tips, nil)
 	}
 	if staged != nil && len(tips) > 0 {
 		// One more pack listed: the node rolls up small packs in the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/rgit/rgit/transport/pktline"
 )
@@ -20,6 +21,81 @@ type conn struct {
 	out *bufio.Writer
 	pw  *pktline.Writer
 	mux *pktline.Muxer // non-nil once side-band framing of the response began
+
+	// input and reqTimeout bound the arrival of a whole request
+	// (beginRequest); reqDue is the current request's deadline, zero
+	// outside one.
+	input      ReadDeadliner
+	reqTimeout time.Duration
+	reqDue     time.Time
+	// direct is pw's writer on out while held collects the output in
+	// memory (hold).
+	direct *pktline.Writer
+	held   *bytes.Buffer
+}
+
+// bound applies the session's request deadline settings.
+func (c *conn) bound(opt Options) {
+	c.input, c.reqTimeout = opt.Input, opt.requestTimeout()
+}
+
+// beginRequest flushes pending output and starts the deadline of one
+// whole request, to be ended by endRequest once its last line is read.
+// The time the client takes to read the previous answer is the write
+// side's to bound, not the request's.
+func (c *conn) beginRequest() error {
+	if err := c.flush(); err != nil {
+		return err
+	}
+	if c.input == nil || c.reqTimeout <= 0 {
+		return nil
+	}
+	c.reqDue = time.Now().Add(c.reqTimeout)
+	_ = c.input.SetReadDeadline(c.reqDue)
+	return nil
+}
+
+// endRequest ends the request deadline.
+func (c *conn) endRequest() {
+	if c.reqDue.IsZero() {
+		return
+	}
+	c.reqDue = time.Time{}
+	_ = c.input.SetReadDeadline(time.Time{})
+}
+
+// requestTimedOut is the error of a request that did not arrive whole
+// within its deadline.
+func (c *conn) requestTimedOut() *LimitError {
+	return &LimitError{What: "request not complete in time", Limit: int64(c.reqTimeout / time.Second), Unit: "seconds", Setting: SettingRequestTimeout}
+}
+
+// hold collects the output in memory until emit: work done under a
+// negotiation slot must not wait for the client to read. Pending output
+// has been flushed by the read that preceded the work.
+func (c *conn) hold() {
+	c.held = new(bytes.Buffer)
+	c.direct, c.pw = c.pw, pktline.NewWriter(c.held)
+}
+
+// discard drops what hold collected.
+func (c *conn) discard() {
+	if c.held != nil {
+		c.pw, c.direct, c.held = c.direct, nil, nil
+	}
+}
+
+// emit queues what hold collected on the connection's output.
+func (c *conn) emit() error {
+	if c.held == nil {
+		return nil
+	}
+	b := c.held
+	c.pw, c.direct, c.held = c.direct, nil, nil
+	if _, err := c.out.Write(b.Bytes()); err != nil {
+		return fmt.Errorf("write response: %w", err)
+	}
+	return nil
 }
 
 func newConn(in io.Reader, out io.Writer) *conn {
@@ -55,7 +131,7 @@ func (c *conn) release() {
 	c.out.Reset(nil)
 	connReaders.Put(c.in)
 	connWriters.Put(c.out)
-	c.in, c.out, c.pr, c.pw, c.mux = nil, nil, nil, nil, nil
+	c.in, c.out, c.pr, c.pw, c.mux, c.direct, c.held, c.input = nil, nil, nil, nil, nil, nil, nil, nil
 }
 
 // line is one read packet with data packets as text without the optional
@@ -84,6 +160,9 @@ func (c *conn) readPkt() (pktline.Kind, []byte, error) {
 	}
 	k, p, err := c.pr.ReadPacket()
 	if err != nil {
+		if !c.reqDue.IsZero() && !time.Now().Before(c.reqDue) {
+			return 0, nil, c.requestTimedOut()
+		}
 		if err == io.EOF {
 			return 0, nil, io.EOF
 		}
@@ -174,4 +253,20 @@ func (c *conn) internalErr(prefix string, err error) error {
 func (c *conn) sideband(mode pktline.SidebandMode) *pktline.Muxer {
 	c.mux = pktline.NewMuxer(c.pw, mode)
 	return c.mux
+}
+
+// failBusy reports a request refused for want of capacity (no
+// negotiation slot in time, memory admission): a full-duplex client gets
+// the reason as an ERR line (a stateless one gets the front end's 503
+// with Retry-After, nothing having been written). Other errors are
+// returned as they are.
+func (c *conn) failBusy(opt Options, err error) error {
+	if !errors.Is(err, ErrBusy) || opt.StatelessRPC {
+		return err
+	}
+	msg := ErrBusy.Error()
+	if be, ok := errors.AsType[*BusyError](err); ok {
+		msg = be.Error()
+	}
+	return c.fail(msg, err)
 }

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/transport/pktline"
 )
@@ -250,46 +248,6 @@ func TestLimits(t *testing.T) {
 				t.Errorf("server read %d bytes of a %d-byte request after the limit", in.read, in.size())
 			}
 		})
-	}
-}
-
-// TestNegotiationSlots: a negotiation waits for a slot of
-// Limits.Negotiations before it reads its request, and gives the slot back
-// when it has answered.
-func TestNegotiationSlots(t *testing.T) {
-	t.Parallel()
-	src := newFixture(t)
-	main := rev(t, src, "main")
-	sem := semaphore.NewWeighted(1)
-	opt := Options{Protocol: 2, StatelessRPC: true, Limits: Limits{Negotiations: sem}}
-	req := pkt("command=fetch\n", "0001", "want "+main+"\n", "have "+main+"\n", "0000")
-
-	// All slots taken: a request whose context ends while it waits has
-	// answered nothing and read no more than one buffer of its arguments.
-	if !sem.TryAcquire(1) {
-		t.Fatal("slot taken")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	in := &repeatReader{head: pkt("command=fetch\n", "0001"), line: pkt("have " + main + "\n"), n: 100_000}
-	total := in.size()
-	var out bytes.Buffer
-	err := UploadPack(ctx, &gitRepo{dir: src}, in, &out, opt)
-	if !errors.Is(err, context.Canceled) || in.read > 64<<10 || out.Len() != 0 {
-		t.Errorf("waiting request: err %v, read %d of %d bytes, wrote %q", err, in.read, total, out.String())
-	}
-	sem.Release(1)
-
-	// A free slot: served, and the slot is free again afterwards.
-	out.Reset()
-	if err := UploadPack(context.Background(), &gitRepo{dir: src}, strings.NewReader(req), &out, opt); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "ACK "+main) {
-		t.Errorf("response %q", out.String())
-	}
-	if !sem.TryAcquire(1) {
-		t.Error("the negotiation kept its slot")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMain doubles as the upload-pack/receive-pack program that the real
@@ -26,6 +27,14 @@ func helperMain(mode, repo string) int {
 	b := &gitRepo{dir: repo}
 	opt := Options{Protocol: ParseProtocol(os.Getenv("GIT_PROTOCOL")), Agent: "rgit-test/1"}
 	ctx := context.Background()
+	if os.Getenv("RGIT_HELPER_BUSY") != "" {
+		// Every negotiation slot taken, for as long as the helper runs.
+		opt.Negotiations = NewSlots(1, 100*time.Millisecond)
+		if _, err := opt.Limits.acquire(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	var err error
 	switch mode {
 	case "upload":

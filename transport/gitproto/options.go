@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -28,6 +30,26 @@ type Options struct {
 	Agent string
 	// Limits bound fetch and push requests; zero fields take the defaults.
 	Limits
+	// AdmitPack, if set, is asked before a fetch's pack work starts: once
+	// its negotiation has decided that a pack follows, before any of the
+	// answer that leads to it is written. Refused, it returns an error
+	// wrapping ErrBusy, reported like a busy negotiation slot (an ERR line
+	// full duplex, nothing written stateless). release is called once
+	// the pack is written. Nothing is admitted while the session waits
+	// for the client.
+	AdmitPack func() (release func(), err error)
+	// Input, if set, is how the session bounds the time a whole request
+	// may take to arrive (Limits.RequestTimeout): the deadline of the
+	// stream in is read from, or of what feeds it. A read it cuts off
+	// must fail (with any error); the zero time clears it. Without it
+	// only the front end's own limits apply.
+	Input ReadDeadliner
+}
+
+// ReadDeadliner cuts off blocked reads at a deadline (net.Conn's
+// SetReadDeadline; the zero time clears it).
+type ReadDeadliner interface {
+	SetReadDeadline(t time.Time) error
 }
 
 // Limits bound what one fetch or push request may make the server hold or
@@ -55,13 +77,37 @@ type Limits struct {
 	// arguments: a v2 command's argument section, or a v0/v1 want list
 	// and the have lines that follow it.
 	MaxArgBytes int
-	// Negotiations, if set, bounds the node's concurrent negotiations:
-	// a fetch holds one unit from before it reads its arguments until its
-	// acknowledgments are computed (its pack is written after), so the
-	// memory of argument parsing and have tracking is at most this many
-	// times one request's bound. Shared by every session of a node.
-	Negotiations *semaphore.Weighted
+	// RequestTimeout bounds the time from the server starting to wait
+	// for a fetch request (a protocol v2 command with its arguments, a v0
+	// want list, a v0 round of haves) to that request's last line, so a
+	// client cannot hold a session by sending it a byte at a time. It
+	// needs Options.Input. 0: DefaultRequestTimeout; negative: none.
+	RequestTimeout time.Duration
+	// Negotiations, if set, bounds the node's concurrent negotiation
+	// work. A fetch takes a slot only once its whole request has arrived
+	// and gives it back before it writes its answer, so a slot is never
+	// held while the server waits for a client.
+	Negotiations *Slots
 }
+
+// Slots bounds the concurrent negotiation work of a node (have
+// matching, reachability checks) and how long a request queues for it.
+// Shared by every session of the node.
+type Slots struct {
+	sem  *semaphore.Weighted
+	n    int
+	wait time.Duration
+}
+
+// NewSlots allows n negotiations at once; a request that finds them all
+// taken for wait is refused as busy (wait <= 0: it waits as long as its
+// session lives).
+func NewSlots(n int, wait time.Duration) *Slots {
+	return &Slots{sem: semaphore.NewWeighted(int64(n)), n: n, wait: wait}
+}
+
+// DefaultRequestTimeout is Limits.RequestTimeout's default.
+const DefaultRequestTimeout = time.Minute
 
 // Defaults for the zero values of Options.
 const (
@@ -105,16 +151,65 @@ func (l Limits) maxWants() int       { return orDefault(l.MaxWants, DefaultMaxWa
 func (l Limits) maxHaves() int       { return orDefault(l.MaxHaves, DefaultMaxHaves) }
 func (l Limits) maxArgBytes() int    { return orDefault(l.MaxArgBytes, DefaultMaxArgBytes) }
 
-// acquire waits for a negotiation slot; release must be called after.
-func (l Limits) acquire(ctx context.Context) (release func(), err error) {
-	if l.Negotiations == nil {
+// admitPack asks Options.AdmitPack, if set.
+func (o Options) admitPack() (release func(), err error) {
+	if o.AdmitPack == nil {
 		return func() {}, nil
 	}
-	if err := l.Negotiations.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("wait for a negotiation slot: %w", err)
-	}
-	return func() { l.Negotiations.Release(1) }, nil
+	return o.AdmitPack()
 }
+
+func (l Limits) requestTimeout() time.Duration {
+	switch {
+	case l.RequestTimeout < 0:
+		return 0
+	case l.RequestTimeout == 0:
+		return DefaultRequestTimeout
+	}
+	return l.RequestTimeout
+}
+
+// acquire waits for a negotiation slot, within the slots' queue bound;
+// release must be called after. A request that found no slot in time
+// gets a *BusyError.
+func (l Limits) acquire(ctx context.Context) (release func(), err error) {
+	s := l.Negotiations
+	if s == nil {
+		return func() {}, nil
+	}
+	if !s.sem.TryAcquire(1) {
+		wctx := ctx
+		if s.wait > 0 {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(ctx, s.wait)
+			defer cancel()
+		}
+		if err := s.sem.Acquire(wctx, 1); err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("wait for a negotiation slot: %w", ctx.Err())
+			}
+			return nil, &BusyError{Slots: s.n, Wait: s.wait}
+		}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { s.sem.Release(1) }) }, nil
+}
+
+// BusyError refuses a request that queued for a negotiation slot for
+// longer than the queue bound. Its text is the line the client prints;
+// it wraps ErrBusy, which front ends answer with 503 and Retry-After.
+type BusyError struct {
+	Slots int
+	Wait  time.Duration
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("server busy: all %d fetch negotiation slots stayed taken for %s (set %s, %s)",
+		e.Slots, e.Wait, SettingMaxNegotiations, SettingNegotiationWait)
+}
+
+// Is makes errors.Is(err, ErrBusy) true.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // Settings that raise the limits, named in the errors clients see. The
 // server configuration (cmd/config) reads them.
@@ -127,6 +222,11 @@ const (
 	SettingMaxWants       = "RGIT_MAX_WANTS"
 	SettingMaxHaves       = "RGIT_MAX_HAVES"
 	SettingMaxArgBytes    = "RGIT_MAX_ARG_BYTES"
+	// The node's negotiation slots, their queue bound, and the whole
+	// request deadline.
+	SettingMaxNegotiations = "RGIT_MAX_NEGOTIATIONS"
+	SettingNegotiationWait = "RGIT_NEGOTIATION_WAIT_SECS"
+	SettingRequestTimeout  = "RGIT_REQUEST_SECS"
 )
 
 // LimitError is a request refused for exceeding a limit. Its text is the

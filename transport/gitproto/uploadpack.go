@@ -19,6 +19,7 @@ const upErrPrefix = "upload-pack: "
 // ErrProtocol.
 func UploadPack(ctx context.Context, b Backend, in io.Reader, out io.Writer, opt Options) (err error) {
 	c := newPooledConn(in, out)
+	c.bound(opt)
 	defer func() {
 		if ferr := c.flush(); err == nil {
 			err = ferr

@@ -109,10 +109,11 @@ type v0session struct {
 }
 
 func (s *v0session) run(ctx context.Context) error {
-	send, err := s.negotiateAll(ctx)
-	if err != nil || !send {
+	admitted, err := s.negotiateAll(ctx)
+	if err != nil || admitted == nil {
 		return err
 	}
+	defer admitted()
 	s.args.req.Haves = s.common
 	plan, err := s.b.PlanFetch(ctx, s.args.req)
 	if err != nil {
@@ -121,47 +122,68 @@ func (s *v0session) run(ctx context.Context) error {
 	return sendPackV0(ctx, s.c, plan, s.sideband, s.args.noProgress)
 }
 
-// negotiateAll reads the wants, sends the shallow list and negotiates;
-// send is true when the pack should follow. It holds a negotiation slot
-// throughout.
-func (s *v0session) negotiateAll(ctx context.Context) (send bool, err error) {
-	release, err := s.opt.acquire(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer release()
+// negotiateAll reads the wants, sends the shallow list and negotiates.
+// When the pack follows, it has been admitted (Options.AdmitPack) and
+// admitted is the release. Every request (the want list, each round of
+// haves) is read whole before the work on it takes a negotiation slot,
+// and its answer is written after the slot is given back: no slot is held
+// while the client is waited for.
+func (s *v0session) negotiateAll(ctx context.Context) (admitted func(), err error) {
 	s.budget = argBudget{limit: s.opt.maxArgBytes()}
 	done, err := s.readWants()
 	if err != nil || done {
-		return false, err
+		return nil, err
 	}
+	err = s.withSlot(ctx, s.planWants)
+	if eerr := s.c.emit(); err == nil {
+		err = eerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.negotiate(ctx)
+}
+
+// withSlot runs work under a negotiation slot with the output held; the
+// caller emits it.
+func (s *v0session) withSlot(ctx context.Context, work func(context.Context) error) error {
+	release, err := s.opt.acquire(ctx)
+	if err != nil {
+		return s.c.failBusy(s.opt, err)
+	}
+	defer release()
+	s.c.hold()
+	return work(ctx)
+}
+
+// planWants checks the wants and writes the shallow list of a deepening
+// fetch.
+func (s *v0session) planWants(ctx context.Context) error {
 	if msg, err := checkWants(ctx, s.b, s.ix, s.wants.ids); err != nil {
-		return false, s.c.fail(upErrPrefix+msg, err)
+		return s.c.fail(upErrPrefix+msg, err)
 	}
 	if err := s.args.finish(s.ix); err != nil {
-		return false, s.c.protoErr(upErrPrefix, "%s", err.Error())
+		return s.c.protoErr(upErrPrefix, "%s", err.Error())
 	}
 	s.args.req.Snapshot = s.ix.snap
 	s.args.req.Wants = s.wants.ids
-	if s.args.req.Deepen() {
-		// The shallow list precedes negotiation; it depends only on the
-		// wants and the depth, so a plan without haves gives it.
-		plan, err := s.b.PlanFetch(ctx, s.args.req)
-		if err != nil {
-			return false, s.c.internalErr(upErrPrefix, fmt.Errorf("plan shallow: %w", err))
-		}
-		err = writeShallowInfo(s.c, plan)
-		if cerr := plan.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("close fetch plan: %w", cerr)
-		}
-		if err != nil {
-			return false, err
-		}
-		if err := s.c.flushPkt(); err != nil {
-			return false, err
-		}
+	if !s.args.req.Deepen() {
+		return nil
 	}
-	return s.negotiate(ctx)
+	// The shallow list precedes negotiation; it depends only on the
+	// wants and the depth, so a plan without haves gives it.
+	plan, err := s.b.PlanFetch(ctx, s.args.req)
+	if err != nil {
+		return s.c.internalErr(upErrPrefix, fmt.Errorf("plan shallow: %w", err))
+	}
+	err = writeShallowInfo(s.c, plan)
+	if cerr := plan.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close fetch plan: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	return s.c.flushPkt()
 }
 
 // readWants reads the want list and shallow/deepen lines up to the flush.
@@ -169,6 +191,10 @@ func (s *v0session) negotiateAll(ctx context.Context) (send bool, err error) {
 func (s *v0session) readWants() (done bool, err error) {
 	c := s.c
 	maxWants := s.opt.maxWants()
+	if err := c.beginRequest(); err != nil {
+		return true, err
+	}
+	defer c.endRequest()
 	for first := true; ; first = false {
 		l, err := c.read()
 		if err == io.EOF && first {
@@ -243,79 +269,167 @@ func (s *v0session) parseCaps(caps string) {
 	}
 }
 
-// negotiate runs git's get_common_commits over the have lines. It returns
-// send=true when the pack should follow.
-func (s *v0session) negotiate(ctx context.Context) (send bool, err error) {
+// haveRound is one round of have lines as read: its distinct ids in the
+// order they first appear, where each last appears, and how it ended.
+type haveRound struct {
+	ids  []object.ID
+	last map[object.ID]int // line number of each id's last occurrence
+	new  int               // ids not seen in an earlier round
+	done bool              // ended by "done" rather than a flush
+	eof  bool              // the client ended the session instead
+}
+
+// readRound reads one round of haves up to its flush or "done", under the
+// request deadline. Repeated lines cost nothing more to hold.
+func (s *v0session) readRound() (*haveRound, error) {
 	c := s.c
-	s.seen = make(map[object.ID]bool)
+	if err := c.beginRequest(); err != nil {
+		return nil, err
+	}
+	defer c.endRequest()
+	r := &haveRound{last: make(map[object.ID]int)}
 	maxHaves := s.opt.maxHaves()
-	for {
+	for line := 0; ; line++ {
 		k, p, err := c.readPkt()
+		if err == io.EOF && line == 0 {
+			r.eof = true
+			return r, nil
+		}
 		if err == io.EOF {
-			// A stateless client may stop after the want list.
-			if s.opt.StatelessRPC && len(s.seen) == 0 {
-				return false, nil
-			}
-			return false, fmt.Errorf("%w: unexpected end of have list", ErrProtocol)
+			return nil, fmt.Errorf("%w: unexpected end of have list", ErrProtocol)
 		}
 		if err != nil {
-			return false, c.failRead(err)
+			return nil, c.failRead(err)
 		}
 		if le := s.budget.charge(len(p)); le != nil {
-			return false, c.failLimit(upErrPrefix, le)
+			return nil, c.failLimit(upErrPrefix, le)
 		}
 		switch {
 		case k == pktline.Flush:
-			if s.multiAck == 2 && s.gotCommon && !s.gotOther && s.okToGiveUp(ctx) {
-				s.sentReady = true
-				if err := c.printf("ACK %s ready\n", s.lastCommon); err != nil {
-					return false, err
-				}
-			}
-			if len(s.common) == 0 || s.multiAck > 0 {
-				if err := c.printf("NAK\n"); err != nil {
-					return false, err
-				}
-			}
-			if s.noDone && s.sentReady {
-				return true, c.printf("ACK %s\n", s.lastCommon)
-			}
-			if s.opt.StatelessRPC {
-				return false, nil
-			}
-			s.gotCommon, s.gotOther = false, false
+			return r, nil
 		case k != pktline.Data:
-			return false, c.protoErr(upErrPrefix, "protocol error: unexpected %s", k)
+			return nil, c.protoErr(upErrPrefix, "protocol error: unexpected %s", k)
 		case bytes.HasPrefix(p, havePrefix):
 			id, ok := object.ParseHex(p[len(havePrefix):])
 			if !ok {
-				return false, c.protoErr(upErrPrefix, "protocol error, expected to get object ID, not '%s'", p)
+				return nil, c.protoErr(upErrPrefix, "protocol error, expected to get object ID, not '%s'", p)
 			}
-			if _, dup := s.seen[id]; !dup && len(s.seen) >= maxHaves {
-				return false, c.failLimit(upErrPrefix, tooManyHaves(maxHaves))
-			}
-			if err := s.have(ctx, id); err != nil {
-				return false, err
-			}
-		case string(p) == "done":
-			if len(s.common) > 0 {
-				if s.multiAck > 0 {
-					return true, c.printf("ACK %s\n", s.lastCommon)
+			if _, inRound := r.last[id]; !inRound {
+				if _, seen := s.seen[id]; !seen {
+					if len(s.seen)+r.new >= maxHaves {
+						return nil, c.failLimit(upErrPrefix, tooManyHaves(maxHaves))
+					}
+					r.new++
 				}
-				return true, nil
+				r.ids = append(r.ids, id)
 			}
-			return true, c.printf("NAK\n")
+			r.last[id] = line
+		case string(p) == "done":
+			r.done = true
+			return r, nil
 		default:
-			return false, c.protoErr(upErrPrefix, "git upload-pack: expected SHA1 list, got '%s'", p)
+			return nil, c.protoErr(upErrPrefix, "git upload-pack: expected SHA1 list, got '%s'", p)
 		}
 	}
+}
+
+// negotiate runs git's get_common_commits over the rounds of have lines.
+// When the pack follows, it returns the admission's release.
+func (s *v0session) negotiate(ctx context.Context) (admitted func(), err error) {
+	s.seen = make(map[object.ID]bool)
+	for {
+		r, err := s.readRound()
+		if err != nil {
+			return nil, err
+		}
+		if r.eof {
+			// A stateless client may stop after the want list.
+			if s.opt.StatelessRPC && len(s.seen) == 0 {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("%w: unexpected end of have list", ErrProtocol)
+		}
+		var send, stop bool
+		err = s.withSlot(ctx, func(ctx context.Context) error {
+			var err error
+			send, stop, err = s.answerRound(ctx, r)
+			return err
+		})
+		if err == nil && send {
+			if admitted, err = s.opt.admitPack(); err != nil {
+				s.c.discard()
+				return nil, s.c.failBusy(s.opt, err)
+			}
+		}
+		if eerr := s.c.emit(); err == nil {
+			err = eerr
+		}
+		if err != nil {
+			if admitted != nil {
+				admitted()
+			}
+			return nil, err
+		}
+		if stop {
+			return admitted, nil
+		}
+	}
+}
+
+// answerRound answers one round: each have as git does (have), then its
+// flush or "done". stop is true when the negotiation is over, send when
+// the pack follows.
+func (s *v0session) answerRound(ctx context.Context, r *haveRound) (send, stop bool, err error) {
+	c := s.c
+	last, lastCommon := -1, object.ID{}
+	for _, id := range r.ids {
+		if err := s.have(ctx, id); err != nil {
+			return false, true, err
+		}
+		if s.seen[id] && r.last[id] > last {
+			last, lastCommon = r.last[id], id
+		}
+	}
+	if last >= 0 {
+		// git's last common is the round's last common line.
+		s.lastCommon = lastCommon
+	}
+	if r.done {
+		if len(s.common) > 0 {
+			if s.multiAck > 0 {
+				return true, true, c.printf("ACK %s\n", s.lastCommon)
+			}
+			return true, true, nil
+		}
+		return true, true, c.printf("NAK\n")
+	}
+	if s.multiAck == 2 && s.gotCommon && !s.gotOther && s.okToGiveUp(ctx) {
+		s.sentReady = true
+		if err := c.printf("ACK %s ready\n", s.lastCommon); err != nil {
+			return false, true, err
+		}
+	}
+	if len(s.common) == 0 || s.multiAck > 0 {
+		if err := c.printf("NAK\n"); err != nil {
+			return false, true, err
+		}
+	}
+	if s.noDone && s.sentReady {
+		return true, true, c.printf("ACK %s\n", s.lastCommon)
+	}
+	if s.opt.StatelessRPC {
+		return false, true, nil
+	}
+	s.gotCommon, s.gotOther = false, false
+	return false, false, nil
 }
 
 // have answers one have line as git's get_common_commits does, except that
 // a have seen before in this negotiation is not answered again: the answer
 // could not differ, and repeating it would let a request of repeated lines
 // grow the response without bound. It still counts for the round, as in
-// git.
+// git. A round's repeats are answered once (readRound), the round's last
+// common line set by answerRound.
 func (s *v0session) have(ctx context.Context, id object.ID) error {
 	c := s.c
 	common, dup := s.seen[id]

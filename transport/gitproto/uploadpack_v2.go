@@ -54,8 +54,13 @@ func uploadPackV2(ctx context.Context, b Backend, c *conn, opt Options) error {
 }
 
 // serveV2Command reads and answers one command request. It returns false
-// when the client ended the session (EOF or a lone flush).
+// when the client ended the session (EOF or a lone flush). The whole
+// request, command to last argument, arrives under one deadline.
 func serveV2Command(ctx context.Context, b Backend, c *conn, opt Options) (bool, error) {
+	if err := c.beginRequest(); err != nil {
+		return false, err
+	}
+	defer c.endRequest()
 	l, err := c.read()
 	if err == io.EOF {
 		return false, nil
@@ -105,9 +110,11 @@ func serveV2Command(ctx context.Context, b Backend, c *conn, opt Options) (bool,
 }
 
 // readV2Args streams a command's argument section (present when hasArgs)
-// to f one line at a time, within the MaxArgBytes budget. The line passed
-// to f is valid only during the call.
+// to f one line at a time, within the MaxArgBytes budget, and ends the
+// request's deadline once it has all arrived. The line passed to f is
+// valid only during the call.
 func readV2Args(c *conn, opt Options, hasArgs bool, f func(arg []byte) error) error {
+	defer c.endRequest()
 	if !hasArgs {
 		return nil
 	}
@@ -237,10 +244,15 @@ func lsRefs(ctx context.Context, b Backend, c *conn, opt Options, hasArgs bool) 
 }
 
 func fetchV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs bool) error {
-	a, send, err := negotiateV2(ctx, b, c, opt, hasArgs)
-	if err != nil || !send {
+	r, err := readFetchV2(c, opt, hasArgs)
+	if err != nil {
 		return err
 	}
+	a, admitted, err := negotiateV2(ctx, b, c, opt, r)
+	if err != nil || admitted == nil {
+		return err
+	}
+	defer admitted()
 	plan, err := b.PlanFetch(ctx, a.req)
 	if err != nil {
 		return c.internalErr(upErrPrefix, fmt.Errorf("plan fetch: %w", err))
@@ -250,18 +262,21 @@ func fetchV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs bool)
 
 var havePrefix = []byte("have ")
 
-// negotiateV2 reads the fetch arguments and answers the haves; send is
-// true when the pack follows. It holds a negotiation slot throughout.
-func negotiateV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs bool) (_ *fetchArgs, send bool, _ error) {
-	release, err := opt.acquire(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	defer release()
-	var a fetchArgs
-	var wants, haves idList
+// fetchV2Request is a v2 fetch request as read, before anything is
+// looked up.
+type fetchV2Request struct {
+	args         fetchArgs
+	wants, haves idList
+}
+
+// readFetchV2 reads and parses the fetch arguments, holding nothing but
+// the request itself: the client may take its time (within the request
+// deadline) without keeping other fetches from their negotiation.
+func readFetchV2(c *conn, opt Options, hasArgs bool) (*fetchV2Request, error) {
+	r := &fetchV2Request{}
+	a, wants, haves := &r.args, &r.wants, &r.haves
 	maxWants, maxHaves := opt.maxWants(), opt.maxHaves()
-	err = readV2Args(c, opt, hasArgs, func(arg []byte) error {
+	err := readV2Args(c, opt, hasArgs, func(arg []byte) error {
 		// Haves are most of a long request: parse them without allocating.
 		if rest, ok := bytes.CutPrefix(arg, havePrefix); ok {
 			id, ok := object.ParseHex(rest)
@@ -315,8 +330,42 @@ func negotiateV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs b
 		return nil
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
+	return r, nil
+}
+
+// negotiateV2 answers a fetch request's haves. When the pack follows, it
+// has been admitted (Options.AdmitPack) and admitted is the release.
+// It holds a negotiation slot while it looks things up, and writes its
+// answer only once the slot is given back.
+func negotiateV2(ctx context.Context, b Backend, c *conn, opt Options, r *fetchV2Request) (_ *fetchArgs, admitted func(), err error) {
+	release, err := opt.acquire(ctx)
+	if err != nil {
+		return nil, nil, c.failBusy(opt, err)
+	}
+	c.hold()
+	a, send, err := decideV2(ctx, b, c, r)
+	release()
+	if err == nil && send {
+		if admitted, err = opt.admitPack(); err != nil {
+			c.discard()
+			return nil, nil, c.failBusy(opt, err)
+		}
+	}
+	if eerr := c.emit(); err == nil {
+		err = eerr
+	}
+	if err != nil && admitted != nil {
+		admitted()
+		admitted = nil
+	}
+	return a, admitted, err
+}
+
+// decideV2 is negotiateV2's work under the slot; its output is held.
+func decideV2(ctx context.Context, b Backend, c *conn, r *fetchV2Request) (_ *fetchArgs, send bool, _ error) {
+	a, wants := &r.args, &r.wants
 	snap, err := b.Snapshot(ctx)
 	if err != nil {
 		return nil, false, c.internalErr(upErrPrefix, fmt.Errorf("snapshot: %w", err))
@@ -345,9 +394,9 @@ func negotiateV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs b
 	}
 	a.req.Snapshot = snap
 	a.req.Wants = wants.ids
-	a.req.Haves = commonHaves(ctx, b, haves.ids)
+	a.req.Haves = commonHaves(ctx, b, r.haves.ids)
 	if a.done {
-		return &a, true, nil
+		return a, true, nil
 	}
 	// Acknowledgments section; continue to the pack only on "ready".
 	if err := c.printf("acknowledgments\n"); err != nil {
@@ -370,7 +419,7 @@ func negotiateV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs b
 	if err := c.printf("ready\n"); err != nil {
 		return nil, false, err
 	}
-	return &a, true, c.delimPkt()
+	return a, true, c.delimPkt()
 }
 
 // sendPackV2 writes the shallow-info and wanted-refs sections and the

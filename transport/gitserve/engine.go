@@ -1,8 +1,6 @@
 package gitserve
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -29,26 +27,26 @@ type Sized interface {
 	ObjectCount() int64
 }
 
-// UploadPack implements Engine.
+// UploadPack implements Engine. A fetch is admitted once its negotiation
+// has decided that a pack follows (gitproto.Options.AdmitPack), so a
+// session waiting for its client holds no reservation, and an
+// advertisement or ls-refs none at all.
 func (e ProtoEngine) UploadPack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
 	opt.Limits = e.Limits
-	in, pack := packWork(in, opt)
-	if pack {
-		release, err := e.admit(admission.Fetch, b, out, opt)
-		if err != nil {
-			return err
-		}
-		defer release()
-	}
+	opt.AdmitPack = func() (func(), error) { return e.reserve(admission.Fetch, b) }
 	return gitproto.UploadPack(ctx, b, in, out, opt)
 }
 
-// ReceivePack implements Engine.
+// ReceivePack implements Engine. A push is admitted before anything is
+// read: its refusal is then the first line a full-duplex client sees.
 func (e ProtoEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
 	opt.Limits = e.Limits
 	if !opt.AdvertiseOnly {
-		release, err := e.admit(admission.Push, b, out, opt)
+		release, err := e.reserve(admission.Push, b)
 		if err != nil {
+			if !opt.StatelessRPC {
+				_ = pktline.NewWriter(out).WriteString("ERR " + gitproto.ErrBusy.Error() + "\n")
+			}
 			return err
 		}
 		defer release()
@@ -56,30 +54,10 @@ func (e ProtoEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.
 	return gitproto.ReceivePack(ctx, b, in, out, opt)
 }
 
-var lsRefs = []byte("command=ls-refs")
-
-// packWork reports whether an upload-pack call may send a pack. An
-// advertisement does not, and neither does a stateless v2 request for
-// another command than fetch (ls-refs is most of them): the request's
-// first pkt-line is peeked, and the returned reader still yields it. A
-// full-duplex session (SSH) is admitted as a whole, before anything is
-// read: its refusal is then the first line the client sees.
-func packWork(in io.Reader, opt gitproto.Options) (io.Reader, bool) {
-	if opt.AdvertiseOnly {
-		return in, false
-	}
-	if !opt.StatelessRPC || opt.Protocol != 2 || in == nil {
-		return in, true
-	}
-	br := bufio.NewReader(in)
-	head, _ := br.Peek(4 + len(lsRefs))
-	return br, !(len(head) == 4+len(lsRefs) && bytes.Equal(head[4:], lsRefs))
-}
-
-// admit reserves memory for pack work on b. Refused, it returns an error
-// wrapping gitproto.ErrBusy; a full-duplex client has been sent "ERR
-// server busy" first (a stateless one gets the front end's 503).
-func (e ProtoEngine) admit(kind admission.Kind, b gitproto.Backend, out io.Writer, opt gitproto.Options) (func(), error) {
+// reserve reserves memory for pack work on b. Refused, it returns an
+// error wrapping gitproto.ErrBusy (a stateless client gets the front
+// end's 503).
+func (e ProtoEngine) reserve(kind admission.Kind, b gitproto.Backend) (func(), error) {
 	var objects int64
 	if s, ok := b.(Sized); ok {
 		objects = s.ObjectCount()
@@ -89,9 +67,5 @@ func (e ProtoEngine) admit(kind admission.Kind, b gitproto.Backend, out io.Write
 	if ok {
 		return release, nil
 	}
-	err := fmt.Errorf("%w: %s of about %d MiB refused by memory admission", gitproto.ErrBusy, kind, est>>20)
-	if !opt.StatelessRPC {
-		_ = pktline.NewWriter(out).WriteString("ERR " + gitproto.ErrBusy.Error() + "\n")
-	}
-	return nil, err
+	return nil, fmt.Errorf("%w: %s of about %d MiB refused by memory admission", gitproto.ErrBusy, kind, est>>20)
 }

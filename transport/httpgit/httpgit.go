@@ -21,15 +21,14 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/transport/clientlimit"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/reqid"
@@ -58,6 +57,11 @@ type Config struct {
 	// SessionKind names this front end's git sessions (gitserve.KindHTTP
 	// when empty; the peer port's are gitserve.KindForwarded).
 	SessionKind string
+	// FromPeers says every request comes from a peer node (the peer HTTP
+	// port, behind the peer secret): its request ids are the forwarding
+	// node's and are kept. Otherwise each request gets a new id and the
+	// client's X-Request-Id is only logged beside it (package reqid).
+	FromPeers bool
 	// Forward carries a request for a repository another node owns to that
 	// node (cluster mode; transport/peer.HTTPForwarder). nil: such requests
 	// answer 503.
@@ -66,6 +70,11 @@ type Config struct {
 	// reach the owner with nothing of the request consumed; nil: the
 	// failure is final (503).
 	Rerouter gitserve.Rerouter
+	// Unauthenticated, if set, caps the git requests without credentials
+	// that one client address has in flight (RGIT_MAX_ANON_PER_ADDR,
+	// shared with SSH); more are answered 429. Leave it nil where every
+	// request comes from a peer node.
+	Unauthenticated *clientlimit.PerAddr
 }
 
 // Forwarder proxies a whole request to another node, streaming both ways.
@@ -88,6 +97,8 @@ type handler struct {
 	forward  Forwarder
 	rerouter gitserve.Rerouter
 	kind     string // gitserve session kind
+	peers    bool   // Config.FromPeers
+	anon     *clientlimit.PerAddr
 }
 
 // Patterns are the net/http.ServeMux patterns the front end serves.
@@ -145,16 +156,35 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc(Patterns[2], h.session(func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, gitserve.ReceivePack) }))
 }
 
-// session gives the request its id (package reqid): the X-Request-Id it
-// came with when sane (a client's, a load balancer's, or the forwarding
-// node's), else a new one; the answer echoes it and a forwarder sends it
-// on. The request is one git session (gitserve.Gate.Begin) from here to
-// its last byte, forwarded or not.
+// session gives the request its ids (package reqid): a new one, with the
+// client's X-Request-Id beside it when sane; on the peer port, the ids the
+// forwarding node sent. The answer carries the id and a forwarder sends
+// both on. The request is one git session (gitserve.Gate.Begin) from here
+// to its last byte, forwarded or not.
 func (h *handler) session(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id := reqid.Accept(r.Header.Get(reqid.Header))
+		var id, client string
+		if h.peers {
+			id, client = reqid.Accept(r.Header.Get(reqid.Header)), r.Header.Get(reqid.ClientHeader)
+			if !reqid.Valid(client) {
+				client = ""
+			}
+		} else {
+			id, client = reqid.Edge(r.Header.Get(reqid.Header))
+		}
 		w.Header().Set(reqid.Header, id)
-		ctx, end, err := h.gate.Begin(reqid.With(r.Context(), id), h.kind)
+		if r.Header.Get("Authorization") == "" {
+			// A request with credentials that fail is answered 401 before
+			// it holds anything; one without any may hold a session for
+			// as long as its client is slow.
+			release, ok := h.anon.Acquire(r.RemoteAddr)
+			if !ok {
+				h.tooManyUnauthenticated(w, r)
+				return
+			}
+			defer release()
+		}
+		ctx, end, err := h.gate.Begin(reqid.WithClient(r.Context(), id, client), h.kind)
 		defer end()
 		if err != nil {
 			h.log.Warn("git http request refused: no session", zap.Error(err), reqid.Field(ctx))
@@ -163,6 +193,20 @@ func (h *handler) session(next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r.WithContext(ctx))
 	}
+}
+
+// tooManyUnauthenticated refuses a request over the per-address cap of
+// requests without credentials.
+func (h *handler) tooManyUnauthenticated(w http.ResponseWriter, r *http.Request) {
+	msg := h.anon.Refusal()
+	h.metrics.Observe("refused", strconv.Itoa(http.StatusTooManyRequests), 0, 0, 0)
+	h.log.Info("git http request refused", zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr),
+		zap.Int("status", http.StatusTooManyRequests), zap.String("reason", msg))
+	w.Header().Set("Retry-After", RetryAfter)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusTooManyRequests)
+	io.WriteString(w, msg+"\n")
 }
 
 func newHandler(cfg Config) (*handler, error) {
@@ -174,7 +218,7 @@ func newHandler(cfg Config) (*handler, error) {
 		return nil, fmt.Errorf("httpgit: %w", err)
 	}
 	h := &handler{gate: gate, auth: cfg.Auth, maxBody: cfg.MaxBody, log: cfg.Logger, metrics: cfg.Metrics,
-		forward: cfg.Forward, rerouter: cfg.Rerouter, kind: cmp.Or(cfg.SessionKind, gitserve.KindHTTP)}
+		forward: cfg.Forward, rerouter: cfg.Rerouter, kind: cmp.Or(cfg.SessionKind, gitserve.KindHTTP), peers: cfg.FromPeers, anon: cfg.Unauthenticated}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBody
 	}
@@ -226,7 +270,11 @@ func (q *request) finish(err error) {
 	} else if !q.started() {
 		status = statusOf(class)
 		if err != nil {
-			q.fail(status, gitserve.ClientMessage(err))
+			msg := gitserve.ClientMessage(err)
+			if be, ok := errors.AsType[*gitproto.BusyError](err); ok {
+				msg = be.Error() // names the settings, nothing private
+			}
+			q.fail(status, msg)
 		}
 	}
 	q.h.metrics.Observe(q.op, strconv.Itoa(status), time.Since(q.start), q.stats.BytesIn, q.stats.BytesOut)
@@ -550,6 +598,12 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, svc gitserve.Servi
 	// early leaves the connection reusable, and a larger rest closes it.
 	defer io.Copy(io.Discard, io.LimitReader(r.Body, 256<<10))
 
+	// The request's deadline is the connection's, through Pace's body
+	// when the listener paces.
+	var input gitproto.ReadDeadliner = http.NewResponseController(w)
+	if d, ok := r.Body.(gitproto.ReadDeadliner); ok {
+		input = d
+	}
 	var body io.Reader = r.Body
 	if h.maxBody > 0 {
 		body = http.MaxBytesReader(w, r.Body, h.maxBody)
@@ -574,7 +628,7 @@ func (h *handler) rpc(w http.ResponseWriter, r *http.Request, svc gitserve.Servi
 	proto := gitproto.ParseProtocol(r.Header.Get("Git-Protocol"))
 	q.out = newStreamWriter(w, "application/x-"+svc.String()+"-result")
 	var err error
-	q.stats, err = sess.Run(r.Context(), body, q.out, gitproto.Options{Protocol: proto, StatelessRPC: true})
+	q.stats, err = sess.Run(r.Context(), body, q.out, gitproto.Options{Protocol: proto, StatelessRPC: true, Input: input})
 	q.finish(err)
 }
 
@@ -674,101 +728,112 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// ErrBodyStalled: the client sent no byte of the request body for the
-// stall time while the server waited for it (StallTimeout). It wraps
-// context.DeadlineExceeded, so the front end answers 408.
-var ErrBodyStalled = fmt.Errorf("request body stalled: %w", context.DeadlineExceeded)
-
-// StallTimeout cuts off request bodies that stop moving. Each read of the
-// body sets the connection's read deadline d ahead and clears it when the
-// read returns, so a slow upload is fine as long as some byte arrives
-// within every d, and time the handler spends not reading (computing,
-// writing a response) never counts. A stalled read fails with
-// ErrBodyStalled; an answer that starts after that closes the connection
-// (one already under way leaves that to the server's idle timeout). What
-// net/http reads of the body after the handler returns (to reuse the
-// connection) is bounded by d too, and skipped for an answer that closes
-// the connection (Connection: close). Use it on every listener: without it a
-// client holds a connection and a handler for as long as it likes by never
-// finishing its body. d <= 0 returns h unchanged.
-func StallTimeout(h http.Handler, d time.Duration) http.Handler {
-	if d <= 0 {
+// Pace bounds what a slow client holds on an HTTP listener; use it on
+// every listener. The request body must arrive, and the answer be read,
+// at rate.BytesPerSec, falling behind it by at most rate.Grace: a body
+// that stops moving is cut off after Grace, and so is an answer the
+// client stops reading, while a slow but steady transfer of any length
+// is fine. Only time a handler spends waiting on the client counts. A
+// read cut off fails with clientlimit.ErrTooSlow (the front end answers
+// 408 if it has not answered yet); an answer that starts after that, or
+// any answer that closes the connection, leaves nothing of the body for
+// net/http to wait for. The body is an gitproto.ReadDeadliner: the
+// protocol layer puts a whole request under a deadline with it. A zero
+// rate.Grace returns h unchanged.
+func Pace(h http.Handler, rate clientlimit.Rate) http.Handler {
+	if rate.Grace <= 0 {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody {
-			h.ServeHTTP(w, r)
+		rc := http.NewResponseController(w)
+		pw := &pacedWriter{ResponseWriter: w, rc: rc, pace: clientlimit.NewWriter(deadlineWriter{w, rc}, rate)}
+		if r.Body != nil && r.Body != http.NoBody {
+			pw.body = &pacedBody{ReadCloser: r.Body, Reader: clientlimit.NewReader(deadlineBody{r.Body, rc}, rate)}
+			r.Body = pw.body
+		}
+		h.ServeHTTP(pw, r)
+		if pw.body == nil {
 			return
 		}
-		sw := &stallWriter{ResponseWriter: w}
-		rc := http.NewResponseController(w)
-		r.Body = &stallBody{ReadCloser: r.Body, rc: rc, d: d, stalled: &sw.stalled}
-		h.ServeHTTP(sw, r)
 		switch {
-		case sw.Header().Get("Connection") == "close":
-			// The answer closes the connection: nothing more of the body
-			// is wanted, so net/http's discard must not wait for it (a
-			// client holding a half-sent body would keep the connection
-			// active, and a graceful shutdown waiting, for d).
+		case pw.Header().Get("Connection") == "close", pw.body.Expired():
+			// Nothing more of the body is wanted, or it stopped coming:
+			// net/http's discard must not wait for it (a client holding
+			// a half-sent body would keep the connection, and a graceful
+			// shutdown, waiting).
 			_ = rc.SetReadDeadline(time.Now())
-		case !sw.stalled.Load():
-			_ = rc.SetReadDeadline(time.Now().Add(d))
+		default:
+			_ = rc.SetReadDeadline(time.Now().Add(rate.Grace))
 		}
 	})
 }
 
-// stallBody is a request body under StallTimeout.
-type stallBody struct {
+// pacedBody is a request body under Pace; its SetReadDeadline bounds a
+// whole request.
+type pacedBody struct {
 	io.ReadCloser
-	rc      *http.ResponseController
-	d       time.Duration
-	stalled *atomic.Bool
+	*clientlimit.Reader
 }
 
-func (b *stallBody) Read(p []byte) (int, error) {
-	if b.stalled.Load() {
-		return 0, fmt.Errorf("%w: no data for %s", ErrBodyStalled, b.d)
-	}
-	// ErrNotSupported (a writer without deadlines) leaves reads unbounded,
-	// as they were.
-	_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
-	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		// The deadline stays expired, so net/http's own reads of what is
-		// left fail at once.
-		b.stalled.Store(true)
-		return n, fmt.Errorf("%w: no data for %s", ErrBodyStalled, b.d)
-	}
-	_ = b.rc.SetReadDeadline(time.Time{})
-	return n, err
+func (b *pacedBody) Read(p []byte) (int, error) { return b.Reader.Read(p) }
+
+var _ gitproto.ReadDeadliner = (*pacedBody)(nil)
+
+// deadlineBody is the request body with the connection's read deadline.
+type deadlineBody struct {
+	io.Reader
+	rc *http.ResponseController
 }
 
-// stallWriter closes the connection after an answer that starts once the
-// body stalled: the rest of the body will not come, and the connection
-// must not wait for the next request in its place.
-type stallWriter struct {
+func (d deadlineBody) SetReadDeadline(t time.Time) error { return d.rc.SetReadDeadline(t) }
+
+// deadlineWriter is the response with the connection's write deadline.
+type deadlineWriter struct {
+	io.Writer
+	rc *http.ResponseController
+}
+
+func (d deadlineWriter) SetWriteDeadline(t time.Time) error { return d.rc.SetWriteDeadline(t) }
+
+// pacedWriter is a response under Pace. It closes the connection after an
+// answer that starts once the body was cut off: the rest of the body
+// will not come, and the connection must not wait for the next request
+// in its place.
+type pacedWriter struct {
 	http.ResponseWriter
-	stalled atomic.Bool
+	rc      *http.ResponseController
+	pace    *clientlimit.Writer
+	body    *pacedBody // nil: the request had none
 	started bool
 }
 
-func (w *stallWriter) WriteHeader(code int) {
+func (w *pacedWriter) WriteHeader(code int) {
 	if !w.started && code >= 200 {
 		w.started = true
-		if w.stalled.Load() {
+		if w.body != nil && w.body.Expired() {
 			w.Header().Set("Connection", "close")
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *stallWriter) Write(p []byte) (int, error) {
+func (w *pacedWriter) Write(p []byte) (int, error) {
 	if !w.started {
 		w.WriteHeader(http.StatusOK)
 	}
-	return w.ResponseWriter.Write(p)
+	return w.pace.Write(p)
 }
 
-// Unwrap lets http.ResponseController reach Flush, deadlines and
-// EnableFullDuplex.
-func (w *stallWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// FlushError flushes under the rate's deadline (http.ResponseController
+// calls it).
+func (w *pacedWriter) FlushError() error {
+	if !w.started {
+		w.WriteHeader(http.StatusOK)
+	}
+	_, err := w.pace.Do(0, func() (int, error) { return 0, w.rc.Flush() })
+	return err
+}
+
+// Unwrap lets http.ResponseController reach deadlines, EnableFullDuplex
+// and Hijack.
+func (w *pacedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

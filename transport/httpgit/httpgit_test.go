@@ -15,11 +15,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/objstore/memstore"
+	"github.com/rgit/rgit/transport/clientlimit"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/gitserve/gitservetest"
@@ -641,24 +643,27 @@ func TestWithCredentialStore(t *testing.T) {
 	}
 }
 
-// TestStallTimeout: a request body that stops moving is cut off after the
-// stall time and the connection closed, whether the handler is reading it
-// or has already answered; a body that keeps moving, however slowly, is
-// read to the end although it takes many times the stall time.
-func TestStallTimeout(t *testing.T) {
+// TestPace: a request body that stops moving is cut off after the grace
+// and the connection closed, whether the handler is reading it or has
+// already answered; a body that trickles a byte at a time is cut off too,
+// although bytes keep coming; a body that keeps moving at the rate is read
+// to the end although it takes many times the grace.
+func TestPace(t *testing.T) {
 	const stall = 300 * time.Millisecond
+	rate := clientlimit.Rate{Grace: stall, BytesPerSec: 64 << 10}
 	f := newFixture(t)
 	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Engine: drainEngine{}, MaxBody: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(StallTimeout(s, stall))
+	srv := httptest.NewServer(Pace(s, rate))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
-	// stalled sends the headers and 10 of 1000 body bytes, then nothing,
-	// and returns what the server sent until it closed the connection.
-	stalled := func(t *testing.T, path string) string {
+	// slow sends the headers and 10 of 1000 body bytes, then the rest of
+	// the body a byte every gap (gap 0: nothing more), and returns what
+	// the server sent until it closed the connection.
+	slow := func(t *testing.T, path string, gap time.Duration) string {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -667,54 +672,85 @@ func TestStallTimeout(t *testing.T) {
 		start := time.Now()
 		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\n"+
 			"Content-Length: 1000\r\n\r\n0123456789", path)
+		if gap > 0 {
+			go func() {
+				for range 990 {
+					time.Sleep(gap)
+					if _, err := c.Write([]byte("x")); err != nil {
+						return
+					}
+				}
+			}()
+		}
 		// A bound for a broken server, not the expectation: the close comes
-		// after the stall time.
+		// after the grace.
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		got, err := io.ReadAll(c)
-		if err != nil {
+		// A client still sending when the server closes gets a reset.
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("connection not closed: %v (got %q)", err, got)
 		}
 		if d := time.Since(start); d < stall {
-			t.Fatalf("closed after %s, before the stall time", d)
+			t.Fatalf("closed after %s, before the grace", d)
 		}
 		return string(got)
 	}
 	t.Run("stalled body read by the handler", func(t *testing.T) {
-		if got := stalled(t, "/alice/pub.git/git-upload-pack"); !strings.HasPrefix(got, "HTTP/1.1 408") {
+		if got := slow(t, "/alice/pub.git/git-upload-pack", 0); !strings.HasPrefix(got, "HTTP/1.1 408") {
 			t.Fatalf("answer %q, want 408", got)
 		}
 	})
 	t.Run("stalled body after the answer", func(t *testing.T) {
-		if got := stalled(t, "/alice/priv.git/git-upload-pack"); !strings.HasPrefix(got, "HTTP/1.1 401") {
+		if got := slow(t, "/alice/priv.git/git-upload-pack", 0); !strings.HasPrefix(got, "HTTP/1.1 401") {
 			t.Fatalf("answer %q, want 401", got)
 		}
 	})
-	t.Run("slow but moving body", func(t *testing.T) {
-		const chunk, chunks = 32 << 10, 40 // 1.25 MiB in 40 pieces, 50 ms apart: 2 s
-		pr, pw := io.Pipe()
-		go func() {
-			tick := time.NewTicker(stall / 6)
-			defer tick.Stop()
-			buf := bytes.Repeat([]byte("x"), chunk)
-			for i := 0; i < chunks; i++ {
-				<-tick.C
-				if _, err := pw.Write(buf); err != nil {
-					return
-				}
-			}
-			pw.Close()
-		}()
-		start := time.Now()
-		req, _ := http.NewRequest("POST", srv.URL+"/alice/pub.git/git-upload-pack", pr)
-		req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
-		r := do(t, req)
-		if r.status != 200 || r.body != fmt.Sprintf("read %d", chunk*chunks) {
-			t.Fatalf("status %d body %q", r.status, r.body)
-		}
-		if d := time.Since(start); d < 3*stall {
-			t.Fatalf("body took %s, not long enough to show the deadline moves", d)
+	t.Run("trickled body", func(t *testing.T) {
+		// A byte every third of the grace would restart a per-byte timer
+		// forever (990 bytes: 100 s); it is far below the rate.
+		if got := slow(t, "/alice/pub.git/git-upload-pack", stall/3); !strings.HasPrefix(got, "HTTP/1.1 408") {
+			t.Fatalf("answer %q, want 408", got)
 		}
 	})
+}
+
+// TestPaceAnswer: a client that does not read the answer is cut off after
+// the grace once the connection's buffers are full: the handler's write
+// fails with clientlimit.ErrTooSlow instead of blocking for as long as the
+// client likes.
+func TestPaceAnswer(t *testing.T) {
+	const stall = 300 * time.Millisecond
+	wrote := make(chan error, 1)
+	srv := httptest.NewServer(Pace(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := bytes.Repeat([]byte("x"), 64<<10)
+		rc := http.NewResponseController(w)
+		for range 4096 { // 256 MiB: more than any socket buffers
+			if _, err := w.Write(chunk); err != nil {
+				wrote <- err
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				wrote <- err
+				return
+			}
+		}
+		wrote <- nil
+	}), clientlimit.Rate{Grace: stall, BytesPerSec: 64 << 10}))
+	defer srv.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /archive HTTP/1.1\r\nHost: x\r\n\r\n")
+	select {
+	case err := <-wrote:
+		if !errors.Is(err, clientlimit.ErrTooSlow) {
+			t.Fatalf("write to a client that reads nothing: %v, want ErrTooSlow", err)
+		}
+	case <-time.After(30 * time.Second): // a bound for a broken server
+		t.Fatal("the handler is still writing to a client that reads nothing")
+	}
 }
 
 // TestMovedAnswerDoesNotHoldShutdown: a draining node answers a forwarded
@@ -725,9 +761,9 @@ func TestStallTimeout(t *testing.T) {
 // testkit/multiproc TestClusterFailover).
 func TestMovedAnswerDoesNotHoldShutdown(t *testing.T) {
 	const stall = time.Minute // production's order of magnitude
-	srv := httptest.NewServer(StallTimeout(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(Pace(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gitserve.WriteMoved(w)
-	}), stall))
+	}), clientlimit.Rate{Grace: stall}))
 	defer srv.Close()
 	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
 	if err != nil {
@@ -748,5 +784,84 @@ func TestMovedAnswerDoesNotHoldShutdown(t *testing.T) {
 	defer cancel()
 	if err := srv.Config.Shutdown(ctx); err != nil {
 		t.Fatalf("graceful shutdown with the forwarder's connection open: %v", err)
+	}
+}
+
+// TestUnauthenticatedPerAddress: git requests without credentials that one
+// address has in flight are capped: over the cap a request is answered 429
+// with Retry-After and the limit's message, before anything is opened;
+// requests with credentials are not counted, and a finished request gives
+// its unit back.
+func TestUnauthenticatedPerAddress(t *testing.T) {
+	f := newFixture(t)
+	limit := clientlimit.NewPerAddr(1, "RGIT_MAX_ANON_PER_ADDR")
+	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{aliceTok: "alice"}, Engine: drainEngine{}, MaxBody: -1, Unauthenticated: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	// An anonymous fetch whose body has not all arrived holds the unit.
+	pr, pw := io.Pipe()
+	held := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", srv.URL+"/alice/pub.git/git-upload-pack", pr)
+		req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
+		held <- do(t, req)
+	}()
+	pw.Write([]byte("0000"))
+	for deadline := time.Now().Add(10 * time.Second); limit.Held("127.0.0.1") != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow request holds no unit")
+		}
+	}
+	opened := f.res.Sessions.Load()
+	r := get(t, &fixture{srv: srv}, "/alice/pub.git/info/refs?service=git-upload-pack", "", nil)
+	if want := "too many unauthenticated connections from your address (limit 1, set RGIT_MAX_ANON_PER_ADDR)\n"; r.status != http.StatusTooManyRequests ||
+		r.body != want || r.header.Get("Retry-After") == "" {
+		t.Fatalf("over the cap: %d %v %q, want 429 with Retry-After and %q", r.status, r.header, r.body, want)
+	}
+	if f.res.Sessions.Load() != opened {
+		t.Error("a refused request opened a session")
+	}
+	if r := get(t, &fixture{srv: srv}, "/alice/pub.git/info/refs?service=git-upload-pack", aliceTok, nil); r.status != 200 {
+		t.Errorf("with credentials: %d %q", r.status, r.body)
+	}
+	pw.Close()
+	if r := <-held; r.status != 200 {
+		t.Fatalf("slow request: %d %q", r.status, r.body)
+	}
+	if r := get(t, &fixture{srv: srv}, "/alice/pub.git/info/refs?service=git-upload-pack", "", nil); r.status != 200 {
+		t.Errorf("after the slow request ended: %d %q", r.status, r.body)
+	}
+}
+
+// busyEngine refuses every session for want of a negotiation slot.
+type busyEngine struct{}
+
+func (busyEngine) UploadPack(context.Context, gitproto.Backend, io.Reader, io.Writer, gitproto.Options) error {
+	return &gitproto.BusyError{Slots: 16, Wait: 10 * time.Second}
+}
+
+func (e busyEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, o gitproto.Options) error {
+	return e.UploadPack(ctx, b, in, out, o)
+}
+
+// TestBusyAnswer: a fetch refused for want of a negotiation slot is
+// answered 503 with Retry-After and the line naming the settings.
+func TestBusyAnswer(t *testing.T) {
+	f := newFixture(t)
+	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Engine: busyEngine{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/alice/pub.git/git-upload-pack", strings.NewReader("0000"))
+	req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
+	r := do(t, req)
+	want := "server busy: all 16 fetch negotiation slots stayed taken for 10s (set RGIT_MAX_NEGOTIATIONS, RGIT_NEGOTIATION_WAIT_SECS)\n"
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != RetryAfter || r.body != want {
+		t.Fatalf("busy: %d %v %q, want 503 with Retry-After and %q", r.status, r.header, r.body, want)
 	}
 }

@@ -132,10 +132,15 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 			pr.Out.Header.Set(HeaderSecret, f.secret)
 			pr.Out.Header.Set(HeaderHop, strconv.Itoa(st.hop))
 			// The id this node gave the request, not whatever the client
-			// sent: the owner logs under the same id.
+			// sent, and the client's own beside it: the owner logs under
+			// the same ones.
 			pr.Out.Header.Del(reqid.Header)
+			pr.Out.Header.Del(reqid.ClientHeader)
 			if id := reqid.From(pr.In.Context()); id != "" {
 				pr.Out.Header.Set(reqid.Header, id)
+			}
+			if c := reqid.ClientFrom(pr.In.Context()); c != "" {
+				pr.Out.Header.Set(reqid.ClientHeader, c)
 			}
 			if st.replayable && pr.Out.Method != http.MethodGet {
 				// A replayable body (upload-pack requests are reads): let

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -167,5 +168,43 @@ func TestHTTPForwarderLostBeforeAnswer(t *testing.T) {
 	err := f.Forward(w, httptest.NewRequest("POST", "/a/b/git-receive-pack", strings.NewReader("pack")), "rgit-1")
 	if err == nil || errors.Is(err, gitserve.ErrPeerConnect) || errors.Is(err, gitserve.ErrMoved) {
 		t.Fatalf("push with its body partly read: %v", err)
+	}
+}
+
+// TestSessionLostBeforeAnswer: a forwarded session whose connection is
+// lost before the owner answers the upgrade (the owner was killed) is
+// reported like a failed connect, with nothing read from the client's
+// input, so the SSH front end retries it elsewhere as HTTP forwarding
+// does.
+func TestSessionLostBeforeAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			http.ReadRequest(bufio.NewReader(c)) // the upgrade request, then death
+			c.Close()
+		}
+	}()
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	var p int
+	fmt.Sscan(port, &p)
+	dir, _ := StaticDirectory(map[string]string{"rgit-1": net.JoinHostPort(host, fmt.Sprint(p-1))})
+	in := strings.NewReader("untouched")
+	for _, svc := range []gitserve.Service{gitserve.UploadPack, gitserve.ReceivePack} {
+		_, err := NewSessionClient(dir, secret).ForwardSession(context.Background(), "rgit-1",
+			gitserve.SessionRequest{Service: svc, Owner: "a", Name: "b"}, in, io.Discard)
+		if !errors.Is(err, gitserve.ErrPeerConnect) {
+			t.Fatalf("%s: %v, want a connect failure", svc, err)
+		}
+	}
+	if in.Len() != len("untouched") {
+		t.Error("input consumed by a session that never started")
 	}
 }

@@ -98,7 +98,9 @@ var _ gitserve.SessionForwarder = (*SessionClient)(nil)
 // ForwardSession runs req on node, copying in to it and its output to out.
 // It returns an error wrapping gitserve.ErrMoved when node answered,
 // before the session started and before anything was read from in, that
-// it no longer holds the repository.
+// it no longer holds the repository, and one wrapping
+// gitserve.ErrPeerConnect when node could not be reached or the
+// connection was lost before it answered (nothing read from in either).
 func (c *SessionClient) ForwardSession(ctx context.Context, node string, req gitserve.SessionRequest,
 	in io.Reader, out io.Writer) (gitserve.Stats, error) {
 	var st gitserve.Stats
@@ -154,13 +156,22 @@ func (c *SessionClient) ForwardSession(ctx context.Context, node string, req git
 	if id := reqid.From(ctx); id != "" {
 		h.Set(reqid.Header, id)
 	}
+	// Until the owner answers the upgrade nothing of in is read and the
+	// owner has run nothing: a connection lost before that (the owner
+	// died) fails over like a failed connect, unless the caller gave up.
+	lost := func(what string, err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("forward session to %s: %s: %w (%w)", node, what, ctx.Err(), err)
+		}
+		return fmt.Errorf("forward session to %s at %s: %s: %w: %w", node, addr, what, gitserve.ErrPeerConnect, err)
+	}
 	if err := hreq.Write(conn); err != nil {
-		return st, fmt.Errorf("forward session to %s: send request: %w", node, err)
+		return st, lost("send request", err)
 	}
 	br := bufio.NewReaderSize(conn, maxFrame+headerLen)
 	resp, err := http.ReadResponse(br, hreq)
 	if err != nil {
-		return st, fmt.Errorf("forward session to %s: read answer: %w", node, err)
+		return st, lost("read answer", err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
@@ -384,7 +395,9 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	fw := &frameWriter{conn: conn}
 	req := gitserve.SessionRequest{Service: svc, Owner: owner, Name: name, Identity: id, Protocol: proto}
-	opt := gitproto.Options{Protocol: proto, Agent: h.Agent}
+	// The connection's read deadline bounds each whole fetch request, as
+	// the forwarding node's own front end would.
+	opt := gitproto.Options{Protocol: proto, Agent: h.Agent, Input: conn}
 	// brw.Reader holds whatever of stdin arrived with the request.
 	_, err = h.Gate.RunRouted(ctx, h.Forward, h.Rerouter, req, sess, openErr, brw.Reader, fw, opt)
 	class := gitserve.Classify(err)

@@ -1,8 +1,9 @@
 // Package sshgit is rgit's SSH front end (gliderlabs/ssh): it accepts
 // public-key authentication only and runs exactly two commands,
 // `git-upload-pack '<path>'` and `git-receive-pack '<path>'`, through the
-// shared transport/gitserve gate. Shells, ptys, subsystems and any other
-// command are refused with a message on stderr and exit status 1.
+// shared transport/gitserve gate. Subsystems and any other command are
+// refused with a message on stderr and exit status 1; a shell request is
+// greeted (below).
 //
 // Identity: every public key may connect. A key registered to an owner
 // (Config.Keys) authenticates as that owner; an unknown key connects as
@@ -10,27 +11,30 @@
 // anyone clone public repos over SSH (as over HTTP) without an account,
 // while private repos and pushes still need a registered key. Denials for
 // anonymous and for other users read the same ("repository not found"), so
-// SSH reveals no more than HTTP does.
+// SSH reveals no more than HTTP does. A shell request (`ssh git@host`) is
+// answered with who the key signed in as, GitHub-style, and exit status 1.
 //
-// It imports transport/gitserve, transport/gitproto, storage/auth,
-// gliderlabs/ssh, x/crypto/ssh, zap and the standard library.
+// What a client can hold is bounded: authentication must finish within
+// Config.AuthTimeout; connections that have not authenticated with a
+// registered key count against the per-address cap (Config.
+// Unauthenticated), and such a connection runs one session at a time;
+// a connection has at most MaxChannels sessions and a session at most
+// MaxEnv environment variables; a session's input and output move at the
+// minimum rate (Config.MinRate, within Config.StallTimeout), and a whole
+// fetch request arrives within the protocol's request deadline.
+//
+// It imports transport/gitserve, transport/gitproto,
+// transport/clientlimit, storage/auth, gliderlabs/ssh, x/crypto/ssh, zap
+// and the standard library.
 package sshgit
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gliderlabs/ssh"
@@ -38,6 +42,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/transport/clientlimit"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/reqid"
@@ -56,9 +61,22 @@ var ErrServerClosed = ssh.ErrServerClosed
 // DefaultIdleTimeout closes connections that move no data for this long.
 const DefaultIdleTimeout = 5 * time.Minute
 
-// DefaultStallTimeout closes sessions whose client sends nothing for this
-// long while the server waits for its input.
+// DefaultStallTimeout is how far a session's input (while the server
+// waits for it) and output may fall behind the minimum rate; a client
+// that sends or reads nothing is cut off after it.
 const DefaultStallTimeout = time.Minute
+
+// DefaultAuthTimeout is how long a connection may take to authenticate.
+const DefaultAuthTimeout = 30 * time.Second
+
+// Fixed bounds of one connection: concurrent sessions (channels), and the
+// environment variables (requests and bytes) one session may set. git
+// needs one session and GIT_PROTOCOL.
+const (
+	MaxChannels = 8
+	MaxEnv      = 16
+	MaxEnvBytes = 4096
+)
 
 // Config configures the SSH server.
 type Config struct {
@@ -80,12 +98,24 @@ type Config struct {
 	// IdleTimeout closes idle connections; 0 means DefaultIdleTimeout,
 	// negative means never.
 	IdleTimeout time.Duration
-	// StallTimeout closes a session whose client sends nothing for this
-	// long while the server waits for its input (time the server spends
-	// computing or writing does not count); 0 means DefaultStallTimeout,
-	// negative means never.
+	// StallTimeout is how far a session's input, while the server waits
+	// for it, and its output may fall behind MinRate (time the server
+	// spends computing does not count); a client that sends or reads
+	// nothing is cut off after it. 0 means DefaultStallTimeout, negative
+	// means never.
 	StallTimeout time.Duration
-	Logger       *zap.Logger
+	// MinRate is the minimum transfer rate in bytes per second; 0: the
+	// stall time alone.
+	MinRate int64
+	// AuthTimeout bounds the time from connecting to authenticated; 0
+	// means DefaultAuthTimeout, negative means never.
+	AuthTimeout time.Duration
+	// Unauthenticated, if set, caps per client address the connections
+	// that have not authenticated with a registered key (shared with the
+	// HTTP front end): anonymous connections keep their unit until they
+	// close. Over it a connection is closed at once.
+	Unauthenticated *clientlimit.PerAddr
+	Logger          *zap.Logger
 	// Metrics records each session; nil means none. Use
 	// (*gitserve.PromMetrics).For("ssh").
 	Metrics gitserve.Metrics
@@ -107,7 +137,10 @@ type Server struct {
 	metrics gitserve.Metrics
 	forward gitserve.SessionForwarder
 	reroute gitserve.Rerouter
-	stall   time.Duration // 0: never
+	rate    clientlimit.Rate // Grace 0: no pacing
+	authDur time.Duration    // 0: never
+	anon    *clientlimit.PerAddr
+	hostKey gossh.PublicKey
 	// handlers counts running session handlers, so Shutdown and Close
 	// return only once every session has let go of its repository.
 	handlers sync.WaitGroup
@@ -142,7 +175,13 @@ func NewServer(cfg Config) (*Server, error) {
 		log.Warn("generated new ssh host key", zap.String("path", cfg.HostKeyPath),
 			zap.String("fingerprint", gossh.FingerprintSHA256(signer.PublicKey())))
 	}
-	s := &Server{gate: gate, keys: cfg.Keys, log: log, metrics: cfg.Metrics, forward: cfg.Forward, reroute: cfg.Rerouter}
+	if err := writePublicKey(cfg.HostKeyPath, signer.PublicKey()); err != nil {
+		// A key mounted read-only (a Kubernetes secret) has no room beside
+		// it; the known_hosts line is in the start-up log and rgit-admin.
+		log.Info("ssh host key: public key not written beside it", zap.Error(err))
+	}
+	s := &Server{gate: gate, keys: cfg.Keys, log: log, metrics: cfg.Metrics, forward: cfg.Forward, reroute: cfg.Rerouter,
+		anon: cfg.Unauthenticated, hostKey: signer.PublicKey()}
 	if s.metrics == nil {
 		s.metrics = gitserve.NopMetrics{}
 	}
@@ -153,12 +192,8 @@ func NewServer(cfg Config) (*Server, error) {
 	if idle < 0 {
 		idle = 0
 	}
-	switch s.stall = cfg.StallTimeout; {
-	case s.stall == 0:
-		s.stall = DefaultStallTimeout
-	case s.stall < 0:
-		s.stall = 0
-	}
+	s.rate = clientlimit.Rate{Grace: orDefault(cfg.StallTimeout, DefaultStallTimeout), BytesPerSec: cfg.MinRate}
+	s.authDur = orDefault(cfg.AuthTimeout, DefaultAuthTimeout)
 	s.srv = &ssh.Server{
 		Addr: cfg.Addr,
 		Handler: func(sess ssh.Session) {
@@ -173,12 +208,18 @@ func NewServer(cfg Config) (*Server, error) {
 		// Any key may connect; the owner (or anonymous) is decided per
 		// session from the key the connection authenticated with.
 		PublicKeyHandler: func(ssh.Context, ssh.PublicKey) bool { return true },
-		// Refuse ptys: git never asks for one, interactive users get a
-		// clear message from the handler instead of a hanging terminal.
-		PtyCallback: func(ssh.Context, ssh.Pty) bool { return false },
-		// No port forwarding, no subsystems (sftp): the zero values of the
+		// Grant a pty request without allocating anything: git never
+		// asks for one, and a person typing `ssh git@host` (which asks)
+		// gets the greeting instead of "PTY allocation request failed",
+		// which -tt makes fatal.
+		PtyCallback:          func(ssh.Context, ssh.Pty) bool { return true },
+		ConnCallback:         s.accept,
+		ServerConfigCallback: s.serverConfig,
+		// Sessions only, within the channel and environment bounds. No
+		// port forwarding, no subsystems (sftp): the zero values of the
 		// remaining callbacks refuse them.
-		Version: "rgit",
+		ChannelHandlers: map[string]ssh.ChannelHandler{"session": s.sessionChannel},
+		Version:         "rgit",
 	}
 	s.srv.AddHostKey(signer)
 	return s, nil
@@ -247,6 +288,10 @@ func (s *Server) waitHandlers() {
 // requests; the session ends (exit 0) when it returns unless it set a
 // status.
 func (s *Server) handle(sess ssh.Session) {
+	if sess.RawCommand() == "" {
+		s.greet(sess)
+		return
+	}
 	start := time.Now()
 	op := "ssh"
 	var stats gitserve.Stats
@@ -265,14 +310,17 @@ func (s *Server) handle(sess ssh.Session) {
 	msg := gitserve.ClientMessage(err)
 	var ue *usageError
 	var le *gitproto.LimitError
+	var be *gitproto.BusyError
 	switch {
 	case errors.As(err, &ue):
 		msg = ue.msg
 	case errors.As(err, &le):
 		// Names a limit and its setting, nothing private.
 		msg = le.Error()
+	case errors.As(err, &be):
+		msg = be.Error()
 	}
-	fmt.Fprintf(sess.Stderr(), "ERROR: %s\n", msg)
+	s.stderr(sess, "ERROR: "+msg+"\n")
 	_ = sess.Exit(1)
 
 	fields := []zap.Field{zap.String("op", op), zap.String("user", sess.User()),
@@ -289,11 +337,7 @@ func (s *Server) handle(sess ssh.Session) {
 }
 
 func (s *Server) serve(ctx context.Context, sess ssh.Session, op *string, stats *gitserve.Stats) error {
-	raw := sess.RawCommand()
-	if raw == "" {
-		return &usageError{"interactive shells are not supported; use git clone, fetch or push"}
-	}
-	svc, path, err := ParseCommand(raw)
+	svc, path, err := ParseCommand(sess.RawCommand())
 	if err != nil {
 		return err
 	}
@@ -313,51 +357,19 @@ func (s *Server) serve(ctx context.Context, sess ssh.Session, op *string, stats 
 	if err != nil {
 		return err
 	}
-	if s.stall == 0 {
+	if s.rate.Grace <= 0 {
 		*stats, err = s.gate.ServeRouted(ctx, s.forward, s.reroute, req, sess, sess, opt)
 		return err
 	}
-	in := newStallReader(sess, s.stall, func() { sess.Close() })
-	defer in.stop()
-	*stats, err = s.gate.ServeRouted(ctx, s.forward, s.reroute, req, in, sess, opt)
-	if in.stalled.Load() {
-		return fmt.Errorf("%w: no input for %s", errStalled, s.stall)
-	}
+	in, stop := pipeInput(sess)
+	defer stop()
+	paced := clientlimit.NewReader(in, s.rate)
+	opt.Input = paced
+	out := newKillWriter(sess, func() { closeConn(sess) })
+	defer out.stop()
+	*stats, err = s.gate.ServeRouted(ctx, s.forward, s.reroute, req, paced, clientlimit.NewWriter(out, s.rate), opt)
 	return err
 }
-
-// errStalled: the client sent nothing while the session waited for its
-// input. It counts as canceled (the client is as good as gone).
-var errStalled = fmt.Errorf("ssh session stalled: %w", context.DeadlineExceeded)
-
-// stallReader runs onStall when a Read waits longer than d for data. The
-// clock runs only while a Read is pending, so a session busy writing a
-// pack is never cut, and a slow client that keeps sending never is.
-type stallReader struct {
-	r       io.Reader
-	d       time.Duration
-	timer   *time.Timer
-	stalled atomic.Bool
-}
-
-func newStallReader(r io.Reader, d time.Duration, onStall func()) *stallReader {
-	s := &stallReader{r: r, d: d}
-	s.timer = time.AfterFunc(d, func() {
-		s.stalled.Store(true)
-		onStall()
-	})
-	s.timer.Stop()
-	return s
-}
-
-func (s *stallReader) Read(p []byte) (int, error) {
-	s.timer.Reset(s.d)
-	n, err := s.r.Read(p)
-	s.timer.Stop()
-	return n, err
-}
-
-func (s *stallReader) stop() { s.timer.Stop() }
 
 // identity maps the connection's public key to an owner. Unknown keys are
 // anonymous (see the package comment); a failing lookup is an error, not a
@@ -426,57 +438,4 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
-}
-
-// loadOrCreateHostKey reads the host key at path, generating and writing an
-// ed25519 key first if the file does not exist. created reports generation.
-func loadOrCreateHostKey(path string) (signer gossh.Signer, created bool, err error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		data, err = createHostKey(path)
-		created = err == nil
-		if errors.Is(err, fs.ErrExist) {
-			// Another process created it between our read and create.
-			data, err = os.ReadFile(path)
-			created = false
-		}
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	signer, err = gossh.ParsePrivateKey(data)
-	if err != nil {
-		return nil, false, fmt.Errorf("parse %s: %w", path, err)
-	}
-	return signer, created, nil
-}
-
-func createHostKey(path string) ([]byte, error) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate ed25519 key: %w", err)
-	}
-	block, err := gossh.MarshalPrivateKey(priv, "rgit host key")
-	if err != nil {
-		return nil, fmt.Errorf("marshal host key: %w", err)
-	}
-	data := pem.EncodeToMemory(block)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("create host key dir: %w", err)
-	}
-	// O_EXCL: never overwrite a key another process just wrote.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(path)
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	return data, nil
 }

@@ -35,11 +35,30 @@ var errAnswerTooLarge = errors.New("read API answer too large")
 
 // apiError is a non-2xx answer of the read API.
 type apiError struct {
-	Status int
-	Msg    string
+	Status     int
+	Msg        string
+	RetryAfter string // the answer's Retry-After (a busy node)
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("read API: %d %s", e.Status, e.Msg) }
+
+// apiMessage is the message of an API failure ("" if err is not one).
+func apiMessage(err error) string {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Msg
+	}
+	return ""
+}
+
+// retryAfterOf is the Retry-After of an API failure ("" if none).
+func retryAfterOf(err error) string {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.RetryAfter
+	}
+	return ""
+}
 
 // statusOf is the HTTP status of an API failure (0 if err is not one).
 func statusOf(err error) int {
@@ -50,10 +69,10 @@ func statusOf(err error) int {
 	return 0
 }
 
-// apiRequest is a GET of path (already escaped, starting with /api/) as
-// the caller with token (empty: anonymous).
-func apiRequest(ctx context.Context, path, token string) (*http.Request, error) {
-	r, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.internal"+path, nil)
+// apiRequest is a GET or HEAD (method) of path (already escaped,
+// starting with /api/) as the caller with token (empty: anonymous).
+func apiRequest(ctx context.Context, method, path, token string) (*http.Request, error) {
+	r, err := http.NewRequestWithContext(ctx, method, "http://api.internal"+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read API request %q: %w", path, err)
 	}
@@ -68,7 +87,7 @@ func apiRequest(ctx context.Context, path, token string) (*http.Request, error) 
 // getJSON asks api for path as the caller and decodes the answer into v.
 // A non-2xx answer is an *apiError carrying the API's status and message.
 func getJSON(ctx context.Context, api http.Handler, path, token string, v any) (http.Header, error) {
-	r, err := apiRequest(ctx, path, token)
+	r, err := apiRequest(ctx, http.MethodGet, path, token)
 	if err != nil {
 		return nil, err
 	}
@@ -81,19 +100,40 @@ func getJSON(ctx context.Context, api http.Handler, path, token string, v any) (
 		rec.status = http.StatusOK
 	}
 	if rec.status < 200 || rec.status > 299 {
-		var e struct {
-			Error string `json:"error"`
-		}
-		_ = json.Unmarshal(rec.body.Bytes(), &e)
-		if e.Error == "" {
-			e.Error = strings.TrimSpace(http.StatusText(rec.status))
-		}
-		return rec.header, &apiError{Status: rec.status, Msg: e.Error}
+		return rec.header, &apiError{Status: rec.status, Msg: errorMessage(rec.status, rec.body.Bytes()), RetryAfter: rec.header.Get("Retry-After")}
 	}
 	if err := json.Unmarshal(rec.body.Bytes(), v); err != nil {
 		return rec.header, fmt.Errorf("read API %s: decode: %w", path, err)
 	}
 	return rec.header, nil
+}
+
+// headOK asks api for path with HEAD as the caller: only the checks the
+// answer's status needs run there (no diff or log is computed). A non-2xx
+// answer is an *apiError.
+func headOK(ctx context.Context, api http.Handler, path, token string) error {
+	r, err := apiRequest(ctx, http.MethodHead, path, token)
+	if err != nil {
+		return err
+	}
+	rec := &recorder{header: http.Header{}}
+	api.ServeHTTP(rec, r)
+	if rec.status != 0 && (rec.status < 200 || rec.status > 299) {
+		return &apiError{Status: rec.status, Msg: errorMessage(rec.status, rec.body.Bytes()), RetryAfter: rec.header.Get("Retry-After")}
+	}
+	return nil
+}
+
+// errorMessage is the message of an API error answer: its JSON "error",
+// else the status text.
+func errorMessage(status int, body []byte) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || e.Error == "" {
+		return http.StatusText(status)
+	}
+	return e.Error
 }
 
 // recorder collects an in-process answer, up to maxAnswer bytes.

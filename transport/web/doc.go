@@ -13,8 +13,12 @@
 // The page works without JavaScript (progressive enhancement, no build).
 //
 // Sign-in stores the caller's token in a cookie (HttpOnly,
-// SameSite=Strict, Secure under TLS); the page presents it to the API as
-// a Bearer token.
+// SameSite=Strict, Secure under TLS or when the page's configured public
+// URL is https: behind a TLS proxy no request header is trusted to say
+// so); the page presents it to the API as a Bearer token. Clone URLs are
+// the configured public git URLs, else the address the browser used when
+// the same server answers git there. Elsewhere is what a cluster node's
+// public port answers browsers: the page is api-serve's.
 //
 // It imports storage/auth, storage/names, storage/repo (the repository
 // list endpoint), chroma, goldmark, zap and the standard library.

@@ -100,6 +100,8 @@ type CommitDetail struct {
 	Files     []FileChange `json:"files"`
 	Diff      string       `json:"diff"`
 	Truncated bool         `json:"truncated,omitempty"`
+	// TruncatedReason names the limit that cut the diff short.
+	TruncatedReason string `json:"truncated_reason,omitempty"`
 }
 
 // Comparison is GET compare's answer.
@@ -113,6 +115,8 @@ type Comparison struct {
 	Files     []FileChange `json:"files"`
 	Diff      string       `json:"diff"`
 	Truncated bool         `json:"truncated,omitempty"`
+	// TruncatedReason names the limit that cut the diff short.
+	TruncatedReason string `json:"truncated_reason,omitempty"`
 }
 
 // RepoList is GET /api/repos's answer: who the caller is and the

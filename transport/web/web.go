@@ -19,7 +19,26 @@ import (
 type Config struct {
 	// API answers /api/… requests (the read API). Required.
 	API http.Handler
-	// SSHPort is the port advertised in SSH clone URLs; "" shows none.
+	// PageURL is the page's public URL as people reach it
+	// (scheme://host, RGIT_WEB_URL), "" when not configured. With https
+	// the sign-in cookie is Secure even though the request reached this
+	// server in clear text (a TLS proxy in front); no request header is
+	// trusted to say so.
+	PageURL string
+	// CloneURL is the base of HTTP clone URLs (scheme://host,
+	// RGIT_PUBLIC_URL). "": the address the browser used when GitHere,
+	// else the page shows no HTTP clone URL.
+	CloneURL string
+	// GitHere says this server answers git at the address the browser
+	// used for the page (a single node), so it may be shown as the clone
+	// URL when CloneURL is unset.
+	GitHere bool
+	// SSHURL is the base of SSH clone URLs (ssh://user@host:port,
+	// RGIT_PUBLIC_SSH_URL). "": the browser's host with SSHPort, if set;
+	// else none.
+	SSHURL string
+	// SSHPort is the port advertised in SSH clone URLs when SSHURL is
+	// unset; "" shows none.
 	SSHPort string
 	Log     *zap.Logger
 }
@@ -27,10 +46,12 @@ type Config struct {
 // Handler is the browse page. It serves every path it is given that is
 // not the read API's or git's: mount it at "/".
 type Handler struct {
-	api     http.Handler
-	sshPort string
-	log     *zap.Logger
-	next    http.Handler
+	api                 http.Handler
+	cloneURL, sshURL    string
+	sshPort             string
+	gitHere, secureSite bool
+	log                 *zap.Logger
+	next                http.Handler
 }
 
 // New returns the page.
@@ -38,7 +59,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.API == nil {
 		return nil, errors.New("web: Config.API is required")
 	}
-	h := &Handler{api: cfg.API, sshPort: cfg.SSHPort, log: cfg.Log}
+	h := &Handler{api: cfg.API, cloneURL: strings.TrimSuffix(cfg.CloneURL, "/"), sshURL: strings.TrimSuffix(cfg.SSHURL, "/"),
+		sshPort: cfg.SSHPort, gitHere: cfg.GitHere, secureSite: strings.HasPrefix(cfg.PageURL, "https://"), log: cfg.Log}
 	if h.log == nil {
 		h.log = zap.NewNop()
 	}
@@ -112,9 +134,12 @@ func viewer(r *http.Request) string {
 	return ""
 }
 
-func setCookie(w http.ResponseWriter, r *http.Request, name, value string, age int) {
+// setCookie sets a sign-in cookie: Secure when the request came over TLS
+// here, or the page's configured public URL is https (a TLS proxy in
+// front).
+func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value string, age int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: age,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: r.TLS != nil || h.secureSite, SameSite: http.SameSiteStrictMode})
 }
 
 // page is what every view's template gets.
@@ -165,8 +190,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, status
 	if err != nil {
 		switch st := statusOf(err); {
 		case st == http.StatusUnauthorized && token(r) != "":
-			setCookie(w, r, tokenCookie, "", -1)
-			setCookie(w, r, ownerCookie, "", -1)
+			h.setCookie(w, r, tokenCookie, "", -1)
+			h.setCookie(w, r, ownerCookie, "", -1)
 			http.Redirect(w, r, "/-/signin?expired=1", http.StatusSeeOther)
 			return
 		case st == http.StatusUnauthorized || st == http.StatusNotFound:
@@ -176,7 +201,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, status
 			}
 		case st == http.StatusBadRequest:
 			status, msg = http.StatusBadRequest, "bad request"
+		case st == http.StatusUnprocessableEntity:
+			// Over a limit of the API: its message names the limit.
+			status, msg = st, apiMessage(err)
 		case st == http.StatusServiceUnavailable:
+			if ra := retryAfterOf(err); ra != "" {
+				w.Header().Set("Retry-After", ra)
+			}
 			status, msg = http.StatusServiceUnavailable, "temporarily unavailable, try again"
 		default:
 			h.log.Error("web: read API failed", zap.String("path", r.URL.Path), zap.Error(err))
@@ -234,15 +265,15 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, 0, "")
 		return
 	}
-	setCookie(w, r, tokenCookie, tok, cookieAge)
-	setCookie(w, r, ownerCookie, list.Viewer, cookieAge)
+	h.setCookie(w, r, tokenCookie, tok, cookieAge)
+	h.setCookie(w, r, ownerCookie, list.Viewer, cookieAge)
 	h.log.Info("web: signed in", zap.String("owner", list.Viewer), zap.String("remote", r.RemoteAddr))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
 func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
-	setCookie(w, r, tokenCookie, "", -1)
-	setCookie(w, r, ownerCookie, "", -1)
+	h.setCookie(w, r, tokenCookie, "", -1)
+	h.setCookie(w, r, ownerCookie, "", -1)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -379,18 +410,7 @@ func (q *repoReq) resolve(s string) (string, bool) {
 // path: the picker links each ref to the same view at its commit.
 func (h *Handler) head(r *http.Request, q *repoReq, kind, oid, path string) *repoHead {
 	rh := &repoHead{Owner: q.owner, Name: q.name, Home: q.base(), Cmp: q.base() + "/compare", HasCommit: oid != ""}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	rh.CloneHTTP = scheme + "://" + r.Host + q.base() + ".git"
-	if h.sshPort != "" {
-		host := r.Host
-		if hn, _, err := net.SplitHostPort(r.Host); err == nil {
-			host = hn
-		}
-		rh.CloneSSH = "ssh://git@" + net.JoinHostPort(host, h.sshPort) + q.base() + ".git"
-	}
+	rh.CloneHTTP, rh.CloneSSH = h.cloneURLs(r, q.base()+".git")
 	if oid == "" {
 		return rh
 	}
@@ -411,6 +431,34 @@ func (h *Handler) head(r *http.Request, q *repoReq, kind, oid, path string) *rep
 		rh.Picker = append(rh.Picker, p)
 	}
 	return rh
+}
+
+// cloneURLs are the HTTP and SSH clone URLs of the repository at path
+// ("/owner/name.git"); "" for one the page cannot name. Configured public
+// URLs win; otherwise a server that answers git where the browser reached
+// the page names that address.
+func (h *Handler) cloneURLs(r *http.Request, path string) (httpURL, sshURL string) {
+	switch {
+	case h.cloneURL != "":
+		httpURL = h.cloneURL + path
+	case h.gitHere:
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		httpURL = scheme + "://" + r.Host + path
+	}
+	switch {
+	case h.sshURL != "":
+		sshURL = h.sshURL + path
+	case h.sshPort != "":
+		host := r.Host
+		if hn, _, err := net.SplitHostPort(r.Host); err == nil {
+			host = hn
+		}
+		sshURL = "ssh://git@" + net.JoinHostPort(host, h.sshPort) + path
+	}
+	return httpURL, sshURL
 }
 
 // history is the log page of commits touching path, from oid.
@@ -586,7 +634,7 @@ func (h *Handler) archive(w http.ResponseWriter, r *http.Request) {
 // stream passes an API answer through unbuffered. Error answers become
 // error pages so a browser never shows the API's JSON.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, path string) {
-	req, err := apiRequest(r.Context(), path, token(r))
+	req, err := apiRequest(r.Context(), r.Method, path, token(r))
 	if err != nil {
 		h.fail(w, r, err, 0, "")
 		return
@@ -597,7 +645,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, path string) {
 	sw := &sandboxWriter{ResponseWriter: w}
 	h.api.ServeHTTP(sw, req)
 	if sw.failed != 0 {
-		h.fail(w, r, &apiError{Status: sw.failed}, 0, "")
+		h.fail(w, r, &apiError{Status: sw.failed, Msg: errorMessage(sw.failed, sw.errBody), RetryAfter: w.Header().Get("Retry-After")}, 0, "")
 	}
 }
 
@@ -605,9 +653,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, path string) {
 // CSP, and holds back an error answer (failed) for an error page.
 type sandboxWriter struct {
 	http.ResponseWriter
-	wrote  bool
-	failed int
+	wrote   bool
+	failed  int
+	errBody []byte // the start of an error answer (its message)
 }
+
+// maxErrBody bounds what is kept of an error answer.
+const maxErrBody = 4096
 
 func (s *sandboxWriter) WriteHeader(code int) {
 	if s.wrote || s.failed != 0 {
@@ -616,7 +668,7 @@ func (s *sandboxWriter) WriteHeader(code int) {
 	if code >= 400 {
 		s.failed = code
 		for k := range s.ResponseWriter.Header() {
-			if k != "Content-Security-Policy" && k != "X-Content-Type-Options" && k != "Referrer-Policy" && k != "X-Frame-Options" {
+			if k != "Content-Security-Policy" && k != "X-Content-Type-Options" && k != "Referrer-Policy" && k != "X-Frame-Options" && k != "Retry-After" {
 				s.ResponseWriter.Header().Del(k)
 			}
 		}
@@ -630,7 +682,9 @@ func (s *sandboxWriter) WriteHeader(code int) {
 func (s *sandboxWriter) Write(p []byte) (int, error) {
 	s.WriteHeader(http.StatusOK)
 	if s.failed != 0 {
-		return len(p), nil // the error body is replaced by a page
+		// The error body is replaced by a page that shows its message.
+		s.errBody = append(s.errBody, p[:min(len(p), maxErrBody-len(s.errBody))]...)
+		return len(p), nil
 	}
 	return s.ResponseWriter.Write(p)
 }
@@ -646,6 +700,7 @@ type logPage struct {
 	Path    string
 	Commits []commitView
 	Next    string
+	Partial bool // the page stopped looking before it was full
 }
 
 type commitView struct {
@@ -671,6 +726,9 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
 	if path != "" {
 		v.Set("path", path)
 	}
+	if h.headOnly(w, r, q, apiPath(q.owner, q.name, "log", oid)+"?"+v.Encode()) {
+		return
+	}
 	var commits []Commit
 	hdr, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "log", oid)+"?"+v.Encode(), q.token, &commits)
 	if err != nil {
@@ -683,6 +741,9 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
 		p.Next = q.href("commits", next, "")
 		if path != "" {
 			p.Next = q.history(next, path)
+			// A path filter's page examines a bounded number of
+			// commits: a short page with a next one stopped looking.
+			p.Partial = len(commits) < logSize
 		}
 	}
 	h.render(w, r, http.StatusOK, "log", p)
@@ -720,6 +781,9 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	oid := r.PathValue("oid")
+	if h.headOnly(w, r, q, apiPath(q.owner, q.name, "commit", oid)) {
+		return
+	}
 	var c CommitDetail
 	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "commit", oid), q.token, &c); err != nil {
 		h.fail(w, r, err, 0, "")
@@ -734,6 +798,24 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
 		p.Parents = append(p.Parents, crumb{Name: shortOID(par), Href: q.href("commit", par, "")})
 	}
 	h.render(w, r, http.StatusOK, "commit", p)
+}
+
+// headOnly answers a HEAD request for a page built from the expensive
+// answer at path (a diff, a log): the page's status comes from the API's
+// HEAD, and nothing is computed or rendered. It reports whether r was
+// such a request.
+func (h *Handler) headOnly(w http.ResponseWriter, r *http.Request, q *repoReq, path string) bool {
+	if r.Method != http.MethodHead {
+		return false
+	}
+	if err := headOK(r.Context(), h.api, path, q.token); err != nil {
+		h.fail(w, r, err, 0, "")
+		return true
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "private, no-store")
+	w.WriteHeader(http.StatusOK)
+	return true
 }
 
 type comparePage struct {
@@ -768,6 +850,9 @@ func (h *Handler) compare(w http.ResponseWriter, r *http.Request) {
 		case !okH:
 			p.Error = "no branch, tag or commit named " + headName
 		default:
+			if h.headOnly(w, r, q, apiPath(q.owner, q.name, "compare", b+"..."+hd)) {
+				return
+			}
 			var c Comparison
 			if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "compare", b+"..."+hd), q.token, &c); err != nil {
 				if st := statusOf(err); st != http.StatusNotFound && st != http.StatusBadRequest {

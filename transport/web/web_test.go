@@ -11,9 +11,14 @@ import (
 	"testing"
 )
 
-func newPage(t *testing.T) *Handler {
+// newPage is the page as a single node serves it: git on the same port,
+// SSH on 2222, no public URLs configured.
+func newPage(t *testing.T) *Handler { return newPageWith(t, Config{GitHere: true, SSHPort: "2222"}) }
+
+func newPageWith(t *testing.T, cfg Config) *Handler {
 	t.Helper()
-	h, err := New(Config{API: newStubAPI(), SSHPort: "2222"})
+	cfg.API = newStubAPI()
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,36 +89,14 @@ var (
 	activeRE = regexp.MustCompile(`(?i)<(script|img|iframe|object|embed)\b|<[^>]*\s(on\w+|style)\s*=[^>]*>`)
 )
 
-func TestPrivateRepositoryInvisibleToOthers(t *testing.T) {
-	h := newPage(t)
-	for _, tc := range []struct {
-		token  string
-		status int
-		listed bool
-	}{{"alice-token", 200, true}, {"bob-token", 404, false}, {"", 404, false}} {
-		resp, body := get(t, h, "/alice/private", tc.token)
-		if tc.status == 404 {
-			// Another owner's private repository reads as a missing one.
-			if resp.StatusCode != 404 {
-				t.Errorf("%q: /alice/private answered %d, want 404", tc.token, resp.StatusCode)
-			}
-			_, missing := get(t, h, "/alice/nothing", tc.token)
-			if body != missing {
-				t.Errorf("%q: private and missing repositories differ:\n%s\n---\n%s", tc.token, body, missing)
-			}
-		}
-		_, list := get(t, h, "/", tc.token)
-		if got := strings.Contains(list, "alice/private"); got != tc.listed {
-			t.Errorf("%q: list shows alice/private %v, want %v", tc.token, got, tc.listed)
-		}
-	}
-}
-
 func TestSigninCookie(t *testing.T) {
 	h := newPage(t)
-	post := func(token string, tlsOn bool) *http.Response {
+	post := func(h *Handler, token string, tlsOn bool, hdr ...string) *http.Response {
 		r := httptest.NewRequest("POST", "/-/signin", strings.NewReader(url.Values{"token": {token}}.Encode()))
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for i := 0; i+1 < len(hdr); i += 2 {
+			r.Header.Set(hdr[i], hdr[i+1])
+		}
 		if tlsOn {
 			r.TLS = &tls.ConnectionState{}
 		}
@@ -121,10 +104,28 @@ func TestSigninCookie(t *testing.T) {
 		h.ServeHTTP(w, r)
 		return w.Result()
 	}
-	for _, tlsOn := range []bool{false, true} {
-		resp := post("alice-token", tlsOn)
+	// Secure under TLS here, or behind a TLS proxy the configuration
+	// names (the page's public URL is https); never because a client's
+	// header says the request was https.
+	behindProxy := newPageWith(t, Config{GitHere: true, PageURL: "https://git.example.com"})
+	plainSite := newPageWith(t, Config{GitHere: true, PageURL: "http://git.internal"})
+	for _, tc := range []struct {
+		name       string
+		h          *Handler
+		tlsOn      bool
+		hdr        []string
+		wantSecure bool
+	}{
+		{"plain", h, false, nil, false},
+		{"tls", h, true, nil, true},
+		{"forwarded-proto header", h, false, []string{"X-Forwarded-Proto", "https", "Forwarded", "proto=https"}, false},
+		{"https public url", behindProxy, false, nil, true},
+		{"http public url", plainSite, false, nil, false},
+		{"http public url, tls", plainSite, true, nil, true},
+	} {
+		resp := post(tc.h, "alice-token", tc.tlsOn, tc.hdr...)
 		if resp.StatusCode != http.StatusSeeOther {
-			t.Fatalf("sign-in: %d", resp.StatusCode)
+			t.Fatalf("%s: sign-in: %d", tc.name, resp.StatusCode)
 		}
 		var tok *http.Cookie
 		for _, c := range resp.Cookies() {
@@ -132,11 +133,11 @@ func TestSigninCookie(t *testing.T) {
 				tok = c
 			}
 		}
-		if tok == nil || tok.Value != "alice-token" || !tok.HttpOnly || tok.SameSite != http.SameSiteStrictMode || tok.Secure != tlsOn {
-			t.Errorf("tls=%v: token cookie %+v, want HttpOnly, SameSite=Strict, Secure=%v", tlsOn, tok, tlsOn)
+		if tok == nil || tok.Value != "alice-token" || !tok.HttpOnly || tok.SameSite != http.SameSiteStrictMode || tok.Secure != tc.wantSecure {
+			t.Errorf("%s: token cookie %+v, want HttpOnly, SameSite=Strict, Secure=%v", tc.name, tok, tc.wantSecure)
 		}
 	}
-	if resp := post("wrong", false); resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+	if resp := post(h, "wrong", false); resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
 		t.Errorf("bad token: %d with cookies %v, want 401 and none", resp.StatusCode, resp.Cookies())
 	}
 	// A sign-in posted from another site is refused.
@@ -210,6 +211,29 @@ func TestPickerAndCloneURLs(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("no %q in:\n%s", want, body)
 		}
+	}
+}
+
+// TestConfiguredCloneURLs: the public git URLs the operator configured
+// are the clone URLs; a page that does not share its address with git
+// (api-serve) and has none configured shows no clone URL rather than its
+// own address, which serves no git.
+func TestConfiguredCloneURLs(t *testing.T) {
+	const path = "/alice/demo/tree/" + oidC1 + "/src"
+	_, body := get(t, newPageWith(t, Config{CloneURL: "https://git.example.com", SSHURL: "ssh://git@git.example.com:2222"}), path, "")
+	for _, want := range []string{`value="https://git.example.com/alice/demo.git"`, `value="ssh://git@git.example.com:2222/alice/demo.git"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %q in:\n%s", want, body)
+		}
+	}
+	// A single node with public URLs: those, not the browser's address.
+	_, body = get(t, newPageWith(t, Config{GitHere: true, SSHPort: "2222", CloneURL: "https://git.example.com", SSHURL: "ssh://git@git.example.com"}), path, "")
+	if strings.Contains(body, "example.com:2222") || strings.Contains(body, "http://example.com") || !strings.Contains(body, `value="ssh://git@git.example.com/alice/demo.git"`) {
+		t.Errorf("configured URLs not used:\n%s", body)
+	}
+	_, body = get(t, newPageWith(t, Config{}), path, "")
+	if strings.Contains(body, "alice/demo.git") || strings.Contains(body, `class="clone"`) {
+		t.Errorf("api-serve without public URLs shows a clone URL:\n%s", body)
 	}
 }
 
@@ -330,5 +354,33 @@ func TestCurrentRef(t *testing.T) {
 		if got := q.currentRef(oid); got != want {
 			t.Errorf("%s: %q, want %q", oid, got, want)
 		}
+	}
+}
+
+// TestElsewhere: a cluster node's public port sends browsers to the
+// configured page, or says how to clone when none is configured.
+func TestElsewhere(t *testing.T) {
+	h := Elsewhere("https://code.example.com", "https://git.example.com")
+	for path, want := range map[string]string{
+		"/":                "https://code.example.com/",
+		"/alice/demo":      "https://code.example.com/alice/demo",
+		"/alice/demo.git":  "https://code.example.com/alice/demo",
+		"/alice/d%20e.git": "https://code.example.com/alice/d%20e",
+	} {
+		resp, _ := get(t, h, path, "")
+		if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != want {
+			t.Errorf("%s: %d to %q, want a redirect to %q", path, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+	}
+	if resp, _ := get(t, h, "/alice/demo/tree/x", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("other paths: %d, want 404", resp.StatusCode)
+	}
+	resp, body := get(t, Elsewhere("", "https://git.example.com"), "/", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "git clone https://git.example.com/OWNER/NAME.git") ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+		t.Errorf("/ without a web URL: %d %q\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if _, body := get(t, Elsewhere("", ""), "/", ""); !strings.Contains(body, "git clone http://example.com/OWNER/NAME.git") {
+		t.Errorf("/ without any URL:\n%s", body)
 	}
 }
