@@ -242,6 +242,14 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if s.apiCache != nil {
 		eng.RefsWatch = s.apiCache
 	}
+	presigner, presigns := objstore.PresignerOf(s.store)
+	packURIs, err := cfg.PackURIsOn(presigns)
+	if err != nil {
+		return nil, err
+	}
+	if packURIs {
+		eng.PackURIs = &engine.PackURIs{Presigner: presigner, TTL: cfg.PackURITTL}
+	}
 	if cfg.ClonePackCache > 0 {
 		// Shared through the store: a cold node streams a pack another
 		// node built instead of building it again.
