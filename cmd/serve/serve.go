@@ -248,7 +248,11 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		return nil, err
 	}
 	if packURIs {
-		eng.PackURIs = &engine.PackURIs{Presigner: presigner, TTL: cfg.PackURITTL}
+		m, err := engine.NewPackURIMetrics(reg)
+		if err != nil {
+			return nil, err
+		}
+		eng.PackURIs = &engine.PackURIs{Presigner: presigner, TTL: cfg.PackURITTL, Metrics: m}
 	}
 	if cfg.ClonePackCache > 0 {
 		// Shared through the store: a cold node streams a pack another
