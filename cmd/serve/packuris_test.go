@@ -5,11 +5,18 @@ package serve_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/testkit/s3local"
@@ -156,7 +163,8 @@ func commits(t *testing.T, f *fixture, wt, prefix string, n int) {
 // repacked (bitmapped) base get that pack by URI and the rest inline, and
 // end up with exactly the server's refs and a history git fsck accepts;
 // so does a clone with many tags, and a fetch after pushes on top of the
-// packed base (which has haves, so it gets no URI).
+// packed base (which has haves, so it gets no URI). Shallow, partial and
+// protocol v0 clones get no URI.
 func TestPackURIClones(t *testing.T) {
 	s3 := s3local.Start(t)
 	f := uriFixture(t, gitenv.Store{Name: "s3", URL: "s3://" + s3.Bucket + "/clones", Env: s3.Env()})
@@ -201,6 +209,17 @@ func TestPackURIClones(t *testing.T) {
 			t.Fatal("a client that accepts no URI was sent one")
 		}
 		f.env.Fsck(t, dst)
+	})
+	t.Run("usual-path", func(t *testing.T) {
+		// Shallow, partial and protocol v0 clones get no URI.
+		for _, args := range [][]string{{"clone", "--depth", "1"}, {"clone", "--filter=blob:none"}, {"-c", "protocol.version=0", "clone"}} {
+			dst := filepath.Join(t.TempDir(), "c")
+			r, offered := uriGit(t, f, "", append(args, "-q", f.srv.HTTPURL(f.aliceToken, repo), dst)...)
+			if !r.OK() || len(offered) != 0 {
+				t.Fatalf("clone %v: offered %v\n%s", args, offered, r)
+			}
+			f.env.Fsck(t, dst)
+		}
 	})
 	t.Run("pushes-on-top", func(t *testing.T) {
 		c, _ := uriClone(t, f, repo)
@@ -304,4 +323,60 @@ func TestPackURIPrivate(t *testing.T) {
 			t.Fatalf("stranger: %s", answers[0])
 		}
 	}
+}
+
+// TestPackURIExpired: a client that starts its download after the URL
+// expired fails the clone cleanly: git says so, exits non-zero and leaves
+// no clone behind. A proxy in front of the store holds the download of
+// the pack until its URL has expired.
+func TestPackURIExpired(t *testing.T) {
+	s3 := s3local.Start(t)
+	target, err := url.Parse(s3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	var held atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, ".pack") && q.Get("X-Amz-Signature") != "" {
+			signed, err := time.Parse("20060102T150405Z", q.Get("X-Amz-Date"))
+			secs, err2 := strconv.Atoi(q.Get("X-Amz-Expires"))
+			if err != nil || err2 != nil {
+				http.Error(w, "bad presigned URL", http.StatusBadRequest)
+				return
+			}
+			held.Add(1)
+			// S3 compares whole seconds: wait until a second past expiry.
+			select {
+			case <-time.After(time.Until(signed.Add(time.Duration(secs+1) * time.Second))):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	env := slices.DeleteFunc(s3.Env(), func(kv string) bool { return strings.HasPrefix(kv, "AWS_ENDPOINT=") })
+	env = append(env, "AWS_ENDPOINT="+proxy.URL)
+	f := uriFixture(t, gitenv.Store{Name: "s3", URL: "s3://" + s3.Bucket + "/expired", Env: env}, "RGIT_PACK_URI_SECS=1")
+	repo := f.repo(t, "expired")
+	history(t, f, repo, 3)
+	f.srv.Admin(t, "repack", repo)
+
+	dst := filepath.Join(t.TempDir(), "c")
+	r, offered := uriGit(t, f, "", "clone", "-q", f.srv.HTTPURL(f.aliceToken, repo), dst)
+	if len(offered) != 1 || held.Load() != 1 {
+		t.Fatalf("offered %v, downloads held %d", offered, held.Load())
+	}
+	if r.OK() {
+		t.Fatalf("clone with an expired pack URL succeeded: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "403") {
+		t.Fatalf("git did not report the refused download: %s", r)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Fatalf("a failed clone left %s behind (%v)", dst, err)
+	}
+	t.Logf("git says:\n%s", r.Stderr)
 }
