@@ -65,6 +65,8 @@ func uriFixture(t *testing.T, store gitenv.Store, vars ...string) *fixture {
 	f := &fixture{srv: srv, env: gitenv.New(t)}
 	f.aliceToken = srv.AddToken(t, "alice")
 	f.bobToken = srv.AddToken(t, "bob")
+	f.aliceKey = f.env.NewSSHKey(t, "alice")
+	srv.AddKey(t, "alice", f.aliceKey)
 	return f
 }
 
@@ -73,8 +75,14 @@ func uriFixture(t *testing.T, store gitenv.Store, vars ...string) *fixture {
 // offered by URI (from the packet trace).
 func uriGit(t *testing.T, f *fixture, dir string, args ...string) (gitenv.Result, []string) {
 	t.Helper()
+	return uriGitEnv(t, f, dir, nil, args...)
+}
+
+// uriGitEnv is uriGit with extra environment variables.
+func uriGitEnv(t *testing.T, f *fixture, dir string, env []string, args ...string) (gitenv.Result, []string) {
+	t.Helper()
 	trace := filepath.Join(t.TempDir(), "trace")
-	r := f.env.TryEnv(dir, []string{"GIT_TRACE_PACKET=" + trace}, append([]string{"-c", "fetch.uriprotocols=http"}, args...)...)
+	r := f.env.TryEnv(dir, append([]string{"GIT_TRACE_PACKET=" + trace}, env...), append([]string{"-c", "fetch.uriprotocols=http"}, args...)...)
 	b, err := os.ReadFile(trace)
 	if err != nil && !os.IsNotExist(err) { // none: git exchanged no packets
 		t.Fatal(err)
@@ -161,7 +169,8 @@ func commits(t *testing.T, f *fixture, wt, prefix string, n int) {
 
 // TestPackURIClones: full and mirror clones of a repository with a
 // repacked (bitmapped) base get that pack by URI and the rest inline, and
-// end up with exactly the server's refs and a history git fsck accepts;
+// end up with exactly the server's refs and a history git fsck accepts
+// (over SSH too);
 // so does a clone with many tags, and a fetch after pushes on top of the
 // packed base (which has haves, so it gets no URI). Shallow, partial and
 // protocol v0 clones get no URI.
@@ -200,6 +209,14 @@ func TestPackURIClones(t *testing.T) {
 		if _, offered := uriClone(t, f, repo, "--mirror"); len(offered) != 1 {
 			t.Fatalf("offered %v", offered)
 		}
+	})
+	t.Run("ssh", func(t *testing.T) {
+		dst := filepath.Join(t.TempDir(), "c")
+		r, offered := uriGitEnv(t, f, "", gitenv.SSHEnv(f.aliceKey), "clone", "-q", f.srv.SSHURL(repo), dst)
+		if !r.OK() || len(offered) != 1 {
+			t.Fatalf("offered %v\n%s", offered, r)
+		}
+		f.env.Fsck(t, dst)
 	})
 	t.Run("without-uriprotocols", func(t *testing.T) {
 		dst := filepath.Join(t.TempDir(), "c")
