@@ -47,6 +47,10 @@ type Engine struct {
 	// shallow) per pack list and wants, so repeated and concurrent clones
 	// stream a file instead of walking the repository.
 	ClonePacks *clonecache.Cache
+	// PackURIs, if set, lets protocol v2 clones download stored packs
+	// from the object store themselves (nil: every byte comes from the
+	// node).
+	PackURIs *PackURIs
 	// RefsWatch, if set, is told after a push changed refs (the read
 	// API's cache drops its refs answer).
 	RefsWatch RefsWatcher

@@ -44,9 +44,14 @@ func (b *backend) OkToGiveUp(ctx context.Context, wants, common []object.ID) boo
 	return walk.OkToGiveUp(ctx, b.walkGraph(), wants, common)
 }
 
-// PlanFetch computes the objects to send. A clone the clone-pack cache
-// may answer defers the walk to WritePack, where it runs only on a miss.
+// PlanFetch computes the objects to send. A clone that accepts pack URIs
+// may get the repository's largest pack by URI (planPackURI). A clone the
+// clone-pack cache may answer defers the walk to WritePack, where it runs
+// only on a miss.
 func (b *backend) PlanFetch(ctx context.Context, req gitproto.FetchRequest) (gitproto.FetchPlan, error) {
+	if p, err := b.planPackURI(ctx, &req); p != nil || err != nil {
+		return p, err
+	}
 	if b.e.ClonePacks != nil && fetchpack.Cacheable(&req) {
 		// Validate the filter now: the protocol reports it as a request
 		// error, not a failure halfway through the pack.

@@ -337,7 +337,18 @@ func (s *Server) buildEngine(w *wiring) error {
 	if s.apiCache != nil {
 		eng.RefsWatch = s.apiCache
 	}
-	var err error
+	presigner, presigns := objstore.PresignerOf(s.store)
+	packURIs, err := cfg.PackURIsOn(presigns)
+	if err != nil {
+		return err
+	}
+	if packURIs {
+		m, err := engine.NewPackURIMetrics(w.reg)
+		if err != nil {
+			return err
+		}
+		eng.PackURIs = &engine.PackURIs{Presigner: presigner, TTL: cfg.PackURITTL, Metrics: m}
+	}
 	if cfg.ClonePackCache > 0 {
 		// Shared through the store: a cold node streams a pack another
 		// node built instead of building it again.

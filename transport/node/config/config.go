@@ -43,6 +43,8 @@ type Config struct {
 	FsckSkip        string            // RGIT_FSCK_SKIP
 	FsckStrict      bool              // RGIT_FSCK_STRICT
 	ClonePackCache  int64             // RGIT_CLONE_CACHE_BYTES
+	PackURIs        string            // RGIT_PACK_URIS: auto, on or off (see PackURIsOn)
+	PackURITTL      time.Duration     // RGIT_PACK_URI_SECS
 	LogLevel        string            // RGIT_LOG_LEVEL
 	DrainTimeout    time.Duration     // RGIT_DRAIN_SECS
 	LeaderWait      time.Duration     // RGIT_LEADER_WAIT_SECS
@@ -133,6 +135,8 @@ var Vars = []Var{
 	{"RGIT_MAINTENANCE_INTERVAL_SECS", "3600", "mean interval of the scheduled maintenance pass over the node's warm repositories (jittered ±25%); 0: only after pushes"},
 	{"RGIT_MAX_BODY", "2147483648", "maximum HTTP request body in bytes, enforced before authentication"},
 	{"RGIT_CLONE_CACHE_BYTES", "1073741824", "disk budget for cached clone packs (one per ref state); 0 disables"},
+	{"RGIT_PACK_URIS", "auto", "protocol v2 clones download the repository's largest pack straight from the object store through a presigned URL (packfile-uris; clients opt in with fetch.uriprotocols); auto: on when the store can presign (S3), off on file:// and mem://; 1: on (refused at start on a store that cannot presign); 0: off"},
+	{"RGIT_PACK_URI_SECS", "600", "validity of a pack URL handed to a clone: the client must start its download within this long"},
 	{"RGIT_FSCK_SKIP", "", "comma-separated fsck checks to skip, e.g. gitmodulesParse (security checks cannot be skipped)"},
 	{"RGIT_FSCK_STRICT", "0", "1: also reject cosmetic fsck findings (zero-padded modes, bad dates and identities) that are accepted and logged by default"},
 	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
@@ -301,6 +305,8 @@ func Parse(getenv func(string) string) (*Config, error) {
 		FsckSkip:        p.str("RGIT_FSCK_SKIP"),
 		FsckStrict:      p.bool("RGIT_FSCK_STRICT"),
 		ClonePackCache:  p.int("RGIT_CLONE_CACHE_BYTES", 0),
+		PackURIs:        p.autoBool("RGIT_PACK_URIS"),
+		PackURITTL:      p.seconds("RGIT_PACK_URI_SECS", 1),
 		LogLevel:        p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
 		DrainTimeout:    p.seconds("RGIT_DRAIN_SECS", 0),
 		LeaderWait:      p.seconds("RGIT_LEADER_WAIT_SECS", 0),
@@ -349,6 +355,9 @@ func Parse(getenv func(string) string) (*Config, error) {
 		LFSMaxObject:        p.positiveBytes("RGIT_LFS_MAX_OBJECT_SIZE"),
 		LFSMaxBatch:         int(p.int("RGIT_LFS_MAX_BATCH_OBJECTS", 1)),
 		LFSMaxBatchBody:     p.positiveBytes("RGIT_LFS_MAX_BATCH_BYTES"),
+	}
+	if c.PackURITTL > maxPresignTTL {
+		p.fail("RGIT_PACK_URI_SECS", "%d is above %d (S3 refuses presigned URLs valid for longer than 7 days)", int64(c.PackURITTL/time.Second), int64(maxPresignTTL/time.Second))
 	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		p.fail("RGIT_REDIS_URL", "must start with redis:// or rediss://")
@@ -507,6 +516,35 @@ func (p *parser) bool(name string) bool {
 		p.fail(name, "%q is not a boolean (0 or 1)", s)
 		return false
 	}
+}
+
+// maxPresignTTL is the longest validity S3 accepts for a presigned URL.
+const maxPresignTTL = 7 * 24 * time.Hour
+
+// autoBool reads "auto" or a boolean, as "auto", "on" or "off".
+func (p *parser) autoBool(name string) string {
+	if strings.EqualFold(p.str(name), "auto") {
+		return "auto"
+	}
+	if p.bool(name) {
+		return "on"
+	}
+	return "off"
+}
+
+// PackURIsOn decides RGIT_PACK_URIS for a store that can presign URLs
+// (presigns) or cannot; an error names the setting the store cannot
+// honour.
+func (c *Config) PackURIsOn(presigns bool) (bool, error) {
+	switch {
+	case c.PackURIs == "off":
+		return false, nil
+	case presigns:
+		return true, nil
+	case c.PackURIs == "on":
+		return false, fmt.Errorf("RGIT_PACK_URIS: the store %s cannot presign URLs (only s3:// can); set RGIT_PACK_URIS=0 or auto", c.StoreURL)
+	}
+	return false, nil
 }
 
 func (p *parser) seconds(name string, min int64) time.Duration {

@@ -89,6 +89,8 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		"RGIT_SSH_IDLE_SECS":        {"RGIT_SSH_IDLE_SECS": "-5"},
 		"RGIT_SSH_STALL_SECS":       {"RGIT_SSH_STALL_SECS": "0"},
 		"RGIT_LOG_FORMAT":           {"RGIT_LOG_FORMAT": "xml"},
+		"RGIT_PACK_URIS":            {"RGIT_PACK_URIS": "sometimes"},
+		"RGIT_PACK_URI_SECS":        {"RGIT_PACK_URI_SECS": "604801"},
 		"RGIT_PEER_TLS_KEY":         {"RGIT_PEER_TLS_CERT": "/x/peer.pem", "RGIT_PEER_TLS_CA": "/x/ca.pem"},
 		"RGIT_PEER_TLS_CA":          {"RGIT_PEER_TLS_CERT": "/x/peer.pem", "RGIT_PEER_TLS_KEY": "/x/peer-key.pem"},
 		"RGIT_PEER_TLS_CERT":        {"RGIT_PEER_TLS_CERT": "/nonexistent/peer.pem", "RGIT_PEER_TLS_KEY": "/x/k", "RGIT_PEER_TLS_CA": "/x/ca"},
@@ -362,5 +364,44 @@ func TestReadAPILimits(t *testing.T) {
 	c, err = Parse(env(map[string]string{api.SettingMaxArchiveBytes: "64Mi", api.SettingMaxActive: "3"}))
 	if err != nil || c.APIMaxArchiveBytes != 64<<20 || c.APIMaxActive != 3 {
 		t.Fatalf("Parse: %+v, %v", c, err)
+	}
+}
+
+// TestPackURIs: RGIT_PACK_URIS is on where the store can presign unless
+// turned off, and asking for it on a store that cannot is an error
+// naming the variable.
+func TestPackURIs(t *testing.T) {
+	cases := []struct {
+		value    string
+		presigns bool
+		on       bool
+		err      bool
+	}{
+		{"", true, true, false},
+		{"", false, false, false},
+		{"auto", true, true, false},
+		{"AUTO", false, false, false},
+		{"1", true, true, false},
+		{"1", false, false, true},
+		{"on", false, false, true},
+		{"0", true, false, false},
+		{"off", false, false, false},
+	}
+	for _, c := range cases {
+		cfg, err := Parse(env(map[string]string{"RGIT_PACK_URIS": c.value}))
+		if err != nil {
+			t.Fatalf("%q: %v", c.value, err)
+		}
+		on, err := cfg.PackURIsOn(c.presigns)
+		if on != c.on || (err != nil) != c.err {
+			t.Errorf("RGIT_PACK_URIS=%q, presigns %v: on %v, err %v; want on %v, error %v", c.value, c.presigns, on, err, c.on, c.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "RGIT_PACK_URIS") {
+			t.Errorf("error %v does not name the variable", err)
+		}
+	}
+	cfg, err := Parse(env(nil))
+	if err != nil || cfg.PackURITTL != 10*time.Minute {
+		t.Fatalf("RGIT_PACK_URI_SECS default: %v, %v", cfg.PackURITTL, err)
 	}
 }
