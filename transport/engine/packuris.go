@@ -71,7 +71,7 @@ func (b *backend) planPackURI(ctx context.Context, req *gitproto.FetchRequest) (
 		u.Metrics.declined(uriUnreachable)
 		return nil, nil
 	}
-	key, _ := repo.PackKeys(b.snap.Owner, b.snap.Name, p.Name())
+	key, _ := repo.PackKeys(b.snap.Repo, p.Name())
 	signed, err := u.Presigner.PresignGet(ctx, key, u.TTL)
 	if err == nil && len(signed.Header) > 0 {
 		err = fmt.Errorf("the signed request needs headers %v, which git cannot send", signed.Header)
