@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/rgit/rgit/storage/format"
 )
 
 // ErrCorruptEntry: stored bytes are not a valid encoded Entry.
@@ -16,7 +18,8 @@ const KeyPrefix = "own/"
 
 // entryVersion is the first byte of an encoded per-repository Entry,
 // boundVersion that of an entry bound to a session. Decoding refuses any
-// other version so an old binary never misreads a newer layout.
+// version format.OwnershipEntry does not read, so an old binary never
+// misreads a newer layout.
 const (
 	entryVersion = 1
 	boundVersion = 2
@@ -120,8 +123,8 @@ func (e *Entry) UnmarshalBinary(b []byte) error {
 		return corrupt("empty")
 	}
 	version := b[0]
-	if version != entryVersion && version != boundVersion {
-		return corrupt(fmt.Sprintf("unknown version %d", b[0]))
+	if err := format.OwnershipEntry.Check(uint32(version)); err != nil {
+		return fmt.Errorf("decode entry: %w", err)
 	}
 	b = b[1:]
 	epoch, n := binary.Uvarint(b)
