@@ -69,7 +69,7 @@ run: build
 ## scripts/testsum, which ends the run with every skipped test and the
 ## counts ("tests: N passed, N failed, N skipped"; also bin/test-summary.txt).
 test: tools deps build lint
-	bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -json ./... | tee $(BIN)/test.json | $(GO) run ./scripts/testsum -o $(BIN)/test-summary.txt'
+	bash -o pipefail -c '$(GO) test -count=1 -timeout 45m -json ./... | tee $(BIN)/test.json | $(GO) run ./scripts/testsum -o $(BIN)/test-summary.txt'
 	$(GO) test -count=1 -race -timeout 20m $(RACE_SKIP) $(RACE_PKGS)
 	RGIT_MULTIPROC_ROUNDS=1 $(GO) test -count=1 -race -timeout 10m $(RACE_MULTIPROC)
 	$(MAKE) fuzz

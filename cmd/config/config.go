@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -71,6 +72,12 @@ type Config struct {
 	RedisURL        string            // RGIT_REDIS_URL; "" disables the read API cache
 	Upstream        string            // RGIT_UPSTREAM (api-serve)
 	APIAddr         string            // RGIT_API_ADDR (api-serve)
+	HookAllow       []netip.Prefix    // RGIT_HOOK_ALLOW: non-public ranges webhooks may reach
+	HookRetry       time.Duration     // RGIT_HOOK_RETRY_SECS
+	HookTimeout     time.Duration     // RGIT_HOOK_TIMEOUT_SECS
+	HookBackoff     time.Duration     // RGIT_HOOK_BACKOFF_MS: the first retry's wait
+	HookConcurrency int               // RGIT_HOOK_CONCURRENCY
+	HookSweep       time.Duration     // RGIT_HOOK_SWEEP_SECS
 	// The read API's limits per answer (transport/api.Limits).
 	APIMaxEntries       int           // RGIT_API_MAX_ENTRIES
 	APIMaxDiffFiles     int           // RGIT_API_MAX_DIFF_FILES
@@ -166,6 +173,12 @@ var Vars = []Var{
 	{"RGIT_API_MAX_LOG_SCAN", "10000", "read API: commits a log with a path filter examines for one page; the page then ends early with its Link next"},
 	{"RGIT_API_MAX_ARCHIVE_BYTES", "2Gi", "read API: file bytes of one archive; a larger one is refused (422) before its first byte (suffixes Ki, Mi, Gi)"},
 	{"RGIT_API_MAX_ACTIVE", "0", "read API: expensive answers (archives, diffs, logs with a path) computed at once on the node; more wait up to 2 s, then get 503; 0: four times the CPUs, at least 8"},
+	{"RGIT_HOOK_ALLOW", "", "webhooks: comma-separated CIDR prefixes or addresses of non-public ranges deliveries may go to (loopback, private, link-local and other non-public addresses are refused otherwise)"},
+	{"RGIT_HOOK_RETRY_SECS", "28800", "webhooks: how long a failing delivery is retried, from when its event was queued, before it is given up"},
+	{"RGIT_HOOK_TIMEOUT_SECS", "10", "webhooks: bound on one delivery attempt, connecting to reading the answer (connecting alone: at most 5 s)"},
+	{"RGIT_HOOK_BACKOFF_MS", "10000", "webhooks: wait before the first retry; each further retry waits twice as long, at most 10 minutes, jittered"},
+	{"RGIT_HOOK_CONCURRENCY", "16", "webhooks: deliveries in flight at once on the node"},
+	{"RGIT_HOOK_SWEEP_SECS", "30", "webhooks: how often (jittered) a node looks for repositories with deliveries waiting that nobody is sending (their owner crashed or drained, and nothing opened them since) and opens them"},
 }
 
 // Elsewhere lists the RGIT_* variables that other rgit programs read from
@@ -311,6 +324,12 @@ func Parse(getenv func(string) string) (*Config, error) {
 		RedisURL:        p.str("RGIT_REDIS_URL"),
 		Upstream:        p.str("RGIT_UPSTREAM"),
 		APIAddr:         p.addr("RGIT_API_ADDR"),
+		HookAllow:       p.prefixes("RGIT_HOOK_ALLOW"),
+		HookRetry:       p.seconds("RGIT_HOOK_RETRY_SECS", 1),
+		HookTimeout:     p.seconds("RGIT_HOOK_TIMEOUT_SECS", 1),
+		HookBackoff:     time.Duration(p.int("RGIT_HOOK_BACKOFF_MS", 1)) * time.Millisecond,
+		HookConcurrency: int(p.int("RGIT_HOOK_CONCURRENCY", 1)),
+		HookSweep:       p.seconds("RGIT_HOOK_SWEEP_SECS", 1),
 
 		APIMaxEntries:       int(p.int("RGIT_API_MAX_ENTRIES", 1)),
 		APIMaxDiffFiles:     int(p.int("RGIT_API_MAX_DIFF_FILES", 1)),
@@ -493,6 +512,24 @@ func (p *parser) addr(name string) string {
 		p.fail(name, "%q has a bad port", s)
 	}
 	return s
+}
+
+// prefixes reads comma-separated CIDR prefixes or single addresses.
+func (p *parser) prefixes(name string) []netip.Prefix {
+	var out []netip.Prefix
+	for f := range strings.SplitSeq(p.str(name), ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if pre, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, pre.Masked())
+		} else if a, err := netip.ParseAddr(f); err == nil {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		} else {
+			p.fail(name, "%q is not a CIDR prefix (10.0.0.0/8) or an address", f)
+		}
+	}
+	return out
 }
 
 // optAddr is addr for a variable that may be unset ("").

@@ -103,6 +103,8 @@ func main() {
 		err = runMemory(ctx, args)
 	case "hostile":
 		err = runHostile(ctx, args)
+	case "hooks":
+		err = runHooks(ctx, args)
 	default:
 		usage()
 		os.Exit(2)

@@ -38,6 +38,7 @@ import (
 	"github.com/rgit/rgit/storage/fsck"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
+	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
@@ -48,6 +49,7 @@ import (
 	"github.com/rgit/rgit/transport/engine"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/hooks"
 	"github.com/rgit/rgit/transport/httpgit"
 	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/sshgit"
@@ -95,7 +97,10 @@ type Server struct {
 	probeEvery time.Duration
 	admission  *admission.Controller // nil: derived from the memory budget
 	stopProbe  context.CancelFunc
-	serveErr   chan error
+	// stopSweep ends the webhook sweep and waits for its visit in
+	// progress; nil until it runs.
+	stopSweep func()
+	serveErr  chan error
 	// given replaces the store RGIT_STORE_URL names (WithStore).
 	given      objstore.Store
 	clonePacks *clonecache.Cache // nil: RGIT_CLONE_CACHE_BYTES=0
@@ -225,7 +230,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if s.apiCache != nil {
 		purger = s.apiCache
 	}
-	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Cache: purger,
+	webhooks := hooks.New(hooks.Config{Allow: cfg.HookAllow, Timeout: cfg.HookTimeout, Concurrency: cfg.HookConcurrency,
+		Policy: outbox.Policy{Window: cfg.HookRetry, FirstRetry: cfg.HookBackoff}, Log: log, Registerer: reg})
+	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Cache: purger, Hooks: webhooks,
 		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: reg, Cluster: clusterCfg,
 		GCInterval: cfg.GCInterval, GCMinAge: gcMinAge,
 		Reserve: func(objects int64) (func(), bool) {
@@ -237,6 +244,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
+	s.stopSweep = startSweep(bgCtx, s.node, deps, cfg.HookSweep, log)
 	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip, Strict: cfg.FsckStrict}, Log: log,
 		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: admit, Bitmaps: s.bitmaps}
 	if s.apiCache != nil {
@@ -366,7 +374,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	go func() { s.serveErr <- ignoreClosed(s.sshSrv.Serve(sshLn), sshgit.ErrServerClosed) }()
 
 	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Cache: purger,
-		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout, KnownHosts: knownHosts}
+		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout, KnownHosts: knownHosts, Hooks: webhooks}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}
@@ -540,6 +548,9 @@ func (s *Server) Err() <-chan error { return s.serveErr }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.log.Info("draining")
+	// The sweep opens repositories: it stops before the drain releases
+	// them.
+	s.endSweep()
 	var errs []error
 	if s.cluster != nil {
 		s.hintSuccessors(ctx)
@@ -578,12 +589,36 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// startSweep runs the webhook sweep (hooks.Sweep) until ctx ends or the
+// returned stop, which waits for it, is called.
+func startSweep(ctx context.Context, node *actors.Node, d repo.Deps, every time.Duration, log *zap.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hooks.Sweep(ctx, node, d, every, log)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// endSweep stops the webhook sweep, if it runs, and waits for it.
+func (s *Server) endSweep() {
+	if s.stopSweep != nil {
+		s.stopSweep()
+		s.stopSweep = nil
+	}
+}
+
 // close releases everything Start opened, in reverse order.
 func (s *Server) close() error {
 	var errs []error
 	if s.stopProbe != nil {
 		s.stopProbe()
 	}
+	s.endSweep()
 	s.bitmaps.Close()
 	if s.node != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -14,8 +14,11 @@
 // database part needs the writer: a repack is built from a Snapshot
 // (BuildRepack) and switched by the writer (CommitRepack); a GC is planned
 // by the writer (PlanGC) and its store objects deleted by anyone (Collect).
+// The repository's webhooks and their outbox (storage/outbox) are in the
+// same database: a change's events are committed in its own transaction
+// (hooks.go).
 // It may import storage/refdb,
 // storage/objstore, storage/pack, storage/packcache, storage/bitmap,
-// storage/walk, storage/object, zap
+// storage/walk, storage/object, storage/outbox, zap
 // and the standard library.
 package repo

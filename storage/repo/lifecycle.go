@@ -40,6 +40,10 @@ func Delete(ctx context.Context, d Deps, owner, name string) error {
 	if err != nil {
 		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
 	}
+	// Its webhook deliveries went with the database.
+	if err := ClearMarkers(ctx, d, owner, name); err != nil {
+		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
+	}
 	indexed, err := deleteMeta(ctx, d, owner, name)
 	if err != nil {
 		return fmt.Errorf("delete %s/%s: %w", owner, name, err)

@@ -368,31 +368,10 @@ func parseCommit(id object.ID, data []byte) (commitAnswer, error) {
 }
 
 func parsePerson(v []byte) person {
-	lt, gt := bytes.IndexByte(v, '<'), bytes.LastIndexByte(v, '>')
-	if lt < 0 || gt < lt {
-		return person{Name: strings.ToValidUTF8(string(v), "\uFFFD")}
-	}
-	p := person{
-		Name:  strings.ToValidUTF8(string(bytes.TrimSpace(v[:lt])), "\uFFFD"),
-		Email: strings.ToValidUTF8(string(v[lt+1:gt]), "\uFFFD"),
-	}
-	f := strings.Fields(string(v[gt+1:]))
-	if len(f) >= 1 {
-		if secs, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-			loc := time.UTC
-			if len(f) >= 2 && len(f[1]) == 5 {
-				if hh, err1 := strconv.Atoi(f[1][1:3]); err1 == nil {
-					if mm, err2 := strconv.Atoi(f[1][3:5]); err2 == nil {
-						off := (hh*60 + mm) * 60
-						if f[1][0] == '-' {
-							off = -off
-						}
-						loc = time.FixedZone("", off)
-					}
-				}
-			}
-			p.Time = time.Unix(secs, 0).In(loc).Format(time.RFC3339)
-		}
+	sig := object.ParseSignature(v)
+	p := person{Name: sig.Name, Email: sig.Email}
+	if !sig.When.IsZero() {
+		p.Time = sig.When.Format(time.RFC3339)
 	}
 	return p
 }
