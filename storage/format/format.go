@@ -1,6 +1,6 @@
 // Package format is the one table of the versions rgit writes and reads:
-// the records it stores (ref-database records, ownership entries and
-// sessions, bitmap indexes, clone-pack keys) and the protocol its nodes
+// the records it stores (ref-database records, repository layouts,
+// ownership entries and sessions, bitmap indexes, clone-pack keys) and the protocol its nodes
 // speak to each other. Each reader asks Decide (or Check) before it
 // interprets a version, so a node meeting a version it does not know
 // refuses it with an error that names the format, the version and what
@@ -49,6 +49,12 @@ var (
 	// OwnershipSession: a node session in the ownership map
 	// (cluster.Session).
 	OwnershipSession = Format{Name: "ownership session", Oldest: 1, Newest: 1, Write: 1, Prev: Release{1, 1}}
+	// Repository: the layout of the keys and values in a repository's
+	// database (storage/repo; meta/format, absent: 1). A release that
+	// changes what an older one would misread there writes a new
+	// version; readers refuse a repository whose version they do not
+	// read before interpreting anything else in it.
+	Repository = Format{Name: "repository layout", Oldest: 1, Newest: 1, Write: 1, Prev: Release{1, 1}}
 	// Bitmap: a reachability bitmap index (storage/bitmap; version 1 the
 	// first trailer, 2 a whole-repository index, 3 a layer over bases).
 	// A whole-repository index is written as 2, a layer as 3.
@@ -67,7 +73,7 @@ var (
 )
 
 // All lists every format, for documentation and tests.
-var All = []Format{RefDB, OwnershipEntry, OwnershipSession, Bitmap, ClonePack, Peer}
+var All = []Format{RefDB, Repository, OwnershipEntry, OwnershipSession, Bitmap, ClonePack, Peer}
 
 // Verdict is what a reader does with a version.
 type Verdict int
