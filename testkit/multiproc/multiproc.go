@@ -2,7 +2,9 @@
 // loopback for multi-process tests and benchmarks: one shared file://
 // store, a separate cache directory per node, the static peer map
 // (RGIT_PEERS) and RGIT_SELF=rgit-0..N-1. Nodes can be killed with SIGKILL,
-// stopped with SIGTERM and restarted on the same ports.
+// stopped with SIGTERM and restarted on the same ports, with another
+// binary for upgrade tests (BuildRelease builds an earlier release from
+// the repository's history; Node.SetBin, Fleet.Bin).
 //
 // It is testkit: it may import anything; only tests and cmd/rgit-bench use
 // it. It reports errors rather than taking a testing.TB so the benchmark
