@@ -75,7 +75,7 @@ type ClusterConfig struct {
 	// nodes weigh 1, a non-positive weight keeps a node out of placement.
 	Weights map[string]float64
 	// Joining starts the node joining: Route and force-grants claim
-	// nothing until Serve is called (cmd/serve's traffic states: a fresh
+	// nothing until Serve is called (transport/node's traffic states: a fresh
 	// map view and the start-up prewarm first); a request that needs a
 	// claim meanwhile waits for it.
 	Joining bool

@@ -24,7 +24,8 @@
 //   - to a repo actor: acquire → acquired (a session's snapshot), release;
 //     updateRefs → refsUpdated; setVisibility, setHead → written;
 //     grantAccess, revokeAccess, protectRef, unprotectRef, readSettings →
-//     accessChanged; commitRepack → repackCommitted; planGC → gcPlanned;
+//     accessChanged; createLock, deleteLock, listLocks → locksAnswered
+//     (Git LFS locks); commitRepack → repackCommitted; planGC → gcPlanned;
 //     closeRepo → written; webhooks (hooks.go): readOutbox → outboxRead,
 //     finishDeliveries, addHook → written, removeHook → hookRemoved,
 //     redeliver → redelivered; evictIfIdle; lease: regranted, startRelease,
@@ -85,4 +86,5 @@
 //	access.go      collaborators and protected refs through the actor
 //	hooks.go       webhooks: the outbox through the actor, and the
 //	               delivery worker (Config.Hooks) an open repository runs
+//	lfslocks.go    Git LFS locks through the actor
 package actors

@@ -34,7 +34,8 @@ type life struct {
 func isActivity(msg any) bool {
 	switch msg.(type) {
 	case *acquire, *release, *updateRefs, *setVisibility, *setHead, *commitRepack, *planGC, *closeRepo,
-		*grantAccess, *revokeAccess, *protectRef, *unprotectRef, *readSettings, *addHook, *removeHook, *redeliver:
+		*grantAccess, *revokeAccess, *protectRef, *unprotectRef, *readSettings, *addHook, *removeHook, *redeliver,
+		*createLock, *deleteLock, *listLocks:
 		return true
 	}
 	return false

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -68,9 +67,8 @@ func maintStep(p maintPhase, ev maintEvent) (next maintPhase, spawn bool) {
 	return p, false
 }
 
-// unbitmappedGrace is how long a largest pack may go without a bitmap
-// before maintenance repacks (see planMaintenance).
-var unbitmappedGrace = 10 * time.Minute
+// defaultUnbitmappedGrace is Config.UnbitmappedGrace's default.
+const defaultUnbitmappedGrace = 10 * time.Minute
 
 // maintKind is what one maintenance check of a repository does.
 type maintKind uint8
@@ -91,26 +89,26 @@ const (
 // walk only the commits of the smaller packs, so a largest pack without
 // one (a big push into a repository that had a small first pack) sends
 // every clone through a walk of the whole history until it is repacked.
-// unbitmappedGrace lets the background build of a first push's bitmap
-// finish first, and limits a repository whose bitmap cannot be built to
-// one full repack per grace period.
+// grace (Config.UnbitmappedGrace) lets the background build of a first
+// push's bitmap finish first, and limits a repository whose bitmap cannot
+// be built to one full repack per grace period.
 //
 //	packs                                          does
 //	0 or 1                                         nothing
 //	more than one, largest older than fullAge      full repack
 //	more than one, largest without a bitmap and    full repack
-//	  older than unbitmappedGrace
+//	  older than grace
 //	a geometric progression                        nothing
 //	the roll-up would take every pack (size:       full repack
 //	  the small packs reached half the largest)
 //	otherwise                                      roll up the plan's packs
-func planMaintenance(packs []repo.PackInfo, bitmapped bool, now time.Time, fullAge time.Duration) (maintKind, []string) {
+func planMaintenance(packs []repo.PackInfo, bitmapped bool, now time.Time, fullAge, grace time.Duration) (maintKind, []string) {
 	if len(packs) < 2 {
 		return maintNothing, nil
 	}
 	largest, _ := repo.LargestPack(packs)
 	age := now.Sub(largest.Created)
-	if age > fullAge || !bitmapped && age > unbitmappedGrace {
+	if age > fullAge || !bitmapped && age > grace {
 		return maintFull, nil
 	}
 	roll := repo.PlanGeometric(packs, repo.GeometricFactor)
@@ -131,7 +129,8 @@ func jittered(interval time.Duration, r float64) time.Duration {
 }
 
 // Backoff of a job deferred because the node is busy: the wait doubles
-// from the first to the last and stays there.
+// from the first (Config.BusyRetry, default busyRetryFirst) to the last
+// and stays there.
 const (
 	busyRetryFirst = time.Second
 	busyRetryMax   = time.Minute
@@ -279,7 +278,7 @@ func (m *maintainer) waitNotBusy() bool {
 // updating *wait; an error means the maintainer shut down meanwhile.
 func (m *maintainer) backOff(wait *time.Duration) error {
 	m.m.deferred.Inc()
-	*wait = busyBackoff(*wait, cmp.Or(m.node.testBusyRetry, busyRetryFirst))
+	*wait = busyBackoff(*wait, m.node.cfg.BusyRetry)
 	return sleepUntil(m.ctx, time.Now().Add(*wait))
 }
 
@@ -348,7 +347,7 @@ func (m *maintainer) plan(owner, name string) (*Session, maintKind, []string, er
 		bm := s.Snapshot.Bitmap(ctx)
 		bitmapped = bm != nil && bm.HasBitmap(largest.Name)
 	}
-	kind, roll := planMaintenance(s.Snapshot.Packs, bitmapped, time.Now(), m.node.cfg.FullRepackAge)
+	kind, roll := planMaintenance(s.Snapshot.Packs, bitmapped, time.Now(), m.node.cfg.FullRepackAge, m.node.cfg.UnbitmappedGrace)
 	return s, kind, roll, nil
 }
 
@@ -356,8 +355,8 @@ func (m *maintainer) plan(owner, name string) (*Session, maintKind, []string, er
 func (m *maintainer) rewrite(s *Session, owner, name string, kind maintKind, roll []string) (string, error) {
 	ctx := m.ctx
 	defer func(start time.Time) { m.m.seconds.Observe(time.Since(start).Seconds()) }(time.Now())
-	if m.node.testBeforeRollUp != nil {
-		m.node.testBeforeRollUp(owner, name)
+	if m.node.cfg.BeforeRollUp != nil {
+		m.node.cfg.BeforeRollUp(owner, name)
 	}
 	var b *repo.RepackBuild
 	var err error
@@ -424,8 +423,8 @@ func (m *maintainer) every(interval time.Duration, what string, each func(key re
 					return
 				}
 			}
-			if m.node.testAfterPass != nil {
-				m.node.testAfterPass()
+			if m.node.cfg.AfterMaintenancePass != nil {
+				m.node.cfg.AfterMaintenancePass()
 			}
 		}
 	}()

@@ -38,6 +38,14 @@ type Config struct {
 	// pack is older than this gets a full repack instead of a roll-up;
 	// default 7 days.
 	FullRepackAge time.Duration
+	// UnbitmappedGrace is how long a largest pack may go without a bitmap
+	// before maintenance repacks (see planMaintenance); default 10
+	// minutes.
+	UnbitmappedGrace time.Duration
+	// BusyRetry is the first wait of a maintenance job deferred because
+	// the node is busy (or its memory budget short); it doubles from
+	// there. Default 1 s.
+	BusyRetry time.Duration
 	// Busy is the load signal maintenance backs off on: while it reports
 	// true, jobs wait (retrying with backoff) before they start. Nil: the
 	// node is busy while more than 4 sessions per CPU are live.
@@ -53,6 +61,12 @@ type Config struct {
 	MaintenanceDone func()
 	Log             *zap.Logger
 	Registerer      prometheus.Registerer // nil: metrics are not registered
+	// BeforeRollUp, if set, is called after a background roll-up is
+	// planned and before it is built; AfterMaintenancePass after each
+	// scheduled pass has asked for maintenance of the open repositories.
+	// Observers: tests hold or count background work there.
+	BeforeRollUp         func(owner, name string)
+	AfterMaintenancePass func()
 	// Cluster makes the node a cluster member; nil is a single node that
 	// owns every repository.
 	Cluster *ClusterConfig
@@ -94,16 +108,6 @@ type Node struct {
 	shutOnce sync.Once
 	shutErr  error
 
-	// testBeforeRollUp, if set, runs after a background roll-up is planned
-	// and before it is built (tests hold it there).
-	testBeforeRollUp func(owner, name string)
-	// testBusyRetry, if set, replaces the first wait of a job deferred
-	// because the node is busy.
-	testBusyRetry time.Duration
-	// testAfterPass, if set, runs after each scheduled maintenance pass
-	// has asked for maintenance of the open repositories.
-	testAfterPass func()
-
 	sessions atomic.Int64 // live Sessions (the default load signal)
 }
 
@@ -141,6 +145,12 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	if cfg.FullRepackAge <= 0 {
 		cfg.FullRepackAge = 7 * 24 * time.Hour
+	}
+	if cfg.UnbitmappedGrace <= 0 {
+		cfg.UnbitmappedGrace = defaultUnbitmappedGrace
+	}
+	if cfg.BusyRetry <= 0 {
+		cfg.BusyRetry = busyRetryFirst
 	}
 	n := &Node{cfg: cfg, log: cfg.Log, metrics: newMetrics(cfg.Registerer)}
 	if n.cfg.Busy == nil {

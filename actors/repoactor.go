@@ -221,7 +221,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 		a.goIdle(ctx, why)
 		ctx.Respond(&written{})
 	default:
-		if !a.receiveHooks(ctx, m) {
+		if !a.receiveHooks(ctx, m) && !a.receiveLocks(ctx, m) {
 			a.receiveAccess(ctx, m)
 		}
 	}

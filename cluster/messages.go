@@ -22,7 +22,7 @@ type (
 	//
 	// HostKey, on this message and its answer, is the SSH host key
 	// fingerprint of the sender: nodes that would present different keys
-	// behind one name warn (cmd/serve). The leader's decisions ignore it.
+	// behind one name warn (transport/node). The leader's decisions ignore it.
 	RenewLeases struct {
 		Node    string   `json:"node"`
 		Session uint64   `json:"session,omitempty"`

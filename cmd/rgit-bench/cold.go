@@ -12,14 +12,14 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/rgit/rgit/cmd/config"
-	"github.com/rgit/rgit/cmd/serve"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/testkit/freeport"
+	"github.com/rgit/rgit/transport/node"
+	"github.com/rgit/rgit/transport/node/config"
 )
 
 // runCold measures cold nodes: a node whose pack cache is empty serves its
@@ -262,11 +262,11 @@ func deletePrefix(ctx context.Context, st objstore.Store, prefix string) error {
 	return nil
 }
 
-// inProcessNode is a node run by serve.Start in this process on a given
+// inProcessNode is a node run by node.Start in this process on a given
 // store; it answers admin calls like a child rgitServer.
 type inProcessNode struct {
 	*rgitServer
-	srv *serve.Server
+	srv *node.Server
 }
 
 func startInProcess(ctx context.Context, st objstore.Store, cacheDir string) (*inProcessNode, error) {
@@ -293,7 +293,7 @@ func startInProcess(ctx context.Context, st objstore.Store, cacheDir string) (*i
 		if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 			return nil, err
 		}
-		srv, err := serve.Start(ctx, cfg, zap.NewNop(), serve.WithStore(st))
+		srv, err := node.Start(ctx, cfg, zap.NewNop(), node.WithStore(st))
 		if err != nil {
 			last = err
 			continue

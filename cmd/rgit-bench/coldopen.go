@@ -26,8 +26,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/rgit/rgit/cmd/config"
-	"github.com/rgit/rgit/cmd/serve"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/filestore"
@@ -37,6 +35,8 @@ import (
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/testkit/freeport"
+	"github.com/rgit/rgit/transport/node"
+	"github.com/rgit/rgit/transport/node/config"
 )
 
 // The cold-open benchmark: many repositories on one node, more than
@@ -419,7 +419,7 @@ func runColdOpenServe(ctx context.Context, args []string) error {
 		return err
 	}
 	store := faultstore.New(inner, 1)
-	srv, err := serve.Start(ctx, cfg, zap.NewNop(), serve.WithStore(store))
+	srv, err := node.Start(ctx, cfg, zap.NewNop(), node.WithStore(store))
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,8 @@
 //	          warm, read at random from a store with latency (coldopen.go)
 //	memory    a node's peak and idle RSS over a push and a clone of the
 //	          large and big fixtures (see memory.go for its line format)
+//	lfs       Git LFS uploads and downloads through a node against
+//	          presigned transfers and cp of the same bytes (see lfs.go)
 //
 // The engine's headline lines, op=index, op=clone and op=fetch, are a
 // fresh process per request on both sides (rgit=process ref=git-process):
@@ -105,6 +107,8 @@ func main() {
 		err = runHostile(ctx, args)
 	case "hooks":
 		err = runHooks(ctx, args)
+	case "lfs":
+		err = runLFS(ctx, args)
 	default:
 		usage()
 		os.Exit(2)

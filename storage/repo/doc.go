@@ -1,7 +1,9 @@
 // Package repo is one git repository as rgit stores it (DESIGN.md §3–4):
 // its fenced database under "repo/{owner}/{name}" (refs, HEAD, visibility,
 // pack list) and its immutable packs under
-// "objects/{owner}/{name}/pack/". It implements create/open/delete/fork,
+// "objects/{owner}/{name}/pack/", its Git LFS objects under
+// "objects/{owner}/{name}/lfs/" (lfs.go) and its Git LFS locks in its
+// database (lfslocks.go). It implements create/open/delete/fork,
 // consistent read snapshots backed by the local pack cache, staging a
 // pushed pack and committing ref updates with compare-and-set, repack and
 // garbage collection, reachability bitmaps for whole-repository packs

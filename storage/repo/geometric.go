@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -92,7 +91,7 @@ func BuildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, pr
 // afresh (git repack -f; pack.Set.WriteRepackDeltas) instead of copied,
 // which turns the deltas each push happened to bring into chains chosen
 // over the whole history, and with a bitmap. The search is bounded by
-// freshDeltaBudget; past it the roll-up reuses stored deltas. Dropping
+// Deps.FreshDeltaBudget; past it the roll-up reuses stored deltas. Dropping
 // unreachable objects is the admin repack's job (BuildRepack).
 func BuildFullRollUp(ctx context.Context, d Deps, snap *Snapshot, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
 	names := make([]string, len(snap.Packs))
@@ -101,11 +100,6 @@ func BuildFullRollUp(ctx context.Context, d Deps, snap *Snapshot, progress func(
 	}
 	return buildRollUp(ctx, d, snap, names, true, progress)
 }
-
-// freshDeltaBudget bounds the delta search of one full roll-up, so a huge
-// repository falls back to reusing stored deltas instead of holding a
-// maintenance slot for hours.
-var freshDeltaBudget = 10 * time.Minute
 
 func buildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, fresh bool, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
 	fail := func(err error) (*RepackBuild, error) {

@@ -215,12 +215,13 @@ func writePack(ctx context.Context, d Deps, snap *Snapshot, set *pack.Set, ids [
 	var err error
 	var ix *pack.Indexed
 	if search != nil {
-		sctx, cancel := context.WithTimeout(ctx, freshDeltaBudget)
+		budget := d.freshDeltaBudget()
+		sctx, cancel := context.WithTimeout(ctx, budget)
 		ix, err = writeAndIndex(sctx, set, ids, search, dir, progress)
 		cancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			d.log().Warn("delta search took too long; repacking with stored deltas", zap.String("repo", snap.Owner+"/"+snap.Name),
-				zap.Int("objects", len(ids)), zap.Duration("budget", freshDeltaBudget))
+				zap.Int("objects", len(ids)), zap.Duration("budget", budget))
 			search = nil
 		}
 	}

@@ -143,8 +143,7 @@ func TestFullRollUpPastBudgetReusesDeltas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func(b time.Duration) { freshDeltaBudget = b }(freshDeltaBudget)
-	freshDeltaBudget = time.Nanosecond
+	d.FreshDeltaBudget = time.Nanosecond
 	b, err := BuildFullRollUp(ctx, d, s, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -30,6 +30,10 @@ type Deps struct {
 	// Ahead holds the database listings front ends start beside their
 	// name-index reads, which Open uses; nil: Open lists for itself.
 	Ahead *ListAhead
+	// FreshDeltaBudget bounds the delta search of one full roll-up, so a
+	// huge repository falls back to reusing stored deltas instead of
+	// holding a maintenance slot for hours; zero: 10 minutes.
+	FreshDeltaBudget time.Duration
 }
 
 func (d Deps) log() *zap.Logger {
@@ -37,6 +41,13 @@ func (d Deps) log() *zap.Logger {
 		return zap.NewNop()
 	}
 	return d.Log
+}
+
+func (d Deps) freshDeltaBudget() time.Duration {
+	if d.FreshDeltaBudget <= 0 {
+		return 10 * time.Minute
+	}
+	return d.FreshDeltaBudget
 }
 
 func (d Deps) now() time.Time {

@@ -46,10 +46,8 @@ type gitRepo struct {
 }
 
 func newGitRepo(t *testing.T) *gitRepo {
-	dir := t.TempDir()
-	g := &gitRepo{t: t, dir: dir, g: gitrun.New(t, dir, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "2020-01-01T00:00:00Z")})}
-	g.run(nil, "init", "-q", "-b", "main")
-	return g
+	r := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "2020-01-01T00:00:00Z")})
+	return &gitRepo{t: t, dir: r.Dir, g: r}
 }
 
 func (g *gitRepo) run(stdin []byte, args ...string) []byte {

@@ -37,7 +37,7 @@ type Server struct {
 	// Self is the node's name (RGIT_SELF) in cluster mode, for status and
 	// where.
 	Self string
-	// Version describes the node's build (cmd/version), for status and
+	// Version describes the node's build (transport/node/version), for status and
 	// version: during a rollout it shows which nodes run what.
 	Version string
 	// Rollout reports the node's rollout status (rollout-status); nil:
@@ -70,7 +70,7 @@ func (s *Server) purge(ctx context.Context, owner, name, did string) (Done, erro
 
 // ServeHTTP answers the admin messages in peer envelopes on
 // peer.PathMsg, for callers presenting the peer secret (everyone else gets
-// 401). cmd/serve mounts it on the peer stream port and adds the leader's
+// 401). transport/node mounts it on the peer stream port and adds the leader's
 // messages to Handlers.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != peer.PathMsg {

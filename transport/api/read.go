@@ -282,6 +282,15 @@ type blobAnswer struct {
 	Binary    bool   `json:"binary"`
 	Truncated bool   `json:"truncated"`
 	Content   string `json:"content"`
+	// LFS is set when the blob is a Git LFS pointer: the file it stands
+	// for is stored with Git LFS (raw serves it).
+	LFS *lfsAnswer `json:"lfs,omitempty"`
+}
+
+// lfsAnswer is the Git LFS object a pointer names.
+type lfsAnswer struct {
+	OID  string `json:"oid"`
+	Size int64  `json:"size"`
 }
 
 func newBlobAnswer(id object.ID, data []byte, limit int) blobAnswer {
