@@ -76,7 +76,9 @@ func BuildRelease(ctx context.Context, root, commit, dir string) (string, error)
 	if err := errors.Join(aerr, untar.Wait()); err != nil {
 		return "", fmt.Errorf("git archive %s: %w\n%s", commit, err, stderr.String())
 	}
-	tmp, err := build(ctx, src, src, "-trimpath", "-ldflags=-X github.com/rgit/rgit/cmd/version.commit="+commit)
+	// The version package moved; the linker ignores the path a commit lacks.
+	stamp := "-X github.com/rgit/rgit/cmd/version.commit=" + commit + " -X github.com/rgit/rgit/transport/node/version.commit=" + commit
+	tmp, err := build(ctx, src, src, "-trimpath", "-ldflags="+stamp)
 	if err != nil {
 		return "", fmt.Errorf("release %s: %w", commit, err)
 	}
