@@ -36,7 +36,7 @@ var (
 
 // MovedError: this node does not hold Repo and will not take it because
 // it is draining. A request forwarded here by a node whose view still
-// names this one is answered with the moved signal (transport/engine maps
+// names this one is answered with the moved signal (transport/service/engine maps
 // it to gitserve.ErrMoved), and the forwarder routes again with Moved. It
 // wraps ErrDraining (a 503 where nothing can route again).
 type MovedError struct {

@@ -42,17 +42,17 @@
 //   - to the leader actor: cluster.ClaimLease, cluster.ReleaseLease,
 //     cluster.ForceGrantLease (→ Decision), cluster.RenewLeases (→
 //     LeasesRenewed) — the same values other nodes send in a peer envelope
-//     (transport/peer) — and the leader node's own leaderHandOver and
+//     (transport/frontend/peer) — and the leader node's own leaderHandOver and
 //     leaderPrune; each answered with a leaderReply.
 //
-// Admin messages (transport/admin/messages.go) are the operator's: one Go
+// Admin messages (transport/product/admin/messages.go) are the operator's: one Go
 // type per command (admin.CreateRepo, DeleteRepo, Fork, Repack, GC,
 // SetVisibility, SetHead, PurgeCache, Grant, Revoke, ListAccess, Protect,
 // Unprotect, AddToken, ListTokens, RevokeToken, AddKey, AddDeployKey,
 // ListKeys, RemoveKey, ListRepos, ShowStatus, WhereIs, Version), each
 // with its typed reply (admin.Done, Message, AccessList, TokenList,
 // KeyList, Repos, Status, Where). rgit-admin builds them; they travel in
-// the peer envelope (transport/peer), authenticated by the peer secret,
+// the peer envelope (transport/frontend/peer), authenticated by the peer secret,
 // with the hop limit, and stream progress lines before the reply. The
 // node that receives one about a repository owned elsewhere passes the
 // admin message itself to the owner, not the repo actor's message it

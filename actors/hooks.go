@@ -16,13 +16,13 @@ import (
 // Webhooks: a repository's hooks and outbox are in its database
 // (storage/outbox), changed only through its repo actor like every other
 // write. The repo actor runs the delivery of its outbox while it is open:
-// it starts a worker (Config.Hooks, transport/hooks) when it opens a
+// it starts a worker (Config.Hooks, transport/product/hooks) when it opens a
 // database with deliveries waiting or commits new ones, and stops it when
 // it closes, so a new owner after a crash, drain or hand-over resumes
 // from the outbox when it opens the repository. An open repository with
 // deliveries waiting is not closed for idleness (onEvict).
 
-// HookRunner runs webhook deliveries; transport/hooks implements it.
+// HookRunner runs webhook deliveries; transport/product/hooks implements it.
 type HookRunner interface {
 	// Start begins delivering q's outbox in the background.
 	Start(q *HookQueue) HookWorker
@@ -291,7 +291,7 @@ func (n *Node) Redeliver(ctx context.Context, owner, name, id string) (outbox.De
 }
 
 // SweepHooks visits owner/name for the sweep of pending-delivery
-// markers (transport/hooks): it opens the repository here (claiming it
+// markers (transport/product/hooks): it opens the repository here (claiming it
 // in cluster mode, a *NotOwnerError when another node holds it), which
 // resumes its waiting deliveries, or removes its markers when none wait.
 func (n *Node) SweepHooks(ctx context.Context, owner, name string) error {

@@ -52,7 +52,7 @@ type Config struct {
 	// node is busy while more than 4 sessions per CPU are live.
 	Busy func() bool
 	// Reserve, if set, admits a maintenance job that rewrites objects
-	// objects against the node's memory budget (transport/admission's
+	// objects against the node's memory budget (transport/service/admission's
 	// Maintenance kind); false: the job lets go of the repository, waits
 	// with backoff and asks again. Nil: always admitted.
 	Reserve func(objects int64) (release func(), ok bool)
@@ -87,7 +87,7 @@ type Config struct {
 }
 
 // CachePurger makes every cached read-API answer of a repository
-// unreachable (transport/api.Cache bumps its generation). Its error says
+// unreachable (transport/product/api.Cache bumps its generation). Its error says
 // what to run to retry.
 type CachePurger interface {
 	Purge(ctx context.Context, owner, name string) error

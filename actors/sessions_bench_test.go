@@ -11,7 +11,7 @@ import (
 
 // BenchmarkSessionActor measures what a session actor adds to every git
 // request: spawning and stopping it (begin-end, what gitserve.Gate.Begin
-// and its end function cost through transport/engine), and resolving a
+// and its end function cost through transport/service/engine), and resolving a
 // local repository through it (begin-resolve-end) against taking the repo
 // actor's session directly (bare-session).
 func BenchmarkSessionActor(b *testing.B) {

@@ -8,7 +8,7 @@ import (
 
 // The leader's messages. The same Go values are sent to the leader actor
 // in process and, wrapped in one peer envelope, over the peer stream port
-// (transport/peer), so that a node's request to the leader is one type
+// (transport/frontend/peer), so that a node's request to the leader is one type
 // wherever the leader runs. Replies: a Decision for ClaimLease, ReleaseLease
 // and ForceGrantLease; LeasesRenewed for RenewLeases.
 type (

@@ -23,7 +23,7 @@ import (
 
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/transport/node/config"
-	"github.com/rgit/rgit/transport/peertls"
+	"github.com/rgit/rgit/transport/wire/peertls"
 )
 
 // manifests is every object in deploy/*.yaml, by kind.

@@ -28,9 +28,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rgit/rgit/transport/admin"
 	"github.com/rgit/rgit/transport/node/version"
-	"github.com/rgit/rgit/transport/peertls"
+	"github.com/rgit/rgit/transport/product/admin"
+	"github.com/rgit/rgit/transport/wire/peertls"
 )
 
 func main() {

@@ -16,8 +16,8 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
-	"github.com/rgit/rgit/transport/admin"
-	"github.com/rgit/rgit/transport/peertls"
+	"github.com/rgit/rgit/transport/product/admin"
+	"github.com/rgit/rgit/transport/wire/peertls"
 )
 
 const secret = "0123456789abcdef0123"

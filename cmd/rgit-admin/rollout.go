@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/product/admin"
 )
 
 // rollout runs a partitioned rolling update of a StatefulSet through

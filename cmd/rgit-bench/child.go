@@ -21,8 +21,8 @@ import (
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/walk"
-	"github.com/rgit/rgit/transport/fetchpack"
-	"github.com/rgit/rgit/transport/gitproto"
+	"github.com/rgit/rgit/transport/service/fetchpack"
+	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
 // countingWriter discards what it is given and counts it: the client end
@@ -133,7 +133,7 @@ type serverOptions struct {
 // benchServer is what a running rgit server keeps of a repository across
 // sessions: the open pack (its index mapped, its offset order and delta
 // base cache built on first use), the pack's bitmap index, and the
-// clone-pack cache. Per request it does what transport/engine does per
+// clone-pack cache. Per request it does what transport/service/engine does per
 // session: a fresh commit-graph cache (engine's walk.Graph lives in the
 // session), the plan (fetchpack.PlanWith: bitmaps where they answer, else
 // the sparse walk), and the pack written by fetchpack.Write, for a client

@@ -17,7 +17,7 @@ import (
 	rc "github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/testkit/multiproc"
-	"github.com/rgit/rgit/transport/peertls"
+	"github.com/rgit/rgit/transport/wire/peertls"
 )
 
 // runCluster measures cluster mode on three real nodes (testkit/multiproc)

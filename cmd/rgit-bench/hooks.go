@@ -28,7 +28,7 @@ import (
 
 	"github.com/rgit/rgit/testkit/fixture"
 	"github.com/rgit/rgit/testkit/hookrecv"
-	"github.com/rgit/rgit/transport/hooks"
+	"github.com/rgit/rgit/transport/product/hooks"
 )
 
 func runHooks(ctx context.Context, args []string) error {

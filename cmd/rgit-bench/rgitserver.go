@@ -19,7 +19,7 @@ import (
 
 	"github.com/rgit/rgit/testkit/freeport"
 	"github.com/rgit/rgit/testkit/syncbuf"
-	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/product/admin"
 )
 
 // benchOwner owns every benchmark repository on the rgit side.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/testkit/fixture"
-	"github.com/rgit/rgit/transport/gitproto"
+	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
 func TestParseRequestLine(t *testing.T) {

@@ -60,10 +60,10 @@ var (
 	// A whole-repository index is written as 2, a layer as 3.
 	Bitmap = Format{Name: "bitmap index", Oldest: 1, Newest: 3, Write: 3, Prev: Release{3, 3}}
 	// ClonePack: the layout of a cached clone pack's key inputs
-	// (transport/fetchpack). A pack is found only by its key, so a node
+	// (transport/service/fetchpack). A pack is found only by its key, so a node
 	// never reads a pack of another version: it builds its own.
 	ClonePack = Format{Name: "clone pack", Oldest: 1, Newest: 1, Write: 1, Prev: Release{1, 1}}
-	// Peer: the node-to-node protocol on the peer ports (transport/peer:
+	// Peer: the node-to-node protocol on the peer ports (transport/frontend/peer:
 	// message envelopes, forwarded sessions and HTTP). Messages and
 	// replies are JSON: a newer release may add fields an older one
 	// ignores, only when ignoring them keeps the older meaning; anything

@@ -16,7 +16,7 @@ import (
 // store an upload then creates no directories (each new one costs an
 // fsync of its parent).
 // An object is its content's SHA-256 (the oid); it is written only whole
-// and checked (transport/lfs), and never changes. Garbage collection
+// and checked (transport/product/lfs), and never changes. Garbage collection
 // leaves lfs/ alone: an object no pointer refers to any more stays until
 // the repository is deleted.
 

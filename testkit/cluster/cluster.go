@@ -305,7 +305,7 @@ func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op 
 	}
 }
 
-// maxMoves matches transport/gitserve: how often one request follows a
+// maxMoves matches transport/service/gitserve: how often one request follows a
 // moved answer.
 const maxMoves = 2
 

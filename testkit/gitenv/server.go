@@ -17,9 +17,9 @@ import (
 	"github.com/rgit/rgit/testkit/freeport"
 	"github.com/rgit/rgit/testkit/s3local"
 	"github.com/rgit/rgit/testkit/syncbuf"
-	"github.com/rgit/rgit/transport/admin"
 	"github.com/rgit/rgit/transport/node"
 	"github.com/rgit/rgit/transport/node/config"
+	"github.com/rgit/rgit/transport/product/admin"
 )
 
 // Store is where a test server keeps its data.

@@ -6,7 +6,7 @@
 //
 // It is testkit: only tests and cmd/rgit-bench use it; it reports errors
 // rather than taking a testing.TB so the benchmark can use it too. It
-// imports only the standard library (transport/hooks tests use it).
+// imports only the standard library (transport/product/hooks tests use it).
 package hookrecv
 
 import (

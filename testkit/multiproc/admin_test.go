@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/product/admin"
 )
 
 // TestClusterAdminOverview: on three real nodes, status names the node it

@@ -14,7 +14,7 @@ import (
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/testkit/hookrecv"
 	"github.com/rgit/rgit/testkit/scale"
-	"github.com/rgit/rgit/transport/hooks"
+	"github.com/rgit/rgit/transport/product/hooks"
 )
 
 // update is one push of the loop: the ref's value before and after.

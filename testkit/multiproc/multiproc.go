@@ -26,8 +26,8 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/testkit/freeport"
-	"github.com/rgit/rgit/transport/admin"
-	"github.com/rgit/rgit/transport/peertls"
+	"github.com/rgit/rgit/transport/product/admin"
+	"github.com/rgit/rgit/transport/wire/peertls"
 )
 
 // Build compiles ./cmd/rgit from the module at root into dir and returns

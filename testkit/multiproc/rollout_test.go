@@ -16,7 +16,7 @@ import (
 	rc "github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/testkit/gitenv"
-	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/product/admin"
 )
 
 // rollOp is one client operation of the rolling restart test.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rgit/rgit/transport/admin"
-	"github.com/rgit/rgit/transport/peertls"
+	"github.com/rgit/rgit/transport/product/admin"
+	"github.com/rgit/rgit/transport/wire/peertls"
 )
 
 // peerCerts generates a peer CA and certificate into a new directory.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/product/admin"
 )
 
 // previousRelease is the release the upgrade test rolls from: main as it

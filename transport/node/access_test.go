@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/testkit/gitenv"
-	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/product/admin"
 )
 
 // caller is one column of the matrix: how a user reaches the server.

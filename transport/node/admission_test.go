@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/testkit/gitenv"
-	"github.com/rgit/rgit/transport/admission"
 	"github.com/rgit/rgit/transport/node"
+	"github.com/rgit/rgit/transport/service/admission"
 )
 
 // TestAdmissionRefusesWhenSpent: with the pack-work budget spent by work

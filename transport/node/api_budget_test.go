@@ -13,9 +13,9 @@ import (
 
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/testkit/gitrun"
-	"github.com/rgit/rgit/transport/admission"
-	"github.com/rgit/rgit/transport/api"
 	"github.com/rgit/rgit/transport/node"
+	"github.com/rgit/rgit/transport/product/api"
+	"github.com/rgit/rgit/transport/service/admission"
 )
 
 // pushTreeBomb pushes to repo (made public) a commit whose tree nests 6

@@ -15,10 +15,10 @@ import (
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
 	"github.com/rgit/rgit/storage/repo"
-	"github.com/rgit/rgit/transport/admin"
-	"github.com/rgit/rgit/transport/api"
 	"github.com/rgit/rgit/transport/node/config"
-	"github.com/rgit/rgit/transport/web"
+	"github.com/rgit/rgit/transport/product/admin"
+	"github.com/rgit/rgit/transport/product/api"
+	"github.com/rgit/rgit/transport/product/web"
 )
 
 // APIServer is a running `rgit api-serve`: the stateless read-API tier in

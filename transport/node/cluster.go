@@ -10,8 +10,8 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/transport/frontend/peer"
 	"github.com/rgit/rgit/transport/node/config"
-	"github.com/rgit/rgit/transport/peer"
 )
 
 // clusterSetup is cluster mode's wiring: where peers are, how this node

@@ -15,8 +15,8 @@ import (
 	"github.com/rgit/rgit/testkit/attack"
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/testkit/gitrun"
-	"github.com/rgit/rgit/transport/admission"
 	"github.com/rgit/rgit/transport/node"
+	"github.com/rgit/rgit/transport/service/admission"
 )
 
 // bombPush is a receive-pack request creating refs/heads/bomb at the bomb's

@@ -11,8 +11,8 @@ import (
 
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/testkit/hookrecv"
-	"github.com/rgit/rgit/transport/admin"
-	"github.com/rgit/rgit/transport/hooks"
+	"github.com/rgit/rgit/transport/product/admin"
+	"github.com/rgit/rgit/transport/product/hooks"
 )
 
 // hookFixture is one node with webhooks allowed to loopback, fast

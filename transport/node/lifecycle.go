@@ -20,9 +20,9 @@ import (
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
-	"github.com/rgit/rgit/transport/admin"
-	"github.com/rgit/rgit/transport/gitserve"
-	"github.com/rgit/rgit/transport/peer"
+	"github.com/rgit/rgit/transport/frontend/peer"
+	"github.com/rgit/rgit/transport/product/admin"
+	"github.com/rgit/rgit/transport/service/gitserve"
 )
 
 // traffic is the node's traffic state now (trafficState over the node's

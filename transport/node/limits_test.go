@@ -20,9 +20,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/testkit/gitenv"
+	"github.com/rgit/rgit/transport/frontend/peer"
 	"github.com/rgit/rgit/transport/node"
 	"github.com/rgit/rgit/transport/node/config"
-	"github.com/rgit/rgit/transport/peer"
 )
 
 // pushRequest is a receive-pack request body: the commands ("old new ref"),

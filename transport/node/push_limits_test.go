@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/testkit/gitenv"
-	"github.com/rgit/rgit/transport/pktline"
+	"github.com/rgit/rgit/transport/wire/pktline"
 )
 
 // tagRefs creates n tags t0..t(n-1) on commit in repository dir with one

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/testkit/gitenv"
-	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/product/admin"
 )
 
 // TestRolloutStatusAndDashboard: a cluster node (the leader of a

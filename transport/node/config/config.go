@@ -1,7 +1,7 @@
 // Package config reads rgit's configuration from RGIT_* environment
 // variables (DESIGN.md §9). Bad values fail at start with an error naming
 // the variable. It imports the standard library, cluster/ (pure name
-// parsing) and transport/peertls (loading the peer certificates).
+// parsing) and transport/wire/peertls (loading the peer certificates).
 package config
 
 import (
@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/cluster"
-	"github.com/rgit/rgit/transport/peertls"
+	"github.com/rgit/rgit/transport/wire/peertls"
 )
 
 // Config is the whole server configuration.
@@ -80,7 +80,7 @@ type Config struct {
 	HookBackoff     time.Duration     // RGIT_HOOK_BACKOFF_MS: the first retry's wait
 	HookConcurrency int               // RGIT_HOOK_CONCURRENCY
 	HookSweep       time.Duration     // RGIT_HOOK_SWEEP_SECS
-	// The read API's limits per answer (transport/api.Limits).
+	// The read API's limits per answer (transport/product/api.Limits).
 	APIMaxEntries       int           // RGIT_API_MAX_ENTRIES
 	APIMaxDiffFiles     int           // RGIT_API_MAX_DIFF_FILES
 	APIMaxDiffBytes     int64         // RGIT_API_MAX_DIFF_BYTES

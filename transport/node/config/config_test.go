@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rgit/rgit/transport/api"
-	"github.com/rgit/rgit/transport/gitproto"
+	"github.com/rgit/rgit/transport/product/api"
+	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }

@@ -1,8 +1,0 @@
-// Package gitserve is what the smart HTTP (transport/httpgit) and SSH
-// (transport/sshgit) front ends share: repository path parsing, the access
-// decision, opening a session through the Resolver, running the protocol
-// Engine, classifying the outcome for the client, and request metrics.
-//
-// It imports storage/auth, transport/gitproto, zap and the Prometheus client.
-// The Resolver is implemented by the actor layer and handed in by cmd/.
-package gitserve

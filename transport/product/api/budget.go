@@ -1,0 +1,221 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rgit/rgit/transport/wire/gitproto"
+)
+
+// Limits bound the work of one answer, not only its size: a commit whose
+// tree nests a few levels of many subtrees is a few kilobytes to push and
+// millions of paths to expand. Zero fields take the defaults below.
+type Limits struct {
+	// MaxEntries bounds the tree entries one answer visits: listed,
+	// searched for a path, compared by a diff, sized or written by an
+	// archive.
+	MaxEntries int
+	// MaxDiffFiles bounds the changed files a diff lists.
+	MaxDiffFiles int
+	// MaxDiffBytes bounds a diff's text.
+	MaxDiffBytes int
+	// MaxDiffFileBytes: a file larger than this on either side is not
+	// line-diffed but shown as binary, as git does past
+	// core.bigFileThreshold.
+	MaxDiffFileBytes int64
+	// DiffTimeout bounds the time one answer spends on line diffs.
+	DiffTimeout time.Duration
+	// RenameLimit is git's diff.renameLimit: with more added or deleted
+	// files than this, renames are found only where content is identical.
+	RenameLimit int
+	// MaxLogScan bounds the commits a log with a path filter examines for
+	// one page.
+	MaxLogScan int
+	// MaxArchiveBytes bounds the file content of one archive.
+	MaxArchiveBytes int64
+}
+
+// Defaults of Limits.
+const (
+	// DefaultMaxEntries is several times the largest source trees people
+	// download whole (a Linux checkout is about 90,000 entries).
+	DefaultMaxEntries = 500_000
+	// DefaultMaxDiffFiles is what large hosts show of one diff.
+	DefaultMaxDiffFiles     = 3000
+	DefaultMaxDiffBytes     = 4 << 20
+	DefaultMaxDiffFileBytes = 1 << 20
+	DefaultDiffTimeout      = 3 * time.Second
+	// DefaultRenameLimit is git's diff.renameLimit default.
+	DefaultRenameLimit = 1000
+	DefaultMaxLogScan  = 10_000
+	// DefaultMaxArchiveBytes is above any honest source tree.
+	DefaultMaxArchiveBytes = 2 << 30
+)
+
+// Settings that raise the limits, named in what clients see; transport/node/config
+// reads them.
+const (
+	SettingMaxEntries       = "RGIT_API_MAX_ENTRIES"
+	SettingMaxDiffFiles     = "RGIT_API_MAX_DIFF_FILES"
+	SettingMaxDiffBytes     = "RGIT_API_MAX_DIFF_BYTES"
+	SettingMaxDiffFileBytes = "RGIT_API_MAX_DIFF_FILE_BYTES"
+	SettingDiffTimeout      = "RGIT_API_DIFF_TIMEOUT_MS"
+	SettingRenameLimit      = "RGIT_API_RENAME_LIMIT"
+	SettingMaxLogScan       = "RGIT_API_MAX_LOG_SCAN"
+	SettingMaxArchiveBytes  = "RGIT_API_MAX_ARCHIVE_BYTES"
+	SettingMaxActive        = "RGIT_API_MAX_ACTIVE"
+)
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxEntries, DefaultMaxEntries)
+	def(&l.MaxDiffFiles, DefaultMaxDiffFiles)
+	def(&l.MaxDiffBytes, DefaultMaxDiffBytes)
+	def(&l.RenameLimit, DefaultRenameLimit)
+	def(&l.MaxLogScan, DefaultMaxLogScan)
+	if l.MaxDiffFileBytes <= 0 {
+		l.MaxDiffFileBytes = DefaultMaxDiffFileBytes
+	}
+	if l.DiffTimeout <= 0 {
+		l.DiffTimeout = DefaultDiffTimeout
+	}
+	if l.MaxArchiveBytes <= 0 {
+		l.MaxArchiveBytes = DefaultMaxArchiveBytes
+	}
+	return l
+}
+
+// limitErr is the refusal or truncation reason for a limit: its text is
+// what the client sees, e.g. "archive has too many entries (limit 500000,
+// set RGIT_API_MAX_ENTRIES)".
+func limitErr(what string, limit int64, unit, setting string) *gitproto.LimitError {
+	return &gitproto.LimitError{What: what, Limit: limit, Unit: unit, Setting: setting}
+}
+
+// asLimit returns the limit err is over, if it is one.
+func asLimit(err error) (*gitproto.LimitError, bool) {
+	var le *gitproto.LimitError
+	ok := errors.As(err, &le)
+	return le, ok
+}
+
+// work is one answer's budget: the tree entries it has visited, its
+// limits, and its request's context, which every walk checks as it
+// visits.
+type work struct {
+	ctx     context.Context
+	lim     Limits
+	visited int64
+	extra   int64 // granted by extend
+}
+
+func newWork(ctx context.Context, lim Limits) *work {
+	return &work{ctx: ctx, lim: lim.withDefaults()}
+}
+
+// visit counts n entries about to be looked at. Past MaxEntries it fails
+// with the limit; a request whose client is gone fails with its
+// context's error.
+func (w *work) visit(n int) error {
+	w.visited += int64(n)
+	if w.visited > int64(w.lim.MaxEntries)+w.extra {
+		return limitErr("answer visits too many tree entries", int64(w.lim.MaxEntries), "", SettingMaxEntries)
+	}
+	return w.ctx.Err()
+}
+
+// extend lets the answer visit n more entries: an archive sized within
+// the limits writes every entry it holds, after sizing visited its
+// distinct ones.
+func (w *work) extend(n int64) { w.extra += n }
+
+// treeSize is what an archive of a tree holds: entries (files, links and
+// directories, the tree itself not counted) and file bytes.
+type treeSize struct {
+	entries, bytes int64
+}
+
+// add is s plus o, with ok false once a total passes its limit: the
+// total is then just past it (sizing stops there, so the sums never
+// overflow).
+func (s treeSize) add(o treeSize, lim Limits) (sum treeSize, ok bool) {
+	maxE, maxB := int64(lim.MaxEntries), lim.MaxArchiveBytes
+	switch {
+	case o.entries > maxE-s.entries:
+		return treeSize{maxE + 1, s.bytes}, false
+	case o.bytes > maxB-s.bytes:
+		return treeSize{s.entries, maxB + 1}, false
+	}
+	return treeSize{s.entries + o.entries, s.bytes + o.bytes}, true
+}
+
+// archiveVerdict is the decision on an archive: nil, or the limit its
+// size is over. An over-limit size is reported as past the limit, not
+// exactly (sizing stops at the limit).
+//
+//	entries > MaxEntries          refuse: RGIT_API_MAX_ENTRIES
+//	bytes > MaxArchiveBytes       refuse: RGIT_API_MAX_ARCHIVE_BYTES
+//	otherwise                     stream it
+func archiveVerdict(s treeSize, lim Limits) error {
+	switch {
+	case s.entries > int64(lim.MaxEntries):
+		return limitErr("archive has too many entries", int64(lim.MaxEntries), "", SettingMaxEntries)
+	case s.bytes > lim.MaxArchiveBytes:
+		return limitErr("archive too large", lim.MaxArchiveBytes, "bytes", SettingMaxArchiveBytes)
+	}
+	return nil
+}
+
+// Estimates of what an expensive answer holds in memory, reserved in the
+// node's budget before it starts: a diff holds its changes, its text
+// (twice: the text and its JSON), and two files with the line diff's
+// own copies of them; an archive holds compression buffers and a file
+// being delta-rebuilt; a log the trees of a path walk.
+func (l Limits) diffEstimate() int64 {
+	return 4<<20 + 3*int64(l.MaxDiffBytes) + 6*l.MaxDiffFileBytes
+}
+
+const (
+	archiveEstimate = 8 << 20
+	logEstimate     = 2 << 20
+)
+
+// Metrics are the read API's work counters.
+type Metrics struct {
+	visited *prometheus.CounterVec
+	limited *prometheus.CounterVec
+}
+
+// NewMetrics registers the read API's metrics on reg (nil: none). One
+// Metrics serves every Local of a node.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		visited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rgit_api_tree_entries_visited_total",
+			Help: "Tree entries the read API visited to answer, by endpoint (bounded per answer by RGIT_API_MAX_ENTRIES)."}, []string{"endpoint"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rgit_api_limited_total",
+			Help: "Read-API answers refused (422) or cut short by a limit, by endpoint and the setting that raises it."}, []string{"endpoint", "setting"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.visited, m.limited)
+	}
+	return m
+}
+
+func (m *Metrics) done(ep Endpoint, w *work) {
+	if m != nil && w != nil {
+		m.visited.WithLabelValues(string(ep)).Add(float64(w.visited))
+	}
+}
+
+func (m *Metrics) limit(ep Endpoint, setting string) {
+	if m != nil {
+		m.limited.WithLabelValues(string(ep), setting).Inc()
+	}
+}

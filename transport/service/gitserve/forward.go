@@ -1,0 +1,290 @@
+package gitserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/transport/wire/gitproto"
+)
+
+// Cluster routing as the front ends see it. A Resolver in cluster mode
+// answers Lookup/Session for a repository owned by another node with a
+// *ForwardError; the front end then carries the request to that node
+// through its forwarder (transport/frontend/peer) instead of serving it.
+
+// ForwardError reports that another node owns the repository: the request
+// must be forwarded to Node. Resolvers return it (possibly wrapped) from
+// Lookup and Session; it never reaches a client.
+type ForwardError struct {
+	Node        string
+	Owner, Name string
+}
+
+func (e *ForwardError) Error() string {
+	return fmt.Sprintf("%s/%s is owned by node %s", e.Owner, e.Name, e.Node)
+}
+
+// AsForward returns the *ForwardError in err's chain, if any.
+func AsForward(err error) (*ForwardError, bool) {
+	var fe *ForwardError
+	ok := errors.As(err, &fe)
+	return fe, ok
+}
+
+var (
+	// ErrPeerConnect: a forwarder could not connect to the owning node.
+	// Forwarders wrap it only when nothing of the request was sent, so a
+	// retry elsewhere is safe.
+	ErrPeerConnect = errors.New("cannot connect to owning node")
+	// ErrMoved: the node a request was forwarded to answered that it does
+	// not hold the repository and will not take it (it is draining and its
+	// lease ended while the forwarder's view still named it). Forwarders
+	// wrap it only when the request can be sent again unchanged (nothing
+	// was written to the client, the body is absent or replayable), so
+	// FollowForward routes again through a Mover. Unfollowed, it is a 503.
+	ErrMoved = fmt.Errorf("owner no longer holds the repository: %w", ErrUnavailable)
+	// ErrHopLimit: forwarding again would exceed MaxHops (a routing loop
+	// between nodes with stale views). Wraps ErrUnavailable: the client
+	// retries once the views agree.
+	ErrHopLimit = fmt.Errorf("forwarding hop limit reached: %w", ErrUnavailable)
+)
+
+// MaxHops bounds how many times one request is forwarded between nodes.
+// One hop is normal (entry node → owner); a second covers a target whose
+// view changed in flight; more means the views disagree and the request
+// is refused rather than bounced around.
+const MaxHops = 2
+
+type hopsKey struct{}
+
+// WithHops records in ctx how many times the request was already
+// forwarded (the peer listeners set it from the X-Rgit-Hop header).
+func WithHops(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, hopsKey{}, n)
+}
+
+// Hops returns how many times the request in ctx was already forwarded.
+func Hops(ctx context.Context) int {
+	n, _ := ctx.Value(hopsKey{}).(int)
+	return n
+}
+
+// NextHop returns the hop count a forwarded request carries, or
+// ErrHopLimit when forwarding again is not allowed.
+func NextHop(ctx context.Context) (int, error) {
+	n := Hops(ctx) + 1
+	if n > MaxHops {
+		return 0, fmt.Errorf("%w (%d)", ErrHopLimit, MaxHops)
+	}
+	return n, nil
+}
+
+// Route is where a repository is served after a reroute.
+type Route struct {
+	Local bool
+	Node  string // the owner when !Local
+}
+
+// Rerouter is the cluster's answer to a failed connect: it applies the
+// failover rules (re-read the map, force-grant a dead owner's GET traffic)
+// and says where to go now. Errors mean give up (503).
+type Rerouter interface {
+	ConnectFailed(ctx context.Context, owner, name, node, method string) (Route, error)
+}
+
+// ConnectReporter is implemented by a Rerouter that wants to hear that a
+// forward connected to node after an earlier connect failure of the same
+// request: the suspicion of that owner ends there, so one dropped connect
+// never counts towards moving the repository later.
+type ConnectReporter interface {
+	Connected(owner, name, node string)
+}
+
+// Mover is the cluster's answer to a "moved" reply: the node named node,
+// to which owner/name was forwarded, said it does not hold it. The mover
+// brings the local view up to date (waiting, briefly, for the released
+// entry to expire) and says where to go now. Errors mean give up (503).
+type Mover interface {
+	Moved(ctx context.Context, owner, name, node string) (Route, error)
+}
+
+// MoverOf returns the Mover among candidates (the forwarder, the
+// rerouter), or nil: a front end is wired with whatever implements it.
+func MoverOf(candidates ...any) Mover {
+	for _, c := range candidates {
+		if m, ok := c.(Mover); ok && m != nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// IsMoved reports whether err, from Open or a Resolver, means that this
+// node does not hold the repository and will not take it: a request
+// forwarded here is then answered with the moved signal (WriteMoved)
+// rather than a 503. Resolvers wrap ErrMoved (transport/service/engine maps the
+// actor layer's MovedError to it).
+func IsMoved(err error) bool { return errors.Is(err, ErrMoved) }
+
+// The moved signal on the peer ports: 421 Misdirected Request (the
+// request reached a server that cannot answer for it) marked with
+// HeaderMoved, sent before anything else and before the request body or
+// session input is read.
+const HeaderMoved = "X-Rgit-Moved"
+
+// WriteMoved answers a forwarded request with the moved signal. The
+// connection closes after it: the request body is never wanted, and
+// reading its rest (net/http does, to reuse the connection) would wait on
+// a forwarder that may never finish sending it, holding the draining
+// node's graceful shutdown.
+func WriteMoved(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	w.Header().Set(HeaderMoved, "1")
+	http.Error(w, "repository not held by this node", http.StatusMisdirectedRequest)
+}
+
+// IsMovedResponse reports whether a peer's answer is the moved signal.
+func IsMovedResponse(code int, h http.Header) bool {
+	return code == http.StatusMisdirectedRequest && h.Get(HeaderMoved) != ""
+}
+
+// maxMoves bounds how often one request follows a moved answer: once for
+// the owner that drained, once more for a rolling restart that drains the
+// next owner too.
+const maxMoves = 2
+
+// maxAttempts bounds the connect attempts of one request: the first, the
+// retry after the failover's re-read (which may still name the dead owner:
+// that second failure is what lets the leader force-grant), and one at the
+// node the force-grant chose.
+const maxAttempts = 3
+
+// FollowForward carries one request to fe.Node with forward. When that
+// fails to connect it asks rr where to go and retries there, a bounded
+// number of times; when the node answers that the repository moved
+// (ErrMoved) it asks mv and retries likewise. Forwarders report either
+// only while nothing of the request was consumed, so every request, a
+// push too, may follow them (a dead owner's repository moves to where the
+// same request is then served). local runs the request here when the
+// repository moved to this node. method names the request for the
+// rerouter (SSH upload-pack, and HTTP upload-pack with a replayable body,
+// count as GET). With rr nil a connect failure is final; with mv nil a
+// moved answer is.
+func FollowForward(ctx context.Context, rr Rerouter, mv Mover, fe *ForwardError, method string,
+	forward func(node string) error, local func() error) error {
+	node := fe.Node
+	fails, moves := 0, 0
+	for {
+		err := forward(node)
+		if cr, ok := rr.(ConnectReporter); ok && fails > 0 && !errors.Is(err, ErrPeerConnect) {
+			cr.Connected(fe.Owner, fe.Name, node)
+		}
+		var r Route
+		var rerr error
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrMoved):
+			if mv == nil || moves == maxMoves {
+				return fmt.Errorf("forward %s/%s to %s: %w", fe.Owner, fe.Name, node, err)
+			}
+			moves++
+			if r, rerr = mv.Moved(ctx, fe.Owner, fe.Name, node); rerr != nil {
+				return fmt.Errorf("reroute %s/%s after %s released it: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, rerr)
+			}
+		case errors.Is(err, ErrPeerConnect):
+			if fails++; rr == nil || fails == maxAttempts {
+				return fmt.Errorf("forward %s/%s to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, err)
+			}
+			if r, rerr = rr.ConnectFailed(ctx, fe.Owner, fe.Name, node, method); rerr != nil {
+				return fmt.Errorf("reroute %s/%s after connect failure to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, rerr)
+			}
+		default:
+			return err
+		}
+		if r.Local {
+			return local()
+		}
+		node = r.Node
+	}
+}
+
+// SessionRequest is a git session to be run on another node: what the
+// owner needs to apply the access rules without seeing the client's
+// credentials (SSH keys cannot be re-checked elsewhere).
+type SessionRequest struct {
+	Service     Service
+	Owner, Name string // as the client wrote them (CleanRepo runs on the owner)
+	Identity    auth.Identity
+	Protocol    int // git protocol version the client asked for
+}
+
+// SessionForwarder runs a git session on another node, piping in and out.
+// It returns an error wrapping ErrPeerConnect when it could not connect
+// (nothing was read from in), and the remote session's error otherwise.
+type SessionForwarder interface {
+	ForwardSession(ctx context.Context, node string, req SessionRequest, in io.Reader, out io.Writer) (Stats, error)
+}
+
+// RemoteError is a session that failed on the node it was forwarded to:
+// the owner classified it and the front end reports that class.
+type RemoteError struct {
+	Node  string
+	Class Class
+	Msg   string // the owner's log text, for this node's log
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("on node %s: %s: %s", e.Node, e.Class, e.Msg)
+}
+
+// ServeRouted is Serve for a cluster: when the repository is owned by
+// another node it carries the session there with fwd (following connect
+// failures through rr and moved answers through the Mover among fwd and
+// rr), and runs it here if the failover moved the repository to this
+// node. fwd nil serves locally only.
+func (g *Gate) ServeRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter, req SessionRequest,
+	in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
+	sess, err := g.Open(ctx, req.Service, req.Owner, req.Name, req.Identity)
+	return g.RunRouted(ctx, fwd, rr, req, sess, err, in, out, opt)
+}
+
+// RunRouted is ServeRouted after the Open: sess and openErr are what Open
+// returned for req. A front end that must answer before starting the
+// session (the peer stream port answers a moved repository before its
+// upgrade) opens first and then continues here.
+func (g *Gate) RunRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter, req SessionRequest,
+	sess *Session, openErr error, in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
+	if openErr == nil {
+		defer sess.Close()
+		return sess.Run(ctx, in, out, opt)
+	}
+	fe, ok := AsForward(openErr)
+	if !ok || fwd == nil {
+		return Stats{}, openErr
+	}
+	method := http.MethodGet
+	if req.Service == ReceivePack {
+		method = http.MethodPost
+	}
+	var st Stats
+	// A forwarded session reports ErrMoved before its upgrade and
+	// ErrPeerConnect before connecting, when nothing of in was read:
+	// receive-pack may follow both.
+	err := FollowForward(ctx, rr, MoverOf(fwd, rr), fe, method,
+		func(node string) error {
+			var ferr error
+			st, ferr = fwd.ForwardSession(ctx, node, req, in, out)
+			return ferr
+		},
+		func() error {
+			var lerr error
+			st, lerr = g.Serve(ctx, req.Service, req.Owner, req.Name, req.Identity, in, out, opt)
+			return lerr
+		})
+	return st, err
+}
