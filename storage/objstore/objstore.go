@@ -24,6 +24,11 @@ var (
 	// ErrExists: a create-if-absent lost because the key already exists
 	// (S3 412 Precondition Failed, or 409 for a concurrent conditional write).
 	ErrExists = errors.New("object already exists")
+	// ErrUnavailable: the store did not answer in time, refused the
+	// connection, or is throttling or failing; the request may or may not
+	// have taken effect. Callers turn it into "try again later" (HTTP 503,
+	// a git ng or ERR line naming the store), never into "not found".
+	ErrUnavailable = errors.New("object store unavailable")
 )
 
 // ObjectInfo describes one stored object.
