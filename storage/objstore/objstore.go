@@ -31,6 +31,15 @@ var (
 	ErrUnavailable = errors.New("object store unavailable")
 )
 
+// StaleWhileUnavailable is how long past their lifetime a node keeps
+// using answers it read from the store (credentials, the name index)
+// while the store is unavailable: nothing can change them through the
+// store meanwhile, and serving warm repositories needs them.
+const StaleWhileUnavailable = 15 * time.Minute
+
+// Unavailable reports whether err wraps ErrUnavailable.
+func Unavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
+
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {
 	Key     string

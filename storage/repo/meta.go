@@ -345,27 +345,29 @@ func NewMetaCache(s objstore.Store, o MetaCacheOptions) *MetaCache {
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = 8192
 	}
-	return &MetaCache{store: s, c: ttlcache.New[Meta](o.TTL, o.TTL, o.MaxEntries, o.Now)}
+	// While the store is unavailable no name or visibility can change
+	// through it, and warm repositories keep serving.
+	return &MetaCache{store: s, c: ttlcache.New[Meta](o.TTL, o.TTL, o.MaxEntries, o.Now).
+		ServeStale(objstore.StaleWhileUnavailable, objstore.Unavailable)}
 }
 
 // Lookup returns owner/name's index entry (any spelling), or ErrNotFound.
 // Store failures are not cached.
 func (c *MetaCache) Lookup(ctx context.Context, owner, name string) (Meta, error) {
-	k := MetaKey(owner, name)
-	if m, found, hit := c.c.Get(k); hit {
-		if !found {
-			return Meta{}, fmt.Errorf("%s/%s: %w", owner, name, ErrNotFound)
+	m, found, err := c.c.Load(MetaKey(owner, name), func() (Meta, bool, error) {
+		m, err := ReadMeta(ctx, c.store, owner, name)
+		if errors.Is(err, ErrNotFound) {
+			return Meta{}, false, nil
 		}
-		return m, nil
-	}
-	m, err := ReadMeta(ctx, c.store, owner, name)
+		return m, err == nil, err
+	})
 	switch {
-	case err == nil:
-		c.c.Put(k, m, true)
-	case errors.Is(err, ErrNotFound):
-		c.c.Put(k, Meta{}, false)
+	case err != nil:
+		return Meta{}, err
+	case !found:
+		return Meta{}, fmt.Errorf("%s/%s: %w", owner, name, ErrNotFound)
 	}
-	return m, err
+	return m, nil
 }
 
 // Public reports whether owner/name (any spelling) is public according
