@@ -17,7 +17,7 @@ const (
 	// refusal of the request itself such as 403): it is up.
 	Answered Kind = iota
 	// Timeout: no answer within the operation deadline
-	// (RGIT_STORE_OP_TIMEOUT), or a network timeout.
+	// (RGIT_STORE_OP_TIMEOUT_MS), or a network timeout.
 	Timeout
 	// Refused: the connection was refused or reset.
 	Refused

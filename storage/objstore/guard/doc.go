@@ -1,7 +1,7 @@
 // Package guard wraps an objstore.Store with what a node needs to live
 // through a store outage:
 //
-//   - an operation deadline (RGIT_STORE_OP_TIMEOUT) that counts only time
+//   - an operation deadline (RGIT_STORE_OP_TIMEOUT_MS) that counts only time
 //     spent waiting on the store, so a hung store fails a request in
 //     seconds rather than after the whole-request timeout;
 //   - a health state (healthy, degraded, down) decided from the outcomes

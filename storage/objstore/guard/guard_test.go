@@ -45,7 +45,7 @@ func put(ctx context.Context, s objstore.Store, key string) error {
 func TestHungStoreFailsWithinDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := faultstore.New(memstore.New(), 1)
-		g := guard.New(fs, guard.Options{OpTimeout: 2 * time.Second, OpTimeoutVar: "RGIT_STORE_OP_TIMEOUT"})
+		g := guard.New(fs, guard.Options{OpTimeout: 2 * time.Second, OpTimeoutVar: "RGIT_STORE_OP_TIMEOUT_MS"})
 		gate := fs.Hold(faultstore.AllOps, "")
 		defer gate.Release()
 		start := time.Now()
@@ -53,8 +53,8 @@ func TestHungStoreFailsWithinDeadline(t *testing.T) {
 		if took := time.Since(start); took != 2*time.Second {
 			t.Errorf("hung put failed after %v, want the 2s deadline", took)
 		}
-		if !errors.Is(err, objstore.ErrUnavailable) || !strings.Contains(err.Error(), "RGIT_STORE_OP_TIMEOUT") {
-			t.Errorf("hung put: %v, want ErrUnavailable naming RGIT_STORE_OP_TIMEOUT", err)
+		if !errors.Is(err, objstore.ErrUnavailable) || !strings.Contains(err.Error(), "RGIT_STORE_OP_TIMEOUT_MS") {
+			t.Errorf("hung put: %v, want ErrUnavailable naming RGIT_STORE_OP_TIMEOUT_MS", err)
 		}
 		if st := g.Status(); st.State != guard.Degraded || st.LastError == "" {
 			t.Errorf("after one timeout: %+v, want degraded with the error", st)
