@@ -37,6 +37,7 @@ import (
 	"github.com/rgit/rgit/storage/clonecache"
 	"github.com/rgit/rgit/storage/fsck"
 	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/objstore/guard"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
@@ -66,6 +67,9 @@ type Server struct {
 	bitmaps *repo.BitmapBuilds
 	log     *zap.Logger
 	store   objstore.Store
+	// guard is store as requests see it: operation deadlines, health,
+	// fail-fast while the store is down.
+	guard *guard.Store
 	cache   *packcache.Cache
 	node    *actors.Node
 
@@ -142,11 +146,17 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("RGIT_FSCK_SKIP: %w", err)
 	}
+	var backend objstore.Store
 	if s.given != nil {
-		s.store = objstore.WithTimeout(s.given, cfg.StoreTimeout)
-	} else if s.store, err = storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{Timeout: cfg.StoreTimeout, Logger: log}); err != nil {
+		backend = objstore.WithTimeout(s.given, cfg.StoreTimeout)
+	} else if backend, err = storeurl.Open(ctx, cfg.StoreURL, storeurl.Options{Timeout: cfg.StoreTimeout, Logger: log}); err != nil {
 		return nil, fmt.Errorf("RGIT_STORE_URL: %w", err)
 	}
+	reg := prometheus.NewRegistry()
+	s.guard = guard.New(backend, guard.Options{OpTimeout: cfg.StoreOpTimeout, OpTimeoutVar: "RGIT_STORE_OP_TIMEOUT_MS",
+		Observer: newStoreMetrics(reg), Log: log})
+	s.store = s.guard
+	storeStateMetric(reg, s.guard)
 	// Opening a store contacts nothing; a missing bucket or a wrong key
 	// must stop the node here, not surface at the first push.
 	if err := s.checkStore(ctx); err != nil {
@@ -154,7 +164,6 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 	build := version.Get()
 	s.version, s.bootID = build.String(), rand.Text()
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric(build))
 	limits := memoryLimits(cfg.MemoryLimit, log)
 	s.cache, err = packcache.Open(cfg.CacheDir, s.store, log, packcache.WithMetrics(newCacheMetrics(reg)),
@@ -291,6 +300,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	gitHTTP.Register(mux)
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /ready", s.ready)
+	mux.HandleFunc("GET /status", s.status)
 	// Metrics name the build and version: never on the public port.
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	apiGate, err := gitserve.NewGate(eng, proto, "")
@@ -624,27 +634,31 @@ func peerSecret(cfg *config.Config) (string, error) {
 	return secret, nil
 }
 
-// healthz is liveness: 503 with the reason while the object store fails
-// its probe.
+// healthz is liveness: 200 while the process runs, with the store's
+// health and the number of open repositories. A store outage does not
+// fail it: a restart cannot fix the store, and would close the
+// repositories the node still serves.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	open, _ := s.node.OpenRepos(r.Context())
-	if fault := s.storeFault.Load(); fault != nil {
-		http.Error(w, fmt.Sprintf("unhealthy: %s\nopen_repos %d\n", *fault, len(open)), http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintf(w, "ok\nopen_repos %d\n", len(open))
+	fmt.Fprintf(w, "ok\n%s\nopen_repos %d\n", s.storeLine(), len(open))
 }
 
 // ready is readiness: 200 only while serving; the body names the
-// traffic state.
+// traffic state and the store's health. A store outage leaves a serving
+// node serving: every node shares the store, so taking them out of the
+// load balancer would only stop the warm repositories they still serve
+// (cold ones answer 503 with Retry-After on their own).
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	st := s.traffic()
 	if st != Serving {
-		http.Error(w, st.String(), http.StatusServiceUnavailable)
+		http.Error(w, st.String()+"\n"+s.storeLine(), http.StatusServiceUnavailable)
 		return
 	}
-	fmt.Fprintln(w, st)
+	fmt.Fprintf(w, "%s\n%s\n", st, s.storeLine())
 }
+
+// downProbe is how often the store is probed while it is down.
+const downProbe = time.Second
 
 // checkStore runs objstore.Verify with a bound of its own (the store's
 // request timeout is for pack transfers, far too long for a probe) and
@@ -658,17 +672,21 @@ func (s *Server) checkStore(ctx context.Context) error {
 	return nil
 }
 
-// probeStore re-verifies the store every probeEvery. /healthz reports each
-// probe's outcome as it is (Kubernetes' failureThreshold debounces), and
-// each change is logged once.
+// probeStore re-verifies the store every probeEvery, and every
+// downProbe while the store is down or failing, so that its return is
+// seen within seconds even when no request tries it. /healthz, /ready and
+// /status report each probe's outcome as it is, and each change is
+// logged once.
 func (s *Server) probeStore(ctx context.Context) {
-	t := time.NewTicker(s.probeEvery)
-	defer t.Stop()
 	for {
+		wait := s.probeEvery
+		if s.storeDown() {
+			wait = min(wait, downProbe)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(wait):
 		}
 		err := s.checkStore(ctx)
 		if ctx.Err() != nil {
@@ -680,11 +698,11 @@ func (s *Server) probeStore(ctx context.Context) {
 			fault := err.Error()
 			s.storeFault.Store(&fault)
 			if was == nil || *was != fault {
-				s.log.Error("object store failed its health probe; /healthz answers 503", zap.Error(err))
+				s.log.Error("object store failed its health probe", zap.Error(err))
 			}
 		case was != nil:
 			s.storeFault.Store(nil)
-			s.log.Info("object store passed its health probe again; /healthz answers 200")
+			s.log.Info("object store passed its health probe again")
 		}
 	}
 }
