@@ -70,8 +70,8 @@ type Server struct {
 	// guard is store as requests see it: operation deadlines, health,
 	// fail-fast while the store is down.
 	guard *guard.Store
-	cache   *packcache.Cache
-	node    *actors.Node
+	cache *packcache.Cache
+	node  *actors.Node
 
 	httpSrv, adminSrv, peerSrv *http.Server
 	apiCache                   *api.Cache // nil: RGIT_REDIS_URL unset

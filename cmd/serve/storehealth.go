@@ -24,7 +24,9 @@ func newStoreMetrics(reg prometheus.Registerer) *storeMetrics {
 	return m
 }
 
-func (m *storeMetrics) Request(op string, k guard.Kind) { m.requests.WithLabelValues(op, k.String()).Inc() }
+func (m *storeMetrics) Request(op string, k guard.Kind) {
+	m.requests.WithLabelValues(op, k.String()).Inc()
+}
 
 // storeStateMetric is rgit_store_state: 1 for the store's health state as
 // this node sees it, 0 for the others.
