@@ -678,17 +678,22 @@ func (s *Server) checkStore(ctx context.Context) error {
 // /status report each probe's outcome as it is, and each change is
 // logged once.
 func (s *Server) probeStore(ctx context.Context) {
+	t := time.NewTicker(min(s.probeEvery, downProbe))
+	defer t.Stop()
+	last := time.Now()
 	for {
-		wait := s.probeEvery
-		if s.storeDown() {
-			wait = min(wait, downProbe)
-		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-t.C:
 		}
-		err := s.checkStore(ctx)
+		if since := time.Since(last); since < s.probeEvery && !(s.storeDown() && since >= downProbe) {
+			continue
+		}
+		last = time.Now()
+		// A probe: the one kind of request a store known to be down is
+		// still sent.
+		err := s.checkStore(guard.Probe(ctx))
 		if ctx.Err() != nil {
 			return
 		}

@@ -7,8 +7,9 @@
 //   - a health state (healthy, degraded, down) decided from the outcomes
 //     of the node's own requests by the pure functions Observe and Admit;
 //   - while the store is down, requests fail fast with
-//     objstore.ErrUnavailable instead of piling onto it, except one trial
-//     a second that notices its return;
+//     objstore.ErrUnavailable instead of piling onto it or waiting on it;
+//     only probes (Probe, at most one a second) reach it, and the first
+//     that succeeds makes it healthy again;
 //   - every outcome classified (Classify) and reported to an Observer.
 //
 // Retries with backoff stay where they are (the S3 client's retryer);

@@ -101,16 +101,26 @@ type call struct {
 	timer  *time.Timer // nil: no OpTimeout
 }
 
+// probeKey marks a context whose requests are probes.
+type probeKey struct{}
+
+// Probe marks ctx's requests as probes of the store's health: while the
+// store is Down they are the only requests sent to it (one per
+// Policy.TrialEvery). Whoever owns the guard runs a prober; without one a
+// Down store stays Down.
+func Probe(ctx context.Context) context.Context { return context.WithValue(ctx, probeKey{}, true) }
+
 // begin admits a request, or fails it fast while the store is Down.
 func (s *Store) begin(ctx context.Context, op string) (*call, error) {
+	probe, _ := ctx.Value(probeKey{}).(bool)
 	s.mu.Lock()
-	h, ok := Admit(s.h, s.o.Now(), s.o.Policy)
+	h, ok := Admit(s.h, s.o.Now(), s.o.Policy, probe)
 	s.h = h
 	last, since := s.lastErr, s.h.Since
 	s.mu.Unlock()
 	if !ok {
 		s.observe(op, FailedFast)
-		return nil, fmt.Errorf("%w: down since %s, not tried again yet (last error: %v)",
+		return nil, fmt.Errorf("%w: down since %s, not sent (last error: %v)",
 			objstore.ErrUnavailable, since.UTC().Format(time.RFC3339), last)
 	}
 	c := &call{s: s, op: op, parent: ctx}

@@ -86,8 +86,9 @@ func TestSlowBodyIsNotAStall(t *testing.T) {
 }
 
 // TestDownFailsFastAndRecovers: after three failures in a row the store is
-// down; requests fail at once without reaching it, but for one trial a
-// second; when the store answers again the first trial makes it healthy.
+// down; requests fail at once without reaching it, and probes reach it at
+// most once a second; when the store answers again the first probe makes
+// it healthy.
 func TestDownFailsFastAndRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := faultstore.New(memstore.New(), 1)
@@ -103,8 +104,9 @@ func TestDownFailsFastAndRecovers(t *testing.T) {
 			t.Fatalf("after 3 failures: %v, want down", st.State)
 		}
 		fs.ResetCounts()
-		// A request every 10 ms for 10 s: all fail, at once, and the store
-		// sees one a second.
+		// A request and a probe every 10 ms for 10 s: all fail, the
+		// requests at once, and the store sees one probe a second.
+		probe := guard.Probe(t.Context())
 		for range 1000 {
 			start := time.Now()
 			if _, err := g.Head(t.Context(), "k"); !errors.Is(err, objstore.ErrUnavailable) {
@@ -113,18 +115,27 @@ func TestDownFailsFastAndRecovers(t *testing.T) {
 			if time.Since(start) != 0 {
 				t.Fatalf("a request to a down store waited %v", time.Since(start))
 			}
+			if _, err := g.Head(probe, "k"); !errors.Is(err, objstore.ErrUnavailable) {
+				t.Fatalf("probe while down: %v", err)
+			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		if n := fs.Count(faultstore.AllOps); n > 10 {
 			t.Errorf("a down store was sent %d requests in 10 s, want at most 10", n)
 		}
-		if obs.get(guard.FailedFast) < 990 {
-			t.Errorf("failed fast %d times, want ≥ 990", obs.get(guard.FailedFast))
+		if obs.get(guard.FailedFast) < 1990 {
+			t.Errorf("failed fast %d times, want ≥ 1990", obs.get(guard.FailedFast))
 		}
 		fs.SetOutage(false)
+		if err := put(t.Context(), g, "k"); !errors.Is(err, objstore.ErrUnavailable) {
+			t.Fatalf("a request before any probe found the store back: %v", err)
+		}
 		time.Sleep(time.Second)
+		if err := put(probe, g, "k"); err != nil {
+			t.Fatalf("first probe a second after the store returned: %v", err)
+		}
 		if err := put(t.Context(), g, "k"); err != nil {
-			t.Fatalf("first request a second after the store returned: %v", err)
+			t.Fatalf("request after a successful probe: %v", err)
 		}
 		if st := g.Status(); st.State != guard.Healthy || st.LastError != "" {
 			t.Errorf("after a success: %+v, want healthy", st)

@@ -12,8 +12,9 @@ const (
 	// row; every request still goes to the store.
 	Degraded
 	// Down: Policy.DownAfter requests in a row failed. Requests fail fast
-	// without reaching the store, except one trial per Policy.TrialEvery;
-	// the first success makes the store Healthy again.
+	// without reaching the store; probes (see Probe) still go, one per
+	// Policy.TrialEvery, and the first success makes the store Healthy
+	// again.
 	Down
 )
 
@@ -29,9 +30,10 @@ var States = []State{Healthy, Degraded, Down}
 type Policy struct {
 	// DownAfter is how many failures in a row make the store Down.
 	DownAfter int
-	// TrialEvery is the least time between two requests let through to a
+	// TrialEvery is the least time between two probes let through to a
 	// store that is Down: it bounds the load an outage puts on the store
-	// and how long the node takes to notice its return.
+	// and, with the prober's pace, how long the node takes to notice its
+	// return.
 	TrialEvery time.Duration
 }
 
@@ -45,7 +47,7 @@ type Health struct {
 	Fails int
 	// Since is when State was entered.
 	Since time.Time
-	// NextTrial is, while Down, the earliest time the next request may go
+	// NextTrial is, while Down, the earliest time the next probe may go
 	// to the store.
 	NextTrial time.Time
 }
@@ -83,13 +85,19 @@ func Observe(h Health, ok bool, now time.Time, p Policy) Health {
 }
 
 // Admit decides whether a request may go to the store now. Healthy and
-// Degraded admit everything. Down admits one trial once NextTrial has
-// passed, and moves NextTrial on by TrialEvery; the rest fail fast.
-func Admit(h Health, now time.Time, p Policy) (Health, bool) {
+// Degraded admit everything. Down admits a probe once NextTrial has
+// passed, and moves NextTrial on by TrialEvery; everything else fails
+// fast, so no client request waits on a store known to be down.
+//
+//	state     request  probe
+//	Healthy   yes      yes
+//	Degraded  yes      yes
+//	Down      no       if now ≥ NextTrial (NextTrial = now+TrialEvery)
+func Admit(h Health, now time.Time, p Policy, probe bool) (Health, bool) {
 	if h.State != Down {
 		return h, true
 	}
-	if now.Before(h.NextTrial) {
+	if !probe || now.Before(h.NextTrial) {
 		return h, false
 	}
 	h.NextTrial = now.Add(p.TrialEvery)

@@ -41,32 +41,39 @@ func TestAdmit(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		h         Health
+		probe     bool
 		wantOK    bool
 		wantTrial time.Time
 	}{
-		{"healthy", Health{State: Healthy}, true, time.Time{}},
-		{"degraded", Health{State: Degraded, Fails: 2}, true, time.Time{}},
-		{"down before trial", Health{State: Down, NextTrial: now.Add(time.Millisecond)}, false, now.Add(time.Millisecond)},
-		{"down at trial", Health{State: Down, NextTrial: now}, true, now.Add(time.Second)},
-		{"down long after trial", Health{State: Down, NextTrial: now.Add(-time.Hour)}, true, now.Add(time.Second)},
+		{"healthy", Health{State: Healthy}, false, true, time.Time{}},
+		{"healthy probe", Health{State: Healthy}, true, true, time.Time{}},
+		{"degraded", Health{State: Degraded, Fails: 2}, false, true, time.Time{}},
+		{"down request", Health{State: Down, NextTrial: now.Add(-time.Hour)}, false, false, now.Add(-time.Hour)},
+		{"down probe before trial", Health{State: Down, NextTrial: now.Add(time.Millisecond)}, true, false, now.Add(time.Millisecond)},
+		{"down probe at trial", Health{State: Down, NextTrial: now}, true, true, now.Add(time.Second)},
+		{"down probe long after trial", Health{State: Down, NextTrial: now.Add(-time.Hour)}, true, true, now.Add(time.Second)},
 	} {
-		h, ok := Admit(tc.h, now, p)
+		h, ok := Admit(tc.h, now, p, tc.probe)
 		if ok != tc.wantOK || !h.NextTrial.Equal(tc.wantTrial) {
 			t.Errorf("%s: Admit = %v, next trial %v; want %v, %v", tc.name, ok, h.NextTrial, tc.wantOK, tc.wantTrial)
 		}
 	}
 }
 
-// TestTrialsBounded: however many requests a down store is asked for, it
-// is sent at most one a TrialEvery.
+// TestTrialsBounded: however many requests and probes a down store is
+// asked for, it is sent at most one probe a TrialEvery.
 func TestTrialsBounded(t *testing.T) {
 	p := Policy{DownAfter: 3, TrialEvery: time.Second}
 	now := time.Unix(1000, 0)
 	h := Observe(Observe(Observe(Health{}, false, now, p), false, now, p), false, now, p)
 	sent := 0
-	for i := range 60_000 { // a request every millisecond for a minute
+	for i := range 60_000 { // a request and a probe every millisecond for a minute
 		var ok bool
-		if h, ok = Admit(h, now.Add(time.Duration(i)*time.Millisecond), p); ok {
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		if h, ok = Admit(h, at, p, false); ok {
+			t.Fatalf("a request sent to a down store at %v", at)
+		}
+		if h, ok = Admit(h, at, p, true); ok {
 			sent++
 			h = Observe(h, false, now, p)
 		}
