@@ -23,7 +23,7 @@ RACE_SKIP := -skip 'TestE2E/s3'
 RACE_MULTIPROC := -run 'TestClusterRollingRestartNoFailures' ./testkit/multiproc/
 FUZZTIME  ?= 5s
 
-.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-smoke bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory bench-hostile lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-smoke bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs bench-outage lint generate clean
 
 all: build
 
@@ -69,7 +69,7 @@ run: build
 ## scripts/testsum, which ends the run with every skipped test and the
 ## counts ("tests: N passed, N failed, N skipped"; also bin/test-summary.txt).
 test: tools deps build lint
-	bash -o pipefail -c '$(GO) test -count=1 -timeout 20m -json ./... | tee $(BIN)/test.json | $(GO) run ./scripts/testsum -o $(BIN)/test-summary.txt'
+	bash -o pipefail -c '$(GO) test -count=1 -timeout 45m -json ./... | tee $(BIN)/test.json | $(GO) run ./scripts/testsum -o $(BIN)/test-summary.txt'
 	$(GO) test -count=1 -race -timeout 20m $(RACE_SKIP) $(RACE_PKGS)
 	RGIT_MULTIPROC_ROUNDS=1 $(GO) test -count=1 -race -timeout 10m $(RACE_MULTIPROC)
 	$(MAKE) fuzz
@@ -113,9 +113,10 @@ bench-smoke: build
 	$(SMOKE) memory -rgit $(BIN)/rgit -fixtures small -idle 1s
 	$(SMOKE) outage -duration 3s -op-timeout 1s
 	$(SMOKE) hostile -rgit $(BIN)/rgit -quick -check
+	$(SMOKE) lfs -rgit $(BIN)/rgit -objects 2 -mb 1 -rounds 1
 	$(GO) run ./cmd/rgit-bench-refdb -stores mem-20ms -concurrency 1,8 -duration 300ms -open-commits 100
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-outage
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs bench-outage
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -128,6 +129,11 @@ bench-http: build
 
 bench-cluster: build
 	$(GO) run ./cmd/rgit-bench cluster
+
+## bench-lfs: Git LFS uploads and downloads (5 × 20 MB, 3 rounds) through a
+## node against presigned PUT/GET on versitygw and cp on the file store.
+bench-lfs: build tools
+	$(GO) run ./cmd/rgit-bench lfs
 
 ## bench-maintenance: 1,000 pushes to one repository (MAINT_N to change).
 MAINT_N ?= 1000

@@ -24,8 +24,11 @@
 //   - to a repo actor: acquire → acquired (a session's snapshot), release;
 //     updateRefs → refsUpdated; setVisibility, setHead → written;
 //     grantAccess, revokeAccess, protectRef, unprotectRef, readSettings →
-//     accessChanged; commitRepack → repackCommitted; planGC → gcPlanned;
-//     closeRepo → written; evictIfIdle; lease: regranted, startRelease,
+//     accessChanged; createLock, deleteLock, listLocks → locksAnswered
+//     (Git LFS locks); commitRepack → repackCommitted; planGC → gcPlanned;
+//     closeRepo → written; webhooks (hooks.go): readOutbox → outboxRead,
+//     finishDeliveries, addHook → written, removeHook → hookRemoved,
+//     redeliver → redelivered; evictIfIdle; lease: regranted, startRelease,
 //     renewAnswer, drainTick; its own idleTick. A request that cannot run
 //     is answered failed (with the error) or errRetry (the actor closes).
 //   - to the supervisor: deliver (a repo actor's request, passed on to it)
@@ -81,4 +84,7 @@
 //	maintainer.go  background roll-ups and scheduled passes;
 //	maintenance.go repack and gc through the actor; gc.go automatic gc
 //	access.go      collaborators and protected refs through the actor
+//	hooks.go       webhooks: the outbox through the actor, and the
+//	               delivery worker (Config.Hooks) an open repository runs
+//	lfslocks.go    Git LFS locks through the actor
 package actors

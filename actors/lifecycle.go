@@ -19,6 +19,9 @@ type life struct {
 	open     bool // the database is open
 	closing  bool // the actor is closing: it serves nothing more
 	sessions int  // sessions holding a snapshot
+	// deliveries: webhook deliveries wait in the outbox, which only an
+	// open repository delivers.
+	deliveries bool
 	// lease is the actor's lease holder in cluster mode; nil on a single
 	// node, which owns every repository.
 	lease *cluster.Holder
@@ -31,7 +34,8 @@ type life struct {
 func isActivity(msg any) bool {
 	switch msg.(type) {
 	case *acquire, *release, *updateRefs, *setVisibility, *setHead, *commitRepack, *planGC, *closeRepo,
-		*grantAccess, *revokeAccess, *protectRef, *unprotectRef, *readSettings:
+		*grantAccess, *revokeAccess, *protectRef, *unprotectRef, *readSettings, *addHook, *removeHook, *redeliver,
+		*createLock, *deleteLock, *listLocks:
 		return true
 	}
 	return false
@@ -66,13 +70,14 @@ func onIdleTimer(l life, lastActive, now time.Time, ttl time.Duration) (idleVerd
 }
 
 // onEvict decides for a repository asked to close (idle, or evicted by the
-// warm pool): only one without sessions goes; on a single node it closes
+// warm pool): only one without sessions or waiting webhook deliveries goes
+// (deliveries wait at most the retry window); on a single node it closes
 // at once, in cluster mode it releases its lease and closes when the
 // drain ends, serving meanwhile. A lease already draining or closed is
 // left to finish.
 func onEvict(l life) idleVerdict {
 	switch {
-	case l.closing || l.sessions > 0:
+	case l.closing || l.sessions > 0 || l.deliveries:
 		return stayOpen
 	case l.lease == nil:
 		return closeIdle

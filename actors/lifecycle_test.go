@@ -26,6 +26,7 @@ func TestOnIdleTimer(t *testing.T) {
 		{"used since armed but never opened", life{}, t0.Add(-20 * time.Second), stayOpen, 0},
 		{"idle, single node: close", life{open: true}, t0.Add(-ttl), closeIdle, 0},
 		{"idle with a session: stay", life{open: true, sessions: 1}, t0.Add(-2 * ttl), stayOpen, 0},
+		{"idle with webhook deliveries waiting: stay", life{open: true, deliveries: true}, t0.Add(-2 * ttl), stayOpen, 0},
 		{"idle, cluster serving: release", life{open: true, lease: holder(cluster.Serving)}, t0.Add(-ttl), releaseLease, 0},
 		{"idle, cluster draining: let the drain end", life{open: true, lease: holder(cluster.Draining)}, t0.Add(-ttl), stayOpen, 0},
 		{"idle but closing", life{open: true, closing: true}, t0.Add(-ttl), stayOpen, 0},
@@ -48,6 +49,8 @@ func TestOnEvict(t *testing.T) {
 		{life{open: true, closing: true}, stayOpen},
 		{life{open: true, lease: holder(cluster.Serving)}, releaseLease},
 		{life{open: true, lease: holder(cluster.Serving), sessions: 1}, stayOpen},
+		{life{open: true, deliveries: true}, stayOpen},
+		{life{open: true, lease: holder(cluster.Serving), deliveries: true}, stayOpen},
 		{life{open: true, lease: holder(cluster.Draining)}, stayOpen},
 		{life{open: true, lease: holder(cluster.Closed)}, stayOpen},
 	}
@@ -125,12 +128,14 @@ func TestEvictions(t *testing.T) {
 }
 
 func TestIsActivity(t *testing.T) {
-	for _, m := range []any{&acquire{}, &release{}, &updateRefs{}, &setVisibility{}, &setHead{}, &commitRepack{}, &planGC{}, &closeRepo{}} {
+	for _, m := range []any{&acquire{}, &release{}, &updateRefs{}, &setVisibility{}, &setHead{}, &commitRepack{}, &planGC{}, &closeRepo{},
+		&addHook{}, &removeHook{}, &redeliver{}} {
 		if !isActivity(m) {
 			t.Errorf("%T does not count as use", m)
 		}
 	}
-	for _, m := range []any{&idleTick{}, &drainTick{}, &renewAnswer{}, &regranted{}, &startRelease{}, &evictIfIdle{}} {
+	for _, m := range []any{&idleTick{}, &drainTick{}, &renewAnswer{}, &regranted{}, &startRelease{}, &evictIfIdle{},
+		&readOutbox{}, &finishDeliveries{}} {
 		if isActivity(m) {
 			t.Errorf("%T counts as use: the lifecycle's own messages would keep an unused repository open", m)
 		}

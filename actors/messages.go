@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -98,6 +99,7 @@ type updateRefs struct {
 	staged *repo.PackInfo
 	cmds   []repo.RefUpdate
 	atomic bool
+	by     auth.Identity // the pusher
 }
 
 // refsUpdated answers updateRefs: errs has one entry per command (nil:
@@ -108,7 +110,10 @@ type refsUpdated struct {
 }
 
 // setVisibility makes the repository public or private; *written answers.
-type setVisibility struct{ public bool }
+type setVisibility struct {
+	public bool
+	by     auth.Identity
+}
 
 // setHead points HEAD at a branch; *written answers.
 type setHead struct{ target string }

@@ -66,6 +66,9 @@ type Config struct {
 	// collection purges a repository's answers when it deletes packs, so
 	// no answer outlives the objects it shows. nil: none.
 	Cache CachePurger
+	// Hooks delivers webhooks (hooks.go); nil: events are still queued
+	// in the outbox, and nothing sends them.
+	Hooks HookRunner
 }
 
 // CachePurger makes every cached read-API answer of a repository
@@ -241,10 +244,12 @@ func (n *Node) Session(ctx context.Context, owner, name string) (*Session, error
 
 // UpdateRefs applies a push's ref updates in the session's repo actor,
 // serialized with every other write to the repository: staged is the
-// push's pack (nil for a ref-only push). It returns one error per command
-// (nil: applied) and the error of the whole transaction.
+// push's pack (nil for a ref-only push); the pusher is the identity in ctx
+// (auth.WithIdentity), for the webhook events committed with the refs. It
+// returns one error per command (nil: applied) and the error of the whole
+// transaction.
 func (s *Session) UpdateRefs(ctx context.Context, staged *repo.PackInfo, cmds []repo.RefUpdate, atomic bool) ([]error, error) {
-	v, err := s.node.request(ctx, s.pid, &updateRefs{staged: staged, cmds: cmds, atomic: atomic}, s.node.cfg.CallTimeout)
+	v, err := s.node.request(ctx, s.pid, &updateRefs{staged: staged, cmds: cmds, atomic: atomic, by: by(ctx)}, s.node.cfg.CallTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -266,9 +271,9 @@ func (s *Session) Release() {
 
 // SetVisibility makes owner/name public or private through its repo actor
 // (opening it if needed), so that an admin write never fences the serving
-// node.
+// node. Its webhook event names the identity in ctx as who made it.
 func (n *Node) SetVisibility(ctx context.Context, owner, name string, public bool) error {
-	return n.writeRepo(ctx, owner, name, &setVisibility{public: public})
+	return n.writeRepo(ctx, owner, name, &setVisibility{public: public, by: by(ctx)})
 }
 
 // SetHead points owner/name's HEAD at target through its repo actor.

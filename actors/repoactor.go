@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -42,6 +43,9 @@ type repoActor struct {
 	// unsynchronized (a data race under -race).
 	lastActive time.Time
 	idleTimer  *time.Timer
+	// hooks is the webhook delivery worker while deliveries wait
+	// (hooks.go); nil when none runs.
+	hooks HookWorker
 }
 
 // actorLease is a repo actor's lease on its repository.
@@ -56,7 +60,7 @@ type idleTick struct{}
 
 // life is the actor's state as its lifecycle decisions read it.
 func (a *repoActor) life() life {
-	l := life{open: a.repo != nil, closing: a.closing, sessions: a.sessions}
+	l := life{open: a.repo != nil, closing: a.closing, sessions: a.sessions, deliveries: a.deliveriesWaiting()}
 	if a.lease != nil {
 		l.lease = &a.lease.h
 	}
@@ -101,6 +105,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 		// A granted lease (cluster.NewServing) or a single node's request
 		// opens the database: the OpenDB action, carried out on spawn.
 		a.open()
+		a.wakeHooks(ctx)
 	case *actor.Restarting:
 		// A panic restarts the actor: drop the handle; Started reopens it.
 		a.node.log.Error("repo actor restarting after a panic", zap.String("repo", string(a.key)))
@@ -176,13 +181,15 @@ func (a *repoActor) receive(ctx actor.Context) {
 			return
 		}
 		var errs []error
-		a.write(ctx, func(c context.Context) (err error) {
+		a.writeAs(ctx, m.by, func(c context.Context) (err error) {
 			errs, err = a.repo.UpdateRefs(c, m.staged, m.cmds, m.atomic)
 			return err
 		}, func(err error) any { return &refsUpdated{errs: errs, err: err} })
+		a.wakeHooks(ctx)
 	case *setVisibility:
 		if a.ready(ctx) {
-			a.write(ctx, func(c context.Context) error { return a.repo.SetVisibility(c, m.public) }, writtenReply)
+			a.writeAs(ctx, m.by, func(c context.Context) error { return a.repo.SetVisibility(c, m.public) }, writtenReply)
+			a.wakeHooks(ctx)
 		}
 	case *setHead:
 		if a.ready(ctx) {
@@ -214,7 +221,9 @@ func (a *repoActor) receive(ctx actor.Context) {
 		a.goIdle(ctx, why)
 		ctx.Respond(&written{})
 	default:
-		a.receiveAccess(ctx, m)
+		if !a.receiveHooks(ctx, m) && !a.receiveLocks(ctx, m) {
+			a.receiveAccess(ctx, m)
+		}
 	}
 }
 
@@ -223,6 +232,12 @@ func (a *repoActor) receive(ctx actor.Context) {
 // waiting) and then restarts the actor with a fresh handle; a fenced
 // database closes the actor.
 func writtenReply(err error) any { return &written{err: err} }
+
+// writeAs is write with the identity the change is made by in the
+// operation's context (the pusher or operator its webhook events name).
+func (a *repoActor) writeAs(ctx actor.Context, id auth.Identity, op func(context.Context) error, reply func(error) any) {
+	a.write(ctx, func(c context.Context) error { return op(auth.WithIdentity(c, id)) }, reply)
+}
 
 func (a *repoActor) write(ctx actor.Context, op func(context.Context) error, reply func(error) any) {
 	wctx, cancel := context.WithTimeout(context.Background(), a.node.cfg.CallTimeout)
@@ -269,6 +284,7 @@ func (a *repoActor) stepLease(ctx actor.Context, ev cluster.Event, why closeWhy)
 		case cluster.CloseDB:
 			if onLeaseClosed(ev.Kind, a.sessions) == lingerThenClose {
 				a.lingering = true
+				a.stopHooks() // the next owner delivers
 				ctx.Send(ctx.Parent(), &leaseChanged{key: a.key, pid: ctx.Self(), renews: false, released: true})
 				a.holdEntry()
 				continue
@@ -277,6 +293,7 @@ func (a *repoActor) stepLease(ctx actor.Context, ev cluster.Event, why closeWhy)
 		case cluster.OpenDB:
 			if a.repo == nil && a.openErr == nil {
 				a.open()
+				a.wakeHooks(ctx)
 			}
 		default:
 			// Respond503 and ForwardTo answer a claim, which is decided
@@ -401,6 +418,7 @@ func (a *repoActor) goIdle(ctx actor.Context, why closeWhy) {
 }
 
 func (a *repoActor) closeDB() {
+	a.stopHooks()
 	if a.repo == nil {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -72,6 +73,12 @@ type Config struct {
 	RedisURL        string            // RGIT_REDIS_URL; "" disables the read API cache
 	Upstream        string            // RGIT_UPSTREAM (api-serve)
 	APIAddr         string            // RGIT_API_ADDR (api-serve)
+	HookAllow       []netip.Prefix    // RGIT_HOOK_ALLOW: non-public ranges webhooks may reach
+	HookRetry       time.Duration     // RGIT_HOOK_RETRY_SECS
+	HookTimeout     time.Duration     // RGIT_HOOK_TIMEOUT_SECS
+	HookBackoff     time.Duration     // RGIT_HOOK_BACKOFF_MS: the first retry's wait
+	HookConcurrency int               // RGIT_HOOK_CONCURRENCY
+	HookSweep       time.Duration     // RGIT_HOOK_SWEEP_SECS
 	// The read API's limits per answer (transport/api.Limits).
 	APIMaxEntries       int           // RGIT_API_MAX_ENTRIES
 	APIMaxDiffFiles     int           // RGIT_API_MAX_DIFF_FILES
@@ -82,6 +89,9 @@ type Config struct {
 	APIMaxLogScan       int           // RGIT_API_MAX_LOG_SCAN
 	APIMaxArchiveBytes  int64         // RGIT_API_MAX_ARCHIVE_BYTES
 	APIMaxActive        int           // RGIT_API_MAX_ACTIVE; 0: derived from the CPUs
+	LFSMaxObject        int64         // RGIT_LFS_MAX_OBJECT_SIZE
+	LFSMaxBatch         int           // RGIT_LFS_MAX_BATCH_OBJECTS
+	LFSMaxBatchBody     int64         // RGIT_LFS_MAX_BATCH_BYTES
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
@@ -133,7 +143,7 @@ var Vars = []Var{
 	{"RGIT_LEADER_WAIT_SECS", "30", "cluster: how long a request that needs the ownership leader (a repository nobody holds, or one whose owner died) waits for an unreachable leader, such as one restarting, before answering 503; it holds only its connection meanwhile; 0: answer at once"},
 	{"RGIT_MAX_PUSH_REFS", "100000", "maximum ref updates of one push (a mirror push sends one per ref)"},
 	{"RGIT_MAX_PUSH_OPTIONS", "32", "maximum push options (git push -o) of one push"},
-	{"RGIT_MAX_OBJECT_SIZE", "104857600", "maximum size in bytes of one pushed object, inflated (a delta's declared result is checked before it is applied); larger files belong in Git LFS; 0: no limit"},
+	{"RGIT_MAX_OBJECT_SIZE", "104857600", "maximum size in bytes of one pushed object, inflated (a delta's declared result is checked before it is applied); larger files go in Git LFS, which the refusal explains; 0: no limit"},
 	{"RGIT_MAX_PACK_SIZE", "2147483648", "maximum bytes of one pushed pack, over HTTP and SSH alike; 0: no limit"},
 	{"RGIT_MAX_DELTA_DEPTH", "10000", "maximum delta chain length in a pushed pack (git writes at most 50 by default)"},
 	{"RGIT_MAX_WANTS", "200000", "maximum distinct wants of one fetch request (git sends one per distinct ref tip fetched)"},
@@ -156,7 +166,7 @@ var Vars = []Var{
 	{"RGIT_UPSTREAM", "http://rgit:8081", "api-serve only: base URL of the git fleet's peer HTTP service (not the public port)"},
 	{"RGIT_API_ADDR", ":8090", "api-serve only: read API listen address"},
 	{"RGIT_METRICS_ADDR", "", "listen address of /metrics (Prometheus), e.g. :9100; unset: on the node's internal port, the peer HTTP port in a cluster and the admin port (127.0.0.1:8082) on a single node; never on the public port"},
-	{"RGIT_PUBLIC_URL", "", "public base URL of git over HTTP, e.g. https://git.example.com (the load balancer or TLS proxy in front of the nodes): the web page's HTTP clone URLs; on a single node also the page's own URL (see RGIT_WEB_URL); unset: the page uses the address the browser used (single node) or shows no HTTP clone URL (api-serve)"},
+	{"RGIT_PUBLIC_URL", "", "public base URL of git over HTTP, e.g. https://git.example.com (the load balancer or TLS proxy in front of the nodes): the web page's HTTP clone URLs and the links Git LFS hands out (node-served transfers, git-lfs-authenticate's answer); on a single node also the page's own URL (see RGIT_WEB_URL); unset: the page uses the address the browser used (single node) or shows no HTTP clone URL (api-serve), and Git LFS the request's own Host (over SSH the address the client connected to, with the HTTP port)"},
 	{"RGIT_PUBLIC_SSH_URL", "", "public base URL of git over SSH, e.g. ssh://git@git.example.com:2222: the web page's SSH clone URLs; unset: the browser's host and the node's SSH port (single node) or none (api-serve)"},
 	{"RGIT_WEB_URL", "", "public URL of the web page, e.g. https://code.example.com (api-serve in a cluster); https marks the sign-in cookie Secure behind a TLS proxy; a cluster node's public / and /owner/name redirect there; unset: RGIT_PUBLIC_URL on a single node"},
 	{"RGIT_API_MAX_ENTRIES", "500000", "read API: tree entries one answer may visit (listed, searched, diffed, archived); an archive or tree listing over it is refused (422)"},
@@ -168,6 +178,15 @@ var Vars = []Var{
 	{"RGIT_API_MAX_LOG_SCAN", "10000", "read API: commits a log with a path filter examines for one page; the page then ends early with its Link next"},
 	{"RGIT_API_MAX_ARCHIVE_BYTES", "2Gi", "read API: file bytes of one archive; a larger one is refused (422) before its first byte (suffixes Ki, Mi, Gi)"},
 	{"RGIT_API_MAX_ACTIVE", "0", "read API: expensive answers (archives, diffs, logs with a path) computed at once on the node; more wait up to 2 s, then get 503; 0: four times the CPUs, at least 8"},
+	{"RGIT_HOOK_ALLOW", "", "webhooks: comma-separated CIDR prefixes or addresses of non-public ranges deliveries may go to (loopback, private, link-local and other non-public addresses are refused otherwise)"},
+	{"RGIT_HOOK_RETRY_SECS", "28800", "webhooks: how long a failing delivery is retried, from when its event was queued, before it is given up"},
+	{"RGIT_HOOK_TIMEOUT_SECS", "10", "webhooks: bound on one delivery attempt, connecting to reading the answer (connecting alone: at most 5 s)"},
+	{"RGIT_HOOK_BACKOFF_MS", "10000", "webhooks: wait before the first retry; each further retry waits twice as long, at most 10 minutes, jittered"},
+	{"RGIT_HOOK_CONCURRENCY", "16", "webhooks: deliveries in flight at once on the node"},
+	{"RGIT_HOOK_SWEEP_SECS", "30", "webhooks: how often (jittered) a node looks for repositories with deliveries waiting that nobody is sending (their owner crashed or drained, and nothing opened them since) and opens them"},
+	{"RGIT_LFS_MAX_OBJECT_SIZE", "5Gi", "largest Git LFS object an upload may declare, in bytes (suffixes Ki, Mi, Gi); 5 GiB is the most S3 takes in one PUT"},
+	{"RGIT_LFS_MAX_BATCH_OBJECTS", "1000", "objects in one Git LFS batch request (git-lfs sends 100 at a time)"},
+	{"RGIT_LFS_MAX_BATCH_BYTES", "1Mi", "bytes of one Git LFS batch request's body, read before it is parsed (suffixes Ki, Mi, Gi)"},
 }
 
 // Elsewhere lists the RGIT_* variables that other rgit programs read from
@@ -314,6 +333,12 @@ func Parse(getenv func(string) string) (*Config, error) {
 		RedisURL:        p.str("RGIT_REDIS_URL"),
 		Upstream:        p.str("RGIT_UPSTREAM"),
 		APIAddr:         p.addr("RGIT_API_ADDR"),
+		HookAllow:       p.prefixes("RGIT_HOOK_ALLOW"),
+		HookRetry:       p.seconds("RGIT_HOOK_RETRY_SECS", 1),
+		HookTimeout:     p.seconds("RGIT_HOOK_TIMEOUT_SECS", 1),
+		HookBackoff:     time.Duration(p.int("RGIT_HOOK_BACKOFF_MS", 1)) * time.Millisecond,
+		HookConcurrency: int(p.int("RGIT_HOOK_CONCURRENCY", 1)),
+		HookSweep:       p.seconds("RGIT_HOOK_SWEEP_SECS", 1),
 
 		APIMaxEntries:       int(p.int("RGIT_API_MAX_ENTRIES", 1)),
 		APIMaxDiffFiles:     int(p.int("RGIT_API_MAX_DIFF_FILES", 1)),
@@ -324,6 +349,9 @@ func Parse(getenv func(string) string) (*Config, error) {
 		APIMaxLogScan:       int(p.int("RGIT_API_MAX_LOG_SCAN", 1)),
 		APIMaxArchiveBytes:  p.positiveBytes("RGIT_API_MAX_ARCHIVE_BYTES"),
 		APIMaxActive:        int(p.int("RGIT_API_MAX_ACTIVE", 0)),
+		LFSMaxObject:        p.positiveBytes("RGIT_LFS_MAX_OBJECT_SIZE"),
+		LFSMaxBatch:         int(p.int("RGIT_LFS_MAX_BATCH_OBJECTS", 1)),
+		LFSMaxBatchBody:     p.positiveBytes("RGIT_LFS_MAX_BATCH_BYTES"),
 	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		p.fail("RGIT_REDIS_URL", "must start with redis:// or rediss://")
@@ -499,6 +527,24 @@ func (p *parser) addr(name string) string {
 		p.fail(name, "%q has a bad port", s)
 	}
 	return s
+}
+
+// prefixes reads comma-separated CIDR prefixes or single addresses.
+func (p *parser) prefixes(name string) []netip.Prefix {
+	var out []netip.Prefix
+	for f := range strings.SplitSeq(p.str(name), ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if pre, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, pre.Masked())
+		} else if a, err := netip.ParseAddr(f); err == nil {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		} else {
+			p.fail(name, "%q is not a CIDR prefix (10.0.0.0/8) or an address", f)
+		}
+	}
+	return out
 }
 
 // optAddr is addr for a variable that may be unset ("").

@@ -33,6 +33,8 @@
 //	          one node for -duration: what clients saw (see outage.go)
 //	memory    a node's peak and idle RSS over a push and a clone of the
 //	          large and big fixtures (see memory.go for its line format)
+//	lfs       Git LFS uploads and downloads through a node against
+//	          presigned transfers and cp of the same bytes (see lfs.go)
 //
 // The engine's headline lines, op=index, op=clone and op=fetch, are a
 // fresh process per request on both sides (rgit=process ref=git-process):
@@ -107,6 +109,10 @@ func main() {
 		err = runMemory(ctx, args)
 	case "hostile":
 		err = runHostile(ctx, args)
+	case "hooks":
+		err = runHooks(ctx, args)
+	case "lfs":
+		err = runLFS(ctx, args)
 	default:
 		usage()
 		os.Exit(2)

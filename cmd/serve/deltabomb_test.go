@@ -57,7 +57,7 @@ func TestDeltaBombRefused(t *testing.T) {
 	key := env.NewSSHKey(t, "alice")
 	srv.AddKey(t, "alice", key)
 	body := bombPush(16<<20, 16)
-	const want = "unpack object too large (limit 104857600 bytes, set RGIT_MAX_OBJECT_SIZE); larger files belong in Git LFS"
+	const want = "unpack object too large (limit 104857600 bytes, set RGIT_MAX_OBJECT_SIZE); store larger files with Git LFS, which this server supports: `git lfs migrate import --above=104857600` moves them out of your commits, then push again"
 	for _, tr := range []string{"http", "ssh"} {
 		t.Run(tr, func(t *testing.T) {
 			repo := "alice/bomb-" + tr
@@ -113,7 +113,7 @@ func TestObjectSizeLimitBoundary(t *testing.T) {
 
 			env.Commit(t, work, "over", map[string]string{"f": content + incompressible(101, 8)})
 			r := env.TryEnv(work, extra, "push", url, "main")
-			want := fmt.Sprintf("remote unpack failed: object too large (limit %d bytes, set RGIT_MAX_OBJECT_SIZE); larger files belong in Git LFS", limit)
+			want := fmt.Sprintf("remote unpack failed: object too large (limit %d bytes, set RGIT_MAX_OBJECT_SIZE); store larger files with Git LFS, which this server supports: `git lfs migrate import --above=%d` moves them out of your commits, then push again", limit, limit)
 			if r.OK() || !strings.Contains(r.Stderr, want) {
 				t.Fatalf("push of a file one byte over the limit: %s\nwant %q", r, want)
 			}

@@ -39,6 +39,7 @@ import (
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/guard"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
+	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
@@ -49,7 +50,9 @@ import (
 	"github.com/rgit/rgit/transport/engine"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
+	"github.com/rgit/rgit/transport/hooks"
 	"github.com/rgit/rgit/transport/httpgit"
+	"github.com/rgit/rgit/transport/lfs"
 	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/sshgit"
 	"github.com/rgit/rgit/transport/web"
@@ -99,7 +102,10 @@ type Server struct {
 	probeEvery time.Duration
 	admission  *admission.Controller // nil: derived from the memory budget
 	stopProbe  context.CancelFunc
-	serveErr   chan error
+	// stopSweep ends the webhook sweep and waits for its visit in
+	// progress; nil until it runs.
+	stopSweep func()
+	serveErr  chan error
 	// given replaces the store RGIT_STORE_URL names (WithStore).
 	given      objstore.Store
 	clonePacks *clonecache.Cache // nil: RGIT_CLONE_CACHE_BYTES=0
@@ -234,7 +240,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if s.apiCache != nil {
 		purger = s.apiCache
 	}
-	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Cache: purger,
+	webhooks := hooks.New(hooks.Config{Allow: cfg.HookAllow, Timeout: cfg.HookTimeout, Concurrency: cfg.HookConcurrency,
+		Policy: outbox.Policy{Window: cfg.HookRetry, FirstRetry: cfg.HookBackoff}, Log: log, Registerer: reg})
+	s.node, err = actors.NewNode(actors.Config{Deps: deps, WarmTTL: cfg.WarmTTL, MaxWarm: cfg.MaxWarm, Cache: purger, Hooks: webhooks,
 		MaintenanceSlots: maintSlots(cfg.MaintSlots), MaintenanceInterval: cfg.MaintInterval, Log: log, Registerer: reg, Cluster: clusterCfg,
 		GCInterval: cfg.GCInterval, GCMinAge: gcMinAge,
 		Reserve: func(objects int64) (func(), bool) {
@@ -246,6 +254,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
+	s.stopSweep = startSweep(bgCtx, s.node, deps, cfg.HookSweep, log)
 	eng := &engine.Engine{Node: s.node, Deps: deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: skip, Strict: cfg.FsckStrict}, Log: log,
 		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: admit, Bitmaps: s.bitmaps}
 	if s.apiCache != nil {
@@ -307,12 +316,17 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if err != nil {
 		return nil, err
 	}
+	lfsPublic, lfsPeer, lfsContent, err := s.newLFS(apiGate, eng, credentials, countedFwd, reg)
+	if err != nil {
+		return nil, err
+	}
+	lfsPublic.Register(mux)
 	// One read-API origin configuration for the public port and the peer
 	// port: the same limits, and one admission of expensive answers.
 	apiReads := admission.NewReads(admit, apiMaxActive(cfg.APIMaxActive), admission.ReadWait)
 	apiMetrics := api.NewMetrics(reg)
 	apiLocal := func(fwd api.Forwarder) *api.Local {
-		l := &api.Local{Gate: apiGate, Forward: fwd, Log: log, Limits: apiLimits(cfg), Reads: apiReads, Metrics: apiMetrics}
+		l := &api.Local{Gate: apiGate, Forward: fwd, Log: log, Limits: apiLimits(cfg), Reads: apiReads, Metrics: apiMetrics, LFS: lfsContent}
 		if fwd != nil {
 			l.Rerouter = eng
 		}
@@ -333,8 +347,10 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	}
 	s.HTTPAddr = s.serveHTTP(lns.take(&lns.http), api.Mount(publicAPI, mux), nil, &s.httpSrv)
 
+	_, httpPort, _ := net.SplitHostPort(s.HTTPAddr)
 	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: eng, Engine: proto, Keys: credentials, Logger: log, Metrics: pm.For("ssh"),
-		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: anon}
+		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: anon,
+		Extra: lfsPublic.SSH(httpPort)}
 	if sessFwd != nil {
 		sshCfg.Forward, sshCfg.Rerouter = sessFwd, eng
 	}
@@ -376,7 +392,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	go func() { s.serveErr <- ignoreClosed(s.sshSrv.Serve(sshLn), sshgit.ErrServerClosed) }()
 
 	adm := &admin.Server{Node: s.node, Deps: deps, Auth: credentials, Secret: s.PeerSecret, Log: log, GCMinAge: gcMinAge, Cache: purger,
-		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout, KnownHosts: knownHosts}
+		Self: cfg.Self, Version: build.String(), PeerTLS: cfg.PeerTLS, Rollout: s.rollout, KnownHosts: knownHosts, Hooks: webhooks}
 	if s.cluster != nil {
 		adm.Peers = s.cluster.dir
 	}
@@ -412,6 +428,9 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 		if err != nil {
 			return nil, err
 		}
+		peerRoutes := http.NewServeMux()
+		peerGit.Register(peerRoutes)
+		lfsPeer.Register(peerRoutes)
 		peerMux := http.NewServeMux()
 		peerMux.Handle("GET "+admin.RolloutPath, peer.RequireSecret(s.PeerSecret, log, http.HandlerFunc(s.rolloutStatus)))
 		if cfg.MetricsAddr == "" {
@@ -419,7 +438,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 			// the fleet's internal one.
 			peerMux.Handle("GET /metrics", metrics)
 		}
-		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerGit)))
+		peerMux.Handle("/", peer.PeerHTTP(s.PeerSecret, log, api.Mount(peerAPI, peerRoutes)))
 		s.PeerHTTPAddr = s.serveHTTP(lns.take(&lns.peer), peerMux, cfg.PeerTLS.ServerTLS(), &s.peerSrv)
 	}
 	var streamHandler http.Handler = adminMux
@@ -448,6 +467,30 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	s.started.Store(true)
 	go s.join(bgCtx)
 	return s, nil
+}
+
+// newLFS builds the Git LFS front ends of the public and the peer HTTP
+// ports (the same endpoints; the peer's trusts the forwarding node's
+// word on where the client is) and the read API's content of pointers.
+func (s *Server) newLFS(gate *gitserve.Gate, eng *engine.Engine, tokens auth.TokenSource, fwd httpgit.Forwarder, reg prometheus.Registerer) (public, peer *lfs.Server, content *lfs.Content, err error) {
+	m, err := lfs.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c := lfs.Config{Gate: gate, Auth: tokens, Store: s.store, Locks: eng, Secret: s.PeerSecret, PublicURL: s.cfg.PublicURL,
+		Limits:  lfs.Limits{MaxObjectSize: s.cfg.LFSMaxObject, MaxBatchObjects: s.cfg.LFSMaxBatch, MaxBatchBytes: s.cfg.LFSMaxBatchBody},
+		Metrics: m, Log: s.log}
+	if fwd != nil {
+		c.Forward, c.Rerouter = fwd, eng
+	}
+	if public, err = lfs.New(c); err != nil {
+		return nil, nil, nil, err
+	}
+	c.Peer, c.SessionKind = true, gitserve.KindForwarded
+	if peer, err = lfs.New(c); err != nil {
+		return nil, nil, nil, err
+	}
+	return public, peer, lfs.NewContent(s.store, m, s.log), nil
 }
 
 // pprofHandler serves net/http/pprof under /debug/pprof/. It is mounted
@@ -550,6 +593,9 @@ func (s *Server) Err() <-chan error { return s.serveErr }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	s.log.Info("draining")
+	// The sweep opens repositories: it stops before the drain releases
+	// them.
+	s.endSweep()
 	var errs []error
 	if s.cluster != nil {
 		s.hintSuccessors(ctx)
@@ -588,12 +634,36 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// startSweep runs the webhook sweep (hooks.Sweep) until ctx ends or the
+// returned stop, which waits for it, is called.
+func startSweep(ctx context.Context, node *actors.Node, d repo.Deps, every time.Duration, log *zap.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hooks.Sweep(ctx, node, d, every, log)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// endSweep stops the webhook sweep, if it runs, and waits for it.
+func (s *Server) endSweep() {
+	if s.stopSweep != nil {
+		s.stopSweep()
+		s.stopSweep = nil
+	}
+}
+
 // close releases everything Start opened, in reverse order.
 func (s *Server) close() error {
 	var errs []error
 	if s.stopProbe != nil {
 		s.stopProbe()
 	}
+	s.endSweep()
 	s.bitmaps.Close()
 	if s.node != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -95,6 +95,11 @@ type Identity struct {
 	// DeployKey is the fingerprint of a deploy key: it has write access
 	// (read if ReadOnly) to Repos, its single repository, and nothing else.
 	DeployKey string `json:"deployKey,omitempty"`
+	// TokenID (a token's public id, as list-tokens shows it) or Key (a
+	// user key's fingerprint) names the credential used, for the record
+	// of who did something (webhook events); never part of a decision.
+	TokenID string `json:"tokenId,omitempty"`
+	Key     string `json:"key,omitempty"`
 }
 
 // Anonymous is the identity of a caller that presented no valid credential.

@@ -66,7 +66,7 @@ func (r keyRecord) identity() Identity {
 	if r.Repo != "" {
 		return Identity{DeployKey: r.Fingerprint, Authenticated: true, Repos: []string{r.Repo}, ReadOnly: !r.Write}
 	}
-	return Identity{Owner: r.Owner, Authenticated: true}
+	return Identity{Owner: r.Owner, Authenticated: true, Key: r.Fingerprint}
 }
 
 // KeyOptions describe a key to add. The zero value is a user key.

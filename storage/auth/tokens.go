@@ -121,7 +121,7 @@ func cmpScope(s Scope) Scope {
 
 // identity is the Identity a live record authenticates.
 func (r tokenRecord) identity() Identity {
-	return Identity{Owner: r.Owner, Authenticated: true, ReadOnly: cmpScope(r.Scope) == ScopeRead, Repos: r.Repos}
+	return Identity{Owner: r.Owner, Authenticated: true, ReadOnly: cmpScope(r.Scope) == ScopeRead, Repos: r.Repos, TokenID: r.Hash[:min(tokenIDLen, len(r.Hash))]}
 }
 
 // CreateToken issues a write token for every repository of owner, without

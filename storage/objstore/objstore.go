@@ -3,9 +3,10 @@
 //
 // Backends live in sub-packages (filestore, memstore, s3store) and the
 // RGIT_STORE_URL opener in storeurl, because they import this package; this
-// package holds only the interface, the sentinel errors, key validation,
-// the WithTimeout wrapper and Verify (the start-up and health check of a
-// store). It imports the standard library and its own
+// package holds only the interface, the optional Presigner interface
+// (stores a client can reach directly), the sentinel errors, key
+// validation, the WithTimeout wrapper and Verify (the start-up and health
+// check of a store). It imports the standard library and its own
 // internal/ctxio only.
 package objstore
 
@@ -60,7 +61,8 @@ type Store interface {
 	Head(ctx context.Context, key string) (ObjectInfo, error)
 	// Put stores r under key, replacing any existing object. size is the
 	// exact length when known, or -1; large or unknown-size bodies are
-	// streamed (multipart on S3) without being held in memory.
+	// streamed (multipart on S3) without being held in memory. A body
+	// whose reader fails, even after its last byte, stores nothing.
 	Put(ctx context.Context, key string, r io.Reader, size int64) error
 	// PutIfAbsent stores r under key only if key does not exist, atomically
 	// across processes; it returns ErrExists when another writer got there

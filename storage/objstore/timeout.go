@@ -91,3 +91,6 @@ func (t *timeoutStore) Copy(ctx context.Context, src, dst string) error {
 
 // Describe names the wrapped store.
 func (t *timeoutStore) Describe() string { return Describe(t.s) }
+
+// Unwrap returns the wrapped store (PresignerOf looks through it).
+func (t *timeoutStore) Unwrap() Store { return t.s }

@@ -11,6 +11,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/refdb"
 )
 
@@ -111,7 +112,15 @@ func (r *Repo) Grant(ctx context.Context, g auth.Grant) (auth.Role, error) {
 		}
 		gs = append(gs, g)
 	}
-	return old, r.setGrants(ctx, gs, g.Role < old)
+	return old, r.setGrants(ctx, gs, g.Role < old, outbox.AccessChange{Action: "grant", User: g.User, Role: g.Role.String(), Previous: roleName(old)})
+}
+
+// roleName is r's name, empty for none (in access events).
+func roleName(r auth.Role) string {
+	if r == auth.NoRole {
+		return ""
+	}
+	return r.String()
 }
 
 // Revoke removes user's grant and returns the role they had; ErrNoEntry
@@ -125,8 +134,8 @@ func (r *Repo) Revoke(ctx context.Context, user string) (auth.Role, error) {
 	if i < 0 {
 		return auth.NoRole, fmt.Errorf("revoke %s on %s/%s: %w", user, r.owner, r.name, ErrNoEntry)
 	}
-	old := gs[i].Role
-	return old, r.setGrants(ctx, slices.Delete(gs, i, i+1), true)
+	old, change := gs[i].Role, outbox.AccessChange{Action: "revoke", User: gs[i].User, Previous: roleName(gs[i].Role)}
+	return old, r.setGrants(ctx, slices.Delete(gs, i, i+1), true, change)
 }
 
 // Grants lists the collaborators as the writer holds them.
@@ -134,8 +143,8 @@ func (r *Repo) Grants() ([]auth.Grant, error) { return r.grants() }
 
 // setGrants stores gs in the database and the index, in the order that
 // never shows more access than either copy grants (see the top of this
-// file).
-func (r *Repo) setGrants(ctx context.Context, gs []auth.Grant, reduces bool) error {
+// file); change is the access event committed with the database's copy.
+func (r *Repo) setGrants(ctx context.Context, gs []auth.Grant, reduces bool, change outbox.AccessChange) error {
 	b, err := json.Marshal(gs)
 	if err != nil {
 		return fmt.Errorf("encode grants: %w", err)
@@ -150,7 +159,7 @@ func (r *Repo) setGrants(ctx context.Context, gs []auth.Grant, reduces bool) err
 			return fmt.Errorf("grants of %s/%s: %w", r.owner, r.name, err)
 		}
 	}
-	if err := r.commit(ctx, "set grants", refdb.Txn{refdb.Set(keyGrants, b)}); err != nil {
+	if err := r.commitEvents(ctx, "set grants", refdb.Txn{refdb.Set(keyGrants, b)}, r.accessEvent(ctx, change)); err != nil {
 		return err
 	}
 	if !reduces {
@@ -177,7 +186,7 @@ func (r *Repo) Protect(ctx context.Context, p auth.Protection) error {
 	} else {
 		ps = append(ps, p)
 	}
-	return r.setProtections(ctx, ps)
+	return r.setProtections(ctx, ps, outbox.AccessChange{Action: "protect", Pattern: p.Pattern, NoForcePush: p.NoForcePush, NoDelete: p.NoDelete})
 }
 
 // Unprotect removes the rule with this pattern and returns it; ErrNoEntry
@@ -192,12 +201,14 @@ func (r *Repo) Unprotect(ctx context.Context, pattern string) (auth.Protection, 
 		return auth.Protection{}, fmt.Errorf("unprotect %s on %s/%s: %w", pattern, r.owner, r.name, ErrNoEntry)
 	}
 	old := ps[i]
-	return old, r.setProtections(ctx, slices.Delete(ps, i, i+1))
+	return old, r.setProtections(ctx, slices.Delete(ps, i, i+1),
+		outbox.AccessChange{Action: "unprotect", Pattern: old.Pattern, NoForcePush: old.NoForcePush, NoDelete: old.NoDelete})
 }
 
-// setProtections writes the rules ps and drops the deleted tips no rule
-// of ps protects against force-pushes any more.
-func (r *Repo) setProtections(ctx context.Context, ps []auth.Protection) error {
+// setProtections writes the rules ps, with the access event of change,
+// and drops the deleted tips no rule of ps protects against force-pushes
+// any more.
+func (r *Repo) setProtections(ctx context.Context, ps []auth.Protection, change outbox.AccessChange) error {
 	b, err := json.Marshal(ps)
 	if err != nil {
 		return fmt.Errorf("encode protections: %w", err)
@@ -208,7 +219,14 @@ func (r *Repo) setProtections(ctx context.Context, ps []auth.Protection) error {
 			txn = append(txn, refdb.Remove(k))
 		}
 	}
-	return r.commit(ctx, "set protected refs", txn)
+	return r.commitEvents(ctx, "set protected refs", txn, r.accessEvent(ctx, change))
+}
+
+// accessEvent is the access event of change.
+func (r *Repo) accessEvent(ctx context.Context, change outbox.AccessChange) outbox.Event {
+	e := r.event(ctx, outbox.KindAccess)
+	e.Access = &change
+	return e
 }
 
 // protectionResults marks the commands the rules ps (the writer's, now)

@@ -40,6 +40,10 @@ func Delete(ctx context.Context, d Deps, owner, name string) error {
 	if err != nil {
 		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
 	}
+	// Its webhook deliveries went with the database.
+	if err := ClearMarkers(ctx, d, owner, name); err != nil {
+		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
+	}
 	indexed, err := deleteMeta(ctx, d, owner, name)
 	if err != nil {
 		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
@@ -97,7 +101,8 @@ func packNameOfKey(key string) (string, bool) {
 }
 
 // Fork creates dstOwner/dstName as a copy of src: every listed pack, index
-// and bitmap is copied inside the store (server-side on S3), then the new
+// and bitmap, and every Git LFS object, is copied inside the store
+// (server-side on S3), then the new
 // database is created with the same refs, HEAD and pack list, private.
 // The fork shares no objects with its source afterwards. ErrExists if dst
 // exists in any letter case.
@@ -130,8 +135,19 @@ func Fork(ctx context.Context, d Deps, src *Snapshot, dstOwner, dstName string) 
 			return fmt.Errorf("fork %s/%s to %s/%s: copy %s: %w", src.Owner, src.Name, dstOwner, dstName, sb, err)
 		}
 	}
+	// Git LFS objects too: the fork shares no storage with its source.
+	// Objects uploaded to the source while this runs may be left out,
+	// as pushes that land meanwhile are.
+	n, err := copyLFS(ctx, d, src.Owner, src.Name, dstOwner, dstName)
+	if err != nil {
+		return fmt.Errorf("fork %s/%s to %s/%s: %w", src.Owner, src.Name, dstOwner, dstName, err)
+	}
+	if n > 0 {
+		d.log().Info("fork copied Git LFS objects", zap.String("repo", dstOwner+"/"+dstName), zap.Int("objects", n))
+	}
 	// A failure from here leaves copied packs no database lists: GC (or a
-	// Delete of the name) removes them.
+	// Delete of the name) removes them; copied LFS objects, a Delete of
+	// the name.
 	txn := refdb.Txn{
 		refdb.Create(keyCreated, []byte(d.now().UTC().Format(time.RFC3339))),
 		refdb.Create(keyHead, []byte(src.Head)),

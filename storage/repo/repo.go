@@ -13,6 +13,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
 )
@@ -99,6 +100,12 @@ type Repo struct {
 	closed bool
 	state  *state     // parsed view, reused while the database seq is unchanged
 	set    *sharedSet // current pack set; the Repo holds one reference
+
+	// writerID names this writer's pending-delivery marker, written once
+	// (marked) with the first commit that queues webhook deliveries
+	// (hooks.go). Used by the writer (the repo actor) only.
+	writerID string
+	marked   bool
 }
 
 // Create creates an empty repository: HEAD → refs/heads/main, private.
@@ -181,7 +188,7 @@ func Open(ctx context.Context, d Deps, owner, name string) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s/%s: %w", owner, name, err)
 	}
-	return &Repo{d: d, owner: owner, name: name, db: db,
+	return &Repo{d: d, owner: owner, name: name, db: db, writerID: newWriterID(),
 		log: d.log().With(zap.String("repo", owner+"/"+name))}, nil
 }
 
@@ -206,6 +213,7 @@ func (r *Repo) Close(ctx context.Context) error {
 	if set != nil {
 		set.release()
 	}
+	r.closeMarker(ctx)
 	if err := r.db.Close(ctx); err != nil {
 		return fmt.Errorf("close %s/%s: %w", r.owner, r.name, err)
 	}
@@ -241,7 +249,8 @@ func (r *Repo) SetHead(ctx context.Context, target string) error {
 // and in the name index. Access needs both to say public, so the order
 // never exposes a private repository: going private writes the index
 // first, going public writes it last; a failure in between leaves the
-// repository private and a retry finishes.
+// repository private and a retry finishes. The visibility event (for
+// webhooks) is committed with the database's change.
 func (r *Repo) SetVisibility(ctx context.Context, public bool) error {
 	v := visPrivate
 	if public {
@@ -257,7 +266,9 @@ func (r *Repo) SetVisibility(ctx context.Context, public bool) error {
 			return fmt.Errorf("set visibility of %s/%s: %w", r.owner, r.name, err)
 		}
 	}
-	if err := r.commit(ctx, "set visibility", refdb.Txn{refdb.Set(keyVisibility, []byte(v))}); err != nil {
+	e := r.event(ctx, outbox.KindVisibility)
+	e.Visibility = v
+	if err := r.commitEvents(ctx, "set visibility", refdb.Txn{refdb.Set(keyVisibility, []byte(v))}, e); err != nil {
 		return err
 	}
 	if public {

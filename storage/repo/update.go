@@ -120,6 +120,9 @@ func putFile(ctx context.Context, d Deps, key, path string) (int64, error) {
 // Commands a protected ref pattern refuses (by the rules the database
 // holds now) fail with a *ProtectedError before anything is written.
 //
+// The transaction also queues the webhook events of the applied commands
+// (hooks.go), the pusher being the identity in ctx.
+//
 // The []error has one entry per command (nil = applied). The error return
 // is for failures of the whole call (no command applied); it wraps
 // refdb.ErrFenced when this writer has been fenced.
@@ -142,7 +145,11 @@ func (r *Repo) UpdateRefs(ctx context.Context, staged *PackInfo, cmds []RefUpdat
 		extra = append(extra, listPack(*staged)...)
 	}
 	for len(active) > 0 {
-		_, err := r.db.Commit(ctx, buildTxn(cmds, active, deleted, extra))
+		txn, queued, err := r.withEvents(buildTxn(cmds, active, deleted, extra), r.refEvents(ctx, cmds, active)...)
+		if err != nil {
+			return nil, err
+		}
+		_, err = r.commitMarked(ctx, txn, queued)
 		if err == nil {
 			return results, nil
 		}
@@ -177,6 +184,9 @@ func newRefGen() []byte {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
 	return []byte(hex.EncodeToString(b[:]))
 }
+
+// newWriterID names one open of the repository (its marker, hooks.go).
+func newWriterID() string { return string(newRefGen()) }
 
 // checkCommands records per-command validation errors and returns the
 // indexes of the valid ones.

@@ -48,6 +48,10 @@ type revWalk struct {
 	queuedInteresting int
 	limited           bool
 	steps             int
+	// maxSteps, if positive, stops run after that many commits popped,
+	// with exhausted set: a walk with a work budget.
+	maxSteps  int
+	exhausted bool
 }
 
 func newRevWalk(ctx context.Context, g *Graph, grafts *idSet) *revWalk {
@@ -195,6 +199,10 @@ func (w *revWalk) run() ([]int32, error) {
 			if err := w.ctx.Err(); err != nil {
 				return nil, err
 			}
+		}
+		if w.maxSteps > 0 && w.steps > w.maxSteps {
+			w.exhausted = true
+			break
 		}
 		i := w.pop()
 		n := &w.nodes[i]

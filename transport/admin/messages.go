@@ -257,6 +257,26 @@ var commands = map[string]struct {
 		func(a []string, _ flagSet) Msg { return WhereIs{Repo: a[0]} }},
 	"rollout-status": {0, "", "print the node's rollout status as JSON (what the rollout gate reads)", nil,
 		func([]string, flagSet) Msg { return ShowRollout{} }},
+	"add-hook": {2, "<owner>/<name> <url> [--secret <secret>] [--events push,create,delete,tag,visibility,access] [--as <user>]",
+		"send the repository's events to url (default: push), signed with the secret (generated and shown once when not given)",
+		map[string]bool{"as": true, "secret": true, "events": true},
+		func(a []string, f flagSet) Msg {
+			return AddHook{Repo: a[0], URL: a[1], Secret: f.last("secret"), Events: f.last("events"), As: f.last("as")}
+		}},
+	"list-hooks": {1, "<owner>/<name> [--as <user>]", "list a repository's webhooks (never their secrets) and their waiting deliveries", asFlag,
+		func(a []string, f flagSet) Msg { return ListHooks{Repo: a[0], As: f.last("as")} }},
+	"remove-hook": {2, "<owner>/<name> <hook-id> [--as <user>]", "remove a webhook with its waiting deliveries", asFlag,
+		func(a []string, f flagSet) Msg { return RemoveHook{Repo: a[0], ID: a[1], As: f.last("as")} }},
+	"test-hook": {2, "<owner>/<name> <hook-id> [--as <user>]", "send a ping event to a webhook now and show its answer", asFlag,
+		func(a []string, f flagSet) Msg { return TestHook{Repo: a[0], ID: a[1], As: f.last("as")} }},
+	"deliveries": {1, "<owner>/<name> [--hook <hook-id>] [--failed] [--as <user>]",
+		"list a repository's webhook deliveries, newest first: waiting, delivered and failed (--failed: given up only)",
+		map[string]bool{"as": true, "hook": true, "failed": false},
+		func(a []string, f flagSet) Msg {
+			return ListDeliveries{Repo: a[0], Hook: f.last("hook"), Failed: f.has("failed"), As: f.last("as")}
+		}},
+	"redeliver": {2, "<owner>/<name> <delivery-id> [--as <user>]", "send a delivery again, under the same delivery id (receivers de-duplicate by it)", asFlag,
+		func(a []string, f flagSet) Msg { return Redeliver{Repo: a[0], ID: a[1], As: f.last("as")} }},
 	"host-key": {0, "[--host <name>[:<port>]]", "print the known_hosts line of the node's SSH host key", map[string]bool{"host": true},
 		func(_ []string, f flagSet) Msg { return HostKey{Host: f.last("host")} }},
 }

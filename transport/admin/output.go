@@ -11,6 +11,7 @@ import (
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -213,7 +214,8 @@ const (
 func codeOf(err error) string {
 	switch {
 	case errors.Is(err, repo.ErrNotFound), errors.Is(err, auth.ErrUnknownCredential), errors.Is(err, auth.ErrRepoNotFound),
-		errors.Is(err, auth.ErrNoKey), errors.Is(err, auth.ErrNoToken), errors.Is(err, repo.ErrNoEntry), errors.Is(err, auth.ErrNoUser):
+		errors.Is(err, auth.ErrNoKey), errors.Is(err, auth.ErrNoToken), errors.Is(err, repo.ErrNoEntry), errors.Is(err, auth.ErrNoUser),
+		errors.Is(err, outbox.ErrNoHook), errors.Is(err, outbox.ErrNoDelivery):
 		return CodeNotFound
 	case errors.Is(err, ErrUsage), errors.Is(err, errUnknownCommand), errors.Is(err, names.ErrInvalid), errors.Is(err, auth.ErrInvalidKey),
 		errors.Is(err, auth.ErrBadRole), errors.Is(err, auth.ErrBadPattern), errors.Is(err, auth.ErrBadScope):
@@ -221,7 +223,8 @@ func codeOf(err error) string {
 	case errors.Is(err, actors.ErrLeaderUnreachable), errors.Is(err, actors.ErrOwnerUnreachable):
 		return CodeUnreachable
 	case errors.Is(err, repo.ErrExists), errors.Is(err, auth.ErrKeyInUse), errors.Is(err, actors.ErrDraining),
-		errors.Is(err, actors.ErrBusy), errors.Is(err, errHopLimit), errors.Is(err, errForbidden), errors.Is(err, repo.ErrTooMany):
+		errors.Is(err, actors.ErrBusy), errors.Is(err, errHopLimit), errors.Is(err, errForbidden), errors.Is(err, repo.ErrTooMany),
+		errors.Is(err, outbox.ErrTooManyHooks), errors.Is(err, errNoHookService):
 		return CodeRefused
 	}
 	return CodeFailed

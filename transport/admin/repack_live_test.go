@@ -56,7 +56,9 @@ func startLiveNode(t *testing.T) *liveNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := &engine.Engine{Node: n, Deps: d, IncomingDir: cache.TempDir(), Log: zap.NewNop()}
+	bitmaps := repo.NewBitmapBuilds()
+	t.Cleanup(bitmaps.Close)
+	eng := &engine.Engine{Node: n, Deps: d, IncomingDir: cache.TempDir(), Bitmaps: bitmaps, Log: zap.NewNop()}
 	git, err := httpgit.New(httpgit.Config{Resolver: eng, Auth: creds})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/hooks"
 	"github.com/rgit/rgit/transport/peer"
 	"github.com/rgit/rgit/transport/peertls"
 )
@@ -47,6 +48,8 @@ type Server struct {
 	// KnownHosts returns the known_hosts line of the node's SSH host key
 	// for clients reaching it as name (HostKey); nil: no SSH.
 	KnownHosts func(name string) (string, error)
+	// Hooks sends test-hook's pings; nil: test-hook fails.
+	Hooks *hooks.Service
 
 	once     sync.Once
 	handlers *peer.Handlers
@@ -118,6 +121,12 @@ func (s *Server) register(h *peer.Handlers) {
 	handle(s, h, s.version)
 	handle(s, h, s.rolloutStatus)
 	handle(s, h, s.hostKey)
+	handle(s, h, s.addHook)
+	handle(s, h, s.listHooks)
+	handle(s, h, s.removeHook)
+	handle(s, h, s.testHook)
+	handle(s, h, s.listDeliveries)
+	handle(s, h, s.redeliver)
 }
 
 // progressFunc hears a stage's progress (repack: writing, indexing).
@@ -140,7 +149,7 @@ func handleProgress[M Msg, R Result](s *Server, h *peer.Handlers, fn func(contex
 		}
 		command, _ := m.op()
 		s.Log.Info("admin command", zap.String("command", command), zap.Any("msg", m))
-		r, err := fn(ctx, m, (&throttle{report: progress}).progress)
+		r, err := fn(withActor(ctx, m), m, (&throttle{report: progress}).progress)
 		if err != nil {
 			s.Log.Warn("admin command failed", zap.String("command", command), zap.Any("msg", m), zap.Error(err))
 			return r, &peer.CodedError{Code: codeOf(err), Msg: err.Error()}

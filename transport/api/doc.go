@@ -40,5 +40,6 @@
 //
 // It imports transport/gitserve, transport/gitproto, transport/peer (the
 // peer headers), transport/admission, transport/httpgit (Retry-After),
-// storage/, go-git, go-redis, Prometheus and zap.
+// transport/lfs (pointers: a blob answer says it is one, raw serves the
+// file it stands for), storage/, go-git, go-redis, Prometheus and zap.
 package api

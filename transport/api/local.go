@@ -20,6 +20,7 @@ import (
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/httpgit"
+	"github.com/rgit/rgit/transport/lfs"
 )
 
 // Forwarder proxies a whole request to another node
@@ -57,7 +58,10 @@ type Local struct {
 	Reads *admission.Reads
 	// Metrics counts the answers' work; nil: not counted.
 	Metrics *Metrics
-	Log     *zap.Logger
+	// LFS serves the files Git LFS pointers stand for in raw answers;
+	// nil: a pointer's raw answer is the pointer.
+	LFS *lfs.Content
+	Log *zap.Logger
 }
 
 type noForwardKey struct{}
@@ -94,7 +98,7 @@ func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id 
 	if a, ok := b.(gitserve.Authoritative); ok {
 		public = a.RepoInfo().Public
 	}
-	s := &serving{l: l, w: w, r: r, q: q, public: public, rd: newReader(ctx, objs.Objects(), l.Limits)}
+	s := &serving{l: l, w: w, r: r, q: q, owner: sess.Owner, name: sess.Name, public: public, rd: newReader(ctx, objs.Objects(), l.Limits)}
 	defer l.Metrics.done(q.Endpoint, s.rd.w)
 	if q.Immutable() {
 		if err := reachable(ctx, objs, q); err != nil {
@@ -225,6 +229,8 @@ type serving struct {
 	rd     reader
 	// cut is set when an answer was cut short after it started.
 	cut error
+	// owner and name are the repository's canonical spelling.
+	owner, name string
 }
 
 // headers sets the caching headers: immutable and public for object-id
@@ -345,7 +351,11 @@ func (s *serving) serve(b gitproto.Backend) error {
 		if err != nil {
 			return err
 		}
-		return s.json(newBlobAnswer(id, data, s.blobCap()))
+		a := newBlobAnswer(id, data, s.blobCap())
+		if p, ok := lfs.ParsePointer(data); ok {
+			a.LFS = &lfsAnswer{OID: p.OID, Size: p.Size}
+		}
+		return s.json(a)
 	case Raw:
 		_, size, rc, err := rd.openBlobAt(q.OID, q.Sub)
 		if err != nil {
@@ -357,6 +367,9 @@ func (s *serving) serve(b gitproto.Backend) error {
 		head := make([]byte, min(size, binarySniff))
 		if _, err := io.ReadFull(rc, head); err != nil {
 			return fmt.Errorf("read %s: %w", q.OID, err)
+		}
+		if served, err := s.lfsRaw(head, size); served || err != nil {
+			return err
 		}
 		h := s.w.Header()
 		h.Set("Content-Type", rawType(head))
@@ -421,6 +434,24 @@ func (s *serving) serve(b gitproto.Backend) error {
 		return nil
 	}
 	return fmt.Errorf("%w: unknown endpoint %q", ErrBadRequest, q.Endpoint)
+}
+
+// lfsRaw answers raw for a Git LFS pointer (blob is all of it) with the
+// file it stands for, when the store holds it. Otherwise the pointer is
+// served, never cached: its object may be uploaded later.
+func (s *serving) lfsRaw(blob []byte, size int64) (bool, error) {
+	if s.l.LFS == nil || int64(len(blob)) != size {
+		return false, nil
+	}
+	p, ok := lfs.ParsePointer(blob)
+	if !ok {
+		return false, nil
+	}
+	served, err := s.l.LFS.ServeRaw(s.w, s.r, s.owner, s.name, p, rawType)
+	if !served && err == nil {
+		s.w.Header().Set("Cache-Control", ccPrivate)
+	}
+	return served, err
 }
 
 // estimate is what an expensive answer (archive, commit, compare, log

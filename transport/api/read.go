@@ -282,6 +282,15 @@ type blobAnswer struct {
 	Binary    bool   `json:"binary"`
 	Truncated bool   `json:"truncated"`
 	Content   string `json:"content"`
+	// LFS is set when the blob is a Git LFS pointer: the file it stands
+	// for is stored with Git LFS (raw serves it).
+	LFS *lfsAnswer `json:"lfs,omitempty"`
+}
+
+// lfsAnswer is the Git LFS object a pointer names.
+type lfsAnswer struct {
+	OID  string `json:"oid"`
+	Size int64  `json:"size"`
 }
 
 func newBlobAnswer(id object.ID, data []byte, limit int) blobAnswer {
@@ -368,31 +377,10 @@ func parseCommit(id object.ID, data []byte) (commitAnswer, error) {
 }
 
 func parsePerson(v []byte) person {
-	lt, gt := bytes.IndexByte(v, '<'), bytes.LastIndexByte(v, '>')
-	if lt < 0 || gt < lt {
-		return person{Name: strings.ToValidUTF8(string(v), "\uFFFD")}
-	}
-	p := person{
-		Name:  strings.ToValidUTF8(string(bytes.TrimSpace(v[:lt])), "\uFFFD"),
-		Email: strings.ToValidUTF8(string(v[lt+1:gt]), "\uFFFD"),
-	}
-	f := strings.Fields(string(v[gt+1:]))
-	if len(f) >= 1 {
-		if secs, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-			loc := time.UTC
-			if len(f) >= 2 && len(f[1]) == 5 {
-				if hh, err1 := strconv.Atoi(f[1][1:3]); err1 == nil {
-					if mm, err2 := strconv.Atoi(f[1][3:5]); err2 == nil {
-						off := (hh*60 + mm) * 60
-						if f[1][0] == '-' {
-							off = -off
-						}
-						loc = time.FixedZone("", off)
-					}
-				}
-			}
-			p.Time = time.Unix(secs, 0).In(loc).Format(time.RFC3339)
-		}
+	sig := object.ParseSignature(v)
+	p := person{Name: sig.Name, Email: sig.Email}
+	if !sig.When.IsZero() {
+		p.Time = sig.When.Format(time.RFC3339)
 	}
 	return p
 }

@@ -162,11 +162,17 @@ func (e *Engine) session(ctx context.Context, owner, name string) (*actors.Sessi
 		return nil, &gitserve.ForwardError{Node: notOwner.Node, Owner: owner, Name: name}
 	case errors.Is(err, repo.ErrNotFound), errors.Is(err, repo.ErrInvalidName):
 		return nil, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
-	case errors.Is(err, actors.ErrBusy), errors.Is(err, actors.ErrLeaderUnreachable),
-		errors.Is(err, actors.ErrDraining), errors.Is(err, actors.ErrOwnerUnreachable):
+	case notNow(err):
 		return nil, fmt.Errorf("%s/%s: %w: %w", owner, name, gitserve.ErrUnavailable, err)
 	}
 	return nil, fmt.Errorf("open %s/%s: %w", owner, name, err)
+}
+
+// notNow reports the actor layer's errors that mean "try again later"
+// (clients get 503).
+func notNow(err error) bool {
+	return errors.Is(err, actors.ErrBusy) || errors.Is(err, actors.ErrLeaderUnreachable) ||
+		errors.Is(err, actors.ErrDraining) || errors.Is(err, actors.ErrOwnerUnreachable)
 }
 
 // Moved implements gitserve.Mover: node answered that it no longer owns

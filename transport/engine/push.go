@@ -242,11 +242,18 @@ func (e *Engine) limitError(err error) error {
 		return &gitproto.LimitError{What: "pack too large", Limit: e.MaxPackSize, Unit: "bytes", Setting: gitproto.SettingMaxPackSize}
 	case errors.Is(err, pack.ErrTooLarge):
 		return &gitproto.LimitError{What: "object too large", Limit: e.MaxObjectSize, Unit: "bytes", Setting: gitproto.SettingMaxObjectSize,
-			Hint: "larger files belong in Git LFS"}
+			Hint: lfsHint(e.MaxObjectSize)}
 	case errors.Is(err, pack.ErrDeltaDepth):
 		return &gitproto.LimitError{What: "delta chain too deep", Limit: int64(cmp.Or(e.MaxDeltaDepth, pack.DefaultMaxDeltaDepth)), Setting: gitproto.SettingMaxDeltaDepth}
 	}
 	return err
+}
+
+// lfsHint is what a push refused for an object over limit bytes is told
+// to do instead: this server speaks Git LFS, and git-lfs can rewrite the
+// commits being pushed so that such files travel as LFS objects.
+func lfsHint(limit int64) string {
+	return fmt.Sprintf("store larger files with Git LFS, which this server supports: `git lfs migrate import --above=%d` moves them out of your commits, then push again", limit)
 }
 
 // checkGitmodules finishes fsck after indexing: every blob the pushed trees

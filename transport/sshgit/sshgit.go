@@ -1,9 +1,10 @@
 // Package sshgit is rgit's SSH front end (gliderlabs/ssh): it accepts
 // public-key authentication only and runs exactly two commands,
 // `git-upload-pack '<path>'` and `git-receive-pack '<path>'`, through the
-// shared transport/gitserve gate. Subsystems and any other command are
-// refused with a message on stderr and exit status 1; a shell request is
-// greeted (below).
+// shared transport/gitserve gate, and those of a configured Extra
+// (extra.go: Git LFS's). Subsystems and any other command are refused
+// with a message on stderr and exit status 1; a shell request is greeted
+// (below).
 //
 // Identity: every public key may connect. A key registered to an owner
 // (Config.Keys) authenticates as that owner; an unknown key connects as
@@ -126,6 +127,8 @@ type Config struct {
 	// Rerouter decides where an upload-pack goes after Forward failed to
 	// connect to the owner; nil: the failure is final.
 	Rerouter gitserve.Rerouter
+	// Extra serves commands beside git's own (Git LFS); nil: none.
+	Extra Extra
 }
 
 // Server is the SSH front end.
@@ -137,6 +140,7 @@ type Server struct {
 	metrics gitserve.Metrics
 	forward gitserve.SessionForwarder
 	reroute gitserve.Rerouter
+	extra   Extra
 	rate    clientlimit.Rate // Grace 0: no pacing
 	authDur time.Duration    // 0: never
 	anon    *clientlimit.PerAddr
@@ -181,7 +185,7 @@ func NewServer(cfg Config) (*Server, error) {
 		log.Info("ssh host key: public key not written beside it", zap.Error(err))
 	}
 	s := &Server{gate: gate, keys: cfg.Keys, log: log, metrics: cfg.Metrics, forward: cfg.Forward, reroute: cfg.Rerouter,
-		anon: cfg.Unauthenticated, hostKey: signer.PublicKey()}
+		anon: cfg.Unauthenticated, hostKey: signer.PublicKey(), extra: cfg.Extra}
 	if s.metrics == nil {
 		s.metrics = gitserve.NopMetrics{}
 	}
@@ -337,7 +341,11 @@ func (s *Server) handle(sess ssh.Session) {
 }
 
 func (s *Server) serve(ctx context.Context, sess ssh.Session, op *string, stats *gitserve.Stats) error {
-	svc, path, err := ParseCommand(sess.RawCommand())
+	raw := sess.RawCommand()
+	if verb, _, _ := strings.Cut(raw, " "); s.extra != nil && s.extra.Serves(verb) {
+		return s.serveExtra(ctx, sess, raw, op)
+	}
+	svc, path, err := ParseCommand(raw)
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,12 @@ type Blob struct {
 	Binary    bool   `json:"binary"`
 	Truncated bool   `json:"truncated"`
 	Content   string `json:"content"`
+	// LFS is set when the file is stored with Git LFS (the blob is its
+	// pointer).
+	LFS *struct {
+		OID  string `json:"oid"`
+		Size int64  `json:"size"`
+	} `json:"lfs,omitempty"`
 }
 
 // Person is a commit's author or committer.

@@ -275,8 +275,14 @@ func (s *Store) writeTemp(ctx context.Context, r io.Reader, size int64) (path st
 		if n != size {
 			return "", fmt.Errorf("body is %d bytes, caller said %d", n, size)
 		}
-		if m, _ := io.ReadFull(r, make([]byte, 1)); m > 0 {
+		// The body must end here, and a reader that fails at its end
+		// (one that checked the body as it streamed) fails the write.
+		m, err := io.ReadFull(r, make([]byte, 1))
+		switch {
+		case m > 0:
 			return "", fmt.Errorf("body is longer than the %d bytes the caller said", size)
+		case err != nil && !errors.Is(err, io.EOF):
+			return "", fmt.Errorf("write body: %w", err)
 		}
 	}
 	if err := f.Sync(); err != nil {

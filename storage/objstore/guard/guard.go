@@ -345,3 +345,7 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string) iter.Seq2[o
 		}
 	}
 }
+
+// Unwrap returns the guarded store (objstore.PresignerOf looks through
+// it: presigning contacts nothing).
+func (s *Store) Unwrap() objstore.Store { return s.inner }

@@ -76,10 +76,17 @@ func bodyErr(err error, size int64) error {
 	return fmt.Errorf("read body: %w", err)
 }
 
+// checkNoMore reads past the size the caller gave: the body must end
+// there, and a reader that fails at its end (one that checked the body as
+// it streamed) fails the write.
 func checkNoMore(r io.Reader, size int64) error {
 	var b [1]byte
-	if n, _ := io.ReadFull(r, b[:]); n > 0 {
+	n, err := io.ReadFull(r, b[:])
+	switch {
+	case n > 0:
 		return fmt.Errorf("body is longer than the %d bytes the caller said", size)
+	case err != nil && !errors.Is(err, io.EOF):
+		return fmt.Errorf("read body: %w", err)
 	}
 	return nil
 }

@@ -2,7 +2,9 @@
 // (aws-sdk-go-v2). It backs RGIT_STORE_URL=s3://bucket[/prefix].
 //
 // Create-if-absent is a conditional write (If-None-Match: *) on PutObject or
-// on CompleteMultipartUpload; Copy is server-side. Large and unknown-size
+// on CompleteMultipartUpload; Copy is server-side. It is an
+// objstore.Presigner: clients can be handed signed GET and PUT requests
+// (presign.go). Large and unknown-size
 // bodies are streamed as multipart uploads holding one part in memory.
 //
 // It imports the standard library, objstore, objstore/internal, the AWS SDK
@@ -93,10 +95,11 @@ func ConfigFromEnv(bucket, prefix string) Config {
 
 // Store is an S3-backed objstore.Store.
 type Store struct {
-	client *s3.Client
-	bucket string
-	prefix string
-	log    *zap.Logger
+	client  *s3.Client
+	presign *s3.PresignClient
+	bucket  string
+	prefix  string
+	log     *zap.Logger
 
 	partSize, maxSinglePut, maxCopySize, copyPartSize int64
 }
@@ -156,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	return &Store{
 		client:       client,
+		presign:      s3.NewPresignClient(client),
 		bucket:       cfg.Bucket,
 		prefix:       prefix,
 		log:          log,

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 		{"Overwrite", testOverwrite},
 		{"NotFound", testNotFound},
 		{"SizeMismatch", testSizeMismatch},
+		{"FailedBody", testFailedBody},
 		{"GetRange", testGetRange},
 		{"GetParallel", testGetParallel},
 		{"StreamedPut", testStreamedPut},
@@ -201,6 +202,41 @@ func testSizeMismatch(t *testing.T, s objstore.Store) {
 		t.Error("PutIfAbsent with body shorter than size succeeded")
 	}
 	wantNotFound(t, s, "short")
+}
+
+// failingReader yields its bytes, then fails where a reader would end:
+// the last read of a body that was checked as it streamed and found wrong.
+type failingReader struct{ r io.Reader }
+
+var errBodyFailed = errors.New("body checked and refused at its end")
+
+func (f failingReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		err = errBodyFailed
+	}
+	return n, err
+}
+
+// testFailedBody: a body whose reader fails, even after every byte came,
+// stores nothing, whatever its size and whether its size was given. This
+// is what lets a writer check a body as it streams (Git LFS checks sizes
+// and SHA-256 so) and have the object appear only when it passed.
+func testFailedBody(t *testing.T, s objstore.Store) {
+	ctx := t.Context()
+	for _, n := range []int64{10, bigSize(t)} {
+		for _, size := range []int64{n, -1} {
+			body := func() io.Reader { return failingReader{&patternReader{n: n}} }
+			if err := s.Put(ctx, "failed", body(), size); !errors.Is(err, errBodyFailed) {
+				t.Errorf("Put(%d bytes, size %d) of a failing body: error %v, want the reader's", n, size, err)
+			}
+			wantNotFound(t, s, "failed")
+			if err := s.PutIfAbsent(ctx, "failed", body(), size); !errors.Is(err, errBodyFailed) {
+				t.Errorf("PutIfAbsent(%d bytes, size %d) of a failing body: error %v, want the reader's", n, size, err)
+			}
+			wantNotFound(t, s, "failed")
+		}
+	}
 }
 
 // testGetRange pins the range semantics documented on objstore.ClampRange.

@@ -1,0 +1,106 @@
+package actors
+
+import (
+	"context"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/repo"
+)
+
+// Git LFS locks are messages to the repository's actor, like every other
+// write: one writer per repository, on whichever node owns it, so two
+// users locking one path are ordered there.
+type (
+	// createLock asks for repo.Repo.CreateLock; *locksAnswered answers.
+	createLock struct{ path, holder string }
+	// deleteLock asks for repo.Repo.DeleteLock (holder "": forced);
+	// *locksAnswered answers.
+	deleteLock struct{ id, holder string }
+	// listLocks asks for every lock; *locksAnswered answers.
+	listLocks struct{}
+	// locksAnswered answers the lock messages: the lock created or
+	// removed, or all of them.
+	locksAnswered struct {
+		lock  repo.Lock
+		locks []repo.Lock
+		err   error
+	}
+)
+
+// receiveLocks handles the lock messages; false for any other message.
+func (a *repoActor) receiveLocks(ctx actor.Context, msg any) bool {
+	switch m := msg.(type) {
+	case *createLock:
+		if a.ready(ctx) {
+			var res locksAnswered
+			a.write(ctx, func(c context.Context) (err error) {
+				res.lock, err = a.repo.CreateLock(c, m.path, m.holder)
+				return err
+			}, func(err error) any { res.err = err; return &res })
+		}
+	case *deleteLock:
+		if a.ready(ctx) {
+			var res locksAnswered
+			a.write(ctx, func(c context.Context) (err error) {
+				res.lock, err = a.repo.DeleteLock(c, m.id, m.holder)
+				return err
+			}, func(err error) any { res.err = err; return &res })
+		}
+	case *listLocks:
+		if a.ready(ctx) {
+			locks, err := a.repo.Locks()
+			ctx.Respond(&locksAnswered{locks: locks, err: err})
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// askLocks sends msg to owner/name's repo actor (opening it, claiming it
+// in cluster mode) and returns its answer.
+func (n *Node) askLocks(ctx context.Context, owner, name string, msg any) (*locksAnswered, error) {
+	if err := names.Validate(owner, name); err != nil {
+		return nil, err
+	}
+	v, err := n.ask(ctx, keyOf(owner, name), msg, n.cfg.CallTimeout, true)
+	if err != nil {
+		return nil, err
+	}
+	r, err := reply[*locksAnswered](v)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.err
+}
+
+// CreateLock locks path of owner/name for holder through its repo actor;
+// a path locked already is a *repo.LockedError.
+func (n *Node) CreateLock(ctx context.Context, owner, name, path, holder string) (repo.Lock, error) {
+	r, err := n.askLocks(ctx, owner, name, &createLock{path: path, holder: holder})
+	if err != nil {
+		return repo.Lock{}, err
+	}
+	return r.lock, nil
+}
+
+// DeleteLock removes lock id of owner/name if holder took it, any lock
+// when holder is "" (forced), and returns it.
+func (n *Node) DeleteLock(ctx context.Context, owner, name, id, holder string) (repo.Lock, error) {
+	r, err := n.askLocks(ctx, owner, name, &deleteLock{id: id, holder: holder})
+	if r != nil {
+		return r.lock, err
+	}
+	return repo.Lock{}, err
+}
+
+// Locks returns owner/name's locks as its writer holds them.
+func (n *Node) Locks(ctx context.Context, owner, name string) ([]repo.Lock, error) {
+	r, err := n.askLocks(ctx, owner, name, &listLocks{})
+	if err != nil {
+		return nil, err
+	}
+	return r.locks, nil
+}

@@ -1,0 +1,38 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/gitserve"
+)
+
+// Git LFS locks (transport/lfs.Locks) through the repository's actor on
+// this node, which owns it (the lock endpoints are routed like git).
+
+// CreateLock implements lfs.Locks.
+func (e *Engine) CreateLock(ctx context.Context, owner, name, path, holder string) (repo.Lock, error) {
+	l, err := e.Node.CreateLock(ctx, owner, name, path, holder)
+	return l, lockErr(err)
+}
+
+// DeleteLock implements lfs.Locks.
+func (e *Engine) DeleteLock(ctx context.Context, owner, name, id, holder string) (repo.Lock, error) {
+	l, err := e.Node.DeleteLock(ctx, owner, name, id, holder)
+	return l, lockErr(err)
+}
+
+// Locks implements lfs.Locks.
+func (e *Engine) Locks(ctx context.Context, owner, name string) ([]repo.Lock, error) {
+	ls, err := e.Node.Locks(ctx, owner, name)
+	return ls, lockErr(err)
+}
+
+// lockErr maps the actor layer's "not now" errors to the front ends'.
+func lockErr(err error) error {
+	if notNow(err) {
+		return fmt.Errorf("%w: %w", gitserve.ErrUnavailable, err)
+	}
+	return err
+}
