@@ -73,14 +73,7 @@ func runOutage(ctx context.Context, args []string) error {
 	}
 	names := strings.Split(*cases, ",")
 	seed := filepath.Join(work, "seed")
-	if _, err := git.Output(ctx, "", nil, "init", "-q", "-b", "main", seed); err == nil {
-		os.WriteFile(filepath.Join(seed, "a.txt"), []byte("a\n"), 0o644)
-		_, err = git.Output(ctx, seed, nil, "add", "a.txt")
-		if err == nil {
-			_, err = git.Output(ctx, seed, nil, "commit", "-q", "-m", "one")
-		}
-	}
-	if err != nil {
+	if err := seedRepo(ctx, git, seed); err != nil {
 		node.shutdown()
 		return err
 	}
@@ -131,4 +124,19 @@ func runOutage(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
+}
+
+// seedRepo makes a repository of one commit at dir.
+func seedRepo(ctx context.Context, git gitrun.Env, dir string) error {
+	if _, err := git.Output(ctx, "", nil, "init", "-q", "-b", "main", dir); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		return err
+	}
+	if _, err := git.Output(ctx, dir, nil, "add", "a.txt"); err != nil {
+		return err
+	}
+	_, err := git.Output(ctx, dir, nil, "commit", "-q", "-m", "one")
+	return err
 }

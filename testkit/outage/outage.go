@@ -117,8 +117,7 @@ func Run(ctx context.Context, n Node, f Fault, o Options) (Result, error) {
 	if err := r.git("", "clone", "-q", r.url(n.Warm), wt); err != nil {
 		return res, fmt.Errorf("clone %s before the outage: %w", n.Warm, err)
 	}
-	acked, err := r.commitAndPush(wt, "before")
-	if err != nil {
+	if _, err := r.commitAndPush(wt, "before"); err != nil {
 		return res, fmt.Errorf("push before the outage: %w", err)
 	}
 	// The push during the outage is made from a second clone, so the
@@ -174,9 +173,6 @@ func Run(ctx context.Context, n Node, f Fault, o Options) (Result, error) {
 	out, perr := r.gitOut(pt, "push", "--porcelain", "origin", "HEAD:main")
 	res.PushFail, res.PushOK = time.Since(start), perr == nil
 	res.PushMessage = rejectLine(out)
-	if res.PushOK {
-		acked = tip
-	}
 
 	start = time.Now()
 	res.ColdStatus, res.ColdRetryAfter, err = r.infoRefs(n.Cold)
@@ -226,7 +222,7 @@ func Run(ctx context.Context, n Node, f Fault, o Options) (Result, error) {
 	for {
 		out, err := r.gitOut(pt, "push", "--porcelain", "origin", "HEAD:main")
 		if err == nil {
-			res.Recover, acked = time.Since(ended), tip
+			res.Recover = time.Since(ended)
 			break
 		}
 		if time.Since(ended) > 30*time.Second {
@@ -238,7 +234,8 @@ func Run(ctx context.Context, n Node, f Fault, o Options) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("ls-remote after the outage: %w", err)
 	}
-	if !strings.HasPrefix(head, acked) {
+	// tip holds every commit acknowledged before it.
+	if !strings.HasPrefix(head, tip) {
 		res.Lost++
 	}
 	res.ColdOK = r.git("", "clone", "-q", "--bare", r.url(n.Cold), filepath.Join(work, "cold")) == nil
