@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/cmd/serve"
+	"github.com/rgit/rgit/storage/objstore/memstore"
+	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/testkit/gitrun"
 	"github.com/rgit/rgit/testkit/outage"
@@ -95,5 +98,38 @@ func TestStoreOutage(t *testing.T) {
 				t.Errorf("after the outage: cold clone ok=%v, %d acknowledged pushes lost", res.ColdOK, res.Lost)
 			}
 		})
+	}
+}
+
+// TestPushUnconfirmedByStore: the ref update's log write lands in the
+// store but the node is told it failed (the ambiguous case of an outage).
+// The push gets an ng line naming the store and saying the update is not
+// confirmed; the next push writes the same record again before anything
+// else, so the update appears whole, and the retry sees it.
+func TestPushUnconfirmedByStore(t *testing.T) {
+	mem := memstore.New()
+	fs := faultstore.New(mem, 1)
+	env := gitenv.New(t)
+	srv := gitenv.StartServerOpts(t, gitenv.Store{Name: "mem", URL: "mem://"}, []serve.Option{serve.WithStore(fs)},
+		"RGIT_STORE_OP_TIMEOUT_MS=500")
+	tok := srv.AddToken(t, "alice")
+	srv.CreateRepo(t, "alice/u")
+	url := srv.HTTPURL(tok, "alice/u")
+	work := filepath.Join(t.TempDir(), "w")
+	env.Run(t, "", "init", "-q", "-b", "main", work)
+	env.Commit(t, work, "one", map[string]string{"a.txt": "a\n"})
+	env.Run(t, work, "push", "-q", url, "main")
+	two := env.Commit(t, work, "two", map[string]string{"a.txt": "b\n"})
+
+	fs.FailNext(faultstore.OpPutIfAbsent, "repo/", 1, true)
+	res := env.Fail(t, work, "push", "--porcelain", url, "main")
+	if !strings.Contains(res.Stdout, "object store unavailable: update not confirmed") {
+		t.Fatalf("push whose commit the store did not confirm:\n%s", res)
+	}
+	// The retry: its own update conflicts with the settled one or
+	// succeeds; either way the ref is two afterwards, not lost.
+	env.Try(work, "push", "-q", url, "main")
+	if got := strings.Fields(env.Run(t, "", "ls-remote", url, "refs/heads/main")); len(got) == 0 || got[0] != two {
+		t.Errorf("main after the retry = %v, want %s", got, two)
 	}
 }
