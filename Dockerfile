@@ -13,7 +13,7 @@ ARG VERSION=devel
 ARG COMMIT=unknown
 ARG DATE=unknown
 RUN CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-X github.com/rgit/rgit/cmd/version.version=${VERSION} -X github.com/rgit/rgit/cmd/version.commit=${COMMIT} -X github.com/rgit/rgit/cmd/version.date=${DATE}" \
+      -ldflags "-X github.com/rgit/rgit/transport/node/version.version=${VERSION} -X github.com/rgit/rgit/transport/node/version.commit=${COMMIT} -X github.com/rgit/rgit/transport/node/version.date=${DATE}" \
       -o /out/ ./cmd/rgit ./cmd/rgit-admin \
  && mkdir -p /rootfs/etc /rootfs/cache /rootfs/tmp \
  && printf 'root:x:0:0:root:/root:/sbin/nologin\nrgit:x:65532:65532:rgit:/cache:/sbin/nologin\n' > /rootfs/etc/passwd \

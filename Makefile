@@ -10,7 +10,7 @@ STATICCHECK := $(TOOLS)/staticcheck
 export RGIT_VERSITYGW := $(VERSITYGW)
 export PATH := $(BIN):$(PATH)
 
-# Packages with real concurrency run under the race detector. cmd/serve's
+# Packages with real concurrency run under the race detector. transport/node's
 # end-to-end suite runs there on the file store only (RACE_SKIP): its S3
 # half drives the same server code and doubles the slowest package of the
 # race run. Of testkit/multiproc (real nodes as child processes, built
@@ -18,7 +18,7 @@ export PATH := $(BIN):$(PATH)
 # its concurrent push-and-fetch load (RACE_MULTIPROC).
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... \
 	./storage/pack/... ./storage/bitmap/... ./storage/walk/... ./storage/fsck/... ./storage/ttlcache/... \
-	./actors/... ./cluster/... ./transport/... ./cmd/serve/... ./testkit/faultstore/... ./testkit/cluster/...
+	./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
 RACE_SKIP := -skip 'TestE2E/s3'
 RACE_MULTIPROC := -run 'TestClusterRollingRestartNoFailures' ./testkit/multiproc/
 FUZZTIME  ?= 5s
@@ -30,12 +30,12 @@ all: build
 # Build identity for `rgit version`, /metrics (rgit_build_info) and the
 # start-up log. The date is the commit's, not the clock's, so that (with
 # -trimpath) rebuilding a commit gives the same binary. Outside a git
-# checkout these stay empty and cmd/version falls back to Go's embedded
+# checkout these stay empty and transport/node/version falls back to Go's embedded
 # build information.
 GIT_VERSION := $(shell git describe --tags --always --dirty 2>/dev/null)
 GIT_COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)
 GIT_DATE    := $(shell git log -1 --format=%cI 2>/dev/null)
-VERSION_PKG := github.com/rgit/rgit/cmd/version
+VERSION_PKG := github.com/rgit/rgit/transport/node/version
 LDFLAGS     := -X $(VERSION_PKG).version=$(GIT_VERSION) -X $(VERSION_PKG).commit=$(GIT_COMMIT) -X $(VERSION_PKG).date=$(GIT_DATE)
 
 build:

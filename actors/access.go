@@ -7,7 +7,6 @@ import (
 
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
-	"github.com/rgit/rgit/storage/repo"
 )
 
 // Access changes are messages to the repository's actor, like every other
@@ -43,7 +42,7 @@ type (
 	accessChanged struct {
 		old  auth.Role
 		rule auth.Protection
-		info repo.RepoInfo
+		info auth.RepoInfo
 		err  error
 	}
 )
@@ -101,10 +100,11 @@ func (a *repoActor) receiveAccess(ctx actor.Context, msg any) {
 // askAccess sends msg to owner/name's repo actor (opening it, claiming it
 // in cluster mode) and returns its answer.
 func (n *Node) askAccess(ctx context.Context, owner, name string, msg any) (*accessChanged, error) {
-	if err := names.Validate(owner, name); err != nil {
+	key, err := names.New(owner, name)
+	if err != nil {
 		return nil, err
 	}
-	v, err := n.ask(ctx, keyOf(owner, name), msg, n.cfg.CallTimeout, true)
+	v, err := n.ask(ctx, key, msg, n.cfg.CallTimeout, true)
 	if err != nil {
 		return nil, err
 	}
@@ -151,10 +151,10 @@ func (n *Node) Unprotect(ctx context.Context, owner, name, pattern string) (auth
 }
 
 // Settings returns owner/name's settings as its writer holds them.
-func (n *Node) Settings(ctx context.Context, owner, name string) (repo.RepoInfo, error) {
+func (n *Node) Settings(ctx context.Context, owner, name string) (auth.RepoInfo, error) {
 	r, err := n.askAccess(ctx, owner, name, &readSettings{})
 	if err != nil {
-		return repo.RepoInfo{}, err
+		return auth.RepoInfo{}, err
 	}
 	return r.info, nil
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/refdb"
 )
 
@@ -75,14 +76,14 @@ type ClusterConfig struct {
 	// nodes weigh 1, a non-positive weight keeps a node out of placement.
 	Weights map[string]float64
 	// Joining starts the node joining: Route and force-grants claim
-	// nothing until Serve is called (cmd/serve's traffic states: a fresh
+	// nothing until Serve is called (transport/node's traffic states: a fresh
 	// map view and the start-up prewarm first); a request that needs a
 	// claim meanwhile waits for it.
 	Joining bool
 	// OnGrant, if set, is called with each repository this node is
 	// granted while it did not hold it (prewarm starts there). It runs in
 	// the supervisor and must not block.
-	OnGrant func(repo string)
+	OnGrant func(repo names.Repo)
 }
 
 // SteerMode chooses where the leader grants a cold repository.
@@ -285,15 +286,11 @@ func (c *clusterState) close() {
 // lapsed.
 type refView struct{ v *refdb.View }
 
-func (r refView) Get(repo string) (cluster.Entry, bool) {
+func (r refView) Get(repo names.Repo) (cluster.Entry, bool) {
 	if r.v == nil {
 		return cluster.Entry{}, false
 	}
-	key, err := cluster.Key(repo)
-	if err != nil {
-		return cluster.Entry{}, false
-	}
-	b, ok := r.v.Get(key)
+	b, ok := r.v.Get(cluster.Key(repo))
 	if !ok {
 		return cluster.Entry{}, false
 	}
@@ -412,7 +409,7 @@ func (n *Node) LeaderReachable(now time.Time) bool {
 
 // MapEntry is one repository's entry in the ownership map.
 type MapEntry struct {
-	Repo string
+	Repo names.Repo
 	cluster.Entry
 }
 
@@ -448,7 +445,7 @@ type MapMark struct {
 // the next call. It decodes only the entries written since mark
 // (refdb.Diff), so a node watching the map pays for its changes, not for
 // its size.
-func (n *Node) NewlyNamedHere(mark MapMark) ([]string, MapMark) {
+func (n *Node) NewlyNamedHere(mark MapMark) ([]names.Repo, MapMark) {
 	cur, _ := n.OwnershipView().(refView)
 	now := time.Now()
 	next := MapMark{v: cur, at: now}
@@ -456,11 +453,11 @@ func (n *Node) NewlyNamedHere(mark MapMark) ([]string, MapMark) {
 		return nil, next
 	}
 	self := n.cl.cfg.Self
-	named := func(v refView, repo string, at time.Time) bool {
+	named := func(v refView, repo names.Repo, at time.Time) bool {
 		e, ok := v.Get(repo)
 		return ok && e.Node == self && e.Live(at)
 	}
-	var out []string
+	var out []names.Repo
 	for k := range refdb.Diff(mark.v.v, cur.v, cluster.KeyPrefix) {
 		repo, err := cluster.RepoOfKey(k)
 		if err == nil && named(cur, repo, now) && !named(mark.v, repo, mark.at) {

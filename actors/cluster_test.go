@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/refdb"
@@ -42,7 +43,7 @@ func TestLeaderPersistsAndReloadsMap(t *testing.T) {
 		st := memstore.New()
 		n := newLeader(t, st)
 		svc := n.LeaderService()
-		d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-1"})
+		d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: names.MustParse("alice/web"), Node: "rgit-1"})
 		if err != nil || d.Outcome != cluster.Granted || d.Entry.Epoch != 1 {
 			t.Fatalf("claim = %+v, %v", d, err)
 		}
@@ -53,15 +54,15 @@ func TestLeaderPersistsAndReloadsMap(t *testing.T) {
 		n = newLeader(t, st)
 		defer endBubble(n)
 		svc = n.LeaderService()
-		if d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-2"}); err != nil || d.Outcome != cluster.Refused || d.Owner != "rgit-1" {
+		if d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: names.MustParse("alice/web"), Node: "rgit-2"}); err != nil || d.Outcome != cluster.Refused || d.Owner != "rgit-1" {
 			t.Fatalf("claim after restart = %+v, %v", d, err)
 		}
 		time.Sleep(cluster.TTL)
-		d, err = svc.Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-2"})
+		d, err = svc.Claim(ctx, cluster.ClaimLease{Repo: names.MustParse("alice/web"), Node: "rgit-2"})
 		if err != nil || d.Outcome != cluster.Granted || d.Entry.Epoch != 2 {
 			t.Fatalf("claim after expiry = %+v, %v", d, err)
 		}
-		if e, ok := n.OwnershipView().Get("alice/web"); !ok || e.Node != "rgit-2" || e.Epoch != 2 {
+		if e, ok := n.OwnershipView().Get(names.MustParse("alice/web")); !ok || e.Node != "rgit-2" || e.Epoch != 2 {
 			t.Fatalf("leader view = %+v %v", e, ok)
 		}
 	})
@@ -75,12 +76,12 @@ func TestLeaderFailedCommitAnswersUnreachableAndForgetsDecision(t *testing.T) {
 		defer endBubble(n)
 		svc := n.LeaderService()
 		fs.FailNext(faultstore.WriteOps, OwnershipPrefix, 1, false)
-		if _, err := svc.Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-1"}); !errors.Is(err, ErrLeaderUnreachable) {
+		if _, err := svc.Claim(ctx, cluster.ClaimLease{Repo: names.MustParse("alice/web"), Node: "rgit-1"}); !errors.Is(err, ErrLeaderUnreachable) {
 			t.Fatalf("claim with a failing store: err = %v, want ErrLeaderUnreachable", err)
 		}
 		// The unpersisted grant was dropped with the reload: another node
 		// is granted the repo with epoch 1, not refused in favour of rgit-1.
-		d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: "alice/web", Node: "rgit-2"})
+		d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: names.MustParse("alice/web"), Node: "rgit-2"})
 		if err != nil || d.Outcome != cluster.Granted || d.Owner != "rgit-2" || d.Entry.Epoch != 1 {
 			t.Fatalf("claim after failure = %+v, %v", d, err)
 		}
@@ -186,12 +187,12 @@ func TestMovedErrorClassifies(t *testing.T) {
 func TestJoiningNodeClaimsOnlyAfterServe(t *testing.T) {
 	ctx := context.Background()
 	d := testDeps(t, memstore.New())
-	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+	if err := repo.Create(ctx, d, names.MustParse("alice/web")); err != nil {
 		t.Fatal(err)
 	}
-	grants := make(chan string, 1)
+	grants := make(chan names.Repo, 1)
 	n := startNode(t, Config{Deps: d, Cluster: &ClusterConfig{Self: "rgit-0", Joining: true,
-		OnGrant: func(r string) { grants <- r }}})
+		OnGrant: func(r names.Repo) { grants <- r }}})
 	if age, ok := n.MapAge(time.Now()); !ok || age != 0 {
 		t.Fatalf("leader MapAge = %v, %v; want 0, true", age, ok)
 	}
@@ -203,7 +204,7 @@ func TestJoiningNodeClaimsOnlyAfterServe(t *testing.T) {
 	if _, err := n.Route(short, "alice", "web"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Route while joining = %v, want it held until the deadline", err)
 	}
-	if _, ok := n.OwnershipView().Get("alice/web"); ok {
+	if _, ok := n.OwnershipView().Get(names.MustParse("alice/web")); ok {
 		t.Fatal("a joining node claimed alice/web")
 	}
 	n.Serve()
@@ -211,7 +212,7 @@ func TestJoiningNodeClaimsOnlyAfterServe(t *testing.T) {
 	if err != nil || !r.Local {
 		t.Fatalf("Route after Serve = %+v, %v", r, err)
 	}
-	if got := <-grants; got != "alice/web" {
+	if got := <-grants; got.String() != "alice/web" {
 		t.Fatalf("OnGrant heard %q", got)
 	}
 }
@@ -254,18 +255,18 @@ func TestNewlyNamedHere(t *testing.T) {
 		defer endBubble(n)
 		svc := n.LeaderService()
 		claim := func(repo, node string) {
-			if d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: repo, Node: node}); err != nil || d.Outcome != cluster.Granted {
+			if d, err := svc.Claim(ctx, cluster.ClaimLease{Repo: names.MustParse(repo), Node: node}); err != nil || d.Outcome != cluster.Granted {
 				t.Fatalf("claim %s for %s = %+v, %v", repo, node, d, err)
 			}
 		}
 		claim("alice/old", "rgit-0")
 		named, mark := n.NewlyNamedHere(MapMark{})
-		if !slices.Equal(named, []string{"alice/old"}) {
+		if !slices.Equal(named, []names.Repo{names.MustParse("alice/old")}) {
 			t.Fatalf("zero mark: %v", named)
 		}
 		claim("alice/new", "rgit-0")
 		claim("bob/elsewhere", "rgit-1")
-		if named, mark = n.NewlyNamedHere(mark); !slices.Equal(named, []string{"alice/new"}) {
+		if named, mark = n.NewlyNamedHere(mark); !slices.Equal(named, []names.Repo{names.MustParse("alice/new")}) {
 			t.Fatalf("after two grants: %v", named)
 		}
 		if named, _ = n.NewlyNamedHere(mark); len(named) != 0 {

@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // Drain marks the node draining (Route no longer claims) and releases
@@ -36,11 +38,11 @@ func (n *Node) Drain(ctx context.Context) error {
 	// Entries naming this node that it never opened (steered or handed
 	// over to it) would send requests here, or after the stop into a
 	// failover, until they lapse at their TTL.
-	released := make(map[string]bool, len(w.released))
-	repos := make([]string, 0, len(w.released))
+	released := make(map[names.Repo]bool, len(w.released))
+	repos := make([]names.Repo, 0, len(w.released))
 	for _, k := range w.released {
-		released[string(k)] = true
-		repos = append(repos, string(k))
+		released[k] = true
+		repos = append(repos, k)
 	}
 	unheld := n.namedHere(released)
 	if l, ok := n.cl.service.(*localLeader); ok {
@@ -52,7 +54,7 @@ func (n *Node) Drain(ctx context.Context) error {
 		return nil
 	}
 	for _, r := range unheld {
-		if err := n.releaseUnheld(ctx, repoKey(r)); err != nil {
+		if err := n.releaseUnheld(ctx, r); err != nil {
 			break // the leader is away: the rest lapse at their TTL
 		}
 	}
@@ -61,9 +63,9 @@ func (n *Node) Drain(ctx context.Context) error {
 
 // namedHere lists the repositories whose live entry in this node's view
 // names it, except those in skip.
-func (n *Node) namedHere(skip map[string]bool) []string {
+func (n *Node) namedHere(skip map[names.Repo]bool) []names.Repo {
 	now := time.Now()
-	var out []string
+	var out []names.Repo
 	for _, e := range n.MapEntries() {
 		if !skip[e.Repo] && e.Node == n.cl.cfg.Self && e.Live(now) {
 			out = append(out, e.Repo)

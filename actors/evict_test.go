@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
@@ -23,7 +24,7 @@ func TestRequestQueuedBehindEvictionIsAnswered(t *testing.T) {
 		defer endBubble(n)
 		ctx := context.Background()
 		for _, name := range []string{"a", "b"} {
-			if err := repo.Create(ctx, d, "alice", name); err != nil {
+			if err := repo.Create(ctx, d, names.MustParse("alice/"+name)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -28,10 +28,10 @@ func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult
 	if n.cl == nil {
 		return RouteResult{Local: true}, nil
 	}
-	if err := names.Validate(owner, name); err != nil {
+	key, err := names.New(owner, name)
+	if err != nil {
 		return RouteResult{}, err
 	}
-	key := keyOf(owner, name)
 	// A release shortens the entry to the drain; an owner whose drain
 	// ended with sessions still running holds the entry until they end,
 	// so wait as long as for an absent leader.
@@ -39,7 +39,7 @@ func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult
 	deadline := movedAt.Add(max(n.cl.cfg.Timings.Drain+cluster.FollowerPoll, n.cl.cfg.Timings.LeaderWait))
 	for {
 		n.RefreshView(ctx)
-		e, ok := n.OwnershipView().Get(string(key))
+		e, ok := n.OwnershipView().Get(key)
 		now := time.Now()
 		step := movedStep(e, ok, node, movedAt, now, deadline)
 		if step.again {
@@ -55,7 +55,7 @@ func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult
 			}
 			continue
 		}
-		r, err := n.Route(ctx, owner, name)
+		r, err := n.route(ctx, key)
 		if err != nil || r.Local || r.Node != node {
 			return r, err
 		}
@@ -115,14 +115,14 @@ func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method stri
 	if n.cl == nil {
 		return RouteResult{Local: true}, nil
 	}
-	if err := names.Validate(owner, name); err != nil {
+	key, err := names.New(owner, name)
+	if err != nil {
 		return RouteResult{}, err
 	}
-	key := keyOf(owner, name)
 	n.cl.suspMu.Lock()
-	d := cluster.OnConnectFailure(n.cl.susp, string(key), node, time.Now())
+	d := cluster.OnConnectFailure(n.cl.susp, key, node, time.Now())
 	n.cl.suspMu.Unlock()
-	n.log.Info("cannot connect to repository owner", zap.String("repo", string(key)), zap.String("owner", node),
+	n.log.Info("cannot connect to repository owner", zap.Stringer("repo", key), zap.String("owner", node),
 		zap.String("method", method), zap.Stringer("failover", d))
 	switch d.Kind {
 	case cluster.Reread:
@@ -130,7 +130,7 @@ func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method stri
 			return RouteResult{}, err
 		}
 		n.RefreshView(ctx)
-		return n.Route(ctx, owner, name)
+		return n.route(ctx, key)
 	}
 	return n.force(ctx, key, d.Dead)
 }
@@ -143,7 +143,10 @@ func (n *Node) ConnectSucceeded(owner, name, node string) {
 	if n.cl == nil {
 		return
 	}
-	key := string(keyOf(owner, name))
+	key, err := names.New(owner, name)
+	if err != nil {
+		return
+	}
 	n.cl.suspMu.Lock()
 	defer n.cl.suspMu.Unlock()
 	if s, ok := n.cl.susp[key]; ok && s.Owner == node {
@@ -154,14 +157,14 @@ func (n *Node) ConnectSucceeded(owner, name, node string) {
 // force asks the leader to move key from dead to this node. If it had to
 // wait for the leader, it asks only if the map still shows dead's entry
 // as it was (cluster.ForceStillDue), and routes again otherwise.
-func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult, error) {
+func (n *Node) force(ctx context.Context, key names.Repo, dead string) (RouteResult, error) {
 	if n.cl.draining.Load() {
 		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, ErrDraining)
 	}
 	if err := n.awaitServing(ctx); err != nil {
 		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, err)
 	}
-	before, _ := n.OwnershipView().Get(string(key))
+	before, _ := n.OwnershipView().Get(key)
 	for attempt := 0; ; attempt++ {
 		asked := false
 		d, err := n.awaitLeader(ctx, key, false, func() (cluster.Decision, error) {
@@ -169,7 +172,7 @@ func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult
 				// It waited for the leader: force only if the map shows
 				// the owner as it was when it could not be reached.
 				n.RefreshView(ctx)
-				if now, ok := n.OwnershipView().Get(string(key)); !cluster.ForceStillDue(before, now, ok, dead) {
+				if now, ok := n.OwnershipView().Get(key); !cluster.ForceStillDue(before, now, ok, dead) {
 					return cluster.Decision{}, errRouteAgain
 				}
 			}
@@ -177,11 +180,10 @@ func (n *Node) force(ctx context.Context, key repoKey, dead string) (RouteResult
 			if _, err := n.cl.ensureSession(ctx); err != nil {
 				return cluster.Decision{}, err
 			}
-			return n.cl.leader.ForceGrant(ctx, cluster.ForceGrantLease{Repo: string(key), Requester: n.cl.cfg.Self, Dead: dead})
+			return n.cl.leader.ForceGrant(ctx, cluster.ForceGrantLease{Repo: key, Requester: n.cl.cfg.Self, Dead: dead})
 		})
 		if errors.Is(err, errRouteAgain) {
-			owner, name := key.split()
-			return n.Route(ctx, owner, name)
+			return n.route(ctx, key)
 		}
 		if err != nil {
 			return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, unreachable(err))

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -27,19 +28,27 @@ import (
 // the last repack left out). A failed purge is the error, with the
 // collection done.
 func (n *Node) CollectGarbage(ctx context.Context, owner, name string, minAge time.Duration) (repo.GCStats, error) {
+	key, err := names.New(owner, name)
+	if err != nil {
+		return repo.GCStats{}, err
+	}
+	return n.collectGarbage(ctx, key, minAge)
+}
+
+func (n *Node) collectGarbage(ctx context.Context, key names.Repo, minAge time.Duration) (repo.GCStats, error) {
 	now := time.Now()
-	plan, err := n.PlanGC(ctx, owner, name, now, minAge)
+	plan, err := n.planGC(ctx, key, now, minAge)
 	if errors.Is(err, repo.ErrNotFound) {
 		// Deleted: what is left in the store belongs to nobody.
-		plan, err = repo.PlanOrphanGC(ctx, n.cfg.Deps, owner, name, now, minAge)
+		plan, err = repo.PlanOrphanGC(ctx, n.cfg.Deps, key, now, minAge)
 	}
 	if err != nil {
 		return repo.GCStats{}, err
 	}
 	st, err := repo.Collect(ctx, n.cfg.Deps, plan)
 	if st.DeletedPacks > 0 && n.cfg.Cache != nil {
-		if perr := n.cfg.Cache.Purge(ctx, plan.Owner, plan.Name); perr != nil {
-			err = errors.Join(err, fmt.Errorf("gc %s/%s deleted %d packs, but %w", plan.Owner, plan.Name, st.DeletedPacks, perr))
+		if perr := n.cfg.Cache.Purge(ctx, key.Owner(), key.Name()); perr != nil {
+			err = errors.Join(err, fmt.Errorf("gc %s deleted %d packs, but %w", key, st.DeletedPacks, perr))
 		}
 	}
 	return st, err
@@ -71,32 +80,31 @@ func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
 // node's supervisor must exist.
 func (m *maintainer) startGC() {
 	if interval, minAge := m.node.cfg.GCInterval, m.node.cfg.GCMinAge; interval > 0 {
-		m.every(interval, "automatic gc", func(key repoKey) bool { return m.collect(key, minAge) })
+		m.every(interval, "automatic gc", func(key names.Repo) bool { return m.collect(key, minAge) })
 	}
 }
 
 // collect runs one collection of key in a maintenance slot; false when
 // the node is shutting down.
-func (m *maintainer) collect(key repoKey, minAge time.Duration) bool {
+func (m *maintainer) collect(key names.Repo, minAge time.Duration) bool {
 	select {
 	case m.slots <- struct{}{}:
 	case <-m.ctx.Done():
 		return false
 	}
 	defer func() { <-m.slots }()
-	owner, name := key.split()
-	st, err := m.node.CollectGarbage(m.ctx, owner, name, minAge)
+	st, err := m.node.collectGarbage(m.ctx, key, minAge)
 	switch {
 	case m.ctx.Err() != nil:
 		return false
 	case err != nil && !errors.Is(err, repo.ErrNotFound):
 		m.gc.runs.WithLabelValues("error").Inc()
-		m.node.log.Warn("automatic gc failed", zap.String("repo", string(key)), zap.Error(err))
+		m.node.log.Warn("automatic gc failed", zap.Stringer("repo", key), zap.Error(err))
 	case err == nil:
 		m.gc.runs.WithLabelValues("ok").Inc()
 		m.gc.deleted.Add(float64(st.DeletedBytes))
 		if st.DeletedKeys > 0 || st.Retired > 0 {
-			m.node.log.Info("automatic gc", zap.String("repo", string(key)), zap.Int("deleted_objects", st.DeletedKeys),
+			m.node.log.Info("automatic gc", zap.Stringer("repo", key), zap.Int("deleted_objects", st.DeletedKeys),
 				zap.Int64("deleted_bytes", st.DeletedBytes), zap.Int("retired_dropped", st.Retired))
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -30,7 +31,7 @@ func TestAutomaticGC(t *testing.T) {
 	n := startNode(t, Config{Deps: d, WarmTTL: time.Minute, GCInterval: 20 * time.Millisecond, GCMinAge: 0})
 	listed := packsOf(t, n, "alice", "gc")
 	ctx := context.Background()
-	garbage, garbageIdx := repo.PackKeys("alice", "gc", "pack-"+strings.Repeat("ab", 20))
+	garbage, garbageIdx := repo.PackKeys(names.MustParse("alice/gc"), "pack-"+strings.Repeat("ab", 20))
 	for _, k := range []string{garbage, garbageIdx} {
 		if err := st.Put(ctx, k, strings.NewReader("leftover"), 8); err != nil {
 			t.Fatal(err)
@@ -51,7 +52,7 @@ func TestAutomaticGC(t *testing.T) {
 		t.Error("the unreferenced index survived")
 	}
 	for _, pk := range listed {
-		key, _ := repo.PackKeys("alice", "gc", pk.Name)
+		key, _ := repo.PackKeys(names.MustParse("alice/gc"), pk.Name)
 		if _, err := st.Head(ctx, key); err != nil {
 			t.Errorf("listed pack %s was collected: %v", pk.Name, err)
 		}

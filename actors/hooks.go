@@ -129,7 +129,7 @@ func (a *repoActor) wakeHooks(ctx actor.Context) {
 	if !a.deliveriesWaiting() {
 		return
 	}
-	a.hooks = a.node.cfg.Hooks.Start(&HookQueue{node: a.node, pid: ctx.Self(), Owner: a.owner, Name: a.name})
+	a.hooks = a.node.cfg.Hooks.Start(&HookQueue{node: a.node, pid: ctx.Self(), Owner: a.key.Owner(), Name: a.key.Name()})
 }
 
 // deliveriesWaiting reports whether the open repository's outbox has
@@ -140,7 +140,7 @@ func (a *repoActor) deliveriesWaiting() bool {
 	}
 	n, _, err := a.repo.Outbox().Pending()
 	if err != nil {
-		a.node.log.Warn("read the webhook outbox", zap.String("repo", string(a.key)), zap.Error(err))
+		a.node.log.Warn("read the webhook outbox", zap.Stringer("repo", a.key), zap.Error(err))
 	}
 	return n > 0
 }
@@ -242,10 +242,11 @@ func (q *HookQueue) Log() *zap.Logger { return q.node.log }
 // in cluster mode) and returns its answer as R.
 func askHooks[R any](ctx context.Context, n *Node, owner, name string, msg any) (R, error) {
 	var zero R
-	if err := names.Validate(owner, name); err != nil {
+	key, err := names.New(owner, name)
+	if err != nil {
 		return zero, err
 	}
-	v, err := n.ask(ctx, keyOf(owner, name), msg, n.cfg.CallTimeout, true)
+	v, err := n.ask(ctx, key, msg, n.cfg.CallTimeout, true)
 	if err != nil {
 		return zero, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/outbox"
@@ -72,7 +73,7 @@ func TestHookWorkerFollowsTheOutbox(t *testing.T) {
 	d := testDeps(t, st)
 	run := &fakeRunner{started: make(chan *HookQueue, 4)}
 	n := startNode(t, Config{Deps: d, WarmTTL: time.Minute, MaxWarm: 8, Hooks: run})
-	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+	if err := repo.Create(ctx, d, names.MustParse("alice/web")); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.AddHook(ctx, "alice", "web", outbox.Hook{ID: "a000000000000000", URL: "http://h/", Events: []string{outbox.KindPush}}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/refdb"
 )
 
@@ -28,7 +29,7 @@ const (
 type (
 	// leaderHandOver: the draining leader node closed repos; move those
 	// still naming it to live nodes (cluster.Map.HandOver).
-	leaderHandOver struct{ repos []string }
+	leaderHandOver struct{ repos []names.Repo }
 	leaderReply    struct {
 		d      cluster.Decision
 		renew  cluster.LeasesRenewed
@@ -234,7 +235,7 @@ func sessionOp(node string, s cluster.Session) (refdb.Op, error) {
 }
 
 // entriesTxn sets the map's entries of repos.
-func (a *leaderActor) entriesTxn(repos []string) (refdb.Txn, error) {
+func (a *leaderActor) entriesTxn(repos []names.Repo) (refdb.Txn, error) {
 	txn := make(refdb.Txn, 0, len(repos))
 	for _, repo := range repos {
 		e, _ := a.m.Get(repo)
@@ -247,16 +248,12 @@ func (a *leaderActor) entriesTxn(repos []string) (refdb.Txn, error) {
 	return txn, nil
 }
 
-func entryOp(repo string, e cluster.Entry) (refdb.Op, error) {
-	key, err := cluster.Key(repo)
-	if err != nil {
-		return refdb.Op{}, err
-	}
+func entryOp(repo names.Repo, e cluster.Entry) (refdb.Op, error) {
 	b, err := e.MarshalBinary()
 	if err != nil {
 		return refdb.Op{}, fmt.Errorf("entry of %s: %w", repo, err)
 	}
-	return refdb.Set(key, b), nil
+	return refdb.Set(cluster.Key(repo), b), nil
 }
 
 // viewBase reads a Map's entries from a refdb view (the current one at
@@ -264,12 +261,8 @@ func entryOp(repo string, e cluster.Entry) (refdb.Op, error) {
 // checked them all, and only the leader writes them.
 type viewBase func() *refdb.View
 
-func (b viewBase) Get(repo string) (cluster.Entry, bool) {
-	key, err := cluster.Key(repo)
-	if err != nil {
-		return cluster.Entry{}, false
-	}
-	v, ok := b().Get(key)
+func (b viewBase) Get(repo names.Repo) (cluster.Entry, bool) {
+	v, ok := b().Get(cluster.Key(repo))
 	if !ok {
 		return cluster.Entry{}, false
 	}
@@ -277,7 +270,7 @@ func (b viewBase) Get(repo string) (cluster.Entry, bool) {
 	return e, e.UnmarshalBinary(v) == nil
 }
 
-func (b viewBase) Range(yield func(repo string, e cluster.Entry) bool) {
+func (b viewBase) Range(yield func(repo names.Repo, e cluster.Entry) bool) {
 	for k, v := range b().Scan(cluster.KeyPrefix) {
 		repo, err := cluster.RepoOfKey(k)
 		var e cluster.Entry
@@ -361,13 +354,13 @@ func (l *localLeader) ForceGrant(ctx context.Context, m cluster.ForceGrantLease)
 // handOver moves the repositories the leader node released in its drain
 // to live nodes. Best effort: what is not handed over is claimed as
 // before, the claim waiting out the leader's restart.
-func (l *localLeader) handOver(ctx context.Context, repos []string) {
+func (l *localLeader) handOver(ctx context.Context, repos []names.Repo) {
 	r, err := l.ask(ctx, &leaderHandOver{repos: repos})
 	if err != nil {
 		l.n.log.Warn("hand over the leader's repositories", zap.Error(err))
 		return
 	}
 	for _, d := range r.handed {
-		l.n.log.Info("handed over repository", zap.String("repo", d.Repo), zap.String("to", d.Owner), zap.Uint64("epoch", d.Entry.Epoch))
+		l.n.log.Info("handed over repository", zap.Stringer("repo", d.Repo), zap.String("to", d.Owner), zap.Uint64("epoch", d.Entry.Epoch))
 	}
 }

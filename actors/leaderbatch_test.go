@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/testkit/faultstore"
 )
@@ -23,7 +24,7 @@ type claimResult struct {
 func claimAsync(svc cluster.LeaderService, repo, node string) <-chan claimResult {
 	ch := make(chan claimResult, 1)
 	go func() {
-		d, err := svc.Claim(context.Background(), cluster.ClaimLease{Repo: repo, Node: node})
+		d, err := svc.Claim(context.Background(), cluster.ClaimLease{Repo: names.MustParse(repo), Node: node})
 		ch <- claimResult{d, err}
 	}()
 	synctest.Wait()
@@ -92,7 +93,7 @@ func TestLeaderGroupCommitsClaimsArrivingDuringAWrite(t *testing.T) {
 		if w := mapWrites(fs); w != 2 {
 			t.Fatalf("%d map writes for two batches, want 2", w)
 		}
-		if e, ok := n.OwnershipView().Get("alice/c"); !ok || e.Node != "rgit-2" {
+		if e, ok := n.OwnershipView().Get(names.MustParse("alice/c")); !ok || e.Node != "rgit-2" {
 			t.Fatalf("alice/c in the map = %+v, %v", e, ok)
 		}
 	})
@@ -133,7 +134,7 @@ func TestLeaderFailedBatchFailsEveryRequesterQueuedOnIt(t *testing.T) {
 		// Both grants were forgotten: the repos go to whoever claims next,
 		// at epoch 1.
 		for _, repo := range []string{"alice/web", "alice/api"} {
-			d, err := svc.Claim(context.Background(), cluster.ClaimLease{Repo: repo, Node: "rgit-3"})
+			d, err := svc.Claim(context.Background(), cluster.ClaimLease{Repo: names.MustParse(repo), Node: "rgit-3"})
 			if err != nil || d.Outcome != cluster.Granted || d.Owner != "rgit-3" || d.Entry.Epoch != 1 {
 				t.Fatalf("claim of %s after the failure = %+v, %v", repo, d, err)
 			}

@@ -62,10 +62,11 @@ func (a *repoActor) receiveLocks(ctx actor.Context, msg any) bool {
 // askLocks sends msg to owner/name's repo actor (opening it, claiming it
 // in cluster mode) and returns its answer.
 func (n *Node) askLocks(ctx context.Context, owner, name string, msg any) (*locksAnswered, error) {
-	if err := names.Validate(owner, name); err != nil {
+	key, err := names.New(owner, name)
+	if err != nil {
 		return nil, err
 	}
-	v, err := n.ask(ctx, keyOf(owner, name), msg, n.cfg.CallTimeout, true)
+	v, err := n.ask(ctx, key, msg, n.cfg.CallTimeout, true)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -16,7 +17,7 @@ import (
 func TestLFSLocksThroughActor(t *testing.T) {
 	ctx := context.Background()
 	n, d := newTestNode(t, memstore.New(), time.Minute, 8)
-	if err := repo.Create(ctx, d, "alice", "game"); err != nil {
+	if err := repo.Create(ctx, d, names.MustParse("alice/game")); err != nil {
 		t.Fatal(err)
 	}
 	l, err := n.CreateLock(ctx, "alice", "game", "level1.bin", "alice")

@@ -1,11 +1,11 @@
 package actors
 
 import (
-	"cmp"
 	"slices"
 	"time"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 )
 
 // The lifecycle decisions of repo actors and their supervisor, as pure
@@ -155,7 +155,7 @@ func releaseOnClose(why closeWhy, lease *cluster.Holder) bool {
 
 // warmChild is the warm pool's view of one open repository.
 type warmChild struct {
-	key      repoKey
+	key      names.Repo
 	lastUsed time.Time
 }
 
@@ -164,7 +164,7 @@ type warmChild struct {
 // just opened). A repository with sessions refuses (onEvict) and is asked
 // again on the next open, so the pool may stay over the bound while every
 // repository is in use.
-func evictions(children []warmChild, fresh repoKey, maxWarm int) []repoKey {
+func evictions(children []warmChild, fresh names.Repo, maxWarm int) []names.Repo {
 	over := len(children) - maxWarm
 	if over <= 0 {
 		return nil
@@ -174,9 +174,9 @@ func evictions(children []warmChild, fresh repoKey, maxWarm int) []repoKey {
 		if c := a.lastUsed.Compare(b.lastUsed); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.key, b.key)
+		return names.Compare(a.key, b.key)
 	})
-	out := make([]repoKey, 0, over)
+	out := make([]names.Repo, 0, over)
 	for _, c := range cand[:min(over, len(cand))] {
 		out = append(out, c.key)
 	}

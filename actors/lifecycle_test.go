@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 )
 
 func holder(s cluster.HolderState) *cluster.Holder { return &cluster.Holder{State: s} }
@@ -106,19 +107,19 @@ func TestReleaseOnClose(t *testing.T) {
 func TestEvictions(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	pool := []warmChild{{"a/x", at(3)}, {"a/y", at(1)}, {"a/z", at(2)}, {"a/new", at(0)}}
+	pool := []warmChild{{rn("a/x"), at(3)}, {rn("a/y"), at(1)}, {rn("a/z"), at(2)}, {rn("a/new"), at(0)}}
 	cases := []struct {
 		name    string
 		pool    []warmChild
-		fresh   repoKey
+		fresh   names.Repo
 		maxWarm int
-		want    []repoKey
+		want    []names.Repo
 	}{
-		{"within the bound", pool, "a/new", 4, nil},
-		{"one over: least recently used", pool, "a/new", 3, []repoKey{"a/y"}},
-		{"two over, never the fresh one", pool, "a/new", 2, []repoKey{"a/y", "a/z"}},
-		{"bound below the pool: all but fresh", pool, "a/new", 0, []repoKey{"a/y", "a/z", "a/x"}},
-		{"ties broken by name", []warmChild{{"a/b", at(1)}, {"a/a", at(1)}, {"a/c", at(5)}}, "a/c", 2, []repoKey{"a/a"}},
+		{"within the bound", pool, rn("a/new"), 4, nil},
+		{"one over: least recently used", pool, rn("a/new"), 3, []names.Repo{rn("a/y")}},
+		{"two over, never the fresh one", pool, rn("a/new"), 2, []names.Repo{rn("a/y"), rn("a/z")}},
+		{"bound below the pool: all but fresh", pool, rn("a/new"), 0, []names.Repo{rn("a/y"), rn("a/z"), rn("a/x")}},
+		{"ties broken by name", []warmChild{{rn("a/b"), at(1)}, {rn("a/a"), at(1)}, {rn("a/c"), at(5)}}, rn("a/c"), 2, []names.Repo{rn("a/a")}},
 	}
 	for _, c := range cases {
 		if got := evictions(c.pool, c.fresh, c.maxWarm); !slices.Equal(got, c.want) {
@@ -162,3 +163,5 @@ func TestOnSessionAndLeaseClosed(t *testing.T) {
 		}
 	}
 }
+
+func rn(s string) names.Repo { return names.MustParse(s) }

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -68,9 +68,8 @@ func maintStep(p maintPhase, ev maintEvent) (next maintPhase, spawn bool) {
 	return p, false
 }
 
-// unbitmappedGrace is how long a largest pack may go without a bitmap
-// before maintenance repacks (see planMaintenance).
-var unbitmappedGrace = 10 * time.Minute
+// defaultUnbitmappedGrace is Config.UnbitmappedGrace's default.
+const defaultUnbitmappedGrace = 10 * time.Minute
 
 // maintKind is what one maintenance check of a repository does.
 type maintKind uint8
@@ -91,26 +90,26 @@ const (
 // walk only the commits of the smaller packs, so a largest pack without
 // one (a big push into a repository that had a small first pack) sends
 // every clone through a walk of the whole history until it is repacked.
-// unbitmappedGrace lets the background build of a first push's bitmap
-// finish first, and limits a repository whose bitmap cannot be built to
-// one full repack per grace period.
+// grace (Config.UnbitmappedGrace) lets the background build of a first
+// push's bitmap finish first, and limits a repository whose bitmap cannot
+// be built to one full repack per grace period.
 //
 //	packs                                          does
 //	0 or 1                                         nothing
 //	more than one, largest older than fullAge      full repack
 //	more than one, largest without a bitmap and    full repack
-//	  older than unbitmappedGrace
+//	  older than grace
 //	a geometric progression                        nothing
 //	the roll-up would take every pack (size:       full repack
 //	  the small packs reached half the largest)
 //	otherwise                                      roll up the plan's packs
-func planMaintenance(packs []repo.PackInfo, bitmapped bool, now time.Time, fullAge time.Duration) (maintKind, []string) {
+func planMaintenance(packs []repo.PackInfo, bitmapped bool, now time.Time, fullAge, grace time.Duration) (maintKind, []string) {
 	if len(packs) < 2 {
 		return maintNothing, nil
 	}
 	largest, _ := repo.LargestPack(packs)
 	age := now.Sub(largest.Created)
-	if age > fullAge || !bitmapped && age > unbitmappedGrace {
+	if age > fullAge || !bitmapped && age > grace {
 		return maintFull, nil
 	}
 	roll := repo.PlanGeometric(packs, repo.GeometricFactor)
@@ -131,7 +130,8 @@ func jittered(interval time.Duration, r float64) time.Duration {
 }
 
 // Backoff of a job deferred because the node is busy: the wait doubles
-// from the first to the last and stays there.
+// from the first (Config.BusyRetry, default busyRetryFirst) to the last
+// and stays there.
 const (
 	busyRetryFirst = time.Second
 	busyRetryMax   = time.Minute
@@ -161,7 +161,7 @@ type maintainer struct {
 	gc    *gcMetrics
 
 	mu     sync.Mutex
-	phases map[repoKey]maintPhase
+	phases map[names.Repo]maintPhase
 	jobs   sync.WaitGroup
 	idle   chan struct{} // closed while no repository is scheduled
 }
@@ -202,11 +202,11 @@ func newMaintainer(n *Node, slots int, reg prometheus.Registerer) *maintainer {
 	idle := make(chan struct{})
 	close(idle)
 	return &maintainer{node: n, slots: make(chan struct{}, max(slots, 1)), ctx: ctx, stop: stop,
-		m: newMaintMetrics(reg), gc: newGCMetrics(reg), phases: map[repoKey]maintPhase{}, idle: idle}
+		m: newMaintMetrics(reg), gc: newGCMetrics(reg), phases: map[names.Repo]maintPhase{}, idle: idle}
 }
 
 // step applies ev to key's schedule and starts a job when it says so.
-func (m *maintainer) step(key repoKey, ev maintEvent) {
+func (m *maintainer) step(key names.Repo, ev maintEvent) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ctx.Err() != nil && ev == maintRequested {
@@ -234,7 +234,7 @@ func (m *maintainer) step(key repoKey, ev maintEvent) {
 }
 
 // job waits for a slot and runs one maintenance check of key.
-func (m *maintainer) job(key repoKey) {
+func (m *maintainer) job(key names.Repo) {
 	defer m.jobs.Done()
 	defer m.step(key, maintFinished)
 	select {
@@ -250,15 +250,15 @@ func (m *maintainer) job(key repoKey) {
 	if !m.waitNotBusy() {
 		return
 	}
-	owner, name := key.split()
+	owner, name := key.Owner(), key.Name()
 	result, err := m.maintain(owner, name)
 	switch {
 	case errors.Is(err, repo.ErrConcurrentUpdate):
 		// Expected now and then (an admin repack replaced packs the
 		// build read); the next push or pass plans again.
-		m.node.log.Info("background maintenance raced a change; checking again later", zap.String("repo", string(key)), zap.Error(err))
+		m.node.log.Info("background maintenance raced a change; checking again later", zap.Stringer("repo", key), zap.Error(err))
 	case err != nil && !errors.Is(err, context.Canceled):
-		m.node.log.Warn("background maintenance failed", zap.String("repo", string(key)), zap.Error(err))
+		m.node.log.Warn("background maintenance failed", zap.Stringer("repo", key), zap.Error(err))
 	}
 	m.m.runs.WithLabelValues(result).Inc()
 }
@@ -279,7 +279,7 @@ func (m *maintainer) waitNotBusy() bool {
 // updating *wait; an error means the maintainer shut down meanwhile.
 func (m *maintainer) backOff(wait *time.Duration) error {
 	m.m.deferred.Inc()
-	*wait = busyBackoff(*wait, cmp.Or(m.node.testBusyRetry, busyRetryFirst))
+	*wait = busyBackoff(*wait, m.node.cfg.BusyRetry)
 	return sleepUntil(m.ctx, time.Now().Add(*wait))
 }
 
@@ -348,7 +348,7 @@ func (m *maintainer) plan(owner, name string) (*Session, maintKind, []string, er
 		bm := s.Snapshot.Bitmap(ctx)
 		bitmapped = bm != nil && bm.HasBitmap(largest.Name)
 	}
-	kind, roll := planMaintenance(s.Snapshot.Packs, bitmapped, time.Now(), m.node.cfg.FullRepackAge)
+	kind, roll := planMaintenance(s.Snapshot.Packs, bitmapped, time.Now(), m.node.cfg.FullRepackAge, m.node.cfg.UnbitmappedGrace)
 	return s, kind, roll, nil
 }
 
@@ -356,8 +356,8 @@ func (m *maintainer) plan(owner, name string) (*Session, maintKind, []string, er
 func (m *maintainer) rewrite(s *Session, owner, name string, kind maintKind, roll []string) (string, error) {
 	ctx := m.ctx
 	defer func(start time.Time) { m.m.seconds.Observe(time.Since(start).Seconds()) }(time.Now())
-	if m.node.testBeforeRollUp != nil {
-		m.node.testBeforeRollUp(owner, name)
+	if m.node.cfg.BeforeRollUp != nil {
+		m.node.cfg.BeforeRollUp(owner, name)
 	}
 	var b *repo.RepackBuild
 	var err error
@@ -396,7 +396,7 @@ func (m *maintainer) rewrite(s *Session, owner, name string, kind maintKind, rol
 // any already scheduled). Repositories not open here are maintained after
 // their next push.
 func (m *maintainer) schedule(interval time.Duration) {
-	m.every(interval, "scheduled maintenance", func(key repoKey) bool {
+	m.every(interval, "scheduled maintenance", func(key names.Repo) bool {
 		m.step(key, maintRequested)
 		return true
 	})
@@ -404,7 +404,7 @@ func (m *maintainer) schedule(interval time.Duration) {
 
 // every runs each on every repository open on the node, every jittered
 // interval, until shutdown or until each returns false.
-func (m *maintainer) every(interval time.Duration, what string, each func(key repoKey) bool) {
+func (m *maintainer) every(interval time.Duration, what string, each func(key names.Repo) bool) {
 	m.jobs.Add(1)
 	go func() {
 		defer m.jobs.Done()
@@ -412,7 +412,7 @@ func (m *maintainer) every(interval time.Duration, what string, each func(key re
 			if sleepUntil(m.ctx, time.Now().Add(jittered(interval, rand.Float64()))) != nil {
 				return
 			}
-			open, err := m.node.OpenRepos(m.ctx)
+			open, err := m.node.listRepos(m.ctx, &listOpen{})
 			if err != nil {
 				if m.ctx.Err() == nil {
 					m.node.log.Warn(what+": list open repositories", zap.Error(err))
@@ -420,12 +420,12 @@ func (m *maintainer) every(interval time.Duration, what string, each func(key re
 				continue
 			}
 			for _, k := range open {
-				if !each(repoKey(k)) {
+				if !each(k) {
 					return
 				}
 			}
-			if m.node.testAfterPass != nil {
-				m.node.testAfterPass()
+			if m.node.cfg.AfterMaintenancePass != nil {
+				m.node.cfg.AfterMaintenancePass()
 			}
 		}
 	}()
@@ -457,7 +457,9 @@ func (n *Node) Maintain(owner, name string) {
 	if n.cfg.MaintenanceSlots < 0 {
 		return
 	}
-	n.maint.step(keyOf(owner, name), maintRequested)
+	if key, err := names.New(owner, name); err == nil {
+		n.maint.step(key, maintRequested)
+	}
 }
 
 // WaitMaintenance returns once no background maintenance is scheduled or

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -15,10 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/testkit/gitrun"
 )
 
 func TestMaintStep(t *testing.T) {
@@ -51,7 +50,7 @@ type pusher struct {
 	t      *testing.T
 	n      *Node
 	d      repo.Deps
-	dir    string
+	g      *gitrun.Repo
 	i      int
 	prev   object.ID
 	owner  string
@@ -63,18 +62,7 @@ type pusher struct {
 
 func (p *pusher) git(stdin []byte, args ...string) []byte {
 	p.t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = p.dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t")
-	cmd.Stdin = bytes.NewReader(stdin)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		p.t.Fatalf("git %v: %v\n%s", args, err, stderr.Bytes())
-	}
-	return out
+	return p.g.Output(stdin, args...)
 }
 
 func (p *pusher) push() {
@@ -99,9 +87,7 @@ func (p *pusher) pushCommits(k int) {
 	p.t.Helper()
 	for range k {
 		p.i++
-		if err := os.WriteFile(filepath.Join(p.dir, "f"), []byte(strings.Repeat(fmt.Sprintf("line %d\n", p.i), 20)), 0o644); err != nil {
-			p.t.Fatal(err)
-		}
+		p.g.Write("f", strings.Repeat(fmt.Sprintf("line %d\n", p.i), 20))
 		p.git(nil, "add", ".")
 		p.git(nil, "commit", "-q", "-m", fmt.Sprint("c", p.i))
 	}
@@ -116,7 +102,7 @@ func (p *pusher) pushCommits(k int) {
 		p.t.Fatal(err)
 	}
 	ctx := context.Background()
-	info, err := repo.StagePack(ctx, p.d, p.owner, p.repoNm, ix)
+	info, err := repo.StagePack(ctx, p.d, names.MustParse(p.owner+"/"+p.repoNm), ix)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -137,12 +123,10 @@ func (p *pusher) pushCommits(k int) {
 }
 
 func newPusher(t *testing.T, n *Node, d repo.Deps, owner, name string) *pusher {
-	if err := repo.Create(context.Background(), d, owner, name); err != nil {
+	if err := repo.Create(context.Background(), d, names.MustParse(owner+"/"+name)); err != nil {
 		t.Fatal(err)
 	}
-	p := &pusher{t: t, n: n, d: d, dir: t.TempDir(), owner: owner, repoNm: name}
-	p.git(nil, "init", "-q", "-b", "main")
-	return p
+	return &pusher{t: t, n: n, d: d, g: gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "")}), owner: owner, repoNm: name}
 }
 
 func packsOf(t *testing.T, n *Node, owner, name string) []repo.PackInfo {
@@ -210,25 +194,35 @@ func TestPushesLeaveBoundedPacks(t *testing.T) {
 // switched the pack list still writes a complete pack, and so does one
 // after it.
 func TestCloneDuringRollUp(t *testing.T) {
-	n, d := newTestNode(t, memstore.New(), time.Minute, 8)
-	p := newPusher(t, n, d, "alice", "clone")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var n *Node
+	var hold atomic.Bool // the next roll-up opens a session first
+	var held atomic.Pointer[Session]
+	n, d := newMaintNode(t, func(c *Config) {
+		c.BeforeRollUp = func(owner, name string) {
+			if !hold.Load() {
+				return
+			}
+			s, err := n.Session(ctx, owner, name)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			held.Store(s)
+		}
+	})
+	p := newPusher(t, n, d, "alice", "clone")
 	// One at a time, so the packs are 6 and 3 objects (3 per push)...
 	p.pushSettled(ctx, 3)
 	// ...and the next push makes the roll-up take every pack; a clone
 	// starts just before it is built.
-	var during *Session
-	n.testBeforeRollUp = func(owner, name string) {
-		var err error
-		if during, err = n.Session(ctx, owner, name); err != nil {
-			t.Error(err)
-		}
-	}
+	hold.Store(true)
 	p.push()
 	if err := n.WaitMaintenance(ctx); err != nil {
 		t.Fatal(err)
 	}
+	during := held.Load()
 	if during == nil {
 		t.Fatal("no roll-up ran")
 	}
@@ -252,9 +246,7 @@ func TestCloneDuringRollUp(t *testing.T) {
 		if _, err := s.Snapshot.Objects().WritePack(ctx, &buf, want, pack.WriteOptions{OfsDelta: true}); err != nil {
 			t.Fatal(err)
 		}
-		check := &pusher{t: t, dir: t.TempDir()}
-		check.git(nil, "init", "-q")
-		check.git(buf.Bytes(), "index-pack", "--stdin", "--strict")
+		gitrun.Scratch(t, gitrun.Env{}).Output(buf.Bytes(), "index-pack", "--stdin", "--strict")
 	}
 }
 
@@ -264,10 +256,7 @@ func TestCloneDuringRollUp(t *testing.T) {
 // walk the whole history. Maintenance repacks it into one pack with a
 // bitmap.
 func TestLargestPackGetsBitmap(t *testing.T) {
-	grace := unbitmappedGrace
-	t.Cleanup(func() { unbitmappedGrace = grace })
-	unbitmappedGrace = 0
-	n, d := newTestNode(t, memstore.New(), time.Minute, 8)
+	n, d := newMaintNode(t, func(c *Config) { c.UnbitmappedGrace = time.Nanosecond })
 	p := newPusher(t, n, d, "alice", "import")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -296,7 +285,7 @@ func TestPlanMaintenance(t *testing.T) {
 	pk := func(name string, objects int, created time.Time) repo.PackInfo {
 		return repo.PackInfo{Name: name, Objects: objects, Created: created}
 	}
-	fresh := now.Add(-unbitmappedGrace / 2)
+	fresh := now.Add(-defaultUnbitmappedGrace / 2)
 	for _, r := range []struct {
 		name        string
 		packs       []repo.PackInfo
@@ -315,7 +304,7 @@ func TestPlanMaintenance(t *testing.T) {
 		{"largest without bitmap, small ones roll up", []repo.PackInfo{pk("a", 100, fresh), pk("b", 1, now), pk("c", 1, now)}, true, maintRollUp, []string{"b", "c"}},
 		{"one pack without bitmap", []repo.PackInfo{pk("a", 100, young)}, true, maintNothing, nil},
 	} {
-		kind, roll := planMaintenance(r.packs, !r.unbitmapped, now, age)
+		kind, roll := planMaintenance(r.packs, !r.unbitmapped, now, age, defaultUnbitmappedGrace)
 		if kind != r.kind || !slices.Equal(roll, r.roll) {
 			t.Errorf("%s: planMaintenance = %d %v, want %d %v", r.name, kind, roll, r.kind, r.roll)
 		}
@@ -370,8 +359,8 @@ func TestMaintenanceDefersWhileBusy(t *testing.T) {
 			}
 			return busy.Load()
 		}
+		c.BusyRetry = time.Millisecond
 	})
-	n.testBusyRetry = time.Millisecond
 	p := newPusher(t, n, d, "alice", "busy")
 	for range 4 {
 		p.push()
@@ -412,8 +401,8 @@ func TestMaintenanceWaitsForMemory(t *testing.T) {
 			}
 			return func() { released.Add(1) }, true
 		}
+		c.BusyRetry = time.Millisecond
 	})
-	n.testBusyRetry = time.Millisecond
 	p := newPusher(t, n, d, "alice", "mem")
 	for range 4 {
 		p.push()
@@ -453,7 +442,15 @@ func TestMaintenanceWaitsForMemory(t *testing.T) {
 // are repacked by the scheduled pass over the open repositories, into one
 // pack with a bitmap.
 func TestScheduledPassMaintains(t *testing.T) {
-	n, d := newMaintNode(t, func(*Config) {})
+	passed := make(chan struct{}, 1)
+	n, d := newMaintNode(t, func(c *Config) {
+		c.AfterMaintenancePass = func() {
+			select {
+			case passed <- struct{}{}:
+			default:
+			}
+		}
+	})
 	p := newPusher(t, n, d, "alice", "sched")
 	p.quiet = true
 	for range 4 {
@@ -461,13 +458,6 @@ func TestScheduledPassMaintains(t *testing.T) {
 	}
 	if got := len(packsOf(t, n, "alice", "sched")); got != 4 {
 		t.Fatalf("%d packs before the pass, want 4", got)
-	}
-	passed := make(chan struct{}, 1)
-	n.testAfterPass = func() {
-		select {
-		case passed <- struct{}{}:
-		default:
-		}
 	}
 	n.maint.schedule(time.Millisecond)
 	<-passed
@@ -495,19 +485,25 @@ func TestScheduledPassMaintains(t *testing.T) {
 // abandoned, so its session does not hold the repository past the drain
 // and its switch never meets the next owner's fence.
 func TestDrainStopsMaintenance(t *testing.T) {
+	var n *Node
+	var hold atomic.Bool // the next roll-up waits for the maintainer to stop
+	entered := make(chan struct{})
 	d := testDeps(t, memstore.New())
-	n := startNode(t, Config{Deps: d, Cluster: &ClusterConfig{Self: "rgit-0"}})
+	n = startNode(t, Config{Deps: d, Cluster: &ClusterConfig{Self: "rgit-0"},
+		BeforeRollUp: func(owner, name string) {
+			if !hold.Load() {
+				return
+			}
+			close(entered)
+			<-n.maint.ctx.Done()
+		}})
 	p := newPusher(t, n, d, "alice", "drain")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p.pushSettled(ctx, 3)
 	rolled := func() float64 { return testutil.ToFloat64(n.maint.m.runs.WithLabelValues("rolled_up")) }
 	before := rolled()
-	entered := make(chan struct{})
-	n.testBeforeRollUp = func(owner, name string) {
-		close(entered)
-		<-n.maint.ctx.Done() // held until the maintainer is stopped
-	}
+	hold.Store(true)
 	p.push()
 	<-entered
 	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)

@@ -75,10 +75,15 @@ func (n *Node) commitRepack(ctx context.Context, s *Session, b *repo.RepackBuild
 // objects, runs outside the actor. A missing repository yields an error
 // wrapping repo.ErrNotFound (see repo.PlanOrphanGC).
 func (n *Node) PlanGC(ctx context.Context, owner, name string, now time.Time, minAge time.Duration) (repo.GCPlan, error) {
-	if err := names.Validate(owner, name); err != nil {
+	key, err := names.New(owner, name)
+	if err != nil {
 		return repo.GCPlan{}, err
 	}
-	v, err := n.ask(ctx, keyOf(owner, name), &planGC{now: now, minAge: minAge}, n.cfg.CallTimeout, true)
+	return n.planGC(ctx, key, now, minAge)
+}
+
+func (n *Node) planGC(ctx context.Context, key names.Repo, now time.Time, minAge time.Duration) (repo.GCPlan, error) {
+	v, err := n.ask(ctx, key, &planGC{now: now, minAge: minAge}, n.cfg.CallTimeout, true)
 	if err != nil {
 		return repo.GCPlan{}, err
 	}

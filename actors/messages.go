@@ -1,28 +1,18 @@
 package actors
 
 import (
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
 
 // Messages between the node, its supervisor and repo actors. They stay in
 // process for now; pack bytes never travel in them, only handles.
-
-// repoKey names a repository: "owner/name".
-type repoKey string
-
-func keyOf(owner, name string) repoKey { return repoKey(owner + "/" + name) }
-
-func (k repoKey) split() (owner, name string) {
-	owner, name, _ = strings.Cut(string(k), "/")
-	return owner, name
-}
 
 // deliver asks the supervisor to hand msg to the repo actor of key
 // (spawning it on a single node), which answers the original sender. A
@@ -30,7 +20,7 @@ func (k repoKey) split() (owner, name string) {
 // PoisonPill the supervisor sends a closing actor: it is answered
 // (errRetry) rather than lost in a stopping mailbox.
 type deliver struct {
-	key repoKey
+	key names.Repo
 	msg any
 }
 
@@ -42,7 +32,7 @@ type notHeld struct{}
 // forgets it so the next request spawns a fresh one, and then stops it
 // (PoisonPill: after every request it handed it).
 type idle struct {
-	key repoKey
+	key names.Repo
 	pid *actor.PID
 	why closeWhy
 }
@@ -77,7 +67,7 @@ type acquire struct{}
 // lease's epoch, 0 on a single node) that the session's writes go to.
 type acquired struct {
 	snap  *repo.Snapshot
-	info  repo.RepoInfo
+	info  auth.RepoInfo
 	pid   *actor.PID
 	epoch uint64
 }
@@ -153,7 +143,7 @@ type closeRepo struct{ shutdown bool }
 // Cluster-mode messages between the node, the supervisor and repo actors.
 type (
 	// leaseQuery asks the supervisor about its lease on key; *leaseInfo answers.
-	leaseQuery struct{ key repoKey }
+	leaseQuery struct{ key names.Repo }
 	leaseInfo  struct {
 		held  bool // Serving or Draining: requests are served here
 		epoch uint64
@@ -162,7 +152,7 @@ type (
 	// being its state after the grant (cluster.Step from Claiming);
 	// answered with *leaseInfo once the repo actor is spawned.
 	granted struct {
-		key    repoKey
+		key    names.Repo
 		epoch  uint64
 		holder cluster.Holder
 	}
@@ -181,7 +171,7 @@ type (
 	// still in the renewal batch, and when it ended while sessions linger
 	// (released): requests then route and claim anew.
 	leaseChanged struct {
-		key      repoKey
+		key      names.Repo
 		pid      *actor.PID
 		renews   bool
 		released bool
@@ -201,7 +191,7 @@ type (
 	// repo the node held when it left to its epoch, session is the session
 	// the heartbeat renewed (0: it opened one).
 	renewResult struct {
-		sent    map[repoKey]uint64
+		sent    map[names.Repo]uint64
 		session uint64
 		probe   bool // sent as a probeLeader
 		r       cluster.LeasesRenewed
@@ -217,7 +207,7 @@ type (
 	drainAll  struct{}
 	drainWait struct {
 		done     <-chan struct{}
-		released []repoKey // the leases the drain releases
+		released []names.Repo // the leases the drain releases
 	}
 )
 
@@ -229,4 +219,4 @@ type listOpen struct{}
 type listDraining struct{}
 
 // openKeys answers listOpen and listDraining.
-type openKeys struct{ keys []repoKey }
+type openKeys struct{ keys []names.Repo }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -38,6 +39,14 @@ type Config struct {
 	// pack is older than this gets a full repack instead of a roll-up;
 	// default 7 days.
 	FullRepackAge time.Duration
+	// UnbitmappedGrace is how long a largest pack may go without a bitmap
+	// before maintenance repacks (see planMaintenance); default 10
+	// minutes.
+	UnbitmappedGrace time.Duration
+	// BusyRetry is the first wait of a maintenance job deferred because
+	// the node is busy (or its memory budget short); it doubles from
+	// there. Default 1 s.
+	BusyRetry time.Duration
 	// Busy is the load signal maintenance backs off on: while it reports
 	// true, jobs wait (retrying with backoff) before they start. Nil: the
 	// node is busy while more than 4 sessions per CPU are live.
@@ -53,6 +62,12 @@ type Config struct {
 	MaintenanceDone func()
 	Log             *zap.Logger
 	Registerer      prometheus.Registerer // nil: metrics are not registered
+	// BeforeRollUp, if set, is called after a background roll-up is
+	// planned and before it is built; AfterMaintenancePass after each
+	// scheduled pass has asked for maintenance of the open repositories.
+	// Observers: tests hold or count background work there.
+	BeforeRollUp         func(owner, name string)
+	AfterMaintenancePass func()
 	// Cluster makes the node a cluster member; nil is a single node that
 	// owns every repository.
 	Cluster *ClusterConfig
@@ -94,16 +109,6 @@ type Node struct {
 	shutOnce sync.Once
 	shutErr  error
 
-	// testBeforeRollUp, if set, runs after a background roll-up is planned
-	// and before it is built (tests hold it there).
-	testBeforeRollUp func(owner, name string)
-	// testBusyRetry, if set, replaces the first wait of a job deferred
-	// because the node is busy.
-	testBusyRetry time.Duration
-	// testAfterPass, if set, runs after each scheduled maintenance pass
-	// has asked for maintenance of the open repositories.
-	testAfterPass func()
-
 	sessions atomic.Int64 // live Sessions (the default load signal)
 }
 
@@ -142,6 +147,12 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.FullRepackAge <= 0 {
 		cfg.FullRepackAge = 7 * 24 * time.Hour
 	}
+	if cfg.UnbitmappedGrace <= 0 {
+		cfg.UnbitmappedGrace = defaultUnbitmappedGrace
+	}
+	if cfg.BusyRetry <= 0 {
+		cfg.BusyRetry = busyRetryFirst
+	}
 	n := &Node{cfg: cfg, log: cfg.Log, metrics: newMetrics(cfg.Registerer)}
 	if n.cfg.Busy == nil {
 		n.cfg.Busy = n.manySessions
@@ -160,7 +171,7 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &supervisor{node: n, children: map[repoKey]*child{}, lingering: map[string]lingerer{}}
+		return &supervisor{node: n, children: map[names.Repo]*child{}, lingering: map[string]lingerer{}}
 	})
 	pid, err := n.system.Root.SpawnNamed(props, "repos")
 	if err != nil {
@@ -218,7 +229,7 @@ type Session struct {
 	node     *Node
 	pid      *actor.PID
 	Snapshot *repo.Snapshot
-	Info     repo.RepoInfo
+	Info     auth.RepoInfo
 	// Epoch is the ownership lease the session runs under (0 on a single
 	// node): one epoch, one writer.
 	Epoch       uint64
@@ -230,10 +241,11 @@ type Session struct {
 // node must own the repository (it claims it if unowned); otherwise the
 // error is a *NotOwnerError naming the owner.
 func (n *Node) Session(ctx context.Context, owner, name string) (*Session, error) {
-	if err := names.Validate(owner, name); err != nil {
+	key, err := names.New(owner, name)
+	if err != nil {
 		return nil, err
 	}
-	v, err := n.ask(ctx, keyOf(owner, name), &acquire{}, n.cfg.OpenTimeout, true)
+	v, err := n.ask(ctx, key, &acquire{}, n.cfg.OpenTimeout, true)
 	if err != nil {
 		return nil, err
 	}
@@ -283,10 +295,11 @@ func (n *Node) SetHead(ctx context.Context, owner, name, target string) error {
 
 // writeRepo sends a write answered by *written to owner/name's repo actor.
 func (n *Node) writeRepo(ctx context.Context, owner, name string, msg any) error {
-	if err := names.Validate(owner, name); err != nil {
+	key, err := names.New(owner, name)
+	if err != nil {
 		return err
 	}
-	v, err := n.ask(ctx, keyOf(owner, name), msg, n.cfg.CallTimeout, true)
+	v, err := n.ask(ctx, key, msg, n.cfg.CallTimeout, true)
 	if err != nil {
 		return err
 	}
@@ -301,7 +314,11 @@ func (n *Node) writeRepo(ctx context.Context, owner, name string, msg any) error
 // waits until it is closed (delete-repo runs after it). In cluster mode the
 // lease is released as well.
 func (n *Node) CloseRepo(ctx context.Context, owner, name string) error {
-	_, err := n.ask(ctx, keyOf(owner, name), &closeRepo{}, n.cfg.OpenTimeout, false)
+	key, err := names.New(owner, name)
+	if err != nil {
+		return err
+	}
+	_, err = n.ask(ctx, key, &closeRepo{}, n.cfg.OpenTimeout, false)
 	if errors.Is(err, repo.ErrNotFound) || errors.Is(err, errNotHeld) {
 		return nil
 	}
@@ -310,27 +327,37 @@ func (n *Node) CloseRepo(ctx context.Context, owner, name string) error {
 
 // OpenRepos lists the repositories whose actors are alive, sorted.
 func (n *Node) OpenRepos(ctx context.Context) ([]string, error) {
-	return n.listRepos(ctx, &listOpen{})
+	keys, err := n.listRepos(ctx, &listOpen{})
+	return repoStrings(keys), err
 }
 
 // DrainingRepos lists the repositories whose lease this node is releasing
 // through the drain (open, serving, no longer renewed), sorted.
 func (n *Node) DrainingRepos(ctx context.Context) ([]string, error) {
-	return n.listRepos(ctx, &listDraining{})
+	keys, err := n.listRepos(ctx, &listDraining{})
+	return repoStrings(keys), err
 }
 
-func (n *Node) listRepos(ctx context.Context, msg any) ([]string, error) {
+func (n *Node) listRepos(ctx context.Context, msg any) ([]names.Repo, error) {
 	v, err := n.request(ctx, n.sup, msg, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	keys := v.(*openKeys).keys
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = string(k)
+	keys := slices.Clone(v.(*openKeys).keys)
+	slices.SortFunc(keys, names.Compare)
+	return keys, nil
+}
+
+// repoStrings spells repositories as "owner/name".
+func repoStrings(rs []names.Repo) []string {
+	if rs == nil {
+		return nil
 	}
-	slices.Sort(out)
-	return out, nil
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.String()
+	}
+	return out
 }
 
 // Shutdown closes every open repository database and stops the actors.
@@ -344,13 +371,13 @@ func (n *Node) Shutdown(ctx context.Context) error {
 
 func (n *Node) shutdown(ctx context.Context) error {
 	n.maint.shutdown()
-	keys, err := n.OpenRepos(ctx)
+	keys, err := n.listRepos(ctx, &listOpen{})
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, k := range keys {
-		if _, err := n.ask(ctx, repoKey(k), &closeRepo{shutdown: true}, n.cfg.OpenTimeout, false); err != nil &&
+		if _, err := n.ask(ctx, k, &closeRepo{shutdown: true}, n.cfg.OpenTimeout, false); err != nil &&
 			!errors.Is(err, repo.ErrNotFound) && !errors.Is(err, errNotHeld) {
 			errs = append(errs, fmt.Errorf("close %s: %w", k, err))
 		}
@@ -383,7 +410,7 @@ var errNotHeld = errors.New("no lease held on repository")
 // gone. In cluster mode a routed ask first makes sure this node owns key
 // (claiming it if unowned); an unrouted one only reaches a repository
 // already held (errNotHeld).
-func (n *Node) ask(ctx context.Context, key repoKey, msg any, timeout time.Duration, routed bool) (any, error) {
+func (n *Node) ask(ctx context.Context, key names.Repo, msg any, timeout time.Duration, routed bool) (any, error) {
 	for attempt := 0; attempt < 5; attempt++ {
 		if routed && n.cl != nil {
 			if err := n.ensureLocal(ctx, key); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
@@ -86,14 +87,14 @@ func TestSessionKeepsRepoOpenUntilIdle(t *testing.T) {
 		n, d := newTestNode(t, st, time.Minute, 8)
 		defer endBubble(n)
 		ctx := context.Background()
-		if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+		if err := repo.Create(ctx, d, names.MustParse("alice/web")); err != nil {
 			t.Fatal(err)
 		}
 		s, err := n.Session(ctx, "alice", "web")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Snapshot.Head != "refs/heads/main" || s.Info.Owner != "alice" {
+		if s.Snapshot.Head != "refs/heads/main" || s.Info.Repo.Owner() != "alice" {
 			t.Fatalf("snapshot %+v info %+v", s.Snapshot, s.Info)
 		}
 		// Several TTLs pass while the session is held: the repo stays open.
@@ -128,7 +129,7 @@ func TestWritesAreSerializedThroughTheActor(t *testing.T) {
 	st := memstore.New()
 	n, d := newTestNode(t, st, time.Minute, 8)
 	ctx := context.Background()
-	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+	if err := repo.Create(ctx, d, names.MustParse("alice/web")); err != nil {
 		t.Fatal(err)
 	}
 	const pushers = 20
@@ -170,7 +171,7 @@ func TestMaxWarmEvictsIdleRepos(t *testing.T) {
 		defer endBubble(n)
 		ctx := context.Background()
 		for _, name := range []string{"a", "b", "c", "d"} {
-			if err := repo.Create(ctx, d, "alice", name); err != nil {
+			if err := repo.Create(ctx, d, names.MustParse("alice/"+name)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -202,7 +203,7 @@ func TestFencedRepoActorStops(t *testing.T) {
 		n, d := newTestNode(t, st, time.Hour, 8)
 		defer endBubble(n)
 		ctx := context.Background()
-		if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+		if err := repo.Create(ctx, d, names.MustParse("alice/web")); err != nil {
 			t.Fatal(err)
 		}
 		s, err := n.Session(ctx, "alice", "web")
@@ -211,7 +212,7 @@ func TestFencedRepoActorStops(t *testing.T) {
 		}
 		s.Release()
 		// Another writer (another node, or a direct admin process) opens it.
-		other, err := repo.Open(ctx, d, "alice", "web")
+		other, err := repo.Open(ctx, d, names.MustParse("alice/web"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,11 +229,11 @@ func TestPanicRestartsRepoActor(t *testing.T) {
 	st := memstore.New()
 	n, d := newTestNode(t, st, time.Hour, 8)
 	ctx := context.Background()
-	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+	if err := repo.Create(ctx, d, names.MustParse("alice/web")); err != nil {
 		t.Fatal(err)
 	}
 	// A repack commit without a build is a bug that panics in the write.
-	v, err := n.ask(ctx, keyOf("alice", "web"), &commitRepack{}, time.Minute, true)
+	v, err := n.ask(ctx, names.MustParse("alice/web"), &commitRepack{}, time.Minute, true)
 	if r, _ := v.(*repackCommitted); err != nil || r == nil || !errors.Is(r.err, errPanic) {
 		t.Fatalf("a panicking write answered %#v, %v; want errPanic", v, err)
 	}

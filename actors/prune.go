@@ -15,7 +15,7 @@ import (
 
 // leaderPrune asks the leader actor to prune the map (cluster.Map.Prune);
 // gone lists lapsed repos found deleted. Answered with a *leaderReply.
-type leaderPrune struct{ gone []string }
+type leaderPrune struct{ gone []names.Repo }
 
 // prune applies the pure decision; its removals and the raised epoch
 // floor are persisted in one transaction, as cluster.Pruned.Write demands.
@@ -30,12 +30,7 @@ func (a *leaderActor) prune(w *leaderWrite, m *leaderPrune, now time.Time) {
 	w.reply.pruned = p
 	w.txn = refdb.Txn{refdb.Set(cluster.FloorKey, cluster.EncodeFloor(p.Floor))}
 	for _, r := range p.Repos {
-		key, err := cluster.Key(r)
-		if err != nil {
-			w.txn, w.err = nil, err
-			return
-		}
-		w.txn = append(w.txn, refdb.Remove(key))
+		w.txn = append(w.txn, refdb.Remove(cluster.Key(r)))
 	}
 }
 
@@ -87,14 +82,10 @@ func (n *Node) pruneOnce(c *clusterState, since, now time.Time) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cluster.PruneEvery)
 	defer cancel()
-	var gone []string
+	var gone []names.Repo
 	for _, r := range m.Lapsed(since, now) {
-		owner, name, err := names.Split(r)
-		if err != nil {
-			continue
-		}
-		if ok, err := repo.Exists(ctx, n.cfg.Deps, owner, name); err != nil {
-			n.log.Warn("prune: check repository", zap.String("repo", r), zap.Error(err))
+		if ok, err := repo.Exists(ctx, n.cfg.Deps, r); err != nil {
+			n.log.Warn("prune: check repository", zap.Stringer("repo", r), zap.Error(err))
 		} else if !ok {
 			gone = append(gone, r)
 		}
@@ -105,7 +96,7 @@ func (n *Node) pruneOnce(c *clusterState, since, now time.Time) error {
 	}
 	r := v.(*leaderReply)
 	if r.err == nil && r.pruned.Write {
-		n.log.Info("pruned ownership map", zap.Strings("repos", r.pruned.Repos), zap.Uint64("epoch_floor", r.pruned.Floor))
+		n.log.Info("pruned ownership map", zap.Stringers("repos", r.pruned.Repos), zap.Uint64("epoch_floor", r.pruned.Floor))
 	}
 	return r.err
 }

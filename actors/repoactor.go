@@ -10,6 +10,7 @@ import (
 
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -21,9 +22,7 @@ import (
 // own goroutines with the snapshot they were handed.
 type repoActor struct {
 	node     *Node
-	key      repoKey
-	owner    string
-	name     string
+	key      names.Repo
 	repo     *repo.Repo
 	openErr  error
 	sessions int
@@ -108,7 +107,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 		a.wakeHooks(ctx)
 	case *actor.Restarting:
 		// A panic restarts the actor: drop the handle; Started reopens it.
-		a.node.log.Error("repo actor restarting after a panic", zap.String("repo", string(a.key)))
+		a.node.log.Error("repo actor restarting after a panic", zap.Stringer("repo", a.key))
 		a.stopIdle()
 		a.closeDB()
 	case *actor.Stopping:
@@ -147,7 +146,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 		}
 	case *renewAnswer:
 		if a.lease != nil && m.declined && m.epoch == a.lease.epoch {
-			a.node.log.Warn("lease renewal declined; closing repository", zap.String("repo", string(a.key)))
+			a.node.log.Warn("lease renewal declined; closing repository", zap.Stringer("repo", a.key))
 			a.stepLease(ctx, cluster.Event{Kind: cluster.EvRenewDeclined}, whyLeaseEnded)
 		}
 	case *acquire:
@@ -298,7 +297,7 @@ func (a *repoActor) stepLease(ctx actor.Context, ev cluster.Event, why closeWhy)
 		default:
 			// Respond503 and ForwardTo answer a claim, which is decided
 			// before a repo actor exists (Node.apply).
-			a.node.log.Error("lease action a repo actor cannot carry out", zap.String("repo", string(a.key)),
+			a.node.log.Error("lease action a repo actor cannot carry out", zap.Stringer("repo", a.key),
 				zap.Stringer("event", ev.Kind), zap.Stringer("action", act.Kind))
 		}
 	}
@@ -313,13 +312,13 @@ func (a *repoActor) holdEntry() {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
-		r, err := leader.Renew(ctx, cluster.RenewLeases{Node: self, Session: session, Repos: []string{string(key)}})
+		r, err := leader.Renew(ctx, cluster.RenewLeases{Node: self, Session: session, Repos: []names.Repo{key}})
 		if err == nil && len(r.Declined) > 0 {
 			err = errors.New("renewal declined")
 		}
 		if err != nil {
 			// A new owner may then fence the running sessions' commits.
-			log.Warn("hold the entry of a repository with sessions after its drain", zap.String("repo", string(key)), zap.Error(err))
+			log.Warn("hold the entry of a repository with sessions after its drain", zap.Stringer("repo", key), zap.Error(err))
 		}
 	}()
 }
@@ -334,9 +333,9 @@ func (a *repoActor) sendRelease() {
 		defer a.node.cl.releases.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
-		if _, err := leader.Release(ctx, cluster.ReleaseLease{Node: self, Repo: string(key)}); err != nil {
+		if _, err := leader.Release(ctx, cluster.ReleaseLease{Node: self, Repo: key}); err != nil {
 			// The entry then lapses at its TTL instead of the drain.
-			log.Warn("release lease", zap.String("repo", string(key)), zap.Error(err))
+			log.Warn("release lease", zap.Stringer("repo", key), zap.Error(err))
 		}
 	}()
 }
@@ -347,7 +346,7 @@ func (a *repoActor) open() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.node.cfg.OpenTimeout)
 	defer cancel()
 	start := time.Now()
-	r, err := repo.Open(ctx, a.node.cfg.Deps, a.owner, a.name)
+	r, err := repo.Open(ctx, a.node.cfg.Deps, a.key)
 	if err != nil {
 		a.openErr = err
 		return
@@ -382,7 +381,7 @@ func (a *repoActor) fail(ctx actor.Context, err error) {
 
 func (a *repoActor) fenced(ctx actor.Context) {
 	a.node.log.Error("repository database fenced by another writer; closing it",
-		zap.String("repo", string(a.key)))
+		zap.Stringer("repo", a.key))
 	a.node.metrics.fenced.Inc()
 	if a.lease != nil {
 		a.stepLease(ctx, cluster.Event{Kind: cluster.EvFenced}, whyFenced)
@@ -409,7 +408,7 @@ func (a *repoActor) goIdle(ctx actor.Context, why closeWhy) {
 		return
 	}
 	a.closing = true
-	a.node.log.Debug("closing repository", zap.String("repo", string(a.key)), zap.Stringer("why", why))
+	a.node.log.Debug("closing repository", zap.Stringer("repo", a.key), zap.Stringer("why", why))
 	if releaseOnClose(why, a.life().lease) {
 		a.sendRelease()
 	}
@@ -425,7 +424,7 @@ func (a *repoActor) closeDB() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.node.cfg.OpenTimeout)
 	defer cancel()
 	if err := a.repo.Close(ctx); err != nil && !errors.Is(err, refdb.ErrFenced) {
-		a.node.log.Warn("close repository", zap.String("repo", string(a.key)), zap.Error(err))
+		a.node.log.Warn("close repository", zap.Stringer("repo", a.key), zap.Error(err))
 	}
 	a.repo = nil
 	a.node.metrics.openRepos.Dec()

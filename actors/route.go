@@ -1,7 +1,7 @@
 package actors
 
 // Routing: where a request for a repository goes (serve here, forward to
-// the owner, or claim from the leader first), decided by cluster.Route on
+// the owner, or claim from the leader first), decided by cluster.Locate on
 // the node's view of the ownership map and the leases its repo actors hold.
 
 import (
@@ -31,19 +31,23 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 	if n.cl == nil {
 		return RouteResult{Local: true}, nil
 	}
-	if err := names.Validate(owner, name); err != nil {
+	key, err := names.New(owner, name)
+	if err != nil {
 		return RouteResult{}, err
 	}
-	key := keyOf(owner, name)
+	return n.route(ctx, key)
+}
+
+func (n *Node) route(ctx context.Context, key names.Repo) (RouteResult, error) {
 	l, err := n.leaseOf(ctx, key)
 	if err != nil {
 		return RouteResult{}, err
 	}
 	view := n.OwnershipView()
-	if r, decided := routeHeld(view, string(key), n.cl.cfg.Self, l); decided {
+	if r, decided := routeHeld(view, key, n.cl.cfg.Self, l); decided {
 		return r, nil
 	}
-	d := cluster.Route(view, string(key), n.cl.cfg.Self, time.Now())
+	d := cluster.Locate(view, key, n.cl.cfg.Self, time.Now())
 	if d.Kind == cluster.Forward {
 		return RouteResult{Node: d.Node}, nil
 	}
@@ -59,14 +63,14 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 		// leader refuses a release of an entry naming another node, so
 		// the call is harmless otherwise.
 		_ = n.releaseUnheld(ctx, key)
-		return RouteResult{}, &MovedError{Repo: string(key), Node: n.cl.cfg.Self}
+		return RouteResult{}, &MovedError{Repo: key.String(), Node: n.cl.cfg.Self}
 	}
 	if err := n.awaitServing(ctx); err != nil {
 		return RouteResult{}, fmt.Errorf("claim %s: %w", key, err)
 	}
 	// Claim only repositories that exist, so requests for made-up names
 	// cannot grow the ownership map. It costs cold repositories one list.
-	if ok, err := repo.Exists(ctx, n.cfg.Deps, owner, name); err != nil {
+	if ok, err := repo.Exists(ctx, n.cfg.Deps, key); err != nil {
 		return RouteResult{}, fmt.Errorf("route %s: %w", key, err)
 	} else if !ok {
 		return RouteResult{}, fmt.Errorf("route %s: %w", key, repo.ErrNotFound)
@@ -75,7 +79,7 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 		if _, err := n.cl.ensureSession(ctx); err != nil {
 			return cluster.Decision{}, err
 		}
-		return n.cl.leader.Claim(ctx, cluster.ClaimLease{Repo: string(key), Node: n.cl.cfg.Self})
+		return n.cl.leader.Claim(ctx, cluster.ClaimLease{Repo: key, Node: n.cl.cfg.Self})
 	})
 	if err != nil {
 		return RouteResult{}, fmt.Errorf("claim %s: %w", key, unreachable(err))
@@ -93,7 +97,7 @@ func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, erro
 // owner, serve under that grant without the leader's confirmation (this
 // node) or forward (another). Other errors, and the last unreachable one,
 // are returned.
-func (n *Node) awaitLeader(ctx context.Context, key repoKey, claim bool, ask func() (cluster.Decision, error)) (cluster.Decision, error) {
+func (n *Node) awaitLeader(ctx context.Context, key names.Repo, claim bool, ask func() (cluster.Decision, error)) (cluster.Decision, error) {
 	since := time.Now()
 	for try := 0; ; try++ {
 		asked := time.Now()
@@ -107,16 +111,16 @@ func (n *Node) awaitLeader(ctx context.Context, key repoKey, claim bool, ask fun
 			n.RefreshView(ctx)
 		}
 		for again := false; !again; {
-			e, ok := n.OwnershipView().Get(string(key))
+			e, ok := n.OwnershipView().Get(key)
 			now := time.Now()
 			a := cluster.OnLeaderUnreachable(e, ok, claim, n.cl.cfg.Self, since, now, n.cl.cfg.Timings.LeaderWait, n.cl.answeredBetween(asked, now))
 			switch a.Kind {
 			case cluster.AbsenceAdopt:
 				n.log.Info("ownership leader unreachable; serving under the grant the map names",
-					zap.String("repo", string(key)), zap.Uint64("epoch", e.Epoch), zap.Error(err))
-				return cluster.Decision{Outcome: cluster.Granted, Repo: string(key), Owner: n.cl.cfg.Self, Entry: e}, nil
+					zap.Stringer("repo", key), zap.Uint64("epoch", e.Epoch), zap.Error(err))
+				return cluster.Decision{Outcome: cluster.Granted, Repo: key, Owner: n.cl.cfg.Self, Entry: e}, nil
 			case cluster.AbsenceForward:
-				return cluster.Decision{Outcome: cluster.Refused, Reason: cluster.ReasonOwned, Repo: string(key), Owner: a.Node, Entry: e}, nil
+				return cluster.Decision{Outcome: cluster.Refused, Reason: cluster.ReasonOwned, Repo: key, Owner: a.Node, Entry: e}, nil
 			case cluster.AbsenceGiveUp:
 				return d, err
 			case cluster.AbsenceRetry:
@@ -143,12 +147,12 @@ func (n *Node) waitLeader(ctx context.Context, at time.Time) error {
 // releaseUnheld tells the leader to shorten this node's entry for key.
 // Best effort: if it fails the entry lapses at its TTL and forwarders that
 // wait for it give up with a 503, as without the release.
-func (n *Node) releaseUnheld(ctx context.Context, key repoKey) error {
+func (n *Node) releaseUnheld(ctx context.Context, key names.Repo) error {
 	ctx, cancel := context.WithTimeout(ctx, cluster.RenewEvery)
 	defer cancel()
-	_, err := n.cl.leader.Release(ctx, cluster.ReleaseLease{Node: n.cl.cfg.Self, Repo: string(key)})
+	_, err := n.cl.leader.Release(ctx, cluster.ReleaseLease{Node: n.cl.cfg.Self, Repo: key})
 	if err != nil {
-		n.log.Warn("release unheld lease while draining", zap.String("repo", string(key)), zap.Error(err))
+		n.log.Warn("release unheld lease while draining", zap.Stringer("repo", key), zap.Error(err))
 	}
 	return err
 }
@@ -161,7 +165,8 @@ func (n *Node) OwnedElsewhere(owner, name string) bool {
 	if n.cl == nil {
 		return false
 	}
-	return cluster.Route(n.OwnershipView(), string(keyOf(owner, name)), n.cl.cfg.Self, time.Now()).Kind == cluster.Forward
+	key, err := names.New(owner, name)
+	return err == nil && cluster.Locate(n.OwnershipView(), key, n.cl.cfg.Self, time.Now()).Kind == cluster.Forward
 }
 
 // routeHeld decides for a repository this node holds a lease on: serve
@@ -169,7 +174,7 @@ func (n *Node) OwnedElsewhere(owner, name string) bool {
 // was moved away; the renewal will be declined). A view that lags the
 // grant, or an entry that expired while the leader was unreachable, still
 // serves: a node keeps serving what it holds and fencing is the safety net.
-func routeHeld(view cluster.View, repo, self string, l leaseInfo) (RouteResult, bool) {
+func routeHeld(view cluster.View, repo names.Repo, self string, l leaseInfo) (RouteResult, bool) {
 	if !l.held {
 		return RouteResult{}, false
 	}
@@ -184,7 +189,7 @@ func routeHeld(view cluster.View, repo, self string, l leaseInfo) (RouteResult, 
 // the claim's holder steps from Claiming and its action is carried out
 // here (open the database: spawn the repo actor, which owns the lease from
 // then on; forward; or answer 503).
-func (n *Node) apply(ctx context.Context, key repoKey, d cluster.Decision) (RouteResult, error) {
+func (n *Node) apply(ctx context.Context, key names.Repo, d cluster.Decision) (RouteResult, error) {
 	h, acts := cluster.Step(cluster.NewHolder(n.cl.drain()), cluster.EventOf(d, n.cl.cfg.Self), time.Now())
 	for _, act := range acts {
 		switch act.Kind {
@@ -208,7 +213,7 @@ func unreachable(err error) error {
 }
 
 // leaseOf asks the supervisor about this node's lease on key.
-func (n *Node) leaseOf(ctx context.Context, key repoKey) (leaseInfo, error) {
+func (n *Node) leaseOf(ctx context.Context, key names.Repo) (leaseInfo, error) {
 	v, err := n.request(ctx, n.sup, &leaseQuery{key: key}, 10*time.Second)
 	if err != nil {
 		return leaseInfo{}, fmt.Errorf("lease of %s: %w", key, err)
@@ -218,14 +223,13 @@ func (n *Node) leaseOf(ctx context.Context, key repoKey) (leaseInfo, error) {
 
 // ensureLocal routes key and reports a *NotOwnerError when another node
 // owns it.
-func (n *Node) ensureLocal(ctx context.Context, key repoKey) error {
-	owner, name := key.split()
-	r, err := n.Route(ctx, owner, name)
+func (n *Node) ensureLocal(ctx context.Context, key names.Repo) error {
+	r, err := n.route(ctx, key)
 	if err != nil {
 		return err
 	}
 	if !r.Local {
-		return &NotOwnerError{Repo: string(key), Node: r.Node}
+		return &NotOwnerError{Repo: key.String(), Node: r.Node}
 	}
 	return nil
 }

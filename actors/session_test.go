@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
@@ -37,7 +38,7 @@ func TestSessionRenewsEntriesAndRestartEndsThem(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New()
-		if err := repo.Create(ctx, repo.Deps{Store: st}, "alice", "web"); err != nil {
+		if err := repo.Create(ctx, repo.Deps{Store: st}, names.MustParse("alice/web")); err != nil {
 			t.Fatal(err)
 		}
 		leader, start := sessionCluster(t, st)
@@ -46,7 +47,7 @@ func TestSessionRenewsEntriesAndRestartEndsThem(t *testing.T) {
 		if r, err := n1.Route(ctx, "alice", "web"); err != nil || !r.Local {
 			t.Fatalf("Route = %+v, %v", r, err)
 		}
-		e, ok := leader.OwnershipView().Get("alice/web")
+		e, ok := leader.OwnershipView().Get(names.MustParse("alice/web"))
 		if !ok || e.Node != "rgit-1" || e.Session == 0 {
 			t.Fatalf("entry %+v (present %v), want bound to rgit-1's session", e, ok)
 		}
@@ -54,7 +55,7 @@ func TestSessionRenewsEntriesAndRestartEndsThem(t *testing.T) {
 		// Three TTLs of heartbeats: the entry lives on, never rewritten.
 		time.Sleep(3 * cluster.TTL)
 		synctest.Wait()
-		e, _ = leader.OwnershipView().Get("alice/web")
+		e, _ = leader.OwnershipView().Get(names.MustParse("alice/web"))
 		if !e.Live(time.Now()) || e.Written != first.Written || e.Epoch != first.Epoch {
 			t.Fatalf("after 3 TTLs: entry %+v, want %+v live and unwritten", e, first)
 		}
@@ -65,7 +66,7 @@ func TestSessionRenewsEntriesAndRestartEndsThem(t *testing.T) {
 		defer n1.Shutdown(ctx)
 		time.Sleep(cluster.RenewEvery + time.Millisecond) // its first heartbeat opens a session
 		synctest.Wait()
-		if e, _ := leader.OwnershipView().Get("alice/web"); e.Live(time.Now()) {
+		if e, _ := leader.OwnershipView().Get(names.MustParse("alice/web")); e.Live(time.Now()) {
 			t.Fatalf("entry of the old incarnation still live after the restart: %+v", e)
 		}
 		r, err := leader.LeaderService().Renew(ctx, cluster.RenewLeases{Node: "rgit-1", Session: first.Session})
@@ -75,7 +76,7 @@ func TestSessionRenewsEntriesAndRestartEndsThem(t *testing.T) {
 		if r, err := n1.Route(ctx, "alice", "web"); err != nil || !r.Local {
 			t.Fatalf("Route after the restart = %+v, %v", r, err)
 		}
-		e, _ = leader.OwnershipView().Get("alice/web")
+		e, _ = leader.OwnershipView().Get(names.MustParse("alice/web"))
 		if e.Epoch != first.Epoch+1 || e.Session == first.Session || !e.Live(time.Now()) {
 			t.Fatalf("claim after the restart: entry %+v, want epoch %d under the new session", e, first.Epoch+1)
 		}
@@ -88,7 +89,7 @@ func TestSessionHolderClosesRepoGrantedElsewhere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New()
-		if err := repo.Create(ctx, repo.Deps{Store: st}, "alice", "web"); err != nil {
+		if err := repo.Create(ctx, repo.Deps{Store: st}, names.MustParse("alice/web")); err != nil {
 			t.Fatal(err)
 		}
 		leader, start := sessionCluster(t, st)
@@ -99,7 +100,7 @@ func TestSessionHolderClosesRepoGrantedElsewhere(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(cluster.ForceGrantQuietPeriod)
-		d, err := leader.LeaderService().ForceGrant(ctx, cluster.ForceGrantLease{Repo: "alice/web", Requester: "rgit-2", Dead: "rgit-1"})
+		d, err := leader.LeaderService().ForceGrant(ctx, cluster.ForceGrantLease{Repo: names.MustParse("alice/web"), Requester: "rgit-2", Dead: "rgit-1"})
 		if err != nil || d.Outcome != cluster.Granted {
 			t.Fatalf("force-grant = %+v, %v", d, err)
 		}

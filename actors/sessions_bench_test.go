@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -21,7 +22,7 @@ func BenchmarkSessionActor(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { n.Shutdown(context.Background()) })
-	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+	if err := repo.Create(ctx, d, names.MustParse("alice/web")); err != nil {
 		b.Fatal(err)
 	}
 	warm, err := n.Session(ctx, "alice", "web") // keeps the repo actor open

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -21,7 +22,7 @@ func TestSessionActors(t *testing.T) {
 		n, d := newTestNode(t, memstore.New(), time.Minute, 8)
 		defer endBubble(n)
 		ctx := context.Background()
-		if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+		if err := repo.Create(ctx, d, names.MustParse("alice/web")); err != nil {
 			t.Fatal(err)
 		}
 		ssh, err := n.BeginSession(ctx, KindSSH)
@@ -33,7 +34,7 @@ func TestSessionActors(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, route, err := ssh.Resolve(ctx, "alice", "web")
-		if err != nil || s == nil || !route.Local || s.Info.Owner != "alice" {
+		if err != nil || s == nil || !route.Local || s.Info.Repo.Owner() != "alice" {
 			t.Fatalf("Resolve = %v, %+v, %v", s, route, err)
 		}
 		if _, _, err := ssh.Resolve(ctx, "alice", "web"); err == nil {

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 )
 
 // supervisor is the node's parent of every repo actor: it spawns them on
@@ -28,7 +29,7 @@ import (
 // granted again elsewhere (cluster.Lost).
 type supervisor struct {
 	node     *Node
-	children map[repoKey]*child
+	children map[names.Repo]*child
 	// lingering are repo actors whose lease ended while sessions ran: no
 	// longer the repository's actor (a new grant spawns another), still
 	// open until their sessions finish. Keyed by actor id.
@@ -46,7 +47,7 @@ type supervisor struct {
 
 // lingerer is a lingering repo actor.
 type lingerer struct {
-	key repoKey
+	key names.Repo
 	pid *actor.PID
 }
 
@@ -95,7 +96,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		ctx.Poison(m.pid)
 		s.checkDrained()
 	case *listOpen:
-		keys := make([]repoKey, 0, len(s.children)+len(s.lingering))
+		keys := make([]names.Repo, 0, len(s.children)+len(s.lingering))
 		for k := range s.children {
 			keys = append(keys, k)
 		}
@@ -108,7 +109,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	case *listDraining:
 		// In cluster mode a child exists from its grant until it closes,
 		// and stops renewing only when its lease starts to drain.
-		var keys []repoKey
+		var keys []names.Repo
 		for k, c := range s.children {
 			if s.node.cl != nil && !c.renews {
 				keys = append(keys, k)
@@ -166,13 +167,12 @@ func (s *supervisor) Receive(ctx actor.Context) {
 
 // spawn returns key's repo actor, starting it if needed; lease is its
 // lease in cluster mode (nil on a single node).
-func (s *supervisor) spawn(ctx actor.Context, key repoKey, lease *actorLease) *child {
+func (s *supervisor) spawn(ctx actor.Context, key names.Repo, lease *actorLease) *child {
 	if c, ok := s.children[key]; ok {
 		return c
 	}
-	owner, name := key.split()
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &repoActor{node: s.node, key: key, owner: owner, name: name, lease: lease}
+		return &repoActor{node: s.node, key: key, lease: lease}
 	}, actor.WithSupervisor(repoStrategy))
 	c := &child{pid: ctx.Spawn(props), lastUsed: time.Now()}
 	if lease != nil {
@@ -203,7 +203,7 @@ func (s *supervisor) granted(ctx actor.Context, m *granted) {
 	default:
 		c = s.spawn(ctx, m.key, &actorLease{h: m.holder, epoch: m.epoch})
 		if f := s.node.cl.cfg.OnGrant; f != nil {
-			f(string(m.key))
+			f(m.key)
 		}
 	}
 	ctx.Respond(&leaseInfo{held: true, epoch: c.epoch})
@@ -213,7 +213,7 @@ func (s *supervisor) granted(ctx actor.Context, m *granted) {
 }
 
 // lingererOf finds key's lingering actor.
-func (s *supervisor) lingererOf(key repoKey) (lingerer, bool) {
+func (s *supervisor) lingererOf(key names.Repo) (lingerer, bool) {
 	for _, l := range s.lingering {
 		if l.key == key {
 			return l, true
@@ -266,14 +266,14 @@ func (s *supervisor) renew(ctx actor.Context, probe bool) {
 	if s.renewing {
 		return
 	}
-	sent := make(map[repoKey]uint64)
-	var repos []string
+	sent := make(map[names.Repo]uint64)
+	var repos []names.Repo
 	view := s.node.OwnershipView()
 	for _, k := range sortedKeys(s.children) {
 		if c := s.children[k]; c.renews {
 			sent[k] = c.epoch
-			if e, ok := view.Get(string(k)); ok && e.Session == 0 {
-				repos = append(repos, string(k))
+			if e, ok := view.Get(k); ok && e.Session == 0 {
+				repos = append(repos, k)
 			}
 		}
 	}
@@ -317,13 +317,13 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 			zap.Uint64("session", m.session), zap.Uint64("current", m.r.Session))
 		cl.dropSession(m.session)
 	}
-	declined := make(map[repoKey]bool, len(m.r.Declined))
+	declined := make(map[names.Repo]bool, len(m.r.Declined))
 	for _, r := range m.r.Declined {
-		declined[repoKey(r)] = true
+		declined[r] = true
 	}
 	view := s.node.OwnershipView()
 	for k, epoch := range m.sent {
-		e, ok := view.Get(string(k))
+		e, ok := view.Get(k)
 		if m.r.SessionDeclined || cluster.Lost(e, ok, cl.cfg.Self, m.r.Session, epoch) {
 			declined[k] = true
 		}
@@ -345,18 +345,18 @@ func (s *supervisor) checkDrained() {
 	}
 }
 
-func sortedKeys[V any](m map[repoKey]V) []repoKey {
-	out := make([]repoKey, 0, len(m))
+func sortedKeys[V any](m map[names.Repo]V) []names.Repo {
+	out := make([]names.Repo, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, names.Compare)
 	return out
 }
 
 // enforceMaxWarm asks the repositories evictions picks to close. One with
 // sessions ignores the request and is asked again on the next spawn.
-func (s *supervisor) enforceMaxWarm(ctx actor.Context, fresh repoKey) {
+func (s *supervisor) enforceMaxWarm(ctx actor.Context, fresh names.Repo) {
 	if len(s.children) <= s.node.cfg.MaxWarm {
 		// Nothing to evict; without this check every spawn would copy the
 		// pool, quadratic in a restart storm of thousands of repositories.
@@ -367,7 +367,7 @@ func (s *supervisor) enforceMaxWarm(ctx actor.Context, fresh repoKey) {
 		pool = append(pool, warmChild{key: k, lastUsed: c.lastUsed})
 	}
 	for _, k := range evictions(pool, fresh, s.node.cfg.MaxWarm) {
-		s.node.log.Debug("max warm reached; asking repo to close", zap.String("repo", string(k)))
+		s.node.log.Debug("max warm reached; asking repo to close", zap.Stringer("repo", k))
 		c := s.children[k]
 		ctx.Send(c.pid, &evictIfIdle{})
 		// Not picked again before it closes unless it stays in use.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // ErrCorruptEntry: stored bytes are not a valid encoded Entry.
@@ -50,22 +52,22 @@ type Entry struct {
 // A bound entry must have been through Bind.
 func (e Entry) Live(now time.Time) bool { return now.Before(e.Expires) }
 
-// Key returns the refdb key of repo's entry.
-func Key(repo string) (string, error) {
-	if err := validRepo(repo); err != nil {
-		return "", err
-	}
-	return KeyPrefix + repo, nil
-}
+// Key returns the refdb key of repo's entry: the repository as spelled
+// (the map holds canonical spellings, as every request is routed after
+// its name was resolved to one).
+func Key(repo names.Repo) string { return KeyPrefix + repo.String() }
 
-// RepoOfKey is the inverse of Key.
-func RepoOfKey(key string) (string, error) {
-	repo, ok := strings.CutPrefix(key, KeyPrefix)
+// RepoOfKey is the inverse of Key. A key read from the map is checked like
+// any name from outside, so the map never yields a repository the front
+// ends could not serve.
+func RepoOfKey(key string) (names.Repo, error) {
+	s, ok := strings.CutPrefix(key, KeyPrefix)
 	if !ok {
-		return "", fmt.Errorf("key %q lacks prefix %q: %w", key, KeyPrefix, ErrInvalidName)
+		return names.Repo{}, fmt.Errorf("key %q lacks prefix %q: %w", key, KeyPrefix, ErrInvalidName)
 	}
-	if err := validRepo(repo); err != nil {
-		return "", fmt.Errorf("key %q: %w", key, err)
+	var repo names.Repo
+	if err := repo.UnmarshalText([]byte(s)); err != nil {
+		return names.Repo{}, fmt.Errorf("key %q: %w: %w", key, ErrInvalidName, err)
 	}
 	return repo, nil
 }

@@ -50,20 +50,15 @@ func TestEntryStrict(t *testing.T) {
 }
 
 func TestKey(t *testing.T) {
-	k, err := Key("alice/proj")
-	if err != nil || k != "own/alice/proj" {
-		t.Fatalf("Key = %q, %v", k, err)
+	k := Key(rn("alice/proj"))
+	if k != "own/alice/proj" {
+		t.Fatalf("Key = %q", k)
 	}
 	r, err := RepoOfKey(k)
-	if err != nil || r != "alice/proj" {
+	if err != nil || r != rn("alice/proj") {
 		t.Fatalf("RepoOfKey = %q, %v", r, err)
 	}
-	for _, bad := range []string{"alice", "alice/", "/proj", "a/b/c", "a b/c"} {
-		if _, err := Key(bad); !errors.Is(err, ErrInvalidName) {
-			t.Errorf("Key(%q) err = %v", bad, err)
-		}
-	}
-	for _, bad := range []string{"refs/a/b", "own/a", "own/"} {
+	for _, bad := range []string{"refs/a/b", "own/a", "own/", "own/alice/", "own//proj", "own/a/b/c", "own/a b/c", "own/alice/x.git"} {
 		if _, err := RepoOfKey(bad); !errors.Is(err, ErrInvalidName) {
 			t.Errorf("RepoOfKey(%q) err = %v", bad, err)
 		}

@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 	"time"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // FailoverKind is what a node does after failing to connect to an owner.
@@ -56,7 +58,7 @@ type Suspicion struct {
 // Suspicions is a node's record of owners it failed to connect to, by
 // repo. The zero value is not usable; make one with make(Suspicions).
 // Owned by one actor; not safe for concurrent use.
-type Suspicions map[string]Suspicion
+type Suspicions map[names.Repo]Suspicion
 
 // suspicionMaxAge bounds how long a first failure counts: a failure from
 // long ago says nothing about the owner now.
@@ -73,7 +75,7 @@ const suspicionMaxAge = TTL
 // instant; a concurrent failure inside the first one's wait re-reads
 // after a wait of its own, and one after the ask starts over. One dropped
 // connect never moves a repo.
-func OnConnectFailure(s Suspicions, repo, owner string, now time.Time) FailoverDecision {
+func OnConnectFailure(s Suspicions, repo names.Repo, owner string, now time.Time) FailoverDecision {
 	prev, ok := s[repo]
 	fresh := ok && prev.Owner == owner && now.Sub(prev.First) <= suspicionMaxAge && !now.Before(prev.First)
 	switch {
@@ -96,7 +98,7 @@ func OnConnectFailure(s Suspicions, repo, owner string, now time.Time) FailoverD
 }
 
 // OnConnectSuccess clears a suspicion: the owner answered.
-func OnConnectSuccess(s Suspicions, repo string) { delete(s, repo) }
+func OnConnectSuccess(s Suspicions, repo names.Repo) { delete(s, repo) }
 
 // ForceStillDue decides whether a force-grant that waited for the leader
 // may still be asked: the connect failures it rests on were against

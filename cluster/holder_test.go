@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 func TestStep(t *testing.T) {
@@ -75,60 +77,60 @@ func TestEventOf(t *testing.T) {
 }
 
 func TestRoute(t *testing.T) {
-	m := mapWith(map[string]Entry{
-		"a/mine":    {Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 1},
-		"a/theirs":  {Node: "rgit-2", Expires: at(10 * time.Second), Written: t0, Epoch: 1},
-		"a/expired": {Node: "rgit-2", Expires: at(time.Second), Written: t0, Epoch: 1},
+	m := mapWith(map[names.Repo]Entry{
+		rn("a/mine"):    {Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 1},
+		rn("a/theirs"):  {Node: "rgit-2", Expires: at(10 * time.Second), Written: t0, Epoch: 1},
+		rn("a/expired"): {Node: "rgit-2", Expires: at(time.Second), Written: t0, Epoch: 1},
 	})
-	cases := map[string]RouteDecision{
-		"a/mine":    {Kind: Serve, Node: "rgit-1"},
-		"a/theirs":  {Kind: Forward, Node: "rgit-2"},
-		"a/expired": {Kind: Claim},
-		"a/none":    {Kind: Claim},
+	cases := map[names.Repo]RouteDecision{
+		rn("a/mine"):    {Kind: Serve, Node: "rgit-1"},
+		rn("a/theirs"):  {Kind: Forward, Node: "rgit-2"},
+		rn("a/expired"): {Kind: Claim},
+		rn("a/none"):    {Kind: Claim},
 	}
 	for repo, want := range cases {
-		if got := Route(m, repo, "rgit-1", at(time.Second)); got != want {
+		if got := Locate(m, repo, "rgit-1", at(time.Second)); got != want {
 			t.Errorf("%s: %v, want %v", repo, got, want)
 		}
 	}
-	if got := Route(m, "a/mine", "rgit-1", at(10*time.Second)); got.Kind != Claim {
+	if got := Locate(m, rn("a/mine"), "rgit-1", at(10*time.Second)); got.Kind != Claim {
 		t.Errorf("own expired lease routes %v, want claim", got)
 	}
 }
 
 func TestOnConnectFailure(t *testing.T) {
 	s := make(Suspicions)
-	d := OnConnectFailure(s, "a/b", "rgit-2", t0)
+	d := OnConnectFailure(s, rn("a/b"), "rgit-2", t0)
 	if d.Kind != Reread || !d.At.Equal(t0.Add(ForceGrantWait)) {
 		t.Fatalf("first failure: %v", d)
 	}
 	// A concurrent failure inside the wait is not the second failure; it
 	// waits as long as a first one, from its own failure.
-	if d := OnConnectFailure(s, "a/b", "rgit-2", at(100*time.Millisecond)); d.Kind != Reread || !d.At.Equal(at(100*time.Millisecond+ForceGrantWait)) {
+	if d := OnConnectFailure(s, rn("a/b"), "rgit-2", at(100*time.Millisecond)); d.Kind != Reread || !d.At.Equal(at(100*time.Millisecond+ForceGrantWait)) {
 		t.Fatalf("inside wait: %v", d)
 	}
 	// A different owner after the re-read starts over.
-	if d := OnConnectFailure(s, "a/b", "rgit-3", at(400*time.Millisecond)); d.Kind != Reread {
+	if d := OnConnectFailure(s, rn("a/b"), "rgit-3", at(400*time.Millisecond)); d.Kind != Reread {
 		t.Fatalf("new owner: %v", d)
 	}
-	if d := OnConnectFailure(s, "a/b", "rgit-3", at(750*time.Millisecond)); d.Kind != AskForce || d.Dead != "rgit-3" {
+	if d := OnConnectFailure(s, rn("a/b"), "rgit-3", at(750*time.Millisecond)); d.Kind != AskForce || d.Dead != "rgit-3" {
 		t.Fatalf("second failure: %v", d)
 	}
 	// A failure at the same instant rests on the same evidence and asks
 	// too; a later one starts over.
-	if d := OnConnectFailure(s, "a/b", "rgit-3", at(750*time.Millisecond)); d.Kind != AskForce {
+	if d := OnConnectFailure(s, rn("a/b"), "rgit-3", at(750*time.Millisecond)); d.Kind != AskForce {
 		t.Fatalf("same instant as the ask: %v", d)
 	}
-	if d := OnConnectFailure(s, "a/b", "rgit-3", at(751*time.Millisecond)); d.Kind != Reread {
+	if d := OnConnectFailure(s, rn("a/b"), "rgit-3", at(751*time.Millisecond)); d.Kind != Reread {
 		t.Fatalf("after the ask: %v", d)
 	}
 	// A success in between clears; a stale first failure does not count.
-	OnConnectFailure(s, "a/b", "rgit-2", t0)
-	OnConnectSuccess(s, "a/b")
-	if d := OnConnectFailure(s, "a/b", "rgit-2", at(time.Second)); d.Kind != Reread {
+	OnConnectFailure(s, rn("a/b"), "rgit-2", t0)
+	OnConnectSuccess(s, rn("a/b"))
+	if d := OnConnectFailure(s, rn("a/b"), "rgit-2", at(time.Second)); d.Kind != Reread {
 		t.Fatalf("after success: %v", d)
 	}
-	if d := OnConnectFailure(s, "a/b", "rgit-2", at(time.Second+TTL+time.Millisecond)); d.Kind != Reread {
+	if d := OnConnectFailure(s, rn("a/b"), "rgit-2", at(time.Second+TTL+time.Millisecond)); d.Kind != Reread {
 		t.Fatalf("stale suspicion: %v", d)
 	}
 }

@@ -2,8 +2,10 @@ package cluster
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"time"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // Outcome is what the leader decided about one request.
@@ -58,7 +60,7 @@ func (r Reason) String() string {
 type Decision struct {
 	Outcome Outcome
 	Reason  Reason
-	Repo    string
+	Repo    names.Repo
 	// Owner is the node the entry names after the decision: the requester
 	// serves if it is itself, otherwise forwards there. Empty when no entry
 	// exists.
@@ -105,8 +107,8 @@ type Options struct {
 type Map struct {
 	t        Timings
 	base     Base
-	entries  map[string]Entry    // decided (or Put) on top of base, as stored: bound entries not Bind-ed
-	removed  map[string]struct{} // pruned, possibly still in base
+	entries  map[names.Repo]Entry    // decided (or Put) on top of base, as stored: bound entries not Bind-ed
+	removed  map[names.Repo]struct{} // pruned, possibly still in base
 	sessions map[string]Session
 	floor    uint64
 }
@@ -116,9 +118,9 @@ type Map struct {
 // move towards the map's own decisions (the leader's database, committing
 // them).
 type Base interface {
-	Get(repo string) (Entry, bool)
+	Get(repo names.Repo) (Entry, bool)
 	// Range yields every entry, in any order, until yield returns false.
-	Range(yield func(repo string, e Entry) bool)
+	Range(yield func(repo names.Repo, e Entry) bool)
 }
 
 // NewMap returns an empty map using timings t.
@@ -126,12 +128,12 @@ func NewMap(t Timings) *Map { return NewMapOver(t, nil) }
 
 // NewMapOver returns a map reading base (nil: none) using timings t.
 func NewMapOver(t Timings, base Base) *Map {
-	return &Map{t: t, base: base, entries: make(map[string]Entry), removed: make(map[string]struct{}),
+	return &Map{t: t, base: base, entries: make(map[names.Repo]Entry), removed: make(map[names.Repo]struct{}),
 		sessions: make(map[string]Session)}
 }
 
 // stored returns repo's entry as stored.
-func (m *Map) stored(repo string) (Entry, bool) {
+func (m *Map) stored(repo names.Repo) (Entry, bool) {
 	if e, ok := m.entries[repo]; ok {
 		return e, true
 	}
@@ -142,7 +144,7 @@ func (m *Map) stored(repo string) (Entry, bool) {
 }
 
 // each yields every stored entry.
-func (m *Map) each(yield func(repo string, e Entry) bool) {
+func (m *Map) each(yield func(repo names.Repo, e Entry) bool) {
 	for r, e := range m.entries {
 		if !yield(r, e) {
 			return
@@ -151,7 +153,7 @@ func (m *Map) each(yield func(repo string, e Entry) bool) {
 	if m.base == nil {
 		return
 	}
-	m.base.Range(func(r string, e Entry) bool {
+	m.base.Range(func(r names.Repo, e Entry) bool {
 		if _, mine := m.entries[r]; mine {
 			return true
 		}
@@ -187,7 +189,7 @@ func sameEntry(a, b Entry) bool {
 }
 
 // set records a decision.
-func (m *Map) set(repo string, e Entry) {
+func (m *Map) set(repo names.Repo, e Entry) {
 	m.entries[repo] = e
 	delete(m.removed, repo)
 }
@@ -197,7 +199,7 @@ func (m *Map) Timings() Timings { return m.t }
 
 // Get returns repo's entry, live or not, bound to its node's session.
 // Marshalling it stores what the map holds.
-func (m *Map) Get(repo string) (Entry, bool) {
+func (m *Map) Get(repo names.Repo) (Entry, bool) {
 	e, ok := m.stored(repo)
 	if !ok {
 		return Entry{}, false
@@ -212,10 +214,7 @@ func (m *Map) bind(e Entry) Entry {
 
 // Put stores an entry read from the refdb (loading at startup, a
 // follower's poll). It is not a leader decision.
-func (m *Map) Put(repo string, e Entry) error {
-	if err := validRepo(repo); err != nil {
-		return fmt.Errorf("put %s: %w", repo, err)
-	}
+func (m *Map) Put(repo names.Repo, e Entry) error {
 	if err := validNode(e.Node); err != nil {
 		return fmt.Errorf("put %s: %w", repo, err)
 	}
@@ -283,15 +282,15 @@ func (m *Map) SetFloor(f uint64) { m.floor = max(m.floor, f) }
 // Len is the number of entries (a scan of the base).
 func (m *Map) Len() int {
 	n := 0
-	m.each(func(string, Entry) bool { n++; return true })
+	m.each(func(names.Repo, Entry) bool { n++; return true })
 	return n
 }
 
 // Repos lists the repos with an entry, sorted.
-func (m *Map) Repos() []string {
-	var out []string
-	m.each(func(r string, _ Entry) bool { out = append(out, r); return true })
-	sort.Strings(out)
+func (m *Map) Repos() []names.Repo {
+	var out []names.Repo
+	m.each(func(r names.Repo, _ Entry) bool { out = append(out, r); return true })
+	slices.SortFunc(out, names.Compare)
 	return out
 }
 
@@ -316,9 +315,9 @@ func (m *Map) Clone() *Map {
 // live. Live and owned by node: extended. Live and owned by another node:
 // refused, Owner names it so the caller forwards. Errors only on invalid
 // names.
-func (m *Map) Claim(repo, node string, now time.Time, live LiveSet, opts Options) (Decision, error) {
-	if err := validClaim(repo, node); err != nil {
-		return Decision{}, fmt.Errorf("claim: %w", err)
+func (m *Map) Claim(repo names.Repo, node string, now time.Time, live LiveSet, opts Options) (Decision, error) {
+	if err := validNode(node); err != nil {
+		return Decision{}, fmt.Errorf("claim %s: %w", repo, err)
 	}
 	cur, ok := m.Get(repo)
 	switch {
@@ -346,7 +345,7 @@ func (m *Map) Claim(repo, node string, now time.Time, live LiveSet, opts Options
 // entry bound to a session is renewed with the session (RenewSession);
 // listing it here lifts its drain cap (a drain that ended under running
 // sessions), and declines it if its session was replaced.
-func (m *Map) Renew(node string, repos []string, now time.Time) (renewed, declined []string) {
+func (m *Map) Renew(node string, repos []names.Repo, now time.Time) (renewed, declined []names.Repo) {
 	for _, repo := range repos {
 		cur, ok := m.Get(repo)
 		if !ok || cur.Node != node || (cur.Session != 0 && cur.Session != m.sessions[node].ID) {
@@ -364,9 +363,9 @@ func (m *Map) Renew(node string, repos []string, now time.Time) (renewed, declin
 // and then closes, so nobody opens the database while it is still held.
 // An expiry already sooner is kept. Refused if the entry names another
 // node or is missing.
-func (m *Map) Release(node, repo string, now time.Time) (Decision, error) {
-	if err := validClaim(repo, node); err != nil {
-		return Decision{}, fmt.Errorf("release: %w", err)
+func (m *Map) Release(node string, repo names.Repo, now time.Time) (Decision, error) {
+	if err := validNode(node); err != nil {
+		return Decision{}, fmt.Errorf("release %s: %w", repo, err)
 	}
 	cur, ok := m.Get(repo)
 	if !ok || cur.Node != node {
@@ -390,9 +389,9 @@ func (m *Map) Release(node, repo string, now time.Time) (Decision, error) {
 // written within the quiet period (ReasonQuiet, Owner still deadNode), so
 // two nodes recovering from one dead owner cannot ping-pong the repo. An
 // unowned or expired repo is simply granted, as a claim without steering.
-func (m *Map) ForceGrant(repo, requester, deadNode string, now time.Time) (Decision, error) {
-	if err := validClaim(repo, requester); err != nil {
-		return Decision{}, fmt.Errorf("force-grant: %w", err)
+func (m *Map) ForceGrant(repo names.Repo, requester, deadNode string, now time.Time) (Decision, error) {
+	if err := validNode(requester); err != nil {
+		return Decision{}, fmt.Errorf("force-grant %s: %w", repo, err)
 	}
 	if err := validNode(deadNode); err != nil {
 		return Decision{}, fmt.Errorf("force-grant: dead node: %w", err)
@@ -420,7 +419,7 @@ func (m *Map) ForceGrant(repo, requester, deadNode string, now time.Time) (Decis
 // another node (claimed since the drain) is left alone, as is every repo
 // when no other node is live. The returned decisions are grants, to be
 // persisted (Write) before anyone acts on them.
-func (m *Map) HandOver(from string, repos []string, live LiveSet, now time.Time) []Decision {
+func (m *Map) HandOver(from string, repos []names.Repo, live LiveSet, now time.Time) []Decision {
 	others := make(LiveSet, 0, len(live))
 	for _, nw := range live {
 		if nw.Node != from {
@@ -448,7 +447,7 @@ func (m *Map) HandOver(from string, repos []string, live LiveSet, now time.Time)
 // repository and renews it, which binds it (extend). A session would
 // otherwise keep alive, for as long as node lives, an entry node never
 // serves.
-func (m *Map) grant(repo, node string, now time.Time, bind bool) Decision {
+func (m *Map) grant(repo names.Repo, node string, now time.Time, bind bool) Decision {
 	// An entry's epoch may be below the floor if it outlived a prune of
 	// others; starting above both keeps it monotonic either way.
 	e := Entry{Node: node, Expires: now.Add(m.t.TTL), Written: now, Epoch: m.nextEpoch(repo)}
@@ -464,12 +463,12 @@ func (m *Map) grant(repo, node string, now time.Time, bind bool) Decision {
 // the entry to it without a drain cap (the session renews it); else, a
 // per-repository lease, by the TTL. Its epoch stays: the node holds it.
 // nextEpoch is repo's next grant's epoch.
-func (m *Map) nextEpoch(repo string) uint64 {
+func (m *Map) nextEpoch(repo names.Repo) uint64 {
 	cur, _ := m.stored(repo)
 	return max(cur.Epoch, m.floor) + 1
 }
 
-func (m *Map) extend(repo string, cur Entry, now time.Time) Decision {
+func (m *Map) extend(repo names.Repo, cur Entry, now time.Time) Decision {
 	if s, ok := m.sessions[cur.Node]; ok {
 		// A per-repository lease of a node that has a session now (an
 		// upgrade) is bound to it from here on.
@@ -486,11 +485,4 @@ func (m *Map) extend(repo string, cur Entry, now time.Time) Decision {
 	cur.Written = now
 	m.set(repo, cur)
 	return Decision{Outcome: Extended, Repo: repo, Owner: cur.Node, Entry: cur, Write: true}
-}
-
-func validClaim(repo, node string) error {
-	if err := validRepo(repo); err != nil {
-		return err
-	}
-	return validNode(node)
 }

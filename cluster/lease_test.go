@@ -3,13 +3,18 @@ package cluster
 import (
 	"testing"
 	"time"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 var t0 = time.Unix(1_700_000_000, 0).UTC()
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
-func mapWith(entries map[string]Entry) *Map {
+// rn is the repository s, which must be a valid name.
+func rn(s string) names.Repo { return names.MustParse(s) }
+
+func mapWith(entries map[names.Repo]Entry) *Map {
 	m := NewMap(DefaultTimings())
 	for r, e := range entries {
 		if err := m.Put(r, e); err != nil {
@@ -21,12 +26,12 @@ func mapWith(entries map[string]Entry) *Map {
 
 func TestClaim(t *testing.T) {
 	live := LiveSet{{"rgit-0", 1}, {"rgit-1", 1}, {"rgit-2", 1}}
-	owned := func(n string, exp, wr time.Duration, ep uint64) map[string]Entry {
-		return map[string]Entry{"a/b": {Node: n, Expires: at(exp), Written: at(wr), Epoch: ep}}
+	owned := func(n string, exp, wr time.Duration, ep uint64) map[names.Repo]Entry {
+		return map[names.Repo]Entry{rn("a/b"): {Node: n, Expires: at(exp), Written: at(wr), Epoch: ep}}
 	}
 	cases := []struct {
 		name    string
-		entries map[string]Entry
+		entries map[names.Repo]Entry
 		node    string
 		now     time.Duration
 		steer   bool
@@ -44,7 +49,7 @@ func TestClaim(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := mapWith(c.entries)
-			d, err := m.Claim("a/b", c.node, at(c.now), live, Options{Steer: c.steer})
+			d, err := m.Claim(rn("a/b"), c.node, at(c.now), live, Options{Steer: c.steer})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +59,7 @@ func TestClaim(t *testing.T) {
 			if d.Write != (d.Outcome != Refused) {
 				t.Fatalf("write=%v for %v", d.Write, d.Outcome)
 			}
-			if got, _ := m.Get("a/b"); got != d.Entry {
+			if got, _ := m.Get(rn("a/b")); got != d.Entry {
 				t.Fatalf("map holds %+v, decision says %+v", got, d.Entry)
 			}
 		})
@@ -65,7 +70,7 @@ func TestClaimSteer(t *testing.T) {
 	live := LiveSet{{"rgit-0", 1}, {"rgit-1", 1}, {"rgit-2", 1}}
 	var steered, self int
 	for i := 0; i < 300; i++ {
-		repo := "o/r" + string(rune('a'+i%26)) + time.Duration(i).String()
+		repo := rn("o/r" + string(rune('a'+i%26)) + time.Duration(i).String())
 		m := NewMap(DefaultTimings())
 		d, err := m.Claim(repo, "rgit-1", t0, live, Options{Steer: true})
 		if err != nil {
@@ -86,7 +91,7 @@ func TestClaimSteer(t *testing.T) {
 	}
 	// No live nodes: steering has nowhere to go, the requester gets it.
 	m := NewMap(DefaultTimings())
-	d, _ := m.Claim("x/y", "rgit-1", t0, nil, Options{Steer: true})
+	d, _ := m.Claim(rn("x/y"), "rgit-1", t0, nil, Options{Steer: true})
 	if d.Owner != "rgit-1" || d.Steered {
 		t.Fatalf("empty live set: %+v", d)
 	}
@@ -94,9 +99,9 @@ func TestClaimSteer(t *testing.T) {
 
 func TestClaimInvalid(t *testing.T) {
 	m := NewMap(DefaultTimings())
-	for _, c := range [][2]string{{"ab", "rgit-1"}, {"a/b/c", "rgit-1"}, {"a/b", ""}, {"a/b", "rgit 1"}, {"/b", "rgit-1"}} {
-		if _, err := m.Claim(c[0], c[1], t0, nil, Options{}); err == nil {
-			t.Errorf("claim(%q,%q) accepted", c[0], c[1])
+	for _, node := range []string{"", "rgit 1"} {
+		if _, err := m.Claim(rn("a/b"), node, t0, nil, Options{}); err == nil {
+			t.Errorf("claim by %q accepted", node)
 		}
 	}
 	if m.Len() != 0 {
@@ -105,16 +110,16 @@ func TestClaimInvalid(t *testing.T) {
 }
 
 func TestRenew(t *testing.T) {
-	m := mapWith(map[string]Entry{
-		"a/live":    {Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 1},
-		"a/expired": {Node: "rgit-1", Expires: at(time.Second), Written: t0, Epoch: 2},
-		"a/moved":   {Node: "rgit-2", Expires: at(10 * time.Second), Written: t0, Epoch: 3},
+	m := mapWith(map[names.Repo]Entry{
+		rn("a/live"):    {Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 1},
+		rn("a/expired"): {Node: "rgit-1", Expires: at(time.Second), Written: t0, Epoch: 2},
+		rn("a/moved"):   {Node: "rgit-2", Expires: at(10 * time.Second), Written: t0, Epoch: 3},
 	})
-	renewed, declined := m.Renew("rgit-1", []string{"a/live", "a/expired", "a/moved", "a/none"}, at(3*time.Second))
-	if got, want := len(renewed), 2; got != want || renewed[0] != "a/live" || renewed[1] != "a/expired" {
+	renewed, declined := m.Renew("rgit-1", []names.Repo{rn("a/live"), rn("a/expired"), rn("a/moved"), rn("a/none")}, at(3*time.Second))
+	if got, want := len(renewed), 2; got != want || renewed[0] != rn("a/live") || renewed[1] != rn("a/expired") {
 		t.Fatalf("renewed %v", renewed)
 	}
-	if len(declined) != 2 || declined[0] != "a/moved" || declined[1] != "a/none" {
+	if len(declined) != 2 || declined[0] != rn("a/moved") || declined[1] != rn("a/none") {
 		t.Fatalf("declined %v", declined)
 	}
 	for _, r := range renewed {
@@ -123,10 +128,10 @@ func TestRenew(t *testing.T) {
 			t.Errorf("%s: %+v", r, e)
 		}
 	}
-	if e, _ := m.Get("a/live"); e.Epoch != 1 {
+	if e, _ := m.Get(rn("a/live")); e.Epoch != 1 {
 		t.Errorf("renewal changed epoch: %d", e.Epoch)
 	}
-	if e, _ := m.Get("a/moved"); e.Node != "rgit-2" || !e.Written.Equal(t0) {
+	if e, _ := m.Get(rn("a/moved")); e.Node != "rgit-2" || !e.Written.Equal(t0) {
 		t.Errorf("declined entry changed: %+v", e)
 	}
 }
@@ -150,20 +155,20 @@ func TestRelease(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			m := NewMap(DefaultTimings())
 			if c.entry != nil {
-				_ = m.Put("a/b", *c.entry)
+				_ = m.Put(rn("a/b"), *c.entry)
 			}
-			d, err := m.Release(c.node, "a/b", at(c.now))
+			d, err := m.Release(c.node, rn("a/b"), at(c.now))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if d.Outcome != c.want || d.Write != c.write {
 				t.Fatalf("got %v write=%v", d.Outcome, d.Write)
 			}
-			if e, ok := m.Get("a/b"); ok != (c.entry != nil) || ok && !e.Expires.Equal(at(c.expires)) {
+			if e, ok := m.Get(rn("a/b")); ok != (c.entry != nil) || ok && !e.Expires.Equal(at(c.expires)) {
 				t.Fatalf("entry %+v ok=%v", e, ok)
 			}
 			if c.want == Released {
-				e, _ := m.Get("a/b")
+				e, _ := m.Get(rn("a/b"))
 				if e.Node != c.node || !e.Live(at(c.now)) {
 					t.Fatalf("released entry must keep naming the node through the drain: %+v", e)
 				}
@@ -194,9 +199,9 @@ func TestForceGrant(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			m := NewMap(DefaultTimings())
 			if c.entry != nil {
-				_ = m.Put("a/b", *c.entry)
+				_ = m.Put(rn("a/b"), *c.entry)
 			}
-			d, err := m.ForceGrant("a/b", "rgit-1", "rgit-2", at(c.now))
+			d, err := m.ForceGrant(rn("a/b"), "rgit-1", "rgit-2", at(c.now))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,7 +210,7 @@ func TestForceGrant(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewMap(DefaultTimings()).ForceGrant("a/b", "rgit-1", "", t0); err == nil {
+	if _, err := NewMap(DefaultTimings()).ForceGrant(rn("a/b"), "rgit-1", "", t0); err == nil {
 		t.Fatal("empty dead node accepted")
 	}
 }
@@ -216,9 +221,9 @@ func TestForceGrant(t *testing.T) {
 func TestEpochMonotonic(t *testing.T) {
 	m := NewMap(DefaultTimings())
 	nodes := []string{"rgit-0", "rgit-1", "rgit-2"}
-	repos := []string{"a/x", "a/y"}
-	owner := map[string]map[uint64]string{"a/x": {}, "a/y": {}}
-	last := map[string]uint64{}
+	repos := []names.Repo{rn("a/x"), rn("a/y")}
+	owner := map[names.Repo]map[uint64]string{rn("a/x"): {}, rn("a/y"): {}}
+	last := map[names.Repo]uint64{}
 	seed := uint64(42)
 	rnd := func(n int) int { seed = seed*6364136223846793005 + 1442695040888963407; return int(seed>>33) % n }
 	now := t0
@@ -229,7 +234,7 @@ func TestEpochMonotonic(t *testing.T) {
 		case 0:
 			_, _ = m.Claim(repo, node, now, nil, Options{})
 		case 1:
-			m.Renew(node, []string{repo}, now)
+			m.Renew(node, []names.Repo{repo}, now)
 		case 2:
 			_, _ = m.Release(node, repo, now)
 		case 3:
@@ -248,8 +253,8 @@ func TestEpochMonotonic(t *testing.T) {
 		}
 		owner[repo][e.Epoch] = e.Node
 	}
-	if last["a/x"] < 10 {
-		t.Fatalf("too few grants exercised: %d", last["a/x"])
+	if last[rn("a/x")] < 10 {
+		t.Fatalf("too few grants exercised: %d", last[rn("a/x")])
 	}
 }
 
@@ -266,7 +271,7 @@ func TestHandOver(t *testing.T) {
 		to    string // "" : left alone
 		epoch uint64
 	}{
-		{"drained entry goes to the winner among the others", drained, true, live, Rendezvous("a/b", others), 5},
+		{"drained entry goes to the winner among the others", drained, true, live, Rendezvous(rn("a/b"), others), 5},
 		{"the leader never wins its own hand-over", drained, true, LiveSet{{"rgit-0", 100}, {"rgit-1", 1}}, "rgit-1", 5},
 		{"claimed since the drain: left alone", claimed, true, live, "", 5},
 		{"no entry: nothing to move", Entry{}, false, live, "", 0},
@@ -274,13 +279,13 @@ func TestHandOver(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			entries := map[string]Entry{}
+			entries := map[names.Repo]Entry{}
 			if tc.ok {
-				entries["a/b"] = tc.e
+				entries[rn("a/b")] = tc.e
 			}
 			m := mapWith(entries)
 			now := at(time.Second)
-			ds := m.HandOver("rgit-0", []string{"a/b"}, tc.live, now)
+			ds := m.HandOver("rgit-0", []names.Repo{rn("a/b")}, tc.live, now)
 			if tc.to == "" {
 				if len(ds) != 0 {
 					t.Fatalf("decisions %+v, want none", ds)
@@ -295,7 +300,7 @@ func TestHandOver(t *testing.T) {
 					t.Fatalf("decision %+v, want a persisted grant of %+v", d, want)
 				}
 			}
-			if e, _ := m.Get("a/b"); e.Epoch != tc.epoch {
+			if e, _ := m.Get(rn("a/b")); e.Epoch != tc.epoch {
 				t.Fatalf("epoch after: %d, want %d", e.Epoch, tc.epoch)
 			}
 		})
@@ -303,10 +308,10 @@ func TestHandOver(t *testing.T) {
 }
 
 // fakeBase is a Base over a Go map.
-type fakeBase map[string]Entry
+type fakeBase map[names.Repo]Entry
 
-func (b fakeBase) Get(repo string) (Entry, bool) { e, ok := b[repo]; return e, ok }
-func (b fakeBase) Range(yield func(string, Entry) bool) {
+func (b fakeBase) Get(repo names.Repo) (Entry, bool) { e, ok := b[repo]; return e, ok }
+func (b fakeBase) Range(yield func(names.Repo, Entry) bool) {
 	for r, e := range b {
 		if !yield(r, e) {
 			return
@@ -317,13 +322,13 @@ func (b fakeBase) Range(yield func(string, Entry) bool) {
 // A map over a base reads the base's entries, keeps only its own
 // decisions on top, and forgets them once the base holds them.
 func TestMapOverBase(t *testing.T) {
-	base := fakeBase{"a/b": {Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 3},
-		"c/d": {Node: "rgit-1", Expires: at(time.Second), Written: t0, Epoch: 5}}
+	base := fakeBase{rn("a/b"): {Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 3},
+		rn("c/d"): {Node: "rgit-1", Expires: at(time.Second), Written: t0, Epoch: 5}}
 	m := NewMapOver(DefaultTimings(), base)
-	if d, _ := m.Claim("a/b", "rgit-2", at(time.Second), nil, Options{}); d.Outcome != Refused || d.Owner != "rgit-1" {
+	if d, _ := m.Claim(rn("a/b"), "rgit-2", at(time.Second), nil, Options{}); d.Outcome != Refused || d.Owner != "rgit-1" {
 		t.Fatalf("claim of a base entry = %+v", d)
 	}
-	d, _ := m.Claim("c/d", "rgit-2", at(2*time.Second), nil, Options{})
+	d, _ := m.Claim(rn("c/d"), "rgit-2", at(2*time.Second), nil, Options{})
 	if d.Outcome != Granted || d.Entry.Epoch != 6 {
 		t.Fatalf("claim of a lapsed base entry = %+v, want epoch 6", d)
 	}
@@ -331,15 +336,15 @@ func TestMapOverBase(t *testing.T) {
 		t.Fatalf("len %d, own entries %d; want 2 and 1", m.Len(), len(m.entries))
 	}
 	m.Settle() // not committed yet: kept
-	if e, _ := m.Get("c/d"); e.Node != "rgit-2" {
+	if e, _ := m.Get(rn("c/d")); e.Node != "rgit-2" {
 		t.Fatalf("decision lost before the base held it: %+v", e)
 	}
-	base["c/d"] = d.Entry // committed
+	base[rn("c/d")] = d.Entry // committed
 	m.Settle()
 	if len(m.entries) != 0 {
 		t.Fatalf("settled map still holds %v", m.entries)
 	}
-	if e, _ := m.Get("c/d"); e.Node != "rgit-2" || e.Epoch != 6 {
+	if e, _ := m.Get(rn("c/d")); e.Node != "rgit-2" || e.Epoch != 6 {
 		t.Fatalf("after Settle: %+v", e)
 	}
 	p := m.Prune(at(2*time.Hour), nil)

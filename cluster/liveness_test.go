@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 func TestLiveness(t *testing.T) {
@@ -77,13 +79,13 @@ func TestLivenessSteersClaim(t *testing.T) {
 	}
 	all := l.Live(now)
 	// Find a repo whose winner is rgit-1.
-	repo := ""
-	for i := 0; repo == "" && i < 26*26; i++ {
-		if r := "alice/r" + string(rune('a'+i%26)) + string(rune('a'+i/26)); Rendezvous(r, all) == "rgit-1" {
+	var repo names.Repo
+	for i := 0; repo.IsZero() && i < 26*26; i++ {
+		if r := rn("alice/r" + string(rune('a'+i%26)) + string(rune('a'+i/26))); Rendezvous(r, all) == "rgit-1" {
 			repo = r
 		}
 	}
-	if repo == "" {
+	if repo.IsZero() {
 		t.Fatal("no repo name won by rgit-1")
 	}
 	m := NewMap(DefaultTimings())

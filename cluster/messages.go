@@ -1,6 +1,10 @@
 package cluster
 
-import "context"
+import (
+	"context"
+
+	"github.com/rgit/rgit/storage/names"
+)
 
 // The leader's messages. The same Go values are sent to the leader actor
 // in process and, wrapped in one peer envelope, over the peer stream port
@@ -10,8 +14,8 @@ import "context"
 type (
 	// ClaimLease asks for Repo's lease for Node.
 	ClaimLease struct {
-		Repo string `json:"repo"`
-		Node string `json:"node"`
+		Repo names.Repo `json:"repo"`
+		Node string     `json:"node"`
 	}
 	// RenewLeases is a node's heartbeat: with Open it starts a new session
 	// for Node (a node starting; Map.OpenSession), with Session it renews
@@ -22,13 +26,13 @@ type (
 	//
 	// HostKey, on this message and its answer, is the SSH host key
 	// fingerprint of the sender: nodes that would present different keys
-	// behind one name warn (cmd/serve). The leader's decisions ignore it.
+	// behind one name warn (transport/node). The leader's decisions ignore it.
 	RenewLeases struct {
-		Node    string   `json:"node"`
-		Session uint64   `json:"session,omitempty"`
-		Open    bool     `json:"open,omitempty"`
-		Repos   []string `json:"repos,omitempty"`
-		HostKey string   `json:"host_key,omitempty"`
+		Node    string       `json:"node"`
+		Session uint64       `json:"session,omitempty"`
+		Open    bool         `json:"open,omitempty"`
+		Repos   []names.Repo `json:"repos,omitempty"`
+		HostKey string       `json:"host_key,omitempty"`
 	}
 	// LeasesRenewed answers RenewLeases: every repository of the batch is
 	// in one list. Session is the node's session after the call (the new
@@ -36,23 +40,23 @@ type (
 	// node's current one (a replaced incarnation), so every entry the
 	// node holds under it is lost and Repos are all declined.
 	LeasesRenewed struct {
-		Renewed         []string `json:"renewed"`
-		Declined        []string `json:"declined"`
-		Session         uint64   `json:"session,omitempty"`
-		SessionDeclined bool     `json:"session_declined,omitempty"`
-		HostKey         string   `json:"host_key,omitempty"`
+		Renewed         []names.Repo `json:"renewed"`
+		Declined        []names.Repo `json:"declined"`
+		Session         uint64       `json:"session,omitempty"`
+		SessionDeclined bool         `json:"session_declined,omitempty"`
+		HostKey         string       `json:"host_key,omitempty"`
 	}
 	// ReleaseLease shortens Node's lease on Repo to the drain.
 	ReleaseLease struct {
-		Node string `json:"node"`
-		Repo string `json:"repo"`
+		Node string     `json:"node"`
+		Repo names.Repo `json:"repo"`
 	}
 	// ForceGrantLease asks to move Repo from Dead, which a request could not
 	// reach, to Requester.
 	ForceGrantLease struct {
-		Repo      string `json:"repo"`
-		Requester string `json:"requester"`
-		Dead      string `json:"dead"`
+		Repo      names.Repo `json:"repo"`
+		Requester string     `json:"requester"`
+		Dead      string     `json:"dead"`
 	}
 )
 

@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/rgit/rgit/storage/names"
 )
 
 // ErrInvalidName: a node name, repo name or peer map is malformed.
@@ -131,19 +129,6 @@ func validNode(node string) error {
 	}
 	if node[0] == '-' || node[len(node)-1] == '-' {
 		return fmt.Errorf("node name %q: starts or ends with '-': %w", node, ErrInvalidName)
-	}
-	return nil
-}
-
-// validRepo accepts "owner/name" under the one naming rule (storage/names),
-// so the map never holds a repository the front ends could not serve.
-func validRepo(repo string) error {
-	owner, name, ok := strings.Cut(repo, "/")
-	if !ok {
-		return fmt.Errorf("repo %q: want owner/name: %w", repo, ErrInvalidName)
-	}
-	if err := names.Validate(owner, name); err != nil {
-		return fmt.Errorf("repo %q: %w: %w", repo, ErrInvalidName, err)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // FloorKey is the refdb key of the map's epoch floor (decimal). It lies
@@ -28,7 +30,7 @@ func DecodeFloor(b []byte) (uint64, error) {
 // Pruned is what Prune removed.
 type Pruned struct {
 	// Repos whose entries were removed, sorted.
-	Repos []string
+	Repos []names.Repo
 	// Floor is the map's epoch floor after the prune: at least the highest
 	// epoch removed.
 	Floor uint64
@@ -55,9 +57,9 @@ type Pruned struct {
 // floor, so a repo that comes back is granted an epoch above every epoch
 // it held before: a node still holding an old lease sees a higher epoch
 // (and another owner) and stops, exactly as if the entry had stayed.
-func (m *Map) Prune(now time.Time, gone []string) Pruned {
+func (m *Map) Prune(now time.Time, gone []names.Repo) Pruned {
 	p := Pruned{Floor: m.floor}
-	m.each(func(repo string, e Entry) bool {
+	m.each(func(repo names.Repo, e Entry) bool {
 		if e = m.bind(e); e.Live(now) {
 			return true
 		}
@@ -72,7 +74,7 @@ func (m *Map) Prune(now time.Time, gone []string) Pruned {
 	if len(p.Repos) == 0 {
 		return p
 	}
-	slices.Sort(p.Repos)
+	slices.SortFunc(p.Repos, names.Compare)
 	for _, r := range p.Repos {
 		delete(m.entries, r)
 		m.removed[r] = struct{}{}
@@ -87,14 +89,14 @@ func (m *Map) Prune(now time.Time, gone []string) Pruned {
 // only about recent lapses bounds the checks by the rate at which leases
 // end, not by the size of the map; a deleted repo missed here still goes
 // at the end of the grace period.
-func (m *Map) Lapsed(since, now time.Time) []string {
-	var out []string
-	m.each(func(repo string, e Entry) bool {
+func (m *Map) Lapsed(since, now time.Time) []names.Repo {
+	var out []names.Repo
+	m.each(func(repo names.Repo, e Entry) bool {
 		if e = m.bind(e); !e.Expires.Before(since) && !e.Live(now) {
 			out = append(out, repo)
 		}
 		return true
 	})
-	slices.Sort(out)
+	slices.SortFunc(out, names.Compare)
 	return out
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 func TestPrune(t *testing.T) {
@@ -14,21 +16,21 @@ func TestPrune(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		entries map[string]Entry
+		entries map[names.Repo]Entry
 		floor   uint64
 		now     time.Duration
-		gone    []string
-		pruned  []string
+		gone    []names.Repo
+		pruned  []names.Repo
 		wantFlr uint64
 	}{
-		{"live kept", map[string]Entry{"a/b": e(10*time.Second, 3)}, 0, 5 * time.Second, nil, nil, 0},
-		{"live kept even if gone", map[string]Entry{"a/b": e(10*time.Second, 3)}, 0, 5 * time.Second, []string{"a/b"}, nil, 0},
-		{"lapsed within grace kept", map[string]Entry{"a/b": e(10*time.Second, 3)}, 0, 10*time.Second + g - 1, nil, nil, 0},
-		{"lapsed within grace, deleted: pruned", map[string]Entry{"a/b": e(10*time.Second, 3)}, 0, 10 * time.Second, []string{"a/b"}, []string{"a/b"}, 3},
-		{"lapsed a grace ago pruned", map[string]Entry{"a/b": e(10*time.Second, 3)}, 0, 10*time.Second + g, nil, []string{"a/b"}, 3},
-		{"floor takes the highest pruned epoch", map[string]Entry{"a/b": e(0, 3), "c/d": e(0, 9), "e/f": e(g, 20)}, 0, g, nil, []string{"a/b", "c/d"}, 9},
-		{"floor never lowered", map[string]Entry{"a/b": e(0, 3)}, 7, g, nil, []string{"a/b"}, 7},
-		{"nothing to prune keeps floor", nil, 5, g, []string{"x/y"}, nil, 5},
+		{"live kept", map[names.Repo]Entry{rn("a/b"): e(10*time.Second, 3)}, 0, 5 * time.Second, nil, nil, 0},
+		{"live kept even if gone", map[names.Repo]Entry{rn("a/b"): e(10*time.Second, 3)}, 0, 5 * time.Second, []names.Repo{rn("a/b")}, nil, 0},
+		{"lapsed within grace kept", map[names.Repo]Entry{rn("a/b"): e(10*time.Second, 3)}, 0, 10*time.Second + g - 1, nil, nil, 0},
+		{"lapsed within grace, deleted: pruned", map[names.Repo]Entry{rn("a/b"): e(10*time.Second, 3)}, 0, 10 * time.Second, []names.Repo{rn("a/b")}, []names.Repo{rn("a/b")}, 3},
+		{"lapsed a grace ago pruned", map[names.Repo]Entry{rn("a/b"): e(10*time.Second, 3)}, 0, 10*time.Second + g, nil, []names.Repo{rn("a/b")}, 3},
+		{"floor takes the highest pruned epoch", map[names.Repo]Entry{rn("a/b"): e(0, 3), rn("c/d"): e(0, 9), rn("e/f"): e(g, 20)}, 0, g, nil, []names.Repo{rn("a/b"), rn("c/d")}, 9},
+		{"floor never lowered", map[names.Repo]Entry{rn("a/b"): e(0, 3)}, 7, g, nil, []names.Repo{rn("a/b")}, 7},
+		{"nothing to prune keeps floor", nil, 5, g, []names.Repo{rn("x/y")}, nil, 5},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -48,27 +50,27 @@ func TestPrune(t *testing.T) {
 // A repo that comes back after its entry was pruned is granted an epoch
 // above any it held, even when another repo's higher epoch set the floor.
 func TestPruneEpochNeverGoesBack(t *testing.T) {
-	m := mapWith(map[string]Entry{"a/b": {Node: "rgit-1", Expires: at(0), Written: at(0), Epoch: 4}})
+	m := mapWith(map[names.Repo]Entry{rn("a/b"): {Node: "rgit-1", Expires: at(0), Written: at(0), Epoch: 4}})
 	m.Prune(at(PruneGrace), nil)
-	d, err := m.Claim("a/b", "rgit-2", at(PruneGrace), nil, Options{})
+	d, err := m.Claim(rn("a/b"), "rgit-2", at(PruneGrace), nil, Options{})
 	if err != nil || d.Entry.Epoch != 5 {
 		t.Fatalf("claim after prune: epoch %d, %v; want 5", d.Entry.Epoch, err)
 	}
 	// An entry that outlived a prune of a higher epoch still climbs above the floor.
 	m.SetFloor(10)
-	d, _ = m.Claim("c/d", "rgit-2", at(PruneGrace), nil, Options{})
+	d, _ = m.Claim(rn("c/d"), "rgit-2", at(PruneGrace), nil, Options{})
 	if d.Entry.Epoch != 11 {
 		t.Fatalf("fresh claim above floor 10: epoch %d", d.Entry.Epoch)
 	}
 }
 
 func TestLapsed(t *testing.T) {
-	m := mapWith(map[string]Entry{
-		"a/b": {Node: "rgit-1", Expires: at(10 * time.Second), Epoch: 1},
-		"c/d": {Node: "rgit-1", Expires: at(time.Second), Epoch: 1},
-		"e/f": {Node: "rgit-1", Expires: at(-PruneGrace), Epoch: 1},
+	m := mapWith(map[names.Repo]Entry{
+		rn("a/b"): {Node: "rgit-1", Expires: at(10 * time.Second), Epoch: 1},
+		rn("c/d"): {Node: "rgit-1", Expires: at(time.Second), Epoch: 1},
+		rn("e/f"): {Node: "rgit-1", Expires: at(-PruneGrace), Epoch: 1},
 	})
-	if got := m.Lapsed(at(0), at(5*time.Second)); !slices.Equal(got, []string{"c/d"}) {
+	if got := m.Lapsed(at(0), at(5*time.Second)); !slices.Equal(got, []names.Repo{rn("c/d")}) {
 		t.Fatalf("Lapsed = %v, want [c/d]", got)
 	}
 }

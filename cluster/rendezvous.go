@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"math"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // NodeWeight is a placement candidate. Higher weights win proportionally
@@ -32,7 +34,7 @@ func (l LiveSet) Has(node string) bool {
 // score wins, ties broken by the smaller name. The result depends only on
 // the inputs, so every node computes the same answer; adding a node moves
 // only the repos it wins (≈ its share), removing one moves only its repos.
-func Rendezvous(repo string, nodes []NodeWeight) string {
+func Rendezvous(repo names.Repo, nodes []NodeWeight) string {
 	best, bestScore := "", math.Inf(-1)
 	for _, nw := range nodes {
 		if !usableWeight(nw.Weight) || nw.Node == "" {
@@ -48,8 +50,8 @@ func Rendezvous(repo string, nodes []NodeWeight) string {
 
 func usableWeight(w float64) bool { return w > 0 && !math.IsInf(w, 1) && !math.IsNaN(w) }
 
-func rendezvousScore(repo string, nw NodeWeight) float64 {
-	h := hashPair(nw.Node, repo)
+func rendezvousScore(repo names.Repo, nw NodeWeight) float64 {
+	h := hashPair(nw.Node, repo.String())
 	// 53 high bits, offset by half a step: u is strictly inside (0,1), so
 	// ln(u) is finite and negative.
 	u := (float64(h>>11) + 0.5) / (1 << 53)

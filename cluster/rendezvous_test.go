@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
-func repoNames(n int) []string {
-	out := make([]string, n)
+func repoNames(n int) []names.Repo {
+	out := make([]names.Repo, n)
 	for i := range out {
-		out[i] = fmt.Sprintf("owner%d/repo%d", i%97, i)
+		out[i] = rn(fmt.Sprintf("owner%d/repo%d", i%97, i))
 	}
 	return out
 }
@@ -23,10 +25,10 @@ func equalNodes(n int) []NodeWeight {
 }
 
 func TestRendezvousEdges(t *testing.T) {
-	if got := Rendezvous("a/b", nil); got != "" {
+	if got := Rendezvous(rn("a/b"), nil); got != "" {
 		t.Fatalf("no nodes: %q", got)
 	}
-	if got := Rendezvous("a/b", []NodeWeight{{"rgit-0", 0}, {"rgit-1", math.NaN()}, {"rgit-2", -1}, {"rgit-3", math.Inf(1)}}); got != "" {
+	if got := Rendezvous(rn("a/b"), []NodeWeight{{"rgit-0", 0}, {"rgit-1", math.NaN()}, {"rgit-2", -1}, {"rgit-3", math.Inf(1)}}); got != "" {
 		t.Fatalf("no usable weights: %q", got)
 	}
 	nodes := equalNodes(5)
@@ -45,7 +47,7 @@ func TestRendezvousBalanceAndStability(t *testing.T) {
 	const N, R = 5, 20000
 	repos := repoNames(R)
 	nodes := equalNodes(N)
-	before := map[string]string{}
+	before := map[names.Repo]string{}
 	count := map[string]int{}
 	for _, r := range repos {
 		before[r] = Rendezvous(r, nodes)

@@ -3,6 +3,8 @@ package cluster
 import (
 	"fmt"
 	"time"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // RouteKind is what a node does with a request for a repo.
@@ -26,7 +28,7 @@ func (k RouteKind) String() string {
 	return fmt.Sprintf("route(%d)", k)
 }
 
-// RouteDecision is the outcome of Route.
+// RouteDecision is the outcome of Locate.
 type RouteDecision struct {
 	Kind RouteKind
 	Node string // the owner, for Forward
@@ -41,17 +43,17 @@ func (d RouteDecision) String() string {
 
 // View is a node's local copy of the ownership map; *Map implements it.
 type View interface {
-	Get(repo string) (Entry, bool)
+	Get(repo names.Repo) (Entry, bool)
 }
 
-// Route decides from the local view alone. A follower's view lags the
+// Locate decides from the local view alone. A follower's view lags the
 // leader by up to a poll (FollowerPoll), which is harmless: Forward to a
 // former owner costs a hop (the target routes again, under the hop limit),
 // Claim on a repo just granted elsewhere is refused with the owner's name,
 // and Serve on a repo force-granted away is stopped by fencing at the next
 // durable write. Only the leader grants, so staleness never makes a second
 // owner.
-func Route(view View, repo, self string, now time.Time) RouteDecision {
+func Locate(view View, repo names.Repo, self string, now time.Time) RouteDecision {
 	e, ok := view.Get(repo)
 	switch {
 	case !ok || !e.Live(now):

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 func TestBoundEntryRoundTrip(t *testing.T) {
@@ -120,7 +122,7 @@ func TestSessionGrantsAndRenewals(t *testing.T) {
 	if err != nil || s.ID != 1 {
 		t.Fatalf("OpenSession = %+v, %v", s, err)
 	}
-	d, _ := m.Claim("a/b", "rgit-1", t0, nil, Options{})
+	d, _ := m.Claim(rn("a/b"), "rgit-1", t0, nil, Options{})
 	if d.Entry.Session != 1 || !d.Entry.Expires.Equal(at(TTL)) {
 		t.Fatalf("claim not bound to the session: %+v", d.Entry)
 	}
@@ -128,7 +130,7 @@ func TestSessionGrantsAndRenewals(t *testing.T) {
 	live := LiveSet{{Node: "rgit-1", Weight: 1}, {Node: "rgit-2", Weight: 1}}
 	var steered Decision
 	for i := 0; ; i++ {
-		repo := "s/r" + string(rune('a'+i))
+		repo := rn("s/r" + string(rune('a'+i)))
 		if Rendezvous(repo, live) == "rgit-1" {
 			steered, _ = m.Claim(repo, "rgit-2", t0, live, Options{Steer: true})
 			break
@@ -137,7 +139,7 @@ func TestSessionGrantsAndRenewals(t *testing.T) {
 	if !steered.Steered || steered.Entry.Session != 0 {
 		t.Fatalf("steered grant bound to a session: %+v", steered)
 	}
-	if renewed, _ := m.Renew("rgit-1", []string{steered.Repo}, at(time.Second)); len(renewed) != 1 {
+	if renewed, _ := m.Renew("rgit-1", []names.Repo{steered.Repo}, at(time.Second)); len(renewed) != 1 {
 		t.Fatal("the steered grant's node could not renew it")
 	}
 	if e, _ := m.Get(steered.Repo); e.Session != 1 {
@@ -148,20 +150,20 @@ func TestSessionGrantsAndRenewals(t *testing.T) {
 	if _, ok := m.RenewSession("rgit-1", 1, at(9*time.Second)); !ok {
 		t.Fatal("current session declined")
 	}
-	if e, _ := m.Get("a/b"); !e.Expires.Equal(at(9*time.Second + TTL)) {
+	if e, _ := m.Get(rn("a/b")); !e.Expires.Equal(at(9*time.Second + TTL)) {
 		t.Fatalf("entry not renewed with its session: expires %s", e.Expires.Sub(t0))
 	}
 	// A restart: the new session ends the old one's entries at once.
 	if s, _ := m.OpenSession("rgit-1", at(10*time.Second)); s.ID != 2 {
 		t.Fatalf("reopened session ID %d", s.ID)
 	}
-	if e, _ := m.Get("a/b"); e.Live(at(10 * time.Second)) {
+	if e, _ := m.Get(rn("a/b")); e.Live(at(10 * time.Second)) {
 		t.Fatal("entry of the replaced session still live")
 	}
 	if _, ok := m.RenewSession("rgit-1", 1, at(10*time.Second)); ok {
 		t.Fatal("stale session renewed")
 	}
-	d, _ = m.Claim("a/b", "rgit-2", at(10*time.Second), nil, Options{})
+	d, _ = m.Claim(rn("a/b"), "rgit-2", at(10*time.Second), nil, Options{})
 	if d.Outcome != Granted || d.Entry.Epoch != 2 {
 		t.Fatalf("claim after the restart = %+v", d)
 	}

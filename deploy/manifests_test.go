@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/rgit/rgit/cmd/config"
 	"github.com/rgit/rgit/testkit/gitenv"
+	"github.com/rgit/rgit/transport/node/config"
 	"github.com/rgit/rgit/transport/peertls"
 )
 

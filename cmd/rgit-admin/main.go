@@ -28,8 +28,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rgit/rgit/cmd/version"
 	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/node/version"
 	"github.com/rgit/rgit/transport/peertls"
 )
 

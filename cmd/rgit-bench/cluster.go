@@ -15,6 +15,7 @@ import (
 	"time"
 
 	rc "github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/testkit/multiproc"
 	"github.com/rgit/rgit/transport/peertls"
 )
@@ -213,7 +214,7 @@ func handoff(ctx context.Context, cl *multiproc.Cluster, runs int, token, repo s
 	// The successor, where the leader steers the released repository.
 	var next *multiproc.Node
 	for _, n := range cl.Nodes {
-		if n.Name == rc.Rendezvous(repo, rest) {
+		if n.Name == rc.Rendezvous(names.MustParse(repo), rest) {
 			next = n
 		}
 	}

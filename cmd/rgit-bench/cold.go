@@ -12,14 +12,15 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/rgit/rgit/cmd/config"
-	"github.com/rgit/rgit/cmd/serve"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/testkit/freeport"
+	"github.com/rgit/rgit/transport/node"
+	"github.com/rgit/rgit/transport/node/config"
 )
 
 // runCold measures cold nodes: a node whose pack cache is empty serves its
@@ -145,7 +146,7 @@ func (hf *httpFixture) benchCold(ctx context.Context, gitURL string, runs int, s
 			if r.op == "cold-clone" {
 				// Nothing another node built: this node builds the pack
 				// (and stores it again for the next run's shared clone).
-				if err := deletePrefix(ctx, store, repo.ClonePackPrefix(benchOwner, hf.Name)); err != nil {
+				if err := deletePrefix(ctx, store, repo.ClonePackPrefix(names.MustParse(benchOwner+"/"+hf.Name))); err != nil {
 					return nil, err
 				}
 			}
@@ -225,7 +226,7 @@ func (hf *httpFixture) download(ctx context.Context, store objstore.Store, slow 
 	}
 	start := time.Now()
 	for _, n := range packs {
-		pk, ik := repo.PackKeys(benchOwner, hf.Name, n)
+		pk, ik := repo.PackKeys(names.MustParse(benchOwner+"/"+hf.Name), n)
 		_, release, err := c.Get(ctx, pk, ik, n)
 		if err != nil {
 			return sample{}, err
@@ -262,11 +263,11 @@ func deletePrefix(ctx context.Context, st objstore.Store, prefix string) error {
 	return nil
 }
 
-// inProcessNode is a node run by serve.Start in this process on a given
+// inProcessNode is a node run by node.Start in this process on a given
 // store; it answers admin calls like a child rgitServer.
 type inProcessNode struct {
 	*rgitServer
-	srv *serve.Server
+	srv *node.Server
 }
 
 // startInProcess starts a node on st; extra ("RGIT_X=value") adds to or
@@ -299,7 +300,7 @@ func startInProcess(ctx context.Context, st objstore.Store, cacheDir string, ext
 		if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 			return nil, err
 		}
-		srv, err := serve.Start(ctx, cfg, zap.NewNop(), serve.WithStore(st))
+		srv, err := node.Start(ctx, cfg, zap.NewNop(), node.WithStore(st))
 		if err != nil {
 			last = err
 			continue

@@ -26,9 +26,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/rgit/rgit/cmd/config"
-	"github.com/rgit/rgit/cmd/serve"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/filestore"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
@@ -37,6 +36,8 @@ import (
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/testkit/freeport"
+	"github.com/rgit/rgit/transport/node"
+	"github.com/rgit/rgit/transport/node/config"
 )
 
 // The cold-open benchmark: many repositories on one node, more than
@@ -170,8 +171,8 @@ func makeColdRepos(ctx context.Context, store *filestore.Store, cacheDir string,
 }
 
 func makeColdRepo(ctx context.Context, d repo.Deps, cache *packcache.Cache, tmp string, i int) error {
-	name := coldName(i)
-	if err := repo.Create(ctx, d, benchOwner, name); err != nil {
+	name := names.MustParse(benchOwner + "/" + coldName(i))
+	if err := repo.Create(ctx, d, name); err != nil {
 		return err
 	}
 	packBytes, commit := oneCommitPack(fmt.Sprintf("repository %d\n", i))
@@ -181,11 +182,11 @@ func makeColdRepo(ctx context.Context, d repo.Deps, cache *packcache.Cache, tmp 
 	}
 	defer os.Remove(ix.PackPath)
 	defer os.Remove(ix.IdxPath)
-	info, err := repo.StagePack(ctx, d, benchOwner, name, ix)
+	info, err := repo.StagePack(ctx, d, name, ix)
 	if err != nil {
 		return err
 	}
-	r, err := repo.Open(ctx, d, benchOwner, name)
+	r, err := repo.Open(ctx, d, name)
 	if err != nil {
 		return err
 	}
@@ -197,7 +198,7 @@ func makeColdRepo(ctx context.Context, d repo.Deps, cache *packcache.Cache, tmp 
 	if err != nil {
 		return err
 	}
-	pk, ik := repo.PackKeys(benchOwner, name, info.Name)
+	pk, ik := repo.PackKeys(name, info.Name)
 	_, release, err := cache.Get(ctx, pk, ik, info.Name)
 	if err != nil {
 		return err
@@ -419,7 +420,7 @@ func runColdOpenServe(ctx context.Context, args []string) error {
 		return err
 	}
 	store := faultstore.New(inner, 1)
-	srv, err := serve.Start(ctx, cfg, zap.NewNop(), serve.WithStore(store))
+	srv, err := node.Start(ctx, cfg, zap.NewNop(), node.WithStore(store))
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	rc "github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/repo"
@@ -110,7 +111,7 @@ func claimBench(ctx context.Context, w io.Writer, c int, d time.Duration) error 
 			var mine []time.Duration
 			for j := 0; time.Now().Before(end) && ctx.Err() == nil; j++ {
 				t := time.Now()
-				dec, err := svc.Claim(ctx, rc.ClaimLease{Repo: fmt.Sprintf("bench/c%d-%d", i, j), Node: "rgit-1"})
+				dec, err := svc.Claim(ctx, rc.ClaimLease{Repo: names.MustParse(fmt.Sprintf("bench/c%d-%d", i, j)), Node: "rgit-1"})
 				if err != nil || dec.Outcome != rc.Granted {
 					errs.Add(1)
 					continue
@@ -146,13 +147,13 @@ func restartStorm(ctx context.Context, w io.Writer, repos int, limit time.Durati
 	}
 	defer cache.Close()
 	deps := repo.Deps{Store: st, Cache: cache}
-	names := make([]string, repos)
-	for i := range names {
-		names[i] = fmt.Sprintf("r%05d", i)
+	repoNames := make([]string, repos)
+	for i := range repoNames {
+		repoNames[i] = fmt.Sprintf("r%05d", i)
 	}
 	// Set-up at memory speed: the repositories, and the map naming rgit-1
 	// for each (its leases before the restart).
-	if err := parallel(ctx, names, 16, func(name string) error { return repo.Create(ctx, deps, "bench", name) }); err != nil {
+	if err := parallel(ctx, repoNames, 16, func(name string) error { return repo.Create(ctx, deps, names.MustParse("bench/"+name)) }); err != nil {
 		return err
 	}
 	n0, err := actors.NewNode(actors.Config{Deps: deps, Cluster: &actors.ClusterConfig{Self: "rgit-0", Steer: actors.SteerOff}})
@@ -161,8 +162,8 @@ func restartStorm(ctx context.Context, w io.Writer, repos int, limit time.Durati
 	}
 	defer n0.Shutdown(context.Background())
 	svc := n0.LeaderService()
-	if err := parallel(ctx, names, 64, func(name string) error {
-		_, err := svc.Claim(ctx, rc.ClaimLease{Repo: "bench/" + name, Node: "rgit-1"})
+	if err := parallel(ctx, repoNames, 64, func(name string) error {
+		_, err := svc.Claim(ctx, rc.ClaimLease{Repo: names.MustParse("bench/" + name), Node: "rgit-1"})
 		return err
 	}); err != nil {
 		return fmt.Errorf("seed the map: %w", err)
@@ -193,7 +194,7 @@ func restartStorm(ctx context.Context, w io.Writer, repos int, limit time.Durati
 	cpu0 := cpuTime()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for _, name := range names {
+	for _, name := range repoNames {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

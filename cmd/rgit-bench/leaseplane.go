@@ -13,6 +13,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/refdb"
@@ -82,7 +83,9 @@ func (c *countingStore) List(ctx context.Context, prefix, startAfter string) ite
 // leader is false.
 const benchHolder = "rgit-1"
 
-func benchRepo(i int) string { return "o" + strconv.Itoa(i%1000) + "/r" + strconv.Itoa(i) }
+func benchRepo(i int) names.Repo {
+	return names.MustParse("o" + strconv.Itoa(i%1000) + "/r" + strconv.Itoa(i))
+}
 
 // seedMap writes an ownership map with n live entries owned by
 // benchHolder, bound to its session 1, straight into the store.
@@ -106,7 +109,7 @@ func seedMap(ctx context.Context, st objstore.Store, n int) error {
 	for i := 0; i < n; i += batch {
 		var txn refdb.Txn
 		for j := i; j < min(i+batch, n); j++ {
-			key, _ := cluster.Key(benchRepo(j))
+			key := cluster.Key(benchRepo(j))
 			e := cluster.Entry{Node: benchHolder, Written: now, Epoch: 1, Session: 1}
 			b, err := e.MarshalBinary()
 			if err != nil {

@@ -16,6 +16,8 @@
 //	engine    pack layer: index a pushed pack, full-clone pack, incremental fetch
 //	          (fresh processes on both sides, and a warm server, see below)
 //	http      end to end over smart HTTP against git http-backend
+//	packuris  clones with pack URIs (packfile-uris, from the S3 store)
+//	          against clones served whole by the node (see packuris.go)
 //	cluster   three nodes: clone through a forwarding node vs. direct to
 //	          the owner, and takeover time after kill -9 of the owner
 //	maint     pack maintenance: n pushes to one repository, then packs,
@@ -89,6 +91,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "%s%d\n", hwmPrefix, ownHWM())
 	case "http":
 		err = runHTTP(ctx, args)
+	case "packuris":
+		err = runPackURIs(ctx, args)
 	case "cluster":
 		err = runCluster(ctx, args)
 	case "maint":
@@ -124,7 +128,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|cluster|maint|api|load|cold|cold-open|outage|memory [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|packuris|cluster|maint|api|load|cold|cold-open|outage|memory [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

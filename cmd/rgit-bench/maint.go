@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/fixture"
@@ -156,7 +157,7 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	if _, err := fixture.Git(ctx, src, nil, "push", "-q", packedURL, "main"); err != nil {
 		return err
 	}
-	packs1, err := repo.ReadPacks(ctx, deps, benchOwner, "packed")
+	packs1, err := repo.ReadPacks(ctx, deps, names.MustParse(benchOwner+"/"+"packed"))
 	if err != nil || len(packs1) != 1 {
 		return fmt.Errorf("packed copy has %d packs (%v), want 1", len(packs1), err)
 	}
@@ -205,7 +206,7 @@ func benchMaint(ctx context.Context, srv *rgitServer, storeURL, work string, n, 
 	}
 	x, y := median(samples(pushed)), median(samples(packed))
 	fmt.Printf("maint op=fetch-after-pushes n=%d rgit_s=%.3f packed_s=%.3f ratio=%.2f\n", n, x, y, x/y)
-	pp, err := repo.ReadPacks(ctx, deps, benchOwner, "pushed")
+	pp, err := repo.ReadPacks(ctx, deps, names.MustParse(benchOwner+"/"+"pushed"))
 	if err != nil {
 		return err
 	}
@@ -250,7 +251,7 @@ func revParse(ctx context.Context, dir, rev string) (string, error) {
 func settledPacks(ctx context.Context, deps repo.Deps, name string) ([]repo.PackInfo, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		packs, err := repo.ReadPacks(ctx, deps, benchOwner, name)
+		packs, err := repo.ReadPacks(ctx, deps, names.MustParse(benchOwner+"/"+name))
 		if err != nil {
 			return nil, err
 		}

@@ -163,9 +163,9 @@ func (s *rgitServer) url(token, repo string) string {
 
 // metric reads one sample of the node's /metrics (name with its labels,
 // as the exposition format prints it); found is false when the node does
-// not export it.
+// not export it. A single node serves /metrics on its admin port.
 func (s *rgitServer) metric(ctx context.Context, name string) (v float64, found bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.httpAddr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.adminAddr+"/metrics", nil)
 	if err != nil {
 		return 0, false, err
 	}

@@ -33,8 +33,8 @@ func buildBinaries(t *testing.T, dir string) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	ld := "-X github.com/rgit/rgit/cmd/version.version=" + testVersion +
-		" -X github.com/rgit/rgit/cmd/version.commit=0123456789abcdef -X github.com/rgit/rgit/cmd/version.date=2026-01-02T03:04:05Z"
+	ld := "-X github.com/rgit/rgit/transport/node/version.version=" + testVersion +
+		" -X github.com/rgit/rgit/transport/node/version.commit=0123456789abcdef -X github.com/rgit/rgit/transport/node/version.date=2026-01-02T03:04:05Z"
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ld, "-o", dir+"/", "./cmd/rgit", "./cmd/rgit-admin")

@@ -20,9 +20,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/rgit/rgit/cmd/config"
-	"github.com/rgit/rgit/cmd/serve"
-	"github.com/rgit/rgit/cmd/version"
+	"github.com/rgit/rgit/transport/node"
+	"github.com/rgit/rgit/transport/node/config"
+	"github.com/rgit/rgit/transport/node/version"
 )
 
 func main() {
@@ -48,10 +48,11 @@ func main() {
 		fatal(err.Error())
 	}
 	defer log.Sync()
+	name, start := "rgit", func(ctx context.Context) (server, error) { return node.Start(ctx, cfg, log) }
 	if cmd == "api-serve" {
-		os.Exit(runAPI(cfg, log))
+		name, start = "rgit api-serve", func(ctx context.Context) (server, error) { return node.StartAPI(ctx, cfg, log) }
 	}
-	os.Exit(run(cfg, log))
+	os.Exit(run(name, cfg, log, start))
 }
 
 func usage(w io.Writer) {
@@ -68,10 +69,18 @@ func fatal(msg string) {
 	os.Exit(2)
 }
 
-func run(cfg *config.Config, log *zap.Logger) int {
+// server is a started node or api-serve.
+type server interface {
+	Err() <-chan error
+	Shutdown(context.Context) error
+}
+
+// run starts a server and runs it until a signal or a failed listener,
+// then drains it within RGIT_DRAIN_SECS.
+func run(name string, cfg *config.Config, log *zap.Logger, start func(context.Context) (server, error)) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
-	srv, err := serve.Start(context.Background(), cfg, log)
+	srv, err := start(context.Background())
 	if err != nil {
 		log.Sync()
 		fatal(err.Error())
@@ -85,31 +94,7 @@ func run(cfg *config.Config, log *zap.Logger) int {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
-		log.Error("rgit stopped", zap.Error(err))
-		return 1
-	}
-	return 0
-}
-
-// runAPI runs `rgit api-serve` until a signal, then drains.
-func runAPI(cfg *config.Config, log *zap.Logger) int {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
-	srv, err := serve.StartAPI(context.Background(), cfg, log)
-	if err != nil {
-		log.Sync()
-		fatal(err.Error())
-	}
-	select {
-	case s := <-sig:
-		log.Info("signal received; draining", zap.String("signal", s.String()))
-	case err := <-srv.Err():
-		log.Error("listener failed", zap.Error(err))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		log.Error("rgit api-serve stopped", zap.Error(err))
+		log.Error(name+" stopped", zap.Error(err))
 		return 1
 	}
 	return 0

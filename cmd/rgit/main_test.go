@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rgit/rgit/cmd/version"
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/testkit/s3local"
+	"github.com/rgit/rgit/transport/node/version"
 )
 
 // The -X flags the Makefile's build target sets, with fixed values.
@@ -46,7 +46,7 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		pkg := "github.com/rgit/rgit/cmd/version"
+		pkg := "github.com/rgit/rgit/transport/node/version"
 		ld := "-X " + pkg + ".version=" + testVersion + " -X " + pkg + ".commit=" + testCommit + " -X " + pkg + ".date=" + testDate
 		cmd := exec.Command("go", "build", "-ldflags", ld, "-o", binDir+"/", "github.com/rgit/rgit/cmd/rgit", "github.com/rgit/rgit/cmd/rgit-admin")
 		if out, err := cmd.CombinedOutput(); err != nil {

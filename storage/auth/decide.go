@@ -69,14 +69,23 @@ type Grant struct {
 	Created   time.Time `json:"created"`
 }
 
-// RepoInfo is the metadata the access rules need about an existing
-// repository: everything Decide reads, so access is decided before the
-// repository is opened.
+// RepoInfo is a repository's settings. Decide reads the name,
+// visibility and collaborators, which the name index holds too, so access
+// is decided before the repository is opened; the database holds the
+// rest (HEAD, creation time, protected refs), known once it is open.
 type RepoInfo struct {
-	Owner, Name string
-	Public      bool
+	// Repo is the repository under its canonical spelling.
+	Repo   names.Repo
+	Public bool
 	// Grants are the collaborators (one entry per user at most).
 	Grants []Grant
+	// From the database only:
+	Head    string
+	Created time.Time
+	// Protections are the protected ref patterns; a list the database
+	// cannot decode reads as empty here, and fails the changes and pushes
+	// that need it.
+	Protections []Protection
 }
 
 // Identity is the caller as established by the front end from a
@@ -126,7 +135,7 @@ func (id Identity) covers(repo RepoInfo) bool {
 		return id.DeployKey == "" // a deploy key without a repository covers nothing
 	}
 	for _, r := range id.Repos {
-		if owner, name, err := names.Split(r); err == nil && names.Same(owner, repo.Owner) && names.Same(name, repo.Name) {
+		if r, err := names.Parse(r); err == nil && r.Same(repo.Repo) {
 			return true
 		}
 	}
@@ -209,7 +218,7 @@ func RoleOf(id Identity, repo RepoInfo) Role {
 		switch {
 		case id.DeployKey != "":
 			role = RoleWrite
-		case names.Same(id.Owner, repo.Owner):
+		case names.Same(id.Owner, repo.Repo.Owner()):
 			// Owners compare case-insensitively: credentials issued
 			// before the owner index may carry another spelling.
 			role = RoleAdmin

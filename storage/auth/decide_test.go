@@ -3,6 +3,8 @@ package auth
 import (
 	"fmt"
 	"testing"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // TestDecideMatrix enumerates every caller × repository × access
@@ -41,8 +43,8 @@ func TestDecideMatrix(t *testing.T) {
 		{"empty", Identity{Authenticated: true}, "AUU UUU UU"},
 	}
 	letter := map[Decision]byte{Allow: 'A', Unauthorized: 'U', NotFound: 'N', Forbidden: 'F'}
-	pub := RepoInfo{Owner: "alice", Name: "r", Public: true, Grants: grants}
-	priv := RepoInfo{Owner: "alice", Name: "r", Grants: grants}
+	pub := RepoInfo{Repo: names.MustParse("alice/r"), Public: true, Grants: grants}
+	priv := RepoInfo{Repo: names.MustParse("alice/r"), Grants: grants}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got := []byte{}
@@ -67,7 +69,7 @@ func TestDecideMatrix(t *testing.T) {
 // every caller who may not read a private repo, the answer equals the one
 // for a missing repo.
 func TestDecideHidesPrivate(t *testing.T) {
-	private := RepoInfo{Owner: "alice", Name: "r", Grants: []Grant{{User: "carol", Role: RoleRead}}}
+	private := RepoInfo{Repo: names.MustParse("alice/r"), Grants: []Grant{{User: "carol", Role: RoleRead}}}
 	for _, id := range []Identity{
 		Anonymous, {Owner: "bob", Authenticated: true},
 		{Owner: "alice", Authenticated: true, Repos: []string{"alice/x"}},

@@ -206,21 +206,17 @@ func (st *Store) RemoveKey(ctx context.Context, owner, fp string) (Key, error) {
 	return rec.key(), nil
 }
 
-// RemoveDeployKeys removes every deploy key of repo ("owner/name"), for
+// RemoveDeployKeys removes every deploy key of repo, for
 // delete-repo: a repository created again under the name starts without
 // them. It returns the keys removed.
-func (st *Store) RemoveDeployKeys(ctx context.Context, repo string) ([]Key, error) {
-	owner, _, err := names.Split(repo)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := st.ListKeys(ctx, owner)
+func (st *Store) RemoveDeployKeys(ctx context.Context, repo names.Repo) ([]Key, error) {
+	keys, err := st.ListKeys(ctx, repo.Owner())
 	if err != nil {
 		return nil, err
 	}
 	var removed []Key
 	for _, k := range keys {
-		if k.Repo == "" || !strings.EqualFold(k.Repo, repo) {
+		if k.Repo == "" || !strings.EqualFold(k.Repo, repo.String()) {
 			continue
 		}
 		if _, err := st.RemoveKey(ctx, k.Owner, k.Fingerprint); err != nil && !errors.Is(err, ErrNoKey) {

@@ -140,7 +140,7 @@ func (st *Store) IssueToken(ctx context.Context, owner string, o TokenOptions) (
 		return "", Token{}, fmt.Errorf("create token: %w, not %q", ErrBadScope, o.Scope)
 	}
 	for _, r := range o.Repos {
-		if _, _, err := names.Split(r); err != nil {
+		if _, err := names.Parse(r); err != nil {
 			return "", Token{}, fmt.Errorf("create token: repository %q: %w", r, err)
 		}
 	}

@@ -25,17 +25,15 @@ type gitRepo struct {
 
 func newGitRepo(t *testing.T) *gitRepo {
 	t.Helper()
-	dir := t.TempDir()
-	r := &gitRepo{t: t, dir: dir, g: gitrun.New(t, dir, gitrun.Env{})}
-	r.git("init", "-q", "-b", "main")
-	return r
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("t", "t@x", "")})
+	return &gitRepo{t: t, dir: g.Dir, g: g, tick: 1} // the first command is dated 1700000120
 }
 
 // git runs git with the clock a minute on from the previous call.
 func (r *gitRepo) git(args ...string) string {
 	r.t.Helper()
 	r.tick++
-	r.g.Env.Ident = gitrun.Fixed("t", "t@x", "@"+strconv.Itoa(1700000000+r.tick*60)+" +0000")
+	r.g.At(1700000000 + int64(r.tick)*60)
 	return strings.TrimSpace(r.g.Run(args...))
 }
 

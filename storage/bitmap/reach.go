@@ -49,3 +49,28 @@ func (r *Reach) Has(id object.ID) bool {
 	i, ok := r.ext[id]
 	return ok && r.b.has(i)
 }
+
+// HoldsAll reports whether every object of p is reachable: whether a
+// client that may fetch the reached objects may be handed p whole. For a
+// pack of the stack it reads p's run of positions, and looks up only the
+// objects whose position is another pack's (those p shares with a pack
+// below it); for any other pack it looks up every object.
+func (r *Reach) HoldsAll(p *pack.Pack) bool {
+	x := p.Index()
+	start := -1
+	for i, q := range r.s.packs {
+		if q == p {
+			start = r.s.offs[i]
+			break
+		}
+	}
+	for j := range x.Count() {
+		if start >= 0 && r.b.has(start+j) {
+			continue
+		}
+		if !r.Has(x.ID(j)) {
+			return false
+		}
+	}
+	return true
+}

@@ -18,7 +18,7 @@ import (
 // exactly `git rev-list --objects --all`, over a stack of layers with
 // packs outside it and with no bitmap at all; a commit whose branch was
 // deleted, and everything only it reaches, is not reachable though its
-// pack holds it.
+// pack holds it, and neither is a pack that holds them (HoldsAll).
 func TestReachableMatchesRevList(t *testing.T) {
 	r, packs, xs := layered(t)
 	r.git("checkout", "-q", "-b", "gone")
@@ -62,6 +62,22 @@ func TestReachableMatchesRevList(t *testing.T) {
 		}
 		if reach.Has(object.MustID("0123456789012345678901234567890123456789")) {
 			t.Errorf("%s: an unknown id is reachable", name)
+		}
+		held := 0
+		for _, p := range all {
+			whole := true
+			for i := range p.Index().Count() {
+				whole = whole && want[p.Index().ID(i)]
+			}
+			if got := reach.HoldsAll(p); got != whole {
+				t.Errorf("%s: HoldsAll(%s) = %v, rev-list says %v", name, p.Name(), got, whole)
+			}
+			if whole {
+				held++
+			}
+		}
+		if held == 0 || held == len(all) {
+			t.Errorf("fixture: %d of %d packs wholly reachable; want some but not all", held, len(all))
 		}
 	}
 	if _, err := Reachable(context.Background(), nil, set, walk.NewGraph(set, 0),

@@ -23,8 +23,7 @@ import (
 // in it.
 func gitRepo(t *testing.T) (dir string, git func(stdin []byte, args ...string) []byte) {
 	t.Helper()
-	dir = t.TempDir()
-	g := gitrun.New(t, dir, gitrun.Env{Ident: gitrun.Ident{
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Ident{
 		Author:    gitrun.Sig{Name: "A U Thor", Email: "author@example.com", Date: "1700000000 +0130"},
 		Committer: gitrun.Sig{Name: "C O Mitter", Email: "committer@example.com", Date: "1700000000 -0800"},
 	}})
@@ -36,8 +35,7 @@ func gitRepo(t *testing.T) (dir string, git func(stdin []byte, args ...string) [
 		}
 		return []byte(r.Stdout + r.Stderr)
 	}
-	git(nil, "init", "-q", "-b", "main")
-	return dir, git
+	return g.Dir, git
 }
 
 type rawObject struct {

@@ -2,7 +2,8 @@
 // (DESIGN.md §6): which names are valid, how a URL or SSH path names a
 // repository, and which spellings are the same identity. Every entry point
 // (admin, HTTP, SSH, the cluster's ownership map, the read API) checks
-// names here, so a repository that can be created can also be served.
+// names here, once, and carries the result as a Repo, so a repository
+// that can be created can also be served.
 //
 // It imports nothing of rgit, so the lowest packages (cluster, storage)
 // can use it.
@@ -48,23 +49,96 @@ func ValidateOwner(owner string) error {
 	return nil
 }
 
-// Clean validates an owner and a repository name as written in a URL or
-// an SSH command, stripping one optional ".git" suffix from the name.
-func Clean(owner, rawName string) (string, string, error) {
-	name := strings.TrimSuffix(rawName, ".git")
+// Repo names a repository by a name that passed the naming rule: only
+// New, Clean, Parse and UnmarshalText make one (each through Validate),
+// so a Repo is valid by construction and the layers below the entry
+// points (the gate, the engine, the actors, the cluster) never validate
+// again. It is comparable: two values are == when spelled alike. Key is
+// its identity (spellings differing in letter case are one repository);
+// String is "owner/name" as spelled. The zero value names nothing.
+type Repo struct{ owner, name string }
+
+// New checks owner and name (Validate) and returns the repository they
+// name, spelled as given.
+func New(owner, name string) (Repo, error) {
 	if err := Validate(owner, name); err != nil {
-		return "", "", err
+		return Repo{}, err
 	}
-	return owner, name, nil
+	return Repo{owner: owner, name: name}, nil
 }
 
-// Split parses "owner/name" (a trailing ".git" allowed) and validates it.
-func Split(s string) (string, string, error) {
+// Clean validates an owner and a repository name as written in a URL or
+// an SSH command, stripping one optional ".git" suffix from the name.
+func Clean(owner, rawName string) (Repo, error) {
+	return New(owner, strings.TrimSuffix(rawName, ".git"))
+}
+
+// Parse parses "owner/name" as an operator or a URL writes it (a
+// trailing ".git" allowed) and validates it.
+func Parse(s string) (Repo, error) {
 	owner, name, ok := strings.Cut(s, "/")
 	if !ok {
-		return "", "", fmt.Errorf("%w: %q is not <owner>/<name>", ErrInvalid, s)
+		return Repo{}, fmt.Errorf("%w: %q is not <owner>/<name>", ErrInvalid, s)
 	}
 	return Clean(owner, name)
+}
+
+// MustParse is Parse for names known to be valid (tests, constants); it
+// panics on an invalid one.
+func MustParse(s string) Repo {
+	r, err := Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// Owner is the repository's owner, as spelled.
+func (r Repo) Owner() string { return r.owner }
+
+// Name is the repository's name within its owner, as spelled.
+func (r Repo) Name() string { return r.name }
+
+// String is "owner/name" as spelled: the form of logs, messages, the
+// ownership map and object-store keys.
+func (r Repo) String() string { return r.owner + "/" + r.name }
+
+// Key is the repository's identity, "owner/name" folded (Fold): the same
+// for every spelling of one repository.
+func (r Repo) Key() string { return Fold(r.owner) + "/" + Fold(r.name) }
+
+// Same reports whether r and o spell the same repository.
+func (r Repo) Same(o Repo) bool { return Same(r.owner, o.owner) && Same(r.name, o.name) }
+
+// Compare orders repositories by String (as sorted "owner/name" strings
+// are), for slices.SortFunc.
+func Compare(a, b Repo) int { return strings.Compare(a.String(), b.String()) }
+
+// IsZero reports whether r names nothing (the zero value).
+func (r Repo) IsZero() bool { return r == Repo{} }
+
+// MarshalText is String; the zero Repo has no text form.
+func (r Repo) MarshalText() ([]byte, error) {
+	if r.IsZero() {
+		return nil, fmt.Errorf("%w: empty repository name", ErrInvalid)
+	}
+	return []byte(r.String()), nil
+}
+
+// UnmarshalText reads String's form exactly ("owner/name", no ".git"
+// stripped) and validates it: a Repo decoded from a message or a stored
+// key is as valid as one made at an entry point.
+func (r *Repo) UnmarshalText(b []byte) error {
+	owner, name, ok := strings.Cut(string(b), "/")
+	if !ok {
+		return fmt.Errorf("%w: %q is not <owner>/<name>", ErrInvalid, b)
+	}
+	v, err := New(owner, name)
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
 }
 
 // Fold is the identity of a name: two spellings that differ only in

@@ -1,6 +1,7 @@
 package names
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -55,14 +56,14 @@ func TestClean(t *testing.T) {
 		{"alice", ".git", "", false},
 		{"API", "x.git", "", false},
 	} {
-		_, name, err := Clean(tc.owner, tc.raw)
-		if (err == nil) != tc.ok || name != tc.name {
-			t.Errorf("Clean(%q, %q) = %q, %v; want %q ok=%v", tc.owner, tc.raw, name, err, tc.name, tc.ok)
+		r, err := Clean(tc.owner, tc.raw)
+		if (err == nil) != tc.ok || r.Name() != tc.name {
+			t.Errorf("Clean(%q, %q) = %q, %v; want %q ok=%v", tc.owner, tc.raw, r.Name(), err, tc.name, tc.ok)
 		}
 	}
 }
 
-func TestSplit(t *testing.T) {
+func TestParse(t *testing.T) {
 	for _, tc := range []struct {
 		in, owner, name string
 		ok              bool
@@ -73,9 +74,9 @@ func TestSplit(t *testing.T) {
 		{"alice", "", "", false},
 		{"alice/x/y", "", "", false},
 	} {
-		o, n, err := Split(tc.in)
-		if (err == nil) != tc.ok || o != tc.owner || n != tc.name {
-			t.Errorf("Split(%q) = %q, %q, %v; want %q, %q ok=%v", tc.in, o, n, err, tc.owner, tc.name, tc.ok)
+		r, err := Parse(tc.in)
+		if (err == nil) != tc.ok || r.Owner() != tc.owner || r.Name() != tc.name {
+			t.Errorf("Parse(%q) = %q, %q, %v; want %q, %q ok=%v", tc.in, r.Owner(), r.Name(), err, tc.owner, tc.name, tc.ok)
 		}
 	}
 }
@@ -83,5 +84,40 @@ func TestSplit(t *testing.T) {
 func TestFold(t *testing.T) {
 	if Fold("Alice") != Fold("aLICE") || !Same("PRIV", "priv") || Same("priv", "priv2") {
 		t.Fatal("case-insensitive identity broken")
+	}
+}
+
+// A Repo is valid by construction: its forms, its identity across
+// spellings, and a text form that round-trips and refuses what Validate
+// refuses (a message or a stored key decodes only to a valid name).
+func TestRepo(t *testing.T) {
+	r, err := New("Alice", "Web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.String() != "Alice/Web" || r.Key() != "alice/web" || r.Owner() != "Alice" || r.Name() != "Web" || r.IsZero() {
+		t.Fatalf("forms of %#v: %q %q", r, r.String(), r.Key())
+	}
+	if o := MustParse("alice/WEB.git"); !r.Same(o) || r == o || o.String() != "alice/WEB" {
+		t.Fatalf("%v and %v: same %v, equal %v", r, o, r.Same(o), r == o)
+	}
+	if _, err := New("alice", "web.git"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("New accepted a .git name: %v", err)
+	}
+	b, err := json.Marshal(struct{ Repo Repo }{r})
+	if err != nil || string(b) != `{"Repo":"Alice/Web"}` {
+		t.Fatalf("marshal: %s, %v", b, err)
+	}
+	var back struct{ Repo Repo }
+	if err := json.Unmarshal(b, &back); err != nil || back.Repo != r {
+		t.Fatalf("unmarshal: %#v, %v", back, err)
+	}
+	for _, bad := range []string{`""`, `"alice"`, `"api/x"`, `"alice/x.git"`, `"alice/x/y"`, `"alice/.."`} {
+		if err := json.Unmarshal([]byte(`{"Repo":`+bad+`}`), &back); err == nil {
+			t.Errorf("unmarshal %s: accepted as %v", bad, back.Repo)
+		}
+	}
+	if _, err := json.Marshal(struct{ Repo Repo }{}); err == nil {
+		t.Error("the zero Repo marshalled")
 	}
 }

@@ -66,6 +66,7 @@ type options struct {
 	metrics        Metrics
 	verifyExisting bool
 	parallel       objstore.ParallelOptions
+	onWait         func()
 }
 
 // WithMaxBytes sets the size budget (pack + idx bytes on disk). Zero, the
@@ -86,6 +87,10 @@ func WithMinIdle(d time.Duration) Option { return func(o *options) { o.minIdle =
 
 // WithClock replaces time.Now (tests).
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithOnWait calls f whenever a Get starts waiting on another Get's
+// download of the same pack (tests use it to know every Get is parked).
+func WithOnWait(f func()) Option { return func(o *options) { o.onWait = f } }
 
 // WithMetrics installs an event sink.
 func WithMetrics(m Metrics) Option { return func(o *options) { o.metrics = m } }
@@ -126,8 +131,6 @@ type Cache struct {
 	bg       context.Context
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
-
-	testOnWait func() // tests: called when a Get starts waiting on another's download
 }
 
 // entry is one cached pack pair. p is nil until first opened in this process.
@@ -383,8 +386,8 @@ func (c *Cache) get(ctx context.Context, packKey, idxKey, name string) (*pack.Pa
 		}
 		if f := c.flights[name]; f != nil {
 			c.mu.Unlock()
-			if c.testOnWait != nil {
-				c.testOnWait()
+			if c.opt.onWait != nil {
+				c.opt.onWait()
 			}
 			select {
 			case <-f.done:

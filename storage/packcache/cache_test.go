@@ -49,30 +49,22 @@ type fixture struct {
 	idxPath  string
 }
 
-func git(t *testing.T, dir string, stdin []byte, args ...string) []byte {
-	t.Helper()
-	return gitrun.New(t, dir, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "2020-01-01T00:00:00Z")}).Output(stdin, args...)
-}
-
 // makePack builds a small repository whose content depends on seed and
 // packs all of it with git.
 func makePack(t *testing.T, seed string) fixture {
 	t.Helper()
-	dir := t.TempDir()
-	git(t, dir, nil, "init", "-q", "-b", "main")
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "2020-01-01T00:00:00Z")})
 	fx := fixture{blobs: map[object.ID][]byte{}}
 	for i := 0; i < 3; i++ {
 		content := []byte(strings.Repeat(seed+" line\n", 50+i))
-		if err := os.WriteFile(filepath.Join(dir, "f.txt"), content, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		g.Write("f.txt", string(content))
 		fx.blobs[object.Hash(object.Blob, content)] = content
-		git(t, dir, nil, "add", ".")
-		git(t, dir, nil, "commit", "-q", "-m", seed)
+		g.Run("add", ".")
+		g.Run("commit", "-q", "-m", seed)
 	}
-	list := git(t, dir, nil, "rev-list", "--objects", "--all")
+	list := g.Output(nil, "rev-list", "--objects", "--all")
 	out := t.TempDir()
-	hash := strings.TrimSpace(string(git(t, dir, list, "pack-objects", "-q", filepath.Join(out, "pack"))))
+	hash := strings.TrimSpace(string(g.Output(list, "pack-objects", "-q", filepath.Join(out, "pack"))))
 	fx.name = "pack-" + hash
 	fx.packPath = filepath.Join(out, fx.name+".pack")
 	fx.idxPath = filepath.Join(out, fx.name+".idx")
@@ -226,11 +218,10 @@ func TestConcurrentGetsDownloadOnce(t *testing.T) {
 	fx := makePack(t, "e")
 	st := &countingStore{Store: memstore.New(), hold: make(chan struct{})}
 	upload(t, st, fx)
-	c := openCache(t, t.TempDir(), st)
 	const n = 8
 	var waiting sync.WaitGroup
 	waiting.Add(n - 1)
-	c.testOnWait = func() { waiting.Done() }
+	c := openCache(t, t.TempDir(), st, WithOnWait(waiting.Done))
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {

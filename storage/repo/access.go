@@ -76,26 +76,26 @@ func decodeList(db *refdb.DB, key string, v any) error {
 }
 
 // meta is the repository's name index entry as its database says.
-func (r *Repo) meta() (Meta, error) {
+func (r *Repo) meta() (auth.RepoInfo, error) {
 	gs, err := r.grants()
 	if err != nil {
-		return Meta{}, err
+		return auth.RepoInfo{}, err
 	}
 	info := r.Info()
-	return Meta{Owner: r.owner, Name: r.name, Public: info.Public, Grants: gs}, nil
+	return auth.RepoInfo{Repo: r.name, Public: info.Public, Grants: gs}, nil
 }
 
 // Grant gives g.User g.Role (replacing any earlier role) and returns the
 // role they had. The owner needs no grant and cannot be given one.
 func (r *Repo) Grant(ctx context.Context, g auth.Grant) (auth.Role, error) {
 	if err := names.ValidateOwner(g.User); err != nil {
-		return auth.NoRole, fmt.Errorf("grant on %s/%s: %w", r.owner, r.name, err)
+		return auth.NoRole, fmt.Errorf("grant on %s: %w", r.name, err)
 	}
-	if names.Same(g.User, r.owner) {
-		return auth.NoRole, fmt.Errorf("grant on %s/%s: %s owns it already", r.owner, r.name, g.User)
+	if names.Same(g.User, r.name.Owner()) {
+		return auth.NoRole, fmt.Errorf("grant on %s: %s owns it already", r.name, g.User)
 	}
 	if g.Role < auth.RoleRead || g.Role > auth.RoleAdmin {
-		return auth.NoRole, fmt.Errorf("grant on %s/%s: %w", r.owner, r.name, auth.ErrBadRole)
+		return auth.NoRole, fmt.Errorf("grant on %s: %w", r.name, auth.ErrBadRole)
 	}
 	gs, err := r.grants()
 	if err != nil {
@@ -108,7 +108,7 @@ func (r *Repo) Grant(ctx context.Context, g auth.Grant) (auth.Role, error) {
 		gs[i] = g
 	} else {
 		if len(gs) >= maxGrants {
-			return auth.NoRole, fmt.Errorf("grant on %s/%s: %w (%d collaborators)", r.owner, r.name, ErrTooMany, maxGrants)
+			return auth.NoRole, fmt.Errorf("grant on %s: %w (%d collaborators)", r.name, ErrTooMany, maxGrants)
 		}
 		gs = append(gs, g)
 	}
@@ -132,7 +132,7 @@ func (r *Repo) Revoke(ctx context.Context, user string) (auth.Role, error) {
 	}
 	i := slices.IndexFunc(gs, func(x auth.Grant) bool { return names.Same(x.User, user) })
 	if i < 0 {
-		return auth.NoRole, fmt.Errorf("revoke %s on %s/%s: %w", user, r.owner, r.name, ErrNoEntry)
+		return auth.NoRole, fmt.Errorf("revoke %s on %s: %w", user, r.name, ErrNoEntry)
 	}
 	old, change := gs[i].Role, outbox.AccessChange{Action: "revoke", User: gs[i].User, Previous: roleName(gs[i].Role)}
 	return old, r.setGrants(ctx, slices.Delete(gs, i, i+1), true, change)
@@ -156,7 +156,7 @@ func (r *Repo) setGrants(ctx context.Context, gs []auth.Grant, reduces bool, cha
 	m.Grants = gs
 	if reduces {
 		if err := writeMeta(ctx, r.d, m); err != nil {
-			return fmt.Errorf("grants of %s/%s: %w", r.owner, r.name, err)
+			return fmt.Errorf("grants of %s: %w", r.name, err)
 		}
 	}
 	if err := r.commitEvents(ctx, "set grants", refdb.Txn{refdb.Set(keyGrants, b)}, r.accessEvent(ctx, change)); err != nil {
@@ -164,7 +164,7 @@ func (r *Repo) setGrants(ctx context.Context, gs []auth.Grant, reduces bool, cha
 	}
 	if !reduces {
 		if err := writeMeta(ctx, r.d, m); err != nil {
-			return fmt.Errorf("grants of %s/%s: %w", r.owner, r.name, err)
+			return fmt.Errorf("grants of %s: %w", r.name, err)
 		}
 	}
 	return nil
@@ -173,7 +173,7 @@ func (r *Repo) setGrants(ctx context.Context, gs []auth.Grant, reduces bool, cha
 // Protect adds p (replacing a rule with the same pattern).
 func (r *Repo) Protect(ctx context.Context, p auth.Protection) error {
 	if err := auth.ValidatePattern(p.Pattern); err != nil {
-		return fmt.Errorf("protect %s/%s: %w", r.owner, r.name, err)
+		return fmt.Errorf("protect %s: %w", r.name, err)
 	}
 	ps, err := r.Protections()
 	if err != nil {
@@ -182,7 +182,7 @@ func (r *Repo) Protect(ctx context.Context, p auth.Protection) error {
 	if i := slices.IndexFunc(ps, func(x auth.Protection) bool { return x.Pattern == p.Pattern }); i >= 0 {
 		ps[i] = p
 	} else if len(ps) >= maxRules {
-		return fmt.Errorf("protect %s/%s: %w (%d patterns)", r.owner, r.name, ErrTooMany, maxRules)
+		return fmt.Errorf("protect %s: %w (%d patterns)", r.name, ErrTooMany, maxRules)
 	} else {
 		ps = append(ps, p)
 	}
@@ -198,7 +198,7 @@ func (r *Repo) Unprotect(ctx context.Context, pattern string) (auth.Protection, 
 	}
 	i := slices.IndexFunc(ps, func(x auth.Protection) bool { return x.Pattern == pattern })
 	if i < 0 {
-		return auth.Protection{}, fmt.Errorf("unprotect %s on %s/%s: %w", pattern, r.owner, r.name, ErrNoEntry)
+		return auth.Protection{}, fmt.Errorf("unprotect %s on %s: %w", pattern, r.name, ErrNoEntry)
 	}
 	old := ps[i]
 	return old, r.setProtections(ctx, slices.Delete(ps, i, i+1),

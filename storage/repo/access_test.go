@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 )
@@ -15,7 +16,7 @@ import (
 // survive a reopen (restart, failover), and revoking removes both.
 func TestGrantsReachIndexAndSurviveReopen(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "alice", "r")
+	r := create(t, d, names.MustParse("alice/r"))
 	if _, err := r.Grant(ctx, auth.Grant{User: "bob", Role: auth.RoleWrite, CreatedBy: "op"}); err != nil {
 		t.Fatal(err)
 	}
@@ -31,14 +32,14 @@ func TestGrantsReachIndexAndSurviveReopen(t *testing.T) {
 	if err := r.SetVisibility(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	m, err := ReadMeta(ctx, d.Store, "alice", "r")
+	m, err := ReadMeta(ctx, d.Store, names.MustParse("alice/r"))
 	if err != nil || len(m.Grants) != 2 || m.Grants[0].User != "BOB" || m.Grants[0].Role != auth.RoleAdmin || !m.Public {
 		t.Fatalf("index entry %+v, %v (visibility must keep the grants)", m, err)
 	}
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r2, err := Open(ctx, d, "alice", "r")
+	r2, err := Open(ctx, d, names.MustParse("alice/r"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestGrantsReachIndexAndSurviveReopen(t *testing.T) {
 	if _, err := r2.Revoke(ctx, "bob"); !errors.Is(err, ErrNoEntry) {
 		t.Fatalf("second revoke: %v", err)
 	}
-	if m, _ := ReadMeta(ctx, d.Store, "alice", "r"); len(m.Grants) != 1 {
+	if m, _ := ReadMeta(ctx, d.Store, names.MustParse("alice/r")); len(m.Grants) != 1 {
 		t.Fatalf("index after revoke %+v", m)
 	}
 }
@@ -62,7 +63,7 @@ func TestGrantsReachIndexAndSurviveReopen(t *testing.T) {
 // the whole push, and nothing of a refused command is written.
 func TestUpdateRefsAppliesProtection(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "alice", "r")
+	r := create(t, d, names.MustParse("alice/r"))
 	g := newGitRepo(t)
 	c1 := pushFirst(t, d, r, g)
 	c2 := g.commit()
@@ -113,7 +114,7 @@ func TestUpdateRefsAppliesProtection(t *testing.T) {
 // covers keep nothing, and unprotect drops what its rule kept.
 func TestDeletedTipGuardsRecreate(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "alice", "r")
+	r := create(t, d, names.MustParse("alice/r"))
 	g := newGitRepo(t)
 	c1 := pushFirst(t, d, r, g)
 	c2 := g.commit()

@@ -30,6 +30,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/bitmap"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 )
@@ -42,22 +43,22 @@ const bitmapBuildTimeout = 30 * time.Minute
 // repository whose refs point at tips, uploads it next to the pack and
 // installs it in the local cache. It fails with an error wrapping
 // bitmap.ErrIncomplete if the tips reach objects outside the pack.
-func BuildBitmap(ctx context.Context, d Deps, owner, name, packName string, tips []object.ID) error {
+func BuildBitmap(ctx context.Context, d Deps, r names.Repo, packName string, tips []object.ID) error {
 	if d.Cache == nil {
-		return fmt.Errorf("bitmap of %s in %s/%s: no pack cache configured", packName, owner, name)
+		return fmt.Errorf("bitmap of %s in %s: no pack cache configured", packName, r)
 	}
-	pk, ik := PackKeys(owner, name, packName)
+	pk, ik := PackKeys(r, packName)
 	p, release, err := d.Cache.Get(ctx, pk, ik, packName)
 	if err != nil {
-		return fmt.Errorf("bitmap of %s in %s/%s: %w", packName, owner, name, err)
+		return fmt.Errorf("bitmap of %s in %s: %w", packName, r, err)
 	}
 	defer release()
 	start := time.Now()
 	x, err := bitmap.Build(ctx, p, tips, bitmap.BuildOptions{})
 	if err != nil {
-		return fmt.Errorf("bitmap of %s in %s/%s: %w", packName, owner, name, err)
+		return fmt.Errorf("bitmap of %s in %s: %w", packName, r, err)
 	}
-	return storeBitmap(ctx, d, owner, name, packName, x, start)
+	return storeBitmap(ctx, d, r, packName, x, start)
 }
 
 // BuildLayerBitmap gives the stored pack packName, a roll-up of the
@@ -100,37 +101,37 @@ func BuildLayerBitmap(ctx context.Context, d Deps, snap *Snapshot, packName stri
 	for _, p := range rest {
 		packs, xs = append(packs, p), append(xs, nil)
 	}
-	pk, ik := PackKeys(snap.Owner, snap.Name, packName)
+	pk, ik := PackKeys(snap.Repo, packName)
 	p, release, err := d.Cache.Get(ctx, pk, ik, packName)
 	if err != nil {
-		return fmt.Errorf("bitmap layer of %s in %s/%s: %w", packName, snap.Owner, snap.Name, err)
+		return fmt.Errorf("bitmap layer of %s in %s: %w", packName, snap.Repo, err)
 	}
 	defer release()
 	x, err := bitmap.BuildLayer(ctx, packs, xs, p, refTips(snap.Refs), bitmap.BuildOptions{})
 	if err != nil {
-		return fmt.Errorf("bitmap layer of %s in %s/%s: %w", packName, snap.Owner, snap.Name, err)
+		return fmt.Errorf("bitmap layer of %s in %s: %w", packName, snap.Repo, err)
 	}
-	return storeBitmap(ctx, d, snap.Owner, snap.Name, packName, x, start)
+	return storeBitmap(ctx, d, snap.Repo, packName, x, start)
 }
 
 // storeBitmap uploads x, the bitmap of packName built since start, next
 // to its pack and installs it in the local cache.
-func storeBitmap(ctx context.Context, d Deps, owner, name, packName string, x *bitmap.Index, start time.Time) error {
+func storeBitmap(ctx context.Context, d Deps, r names.Repo, packName string, x *bitmap.Index, start time.Time) error {
 	path, err := writeTemp(d.Cache.TempDir(), x)
 	if err != nil {
-		return fmt.Errorf("bitmap of %s in %s/%s: %w", packName, owner, name, err)
+		return fmt.Errorf("bitmap of %s in %s: %w", packName, r, err)
 	}
 	defer os.Remove(path) // no-op once adopted
-	size, err := putFile(ctx, d, BitmapKey(owner, name, packName), path)
+	size, err := putFile(ctx, d, BitmapKey(r, packName), path)
 	if err != nil {
-		return fmt.Errorf("bitmap of %s in %s/%s: %w", packName, owner, name, err)
+		return fmt.Errorf("bitmap of %s in %s: %w", packName, r, err)
 	}
 	// Only an optimisation for the pack's current readers: without it the
 	// cache downloads the bitmap when it next opens the pack.
 	if err := d.Cache.AdoptBitmap(path, packName); err != nil {
 		d.log().Warn("adopt bitmap into cache", zap.String("pack", packName), zap.Error(err))
 	}
-	d.log().Info("bitmap built", zap.String("repo", owner+"/"+name), zap.String("pack", packName),
+	d.log().Info("bitmap built", zap.Stringer("repo", r), zap.String("pack", packName),
 		zap.Int("masks", x.Len()), zap.Int64("bytes", size), zap.Duration("took", time.Since(start)))
 	return nil
 }
@@ -175,8 +176,8 @@ func NewBitmapBuilds() *BitmapBuilds {
 // or after Close, is dropped (the next repack builds one anyway). Failures
 // are logged, never returned. done, if not nil, is called with the result
 // when the build ends.
-func (b *BitmapBuilds) Start(d Deps, owner, name, packName string, tips []object.ID, done func(error)) bool {
-	job := owner + "/" + name
+func (b *BitmapBuilds) Start(d Deps, r names.Repo, packName string, tips []object.ID, done func(error)) bool {
+	job := r.String()
 	b.mu.Lock()
 	if b.closed || b.running[job] {
 		b.mu.Unlock()
@@ -189,7 +190,7 @@ func (b *BitmapBuilds) Start(d Deps, owner, name, packName string, tips []object
 	go func() {
 		defer b.wg.Done()
 		ctx, cancel := context.WithTimeout(b.ctx, bitmapBuildTimeout)
-		err := BuildBitmap(ctx, d, owner, name, packName, tips)
+		err := BuildBitmap(ctx, d, r, packName, tips)
 		cancel()
 		b.mu.Lock()
 		delete(b.running, job)
@@ -253,7 +254,7 @@ func (s *Snapshot) Bitmap(ctx context.Context) *bitmap.Stack {
 	xs := make([]*bitmap.Index, len(packs))
 	load := func(i int) {
 		name := packs[i].Name()
-		xs[i] = s.set.cache.Bitmap(ctx, BitmapKey(s.Owner, s.Name, name), name)
+		xs[i] = s.set.cache.Bitmap(ctx, BitmapKey(s.Repo, name), name)
 	}
 	if len(packs) == 1 {
 		load(0)

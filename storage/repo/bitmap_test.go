@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/storage/bitmap"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
@@ -88,7 +89,7 @@ func TestFirstPushGetsBitmap(t *testing.T) { forEachStore(t, testFirstPushGetsBi
 
 func testFirstPushGetsBitmap(t *testing.T, st objstore.Store) {
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	cmds := branchyHistory(g)
 	ix := g.indexPack(d.Cache.TempDir(), "--all")
@@ -104,10 +105,10 @@ func testFirstPushGetsBitmap(t *testing.T, st objstore.Store) {
 	done := make(chan error, 1)
 	builds := NewBitmapBuilds()
 	defer builds.Close()
-	if !builds.Start(d, "o", "r", s.Packs[0].Name, wantsOf(cmds), func(err error) { done <- err }) {
+	if !builds.Start(d, names.MustParse("o/r"), s.Packs[0].Name, wantsOf(cmds), func(err error) { done <- err }) {
 		t.Fatal("build not started")
 	}
-	waitForKey(t, st, BitmapKey("o", "r", s.Packs[0].Name))
+	waitForKey(t, st, BitmapKey(names.MustParse("o/r"), s.Packs[0].Name))
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func testFirstPushGetsBitmap(t *testing.T, st objstore.Store) {
 
 	// A fresh node downloads it with the pack.
 	r.Close(ctx)
-	r2, err := Open(ctx, newDeps(t, st), "o", "r")
+	r2, err := Open(ctx, newDeps(t, st), names.MustParse("o/r"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,17 +145,17 @@ func testFirstPushGetsBitmap(t *testing.T, st objstore.Store) {
 func TestBitmapBuildRejectsPartialPack(t *testing.T) {
 	st := memstore.New()
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	c1 := pushFirst(t, d, r, g)
 	first := snapshot(t, r).Packs[0].Name
 	c2 := g.commit()
 	push(t, r, g.indexPack(d.Cache.TempDir(), c2.String(), "^"+c1.String()), RefUpdate{Name: "refs/heads/main", Old: c1, New: c2})
-	err := BuildBitmap(ctx, d, "o", "r", first, []object.ID{c2})
+	err := BuildBitmap(ctx, d, names.MustParse("o/r"), first, []object.ID{c2})
 	if !errors.Is(err, bitmap.ErrIncomplete) {
 		t.Fatalf("err = %v, want ErrIncomplete", err)
 	}
-	if _, err := st.Head(ctx, BitmapKey("o", "r", first)); !errors.Is(err, objstore.ErrNotFound) {
+	if _, err := st.Head(ctx, BitmapKey(names.MustParse("o/r"), first)); !errors.Is(err, objstore.ErrNotFound) {
 		t.Fatalf("bitmap stored for a partial pack: %v", err)
 	}
 }
@@ -165,7 +166,7 @@ func TestRepackBitmapLifecycle(t *testing.T) { forEachStore(t, testRepackBitmapL
 
 func testRepackBitmapLifecycle(t *testing.T, st objstore.Store) {
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	c1 := pushFirst(t, d, r, g)
 	cmds := branchyHistory(g)
@@ -189,22 +190,22 @@ func testRepackBitmapLifecycle(t *testing.T, st objstore.Store) {
 	if _, err := gc(r, time.Now().Add(2*time.Hour), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	pk, ik := PackKeys("o", "r", info.Name)
-	bk := BitmapKey("o", "r", info.Name)
-	if keys := storeKeys(t, st, packPrefix("o", "r")); !slices.Equal(keys, []string{bk, ik, pk}) {
+	pk, ik := PackKeys(names.MustParse("o/r"), info.Name)
+	bk := BitmapKey(names.MustParse("o/r"), info.Name)
+	if keys := storeKeys(t, st, packPrefix(names.MustParse("o/r"))); !slices.Equal(keys, []string{bk, ik, pk}) {
 		t.Fatalf("pack objects after GC = %v", keys)
 	}
 
-	if err := Fork(ctx, d, s, "o", "fork"); err != nil {
+	if err := Fork(ctx, d, s, names.MustParse("o/fork")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Head(ctx, BitmapKey("o", "fork", info.Name)); err != nil {
+	if _, err := st.Head(ctx, BitmapKey(names.MustParse("o/fork"), info.Name)); err != nil {
 		t.Fatalf("fork has no bitmap: %v", err)
 	}
-	if err := Delete(ctx, d, "o", "fork"); err != nil {
+	if err := Delete(ctx, d, names.MustParse("o/fork")); err != nil {
 		t.Fatal(err)
 	}
-	if keys := storeKeys(t, st, objectsPrefix("o", "fork")); len(keys) != 0 {
+	if keys := storeKeys(t, st, objectsPrefix(names.MustParse("o/fork"))); len(keys) != 0 {
 		t.Fatalf("left after delete: %v", keys)
 	}
 }
@@ -214,15 +215,15 @@ func testRepackBitmapLifecycle(t *testing.T, st objstore.Store) {
 func TestCorruptBitmapIgnored(t *testing.T) {
 	st := memstore.New()
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	cmds := branchyHistory(g)
 	push(t, r, g.indexPack(d.Cache.TempDir(), "--all"), cmds...)
 	name := snapshot(t, r).Packs[0].Name
-	if err := BuildBitmap(ctx, d, "o", "r", name, wantsOf(cmds)); err != nil {
+	if err := BuildBitmap(ctx, d, names.MustParse("o/r"), name, wantsOf(cmds)); err != nil {
 		t.Fatal(err)
 	}
-	key := BitmapKey("o", "r", name)
+	key := BitmapKey(names.MustParse("o/r"), name)
 	rc, _, err := st.Get(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +239,7 @@ func TestCorruptBitmapIgnored(t *testing.T) {
 
 	d2 := newDeps(t, st)
 	r.Close(ctx)
-	r2, err := Open(ctx, d2, "o", "r")
+	r2, err := Open(ctx, d2, names.MustParse("o/r"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -92,7 +91,7 @@ func BuildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, pr
 // afresh (git repack -f; pack.Set.WriteRepackDeltas) instead of copied,
 // which turns the deltas each push happened to bring into chains chosen
 // over the whole history, and with a bitmap. The search is bounded by
-// freshDeltaBudget; past it the roll-up reuses stored deltas. Dropping
+// Deps.FreshDeltaBudget; past it the roll-up reuses stored deltas. Dropping
 // unreachable objects is the admin repack's job (BuildRepack).
 func BuildFullRollUp(ctx context.Context, d Deps, snap *Snapshot, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
 	names := make([]string, len(snap.Packs))
@@ -102,14 +101,9 @@ func BuildFullRollUp(ctx context.Context, d Deps, snap *Snapshot, progress func(
 	return buildRollUp(ctx, d, snap, names, true, progress)
 }
 
-// freshDeltaBudget bounds the delta search of one full roll-up, so a huge
-// repository falls back to reusing stored deltas instead of holding a
-// maintenance slot for hours.
-var freshDeltaBudget = 10 * time.Minute
-
 func buildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, fresh bool, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
 	fail := func(err error) (*RepackBuild, error) {
-		return nil, fmt.Errorf("roll up packs of %s/%s: %w", snap.Owner, snap.Name, err)
+		return nil, fmt.Errorf("roll up packs of %s: %w", snap.Repo, err)
 	}
 	if len(names) < 2 {
 		return nil, nil
@@ -168,11 +162,11 @@ func buildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, fr
 			if ctx.Err() != nil {
 				return fail(ctx.Err())
 			}
-			d.log().Warn("no bitmap layer for the rolled-up pack", zap.String("repo", snap.Owner+"/"+snap.Name),
+			d.log().Warn("no bitmap layer for the rolled-up pack", zap.Stringer("repo", snap.Repo),
 				zap.String("pack", info.Name), zap.Error(err))
 		}
 	}
-	b := &RepackBuild{Owner: snap.Owner, Name: snap.Name, Pack: info, rollUp: true, replaced: map[string][]byte{}}
+	b := &RepackBuild{Repo: snap.Repo, Pack: info, rollUp: true, replaced: map[string][]byte{}}
 	for _, n := range names {
 		if n != info.Name {
 			b.replaced[n] = snap.st.packRaw[n]

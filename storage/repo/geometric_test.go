@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
@@ -122,7 +123,7 @@ func TestRollUpKeepsEveryObject(t *testing.T) { forEachStore(t, testRollUpKeepsE
 
 func testRollUpKeepsEveryObject(t *testing.T, st objstore.Store) {
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	want := pushes(t, d, r, g, 5)
 	old := snapshot(t, r) // a clone running during the roll-up
@@ -166,7 +167,7 @@ func testRollUpKeepsEveryObject(t *testing.T, st objstore.Store) {
 // the switch keeps its pack, and the roll-up still commits.
 func TestRollUpDoesNotConflictWithPush(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	pushes(t, d, r, g, 3)
 	s := snapshot(t, r)
@@ -203,7 +204,7 @@ func TestRollUpCrashBeforeSwitch(t *testing.T) { forEachStore(t, testRollUpCrash
 
 func testRollUpCrashBeforeSwitch(t *testing.T, st objstore.Store) {
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	want := pushes(t, d, r, g, 4)
 	s := snapshot(t, r)
@@ -212,8 +213,8 @@ func testRollUpCrashBeforeSwitch(t *testing.T, st objstore.Store) {
 	if err != nil || b == nil {
 		t.Fatalf("build: %v, %v", b, err)
 	}
-	pk, _ := PackKeys("o", "r", b.Pack.Name)
-	if !slices.Contains(storeKeys(t, st, packPrefix("o", "r")), pk) {
+	pk, _ := PackKeys(names.MustParse("o/r"), b.Pack.Name)
+	if !slices.Contains(storeKeys(t, st, packPrefix(names.MustParse("o/r"))), pk) {
 		t.Fatalf("new pack %s not uploaded", pk)
 	}
 	// The crash: the writer goes away without the switch; another node
@@ -221,7 +222,7 @@ func testRollUpCrashBeforeSwitch(t *testing.T, st objstore.Store) {
 	s.Close()
 	r.Close(ctx)
 	d2 := newDeps(t, st)
-	r2, err := Open(ctx, d2, "o", "r")
+	r2, err := Open(ctx, d2, names.MustParse("o/r"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func testRollUpCrashBeforeSwitch(t *testing.T, st objstore.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stats.DeletedKeys < 2 || slices.Contains(storeKeys(t, st, packPrefix("o", "r")), pk) {
+	if stats.DeletedKeys < 2 || slices.Contains(storeKeys(t, st, packPrefix(names.MustParse("o/r"))), pk) {
 		t.Fatalf("GC left the unswitched pack: %+v", stats)
 	}
 	checkObjects(t, snapshot(t, r2), want)
@@ -247,7 +248,7 @@ func testRollUpCrashBeforeSwitch(t *testing.T, st objstore.Store) {
 // taken before it still reads them.
 func TestRollUpDropsReplacedPacksFromCache(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	want := pushes(t, d, r, g, 4)
 	s := snapshot(t, r)
@@ -291,7 +292,7 @@ func (l *readLog) ReadObject(id object.ID) (object.Type, []byte, error) {
 // walk does.
 func TestFetchAfterPushesWalksOnlyUncoveredCommits(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	const oldCommits, newCommits = 40, 10
 	pushes(t, d, r, g, oldCommits)

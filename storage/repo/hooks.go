@@ -31,7 +31,7 @@ func (r *Repo) Outbox() outbox.View { return outbox.Read(r.db.View()) }
 func (r *Repo) AddHook(ctx context.Context, h outbox.Hook) error {
 	txn, err := outbox.AddHook(r.db.View(), h)
 	if err != nil {
-		return fmt.Errorf("add hook to %s/%s: %w", r.owner, r.name, err)
+		return fmt.Errorf("add hook to %s: %w", r.name, err)
 	}
 	return r.commit(ctx, "add hook", txn)
 }
@@ -41,7 +41,7 @@ func (r *Repo) AddHook(ctx context.Context, h outbox.Hook) error {
 func (r *Repo) RemoveHook(ctx context.Context, id string) (outbox.Hook, error) {
 	h, txn, err := outbox.RemoveHook(r.db.View(), id)
 	if err != nil {
-		return h, fmt.Errorf("remove hook of %s/%s: %w", r.owner, r.name, err)
+		return h, fmt.Errorf("remove hook of %s: %w", r.name, err)
 	}
 	return h, r.commit(ctx, "remove hook", txn)
 }
@@ -50,7 +50,7 @@ func (r *Repo) RemoveHook(ctx context.Context, id string) (outbox.Hook, error) {
 func (r *Repo) Redeliver(ctx context.Context, id string) (outbox.Delivery, error) {
 	d, txn, err := outbox.Redeliver(r.db.View(), id, r.d.now().UTC())
 	if err != nil {
-		return d, fmt.Errorf("redeliver in %s/%s: %w", r.owner, r.name, err)
+		return d, fmt.Errorf("redeliver in %s: %w", r.name, err)
 	}
 	return d, r.commit(ctx, "redeliver", txn)
 }
@@ -59,7 +59,7 @@ func (r *Repo) Redeliver(ctx context.Context, id string) (outbox.Delivery, error
 func (r *Repo) FinishDeliveries(ctx context.Context, results []outbox.Result) error {
 	txn, err := outbox.Finish(r.db.View(), results)
 	if err != nil {
-		return fmt.Errorf("record deliveries of %s/%s: %w", r.owner, r.name, err)
+		return fmt.Errorf("record deliveries of %s: %w", r.name, err)
 	}
 	if len(txn) == 0 {
 		return nil
@@ -77,7 +77,7 @@ func (r *Repo) event(ctx context.Context, kind string) outbox.Event {
 func (r *Repo) withEvents(txn refdb.Txn, events ...outbox.Event) (_ refdb.Txn, queued bool, err error) {
 	ops, err := outbox.Enqueue(r.db.View(), events, r.d.now().UTC())
 	if err != nil {
-		return nil, false, fmt.Errorf("webhook events of %s/%s: %w", r.owner, r.name, err)
+		return nil, false, fmt.Errorf("webhook events of %s: %w", r.name, err)
 	}
 	return append(txn, ops...), len(ops) > 0, nil
 }
@@ -89,7 +89,7 @@ func (r *Repo) commitEvents(ctx context.Context, what string, txn refdb.Txn, eve
 		return err
 	}
 	if _, err := r.commitMarked(ctx, txn, queued); err != nil {
-		return fmt.Errorf("%s of %s/%s: %w", what, r.owner, r.name, err)
+		return fmt.Errorf("%s of %s: %w", what, r.name, err)
 	}
 	return nil
 }
@@ -109,7 +109,7 @@ const prefixPendingMarker = "hooks/pending/"
 
 func pendingMarkers(owner, name string) string { return prefixPendingMarker + owner + "/" + name + "/" }
 
-func (r *Repo) markerKey() string { return pendingMarkers(r.owner, r.name) + r.writerID }
+func (r *Repo) markerKey() string { return pendingMarkers(r.name.Owner(), r.name.Name()) + r.writerID }
 
 // commitMarked commits txn; when it queues deliveries (queued) and this
 // writer's marker is not written yet, the marker is written alongside,
@@ -145,7 +145,7 @@ func (r *Repo) SweepMarkers(ctx context.Context) (waiting bool, err error) {
 	if err != nil || n > 0 {
 		return n > 0, err
 	}
-	keys, err := listMarkers(ctx, r.d, r.owner, r.name)
+	keys, err := listMarkers(ctx, r.d, r.name.Owner(), r.name.Name())
 	if err != nil {
 		return false, err
 	}
@@ -154,7 +154,7 @@ func (r *Repo) SweepMarkers(ctx context.Context) (waiting bool, err error) {
 		return false, err
 	}
 	if err := deleteMarkers(ctx, r.d, keys); err != nil {
-		return false, fmt.Errorf("%s/%s: %w", r.owner, r.name, err)
+		return false, fmt.Errorf("%s: %w", r.name, err)
 	}
 	r.marked = false
 	return false, nil

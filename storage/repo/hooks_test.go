@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/outbox"
@@ -39,7 +40,7 @@ func queued(t *testing.T, r *Repo, id string) []string {
 // and a repository without hooks writes no outbox keys at all.
 func TestPushEventsCommitWithRefs(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "alice", "r")
+	r := create(t, d, names.MustParse("alice/r"))
 	g := newGitRepo(t)
 	c1 := pushFirst(t, d, r, g)
 	if n := r.db.View().Len(); len(queued(t, r, "a000000000000000")) != 0 || n > 8 {
@@ -86,7 +87,7 @@ func TestPushEventsCommitWithRefs(t *testing.T) {
 // with the change, and survive a reopen (a new owner resumes them).
 func TestSettingsEvents(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "alice", "r")
+	r := create(t, d, names.MustParse("alice/r"))
 	const hook = "b000000000000000"
 	if err := r.AddHook(ctx, outbox.Hook{ID: hook, URL: "http://h", Events: []string{outbox.KindVisibility, outbox.KindAccess}}); err != nil {
 		t.Fatal(err)
@@ -107,7 +108,7 @@ func TestSettingsEvents(t *testing.T) {
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(ctx, d, "alice", "r")
+	r, err := Open(ctx, d, names.MustParse("alice/r"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func markers(t *testing.T, d Deps) []string {
 // removes nothing.
 func TestPendingMarkers(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "alice", "r")
+	r := create(t, d, names.MustParse("alice/r"))
 	g := newGitRepo(t)
 	c1 := pushFirst(t, d, r, g)
 	if m := markers(t, d); len(m) != 0 {
@@ -179,7 +180,7 @@ func TestPendingMarkers(t *testing.T) {
 
 	// The next writer: its sweep keeps the marker while the delivery
 	// waits, and removes every marker once it is done.
-	r2, err := Open(ctx, d, "alice", "r")
+	r2, err := Open(ctx, d, names.MustParse("alice/r"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestPendingMarkers(t *testing.T) {
 	}
 	// A fenced writer removes nothing: r2, with nothing waiting in its
 	// view, sweeps after r3 took over and queued a delivery.
-	r3, err := Open(ctx, d, "alice", "r") // fences r2
+	r3, err := Open(ctx, d, names.MustParse("alice/r")) // fences r2
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestPendingMarkers(t *testing.T) {
 	if m := markers(t, d); len(m) != 1 {
 		t.Fatalf("closed with a delivery waiting: markers %v", m)
 	}
-	if err := Delete(ctx, d, "alice", "r"); err != nil {
+	if err := Delete(ctx, d, names.MustParse("alice/r")); err != nil {
 		t.Fatal(err)
 	}
 	if m := markers(t, d); len(m) != 0 {

@@ -35,7 +35,7 @@ func ValidLFSOID(oid string) bool {
 }
 
 // LFSPrefix is where owner/name's Git LFS objects are stored.
-func LFSPrefix(owner, name string) string { return objectsPrefix(owner, name) + "lfs/" }
+func LFSPrefix(owner, name string) string { return "objects/" + owner + "/" + name + "/lfs/" }
 
 // LFSKey is the store key of owner/name's Git LFS object oid, which must
 // be valid (ValidLFSOID).

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 )
@@ -32,17 +33,17 @@ func putLFS(t *testing.T, st objstore.Store, owner, name string, data []byte) st
 func TestForkCopiesLFSObjectsAndDeleteRemovesThem(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st objstore.Store) {
 		d := newDeps(t, st)
-		src := create(t, d, "o", "src")
+		src := create(t, d, names.MustParse("o/src"))
 		a := putLFS(t, st, "o", "src", []byte("first large file"))
 		b := putLFS(t, st, "o", "src", []byte("second large file"))
-		if err := Fork(ctx, d, snapshot(t, src), "p", "fork"); err != nil {
+		if err := Fork(ctx, d, snapshot(t, src), names.MustParse("p/fork")); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := gc(src, time.Now().Add(48*time.Hour), time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		src.Close(ctx)
-		if err := Delete(ctx, d, "o", "src"); err != nil {
+		if err := Delete(ctx, d, names.MustParse("o/src")); err != nil {
 			t.Fatal(err)
 		}
 		if keys := storeKeys(t, st, "objects/o/src/"); len(keys) != 0 {
@@ -79,7 +80,7 @@ func TestValidLFSOID(t *testing.T) {
 // and paths that cannot be carried on one line are refused.
 func TestLFSLocks(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	l, err := r.CreateLock(ctx, "assets/big.psd", "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestLFSLocks(t *testing.T) {
 		}
 	}
 	r.Close(ctx)
-	r, err = Open(ctx, d, "o", "r")
+	r, err = Open(ctx, d, names.MustParse("o/r"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestLFSLocks(t *testing.T) {
 // it, every other is told who has it.
 func TestLFSLockRace(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	var wg sync.WaitGroup
 	errs := make([]error, 16)
 	for i := range errs {

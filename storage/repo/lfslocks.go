@@ -132,7 +132,7 @@ func (r *Repo) CreateLock(ctx context.Context, path, holder string) (Lock, error
 	n := 0
 	for range view.Scan(prefixLock) {
 		if n++; n >= MaxLocks {
-			return Lock{}, fmt.Errorf("lock %s in %s/%s: %w (limit %d, fixed)", path, r.owner, r.name, ErrTooManyLocks, MaxLocks)
+			return Lock{}, fmt.Errorf("lock %s in %s: %w (limit %d, fixed)", path, r.name, ErrTooManyLocks, MaxLocks)
 		}
 	}
 	now := r.d.now().UTC()

@@ -20,38 +20,35 @@ import (
 // retryable: a repeat finishes a half-done delete. ErrNotFound only when
 // nothing at all was left. The caller must have stopped the repository's
 // writer (the database is destroyed underneath it).
-func Delete(ctx context.Context, d Deps, owner, name string) error {
-	if err := names.Validate(owner, name); err != nil {
-		return err
-	}
-	exists, err := refdb.Exists(ctx, d.Store, dbPrefix(owner, name))
+func Delete(ctx context.Context, d Deps, r names.Repo) error {
+	exists, err := refdb.Exists(ctx, d.Store, dbPrefix(r))
 	if err != nil {
-		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
+		return fmt.Errorf("delete %s: %w", r, err)
 	}
 	// The database goes first so the repository disappears as a whole;
 	// leftover objects are then only garbage. The index entry goes last,
 	// so no case variant can be created while objects of this one remain.
 	if exists {
-		if err := refdb.Destroy(ctx, d.Store, dbPrefix(owner, name)); err != nil {
-			return fmt.Errorf("delete %s/%s: destroy database: %w", owner, name, err)
+		if err := refdb.Destroy(ctx, d.Store, dbPrefix(r)); err != nil {
+			return fmt.Errorf("delete %s: destroy database: %w", r, err)
 		}
 	}
-	n, err := deleteObjects(ctx, d, objectsPrefix(owner, name))
+	n, err := deleteObjects(ctx, d, objectsPrefix(r))
 	if err != nil {
-		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
+		return fmt.Errorf("delete %s: %w", r, err)
 	}
 	// Its webhook deliveries went with the database.
-	if err := ClearMarkers(ctx, d, owner, name); err != nil {
-		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
+	if err := ClearMarkers(ctx, d, r.Owner(), r.Name()); err != nil {
+		return fmt.Errorf("delete %s: %w", r, err)
 	}
-	indexed, err := deleteMeta(ctx, d, owner, name)
+	indexed, err := deleteMeta(ctx, d, r)
 	if err != nil {
-		return fmt.Errorf("delete %s/%s: %w", owner, name, err)
+		return fmt.Errorf("delete %s: %w", r, err)
 	}
 	if !exists && n == 0 && !indexed {
-		return fmt.Errorf("delete %s/%s: %w", owner, name, ErrNotFound)
+		return fmt.Errorf("delete %s: %w", r, ErrNotFound)
 	}
-	d.log().Info("repository deleted", zap.String("repo", owner+"/"+name), zap.Int("objects", n))
+	d.log().Info("repository deleted", zap.Stringer("repo", r), zap.Int("objects", n))
 	return nil
 }
 
@@ -100,50 +97,47 @@ func packNameOfKey(key string) (string, bool) {
 	return "", false
 }
 
-// Fork creates dstOwner/dstName as a copy of src: every listed pack, index
+// Fork creates dst as a copy of src: every listed pack, index
 // and bitmap, and every Git LFS object, is copied inside the store
 // (server-side on S3), then the new
 // database is created with the same refs, HEAD and pack list, private.
 // The fork shares no objects with its source afterwards. ErrExists if dst
 // exists in any letter case.
-func Fork(ctx context.Context, d Deps, src *Snapshot, dstOwner, dstName string) error {
-	if err := names.Validate(dstOwner, dstName); err != nil {
-		return err
-	}
-	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(dstOwner, dstName))
+func Fork(ctx context.Context, d Deps, src *Snapshot, dst names.Repo) error {
+	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(dst))
 	if err != nil {
-		return fmt.Errorf("fork %s/%s to %s/%s: %w", src.Owner, src.Name, dstOwner, dstName, err)
+		return fmt.Errorf("fork %s to %s: %w", src.Repo, dst, err)
 	}
 	if ok {
-		return fmt.Errorf("fork to %s/%s: %w", dstOwner, dstName, ErrExists)
+		return fmt.Errorf("fork to %s: %w", dst, ErrExists)
 	}
-	if err := claimName(ctx, d, dstOwner, dstName); err != nil {
-		return fmt.Errorf("fork to %s/%s: %w", dstOwner, dstName, err)
+	if err := claimName(ctx, d, dst); err != nil {
+		return fmt.Errorf("fork to %s: %w", dst, err)
 	}
 	for _, p := range src.Packs {
-		sp, si := PackKeys(src.Owner, src.Name, p.Name)
-		dp, di := PackKeys(dstOwner, dstName, p.Name)
+		sp, si := PackKeys(src.Repo, p.Name)
+		dp, di := PackKeys(dst, p.Name)
 		// Index last, as a push uploads: a pack key implies nothing yet.
 		for _, kv := range [][2]string{{sp, dp}, {si, di}} {
 			if err := d.Store.Copy(ctx, kv[0], kv[1]); err != nil {
-				return fmt.Errorf("fork %s/%s to %s/%s: copy %s: %w", src.Owner, src.Name, dstOwner, dstName, kv[0], err)
+				return fmt.Errorf("fork %s to %s: copy %s: %w", src.Repo, dst, kv[0], err)
 			}
 		}
 		// The bitmap is optional: most packs have none.
-		sb := BitmapKey(src.Owner, src.Name, p.Name)
-		if err := d.Store.Copy(ctx, sb, BitmapKey(dstOwner, dstName, p.Name)); err != nil && !errors.Is(err, objstore.ErrNotFound) {
-			return fmt.Errorf("fork %s/%s to %s/%s: copy %s: %w", src.Owner, src.Name, dstOwner, dstName, sb, err)
+		sb := BitmapKey(src.Repo, p.Name)
+		if err := d.Store.Copy(ctx, sb, BitmapKey(dst, p.Name)); err != nil && !errors.Is(err, objstore.ErrNotFound) {
+			return fmt.Errorf("fork %s to %s: copy %s: %w", src.Repo, dst, sb, err)
 		}
 	}
 	// Git LFS objects too: the fork shares no storage with its source.
 	// Objects uploaded to the source while this runs may be left out,
 	// as pushes that land meanwhile are.
-	n, err := copyLFS(ctx, d, src.Owner, src.Name, dstOwner, dstName)
+	n, err := copyLFS(ctx, d, src.Repo.Owner(), src.Repo.Name(), dst.Owner(), dst.Name())
 	if err != nil {
-		return fmt.Errorf("fork %s/%s to %s/%s: %w", src.Owner, src.Name, dstOwner, dstName, err)
+		return fmt.Errorf("fork %s to %s: %w", src.Repo, dst, err)
 	}
 	if n > 0 {
-		d.log().Info("fork copied Git LFS objects", zap.String("repo", dstOwner+"/"+dstName), zap.Int("objects", n))
+		d.log().Info("fork copied Git LFS objects", zap.Stringer("repo", dst), zap.Int("objects", n))
 	}
 	// A failure from here leaves copied packs no database lists: GC (or a
 	// Delete of the name) removes them; copied LFS objects, a Delete of
@@ -159,7 +153,7 @@ func Fork(ctx context.Context, d Deps, src *Snapshot, dstOwner, dstName string) 
 	for _, p := range src.Packs {
 		txn = append(txn, refdb.Create(prefixPack+p.Name, p.encode()))
 	}
-	return createDB(ctx, d, dstOwner, dstName, txn)
+	return createDB(ctx, d, dst, txn)
 }
 
 // List returns the name ("owner/name") of every repository, sorted.

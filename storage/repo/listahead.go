@@ -54,14 +54,13 @@ func NewListAhead(s objstore.Store) *ListAhead {
 	return &ListAhead{store: s, open: map[string]int{}, ahead: map[string]*aheadListing{}}
 }
 
-// Start lists owner/name's database in the background for the next Open
-// of it, unless it is open here, a listing of it is pending, or owner/name
-// is no valid name. It never waits.
-func (a *ListAhead) Start(owner, name string) {
-	if a == nil || names.Validate(owner, name) != nil {
+// Start lists r's database in the background for the next Open of it,
+// unless it is open here or a listing of it is pending. It never waits.
+func (a *ListAhead) Start(r names.Repo) {
+	if a == nil {
 		return
 	}
-	prefix := dbPrefix(owner, name)
+	prefix := dbPrefix(r)
 	now := time.Now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -95,14 +94,14 @@ func (a *ListAhead) Start(owner, name string) {
 	}()
 }
 
-// Discard drops owner/name's pending listing (the name index says the
-// repository does not exist under that spelling).
-func (a *ListAhead) Discard(owner, name string) {
+// Discard drops r's pending listing (the name index says the repository
+// does not exist under that spelling).
+func (a *ListAhead) Discard(r names.Repo) {
 	if a == nil {
 		return
 	}
 	a.mu.Lock()
-	delete(a.ahead, dbPrefix(owner, name))
+	delete(a.ahead, dbPrefix(r))
 	a.mu.Unlock()
 }
 
@@ -113,13 +112,13 @@ func (a *ListAhead) Wait() {
 	}
 }
 
-// opening records that owner/name is being opened and returns its pending
+// opening records that r is being opened and returns its pending
 // listing, once taken, if a fresh one is there (nil otherwise).
-func (a *ListAhead) opening(ctx context.Context, owner, name string) *refdb.Listing {
+func (a *ListAhead) opening(ctx context.Context, r names.Repo) *refdb.Listing {
 	if a == nil {
 		return nil
 	}
-	prefix := dbPrefix(owner, name)
+	prefix := dbPrefix(r)
 	a.mu.Lock()
 	a.open[prefix]++
 	p := a.ahead[prefix]
@@ -136,12 +135,12 @@ func (a *ListAhead) opening(ctx context.Context, owner, name string) *refdb.List
 	}
 }
 
-// closed records that an opening of owner/name failed or its Repo closed.
-func (a *ListAhead) closed(owner, name string) {
+// closed records that an opening of r failed or its Repo closed.
+func (a *ListAhead) closed(r names.Repo) {
 	if a == nil {
 		return
 	}
-	prefix := dbPrefix(owner, name)
+	prefix := dbPrefix(r)
 	a.mu.Lock()
 	if a.open[prefix]--; a.open[prefix] <= 0 {
 		delete(a.open, prefix)

@@ -36,8 +36,10 @@ import (
 // order that never exposes a private repository: going private, index
 // first; going public, index last.
 
-// Meta is a repository's entry in the name index.
-type Meta struct {
+// A repository's entry in the name index is the access part of its
+// settings (auth.RepoInfo: canonical name, visibility, collaborators),
+// stored as a metaRecord.
+type metaRecord struct {
 	Owner  string `json:"owner"`
 	Name   string `json:"name"`
 	Public bool   `json:"public"`
@@ -45,9 +47,8 @@ type Meta struct {
 	Grants []auth.Grant `json:"grants,omitempty"`
 }
 
-// AccessInfo is what the access decision needs from the entry.
-func (m Meta) AccessInfo() auth.RepoInfo {
-	return auth.RepoInfo{Owner: m.Owner, Name: m.Name, Public: m.Public, Grants: m.Grants}
+func recordOf(info auth.RepoInfo) metaRecord {
+	return metaRecord{Owner: info.Repo.Owner(), Name: info.Repo.Name(), Public: info.Public, Grants: info.Grants}
 }
 
 const (
@@ -60,28 +61,26 @@ const (
 	maxMeta = 256 << 10
 )
 
-// MetaKey is the index key of owner/name (any spelling).
-func MetaKey(owner, name string) string {
-	return metaPrefix + names.Fold(owner) + "/" + names.Fold(name)
-}
+// MetaKey is the index key of r (any spelling).
+func MetaKey(r names.Repo) string { return metaPrefix + r.Key() }
 
 // ListMeta returns the index entry of every repository, in key order,
 // stopping after max entries (truncated then says more exist). It costs a
 // listing plus one GET per entry: fine for a browse page's list, not for
 // a hot path.
-func ListMeta(ctx context.Context, s objstore.Store, max int) (metas []Meta, truncated bool, err error) {
+func ListMeta(ctx context.Context, s objstore.Store, max int) (metas []auth.RepoInfo, truncated bool, err error) {
 	for info, err := range s.List(ctx, metaPrefix, "") {
 		if err != nil {
 			return nil, false, fmt.Errorf("list the name index: %w", err)
 		}
-		owner, name, err := names.Split(strings.TrimPrefix(info.Key, metaPrefix))
+		r, err := names.Parse(strings.TrimPrefix(info.Key, metaPrefix))
 		if err != nil {
 			continue // not an entry this version writes
 		}
 		if len(metas) == max {
 			return metas, true, nil
 		}
-		m, err := ReadMeta(ctx, s, owner, name)
+		m, err := ReadMeta(ctx, s, r)
 		if errors.Is(err, ErrNotFound) {
 			continue // deleted since the listing
 		}
@@ -93,38 +92,38 @@ func ListMeta(ctx context.Context, s objstore.Store, max int) (metas []Meta, tru
 	return metas, false, nil
 }
 
-func (m Meta) encode() []byte {
+func (m metaRecord) encode() []byte {
 	b, _ := json.Marshal(m) // cannot fail: plain fields only
 	return b
 }
 
-// ReadMeta reads the index entry of owner/name in any spelling: one GET.
-// ErrNotFound if there is none.
-func ReadMeta(ctx context.Context, s objstore.Store, owner, name string) (Meta, error) {
-	if err := names.Validate(owner, name); err != nil {
-		return Meta{}, err
-	}
-	key := MetaKey(owner, name)
+// ReadMeta reads the index entry of r in any spelling (one GET): the
+// repository's access settings under its canonical spelling. ErrNotFound
+// if there is none.
+func ReadMeta(ctx context.Context, s objstore.Store, r names.Repo) (auth.RepoInfo, error) {
+	key := MetaKey(r)
 	rc, _, err := s.Get(ctx, key)
 	if errors.Is(err, objstore.ErrNotFound) {
-		return Meta{}, fmt.Errorf("%s/%s: %w", owner, name, ErrNotFound)
+		return auth.RepoInfo{}, fmt.Errorf("%s: %w", r, ErrNotFound)
 	}
 	if err != nil {
-		return Meta{}, fmt.Errorf("read %s: %w", key, err)
+		return auth.RepoInfo{}, fmt.Errorf("read %s: %w", key, err)
 	}
 	defer rc.Close()
 	data, err := io.ReadAll(io.LimitReader(rc, maxMeta+1))
 	if err != nil {
-		return Meta{}, fmt.Errorf("read %s: %w", key, err)
+		return auth.RepoInfo{}, fmt.Errorf("read %s: %w", key, err)
 	}
-	var m Meta
+	var m metaRecord
 	if err := json.Unmarshal(data, &m); err != nil || len(data) > maxMeta {
-		return Meta{}, fmt.Errorf("decode %s: corrupt index entry (%d bytes): %v", key, len(data), err)
+		return auth.RepoInfo{}, fmt.Errorf("decode %s: corrupt index entry (%d bytes): %v", key, len(data), err)
 	}
-	if !names.Same(m.Owner, owner) || !names.Same(m.Name, name) {
-		return Meta{}, fmt.Errorf("decode %s: entry names %s/%s", key, m.Owner, m.Name)
+	// The stored spelling is checked like any name read from outside.
+	canon, err := names.New(m.Owner, m.Name)
+	if err != nil || !canon.Same(r) {
+		return auth.RepoInfo{}, fmt.Errorf("decode %s: entry names %s/%s", key, m.Owner, m.Name)
 	}
-	return m, nil
+	return auth.RepoInfo{Repo: canon, Public: m.Public, Grants: m.Grants}, nil
 }
 
 // claimName creates the index entry of a new repository, private. It
@@ -132,69 +131,68 @@ func ReadMeta(ctx context.Context, s objstore.Store, owner, name string) (Meta, 
 // an entry with this exact spelling whose database does not exist: that is
 // a create that crashed before its database (or one running right now on
 // another node; the database's own create-if-absent decides that race).
-func claimName(ctx context.Context, d Deps, owner, name string) error {
-	m := Meta{Owner: owner, Name: name}
-	rec := m.encode()
-	err := d.Store.PutIfAbsent(ctx, MetaKey(owner, name), bytes.NewReader(rec), int64(len(rec)))
-	defer d.Meta.Forget(owner, name)
+func claimName(ctx context.Context, d Deps, r names.Repo) error {
+	rec := recordOf(auth.RepoInfo{Repo: r}).encode()
+	err := d.Store.PutIfAbsent(ctx, MetaKey(r), bytes.NewReader(rec), int64(len(rec)))
+	defer d.Meta.Forget(r)
 	if !errors.Is(err, objstore.ErrExists) {
 		return err
 	}
-	old, err := ReadMeta(ctx, d.Store, owner, name)
+	old, err := ReadMeta(ctx, d.Store, r)
 	if err != nil {
 		return err
 	}
-	if old.Owner != owner || old.Name != name {
-		return fmt.Errorf("%s/%s: %w as %s/%s (names are case-insensitive)", owner, name, ErrExists, old.Owner, old.Name)
+	if old.Repo != r {
+		return fmt.Errorf("%s: %w as %s (names are case-insensitive)", r, ErrExists, old.Repo)
 	}
-	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(owner, name))
+	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(r))
 	if err != nil {
 		return err
 	}
 	if ok {
-		return fmt.Errorf("%s/%s: %w", owner, name, ErrExists)
+		return fmt.Errorf("%s: %w", r, ErrExists)
 	}
 	return nil
 }
 
-// writeMeta replaces owner/name's index entry, unless it belongs to
+// writeMeta replaces the index entry of info.Repo, unless it belongs to
 // another spelling (a legacy case collision: see MigrateIndex), which it
 // leaves alone.
-func writeMeta(ctx context.Context, d Deps, m Meta) error {
-	defer d.Meta.Forget(m.Owner, m.Name)
-	old, err := ReadMeta(ctx, d.Store, m.Owner, m.Name)
+func writeMeta(ctx context.Context, d Deps, info auth.RepoInfo) error {
+	defer d.Meta.Forget(info.Repo)
+	old, err := ReadMeta(ctx, d.Store, info.Repo)
 	switch {
 	case errors.Is(err, ErrNotFound):
 	case err != nil:
 		return err
-	case old.Owner != m.Owner || old.Name != m.Name:
+	case old.Repo != info.Repo:
 		d.log().Warn("index entry belongs to another spelling; left alone",
-			zap.String("repo", m.Owner+"/"+m.Name), zap.String("index", old.Owner+"/"+old.Name))
+			zap.Stringer("repo", info.Repo), zap.Stringer("index", old.Repo))
 		return nil
 	}
-	rec := m.encode()
-	if err := d.Store.Put(ctx, MetaKey(m.Owner, m.Name), bytes.NewReader(rec), int64(len(rec))); err != nil {
-		return fmt.Errorf("write index entry of %s/%s: %w", m.Owner, m.Name, err)
+	rec := recordOf(info).encode()
+	if err := d.Store.Put(ctx, MetaKey(info.Repo), bytes.NewReader(rec), int64(len(rec))); err != nil {
+		return fmt.Errorf("write index entry of %s: %w", info.Repo, err)
 	}
 	return nil
 }
 
-// deleteMeta removes owner/name's index entry if it has this exact
-// spelling, and reports whether it did.
-func deleteMeta(ctx context.Context, d Deps, owner, name string) (bool, error) {
-	defer d.Meta.Forget(owner, name)
-	old, err := ReadMeta(ctx, d.Store, owner, name)
+// deleteMeta removes r's index entry if it has this exact spelling, and
+// reports whether it did.
+func deleteMeta(ctx context.Context, d Deps, r names.Repo) (bool, error) {
+	defer d.Meta.Forget(r)
+	old, err := ReadMeta(ctx, d.Store, r)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	if old.Owner != owner || old.Name != name {
+	if old.Repo != r {
 		return false, nil
 	}
-	if err := d.Store.Delete(ctx, MetaKey(owner, name)); err != nil {
-		return false, fmt.Errorf("delete index entry of %s/%s: %w", owner, name, err)
+	if err := d.Store.Delete(ctx, MetaKey(r)); err != nil {
+		return false, fmt.Errorf("delete index entry of %s: %w", r, err)
 	}
 	return true, nil
 }
@@ -202,16 +200,16 @@ func deleteMeta(ctx context.Context, d Deps, owner, name string) (bool, error) {
 // Canonical resolves a name as an operator typed it: the exact spelling
 // if a database exists under it (so a legacy case collision stays
 // addressable for delete), else the spelling the index holds.
-func Canonical(ctx context.Context, d Deps, owner, name string) (string, string, error) {
-	ok, err := Exists(ctx, d, owner, name)
+func Canonical(ctx context.Context, d Deps, r names.Repo) (names.Repo, error) {
+	ok, err := Exists(ctx, d, r)
 	if err != nil || ok {
-		return owner, name, err
+		return r, err
 	}
-	m, err := ReadMeta(ctx, d.Store, owner, name)
+	m, err := ReadMeta(ctx, d.Store, r)
 	if err != nil {
-		return "", "", err
+		return names.Repo{}, err
 	}
-	return m.Owner, m.Name, nil
+	return m.Repo, nil
 }
 
 // MigrateIndex writes the index entry of every repository that has none
@@ -240,12 +238,12 @@ func MigrateIndex(ctx context.Context, d Deps, owners OwnerIndex) (written int, 
 	}
 	claimed := map[string]bool{}
 	for _, full := range all {
-		owner, name, err := names.Split(full)
+		r, err := names.Parse(full)
 		if err != nil {
 			d.log().Warn("name index: repository with an invalid name skipped", zap.String("repo", full), zap.Error(err))
 			continue
 		}
-		if owners != nil && !claimed[owner] {
+		if owner := r.Owner(); owners != nil && !claimed[owner] {
 			claimed[owner] = true
 			canon, err := owners.ClaimOwner(ctx, owner)
 			if err != nil {
@@ -256,34 +254,34 @@ func MigrateIndex(ctx context.Context, d Deps, owners OwnerIndex) (written int, 
 					zap.String("repo", full), zap.String("owner", canon))
 			}
 		}
-		m, err := ReadMeta(ctx, d.Store, owner, name)
+		m, err := ReadMeta(ctx, d.Store, r)
 		if err == nil {
-			if m.Owner != owner || m.Name != name {
+			if m.Repo != r {
 				collisions = append(collisions, full)
 				d.log().Warn("name index: legacy repositories differ only in case; this one is unreachable by git",
-					zap.String("repo", full), zap.String("canonical", m.Owner+"/"+m.Name))
+					zap.String("repo", full), zap.Stringer("canonical", m.Repo))
 			}
 			continue
 		}
 		if !errors.Is(err, ErrNotFound) {
 			return written, collisions, err
 		}
-		public, err := readVisibility(ctx, d, owner, name)
+		public, err := readVisibility(ctx, d, r)
 		if errors.Is(err, ErrNotFound) {
 			continue // objects without a database: garbage, not a repository
 		}
 		if err != nil {
 			return written, collisions, err
 		}
-		rec := Meta{Owner: owner, Name: name, Public: public}.encode()
-		err = d.Store.PutIfAbsent(ctx, MetaKey(owner, name), bytes.NewReader(rec), int64(len(rec)))
+		rec := recordOf(auth.RepoInfo{Repo: r, Public: public}).encode()
+		err = d.Store.PutIfAbsent(ctx, MetaKey(r), bytes.NewReader(rec), int64(len(rec)))
 		if errors.Is(err, objstore.ErrExists) {
 			continue // another node, or a create, got there first; the next run checks it
 		}
 		if err != nil {
 			return written, collisions, fmt.Errorf("index %s: %w", full, err)
 		}
-		d.Meta.Forget(owner, name)
+		d.Meta.Forget(r)
 		written++
 	}
 	stamp := []byte(time.Now().UTC().Format(time.RFC3339) + "\n")
@@ -301,13 +299,13 @@ type OwnerIndex interface {
 }
 
 // readVisibility reads a database's visibility read-only.
-func readVisibility(ctx context.Context, d Deps, owner, name string) (bool, error) {
-	f, err := refdb.OpenFollower(ctx, d.Store, dbPrefix(owner, name), d.RefOpts)
+func readVisibility(ctx context.Context, d Deps, r names.Repo) (bool, error) {
+	f, err := refdb.OpenFollower(ctx, d.Store, dbPrefix(r), d.RefOpts)
 	if errors.Is(err, refdb.ErrNotExist) {
 		return false, ErrNotFound
 	}
 	if err != nil {
-		return false, fmt.Errorf("read %s/%s: %w", owner, name, err)
+		return false, fmt.Errorf("read %s: %w", r, err)
 	}
 	defer f.Close()
 	v, _ := f.View().Get(keyVisibility)
@@ -322,7 +320,7 @@ func readVisibility(ctx context.Context, d Deps, owner, name string) (bool, erro
 // after a first probe: one GET cold, nothing warm.
 type MetaCache struct {
 	store objstore.Store
-	c     *ttlcache.Cache[Meta]
+	c     *ttlcache.Cache[auth.RepoInfo]
 }
 
 // DefaultMetaTTL is how long a node reuses an index lookup, found or
@@ -347,53 +345,53 @@ func NewMetaCache(s objstore.Store, o MetaCacheOptions) *MetaCache {
 	}
 	// While the store is unavailable no name or visibility can change
 	// through it, and warm repositories keep serving.
-	return &MetaCache{store: s, c: ttlcache.New[Meta](o.TTL, o.TTL, o.MaxEntries, o.Now).
+	return &MetaCache{store: s, c: ttlcache.New[auth.RepoInfo](o.TTL, o.TTL, o.MaxEntries, o.Now).
 		ServeStale(objstore.StaleWhileUnavailable, objstore.Unavailable)}
 }
 
-// Lookup returns owner/name's index entry (any spelling), or ErrNotFound.
-// Store failures are not cached.
-func (c *MetaCache) Lookup(ctx context.Context, owner, name string) (Meta, error) {
-	m, found, err := c.c.Load(MetaKey(owner, name), func() (Meta, bool, error) {
-		m, err := ReadMeta(ctx, c.store, owner, name)
+// Lookup returns r's index entry (any spelling), or ErrNotFound. Store
+// failures are not cached.
+func (c *MetaCache) Lookup(ctx context.Context, r names.Repo) (auth.RepoInfo, error) {
+	m, found, err := c.c.Load(MetaKey(r), func() (auth.RepoInfo, bool, error) {
+		m, err := ReadMeta(ctx, c.store, r)
 		if errors.Is(err, ErrNotFound) {
-			return Meta{}, false, nil
+			return auth.RepoInfo{}, false, nil
 		}
 		return m, err == nil, err
 	})
 	switch {
 	case err != nil:
-		return Meta{}, err
+		return auth.RepoInfo{}, err
 	case !found:
-		return Meta{}, fmt.Errorf("%s/%s: %w", owner, name, ErrNotFound)
+		return auth.RepoInfo{}, fmt.Errorf("%s: %w", r, ErrNotFound)
 	}
 	return m, nil
 }
 
-// Public reports whether owner/name (any spelling) is public according
-// to the index, as Lookup finds it; a missing repository is not.
-func (c *MetaCache) Public(ctx context.Context, owner, name string) (bool, error) {
-	m, err := c.Lookup(ctx, owner, name)
+// Public reports whether r (any spelling) is public according to the
+// index, as Lookup finds it; a missing repository is not.
+func (c *MetaCache) Public(ctx context.Context, r names.Repo) (bool, error) {
+	m, err := c.Lookup(ctx, r)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
 	return m.Public, err
 }
 
-// Cached reports whether a Lookup of owner/name would be answered from
-// the cache (no store call); nil-safe.
-func (c *MetaCache) Cached(owner, name string) bool {
+// Cached reports whether a Lookup of r would be answered from the cache
+// (no store call); nil-safe.
+func (c *MetaCache) Cached(r names.Repo) bool {
 	if c == nil {
 		return false
 	}
-	_, _, hit := c.c.Get(MetaKey(owner, name))
+	_, _, hit := c.c.Get(MetaKey(r))
 	return hit
 }
 
-// Forget drops owner/name's entry (any spelling); nil-safe.
-func (c *MetaCache) Forget(owner, name string) {
+// Forget drops r's entry (any spelling); nil-safe.
+func (c *MetaCache) Forget(r names.Repo) {
 	if c == nil {
 		return
 	}
-	c.c.Drop(MetaKey(owner, name))
+	c.c.Drop(MetaKey(r))
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/testkit/faultstore"
 )
@@ -16,38 +18,38 @@ import (
 // frees it, and set-visibility keeps the index in step with the database.
 func TestNameIndex(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	if err := Create(ctx, d, "alice", "priv"); err != nil {
+	if err := Create(ctx, d, names.MustParse("alice/priv")); err != nil {
 		t.Fatal(err)
 	}
 	for _, v := range [][2]string{{"alice", "PRIV"}, {"Alice", "priv"}, {"ALICE", "Priv"}} {
-		if err := Create(ctx, d, v[0], v[1]); !errors.Is(err, ErrExists) {
+		if err := Create(ctx, d, rn(v[0], v[1])); !errors.Is(err, ErrExists) {
 			t.Errorf("Create(%s/%s) = %v, want ErrExists", v[0], v[1], err)
 		}
 	}
-	m, err := ReadMeta(ctx, d.Store, "ALICE", "Priv")
-	if err != nil || !reflect.DeepEqual(m, Meta{Owner: "alice", Name: "priv"}) {
+	m, err := ReadMeta(ctx, d.Store, names.MustParse("ALICE/Priv"))
+	if err != nil || !reflect.DeepEqual(m, auth.RepoInfo{Repo: rn("alice", "priv")}) {
 		t.Fatalf("ReadMeta(ALICE/Priv) = %+v, %v", m, err)
 	}
-	r, err := Open(ctx, d, "alice", "priv")
+	r, err := Open(ctx, d, names.MustParse("alice/priv"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := r.SetVisibility(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := ReadMeta(ctx, d.Store, "alice", "priv"); !m.Public || !r.Info().Public {
+	if m, _ := ReadMeta(ctx, d.Store, names.MustParse("alice/priv")); !m.Public || !r.Info().Public {
 		t.Fatalf("after SetVisibility(true): index %+v, database public=%v", m, r.Info().Public)
 	}
 	if err := r.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := Delete(ctx, d, "alice", "priv"); err != nil {
+	if err := Delete(ctx, d, names.MustParse("alice/priv")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadMeta(ctx, d.Store, "alice", "priv"); !errors.Is(err, ErrNotFound) {
+	if _, err := ReadMeta(ctx, d.Store, names.MustParse("alice/priv")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("index entry after delete: %v", err)
 	}
-	if err := Create(ctx, d, "alice", "PRIV"); err != nil {
+	if err := Create(ctx, d, names.MustParse("alice/PRIV")); err != nil {
 		t.Fatalf("Create of a case variant after delete: %v", err)
 	}
 }
@@ -69,10 +71,10 @@ func (o owners) ClaimOwner(_ context.Context, owner string) (string, error) {
 func TestMigrateIndex(t *testing.T) {
 	d := newDeps(t, memstore.New())
 	legacy := func(owner, name string, public bool) {
-		if err := Create(ctx, d, owner, name); err != nil {
+		if err := Create(ctx, d, rn(owner, name)); err != nil {
 			t.Fatal(err)
 		}
-		r, err := Open(ctx, d, owner, name)
+		r, err := Open(ctx, d, rn(owner, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +82,7 @@ func TestMigrateIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.Close(ctx)
-		if err := d.Store.Delete(ctx, MetaKey(owner, name)); err != nil {
+		if err := d.Store.Delete(ctx, MetaKey(rn(owner, name))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,10 +94,10 @@ func TestMigrateIndex(t *testing.T) {
 	if err != nil || n != 2 || len(coll) != 1 || coll[0] != "alice/x" {
 		t.Fatalf("MigrateIndex = %d, %v, %v; want 2, [alice/x]", n, coll, err)
 	}
-	if m, _ := ReadMeta(ctx, d.Store, "bob", "pub"); !reflect.DeepEqual(m, Meta{Owner: "bob", Name: "pub", Public: true}) {
+	if m, _ := ReadMeta(ctx, d.Store, names.MustParse("bob/pub")); !reflect.DeepEqual(m, auth.RepoInfo{Repo: rn("bob", "pub"), Public: true}) {
 		t.Errorf("bob/pub indexed as %+v", m)
 	}
-	if m, _ := ReadMeta(ctx, d.Store, "alice", "x"); !reflect.DeepEqual(m, Meta{Owner: "Alice", Name: "X", Public: true}) {
+	if m, _ := ReadMeta(ctx, d.Store, names.MustParse("alice/x")); !reflect.DeepEqual(m, auth.RepoInfo{Repo: rn("Alice", "X"), Public: true}) {
 		t.Errorf("alice/x indexed as %+v, want the first spelling Alice/X", m)
 	}
 	if ow["alice"] != "Alice" || ow["bob"] != "bob" {
@@ -103,21 +105,21 @@ func TestMigrateIndex(t *testing.T) {
 	}
 	// Done once: a later start neither scans nor rewrites, even if an
 	// entry went missing since.
-	if err := d.Store.Delete(ctx, MetaKey("bob", "pub")); err != nil {
+	if err := d.Store.Delete(ctx, MetaKey(names.MustParse("bob/pub"))); err != nil {
 		t.Fatal(err)
 	}
 	if n, coll, err := MigrateIndex(ctx, d, ow); err != nil || n != 0 || len(coll) != 0 {
 		t.Fatalf("second MigrateIndex = %d, %v, %v; want nothing done", n, coll, err)
 	}
-	if _, err := ReadMeta(ctx, d.Store, "bob", "pub"); !errors.Is(err, ErrNotFound) {
+	if _, err := ReadMeta(ctx, d.Store, names.MustParse("bob/pub")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second MigrateIndex scanned again: %v", err)
 	}
 	// The shadowed legacy repository stays deletable by its exact name,
 	// without touching the other's index entry.
-	if err := Delete(ctx, d, "alice", "x"); err != nil {
+	if err := Delete(ctx, d, names.MustParse("alice/x")); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := ReadMeta(ctx, d.Store, "alice", "x"); err != nil || m.Owner != "Alice" {
+	if m, err := ReadMeta(ctx, d.Store, names.MustParse("alice/x")); err != nil || m.Repo.Owner() != "Alice" {
 		t.Fatalf("index after deleting the shadowed repository: %+v, %v", m, err)
 	}
 }
@@ -127,15 +129,15 @@ func TestMigrateIndex(t *testing.T) {
 func TestListMeta(t *testing.T) {
 	d := newDeps(t, memstore.New())
 	for _, n := range [][2]string{{"Alice", "One"}, {"alice", "two"}, {"bob", "x"}} {
-		if err := Create(ctx, d, n[0], n[1]); err != nil {
+		if err := Create(ctx, d, rn(n[0], n[1])); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := Delete(ctx, d, "bob", "x"); err != nil {
+	if err := Delete(ctx, d, names.MustParse("bob/x")); err != nil {
 		t.Fatal(err)
 	}
 	all, truncated, err := ListMeta(ctx, d.Store, 10)
-	if err != nil || truncated || len(all) != 2 || !reflect.DeepEqual(all[0], Meta{Owner: "Alice", Name: "One"}) || all[1].Name != "two" {
+	if err != nil || truncated || len(all) != 2 || !reflect.DeepEqual(all[0], auth.RepoInfo{Repo: rn("Alice", "One")}) || all[1].Repo.Name() != "two" {
 		t.Fatalf("ListMeta: %+v truncated=%v err=%v", all, truncated, err)
 	}
 	if some, truncated, err := ListMeta(ctx, d.Store, 1); err != nil || !truncated || len(some) != 1 {
@@ -150,14 +152,14 @@ func TestListMeta(t *testing.T) {
 func TestMetaCacheMissingLikePrivate(t *testing.T) {
 	fs := faultstore.New(memstore.New(), 1)
 	d := newDeps(t, fs)
-	if err := Create(ctx, d, "alice", "priv"); err != nil {
+	if err := Create(ctx, d, names.MustParse("alice/priv")); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Unix(1e9, 0)
 	mc := NewMetaCache(fs, MetaCacheOptions{Now: func() time.Time { return now }})
 	probe := func(name string) (reads int64, public bool) {
 		fs.ResetCounts()
-		public, err := mc.Public(ctx, "alice", name)
+		public, err := mc.Public(ctx, rn("alice", name))
 		if err != nil {
 			t.Fatalf("Public(alice/%s): %v", name, err)
 		}
@@ -171,7 +173,7 @@ func TestMetaCacheMissingLikePrivate(t *testing.T) {
 	start := now
 	for step := time.Duration(0); step <= 2*DefaultMetaTTL; step += 250 * time.Millisecond {
 		now = start.Add(step)
-		priv, missing := mc.Cached("alice", "priv"), mc.Cached("alice", "none")
+		priv, missing := mc.Cached(names.MustParse("alice/priv")), mc.Cached(names.MustParse("alice/none"))
 		if priv != missing {
 			t.Fatalf("%v after the first probes: private cached %v, missing cached %v", step, priv, missing)
 		}

@@ -40,29 +40,29 @@ const (
 	visPrivate  = "private"
 )
 
-func dbPrefix(owner, name string) string { return "repo/" + owner + "/" + name }
+func dbPrefix(r names.Repo) string { return "repo/" + r.String() }
 
 // objectsPrefix ends in '/' so "a/b" never matches "a/bc".
-func objectsPrefix(owner, name string) string { return "objects/" + owner + "/" + name + "/" }
+func objectsPrefix(r names.Repo) string { return "objects/" + r.String() + "/" }
 
-func packPrefix(owner, name string) string { return objectsPrefix(owner, name) + "pack/" }
+func packPrefix(r names.Repo) string { return objectsPrefix(r) + "pack/" }
 
 // ClonePackPrefix is where the clone-pack cache shares the repository's
 // built clone packs between nodes (storage/clonecache): under the objects
 // prefix, so deleting the repository deletes them, and beside pack/, so
 // garbage collection of packs leaves them alone.
-func ClonePackPrefix(owner, name string) string { return objectsPrefix(owner, name) + "clonepack/" }
+func ClonePackPrefix(r names.Repo) string { return objectsPrefix(r) + "clonepack/" }
 
 // PackKeys returns the object-store keys of a pack ("pack-<hex>") and its index.
-func PackKeys(owner, name, packName string) (packKey, idxKey string) {
-	base := packPrefix(owner, name) + packName
+func PackKeys(r names.Repo, packName string) (packKey, idxKey string) {
+	base := packPrefix(r) + packName
 	return base + ".pack", base + ".idx"
 }
 
 // BitmapKey returns the object-store key of a pack's reachability bitmap
 // (optional; see storage/bitmap), next to the pack.
-func BitmapKey(owner, name, packName string) string {
-	return packPrefix(owner, name) + packName + ".bitmap"
+func BitmapKey(r names.Repo, packName string) string {
+	return packPrefix(r) + packName + ".bitmap"
 }
 
 // validateRefName is a light check; the protocol layer applies git's full

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // Prewarm fetches owner/name's packs, indexes and bitmaps into the pack
@@ -14,8 +16,8 @@ import (
 // first; a pack that would take the total past budget bytes is skipped
 // (budget ≤ 0: no bound). It returns the pack and index bytes now local
 // (packs already cached count too) and stops at the first error.
-func Prewarm(ctx context.Context, d Deps, owner, name string, budget int64) (int64, error) {
-	packs, err := ReadPacks(ctx, d, owner, name)
+func Prewarm(ctx context.Context, d Deps, r names.Repo, budget int64) (int64, error) {
+	packs, err := ReadPacks(ctx, d, r)
 	if err != nil {
 		return 0, fmt.Errorf("prewarm: %w", err)
 	}
@@ -36,14 +38,14 @@ func Prewarm(ctx context.Context, d Deps, owner, name string, budget int64) (int
 		if budget > 0 && total+size > budget {
 			continue
 		}
-		packKey, idxKey := PackKeys(owner, name, p.Name)
+		packKey, idxKey := PackKeys(r, p.Name)
 		_, release, err := d.Cache.Get(ctx, packKey, idxKey, p.Name)
 		if err != nil {
-			return total, fmt.Errorf("prewarm %s/%s: %w", owner, name, err)
+			return total, fmt.Errorf("prewarm %s: %w", r, err)
 		}
 		// Loaded once per opened pack and kept with it; nil (no bitmap)
 		// is fine, fetches walk from the bitmaps of the others.
-		d.Cache.Bitmap(ctx, BitmapKey(owner, name, p.Name), p.Name)
+		d.Cache.Bitmap(ctx, BitmapKey(r, p.Name), p.Name)
 		release()
 		total += size
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 )
 
@@ -13,7 +14,7 @@ import (
 func TestPrewarm(t *testing.T) {
 	st := memstore.New()
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	cmds := branchyHistory(g)
 	push(t, r, g.indexPack(d.Cache.TempDir(), "--all"), cmds...)
@@ -22,7 +23,7 @@ func TestPrewarm(t *testing.T) {
 	done := make(chan error, 1)
 	builds := NewBitmapBuilds()
 	defer builds.Close()
-	if !builds.Start(d, "o", "r", name, wantsOf(cmds), func(err error) { done <- err }) {
+	if !builds.Start(d, names.MustParse("o/r"), name, wantsOf(cmds), func(err error) { done <- err }) {
 		t.Fatal("build not started")
 	}
 	if err := <-done; err != nil {
@@ -31,7 +32,7 @@ func TestPrewarm(t *testing.T) {
 	want := s.Packs[0].Size + s.Packs[0].IdxSize
 
 	tight := newDeps(t, st)
-	if n, err := Prewarm(ctx, tight, "o", "r", want-1); err != nil || n != 0 {
+	if n, err := Prewarm(ctx, tight, names.MustParse("o/r"), want-1); err != nil || n != 0 {
 		t.Fatalf("Prewarm within %d bytes = %d, %v; want 0 (the pack does not fit)", want-1, n, err)
 	}
 	if files := cached(t, tight.Cache.Dir(), name); len(files) != 0 {
@@ -39,7 +40,7 @@ func TestPrewarm(t *testing.T) {
 	}
 
 	fresh := newDeps(t, st)
-	n, err := Prewarm(ctx, fresh, "o", "r", 0)
+	n, err := Prewarm(ctx, fresh, names.MustParse("o/r"), 0)
 	if err != nil || n != want {
 		t.Fatalf("Prewarm = %d, %v; want %d", n, err, want)
 	}

@@ -88,7 +88,7 @@ func (s *Snapshot) Reachable(ctx context.Context) (*bitmap.Reach, error) {
 	select {
 	case <-e.done:
 		if e.err != nil {
-			return nil, fmt.Errorf("objects reachable in %s/%s: %w", s.Owner, s.Name, e.err)
+			return nil, fmt.Errorf("objects reachable in %s: %w", s.Repo, e.err)
 		}
 		return e.r, nil
 	case <-ctx.Done():

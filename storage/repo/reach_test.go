@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 )
 
@@ -15,7 +16,7 @@ import (
 // waiting does not stop the computation.
 func TestReachableFollowsRefs(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	c1 := pushFirst(t, d, r, g)
 	c2 := g.commit()

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/pack"
@@ -40,8 +41,8 @@ const repackMaxCommits = 1 << 16
 // bitmap but not listed. CommitRepack lists it if the repository still has
 // the refs and packs it was built from; otherwise it is garbage for GC.
 type RepackBuild struct {
-	Owner, Name string
-	Pack        PackInfo
+	Repo names.Repo
+	Pack PackInfo
 	// What the snapshot held: the ref generation and the exact stored
 	// entry of every pack the new one replaces. A roll-up (BuildRollUp)
 	// drops no object, so a push meanwhile cannot conflict with it and
@@ -62,7 +63,7 @@ func BuildRepack(ctx context.Context, d Deps, snap *Snapshot, progress func(stag
 		return nil, nil
 	}
 	fail := func(err error) (*RepackBuild, error) {
-		return nil, fmt.Errorf("repack %s/%s: %w", snap.Owner, snap.Name, err)
+		return nil, fmt.Errorf("repack %s: %w", snap.Repo, err)
 	}
 	res, err := reachable(ctx, snap)
 	if err != nil {
@@ -72,7 +73,7 @@ func BuildRepack(ctx context.Context, d Deps, snap *Snapshot, progress func(stag
 	if err != nil {
 		return fail(err)
 	}
-	b := &RepackBuild{Owner: snap.Owner, Name: snap.Name, Pack: info, refGen: snap.st.refGen,
+	b := &RepackBuild{Repo: snap.Repo, Pack: info, refGen: snap.st.refGen,
 		replaced: map[string][]byte{}}
 	for _, p := range snap.Packs {
 		if p.Name != info.Name { // the same bytes may come out again
@@ -91,8 +92,8 @@ func BuildRepack(ctx context.Context, d Deps, snap *Snapshot, progress func(stag
 // snapshot (a push might use an object the new pack dropped), it commits
 // nothing and fails with ErrConcurrentUpdate.
 func (r *Repo) CommitRepack(ctx context.Context, b *RepackBuild) (PackInfo, error) {
-	if b.Owner != r.owner || b.Name != r.name {
-		return PackInfo{}, fmt.Errorf("repack of %s/%s committed to %s/%s", b.Owner, b.Name, r.owner, r.name)
+	if b.Repo != r.name {
+		return PackInfo{}, fmt.Errorf("repack of %s committed to %s", b.Repo, r.name)
 	}
 	txn := refdb.Txn(listPack(b.Pack))
 	if !b.rollUp {
@@ -120,7 +121,7 @@ func (r *Repo) CommitRepack(ctx context.Context, b *RepackBuild) (PackInfo, erro
 				r.log.Warn("drop an unlisted repack from the cache", zap.String("pack", b.Pack.Name), zap.Error(rerr))
 			}
 		}
-		return PackInfo{}, fmt.Errorf("repack %s/%s: commit pack list: %w", r.owner, r.name, err)
+		return PackInfo{}, fmt.Errorf("repack %s: commit pack list: %w", r.name, err)
 	}
 	r.log.Info("repacked", zap.String("pack", b.Pack.Name), zap.Int("objects", b.Pack.Objects),
 		zap.Int("replaced", len(b.replaced)))
@@ -215,12 +216,13 @@ func writePack(ctx context.Context, d Deps, snap *Snapshot, set *pack.Set, ids [
 	var err error
 	var ix *pack.Indexed
 	if search != nil {
-		sctx, cancel := context.WithTimeout(ctx, freshDeltaBudget)
+		budget := d.freshDeltaBudget()
+		sctx, cancel := context.WithTimeout(ctx, budget)
 		ix, err = writeAndIndex(sctx, set, ids, search, dir, progress)
 		cancel()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			d.log().Warn("delta search took too long; repacking with stored deltas", zap.String("repo", snap.Owner+"/"+snap.Name),
-				zap.Int("objects", len(ids)), zap.Duration("budget", freshDeltaBudget))
+			d.log().Warn("delta search took too long; repacking with stored deltas", zap.Stringer("repo", snap.Repo),
+				zap.Int("objects", len(ids)), zap.Duration("budget", budget))
 			search = nil
 		}
 	}
@@ -230,7 +232,7 @@ func writePack(ctx context.Context, d Deps, snap *Snapshot, set *pack.Set, ids [
 	if err != nil {
 		return PackInfo{}, err
 	}
-	info, err := StagePack(ctx, d, snap.Owner, snap.Name, ix)
+	info, err := StagePack(ctx, d, snap.Repo, ix)
 	// StagePack adopted the files into the cache; these removals only
 	// matter when it did not.
 	_ = os.Remove(ix.PackPath)
@@ -238,11 +240,11 @@ func writePack(ctx context.Context, d Deps, snap *Snapshot, set *pack.Set, ids [
 	if err != nil || !withBitmap {
 		return info, err
 	}
-	if err := BuildBitmap(ctx, d, snap.Owner, snap.Name, info.Name, refTips(snap.Refs)); err != nil {
+	if err := BuildBitmap(ctx, d, snap.Repo, info.Name, refTips(snap.Refs)); err != nil {
 		if ctx.Err() != nil {
 			return PackInfo{}, ctx.Err()
 		}
-		d.log().Warn("no bitmap for the new pack", zap.String("repo", snap.Owner+"/"+snap.Name),
+		d.log().Warn("no bitmap for the new pack", zap.Stringer("repo", snap.Repo),
 			zap.String("pack", info.Name), zap.Error(err))
 	}
 	return info, nil
@@ -308,11 +310,11 @@ type GCStats struct {
 // GCPlan is the database half of a garbage collection, handed to its
 // store half (Collect): which packs to keep.
 type GCPlan struct {
-	Owner, Name string
-	Now         time.Time
-	MinAge      time.Duration
-	Listed      int // packs listed in the database
-	Retired     int // retired entries dropped because their grace period ended
+	Repo    names.Repo
+	Now     time.Time
+	MinAge  time.Duration
+	Listed  int // packs listed in the database
+	Retired int // retired entries dropped because their grace period ended
 	// Keep names the packs whose objects stay: every listed pack and every
 	// pack retired less than MinAge ago. Empty: none (no database).
 	Keep []string
@@ -329,7 +331,7 @@ func (r *Repo) PlanGC(ctx context.Context, now time.Time, minAge time.Duration) 
 	for k := range v.Scan(prefixPack) {
 		keep[strings.TrimPrefix(k, prefixPack)] = true
 	}
-	plan := GCPlan{Owner: r.owner, Name: r.name, Now: now, MinAge: minAge, Listed: len(keep)}
+	plan := GCPlan{Repo: r.name, Now: now, MinAge: minAge, Listed: len(keep)}
 	var txn refdb.Txn
 	for k, val := range v.Scan(prefixRetired) {
 		name := strings.TrimPrefix(k, prefixRetired)
@@ -349,7 +351,7 @@ func (r *Repo) PlanGC(ctx context.Context, now time.Time, minAge time.Duration) 
 	}
 	if len(txn) > 0 {
 		if _, err := r.db.Commit(ctx, txn); err != nil {
-			return GCPlan{}, fmt.Errorf("gc %s/%s: drop retired entries: %w", r.owner, r.name, err)
+			return GCPlan{}, fmt.Errorf("gc %s: drop retired entries: %w", r.name, err)
 		}
 		plan.Retired = len(txn) / 2
 	}
@@ -361,15 +363,15 @@ func (r *Repo) PlanGC(ctx context.Context, now time.Time, minAge time.Duration) 
 // not exist (leftovers of a crashed fork or delete): every pack object
 // older than minAge is garbage. It opens no writer; if the database exists
 // it fails, and the repository's writer must plan instead (PlanGC).
-func PlanOrphanGC(ctx context.Context, d Deps, owner, name string, now time.Time, minAge time.Duration) (GCPlan, error) {
-	ok, err := Exists(ctx, d, owner, name)
+func PlanOrphanGC(ctx context.Context, d Deps, r names.Repo, now time.Time, minAge time.Duration) (GCPlan, error) {
+	ok, err := Exists(ctx, d, r)
 	if err != nil {
-		return GCPlan{}, fmt.Errorf("gc %s/%s: %w", owner, name, err)
+		return GCPlan{}, fmt.Errorf("gc %s: %w", r, err)
 	}
 	if ok {
-		return GCPlan{}, fmt.Errorf("gc %s/%s: %w: its writer must plan the collection", owner, name, ErrExists)
+		return GCPlan{}, fmt.Errorf("gc %s: %w: its writer must plan the collection", r, ErrExists)
 	}
-	return GCPlan{Owner: owner, Name: name, Now: now, MinAge: minAge}, nil
+	return GCPlan{Repo: r, Now: now, MinAge: minAge}, nil
 }
 
 // Collect is the store half of a garbage collection: it deletes the pack
@@ -384,20 +386,20 @@ func Collect(ctx context.Context, d Deps, p GCPlan) (GCStats, error) {
 	for _, name := range p.Keep {
 		keep[name] = true
 	}
-	s, err := collect(ctx, d, p.Owner, p.Name, p.Now, p.MinAge, keep)
+	s, err := collect(ctx, d, p.Repo, p.Now, p.MinAge, keep)
 	s.Listed, s.Retired = p.Listed, p.Retired
 	return s, err
 }
 
 // collect deletes objects under the repo's pack prefix whose pack is not
 // in keep and which are older than minAge.
-func collect(ctx context.Context, d Deps, owner, name string, now time.Time, minAge time.Duration, keep map[string]bool) (GCStats, error) {
+func collect(ctx context.Context, d Deps, r names.Repo, now time.Time, minAge time.Duration, keep map[string]bool) (GCStats, error) {
 	var stats GCStats
 	var doomed []objstore.ObjectInfo
-	prefix := packPrefix(owner, name)
+	prefix := packPrefix(r)
 	for info, err := range d.Store.List(ctx, prefix, "") {
 		if err != nil {
-			return stats, fmt.Errorf("gc %s/%s: list: %w", owner, name, err)
+			return stats, fmt.Errorf("gc %s: list: %w", r, err)
 		}
 		if pn, ok := packNameOfKey(info.Key); ok && keep[pn] {
 			continue
@@ -410,7 +412,7 @@ func collect(ctx context.Context, d Deps, owner, name string, now time.Time, min
 	}
 	for _, info := range doomed {
 		if err := deleteKey(ctx, d, info.Key); err != nil {
-			return stats, fmt.Errorf("gc %s/%s: %w", owner, name, err)
+			return stats, fmt.Errorf("gc %s: %w", r, err)
 		}
 		stats.DeletedKeys++
 		if strings.HasSuffix(info.Key, ".pack") {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/pack"
@@ -20,7 +21,7 @@ import (
 // switch does not make the switch fail.
 func TestFullRollUpFreshDeltas(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	want := pushes(t, d, r, g, 30)
 	s := snapshot(t, r)
@@ -76,7 +77,7 @@ func TestFullRollUpFreshDeltas(t *testing.T) {
 // reachable under.
 func TestPathHashes(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	pushes(t, d, r, g, 2)
 	s := snapshot(t, r)
@@ -106,7 +107,7 @@ func TestPathHashes(t *testing.T) {
 // the repository is untouched.
 func TestFailedRepackLeavesCache(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	pushes(t, d, r, g, 3)
 	b, err := BuildRepack(ctx, d, snapshot(t, r), nil)
@@ -135,7 +136,7 @@ func TestFailedRepackLeavesCache(t *testing.T) {
 // deltas instead, complete and with a bitmap.
 func TestFullRollUpPastBudgetReusesDeltas(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	want := pushes(t, d, r, g, 5)
 	s := snapshot(t, r)
@@ -143,8 +144,7 @@ func TestFullRollUpPastBudgetReusesDeltas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func(b time.Duration) { freshDeltaBudget = b }(freshDeltaBudget)
-	freshDeltaBudget = time.Nanosecond
+	d.FreshDeltaBudget = time.Nanosecond
 	b, err := BuildFullRollUp(ctx, d, s, nil)
 	if err != nil {
 		t.Fatal(err)

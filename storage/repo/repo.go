@@ -30,6 +30,10 @@ type Deps struct {
 	// Ahead holds the database listings front ends start beside their
 	// name-index reads, which Open uses; nil: Open lists for itself.
 	Ahead *ListAhead
+	// FreshDeltaBudget bounds the delta search of one full roll-up, so a
+	// huge repository falls back to reusing stored deltas instead of
+	// holding a maintenance slot for hours; zero: 10 minutes.
+	FreshDeltaBudget time.Duration
 }
 
 func (d Deps) log() *zap.Logger {
@@ -39,29 +43,18 @@ func (d Deps) log() *zap.Logger {
 	return d.Log
 }
 
+func (d Deps) freshDeltaBudget() time.Duration {
+	if d.FreshDeltaBudget <= 0 {
+		return 10 * time.Minute
+	}
+	return d.FreshDeltaBudget
+}
+
 func (d Deps) now() time.Time {
 	if d.RefOpts.Now != nil {
 		return d.RefOpts.Now()
 	}
 	return time.Now()
-}
-
-// RepoInfo is a repository's settings.
-type RepoInfo struct {
-	Owner, Name string
-	Public      bool
-	Head        string
-	Created     time.Time
-	// Grants and Protections are the access settings (access.go); a list
-	// the database cannot decode reads as empty here, and fails the
-	// changes and pushes that need it.
-	Grants      []auth.Grant
-	Protections []auth.Protection
-}
-
-// AccessInfo is what the access decision needs from the settings.
-func (i RepoInfo) AccessInfo() auth.RepoInfo {
-	return auth.RepoInfo{Owner: i.Owner, Name: i.Name, Public: i.Public, Grants: i.Grants}
 }
 
 // PackInfo describes one pack of a repository (the "pack/{name}" entry).
@@ -91,10 +84,10 @@ func decodePackInfo(name string, b []byte) (PackInfo, error) {
 // concurrent use, but writes are meant to come from one owner (the repo
 // actor).
 type Repo struct {
-	d           Deps
-	owner, name string
-	db          *refdb.DB
-	log         *zap.Logger
+	d    Deps
+	name names.Repo
+	db   *refdb.DB
+	log  *zap.Logger
 
 	mu     sync.Mutex
 	closed bool
@@ -110,61 +103,55 @@ type Repo struct {
 
 // Create creates an empty repository: HEAD → refs/heads/main, private.
 // ErrExists if it exists in any letter case.
-func Create(ctx context.Context, d Deps, owner, name string) error {
-	if err := names.Validate(owner, name); err != nil {
-		return err
-	}
-	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(owner, name))
+func Create(ctx context.Context, d Deps, r names.Repo) error {
+	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(r))
 	if err != nil {
-		return fmt.Errorf("create %s/%s: %w", owner, name, err)
+		return fmt.Errorf("create %s: %w", r, err)
 	}
 	if ok {
-		return fmt.Errorf("create %s/%s: %w", owner, name, ErrExists)
+		return fmt.Errorf("create %s: %w", r, ErrExists)
 	}
 	// The index entry first: it refuses case variants atomically; a crash
 	// before the database leaves an entry that a retry reuses.
-	if err := claimName(ctx, d, owner, name); err != nil {
-		return fmt.Errorf("create %s/%s: %w", owner, name, err)
+	if err := claimName(ctx, d, r); err != nil {
+		return fmt.Errorf("create %s: %w", r, err)
 	}
 	txn := refdb.Txn{
 		refdb.Create(keyCreated, []byte(d.now().UTC().Format(time.RFC3339))),
 		refdb.Create(keyHead, []byte(defaultHead)),
 		refdb.Create(keyVisibility, []byte(visPrivate)),
 	}
-	return createDB(ctx, d, owner, name, txn)
+	return createDB(ctx, d, r, txn)
 }
 
 // createDB opens (creating) the database and commits txn, whose first op
 // must be Create(keyCreated): losing that race means someone else created
 // the repository.
-func createDB(ctx context.Context, d Deps, owner, name string, txn refdb.Txn) error {
-	db, err := refdb.Open(ctx, d.Store, dbPrefix(owner, name), d.RefOpts)
+func createDB(ctx context.Context, d Deps, r names.Repo, txn refdb.Txn) error {
+	db, err := refdb.Open(ctx, d.Store, dbPrefix(r), d.RefOpts)
 	if err != nil {
-		return fmt.Errorf("create %s/%s: open database: %w", owner, name, err)
+		return fmt.Errorf("create %s: open database: %w", r, err)
 	}
 	_, err = db.Commit(ctx, txn)
 	cerr := db.Close(ctx)
 	var ce *refdb.ConflictError
 	if errors.As(err, &ce) {
-		return fmt.Errorf("create %s/%s: %w", owner, name, ErrExists)
+		return fmt.Errorf("create %s: %w", r, ErrExists)
 	}
 	if err != nil {
-		return fmt.Errorf("create %s/%s: %w", owner, name, err)
+		return fmt.Errorf("create %s: %w", r, err)
 	}
 	if cerr != nil {
-		return fmt.Errorf("create %s/%s: close database: %w", owner, name, cerr)
+		return fmt.Errorf("create %s: close database: %w", r, cerr)
 	}
 	return nil
 }
 
 // Exists reports whether the repository's database exists.
-func Exists(ctx context.Context, d Deps, owner, name string) (bool, error) {
-	if err := names.Validate(owner, name); err != nil {
-		return false, err
-	}
-	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(owner, name))
+func Exists(ctx context.Context, d Deps, r names.Repo) (bool, error) {
+	ok, err := refdb.Exists(ctx, d.Store, dbPrefix(r))
 	if err != nil {
-		return false, fmt.Errorf("exists %s/%s: %w", owner, name, err)
+		return false, fmt.Errorf("exists %s: %w", r, err)
 	}
 	return ok, nil
 }
@@ -173,30 +160,24 @@ func Exists(ctx context.Context, d Deps, owner, name string) (bool, error) {
 // ErrNotFound if it does not exist; it never creates anything. The caller
 // must Close it. A listing d.Ahead took for it stands in for the open's
 // own, saving a round trip.
-func Open(ctx context.Context, d Deps, owner, name string) (*Repo, error) {
-	if err := names.Validate(owner, name); err != nil {
-		return nil, err
-	}
-	pre := d.Ahead.opening(ctx, owner, name)
-	db, err := refdb.OpenExistingListed(ctx, d.Store, dbPrefix(owner, name), d.RefOpts, pre)
+func Open(ctx context.Context, d Deps, rn names.Repo) (*Repo, error) {
+	pre := d.Ahead.opening(ctx, rn)
+	db, err := refdb.OpenExistingListed(ctx, d.Store, dbPrefix(rn), d.RefOpts, pre)
 	if err != nil {
-		d.Ahead.closed(owner, name)
+		d.Ahead.closed(rn)
 	}
 	if errors.Is(err, refdb.ErrNotExist) {
-		return nil, fmt.Errorf("open %s/%s: %w", owner, name, ErrNotFound)
+		return nil, fmt.Errorf("open %s: %w", rn, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s/%s: %w", owner, name, err)
+		return nil, fmt.Errorf("open %s: %w", rn, err)
 	}
-	return &Repo{d: d, owner: owner, name: name, db: db, writerID: newWriterID(),
-		log: d.log().With(zap.String("repo", owner+"/"+name))}, nil
+	return &Repo{d: d, name: rn, db: db, writerID: newWriterID(),
+		log: d.log().With(zap.Stringer("repo", rn))}, nil
 }
 
-// Owner and Name identify the repository.
-func (r *Repo) Owner() string { return r.owner }
-
-// Name is the repository name.
-func (r *Repo) Name() string { return r.name }
+// Name identifies the repository.
+func (r *Repo) Name() names.Repo { return r.name }
 
 // Close releases the pack set and closes the database handle. Snapshots
 // taken earlier stay usable until they are closed.
@@ -209,20 +190,20 @@ func (r *Repo) Close(ctx context.Context) error {
 	set := r.set
 	r.set, r.state, r.closed = nil, nil, true
 	r.mu.Unlock()
-	r.d.Ahead.closed(r.owner, r.name)
+	r.d.Ahead.closed(r.name)
 	if set != nil {
 		set.release()
 	}
 	r.closeMarker(ctx)
 	if err := r.db.Close(ctx); err != nil {
-		return fmt.Errorf("close %s/%s: %w", r.owner, r.name, err)
+		return fmt.Errorf("close %s: %w", r.name, err)
 	}
 	return nil
 }
 
 // Info returns the current settings.
-func (r *Repo) Info() RepoInfo {
-	info := RepoInfo{Owner: r.owner, Name: r.name, Head: defaultHead}
+func (r *Repo) Info() auth.RepoInfo {
+	info := auth.RepoInfo{Repo: r.name, Head: defaultHead}
 	if v, ok := r.db.Get(keyHead); ok {
 		info.Head = string(v)
 	}
@@ -240,7 +221,7 @@ func (r *Repo) Info() RepoInfo {
 // SetHead points HEAD at target (a full ref name; it need not exist yet).
 func (r *Repo) SetHead(ctx context.Context, target string) error {
 	if err := validateRefName(target); err != nil {
-		return fmt.Errorf("set head of %s/%s: %w", r.owner, r.name, err)
+		return fmt.Errorf("set head of %s: %w", r.name, err)
 	}
 	return r.commit(ctx, "set head", refdb.Txn{refdb.Set(keyHead, []byte(target))})
 }
@@ -258,12 +239,12 @@ func (r *Repo) SetVisibility(ctx context.Context, public bool) error {
 	}
 	meta, err := r.meta()
 	if err != nil {
-		return fmt.Errorf("set visibility of %s/%s: %w", r.owner, r.name, err)
+		return fmt.Errorf("set visibility of %s: %w", r.name, err)
 	}
 	meta.Public = public
 	if !public {
 		if err := writeMeta(ctx, r.d, meta); err != nil {
-			return fmt.Errorf("set visibility of %s/%s: %w", r.owner, r.name, err)
+			return fmt.Errorf("set visibility of %s: %w", r.name, err)
 		}
 	}
 	e := r.event(ctx, outbox.KindVisibility)
@@ -273,7 +254,7 @@ func (r *Repo) SetVisibility(ctx context.Context, public bool) error {
 	}
 	if public {
 		if err := writeMeta(ctx, r.d, meta); err != nil {
-			return fmt.Errorf("set visibility of %s/%s: %w", r.owner, r.name, err)
+			return fmt.Errorf("set visibility of %s: %w", r.name, err)
 		}
 	}
 	return nil
@@ -281,7 +262,7 @@ func (r *Repo) SetVisibility(ctx context.Context, public bool) error {
 
 func (r *Repo) commit(ctx context.Context, what string, txn refdb.Txn) error {
 	if _, err := r.db.Commit(ctx, txn); err != nil {
-		return fmt.Errorf("%s of %s/%s: %w", what, r.owner, r.name, err)
+		return fmt.Errorf("%s of %s: %w", what, r.name, err)
 	}
 	return nil
 }
@@ -290,21 +271,18 @@ func (r *Repo) commit(ctx context.Context, what string, txn refdb.Txn) error {
 // store: it neither fences nor waits for the repository's writer, so an
 // operator or a benchmark can look at a repository a node is serving.
 // The answer is as of the last durable write.
-func ReadPacks(ctx context.Context, d Deps, owner, name string) ([]PackInfo, error) {
-	if err := names.Validate(owner, name); err != nil {
-		return nil, err
-	}
-	f, err := refdb.OpenFollower(ctx, d.Store, dbPrefix(owner, name), d.RefOpts)
+func ReadPacks(ctx context.Context, d Deps, r names.Repo) ([]PackInfo, error) {
+	f, err := refdb.OpenFollower(ctx, d.Store, dbPrefix(r), d.RefOpts)
 	if errors.Is(err, refdb.ErrNotExist) {
-		return nil, fmt.Errorf("read packs of %s/%s: %w", owner, name, ErrNotFound)
+		return nil, fmt.Errorf("read packs of %s: %w", r, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read packs of %s/%s: %w", owner, name, err)
+		return nil, fmt.Errorf("read packs of %s: %w", r, err)
 	}
 	defer f.Close()
 	st, err := parseState(f.View())
 	if err != nil {
-		return nil, fmt.Errorf("read packs of %s/%s: %w", owner, name, err)
+		return nil, fmt.Errorf("read packs of %s: %w", r, err)
 	}
 	return st.packs, nil
 }

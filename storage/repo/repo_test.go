@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/filestore"
@@ -45,10 +46,8 @@ type gitRepo struct {
 }
 
 func newGitRepo(t *testing.T) *gitRepo {
-	dir := t.TempDir()
-	g := &gitRepo{t: t, dir: dir, g: gitrun.New(t, dir, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "2020-01-01T00:00:00Z")})}
-	g.run(nil, "init", "-q", "-b", "main")
-	return g
+	r := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "2020-01-01T00:00:00Z")})
+	return &gitRepo{t: t, dir: r.Dir, g: r}
 }
 
 func (g *gitRepo) run(stdin []byte, args ...string) []byte {
@@ -134,12 +133,21 @@ func forEachStore(t *testing.T, f func(*testing.T, objstore.Store)) {
 	})
 }
 
-func create(t *testing.T, d Deps, owner, name string) *Repo {
+// rn names owner/name, which must be valid.
+func rn(owner, name string) names.Repo {
+	r, err := names.New(owner, name)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func create(t *testing.T, d Deps, name names.Repo) *Repo {
 	t.Helper()
-	if err := Create(ctx, d, owner, name); err != nil {
+	if err := Create(ctx, d, name); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Open(ctx, d, owner, name)
+	r, err := Open(ctx, d, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,24 +267,24 @@ func checkObjects(t *testing.T, s *Snapshot, want map[object.ID][]byte) {
 func TestCreateOpenExists(t *testing.T) {
 	st := memstore.New()
 	d := newDeps(t, st)
-	if _, err := Open(ctx, d, "o", "missing"); !errors.Is(err, ErrNotFound) {
+	if _, err := Open(ctx, d, names.MustParse("o/missing")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Open of a missing repo: %v, want ErrNotFound", err)
 	}
 	if keys := storeKeys(t, st, ""); len(keys) != 0 {
 		t.Fatalf("Open of a missing repo wrote %v", keys)
 	}
-	if ok, err := Exists(ctx, d, "o", "r"); ok || err != nil {
+	if ok, err := Exists(ctx, d, names.MustParse("o/r")); ok || err != nil {
 		t.Fatalf("Exists before Create = %v, %v", ok, err)
 	}
-	r := create(t, d, "o", "r")
-	if ok, err := Exists(ctx, d, "o", "r"); !ok || err != nil {
+	r := create(t, d, names.MustParse("o/r"))
+	if ok, err := Exists(ctx, d, names.MustParse("o/r")); !ok || err != nil {
 		t.Fatalf("Exists after Create = %v, %v", ok, err)
 	}
-	if err := Create(ctx, d, "o", "r"); !errors.Is(err, ErrExists) {
+	if err := Create(ctx, d, names.MustParse("o/r")); !errors.Is(err, ErrExists) {
 		t.Fatalf("second Create: %v, want ErrExists", err)
 	}
 	info := r.Info()
-	if info.Head != "refs/heads/main" || info.Public || info.Created.IsZero() || info.Owner != "o" || info.Name != "r" {
+	if info.Head != "refs/heads/main" || info.Public || info.Created.IsZero() || info.Repo != rn("o", "r") {
 		t.Fatalf("Info = %+v", info)
 	}
 	if err := r.SetHead(ctx, "refs/heads/dev"); err != nil {
@@ -292,9 +300,6 @@ func TestCreateOpenExists(t *testing.T) {
 	if s.Head != "refs/heads/dev" || !s.Public || len(s.Refs) != 0 || len(s.Packs) != 0 {
 		t.Fatalf("snapshot = %+v", s)
 	}
-	if err := Create(ctx, d, "api", "r"); !errors.Is(err, ErrInvalidName) {
-		t.Fatalf("Create with reserved owner: %v", err)
-	}
 }
 
 func TestPushThenReopenReadsEverything(t *testing.T) {
@@ -303,7 +308,7 @@ func TestPushThenReopenReadsEverything(t *testing.T) {
 
 func testPushThenReopenReadsEverything(t *testing.T, st objstore.Store) {
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	g.commit()
 	tip := g.commit()
@@ -322,7 +327,7 @@ func testPushThenReopenReadsEverything(t *testing.T, st objstore.Store) {
 
 	// A fresh node: new cache, new writer.
 	d2 := newDeps(t, st)
-	r2, err := Open(ctx, d2, "o", "r")
+	r2, err := Open(ctx, d2, names.MustParse("o/r"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +360,7 @@ func testPushThenReopenReadsEverything(t *testing.T, st objstore.Store) {
 
 func TestUpdateRefsConflicts(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	c1 := g.commit()
 	c2 := g.commit()
@@ -424,8 +429,8 @@ func TestUpdateRefsConflicts(t *testing.T) {
 func TestFencedWriterCannotUpdate(t *testing.T) {
 	st := memstore.New()
 	d := newDeps(t, st)
-	r1 := create(t, d, "o", "r")
-	r2, err := Open(ctx, d, "o", "r")
+	r1 := create(t, d, names.MustParse("o/r"))
+	r2, err := Open(ctx, d, names.MustParse("o/r"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,20 +453,20 @@ func TestForkIsolation(t *testing.T) { forEachStore(t, testForkIsolation) }
 
 func testForkIsolation(t *testing.T, st objstore.Store) {
 	d := newDeps(t, st)
-	src := create(t, d, "o", "src")
+	src := create(t, d, names.MustParse("o/src"))
 	g := newGitRepo(t)
 	c1 := g.commit()
 	push(t, src, g.indexPack(d.Cache.TempDir(), "--all"), RefUpdate{Name: "refs/heads/main", New: c1})
 	if err := src.SetHead(ctx, "refs/heads/main"); err != nil {
 		t.Fatal(err)
 	}
-	if err := Fork(ctx, d, snapshot(t, src), "p", "fork"); err != nil {
+	if err := Fork(ctx, d, snapshot(t, src), names.MustParse("p/fork")); err != nil {
 		t.Fatal(err)
 	}
-	if err := Fork(ctx, d, snapshot(t, src), "p", "fork"); !errors.Is(err, ErrExists) {
+	if err := Fork(ctx, d, snapshot(t, src), names.MustParse("p/fork")); !errors.Is(err, ErrExists) {
 		t.Fatalf("second Fork: %v, want ErrExists", err)
 	}
-	fork, err := Open(ctx, d, "p", "fork")
+	fork, err := Open(ctx, d, names.MustParse("p/fork"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,12 +480,12 @@ func testForkIsolation(t *testing.T, st objstore.Store) {
 	if err := src.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := Delete(ctx, d, "o", "src"); err != nil {
+	if err := Delete(ctx, d, names.MustParse("o/src")); err != nil {
 		t.Fatal(err)
 	}
 	// Read the fork through a cold cache: every byte must come from its own keys.
 	d2 := newDeps(t, st)
-	fork2, err := Open(ctx, d2, "p", "fork")
+	fork2, err := Open(ctx, d2, names.MustParse("p/fork"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,11 +503,11 @@ func TestDeleteThenRecreateStartsEmpty(t *testing.T) {
 
 func testDeleteThenRecreateStartsEmpty(t *testing.T, st objstore.Store) {
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	push(t, r, g.indexPack(d.Cache.TempDir(), "--all"), RefUpdate{Name: "refs/heads/main", New: g.commit()})
 	r.Close(ctx)
-	if err := Delete(ctx, d, "o", "r"); err != nil {
+	if err := Delete(ctx, d, names.MustParse("o/r")); err != nil {
 		t.Fatal(err)
 	}
 	if keys := storeKeys(t, st, ""); len(keys) != 0 {
@@ -511,10 +516,10 @@ func testDeleteThenRecreateStartsEmpty(t *testing.T, st objstore.Store) {
 	if st := d.Cache.Stats(); st.Packs != 0 {
 		t.Fatalf("Delete left cached packs: %+v", st)
 	}
-	if err := Delete(ctx, d, "o", "r"); !errors.Is(err, ErrNotFound) {
+	if err := Delete(ctx, d, names.MustParse("o/r")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second Delete: %v, want ErrNotFound", err)
 	}
-	r2 := create(t, d, "o", "r")
+	r2 := create(t, d, names.MustParse("o/r"))
 	s := snapshot(t, r2)
 	if len(s.Refs) != 0 || len(s.Packs) != 0 || s.Public {
 		t.Fatalf("recreated repo not empty: %+v", s)
@@ -527,7 +532,7 @@ func TestRepackKeepsObjectsAndGCRetiresLater(t *testing.T) {
 
 func testRepackKeepsObjectsAndGCRetiresLater(t *testing.T, st objstore.Store) {
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	c1 := pushFirst(t, d, r, g)
 	c2 := g.commit()
@@ -562,7 +567,7 @@ func testRepackKeepsObjectsAndGCRetiresLater(t *testing.T, st objstore.Store) {
 		t.Fatal(err)
 	}
 	// 3 old packs with their idx, the new pack with idx and bitmap.
-	if stats.DeletedKeys != 0 || len(storeKeys(t, st, packPrefix("o", "r"))) != 9 {
+	if stats.DeletedKeys != 0 || len(storeKeys(t, st, packPrefix(names.MustParse("o/r")))) != 9 {
 		t.Fatalf("GC inside grace: %+v", stats)
 	}
 	stats, err = gc(r, now.Add(2*time.Hour), time.Hour)
@@ -572,14 +577,14 @@ func testRepackKeepsObjectsAndGCRetiresLater(t *testing.T, st objstore.Store) {
 	if stats.Retired != 3 || stats.DeletedKeys != 6 {
 		t.Fatalf("GC after grace: %+v", stats)
 	}
-	pk, ik := PackKeys("o", "r", info.Name)
-	if keys := storeKeys(t, st, packPrefix("o", "r")); !slices.Equal(keys, []string{BitmapKey("o", "r", info.Name), ik, pk}) {
+	pk, ik := PackKeys(names.MustParse("o/r"), info.Name)
+	if keys := storeKeys(t, st, packPrefix(names.MustParse("o/r"))); !slices.Equal(keys, []string{BitmapKey(names.MustParse("o/r"), info.Name), ik, pk}) {
 		t.Fatalf("pack objects after GC = %v", keys)
 	}
 	// A fresh node reads everything from the single pack.
 	d2 := newDeps(t, st)
 	r.Close(ctx)
-	r2, err := Open(ctx, d2, "o", "r")
+	r2, err := Open(ctx, d2, names.MustParse("o/r"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -590,7 +595,7 @@ func testRepackKeepsObjectsAndGCRetiresLater(t *testing.T, st objstore.Store) {
 func TestGCDeletesOnlyOldUnlistedPacks(t *testing.T) {
 	st := memstore.New()
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	c1 := pushFirst(t, d, r, g)
 	c2 := g.commit()
@@ -608,7 +613,7 @@ func TestGCDeletesOnlyOldUnlistedPacks(t *testing.T) {
 	}
 	r.Close(ctx)
 	// A writer on another node (a fresh handle) once the pack is old.
-	r2, err := Open(ctx, d, "o", "r")
+	r2, err := Open(ctx, d, names.MustParse("o/r"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +626,7 @@ func TestGCDeletesOnlyOldUnlistedPacks(t *testing.T) {
 		t.Fatalf("GC of an old staged pack: %+v", stats)
 	}
 	s := snapshot(t, r2)
-	if len(s.Packs) != 1 || len(storeKeys(t, st, packPrefix("o", "r"))) != 2 {
+	if len(s.Packs) != 1 || len(storeKeys(t, st, packPrefix(names.MustParse("o/r")))) != 2 {
 		t.Fatalf("listed pack lost: %+v", s.Packs)
 	}
 	_, _, err = s.Objects().ReadObject(c1)
@@ -636,17 +641,17 @@ func TestGCDeletesOnlyOldUnlistedPacks(t *testing.T) {
 func TestOrphanGC(t *testing.T) {
 	st := memstore.New()
 	d := newDeps(t, st)
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	pushFirst(t, d, r, g)
 	now := time.Now().Add(2 * time.Hour)
-	if _, err := PlanOrphanGC(ctx, d, "o", "r", now, time.Hour); !errors.Is(err, ErrExists) {
+	if _, err := PlanOrphanGC(ctx, d, names.MustParse("o/r"), now, time.Hour); !errors.Is(err, ErrExists) {
 		t.Fatalf("orphan GC of a live repository: %v, want ErrExists", err)
 	}
-	if err := refdb.Destroy(ctx, st, dbPrefix("o", "r")); err != nil {
+	if err := refdb.Destroy(ctx, st, dbPrefix(names.MustParse("o/r"))); err != nil {
 		t.Fatal(err)
 	}
-	p, err := PlanOrphanGC(ctx, d, "o", "r", now, time.Hour)
+	p, err := PlanOrphanGC(ctx, d, names.MustParse("o/r"), now, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -654,14 +659,14 @@ func TestOrphanGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stats.DeletedKeys != 2 || len(storeKeys(t, st, packPrefix("o", "r"))) != 0 {
-		t.Fatalf("orphan GC: %+v, left %v", stats, storeKeys(t, st, packPrefix("o", "r")))
+	if stats.DeletedKeys != 2 || len(storeKeys(t, st, packPrefix(names.MustParse("o/r")))) != 0 {
+		t.Fatalf("orphan GC: %+v, left %v", stats, storeKeys(t, st, packPrefix(names.MustParse("o/r"))))
 	}
 }
 
 func TestRepackDropsUnreachableAndDetectsConcurrentPush(t *testing.T) {
 	d := newDeps(t, memstore.New())
-	r := create(t, d, "o", "r")
+	r := create(t, d, names.MustParse("o/r"))
 	g := newGitRepo(t)
 	c1 := pushFirst(t, d, r, g)
 	c2 := g.commit()
@@ -710,10 +715,10 @@ func BenchmarkSnapshotUnchanged(b *testing.B) {
 	}
 	defer c.Close()
 	d := Deps{Store: st, Cache: c}
-	if err := Create(ctx, d, "o", "r"); err != nil {
+	if err := Create(ctx, d, names.MustParse("o/r")); err != nil {
 		b.Fatal(err)
 	}
-	r, err := Open(ctx, d, "o", "r")
+	r, err := Open(ctx, d, names.MustParse("o/r"))
 	if err != nil {
 		b.Fatal(err)
 	}

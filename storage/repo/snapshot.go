@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rgit/rgit/storage/bitmap"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/packcache"
@@ -29,12 +30,12 @@ type Ref struct {
 // It is immutable apart from a lazily filled peel cache, safe for
 // concurrent use, and must be closed.
 type Snapshot struct {
-	Owner, Name string
-	Seq         uint64
-	Refs        []Ref // sorted by name
-	Head        string
-	Public      bool
-	Packs       []PackInfo // sorted by name
+	Repo   names.Repo
+	Seq    uint64
+	Refs   []Ref // sorted by name
+	Head   string
+	Public bool
+	Packs  []PackInfo // sorted by name
 
 	st        *state
 	set       *sharedSet
@@ -157,7 +158,7 @@ func (s *sharedSet) release() {
 // packs' indexes: a pack body is read while it arrives
 // (packcache.GetArriving), so a clone streams it as it downloads. On error
 // nothing stays acquired.
-func openSet(ctx context.Context, d Deps, owner, name string, st *state) (*sharedSet, error) {
+func openSet(ctx context.Context, d Deps, r names.Repo, st *state) (*sharedSet, error) {
 	if d.Cache == nil && len(st.packs) > 0 {
 		return nil, errors.New("no pack cache configured")
 	}
@@ -168,7 +169,7 @@ func openSet(ctx context.Context, d Deps, owner, name string, st *state) (*share
 	g.SetLimit(openParallel)
 	for i, p := range st.packs {
 		g.Go(func() error {
-			pk, ik := PackKeys(owner, name, p.Name)
+			pk, ik := PackKeys(r, p.Name)
 			pk2, rel, err := d.Cache.GetArriving(gctx, pk, ik, p.Name)
 			if err != nil {
 				return fmt.Errorf("pack %s: %w", p.Name, err)
@@ -216,20 +217,20 @@ func (r *Repo) Snapshot(ctx context.Context) (*Snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return nil, fmt.Errorf("snapshot %s/%s: %w", r.owner, r.name, refdb.ErrClosed)
+		return nil, fmt.Errorf("snapshot %s: %w", r.name, refdb.ErrClosed)
 	}
 	st := r.state
 	if st == nil || st.seq != v.Seq() {
 		var err error
 		if st, err = parseState(v); err != nil {
-			return nil, fmt.Errorf("snapshot %s/%s: %w", r.owner, r.name, err)
+			return nil, fmt.Errorf("snapshot %s: %w", r.name, err)
 		}
 	}
 	set := r.set
 	if set == nil || set.key != st.setKey || set.failed() {
 		var err error
-		if set, err = openSet(ctx, r.d, r.owner, r.name, st); err != nil {
-			return nil, fmt.Errorf("snapshot %s/%s: %w", r.owner, r.name, err)
+		if set, err = openSet(ctx, r.d, r.name, st); err != nil {
+			return nil, fmt.Errorf("snapshot %s: %w", r.name, err)
 		}
 		set.acquire() // the Repo's reference
 		if r.set != nil {
@@ -239,12 +240,12 @@ func (r *Repo) Snapshot(ctx context.Context) (*Snapshot, error) {
 	}
 	r.state = st
 	set.acquire()
-	return newSnapshot(r.owner, r.name, st, set), nil
+	return newSnapshot(r.name, st, set), nil
 }
 
-func newSnapshot(owner, name string, st *state, set *sharedSet) *Snapshot {
+func newSnapshot(r names.Repo, st *state, set *sharedSet) *Snapshot {
 	return &Snapshot{
-		Owner: owner, Name: name, Seq: st.seq,
+		Repo: r, Seq: st.seq,
 		Refs: st.refs, Head: st.head, Public: st.public, Packs: st.packs,
 		st: st, set: set,
 	}
@@ -287,7 +288,7 @@ func (s *Snapshot) Peeled(id object.ID) (peeled object.ID, isTag bool, err error
 	}
 	res, err = peel(s.set.set, id)
 	if err != nil {
-		return object.ID{}, false, fmt.Errorf("peel %s in %s/%s: %w", id, s.Owner, s.Name, err)
+		return object.ID{}, false, fmt.Errorf("peel %s in %s: %w", id, s.Repo, err)
 	}
 	s.st.peelMu.Lock()
 	s.st.peeled[id] = res

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/refdb"
@@ -63,22 +64,22 @@ func (c RefUpdate) Kind() auth.UpdateKind {
 // the UpdateRefs transaction that needs it; until then GC may delete it
 // once it is old enough.
 func (r *Repo) StagePack(ctx context.Context, ix *pack.Indexed) (PackInfo, error) {
-	return StagePack(ctx, r.d, r.owner, r.name, ix)
+	return StagePack(ctx, r.d, r.name, ix)
 }
 
 // StagePack is (*Repo).StagePack for callers that do not hold the database:
 // uploading touches no ref, so sessions run it on their own goroutine and
 // only the UpdateRefs transaction goes through the repository's writer.
-func StagePack(ctx context.Context, d Deps, owner, name string, ix *pack.Indexed) (PackInfo, error) {
+func StagePack(ctx context.Context, d Deps, r names.Repo, ix *pack.Indexed) (PackInfo, error) {
 	packName := "pack-" + ix.Checksum.String()
-	pk, ik := PackKeys(owner, name, packName)
+	pk, ik := PackKeys(r, packName)
 	size, err := putFile(ctx, d, pk, ix.PackPath)
 	if err != nil {
-		return PackInfo{}, fmt.Errorf("stage %s in %s/%s: %w", packName, owner, name, err)
+		return PackInfo{}, fmt.Errorf("stage %s in %s: %w", packName, r, err)
 	}
 	idxSize, err := putFile(ctx, d, ik, ix.IdxPath)
 	if err != nil {
-		return PackInfo{}, fmt.Errorf("stage %s in %s/%s: %w", packName, owner, name, err)
+		return PackInfo{}, fmt.Errorf("stage %s in %s: %w", packName, r, err)
 	}
 	info := PackInfo{Name: packName, Size: size, IdxSize: idxSize, Objects: len(ix.Objects), Created: d.now().UTC()}
 	if d.Cache != nil {
@@ -131,7 +132,7 @@ func (r *Repo) UpdateRefs(ctx context.Context, staged *PackInfo, cmds []RefUpdat
 	active := checkCommands(cmds, results)
 	ps, err := r.Protections()
 	if err != nil {
-		return nil, fmt.Errorf("update refs of %s/%s: %w", r.owner, r.name, err)
+		return nil, fmt.Errorf("update refs of %s: %w", r.name, err)
 	}
 	r.protectionResults(ps, cmds, results)
 	deleted := r.deletedTipOps(ps, cmds)
@@ -155,11 +156,11 @@ func (r *Repo) UpdateRefs(ctx context.Context, staged *PackInfo, cmds []RefUpdat
 		}
 		var ce *refdb.ConflictError
 		if !errors.As(err, &ce) {
-			return nil, fmt.Errorf("update refs of %s/%s: %w", r.owner, r.name, err)
+			return nil, fmt.Errorf("update refs of %s: %w", r.name, err)
 		}
 		i := conflictIndex(cmds, active, ce.Key)
 		if i < 0 {
-			return nil, fmt.Errorf("update refs of %s/%s: unexpected %w", r.owner, r.name, err)
+			return nil, fmt.Errorf("update refs of %s: unexpected %w", r.name, err)
 		}
 		results[i] = fmt.Errorf("%s: %w", cmds[i].Name, ErrStale)
 		active = without(active, i)

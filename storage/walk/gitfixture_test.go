@@ -31,17 +31,14 @@ const fixtureEpoch = 1700000000
 
 func newTestRepo(tb testing.TB) *testRepo {
 	tb.Helper()
-	dir := tb.TempDir()
-	r := &testRepo{tb: tb, dir: dir, now: fixtureEpoch, g: gitrun.New(tb, dir, gitrun.Env{})}
-	r.git("init", "-q", "-b", "main")
-	return r
+	g := gitrun.Scratch(tb, gitrun.Env{Ident: gitrun.Ident{
+		Author: gitrun.Sig{Name: "A", Email: "a@example.com"}, Committer: gitrun.Sig{Name: "C", Email: "c@example.com"}}})
+	return &testRepo{tb: tb, dir: g.Dir, now: fixtureEpoch, g: g}
 }
 
 // run runs git with stdin and returns stdout.
 func (r *testRepo) run(stdin []byte, args ...string) ([]byte, error) {
-	date := strconv.FormatInt(r.now, 10) + " +0000"
-	r.g.Env.Ident = gitrun.Ident{Author: gitrun.Sig{Name: "A", Email: "a@example.com", Date: date},
-		Committer: gitrun.Sig{Name: "C", Email: "c@example.com", Date: date}}
+	r.g.At(r.now)
 	res := r.g.Try(stdin, args...)
 	if !res.OK() {
 		return []byte(res.Stdout), errors.New(res.String())

@@ -26,6 +26,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	rc "github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/refdb"
@@ -422,10 +423,11 @@ func (c *Cluster) Refs(ctx context.Context, repoName string) (map[string]uint64,
 // Entry reads repoName's ownership entry as node sees it.
 func (c *Cluster) Entry(node, repoName string) (rc.Entry, bool) {
 	n := c.Node(node)
-	if n == nil {
+	r, err := names.Parse(repoName)
+	if n == nil || err != nil {
 		return rc.Entry{}, false
 	}
-	return n.OwnershipView().Get(repoName)
+	return n.OwnershipView().Get(r)
 }
 
 // Network is the simulated peer network. A killed node is unreachable; a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	rc "github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -85,12 +86,11 @@ func MeasureRollingRestart(ctx context.Context, cfg PlacementConfig) (PlacementR
 	}
 	defer c.Close()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x91ace))
-	names := make([]string, cfg.Repos)
-	for i := range names {
-		owner, name := "alice", fmt.Sprintf("r%04d", i)
-		names[i] = owner + "/" + name
-		if err := repo.Create(ctx, c.Deps(), owner, name); err != nil {
-			return res, fmt.Errorf("create %s: %w", names[i], err)
+	repoNames := make([]string, cfg.Repos)
+	for i := range repoNames {
+		repoNames[i] = fmt.Sprintf("alice/r%04d", i)
+		if err := repo.Create(ctx, c.Deps(), names.MustParse(repoNames[i])); err != nil {
+			return res, fmt.Errorf("create %s: %w", repoNames[i], err)
 		}
 	}
 	// A running cluster: the leader has heard every node.
@@ -108,7 +108,7 @@ func MeasureRollingRestart(ctx context.Context, cfg PlacementConfig) (PlacementR
 		}
 		return nil
 	}
-	for _, r := range names {
+	for _, r := range repoNames {
 		if err := get(r); err != nil {
 			return res, err
 		}
@@ -116,7 +116,7 @@ func MeasureRollingRestart(ctx context.Context, cfg PlacementConfig) (PlacementR
 
 	traffic := func() error {
 		for range cfg.During {
-			if err := get(names[rng.IntN(len(names))]); err != nil {
+			if err := get(repoNames[rng.IntN(len(repoNames))]); err != nil {
 				return err
 			}
 		}
@@ -152,7 +152,7 @@ func MeasureRollingRestart(ctx context.Context, cfg PlacementConfig) (PlacementR
 	h1, a1 := c.CacheStats()
 	res.DuringHits, res.DuringAccesses = h1-h0, a1-a0
 
-	for _, r := range names {
+	for _, r := range repoNames {
 		if err := get(r); err != nil {
 			return res, err
 		}

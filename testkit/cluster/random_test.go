@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	rc "github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/linearize"
 	"github.com/rgit/rgit/testkit/scale"
@@ -324,10 +325,10 @@ func randomRun(t *testing.T, seed uint64, ro runOpts) *trace {
 	defer settle()
 	defer c.Close()
 	ctx := context.Background()
-	names := make([]string, repos)
-	for i := range names {
-		names[i] = fmt.Sprintf("alice/r%d", i)
-		if err := repo.Create(ctx, c.Deps(), "alice", fmt.Sprintf("r%d", i)); err != nil {
+	repoNames := make([]string, repos)
+	for i := range repoNames {
+		repoNames[i] = fmt.Sprintf("alice/r%d", i)
+		if err := repo.Create(ctx, c.Deps(), names.MustParse(repoNames[i])); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -406,7 +407,7 @@ func randomRun(t *testing.T, seed uint64, ro runOpts) *trace {
 				next = next.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
 				wake(next, workerPhase+time.Duration(w*ops+i)*time.Microsecond)
 				entry := c.Names()[rng.IntN(nodes)]
-				r := names[rng.IntN(repos)]
+				r := repoNames[rng.IntN(repos)]
 				ref := fmt.Sprintf("refs/heads/b%d", rng.IntN(refs))
 				k := r + " " + ref
 				if rng.IntN(3) == 0 {
@@ -472,7 +473,7 @@ func randomRun(t *testing.T, seed uint64, ro runOpts) *trace {
 		// from the heal on, not as "some push was acknowledged".
 		healed := time.Now()
 		for e, entry := range c.Names() {
-			for ri, r := range names {
+			for ri, r := range repoNames {
 				client := workers + e*repos + ri
 				wg.Go(func() {
 					for attempt := 0; ; attempt++ {
@@ -500,7 +501,7 @@ func randomRun(t *testing.T, seed uint64, ro runOpts) *trace {
 	// everything else, by a client of its own.
 	call := time.Now()
 	durable := map[string]map[string]uint64{}
-	for _, r := range names {
+	for _, r := range repoNames {
 		if durable[r], err = c.Refs(ctx, r); err != nil {
 			t.Fatal(err)
 		}

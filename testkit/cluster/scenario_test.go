@@ -13,6 +13,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	rc "github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/datadriven"
@@ -50,13 +51,14 @@ func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, f string) {
 		synctest.Test(t, func(t *testing.T) {
 			w := &world{t: t, t0: time.Now(), sessions: map[string]*actors.Session{}, values: map[string]uint64{}}
+			w.cmds = w.commands()
 			defer w.close()
 			// Settle before every command: replies that actors send
 			// asynchronously (an actor stopping after a fence) land
 			// first, so the output does not depend on scheduling.
 			datadriven.RunFile(t, f, func(cmd string) (string, error) {
 				synctest.Wait()
-				return w.run(cmd)
+				return w.cmds.Run(cmd)
 			})
 		})
 	})
@@ -70,6 +72,7 @@ type world struct {
 	values   map[string]uint64 // next value per repo+ref
 	bg       []chan string
 	bgCmds   []string
+	cmds     datadriven.Commands // go runs its command through them
 }
 
 func (w *world) close() {
@@ -129,239 +132,317 @@ func (w *world) next(repoName, ref string) uint64 {
 	return w.values[k]
 }
 
-func (w *world) run(line string) (string, error) {
-	f := strings.Fields(line)
-	if len(f) == 0 {
-		return "", fmt.Errorf("empty command")
-	}
-	arg := func(i int) string {
-		if i < len(f) {
-			return f[i]
-		}
-		return ""
-	}
-	ctx := context.Background()
-	if f[0] != "start" && f[0] != "go" && f[0] != "wait" && f[0] != "tick" && w.c == nil {
-		return "", fmt.Errorf("no cluster: start first")
-	}
-	switch f[0] {
-	case "start":
-		n, err := strconv.Atoi(arg(1))
-		if err != nil {
-			return "", err
-		}
-		opts := Options{Nodes: n, Steer: actors.SteerOff}
-		for _, o := range f[2:] {
-			k, v, _ := strings.Cut(o, "=")
-			switch {
-			case k == "warm":
-				if opts.WarmTTL, err = time.ParseDuration(v); err != nil {
-					return "", err
+// commands is the scenario language, one handler per command; all but
+// start, go, wait and tick need a started cluster.
+func (w *world) commands() datadriven.Commands {
+	cmds := datadriven.Commands{}
+	for name, h := range map[string]datadriven.Handler{
+		"start":     w.start,
+		"create":    w.create,
+		"route":     w.route,
+		"push":      w.push,
+		"get":       w.get,
+		"hold":      w.hold,
+		"write":     w.write,
+		"end":       w.end,
+		"tick":      w.tick,
+		"connects":  w.connects,
+		"partition": w.partition,
+		"heal":      w.partition,
+		"kill":      w.kill,
+		"restart":   w.restart,
+		"drop":      w.drop,
+		"delay":     w.delay,
+		"drain":     w.drain,
+		"go":        w.goCmd,
+		"wait":      w.wait,
+		"entry":     w.entry,
+		"open":      w.open,
+		"refs":      w.refs,
+		"check":     w.check,
+	} {
+		cmds[name] = h
+		if name != "start" && name != "go" && name != "wait" && name != "tick" {
+			cmds[name] = func(a datadriven.Args) (string, error) {
+				if w.c == nil {
+					return "", fmt.Errorf("no cluster: start first")
 				}
-			case o == "steer=on":
-				opts.Steer = actors.SteerOn
-			case o == "steer=off":
-			default:
-				return "", fmt.Errorf("start: unknown option %q", o)
+				return h(a)
 			}
 		}
-		if w.c, err = New(opts); err != nil {
-			return "", err
-		}
-		synctest.Wait()
-		return fmt.Sprintf("started %d nodes, leader n0", n), nil
-	case "create":
-		o, nm := splitRepo(arg(1))
-		return "created " + arg(1), repo.Create(ctx, w.c.Deps(), o, nm)
-	case "route":
-		n := w.c.Node(node(arg(1)))
-		if n == nil {
-			return "node down", nil
-		}
-		o, nm := splitRepo(arg(2))
-		r, err := n.Route(ctx, o, nm)
+	}
+	return cmds
+}
+
+func (w *world) start(a datadriven.Args) (string, error) {
+	n, err := strconv.Atoi(a.At(1))
+	if err != nil {
+		return "", err
+	}
+	opts := Options{Nodes: n, Steer: actors.SteerOff}
+	for _, o := range a[2:] {
+		k, v, _ := strings.Cut(o, "=")
 		switch {
-		case err != nil:
-			return fmtErr(err), nil
-		case r.Local:
-			return "local", nil
-		}
-		return "forward " + short(r.Node), nil
-	case "push":
-		start := time.Now()
-		v := w.next(arg(2), arg(3))
-		by, epoch, err := w.c.Push(ctx, node(arg(1)), arg(2), "refs/heads/"+arg(3), v)
-		if err != nil {
-			return fmt.Sprintf("%s at %s after %s", fmtErr(err), short(by), time.Since(start)), nil
-		}
-		return fmt.Sprintf("%s=%d by %s epoch=%d after %s", arg(3), v, short(by), epoch, time.Since(start)), nil
-	case "get":
-		start := time.Now()
-		by, v, ok, err := w.c.Get(ctx, node(arg(1)), arg(2), "refs/heads/main")
-		if err != nil {
-			return fmt.Sprintf("%s at %s after %s", fmtErr(err), short(by), time.Since(start)), nil
-		}
-		val := "none"
-		if ok {
-			val = strconv.FormatUint(v, 10)
-		}
-		return fmt.Sprintf("main=%s from %s after %s", val, short(by), time.Since(start)), nil
-	case "hold":
-		n := w.c.Node(node(arg(1)))
-		if n == nil {
-			return "node down", nil
-		}
-		o, nm := splitRepo(arg(2))
-		s, err := n.Session(ctx, o, nm)
-		if err != nil {
-			return fmtErr(err), nil
-		}
-		w.sessions[arg(3)] = s
-		return fmt.Sprintf("session %s on %s epoch=%d", arg(3), arg(1), s.Epoch), nil
-	case "write":
-		s, ok := w.sessions[arg(1)]
-		if !ok {
-			return "", fmt.Errorf("no session %s", arg(1))
-		}
-		key := s.Info.Owner + "/" + s.Info.Name
-		v := w.next(key, arg(2))
-		ref := "refs/heads/" + arg(2)
-		old, _ := s.Snapshot.Ref(ref)
-		res, err := s.UpdateRefs(ctx, nil, []repo.RefUpdate{{Name: ref, Old: old, New: RefID(v)}}, true)
-		if err == nil {
-			err = res[0]
-		}
-		if err != nil {
-			return fmtErr(err), nil
-		}
-		return fmt.Sprintf("%s=%d", arg(2), v), nil
-	case "end":
-		if s, ok := w.sessions[arg(1)]; ok {
-			s.Release()
-			delete(w.sessions, arg(1))
-		}
-		return "ended " + arg(1), nil
-	case "tick":
-		d, err := time.ParseDuration(arg(1))
-		if err != nil {
-			return "", err
-		}
-		time.Sleep(d)
-		synctest.Wait()
-		return "t=" + w.rel(), nil
-	case "connects":
-		limit, err := strconv.Atoi(strings.TrimPrefix(arg(3), "below="))
-		if err != nil {
-			return "", fmt.Errorf("connects: %q: want below=N", arg(3))
-		}
-		if n := w.c.Net.Attempts(node(arg(1)), node(arg(2))); n >= limit {
-			return fmt.Sprintf("%d connects %s → %s, not below %d", n, arg(1), arg(2), limit), nil
-		}
-		return fmt.Sprintf("fewer than %d connects %s → %s", limit, arg(1), arg(2)), nil
-	case "partition", "heal":
-		w.c.Net.Partition(node(arg(1)), f[0] == "partition")
-		return f[0] + " " + arg(1), nil
-	case "kill":
-		if err := w.c.Kill(node(arg(1))); err != nil {
-			return "", err
-		}
-		return "killed " + arg(1), nil
-	case "restart":
-		if err := w.c.Restart(node(arg(1))); err != nil {
-			return "", err
-		}
-		synctest.Wait()
-		return "restarted " + arg(1), nil
-	case "drop":
-		cnt := 1
-		if arg(3) != "" {
-			var err error
-			if cnt, err = strconv.Atoi(arg(3)); err != nil {
+		case k == "warm":
+			if opts.WarmTTL, err = time.ParseDuration(v); err != nil {
 				return "", err
 			}
+		case o == "steer=on":
+			opts.Steer = actors.SteerOn
+		case o == "steer=off":
+		default:
+			return "", fmt.Errorf("start: unknown option %q", o)
 		}
-		w.c.Net.Drop(node(arg(1)), node(arg(2)), cnt)
-		return fmt.Sprintf("dropping %d %s→%s", cnt, arg(1), arg(2)), nil
-	case "delay":
-		d, err := time.ParseDuration(arg(1))
-		if err != nil {
-			return "", err
-		}
-		w.c.Net.SetDelay(d)
-		return "delay " + d.String(), nil
-	case "drain":
-		n := w.c.Node(node(arg(1)))
-		if n == nil {
-			return "node down", nil
-		}
-		start := time.Now()
-		if err := n.Drain(ctx); err != nil {
-			return fmtErr(err), nil
-		}
-		return fmt.Sprintf("drained %s after %s", arg(1), time.Since(start)), nil
-	case "go":
-		ch := make(chan string, 1)
-		rest := strings.Join(f[1:], " ")
-		go func() {
-			out, err := w.run(rest)
-			if err != nil {
-				out = "error: " + err.Error()
-			}
-			ch <- out
-		}()
-		w.bg = append(w.bg, ch)
-		w.bgCmds = append(w.bgCmds, rest)
-		synctest.Wait()
-		return "started: " + rest, nil
-	case "wait":
-		var out []string
-		for i, ch := range w.bg {
-			out = append(out, w.bgCmds[i]+": "+<-ch)
-		}
-		w.bg, w.bgCmds = nil, nil
-		return strings.Join(out, "\n"), nil
-	case "entry":
-		e, ok := w.c.Entry(node(arg(1)), arg(2))
-		if !ok {
-			return "no entry", nil
-		}
-		live := "expired"
-		if e.Live(time.Now()) {
-			live = "live"
-		}
-		return fmt.Sprintf("%s epoch=%d expires=%s (%s)", short(e.Node), e.Epoch, e.Expires.Sub(w.t0), live), nil
-	case "open":
-		n := w.c.Node(node(arg(1)))
-		if n == nil {
-			return "node down", nil
-		}
-		open, err := n.OpenRepos(ctx)
-		if err != nil {
-			return "", err
-		}
-		return "open [" + strings.Join(open, " ") + "]", nil
-	case "refs":
-		refs, err := w.c.Refs(ctx, arg(1))
-		if err != nil {
-			return "", err
-		}
-		names := make([]string, 0, len(refs))
-		for k := range refs {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		var parts []string
-		for _, k := range names {
-			parts = append(parts, fmt.Sprintf("%s=%d", strings.TrimPrefix(k, "refs/heads/"), refs[k]))
-		}
-		return strings.Join(parts, " "), nil
-	case "check":
-		if v := w.c.Violations(); len(v) > 0 {
-			return "violations: " + strings.Join(v, "; "), nil
-		}
-		return "one writer per epoch", nil
 	}
-	return "", fmt.Errorf("unknown command %q", f[0])
+	if w.c, err = New(opts); err != nil {
+		return "", err
+	}
+	synctest.Wait()
+	return fmt.Sprintf("started %d nodes, leader n0", n), nil
+}
+
+func (w *world) create(a datadriven.Args) (string, error) {
+	ctx := context.Background()
+	r, err := names.Parse(a.At(1))
+	if err != nil {
+		return "", err
+	}
+	return "created " + a.At(1), repo.Create(ctx, w.c.Deps(), r)
+}
+
+func (w *world) route(a datadriven.Args) (string, error) {
+	ctx := context.Background()
+	n := w.c.Node(node(a.At(1)))
+	if n == nil {
+		return "node down", nil
+	}
+	o, nm := splitRepo(a.At(2))
+	r, err := n.Route(ctx, o, nm)
+	switch {
+	case err != nil:
+		return fmtErr(err), nil
+	case r.Local:
+		return "local", nil
+	}
+	return "forward " + short(r.Node), nil
+}
+
+func (w *world) push(a datadriven.Args) (string, error) {
+	ctx := context.Background()
+	start := time.Now()
+	v := w.next(a.At(2), a.At(3))
+	by, epoch, err := w.c.Push(ctx, node(a.At(1)), a.At(2), "refs/heads/"+a.At(3), v)
+	if err != nil {
+		return fmt.Sprintf("%s at %s after %s", fmtErr(err), short(by), time.Since(start)), nil
+	}
+	return fmt.Sprintf("%s=%d by %s epoch=%d after %s", a.At(3), v, short(by), epoch, time.Since(start)), nil
+}
+
+func (w *world) get(a datadriven.Args) (string, error) {
+	ctx := context.Background()
+	start := time.Now()
+	by, v, ok, err := w.c.Get(ctx, node(a.At(1)), a.At(2), "refs/heads/main")
+	if err != nil {
+		return fmt.Sprintf("%s at %s after %s", fmtErr(err), short(by), time.Since(start)), nil
+	}
+	val := "none"
+	if ok {
+		val = strconv.FormatUint(v, 10)
+	}
+	return fmt.Sprintf("main=%s from %s after %s", val, short(by), time.Since(start)), nil
+}
+
+func (w *world) hold(a datadriven.Args) (string, error) {
+	ctx := context.Background()
+	n := w.c.Node(node(a.At(1)))
+	if n == nil {
+		return "node down", nil
+	}
+	o, nm := splitRepo(a.At(2))
+	s, err := n.Session(ctx, o, nm)
+	if err != nil {
+		return fmtErr(err), nil
+	}
+	w.sessions[a.At(3)] = s
+	return fmt.Sprintf("session %s on %s epoch=%d", a.At(3), a.At(1), s.Epoch), nil
+}
+
+func (w *world) write(a datadriven.Args) (string, error) {
+	ctx := context.Background()
+	s, ok := w.sessions[a.At(1)]
+	if !ok {
+		return "", fmt.Errorf("no session %s", a.At(1))
+	}
+	key := s.Info.Repo.String()
+	v := w.next(key, a.At(2))
+	ref := "refs/heads/" + a.At(2)
+	old, _ := s.Snapshot.Ref(ref)
+	res, err := s.UpdateRefs(ctx, nil, []repo.RefUpdate{{Name: ref, Old: old, New: RefID(v)}}, true)
+	if err == nil {
+		err = res[0]
+	}
+	if err != nil {
+		return fmtErr(err), nil
+	}
+	return fmt.Sprintf("%s=%d", a.At(2), v), nil
+}
+
+func (w *world) end(a datadriven.Args) (string, error) {
+	if s, ok := w.sessions[a.At(1)]; ok {
+		s.Release()
+		delete(w.sessions, a.At(1))
+	}
+	return "ended " + a.At(1), nil
+}
+
+func (w *world) tick(a datadriven.Args) (string, error) {
+	d, err := time.ParseDuration(a.At(1))
+	if err != nil {
+		return "", err
+	}
+	time.Sleep(d)
+	synctest.Wait()
+	return "t=" + w.rel(), nil
+}
+
+func (w *world) connects(a datadriven.Args) (string, error) {
+	limit, err := strconv.Atoi(strings.TrimPrefix(a.At(3), "below="))
+	if err != nil {
+		return "", fmt.Errorf("connects: %q: want below=N", a.At(3))
+	}
+	if n := w.c.Net.Attempts(node(a.At(1)), node(a.At(2))); n >= limit {
+		return fmt.Sprintf("%d connects %s → %s, not below %d", n, a.At(1), a.At(2), limit), nil
+	}
+	return fmt.Sprintf("fewer than %d connects %s → %s", limit, a.At(1), a.At(2)), nil
+}
+
+func (w *world) partition(a datadriven.Args) (string, error) {
+	w.c.Net.Partition(node(a.At(1)), a[0] == "partition")
+	return a[0] + " " + a.At(1), nil
+}
+
+func (w *world) kill(a datadriven.Args) (string, error) {
+	if err := w.c.Kill(node(a.At(1))); err != nil {
+		return "", err
+	}
+	return "killed " + a.At(1), nil
+}
+
+func (w *world) restart(a datadriven.Args) (string, error) {
+	if err := w.c.Restart(node(a.At(1))); err != nil {
+		return "", err
+	}
+	synctest.Wait()
+	return "restarted " + a.At(1), nil
+}
+
+func (w *world) drop(a datadriven.Args) (string, error) {
+	cnt := 1
+	if a.At(3) != "" {
+		var err error
+		if cnt, err = strconv.Atoi(a.At(3)); err != nil {
+			return "", err
+		}
+	}
+	w.c.Net.Drop(node(a.At(1)), node(a.At(2)), cnt)
+	return fmt.Sprintf("dropping %d %s→%s", cnt, a.At(1), a.At(2)), nil
+}
+
+func (w *world) delay(a datadriven.Args) (string, error) {
+	d, err := time.ParseDuration(a.At(1))
+	if err != nil {
+		return "", err
+	}
+	w.c.Net.SetDelay(d)
+	return "delay " + d.String(), nil
+}
+
+func (w *world) drain(a datadriven.Args) (string, error) {
+	ctx := context.Background()
+	n := w.c.Node(node(a.At(1)))
+	if n == nil {
+		return "node down", nil
+	}
+	start := time.Now()
+	if err := n.Drain(ctx); err != nil {
+		return fmtErr(err), nil
+	}
+	return fmt.Sprintf("drained %s after %s", a.At(1), time.Since(start)), nil
+}
+
+func (w *world) goCmd(a datadriven.Args) (string, error) {
+	ch := make(chan string, 1)
+	rest := strings.Join(a[1:], " ")
+	go func() {
+		out, err := w.cmds.Run(rest)
+		if err != nil {
+			out = "error: " + err.Error()
+		}
+		ch <- out
+	}()
+	w.bg = append(w.bg, ch)
+	w.bgCmds = append(w.bgCmds, rest)
+	synctest.Wait()
+	return "started: " + rest, nil
+}
+
+func (w *world) wait(a datadriven.Args) (string, error) {
+	var out []string
+	for i, ch := range w.bg {
+		out = append(out, w.bgCmds[i]+": "+<-ch)
+	}
+	w.bg, w.bgCmds = nil, nil
+	return strings.Join(out, "\n"), nil
+}
+
+func (w *world) entry(a datadriven.Args) (string, error) {
+	e, ok := w.c.Entry(node(a.At(1)), a.At(2))
+	if !ok {
+		return "no entry", nil
+	}
+	live := "expired"
+	if e.Live(time.Now()) {
+		live = "live"
+	}
+	return fmt.Sprintf("%s epoch=%d expires=%s (%s)", short(e.Node), e.Epoch, e.Expires.Sub(w.t0), live), nil
+}
+
+func (w *world) open(a datadriven.Args) (string, error) {
+	ctx := context.Background()
+	n := w.c.Node(node(a.At(1)))
+	if n == nil {
+		return "node down", nil
+	}
+	open, err := n.OpenRepos(ctx)
+	if err != nil {
+		return "", err
+	}
+	return "open [" + strings.Join(open, " ") + "]", nil
+}
+
+func (w *world) refs(a datadriven.Args) (string, error) {
+	ctx := context.Background()
+	refs, err := w.c.Refs(ctx, a.At(1))
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, 0, len(refs))
+	for k := range refs {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var parts []string
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%s=%d", strings.TrimPrefix(k, "refs/heads/"), refs[k]))
+	}
+	return strings.Join(parts, " "), nil
+}
+
+func (w *world) check(a datadriven.Args) (string, error) {
+	if v := w.c.Violations(); len(v) > 0 {
+		return "violations: " + strings.Join(v, "; "), nil
+	}
+	return "one writer per epoch", nil
 }
 
 func splitRepo(s string) (string, string) {

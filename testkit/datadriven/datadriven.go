@@ -148,3 +148,47 @@ func Walk(t *testing.T, dir string, fn func(t *testing.T, path string)) {
 		t.Run(filepath.Base(f), func(t *testing.T) { fn(t, f) })
 	}
 }
+
+// Args is one command line split into words, the command's name first.
+type Args []string
+
+// At is word i (1 is the first argument), or "" past the end.
+func (a Args) At(i int) string {
+	if i < len(a) {
+		return a[i]
+	}
+	return ""
+}
+
+// Keys reads the arguments (every word after the name) as key=value.
+func (a Args) Keys() (map[string]string, error) {
+	kv := make(map[string]string, len(a))
+	for _, w := range a[1:] {
+		k, v, ok := strings.Cut(w, "=")
+		if !ok {
+			return nil, fmt.Errorf("argument %q: want key=value", w)
+		}
+		kv[k] = v
+	}
+	return kv, nil
+}
+
+// Handler runs one command of a scenario language.
+type Handler func(a Args) (string, error)
+
+// Commands is a scenario language: one handler per command name.
+type Commands map[string]Handler
+
+// Run runs line through the handler its first word names; an empty line
+// or an unknown command is an error. It is RunFile's run.
+func (c Commands) Run(line string) (string, error) {
+	a := Args(strings.Fields(line))
+	if len(a) == 0 {
+		return "", fmt.Errorf("empty command: %w", ErrSyntax)
+	}
+	h, ok := c[a[0]]
+	if !ok {
+		return "", fmt.Errorf("unknown command %q", a[0])
+	}
+	return h(a)
+}

@@ -32,3 +32,34 @@ func TestRewriteMode(t *testing.T) {
 		}
 	}
 }
+
+// Commands.Run hands each line to the handler its first word names, with
+// every word; empty lines and unknown commands are errors.
+func TestCommandsRun(t *testing.T) {
+	cmds := Commands{
+		"echo": func(a Args) (string, error) { return a.At(1) + "|" + a.At(2), nil },
+		"kv": func(a Args) (string, error) {
+			kv, err := a.Keys()
+			return kv["x"], err
+		},
+	}
+	for _, tc := range []struct{ line, want, err string }{
+		{line: "echo a", want: "a|"},
+		{line: "  echo a  b ", want: "a|b"},
+		{line: "kv x=1 y=2", want: "1"},
+		{line: "kv x", err: `argument "x": want key=value`},
+		{line: "nope", err: `unknown command "nope"`},
+		{line: " ", err: "empty command: datadriven: malformed scenario"},
+	} {
+		got, err := cmds.Run(tc.line)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("Run(%q) = %q, %v; want error %q", tc.line, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("Run(%q) = %q, %v; want %q", tc.line, got, err, tc.want)
+		}
+	}
+}

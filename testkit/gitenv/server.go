@@ -14,12 +14,12 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/rgit/rgit/cmd/config"
-	"github.com/rgit/rgit/cmd/serve"
 	"github.com/rgit/rgit/testkit/freeport"
 	"github.com/rgit/rgit/testkit/s3local"
 	"github.com/rgit/rgit/testkit/syncbuf"
 	"github.com/rgit/rgit/transport/admin"
+	"github.com/rgit/rgit/transport/node"
+	"github.com/rgit/rgit/transport/node/config"
 )
 
 // Store is where a test server keeps its data.
@@ -44,10 +44,10 @@ func S3Store(t testing.TB, prefix string) Store {
 // Server is an in-process rgit node for end-to-end tests. Its logs are
 // kept in memory and printed (tail) when the test fails.
 type Server struct {
-	*serve.Server
+	*node.Server
 	Store Store
 	cfg   *config.Config
-	opts  []serve.Option
+	opts  []node.Option
 	log   *zap.Logger
 	logs  *syncbuf.Buffer
 }
@@ -62,7 +62,7 @@ func StartServer(t testing.TB, store Store, vars ...string) *Server {
 }
 
 // StartServerOpts is StartServer with serve options (probe intervals).
-func StartServerOpts(t testing.TB, store Store, opts []serve.Option, vars ...string) *Server {
+func StartServerOpts(t testing.TB, store Store, opts []node.Option, vars ...string) *Server {
 	t.Helper()
 	for _, kv := range store.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -124,7 +124,7 @@ func StartServerOpts(t testing.TB, store Store, opts []serve.Option, vars ...str
 func (s *Server) start() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := serve.Start(ctx, s.cfg, s.log, s.opts...)
+	srv, err := node.Start(ctx, s.cfg, s.log, s.opts...)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -163,6 +164,23 @@ func New(t testing.TB, dir string, env Env) *Repo {
 	t.Helper()
 	need.Tool(t, "git")
 	return &Repo{T: t, Dir: dir, Env: env}
+}
+
+// Scratch returns a Repo over a new repository on branch main (git init)
+// in a temporary directory removed when the test ends: the one scratch
+// repository tests build histories in.
+func Scratch(t testing.TB, env Env) *Repo {
+	t.Helper()
+	r := New(t, t.TempDir(), env)
+	r.Run("init", "-q", "-b", "main")
+	return r
+}
+
+// At dates the next commits (author and committer) at Unix time unix,
+// UTC, keeping the names: tests that need commit times in order move it.
+func (r *Repo) At(unix int64) {
+	d := strconv.FormatInt(unix, 10) + " +0000"
+	r.Env.Ident.Author.Date, r.Env.Ident.Committer.Date = d, d
 }
 
 // Try runs git with stdin (may be nil) and returns the result whether or

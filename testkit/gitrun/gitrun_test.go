@@ -64,3 +64,17 @@ func TestTryReportsFailure(t *testing.T) {
 		t.Fatalf("want a failure naming the command, got %s", res)
 	}
 }
+
+// TestScratchAt: Scratch starts an empty repository on main, and At dates
+// both sides of the next commit, keeping the names.
+func TestScratchAt(t *testing.T) {
+	r := Scratch(t, Env{Ident: Ident{Sig{"A", "a@x", ""}, Sig{"C", "c@x", ""}}})
+	if got := r.Run("symbolic-ref", "HEAD"); got != "refs/heads/main" {
+		t.Fatalf("HEAD = %q, want refs/heads/main", got)
+	}
+	r.At(1700000060)
+	r.Run("commit", "-q", "--allow-empty", "-m", "m")
+	if got := r.Run("log", "-1", "--format=%an %at|%cn %ct"); got != "A 1700000060|C 1700000060" {
+		t.Fatalf("commit = %q, want A and C at 1700000060", got)
+	}
+}

@@ -12,10 +12,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/rgit/rgit/cmd/config"
-	"github.com/rgit/rgit/cmd/serve"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/redistest"
+	"github.com/rgit/rgit/transport/node"
+	"github.com/rgit/rgit/transport/node/config"
 )
 
 func apiGet(t *testing.T, url, token string) (int, http.Header, string) {
@@ -62,11 +62,11 @@ func TestClusterReadAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := serve.StartAPI(context.Background(), cfg, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "RGIT_PEER_SECRET") {
+	if _, err := node.StartAPI(context.Background(), cfg, zap.NewNop()); err == nil || !strings.Contains(err.Error(), "RGIT_PEER_SECRET") {
 		t.Fatalf("api-serve without the peer secret: %v", err)
 	}
 	cfg.PeerSecret = c.Secret
-	api, err := serve.StartAPI(context.Background(), cfg, zap.NewNop())
+	api, err := node.StartAPI(context.Background(), cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

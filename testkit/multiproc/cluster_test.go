@@ -16,6 +16,7 @@ import (
 
 	rc "github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/testkit/gitenv"
 )
 
@@ -184,7 +185,7 @@ func (c *Cluster) nonLeaderRepo(prefix string) string {
 	}
 	for i := 0; ; i++ {
 		r := fmt.Sprintf("alice/%s-%d", prefix, i)
-		if rc.Rendezvous(r, live) != c.Nodes[0].Name {
+		if rc.Rendezvous(names.MustParse(r), live) != c.Nodes[0].Name {
 			return r
 		}
 	}

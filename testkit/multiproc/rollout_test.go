@@ -14,6 +14,7 @@ import (
 	"time"
 
 	rc "github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/transport/admin"
 )
@@ -192,7 +193,7 @@ func TestDrainPrewarmsSuccessor(t *testing.T) {
 	}
 	var next *Node
 	for _, n := range c.Nodes {
-		if n.Name == rc.Rendezvous(repo, rest) {
+		if n.Name == rc.Rendezvous(names.MustParse(repo), rest) {
 			next = n
 		}
 	}

@@ -4,7 +4,7 @@
 // repository that must answer 503 with Retry-After, the health endpoints,
 // the store requests the node sent meanwhile, and how long the node takes
 // to accept a push once the store is back. The end-to-end test in
-// cmd/serve asserts on its Result; `rgit-bench outage` prints it.
+// transport/node asserts on its Result; `rgit-bench outage` prints it.
 //
 // It is test infrastructure: it imports the standard library and
 // testkit/gitrun.

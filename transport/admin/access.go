@@ -142,10 +142,11 @@ func (s *Server) actingAs(ctx context.Context, command, arg, as string) (string,
 	if err := names.ValidateOwner(as); err != nil {
 		return "", fmt.Errorf("%w: --as: %w", ErrUsage, err)
 	}
-	owner, name, err := s.existing(ctx, arg)
+	rp, err := s.existing(ctx, arg)
 	if err != nil {
 		return "", err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	info, err := s.Node.Settings(ctx, owner, name)
 	if err != nil {
 		return "", err
@@ -155,7 +156,7 @@ func (s *Server) actingAs(ctx context.Context, command, arg, as string) (string,
 		need = auth.Read
 	}
 	id := auth.Identity{Owner: as, Authenticated: true}
-	if d := auth.Decide(id, info.AccessInfo(), true, need); d != auth.Allow {
+	if d := auth.Decide(id, info, true, need); d != auth.Allow {
 		s.audit(as, command, zap.String("repo", owner+"/"+name), zap.String("refused", d.String()))
 		if d == auth.NotFound {
 			// As over git: a repository the user may not read is missing.
@@ -179,8 +180,8 @@ func (s *Server) accessTo(ctx context.Context, command, arg, as string) (who, ow
 	if who, err = s.actingAs(ctx, command, arg, as); err != nil {
 		return "", "", "", err
 	}
-	owner, name, err = s.existing(ctx, arg)
-	return who, owner, name, err
+	r, err := s.existing(ctx, arg)
+	return who, r.Owner(), r.Name(), err
 }
 
 func (s *Server) grant(ctx context.Context, m Grant) (Message, error) {
@@ -288,10 +289,11 @@ func (s *Server) addToken(ctx context.Context, m AddToken) (Message, error) {
 		o.Expires = time.Now().UTC().Add(d)
 	}
 	for i, r := range o.Repos {
-		ro, rn, err := s.existing(ctx, r)
+		rr, err := s.existing(ctx, r)
 		if err != nil {
 			return Message{}, fmt.Errorf("--repo %s: %w", r, err)
 		}
+		ro, rn := rr.Owner(), rr.Name()
 		o.Repos[i] = ro + "/" + rn
 	}
 	secret, t, err := s.Auth.IssueToken(ctx, m.Owner, o)
@@ -342,10 +344,11 @@ func (s *Server) addKey(ctx context.Context, m AddKey) (Message, error) {
 }
 
 func (s *Server) addDeployKey(ctx context.Context, m AddDeployKey) (Message, error) {
-	owner, name, err := s.existing(ctx, m.Repo)
+	rp, err := s.existing(ctx, m.Repo)
 	if err != nil {
 		return Message{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	k, err := s.Auth.RegisterKey(ctx, owner, []byte(m.Key), auth.KeyOptions{Repo: owner + "/" + name, Write: m.Write, CreatedBy: operator})
 	if err != nil {
 		return Message{}, err

@@ -171,22 +171,21 @@ func (w Where) Text() string {
 }
 
 func (s *Server) where(ctx context.Context, m WhereIs) (Where, error) {
-	owner, name, err := s.existing(ctx, m.Repo)
+	rp, err := s.existing(ctx, m.Repo)
 	if err != nil {
 		return Where{}, err
 	}
-	r := owner + "/" + name
 	if s.Peers == nil {
-		return Where{Repo: r, State: modeSingle, ViewAgeMs: -1}, nil
+		return Where{Repo: rp.String(), State: modeSingle, ViewAgeMs: -1}, nil
 	}
 	now := time.Now()
-	return whereIn(s.Node.OwnershipView(), s.Self, mapAgeMs(s.Node, now), r, now), nil
+	return whereIn(s.Node.OwnershipView(), s.Self, mapAgeMs(s.Node, now), rp, now), nil
 }
 
 // whereIn describes repo's entry in view, node self's view of the map
 // (ageMs old), without claiming anything.
-func whereIn(view cluster.View, self string, ageMs int64, repo string, now time.Time) Where {
-	w := Where{Repo: repo, State: "unowned", View: self, ViewAgeMs: ageMs}
+func whereIn(view cluster.View, self string, ageMs int64, repo names.Repo, now time.Time) Where {
+	w := Where{Repo: repo.String(), State: "unowned", View: self, ViewAgeMs: ageMs}
 	e, ok := view.Get(repo)
 	if !ok {
 		return w

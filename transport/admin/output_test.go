@@ -6,19 +6,20 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/cluster"
+	"github.com/rgit/rgit/storage/names"
 )
 
-type mapView map[string]cluster.Entry
+type mapView map[names.Repo]cluster.Entry
 
-func (m mapView) Get(r string) (cluster.Entry, bool) { e, ok := m[r]; return e, ok }
+func (m mapView) Get(r names.Repo) (cluster.Entry, bool) { e, ok := m[r]; return e, ok }
 
 // TestWhereShape pins where's JSON shape, which scripts depend on, and
 // its text, which says whose view of the map it is and how old.
 func TestWhereShape(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	view := mapView{
-		"a/live": {Node: "rgit-1", Expires: now.Add(time.Second), Epoch: 7},
-		"a/old":  {Node: "rgit-2", Expires: now, Epoch: 3},
+		names.MustParse("a/live"): {Node: "rgit-1", Expires: now.Add(time.Second), Epoch: 7},
+		names.MustParse("a/old"):  {Node: "rgit-2", Expires: now, Epoch: 3},
 	}
 	cases := map[string]string{
 		"a/live": `{"repo":"a/live","state":"live","node":"rgit-1","epoch":7,"expires":"2026-01-02T03:04:06Z","view":"rgit-2","view_age_ms":140}`,
@@ -26,12 +27,12 @@ func TestWhereShape(t *testing.T) {
 		"a/none": `{"repo":"a/none","state":"unowned","view":"rgit-2","view_age_ms":140}`,
 	}
 	for r, want := range cases {
-		b, err := json.Marshal(whereIn(view, "rgit-2", 140, r, now))
+		b, err := json.Marshal(whereIn(view, "rgit-2", 140, names.MustParse(r), now))
 		if err != nil || string(b) != want {
 			t.Errorf("where %s = %s, %v; want %s", r, b, err, want)
 		}
 	}
-	if got := whereIn(view, "rgit-2", 140, "a/live", now).Text(); got != "a/live is owned by rgit-1 (epoch 7, lease live, expires 2026-01-02T03:04:06Z)\n"+
+	if got := whereIn(view, "rgit-2", 140, names.MustParse("a/live"), now).Text(); got != "a/live is owned by rgit-1 (epoch 7, lease live, expires 2026-01-02T03:04:06Z)\n"+
 		"according to rgit-2's view of the ownership map, 140 ms old" {
 		t.Errorf("text = %q", got)
 	}

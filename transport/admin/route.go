@@ -28,10 +28,11 @@ func (s *Server) relay(ctx context.Context, m Msg, out any, progress func(string
 	if s.Peers == nil || !ok {
 		return false, nil
 	}
-	owner, name, err := s.existing(ctx, t.target())
+	rp, err := s.existing(ctx, t.target())
 	if err != nil {
 		return false, nil // the handler answers the usage or not-found error
 	}
+	owner, name := rp.Owner(), rp.Name()
 	route, err := s.Node.Route(ctx, owner, name)
 	if err != nil {
 		return true, s.relayFailed(m, fmt.Errorf("route %s/%s: %w", owner, name, err))
@@ -43,7 +44,7 @@ func (s *Server) relay(ctx context.Context, m Msg, out any, progress func(string
 	// repository; so does the node the operator talked to. Other nodes see
 	// a repository go public within the cache TTL (going private takes
 	// effect at once: the owner re-checks every session).
-	defer s.Deps.Meta.Forget(owner, name)
+	defer s.Deps.Meta.Forget(rp)
 	return true, s.toOwner(ctx, route.Node, owner+"/"+name, m, out, progress)
 }
 

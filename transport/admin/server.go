@@ -37,7 +37,7 @@ type Server struct {
 	// Self is the node's name (RGIT_SELF) in cluster mode, for status and
 	// where.
 	Self string
-	// Version describes the node's build (cmd/version), for status and
+	// Version describes the node's build (transport/node/version), for status and
 	// version: during a rollout it shows which nodes run what.
 	Version string
 	// Rollout reports the node's rollout status (rollout-status); nil:
@@ -70,7 +70,7 @@ func (s *Server) purge(ctx context.Context, owner, name, did string) (Done, erro
 
 // ServeHTTP answers the admin messages in peer envelopes on
 // peer.PathMsg, for callers presenting the peer secret (everyone else gets
-// 401). cmd/serve mounts it on the peer stream port and adds the leader's
+// 401). transport/node mounts it on the peer stream port and adds the leader's
 // messages to Handlers.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != peer.PathMsg {
@@ -202,15 +202,16 @@ func (d Done) Text() string { return d.Output }
 func done(format string, args ...any) Done { return Done{Output: fmt.Sprintf(format, args...)} }
 
 func (s *Server) createRepo(ctx context.Context, m CreateRepo) (Done, error) {
-	owner, name, err := s.newName(ctx, m.Repo)
+	rp, err := s.newName(ctx, m.Repo)
 	if err != nil {
 		return Done{}, err
 	}
-	if err := repo.Create(ctx, s.Deps, owner, name); err != nil {
+	owner, name := rp.Owner(), rp.Name()
+	if err := repo.Create(ctx, s.Deps, rp); err != nil {
 		return Done{}, err
 	}
 	if _, raw, _ := strings.Cut(m.Repo, "/"); raw != name {
-		// names.Split dropped a .git suffix: say so, the operator typed
+		// names.Parse dropped a .git suffix: say so, the operator typed
 		// another name.
 		return done("created %s/%s (without %q: repository names never end in .git; clone URLs may add it)",
 			owner, name, strings.TrimPrefix(raw, name)), nil
@@ -219,17 +220,18 @@ func (s *Server) createRepo(ctx context.Context, m CreateRepo) (Done, error) {
 }
 
 func (s *Server) deleteRepo(ctx context.Context, m DeleteRepo) (Done, error) {
-	owner, name, err := s.existing(ctx, m.Repo)
+	rp, err := s.existing(ctx, m.Repo)
 	if err != nil {
 		return Done{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	if err := s.Node.CloseRepo(ctx, owner, name); err != nil {
 		return Done{}, err
 	}
-	if err := repo.Delete(ctx, s.Deps, owner, name); err != nil {
+	if err := repo.Delete(ctx, s.Deps, rp); err != nil {
 		return Done{}, err
 	}
-	keys, err := s.Auth.RemoveDeployKeys(ctx, owner+"/"+name)
+	keys, err := s.Auth.RemoveDeployKeys(ctx, rp)
 	for _, k := range keys {
 		s.audit(operator, "remove-key", zap.String("repo", k.Repo), zap.String("fingerprint", k.Fingerprint), zap.String("why", "delete-repo"))
 	}
@@ -240,30 +242,33 @@ func (s *Server) deleteRepo(ctx context.Context, m DeleteRepo) (Done, error) {
 }
 
 func (s *Server) fork(ctx context.Context, m Fork) (Done, error) {
-	so, sn, err := s.existing(ctx, m.From)
+	src, err := s.existing(ctx, m.From)
 	if err != nil {
 		return Done{}, err
 	}
-	do, dn, err := s.newName(ctx, m.To)
+	so, sn := src.Owner(), src.Name()
+	dst, err := s.newName(ctx, m.To)
 	if err != nil {
 		return Done{}, err
 	}
+	do, dn := dst.Owner(), dst.Name()
 	sess, err := s.Node.Session(ctx, so, sn)
 	if err != nil {
 		return Done{}, err
 	}
 	defer sess.Release()
-	if err := repo.Fork(ctx, s.Deps, sess.Snapshot, do, dn); err != nil {
+	if err := repo.Fork(ctx, s.Deps, sess.Snapshot, dst); err != nil {
 		return Done{}, err
 	}
 	return done("forked %s/%s to %s/%s", so, sn, do, dn), nil
 }
 
 func (s *Server) repack(ctx context.Context, m Repack, progress progressFunc) (Done, error) {
-	owner, name, err := s.existing(ctx, m.Repo)
+	rp, err := s.existing(ctx, m.Repo)
 	if err != nil {
 		return Done{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	p, err := s.Node.Repack(ctx, owner, name, progress)
 	if err != nil {
 		return Done{}, err
@@ -275,10 +280,11 @@ func (s *Server) repack(ctx context.Context, m Repack, progress progressFunc) (D
 }
 
 func (s *Server) gc(ctx context.Context, m GC) (Done, error) {
-	owner, name, err := s.existing(ctx, m.Repo)
+	rp, err := s.existing(ctx, m.Repo)
 	if err != nil {
 		return Done{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	st, err := s.Node.CollectGarbage(ctx, owner, name, s.GCMinAge)
 	if err != nil {
 		return Done{}, err
@@ -295,10 +301,11 @@ func (s *Server) setVisibility(ctx context.Context, m SetVisibility) (Done, erro
 	if v != "public" && v != "private" {
 		return Done{}, fmt.Errorf("%w: visibility must be public or private, not %q", ErrUsage, v)
 	}
-	owner, name, err := s.existing(ctx, m.Repo)
+	rp, err := s.existing(ctx, m.Repo)
 	if err != nil {
 		return Done{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	if err := s.Node.SetVisibility(ctx, owner, name, v == "public"); err != nil {
 		return Done{}, err
 	}
@@ -310,10 +317,11 @@ func (s *Server) setVisibility(ctx context.Context, m SetVisibility) (Done, erro
 }
 
 func (s *Server) purgeCache(ctx context.Context, m PurgeCache) (Done, error) {
-	owner, name, err := names.Split(m.Repo)
+	r, err := names.Parse(m.Repo)
 	if err != nil {
 		return Done{}, err
 	}
+	owner, name := r.Owner(), r.Name()
 	if s.Cache == nil {
 		return Done{}, errors.New("purge-cache: this node has no read-API cache (RGIT_REDIS_URL is unset)")
 	}
@@ -321,10 +329,11 @@ func (s *Server) purgeCache(ctx context.Context, m PurgeCache) (Done, error) {
 }
 
 func (s *Server) setHead(ctx context.Context, m SetHead) (Done, error) {
-	owner, name, err := s.existing(ctx, m.Repo)
+	rp, err := s.existing(ctx, m.Repo)
 	if err != nil {
 		return Done{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	if err := s.Node.SetHead(ctx, owner, name, m.Ref); err != nil {
 		return Done{}, err
 	}
@@ -346,22 +355,25 @@ func (s *Server) hostKey(_ context.Context, m HostKey) (Done, error) {
 
 // existing parses "owner/name" and resolves it to the spelling the
 // repository is stored under (repo.Canonical).
-func (s *Server) existing(ctx context.Context, arg string) (string, string, error) {
-	owner, name, err := names.Split(arg)
+func (s *Server) existing(ctx context.Context, arg string) (names.Repo, error) {
+	r, err := names.Parse(arg)
 	if err != nil {
-		return "", "", err
+		return names.Repo{}, err
 	}
-	return repo.Canonical(ctx, s.Deps, owner, name)
+	return repo.Canonical(ctx, s.Deps, r)
 }
 
 // newName parses the "owner/name" of a repository to create, with the
 // owner's canonical spelling (auth.Store.ClaimOwner); a name taken in
 // another letter case is refused by repo.Create and repo.Fork.
-func (s *Server) newName(ctx context.Context, arg string) (string, string, error) {
-	owner, name, err := names.Split(arg)
+func (s *Server) newName(ctx context.Context, arg string) (names.Repo, error) {
+	r, err := names.Parse(arg)
 	if err != nil {
-		return "", "", err
+		return names.Repo{}, err
 	}
-	owner, err = s.Auth.ClaimOwner(ctx, owner)
-	return owner, name, err
+	owner, err := s.Auth.ClaimOwner(ctx, r.Owner())
+	if err != nil {
+		return names.Repo{}, err
+	}
+	return names.New(owner, r.Name())
 }

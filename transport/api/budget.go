@@ -55,7 +55,7 @@ const (
 	DefaultMaxArchiveBytes = 2 << 30
 )
 
-// Settings that raise the limits, named in what clients see; cmd/config
+// Settings that raise the limits, named in what clients see; transport/node/config
 // reads them.
 const (
 	SettingMaxEntries       = "RGIT_API_MAX_ENTRIES"

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/testkit/redistest"
 )
 
@@ -78,11 +79,11 @@ type visibility struct {
 	asked   atomic.Int32
 }
 
-func (v *visibility) Public(_ context.Context, owner, name string) (bool, error) {
+func (v *visibility) Public(_ context.Context, r names.Repo) (bool, error) {
 	v.asked.Add(1)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return !v.private[RepoKey(owner, name)], nil
+	return !v.private[r.Key()], nil
 }
 
 func (v *visibility) set(repoKey string, private bool) {

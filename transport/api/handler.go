@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 )
 
 // Origin answers a parsed request for an authenticated caller: the node
@@ -31,7 +32,7 @@ type Origin interface {
 // seconds like every node's access check. A missing repository is not
 // public.
 type Visibility interface {
-	Public(ctx context.Context, owner, name string) (bool, error)
+	Public(ctx context.Context, r names.Repo) (bool, error)
 }
 
 // Config configures the front handler.
@@ -150,15 +151,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// repository public now; every other request is the origin's, which
 	// applies the access rules (a private and a missing repository cost
 	// the same here: one cached index lookup).
-	public, err := h.visibility.Public(r.Context(), q.Owner, q.Name)
+	public, err := h.visibility.Public(r.Context(), q.Repo)
 	if err != nil {
-		h.log.Warn("read API: visibility unreadable; answering uncached", zap.String("repo", q.Owner+"/"+q.Name), zap.Error(err))
+		h.log.Warn("read API: visibility unreadable; answering uncached", zap.Stringer("repo", q.Repo), zap.Error(err))
 	}
 	if !public {
 		h.origin.ServeAPI(w, r, q, id)
 		return
 	}
-	repoKey := RepoKey(q.Owner, q.Name)
+	repoKey := q.Repo.Key()
 	// The generation is read before the origin is asked: an answer is
 	// stored under the generation it was computed in, so a purge landing
 	// meanwhile leaves it out of reach. No generation, no cache.

@@ -75,7 +75,7 @@ func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id 
 		return nil
 	}
 	r = r.WithContext(ctx)
-	sess, err := l.Gate.Open(ctx, gitserve.UploadPack, q.Owner, q.Name, id)
+	sess, err := l.Gate.Open(ctx, gitserve.UploadPack, q.Repo.Owner(), q.Repo.Name(), id)
 	if fe, ok := gitserve.AsForward(err); ok {
 		return l.forward(w, r, q, id, fe)
 	}
@@ -144,7 +144,7 @@ func reachable(ctx context.Context, b browsable, q *Request) error {
 // answer cut short, as ServeAPI's.
 func (l *Local) forward(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity, fe *gitserve.ForwardError) error {
 	if l.Forward == nil || r.Context().Value(noForwardKey{}) != nil {
-		l.fail(w, r, fmt.Errorf("%s/%s is owned by %s: %w", q.Owner, q.Name, fe.Node, gitserve.ErrUnavailable))
+		l.fail(w, r, fmt.Errorf("%s is owned by %s: %w", q.Repo, fe.Node, gitserve.ErrUnavailable))
 		return nil
 	}
 	tw := &startedWriter{ResponseWriter: w}
@@ -310,7 +310,7 @@ func (s *serving) serve(b gitproto.Backend) error {
 	case Refs:
 		snap, err := b.Snapshot(s.r.Context())
 		if err != nil {
-			return fmt.Errorf("refs of %s/%s: %w", q.Owner, q.Name, err)
+			return fmt.Errorf("refs of %s: %w", q.Repo, err)
 		}
 		out := make([]refAnswer, 0, len(snap.Refs)+1)
 		if snap.Head != "" {
@@ -430,7 +430,7 @@ func (s *serving) serve(b gitproto.Backend) error {
 		}
 		// Streamed: after the first byte an error can only cut the
 		// answer short (the archive's own trailer is then missing).
-		s.logWriteErr(write(s.w, q.Name, q.OID, tree, mtime))
+		s.logWriteErr(write(s.w, q.Repo.Name(), q.OID, tree, mtime))
 		return nil
 	}
 	return fmt.Errorf("%w: unknown endpoint %q", ErrBadRequest, q.Endpoint)
@@ -486,7 +486,7 @@ func (s *serving) limited(d diffAnswer) {
 // archiveHeaders are an archive's type and file name.
 func (s *serving) archiveHeaders() {
 	h := s.w.Header()
-	file := archivePrefix(s.q.Name, s.q.OID)
+	file := archivePrefix(s.q.Repo.Name(), s.q.OID)
 	h.Set("Content-Disposition", `attachment; filename="`+file[:len(file)-1]+"."+s.q.Format+`"`)
 	h.Set("Content-Type", "application/gzip")
 	if s.q.Format == "zip" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/bitmap"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/walk"
@@ -121,7 +122,7 @@ func (b *browseBackend) Objects() *pack.Set { return b.set }
 func (b *browseBackend) Reachable(context.Context) (*bitmap.Reach, error) { return b.reach, nil }
 
 func (b *browseBackend) RepoInfo() auth.RepoInfo {
-	return auth.RepoInfo{Owner: "alice", Name: "site", Public: true}
+	return auth.RepoInfo{Repo: names.MustParse("alice/site"), Public: true}
 }
 
 // oneRepo resolves alice/site to b and nothing else.

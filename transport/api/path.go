@@ -40,8 +40,8 @@ const (
 // (Owner, Name), names the cache entry (CacheSuffix) and is sent upstream
 // (Path), so the three can never disagree about what was asked.
 type Request struct {
-	Owner, Name string
-	Endpoint    Endpoint
+	Repo     names.Repo
+	Endpoint Endpoint
 	// OID is the object of tree, blob, raw, log, commit and archive; the
 	// head of compare.
 	OID object.ID
@@ -85,11 +85,11 @@ func ParseRequest(escapedPath string, query url.Values) (*Request, error) {
 	if len(segs) < 3 {
 		return nil, bad("want /api/{owner}/{name}/{endpoint}")
 	}
-	owner, name, err := names.Clean(segs[0], segs[1])
+	rn, err := names.Clean(segs[0], segs[1])
 	if err != nil {
 		return nil, bad("%v", err)
 	}
-	q := &Request{Owner: owner, Name: name, Endpoint: Endpoint(segs[2])}
+	q := &Request{Repo: rn, Endpoint: Endpoint(segs[2])}
 	args := segs[3:]
 	switch q.Endpoint {
 	case Refs:
@@ -227,7 +227,7 @@ func parseN(s string) (int, error) {
 func (q *Request) Path() string {
 	var b strings.Builder
 	b.WriteString(Prefix)
-	b.WriteString(url.PathEscape(q.Owner) + "/" + url.PathEscape(q.Name) + "/" + string(q.Endpoint))
+	b.WriteString(url.PathEscape(q.Repo.Owner()) + "/" + url.PathEscape(q.Repo.Name()) + "/" + string(q.Endpoint))
 	switch q.Endpoint {
 	case Tree, Blob, Raw, Log, Commit:
 		b.WriteString("/" + q.OID.String())

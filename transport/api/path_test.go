@@ -46,7 +46,7 @@ func TestParseRequest(t *testing.T) {
 		p, qs, _ := strings.Cut(q.Path(), "?")
 		v2, _ := url.ParseQuery(qs)
 		q2, err := ParseRequest(p, v2)
-		if err != nil || q2.CacheSuffix() != q.CacheSuffix() || RepoKey(q2.Owner, q2.Name) != RepoKey(q.Owner, q.Name) {
+		if err != nil || q2.CacheSuffix() != q.CacheSuffix() || q2.Repo != q.Repo {
 			t.Errorf("%s: Path() %q does not round-trip: %v", c.path, q.Path(), err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
@@ -26,7 +27,7 @@ func TestAccessBeforeOpen(t *testing.T) {
 	deps, node, gate := gateOver(t, fs, "alice", "priv")
 	// Any touch of a repository database fails loudly.
 	rule := fs.AddRule(faultstore.Rule{Prefix: "repo/", FailBefore: 1})
-	deps.Meta.Forget("alice", "priv") // cold: Create just wrote it
+	deps.Meta.Forget(names.MustParse("alice/priv")) // cold: Create just wrote it
 
 	bob := auth.Identity{Owner: "bob", Authenticated: true}
 	for _, tc := range []struct {
@@ -45,7 +46,7 @@ func TestAccessBeforeOpen(t *testing.T) {
 				deps.Ahead.Wait()
 				ops[i][pass] = fs.Count(faultstore.AllOps)
 			}
-			deps.Meta.Forget("alice", name)
+			deps.Meta.Forget(names.MustParse("alice/" + name))
 		}
 		if ops[0] != ops[1] || ops[0] != [2]int64{2, 0} {
 			t.Errorf("%+v: store ops (cold, cached) private %v, missing %v; want [2 0] for both", tc.id, ops[0], ops[1])
@@ -72,7 +73,7 @@ func TestAccessBeforeOpen(t *testing.T) {
 func gateOver(t *testing.T, st objstore.Store, owner, name string) (repo.Deps, *actors.Node, *gitserve.Gate) {
 	t.Helper()
 	deps := repo.Deps{Store: st, Meta: repo.NewMetaCache(st, repo.MetaCacheOptions{}), Ahead: repo.NewListAhead(st)}
-	if err := repo.Create(context.Background(), deps, owner, name); err != nil {
+	if err := repo.Create(context.Background(), deps, names.MustParse(owner+"/"+name)); err != nil {
 		t.Fatal(err)
 	}
 	node, err := actors.NewNode(actors.Config{Deps: deps})

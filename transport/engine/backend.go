@@ -38,11 +38,11 @@ func (b *backend) close() { b.sess.Release() }
 // RepoInfo is the repository's settings as its database holds them
 // (gitserve re-checks access against them; see gitserve.Authoritative).
 func (b *backend) RepoInfo() auth.RepoInfo {
-	return b.sess.Info.AccessInfo()
+	return b.sess.Info
 }
 
 func (b *backend) log() *zap.Logger {
-	return b.e.Log.With(zap.String("repo", b.snap.Owner+"/"+b.snap.Name))
+	return b.e.Log.With(zap.Stringer("repo", b.snap.Repo))
 }
 
 // walkGraph is the session's commit-graph cache over the snapshot's objects.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/transport/gitserve"
@@ -22,7 +23,7 @@ func TestColdOpenRoundTrips(t *testing.T) {
 	slow := faultstore.New(memstore.New(), 1)
 	tr := faultstore.NewTracer(slow)
 	deps, _, gate := gateOver(t, tr, "alice", "cold")
-	deps.Meta.Forget("alice", "cold") // cold: Create just wrote it
+	deps.Meta.Forget(names.MustParse("alice/cold")) // cold: Create just wrote it
 	slow.AddRule(faultstore.Rule{Latency: 50 * time.Millisecond})
 	tr.Reset()
 	sess, err := gate.Open(ctx, gitserve.UploadPack, "alice", "cold", auth.Identity{Owner: "alice", Authenticated: true})

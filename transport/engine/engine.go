@@ -18,6 +18,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/clonecache"
 	"github.com/rgit/rgit/storage/fsck"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/admission"
 	"github.com/rgit/rgit/transport/gitproto"
@@ -46,6 +47,10 @@ type Engine struct {
 	// shallow) per pack list and wants, so repeated and concurrent clones
 	// stream a file instead of walking the repository.
 	ClonePacks *clonecache.Cache
+	// PackURIs, if set, lets protocol v2 clones download stored packs
+	// from the object store themselves (nil: every byte comes from the
+	// node).
+	PackURIs *PackURIs
 	// RefsWatch, if set, is told after a push changed refs (the read
 	// API's cache drops its refs answer).
 	RefsWatch RefsWatcher
@@ -73,20 +78,23 @@ var (
 // the open would start with (Deps.Ahead; not waited for), unless the
 // repository is open here or owned by another node; none when cached.
 func (e *Engine) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
-	var m repo.Meta
-	var err error
-	if !e.Deps.Meta.Cached(owner, name) && !e.Node.OwnedElsewhere(owner, name) {
-		e.Deps.Ahead.Start(owner, name)
+	r, err := names.New(owner, name)
+	if err != nil {
+		return gitserve.RepoInfo{}, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
+	}
+	var m auth.RepoInfo
+	if !e.Deps.Meta.Cached(r) && !e.Node.OwnedElsewhere(owner, name) {
+		e.Deps.Ahead.Start(r)
 	}
 	if e.Deps.Meta != nil {
-		m, err = e.Deps.Meta.Lookup(ctx, owner, name)
+		m, err = e.Deps.Meta.Lookup(ctx, r)
 	} else {
-		m, err = repo.ReadMeta(ctx, e.Deps.Store, owner, name)
+		m, err = repo.ReadMeta(ctx, e.Deps.Store, r)
 	}
-	if err != nil || m.Owner != owner || m.Name != name {
+	if err != nil || m.Repo != r {
 		// Missing, or known by another spelling: the listing names no
 		// database the session will open.
-		e.Deps.Ahead.Discard(owner, name)
+		e.Deps.Ahead.Discard(r)
 	}
 	switch {
 	case errors.Is(err, repo.ErrNotFound), errors.Is(err, repo.ErrInvalidName):
@@ -94,12 +102,16 @@ func (e *Engine) Lookup(ctx context.Context, owner, name string) (gitserve.RepoI
 	case err != nil:
 		return gitserve.RepoInfo{}, fmt.Errorf("look up %s/%s: %w: %w", owner, name, gitserve.ErrUnavailable, err)
 	}
-	return m.AccessInfo(), nil
+	return m, nil
 }
 
 // Denied drops the database listing Lookup started: a caller denied
 // causes no open.
-func (e *Engine) Denied(owner, name string) { e.Deps.Ahead.Discard(owner, name) }
+func (e *Engine) Denied(owner, name string) {
+	if r, err := names.New(owner, name); err == nil {
+		e.Deps.Ahead.Discard(r)
+	}
+}
 
 // Session opens a git session on the repository.
 func (e *Engine) Session(ctx context.Context, owner, name string, write bool) (gitproto.Backend, func(), error) {

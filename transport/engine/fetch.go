@@ -44,9 +44,14 @@ func (b *backend) OkToGiveUp(ctx context.Context, wants, common []object.ID) boo
 	return walk.OkToGiveUp(ctx, b.walkGraph(), wants, common)
 }
 
-// PlanFetch computes the objects to send. A clone the clone-pack cache
-// may answer defers the walk to WritePack, where it runs only on a miss.
+// PlanFetch computes the objects to send. A clone that accepts pack URIs
+// may get the repository's largest pack by URI (planPackURI). A clone the
+// clone-pack cache may answer defers the walk to WritePack, where it runs
+// only on a miss.
 func (b *backend) PlanFetch(ctx context.Context, req gitproto.FetchRequest) (gitproto.FetchPlan, error) {
+	if p, err := b.planPackURI(ctx, &req); p != nil || err != nil {
+		return p, err
+	}
 	if b.e.ClonePacks != nil && fetchpack.Cacheable(&req) {
 		// Validate the filter now: the protocol reports it as a request
 		// error, not a failure halfway through the pack.
@@ -57,7 +62,7 @@ func (b *backend) PlanFetch(ctx context.Context, req gitproto.FetchRequest) (git
 		for i, p := range b.snap.Packs {
 			packs[i] = p.Name
 		}
-		return &cachedPlan{b: b, req: req, key: fetchpack.CacheKey(b.snap.Owner+"/"+b.snap.Name, packs, &req)}, nil
+		return &cachedPlan{b: b, req: req, key: fetchpack.CacheKey(b.snap.Repo.String(), packs, &req)}, nil
 	}
 	res, err := b.planObjects(ctx, &req)
 	if err != nil {
@@ -102,7 +107,7 @@ func (p *cachedPlan) Unshallow() []object.ID { return nil }
 func (p *cachedPlan) Close() error           { return nil }
 
 func (p *cachedPlan) WritePack(ctx context.Context, w io.Writer, progress io.Writer) error {
-	place := repo.ClonePackPrefix(p.b.snap.Owner, p.b.snap.Name)
+	place := repo.ClonePackPrefix(p.b.snap.Repo)
 	_, err := p.b.e.ClonePacks.ServeShared(ctx, p.key, place, w, func(tw io.Writer) error {
 		res, err := p.b.planObjects(ctx, &p.req)
 		if err != nil {

@@ -76,7 +76,7 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 		b.checkProtected(ctx, reader, ups, res.Results)
 		failAtomic(req.Atomic, res.Results)
 		if len(ix.Objects) > 0 && anyOK(res.Results) {
-			info, err := repo.StagePack(ctx, b.e.Deps, b.snap.Owner, b.snap.Name, ix)
+			info, err := repo.StagePack(ctx, b.e.Deps, b.snap.Repo, ix)
 			if objstore.Unavailable(err) {
 				b.log().Warn("push refused: pack not stored", zap.Error(err))
 				failStore(res.Results, storeNotStored)
@@ -343,7 +343,7 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 	if b.e.RefsWatch != nil && anyOK(results) {
 		// The read API's cached refs answer is stale now. Best effort: its
 		// 5 s TTL heals a failure, which is only logged.
-		if err := b.e.RefsWatch.RefsChanged(ctx, b.snap.Owner, b.snap.Name); err != nil {
+		if err := b.e.RefsWatch.RefsChanged(ctx, b.snap.Repo.Owner(), b.snap.Repo.Name()); err != nil {
 			b.log().Warn("push: cached refs answer not dropped (expires within seconds)", zap.Error(err))
 		}
 	}
@@ -351,12 +351,12 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 		// The first pack of an empty repository is the whole repository:
 		// give it a bitmap so clones need not walk before the first repack.
 		// In the background: the push is acknowledged without waiting.
-		b.e.Bitmaps.Start(b.e.Deps, b.snap.Owner, b.snap.Name, staged.Name, tips, nil)
+		b.e.Bitmaps.Start(b.e.Deps, b.snap.Repo, staged.Name, tips, nil)
 	}
 	if staged != nil && len(tips) > 0 {
 		// One more pack listed: the node rolls up small packs in the
 		// background so their number stays logarithmic.
-		b.e.Node.Maintain(b.snap.Owner, b.snap.Name)
+		b.e.Node.Maintain(b.snap.Repo.Owner(), b.snap.Repo.Name())
 	}
 	return nil
 }

@@ -60,6 +60,10 @@ type FetchRequest struct {
 	Thin           bool
 	OfsDelta       bool
 	IncludeTag     bool
+	// PackURIProtocols are the URI schemes the client accepts for packs
+	// it downloads itself (protocol v2 packfile-uris, e.g. "https");
+	// empty when it accepts none or the backend offers none.
+	PackURIProtocols []string
 }
 
 // Deepen reports whether the request changes the shallow boundary.
@@ -76,6 +80,31 @@ type FetchPlan interface {
 	// asked for no progress; otherwise it takes human-readable text.
 	WritePack(ctx context.Context, w io.Writer, progress io.Writer) error
 	Close() error
+}
+
+// PackURIBackend is implemented by backends that may answer a protocol
+// v2 fetch with packs the client downloads itself (packfile-uris): the
+// capability is advertised when OffersPackURIs is true, the client's
+// accepted schemes then reach PlanFetch in FetchRequest.PackURIProtocols,
+// and the plan names the packs by implementing PackURIPlan.
+type PackURIBackend interface {
+	OffersPackURIs() bool
+}
+
+// PackURI is a whole pack the client downloads itself: Hash is the hex
+// checksum of the pack (its name), which the client checks after the
+// download.
+type PackURI struct {
+	Hash string
+	URI  string
+}
+
+// PackURIPlan is implemented by a FetchPlan that leaves part of the
+// answer to packs the client downloads: WritePack then writes only the
+// objects those packs leave out. PackURIs is asked once, before the pack
+// is written, and nil means none.
+type PackURIPlan interface {
+	PackURIs() []PackURI
 }
 
 // Command is one ref update of a push. Old or New is zero for create or

@@ -212,7 +212,7 @@ func (e *BusyError) Error() string {
 func (e *BusyError) Is(target error) bool { return target == ErrBusy }
 
 // Settings that raise the limits, named in the errors clients see. The
-// server configuration (cmd/config) reads them.
+// server configuration (transport/node/config) reads them.
 const (
 	SettingMaxPushRefs    = "RGIT_MAX_PUSH_REFS"
 	SettingMaxPushOptions = "RGIT_MAX_PUSH_OPTIONS"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/rgit/rgit/storage/object"
@@ -13,22 +14,34 @@ import (
 )
 
 // v2Capabilities is the protocol v2 capability advertisement after the
-// agent line.
-var v2Capabilities = []string{
-	"ls-refs=unborn",
-	"fetch=shallow wait-for-done filter ref-in-want",
-	"server-option",
-	"object-format=sha1",
+// agent line, for b.
+func v2Capabilities(b Backend) []string {
+	return []string{"ls-refs=unborn", fetchCapability(b), "server-option", "object-format=sha1"}
 }
 
-func advertiseV2(c *conn, opt Options) error {
+// fetchCapability is the fetch line of the advertisement: with
+// packfile-uris when the backend offers pack URIs.
+func fetchCapability(b Backend) string {
+	const base = "fetch=shallow wait-for-done filter ref-in-want"
+	if offersPackURIs(b) {
+		return base + " packfile-uris"
+	}
+	return base
+}
+
+func offersPackURIs(b Backend) bool {
+	p, ok := b.(PackURIBackend)
+	return ok && p.OffersPackURIs()
+}
+
+func advertiseV2(c *conn, b Backend, opt Options) error {
 	if err := c.printf("version 2\n"); err != nil {
 		return err
 	}
 	if err := c.printf("agent=%s\n", opt.agent()); err != nil {
 		return err
 	}
-	for _, cp := range v2Capabilities {
+	for _, cp := range v2Capabilities(b) {
 		if err := c.printf("%s\n", cp); err != nil {
 			return err
 		}
@@ -38,7 +51,7 @@ func advertiseV2(c *conn, opt Options) error {
 
 func uploadPackV2(ctx context.Context, b Backend, c *conn, opt Options) error {
 	if !opt.StatelessRPC || opt.AdvertiseOnly {
-		if err := advertiseV2(c, opt); err != nil {
+		if err := advertiseV2(c, b, opt); err != nil {
 			return err
 		}
 		if opt.AdvertiseOnly {
@@ -248,6 +261,9 @@ func fetchV2(ctx context.Context, b Backend, c *conn, opt Options, hasArgs bool)
 	if err != nil {
 		return err
 	}
+	if !offersPackURIs(b) {
+		r.args.req.PackURIProtocols = nil
+	}
 	a, admitted, err := negotiateV2(ctx, b, c, opt, r)
 	if err != nil || admitted == nil {
 		return err
@@ -324,6 +340,10 @@ func readFetchV2(c *conn, opt Options, hasArgs bool) (*fetchV2Request, error) {
 			a.noProgress = true
 		case l == "wait-for-done":
 			a.waitDone = true
+		case strings.HasPrefix(l, "packfile-uris "):
+			// Accepted whether or not it was advertised, as git does: a
+			// client may have read the advertisement from another node.
+			a.req.PackURIProtocols = packURIProtocols(l[len("packfile-uris "):])
 		default:
 			return c.protoErr("", "unexpected line: '%s'", l)
 		}
@@ -333,6 +353,22 @@ func readFetchV2(c *conn, opt Options, hasArgs bool) (*fetchV2Request, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// maxPackURIProtocols bounds the schemes kept from one packfile-uris
+// line; git sends at most two (http, https).
+const maxPackURIProtocols = 8
+
+// packURIProtocols splits a packfile-uris argument into its distinct
+// non-empty schemes.
+func packURIProtocols(list string) []string {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		if p != "" && !slices.Contains(out, p) && len(out) < maxPackURIProtocols {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // negotiateV2 answers a fetch request's haves. When the pack follows, it
@@ -454,6 +490,9 @@ func sendPackV2(ctx context.Context, c *conn, plan FetchPlan, a *fetchArgs) (err
 			return err
 		}
 	}
+	if err := writePackURIs(c, plan); err != nil {
+		return err
+	}
 	if err := c.printf("packfile\n"); err != nil {
 		return err
 	}
@@ -466,6 +505,28 @@ func sendPackV2(ctx context.Context, c *conn, plan FetchPlan, a *fetchArgs) (err
 		return err
 	}
 	return c.flushPkt()
+}
+
+// writePackURIs writes the packfile-uris section when the plan names
+// packs the client downloads itself.
+func writePackURIs(c *conn, plan FetchPlan) error {
+	p, ok := plan.(PackURIPlan)
+	if !ok {
+		return nil
+	}
+	uris := p.PackURIs()
+	if len(uris) == 0 {
+		return nil
+	}
+	if err := c.printf("packfile-uris\n"); err != nil {
+		return err
+	}
+	for _, u := range uris {
+		if err := c.printf("%s %s\n", u.Hash, u.URI); err != nil {
+			return err
+		}
+	}
+	return c.delimPkt()
 }
 
 func writeShallowInfo(c *conn, plan FetchPlan) error {

@@ -133,11 +133,11 @@ func ParsePath(p string) (owner, rawName string, err error) {
 // CleanRepo validates owner and a raw repository name from a URL or SSH
 // command (storage/names.Clean: one optional ".git" suffix is stripped).
 func CleanRepo(owner, rawName string) (string, string, error) {
-	owner, name, err := names.Clean(owner, rawName)
+	r, err := names.Clean(owner, rawName)
 	if err != nil {
 		return "", "", fmt.Errorf("%w: %w", ErrBadPath, err)
 	}
-	return owner, name, nil
+	return r.Owner(), r.Name(), nil
 }
 
 // DeniedError is returned when the access rules refuse a request.
@@ -225,14 +225,14 @@ func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id 
 	if err != nil && !errors.Is(err, auth.ErrRepoNotFound) {
 		return nil, fmt.Errorf("lookup %s/%s: %w", owner, name, err)
 	}
-	if found && (!names.Same(info.Owner, owner) || !names.Same(info.Name, name)) {
+	if found && (!names.Same(info.Repo.Owner(), owner) || !names.Same(info.Repo.Name(), name)) {
 		// A resolver answering for another repo is a bug; refuse rather
 		// than apply that repo's visibility to this one.
-		return nil, fmt.Errorf("lookup %s/%s: resolver returned %s/%s", owner, name, info.Owner, info.Name)
+		return nil, fmt.Errorf("lookup %s/%s: resolver returned %s", owner, name, info.Repo)
 	}
 	if found {
 		// Any spelling reaches the repository under its canonical one.
-		owner, name = info.Owner, info.Name
+		owner, name = info.Repo.Owner(), info.Repo.Name()
 	}
 	if d := auth.Decide(id, info, found, svc.Access()); d != auth.Allow {
 		if o, ok := g.resolver.(DenialObserver); ok {

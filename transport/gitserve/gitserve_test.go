@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/gitproto"
 )
 
@@ -49,6 +50,7 @@ type stubBackend struct{ gitproto.Backend }
 // stubResolver answers from fields; counts sessions.
 type stubResolver struct {
 	info       RepoInfo
+	mismatch   bool // info names another repository than the one asked for
 	lookupErr  error
 	sessionErr error
 	sessions   int
@@ -59,7 +61,7 @@ func (r *stubResolver) Lookup(_ context.Context, owner, name string) (RepoInfo, 
 	if r.lookupErr != nil {
 		return RepoInfo{}, r.lookupErr
 	}
-	if owner+"/"+name != r.info.Owner+"/"+r.info.Name && r.info.Name != "*wrong*" {
+	if owner+"/"+name != r.info.Repo.String() && !r.mismatch {
 		return RepoInfo{}, auth.ErrRepoNotFound
 	}
 	return r.info, nil
@@ -93,7 +95,7 @@ func (e echoEngine) run(svc string, in io.Reader, out io.Writer, o gitproto.Opti
 func TestGateServe(t *testing.T) {
 	ctx := context.Background()
 	alice := auth.Identity{Owner: "alice", Authenticated: true}
-	res := &stubResolver{info: RepoInfo{Owner: "alice", Name: "r"}}
+	res := &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r")}}
 	g, err := NewGate(res, echoEngine{}, "test/1")
 	if err != nil {
 		t.Fatal(err)
@@ -133,15 +135,15 @@ func TestGateOpenErrors(t *testing.T) {
 		want  Class
 	}{
 		{"bad path", &stubResolver{}, alice, UploadPack, "api", NotFound},
-		{"missing anon", &stubResolver{info: RepoInfo{Owner: "alice", Name: "x"}}, auth.Anonymous, UploadPack, "alice", Unauthorized},
-		{"private other", &stubResolver{info: RepoInfo{Owner: "alice", Name: "r"}}, bob, UploadPack, "alice", NotFound},
-		{"public other push", &stubResolver{info: RepoInfo{Owner: "alice", Name: "r", Public: true}}, bob, ReceivePack, "alice", Forbidden},
+		{"missing anon", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/x")}}, auth.Anonymous, UploadPack, "alice", Unauthorized},
+		{"private other", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r")}}, bob, UploadPack, "alice", NotFound},
+		{"public other push", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r"), Public: true}}, bob, ReceivePack, "alice", Forbidden},
 		{"lookup failure", &stubResolver{lookupErr: storeDown}, alice, UploadPack, "alice", Internal},
 		{"lookup unavailable", &stubResolver{lookupErr: fmt.Errorf("claim: %w", ErrUnavailable)}, alice, UploadPack, "alice", Unavailable},
-		{"vanished", &stubResolver{info: RepoInfo{Owner: "alice", Name: "r"}, sessionErr: auth.ErrRepoNotFound}, alice, UploadPack, "alice", NotFound},
-		{"vanished anon", &stubResolver{info: RepoInfo{Owner: "alice", Name: "r", Public: true}, sessionErr: auth.ErrRepoNotFound}, auth.Anonymous, UploadPack, "alice", Unauthorized},
-		{"session unavailable", &stubResolver{info: RepoInfo{Owner: "alice", Name: "r"}, sessionErr: ErrUnavailable}, alice, UploadPack, "alice", Unavailable},
-		{"resolver mismatch", &stubResolver{info: RepoInfo{Owner: "bob", Name: "*wrong*", Public: true}}, alice, UploadPack, "alice", Internal},
+		{"vanished", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r")}, sessionErr: auth.ErrRepoNotFound}, alice, UploadPack, "alice", NotFound},
+		{"vanished anon", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r"), Public: true}, sessionErr: auth.ErrRepoNotFound}, auth.Anonymous, UploadPack, "alice", Unauthorized},
+		{"session unavailable", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r")}, sessionErr: ErrUnavailable}, alice, UploadPack, "alice", Unavailable},
+		{"resolver mismatch", &stubResolver{info: RepoInfo{Repo: names.MustParse("bob/other"), Public: true}, mismatch: true}, alice, UploadPack, "alice", Internal},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -236,7 +238,7 @@ func TestPromMetrics(t *testing.T) {
 // rights of a deploy key that cannot push) and nothing more: a missing or
 // hidden repository reads the same for everyone.
 func TestClientMessage(t *testing.T) {
-	r := &stubResolver{info: RepoInfo{Owner: "alice", Name: "web", Public: true,
+	r := &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/web"), Public: true,
 		Grants: []auth.Grant{{User: "rea", Role: auth.RoleRead}}}}
 	g, err := NewGate(r, echoEngine{}, "")
 	if err != nil {

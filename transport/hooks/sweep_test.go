@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/packcache"
@@ -38,10 +39,10 @@ func TestSweepResumesADeadOwnersDeliveries(t *testing.T) {
 	}
 	t.Cleanup(rcv.Close)
 
-	if err := repo.Create(ctx, d, "alice", "web"); err != nil {
+	if err := repo.Create(ctx, d, names.MustParse("alice/web")); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := repo.Open(ctx, d, "alice", "web")
+	dead, err := repo.Open(ctx, d, names.MustParse("alice/web"))
 	if err != nil {
 		t.Fatal(err)
 	}

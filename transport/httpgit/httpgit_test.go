@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/transport/clientlimit"
 	"github.com/rgit/rgit/transport/gitproto"
@@ -71,8 +72,8 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecEngine{}, met: &recMetrics{}}
 	f.pub = f.env.BareRepo(2)
 	f.prv = f.env.BareRepo(1)
-	f.res.Add(auth.RepoInfo{Owner: "alice", Name: "pub", Public: true}, f.pub)
-	f.res.Add(auth.RepoInfo{Owner: "alice", Name: "priv"}, f.prv)
+	f.res.Add(auth.RepoInfo{Repo: names.MustParse("alice/pub"), Public: true}, f.pub)
+	f.res.Add(auth.RepoInfo{Repo: names.MustParse("alice/priv")}, f.prv)
 	s, err := New(Config{
 		Resolver: f.res,
 		Auth:     gitservetest.Tokens{aliceTok: "alice", bobTok: "bob"},

@@ -26,5 +26,5 @@
 // transport/gitserve, transport/gitproto (limit errors), transport/pktline,
 // transport/sshgit (the command interface it implements), zap, Prometheus
 // and the standard library; transport/api imports it for pointers, and
-// cmd/serve wires it.
+// transport/node wires it.
 package lfs

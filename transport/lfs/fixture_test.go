@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/packcache"
@@ -61,10 +62,10 @@ type repoLocks struct {
 }
 
 func (l *repoLocks) open(t *testing.T, owner, name string) {
-	if err := repo.Create(t.Context(), l.d, owner, name); err != nil {
+	if err := repo.Create(t.Context(), l.d, names.MustParse(owner+"/"+name)); err != nil {
 		t.Fatal(err)
 	}
-	r, err := repo.Open(t.Context(), l.d, owner, name)
+	r, err := repo.Open(t.Context(), l.d, names.MustParse(owner+"/"+name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func newFixture(t *testing.T, st objstore.Store, limits Limits) *fixture {
 	res := gitservetest.NewResolver()
 	grants := []auth.Grant{{User: "bob", Role: auth.RoleWrite}, {User: "rea", Role: auth.RoleRead}}
 	for _, n := range []string{"pub", "priv"} {
-		res.Add(auth.RepoInfo{Owner: "alice", Name: n, Public: n == "pub", Grants: grants}, "")
+		res.Add(auth.RepoInfo{Repo: names.MustParse("alice/" + n), Public: n == "pub", Grants: grants}, "")
 		locks.open(t, "alice", n)
 	}
 	gate, err := gitserve.NewGate(resolver{res}, nil, "")

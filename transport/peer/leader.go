@@ -14,7 +14,7 @@ import (
 
 // LeaderClient calls the leader's peer stream port. Transport failures
 // (no connection, timeout, the leader answering 503) are wrapped in
-// Unreachable, which cmd/serve sets to actors.ErrLeaderUnreachable so
+// Unreachable, which transport/node sets to actors.ErrLeaderUnreachable so
 // that claims answer 503. Safe for concurrent use.
 type LeaderClient struct {
 	addr        string

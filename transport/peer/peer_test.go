@@ -19,6 +19,7 @@ import (
 
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
 )
@@ -111,21 +112,21 @@ func (f *fakeLeader) rec(s string) error {
 }
 
 func (f *fakeLeader) Claim(_ context.Context, m cluster.ClaimLease) (cluster.Decision, error) {
-	if m.Repo == "bad name" {
+	if m.Node == "bad node" {
 		return cluster.Decision{}, fmt.Errorf("claim: %w", cluster.ErrInvalidName)
 	}
 	return cluster.Decision{Outcome: cluster.Granted, Repo: m.Repo, Owner: m.Node,
-		Entry: cluster.Entry{Node: m.Node, Epoch: 7}}, f.rec("claim " + m.Repo + " " + m.Node)
+		Entry: cluster.Entry{Node: m.Node, Epoch: 7}}, f.rec("claim " + m.Repo.String() + " " + m.Node)
 }
 func (f *fakeLeader) Renew(_ context.Context, m cluster.RenewLeases) (cluster.LeasesRenewed, error) {
-	return cluster.LeasesRenewed{Renewed: m.Repos[:1], Declined: m.Repos[1:]}, f.rec("renew " + m.Node + " " + strings.Join(m.Repos, ","))
+	return cluster.LeasesRenewed{Renewed: m.Repos[:1], Declined: m.Repos[1:]}, f.rec("renew " + m.Node + " " + fmt.Sprint(m.Repos))
 }
 func (f *fakeLeader) Release(_ context.Context, m cluster.ReleaseLease) (cluster.Decision, error) {
-	return cluster.Decision{Outcome: cluster.Released, Repo: m.Repo, Owner: m.Node}, f.rec("release " + m.Node + " " + m.Repo)
+	return cluster.Decision{Outcome: cluster.Released, Repo: m.Repo, Owner: m.Node}, f.rec("release " + m.Node + " " + m.Repo.String())
 }
 func (f *fakeLeader) ForceGrant(_ context.Context, m cluster.ForceGrantLease) (cluster.Decision, error) {
 	return cluster.Decision{Outcome: cluster.Refused, Reason: cluster.ReasonQuiet, Repo: m.Repo, Owner: m.Dead},
-		f.rec("force " + m.Repo + " " + m.Requester + " " + m.Dead)
+		f.rec("force " + m.Repo.String() + " " + m.Requester + " " + m.Dead)
 }
 
 var errTestUnreachable = errors.New("test: leader unreachable")
@@ -144,21 +145,22 @@ func TestLeaderRoundTrip(t *testing.T) {
 	c := NewLeaderClient(strings.TrimPrefix(srv.URL, "http://"), secret, errTestUnreachable)
 	defer c.Close()
 	ctx := context.Background()
-	d, err := c.Claim(ctx, cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"})
+	ab := names.MustParse("a/b")
+	d, err := c.Claim(ctx, cluster.ClaimLease{Repo: ab, Node: "rgit-1"})
 	if err != nil || d.Outcome != cluster.Granted || d.Owner != "rgit-1" || d.Entry.Epoch != 7 {
 		t.Fatalf("Claim = %+v, %v", d, err)
 	}
-	r, err := c.Renew(ctx, cluster.RenewLeases{Node: "rgit-1", Repos: []string{"a/b", "a/c"}})
-	if err != nil || len(r.Renewed) != 1 || r.Renewed[0] != "a/b" || len(r.Declined) != 1 || r.Declined[0] != "a/c" {
+	r, err := c.Renew(ctx, cluster.RenewLeases{Node: "rgit-1", Repos: []names.Repo{ab, names.MustParse("a/c")}})
+	if err != nil || len(r.Renewed) != 1 || r.Renewed[0] != ab || len(r.Declined) != 1 || r.Declined[0].String() != "a/c" {
 		t.Fatalf("Renew = %+v %v", r, err)
 	}
-	if d, err := c.Release(ctx, cluster.ReleaseLease{Node: "rgit-1", Repo: "a/b"}); err != nil || d.Outcome != cluster.Released {
+	if d, err := c.Release(ctx, cluster.ReleaseLease{Node: "rgit-1", Repo: names.MustParse("a/b")}); err != nil || d.Outcome != cluster.Released {
 		t.Fatalf("Release = %+v %v", d, err)
 	}
-	if d, err := c.ForceGrant(ctx, cluster.ForceGrantLease{Repo: "a/b", Requester: "rgit-2", Dead: "rgit-1"}); err != nil || d.Reason != cluster.ReasonQuiet {
+	if d, err := c.ForceGrant(ctx, cluster.ForceGrantLease{Repo: names.MustParse("a/b"), Requester: "rgit-2", Dead: "rgit-1"}); err != nil || d.Reason != cluster.ReasonQuiet {
 		t.Fatalf("ForceGrant = %+v %v", d, err)
 	}
-	want := []string{"claim a/b rgit-1", "renew rgit-1 a/b,a/c", "release rgit-1 a/b", "force a/b rgit-2 rgit-1"}
+	want := []string{"claim a/b rgit-1", "renew rgit-1 [a/b a/c]", "release rgit-1 a/b", "force a/b rgit-2 rgit-1"}
 	if fmt.Sprint(fl.calls) != fmt.Sprint(want) {
 		t.Errorf("calls = %v, want %v", fl.calls, want)
 	}
@@ -170,33 +172,33 @@ func TestLeaderClientErrors(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
-	if _, err := NewLeaderClient(addr, secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
+	if _, err := NewLeaderClient(addr, secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: names.MustParse("a/b"), Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
 		t.Errorf("no listener: %v", err)
 	}
 	// The leader's own failure (it cannot persist): unreachable too.
 	srv := leaderServer(t, &fakeLeader{err: errors.New("store down")})
-	if _, err := NewLeaderClient(strings.TrimPrefix(srv.URL, "http://"), secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
+	if _, err := NewLeaderClient(strings.TrimPrefix(srv.URL, "http://"), secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: names.MustParse("a/b"), Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
 		t.Errorf("leader failing: %v", err)
 	}
 	// Not the leader: 503, unreachable.
 	nl := leaderServer(t, nil)
-	if _, err := NewLeaderClient(strings.TrimPrefix(nl.URL, "http://"), secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
+	if _, err := NewLeaderClient(strings.TrimPrefix(nl.URL, "http://"), secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: names.MustParse("a/b"), Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
 		t.Errorf("not the leader: %v", err)
 	}
 	// A wrong secret is a configuration error, not an outage.
 	fl := &fakeLeader{}
 	srv2 := leaderServer(t, fl)
-	_, err := NewLeaderClient(strings.TrimPrefix(srv2.URL, "http://"), "wrong-secret-0123456", errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"})
+	_, err := NewLeaderClient(strings.TrimPrefix(srv2.URL, "http://"), "wrong-secret-0123456", errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: names.MustParse("a/b"), Node: "rgit-1"})
 	if err == nil || errors.Is(err, errTestUnreachable) || !strings.Contains(err.Error(), "401") {
 		t.Errorf("wrong secret: %v", err)
 	}
 	if len(fl.calls) != 0 {
 		t.Errorf("leader called without the secret: %v", fl.calls)
 	}
-	// A name the leader rejects is refused, not an outage: retrying or
+	// A node name the leader rejects is refused, not an outage: retrying or
 	// answering 503 would not help.
 	var refused *RefusedError
-	_, err = NewLeaderClient(strings.TrimPrefix(srv2.URL, "http://"), secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: "bad name", Node: "rgit-1"})
+	_, err = NewLeaderClient(strings.TrimPrefix(srv2.URL, "http://"), secret, errTestUnreachable).Claim(ctx, cluster.ClaimLease{Repo: names.MustParse("a/b"), Node: "bad node"})
 	if !errors.As(err, &refused) || errors.Is(err, errTestUnreachable) {
 		t.Errorf("invalid name: %v", err)
 	}
@@ -336,7 +338,7 @@ func (oneRepo) Lookup(_ context.Context, owner, name string) (gitserve.RepoInfo,
 	if owner+"/"+name != "a/private" {
 		return gitserve.RepoInfo{}, auth.ErrRepoNotFound
 	}
-	return gitserve.RepoInfo{Owner: "a", Name: "private"}, nil
+	return gitserve.RepoInfo{Repo: names.MustParse("a/private")}, nil
 }
 
 func (r oneRepo) Session(ctx context.Context, owner, name string, _ bool) (gitproto.Backend, func(), error) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/gitserve"
 	"github.com/rgit/rgit/transport/peertls"
 )
@@ -90,12 +91,12 @@ func TestLeaderOverTLS(t *testing.T) {
 	_, addr := tlsServer(t, tc, RequireBearer(secret, nil, h))
 	c := NewLeaderClient(addr, secret, errTestUnreachable).WithTLS(tc)
 	defer c.Close()
-	if d, err := c.Claim(context.Background(), cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"}); err != nil || d.Outcome != cluster.Granted {
+	if d, err := c.Claim(context.Background(), cluster.ClaimLease{Repo: names.MustParse("a/b"), Node: "rgit-1"}); err != nil || d.Outcome != cluster.Granted {
 		t.Fatalf("Claim over TLS = %+v, %v", d, err)
 	}
 	f := NewLeaderClient(addr, secret, errTestUnreachable).WithTLS(testTLS(t))
 	defer f.Close()
-	if _, err := f.Claim(context.Background(), cluster.ClaimLease{Repo: "a/b", Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
+	if _, err := f.Claim(context.Background(), cluster.ClaimLease{Repo: names.MustParse("a/b"), Node: "rgit-1"}); !errors.Is(err, errTestUnreachable) {
 		t.Fatalf("Claim with a foreign certificate: %v", err)
 	}
 }

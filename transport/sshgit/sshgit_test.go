@@ -20,6 +20,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/testkit/need"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
@@ -72,8 +73,8 @@ func newFixture(t *testing.T, engine gitserve.Engine, configure ...func(*Config)
 	need.Tool(t, "ssh")
 	f.pub = f.env.BareRepo(2)
 	f.prv = f.env.BareRepo(1)
-	f.res.Add(auth.RepoInfo{Owner: "alice", Name: "pub", Public: true}, f.pub)
-	f.res.Add(auth.RepoInfo{Owner: "alice", Name: "priv"}, f.prv)
+	f.res.Add(auth.RepoInfo{Repo: names.MustParse("alice/pub"), Public: true}, f.pub)
+	f.res.Add(auth.RepoInfo{Repo: names.MustParse("alice/priv")}, f.prv)
 	f.alice, f.bob, f.nobody = newClientKey(t), newClientKey(t), newClientKey(t)
 	keys := gitservetest.Keys{
 		gossh.FingerprintSHA256(f.alice.signer.PublicKey()): "alice",

@@ -1,6 +1,6 @@
 package web_test
 
-// Browser tests: a real node (serve.Start) with its read API and this
+// Browser tests: a real node (node.Start) with its read API and this
 // page, real git pushes, and Debian's chromium driven headless through
 // the DevTools protocol (chromedp). Screenshots of every view are kept in
 // testdata/out (git-ignored; RGIT_SCREENSHOTS overrides) and their paths

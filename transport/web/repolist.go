@@ -41,7 +41,7 @@ const maxListed = 1000
 // listTTL is how long the name index as read for GET /api/repos serves
 // every caller: reading it costs a listing and up to maxListed reads,
 // which a stream of (anonymous) requests must not repeat. It matches the
-// nodes' name-index cache (repo.MetaCache): a repository may show in the
+// nodes' name-index cache (auth.RepoInfoCache): a repository may show in the
 // list, by name only, that long after it went private.
 const listTTL = 5 * time.Second
 
@@ -56,12 +56,12 @@ type RepoLister struct {
 
 	mu        sync.Mutex // held while the index is read: one read at a time
 	readAt    time.Time
-	metas     []repo.Meta
+	metas     []auth.RepoInfo
 	truncated bool
 }
 
 // index returns the name index as read at most listTTL ago.
-func (l *RepoLister) index(ctx context.Context) ([]repo.Meta, bool, error) {
+func (l *RepoLister) index(ctx context.Context) ([]auth.RepoInfo, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.metas != nil && time.Since(l.readAt) < listTTL {
@@ -72,7 +72,7 @@ func (l *RepoLister) index(ctx context.Context) ([]repo.Meta, bool, error) {
 		return nil, false, err
 	}
 	if metas == nil {
-		metas = []repo.Meta{} // an empty index is an answer too
+		metas = []auth.RepoInfo{} // an empty index is an answer too
 	}
 	l.metas, l.truncated, l.readAt = metas, truncated, time.Now()
 	return metas, truncated, nil
@@ -103,8 +103,8 @@ func (l *RepoLister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out := RepoList{Viewer: id.Owner, Repos: []RepoItem{}, Truncated: truncated}
 	for _, m := range metas {
-		if auth.Decide(id, m.AccessInfo(), true, auth.Read) == auth.Allow {
-			out.Repos = append(out.Repos, RepoItem{Owner: m.Owner, Name: m.Name, Public: m.Public})
+		if auth.Decide(id, m, true, auth.Read) == auth.Allow {
+			out.Repos = append(out.Repos, RepoItem{Owner: m.Repo.Owner(), Name: m.Repo.Name(), Public: m.Public})
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/packcache"
@@ -41,11 +42,11 @@ func TestRepoListReadsTheIndexOncePerTTL(t *testing.T) {
 	t.Cleanup(func() { cache.Close() })
 	d := repo.Deps{Store: st, Cache: cache}
 	for _, name := range []string{"pub", "priv"} {
-		if err := repo.Create(ctx, d, "alice", name); err != nil {
+		if err := repo.Create(ctx, d, names.MustParse("alice/"+name)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r, err := repo.Open(ctx, d, "alice", "pub")
+	r, err := repo.Open(ctx, d, names.MustParse("alice/pub"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func NewResolver() *Resolver { return &Resolver{repos: map[string]repo{}} }
 // Add registers a repository stored in the bare repository dir.
 func (r *Resolver) Add(info auth.RepoInfo, dir string) {
 	r.mu.Lock()
-	r.repos[info.Owner+"/"+info.Name] = repo{info: info, dir: dir}
+	r.repos[info.Repo.String()] = repo{info: info, dir: dir}
 	r.mu.Unlock()
 }
 
