@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rgit/rgit/transport/node"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/testkit/gitenv"
 	"github.com/rgit/rgit/testkit/gitrun"
 	"github.com/rgit/rgit/testkit/outage"
 	"github.com/rgit/rgit/testkit/s3local"
+	"github.com/rgit/rgit/transport/node"
 )
 
 // TestStoreOutage runs one node on a real S3 server (versitygw) and takes
