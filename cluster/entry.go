@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rgit/rgit/storage/format"
 	"github.com/rgit/rgit/storage/names"
 )
 
@@ -18,7 +19,8 @@ const KeyPrefix = "own/"
 
 // entryVersion is the first byte of an encoded per-repository Entry,
 // boundVersion that of an entry bound to a session. Decoding refuses any
-// other version so an old binary never misreads a newer layout.
+// version format.OwnershipEntry does not read, so an old binary never
+// misreads a newer layout.
 const (
 	entryVersion = 1
 	boundVersion = 2
@@ -122,8 +124,8 @@ func (e *Entry) UnmarshalBinary(b []byte) error {
 		return corrupt("empty")
 	}
 	version := b[0]
-	if version != entryVersion && version != boundVersion {
-		return corrupt(fmt.Sprintf("unknown version %d", b[0]))
+	if err := format.OwnershipEntry.Check(uint32(version)); err != nil {
+		return fmt.Errorf("decode entry: %w", err)
 	}
 	b = b[1:]
 	epoch, n := binary.Uvarint(b)

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/rgit/rgit/storage/format"
 )
 
 // SessionPrefix is the refdb key prefix of node sessions: "sess/{node}".
 // It lies outside KeyPrefix, so scans of entries never see it.
 const SessionPrefix = "sess/"
-
-// sessionVersion is the first byte of an encoded Session.
-const sessionVersion = 1
 
 // Session is a node's lease on all its entries at once (etcd's lease
 // model): an entry bound to a session (Entry.Session) is live exactly
@@ -62,7 +61,7 @@ func (s Session) MarshalBinary() ([]byte, error) {
 		return nil, fmt.Errorf("encode session: ID 0 is never opened: %w", ErrCorruptEntry)
 	}
 	b := make([]byte, 0, 1+4*binary.MaxVarintLen64)
-	b = append(b, sessionVersion)
+	b = append(b, byte(format.OwnershipSession.Write))
 	b = binary.AppendUvarint(b, s.ID)
 	for _, t := range []time.Time{s.Expires, s.Renewed, s.Started} {
 		ns, err := unixNano(t)
@@ -77,8 +76,11 @@ func (s Session) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary decodes what MarshalBinary wrote, strictly (anything
 // else is ErrCorruptEntry). Times come back in UTC.
 func (s *Session) UnmarshalBinary(b []byte) error {
-	if len(b) == 0 || b[0] != sessionVersion {
-		return fmt.Errorf("decode session: bad version: %w", ErrCorruptEntry)
+	if len(b) == 0 {
+		return fmt.Errorf("decode session: empty: %w", ErrCorruptEntry)
+	}
+	if err := format.OwnershipSession.Check(uint32(b[0])); err != nil {
+		return fmt.Errorf("decode session: %w", err)
 	}
 	b = b[1:]
 	id, n := binary.Uvarint(b)

@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/format"
 	"github.com/rgit/rgit/storage/names"
 )
 
@@ -51,13 +53,17 @@ func TestSessionRoundTripAndStrict(t *testing.T) {
 		t.Fatalf("session 0 encoded: %v", err)
 	}
 	for name, bad := range map[string][]byte{
-		"empty": nil, "version": append([]byte{2}, b[1:]...), "truncated": b[:len(b)-1],
+		"empty": nil, "truncated": b[:len(b)-1],
 		"trailing": append(append([]byte{}, b...), 0), "id 0": {1, 0, 0, 0, 0},
 	} {
 		var s Session
 		if err := s.UnmarshalBinary(bad); !errors.Is(err, ErrCorruptEntry) {
 			t.Errorf("%s: err = %v, want ErrCorruptEntry", name, err)
 		}
+	}
+	var s Session
+	if err := s.UnmarshalBinary(append([]byte{2}, b[1:]...)); !errors.Is(err, format.ErrUnsupported) || !strings.Contains(err.Error(), "ownership session version 2 ") {
+		t.Errorf("version 2: err = %v, want a refusal naming it", err)
 	}
 	if n, err := NodeOfSessionKey(SessionPrefix + "rgit-3"); err != nil || n != "rgit-3" {
 		t.Fatalf("NodeOfSessionKey = %q, %v", n, err)

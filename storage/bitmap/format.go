@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rgit/rgit/storage/format"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 )
@@ -68,7 +69,11 @@ func unseal(data []byte) ([]byte, error) {
 	if !bytes.Equal(data[:4], magic) {
 		return nil, fmt.Errorf("bad signature: %w", ErrCorrupt)
 	}
-	switch v := binary.BigEndian.Uint32(data[4:]); v {
+	v := binary.BigEndian.Uint32(data[4:])
+	if err := format.Bitmap.Check(v); err != nil {
+		return nil, err
+	}
+	switch v {
 	case version, versionLayer:
 		body := data[:len(data)-crcLen]
 		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(data[len(body):]) {
@@ -84,7 +89,7 @@ func unseal(data []byte) ([]byte, error) {
 			return nil, fmt.Errorf("checksum: %w", ErrCorrupt)
 		}
 		return body, nil
-	default:
+	default: // format.Bitmap and this switch disagree
 		return nil, fmt.Errorf("version %d: %w", v, ErrCorrupt)
 	}
 }

@@ -1,15 +1,19 @@
 package refdb
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/format"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/testkit/faultstore"
 )
@@ -382,4 +386,52 @@ func TestOpensWithoutWritesKeepLogBounded(t *testing.T) {
 	if gets := fs.Count(faultstore.OpGet); gets > 3*8+1 {
 		t.Fatalf("an open read %d objects", gets)
 	}
+}
+
+// TestNewerFormatRefused: a database whose newest record is of a version
+// this build does not read (a newer release wrote it) is refused, by
+// writer and follower alike, with an error naming the object and the
+// version, and not taken for damage.
+func TestNewerFormatRefused(t *testing.T) {
+	ctx := testCtx(t)
+	mem, fs := newStores(1)
+	db := mustOpen(t, ctx, fs, Options{})
+	for i := range 3 {
+		mustCommit(t, ctx, db, Set(fmt.Sprint(i), []byte("v")))
+	}
+	db.Close(ctx)
+	var victim string
+	for info, err := range mem.List(ctx, testPrefix+"/wal/", "") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		victim = info.Key // newest
+	}
+	rc, _, err := mem.Get(ctx, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := format.RefDB.Newest + 1
+	data[len(magic)] = byte(newer)
+	binary.BigEndian.PutUint32(data[len(data)-trailerLen:], crc32.Checksum(data[:len(data)-trailerLen], castagnoli))
+	if err := mem.Put(ctx, victim, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("ref-database record version %d ", newer)
+	check := func(who string, err error) {
+		t.Helper()
+		if !errors.Is(err, format.ErrUnsupported) || errors.Is(err, ErrCorrupt) ||
+			!strings.Contains(err.Error(), victim) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s over a newer record: %v (want a refusal naming %s and %q)", who, err, victim, want)
+		}
+	}
+	_, err = Open(ctx, fs, testPrefix, Options{})
+	check("Open", err)
+	_, err = OpenFollower(ctx, fs, testPrefix, Options{})
+	check("OpenFollower", err)
 }

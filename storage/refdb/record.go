@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"strconv"
 	"strings"
+
+	"github.com/rgit/rgit/storage/format"
 )
 
 // Object layout under the database prefix P:
@@ -31,13 +33,12 @@ const (
 // seq, pair count, pairs in ascending key order. A mutation is a flag byte
 // (0 set, 1 delete), key length, key, and for a set value length, value.
 const (
-	magic         = "rgdb"
-	formatVersion = 1
-	kindLog       = 1
-	kindSnap      = 2
-	headerLen     = len(magic) + 2
-	trailerLen    = 4
-	writerIDLen   = 16
+	magic       = "rgdb"
+	kindLog     = 1
+	kindSnap    = 2
+	headerLen   = len(magic) + 2
+	trailerLen  = 4
+	writerIDLen = 16
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -74,7 +75,7 @@ func parseSeqKey(prefix, dir, key string) (uint64, bool) {
 
 func appendHeader(b []byte, kind byte) []byte {
 	b = append(b, magic...)
-	return append(b, formatVersion, kind)
+	return append(b, byte(format.RefDB.Write), kind)
 }
 
 func appendBytes(b []byte, p []byte) []byte {
@@ -198,8 +199,8 @@ func openRecord(data []byte, kind byte) (*decoder, error) {
 	if len(data) < headerLen+trailerLen || string(data[:len(magic)]) != magic {
 		return nil, fmt.Errorf("%w: bad magic or short object (%d bytes)", errMalformed, len(data))
 	}
-	if v := data[len(magic)]; v != formatVersion {
-		return nil, fmt.Errorf("%w: unsupported format version %d", errMalformed, v)
+	if err := format.RefDB.Check(uint32(data[len(magic)])); err != nil {
+		return nil, err
 	}
 	if k := data[len(magic)+1]; k != kind {
 		return nil, fmt.Errorf("%w: object kind %d, want %d", errMalformed, k, kind)
@@ -277,7 +278,12 @@ func decodeSnapshot(data []byte) (*View, error) {
 	return b.view(seq), nil
 }
 
-// corrupt wraps a decoding failure so it names the object.
+// corrupt wraps a decoding failure so it names the object. A version
+// this build does not read is refused as such (format.ErrUnsupported),
+// not reported as damage.
 func corrupt(key string, err error) error {
+	if errors.Is(err, format.ErrUnsupported) {
+		return fmt.Errorf("refdb: %s: %w", key, err)
+	}
 	return fmt.Errorf("%w: %s: %w", ErrCorrupt, key, err)
 }

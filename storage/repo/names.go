@@ -24,6 +24,9 @@ const (
 	keyHead       = "head"
 	keyVisibility = "meta/visibility"
 	keyCreated    = "meta/created"
+	// keyFormat holds the layout version of the database
+	// (format.Repository) in decimal; absent: 1.
+	keyFormat = "meta/format"
 	// keyRefGen changes with every ref update, so a long operation (repack)
 	// can assert in its commit that no ref moved since it started.
 	keyRefGen     = "meta/refgen"

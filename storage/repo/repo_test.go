@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/format"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore"
@@ -730,5 +731,44 @@ func BenchmarkSnapshotUnchanged(b *testing.B) {
 			b.Fatal(err)
 		}
 		s.Close()
+	}
+}
+
+// TestNewerLayoutRefused: a repository whose database says a layout
+// version this build does not read (a newer release wrote it) is refused
+// with an error naming the version before anything in it is read; one
+// without the key (every repository written so far) has layout 1.
+func TestNewerLayoutRefused(t *testing.T) {
+	st := memstore.New()
+	d := newDeps(t, st)
+	on := names.MustParse("o/n")
+	if err := Create(ctx, d, on); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadPacks(ctx, d, on); err != nil {
+		t.Fatalf("layout 1 (no %s): %v", keyFormat, err)
+	}
+	db, err := refdb.Open(ctx, st, dbPrefix(on), refdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := strconv.FormatUint(uint64(format.Repository.Newest+1), 10)
+	if _, err := db.Commit(ctx, refdb.Txn{refdb.Set(keyFormat, []byte(newer))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ReadPacks(ctx, d, on)
+	if !errors.Is(err, format.ErrUnsupported) || !strings.Contains(err.Error(), "repository layout version "+newer+" ") {
+		t.Fatalf("ReadPacks over layout %s: %v, want a refusal naming it", newer, err)
+	}
+	r, err := Open(ctx, d, on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if _, err := r.Snapshot(ctx); !errors.Is(err, format.ErrUnsupported) {
+		t.Fatalf("Snapshot over layout %s: %v, want a refusal", newer, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rgit/rgit/storage/bitmap"
+	"github.com/rgit/rgit/storage/format"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
@@ -70,6 +72,9 @@ type peelResult struct {
 }
 
 func parseState(v *refdb.View) (*state, error) {
+	if err := checkLayout(v); err != nil {
+		return nil, err
+	}
 	st := &state{seq: v.Seq(), head: defaultHead, packRaw: map[string][]byte{}, peeled: map[object.ID]peelResult{}}
 	if h, ok := v.Get(keyHead); ok {
 		st.head = string(h)
@@ -320,4 +325,17 @@ func peel(set *pack.Set, id object.ID) (peelResult, error) {
 		}
 		cur = tag.Object
 	}
+}
+
+// checkLayout refuses a database whose layout version this build does
+// not read, before anything in it is interpreted.
+func checkLayout(v *refdb.View) error {
+	ver := uint64(1)
+	if b, ok := v.Get(keyFormat); ok {
+		var err error
+		if ver, err = strconv.ParseUint(string(b), 10, 32); err != nil {
+			return fmt.Errorf("malformed %s %q", keyFormat, b)
+		}
+	}
+	return format.Repository.Check(uint32(ver))
 }

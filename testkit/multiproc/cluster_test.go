@@ -65,8 +65,8 @@ func startCluster(t *testing.T, env ...string) (*Cluster, *gitenv.Env) {
 	return startClusterWith(t, Options{Env: env})
 }
 
-// startClusterWith starts three nodes with o (Bin, Dir and Nodes are
-// filled in).
+// startClusterWith starts three nodes with o (Dir and Nodes are filled
+// in, and Bin if empty).
 func startClusterWith(t *testing.T, o Options) (*Cluster, *gitenv.Env) {
 	t.Helper()
 	if testing.Short() {
@@ -74,7 +74,10 @@ func startClusterWith(t *testing.T, o Options) (*Cluster, *gitenv.Env) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	bin := rgitBin(t)
+	bin := o.Bin
+	if bin == "" {
+		bin = rgitBin(t)
+	}
 	var err error
 	var c *Cluster
 	for attempt := 0; ; attempt++ {

@@ -2,7 +2,9 @@
 // loopback for multi-process tests and benchmarks: one shared file://
 // store, a separate cache directory per node, the static peer map
 // (RGIT_PEERS) and RGIT_SELF=rgit-0..N-1. Nodes can be killed with SIGKILL,
-// stopped with SIGTERM and restarted on the same ports.
+// stopped with SIGTERM and restarted on the same ports, with another
+// binary for upgrade tests (BuildRelease builds an earlier release from
+// the repository's history; Node.SetBin, Fleet.Bin).
 //
 // It is testkit: it may import anything; only tests and cmd/rgit-bench use
 // it. It reports errors rather than taking a testing.TB so the benchmark
@@ -31,11 +33,58 @@ import (
 // Build compiles ./cmd/rgit from the module at root into dir and returns
 // the binary's path.
 func Build(ctx context.Context, root, dir string) (string, error) {
+	return build(ctx, root, dir)
+}
+
+func build(ctx context.Context, root, dir string, flags ...string) (string, error) {
 	bin := filepath.Join(dir, "rgit")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/rgit")
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"build", "-o", bin}, flags...), "./cmd/rgit")...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/rgit: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// BuildRelease compiles ./cmd/rgit as it was at commit of the git
+// repository at root into dir/rgit, from a copy of that commit's tree
+// (git archive, so nothing is left registered in the repository) that is
+// removed afterwards. The binary reports commit as its version's commit
+// (rgit-admin version, the rollout status). It appears under its final
+// name only once complete, so concurrent builds into one dir are safe.
+func BuildRelease(ctx context.Context, root, commit, dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	src, err := os.MkdirTemp(dir, "src-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(src)
+	archive := exec.CommandContext(ctx, "git", "-C", root, "archive", "--format=tar", commit)
+	untar := exec.CommandContext(ctx, "tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	var stderr bytes.Buffer
+	archive.Stderr, untar.Stdin, untar.Stderr = &stderr, pipe, &stderr
+	if err := untar.Start(); err != nil {
+		return "", err
+	}
+	aerr := archive.Run()
+	if err := errors.Join(aerr, untar.Wait()); err != nil {
+		return "", fmt.Errorf("git archive %s: %w\n%s", commit, err, stderr.String())
+	}
+	// The version package moved; the linker ignores the path a commit lacks.
+	stamp := "-X github.com/rgit/rgit/cmd/version.commit=" + commit + " -X github.com/rgit/rgit/transport/node/version.commit=" + commit
+	tmp, err := build(ctx, src, src, "-trimpath", "-ldflags="+stamp)
+	if err != nil {
+		return "", fmt.Errorf("release %s: %w", commit, err)
+	}
+	bin := filepath.Join(dir, "rgit")
+	if err := os.Rename(tmp, bin); err != nil {
+		return "", err
 	}
 	return bin, nil
 }
@@ -167,6 +216,14 @@ func (n *Node) Start() error {
 		close(done)
 	}()
 	return nil
+}
+
+// SetBin makes the node's next Start run bin (an upgrade or a
+// downgrade of the node).
+func (n *Node) SetBin(bin string) {
+	n.mu.Lock()
+	n.bin = bin
+	n.mu.Unlock()
 }
 
 // Pid is the running process's id (0 when not started).
@@ -319,6 +376,8 @@ type Fleet struct {
 	// in flight finish), which a test's client-side balancer mimics.
 	BeforeTerm  func(i int)
 	TermTimeout time.Duration // default 30s
+	// Bin, if set, is the binary Update starts: the fleet is upgraded.
+	Bin string
 }
 
 // Size is the number of nodes.
@@ -336,6 +395,9 @@ func (f *Fleet) Update(_ context.Context, i int) error {
 	}
 	if err := n.Term(timeout); err != nil {
 		return err
+	}
+	if f.Bin != "" {
+		n.SetBin(f.Bin)
 	}
 	return n.Start()
 }

@@ -57,6 +57,7 @@ func FetchRollout(ctx context.Context, addr, secret string) (RolloutStatus, erro
 		return st, err
 	}
 	req.Header.Set(peer.HeaderSecret, secret)
+	peer.SetVersion(req.Header)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return st, fmt.Errorf("%w: %w", ErrUnreachable, err)

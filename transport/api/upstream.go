@@ -70,6 +70,7 @@ func (u *Upstream) Probe(ctx context.Context, path string) error {
 		return err
 	}
 	req.Header.Set(peer.HeaderSecret, u.secret)
+	peer.SetVersion(req.Header)
 	resp, err := u.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("upstream %s: %w", u.base.Host, err)
@@ -107,6 +108,7 @@ func (u *Upstream) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, 
 	}
 	req.Header.Set(peer.HeaderSecret, u.secret)
 	req.Header.Set(peer.HeaderHop, "1")
+	peer.SetVersion(req.Header)
 	resp, err := u.client.Do(req)
 	if err != nil {
 		if r.Context().Err() == nil {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/clonecache"
+	"github.com/rgit/rgit/storage/format"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/walk"
 	"github.com/rgit/rgit/transport/gitproto"
@@ -140,9 +141,11 @@ func Cacheable(req *gitproto.FetchRequest) bool {
 }
 
 // CacheKey names the pack of a Cacheable request on repository repo with
-// the given pack list: everything that shapes the pack is in it.
+// the given pack list: everything that shapes the pack is in it, the
+// clone-pack version (format.ClonePack) first, so a release that shapes
+// packs differently finds none of another's.
 func CacheKey(repo string, packs []string, req *gitproto.FetchRequest) string {
-	parts := []string{"fetchpack/v1", repo, strconv.Itoa(len(packs))}
+	parts := []string{"fetchpack/v" + strconv.FormatUint(uint64(format.ClonePack.Write), 10), repo, strconv.Itoa(len(packs))}
 	parts = append(parts, slices.Sorted(slices.Values(packs))...)
 	wants := make([]string, len(req.Wants))
 	for i, w := range req.Wants {

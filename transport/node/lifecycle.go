@@ -408,6 +408,7 @@ func (s *Server) hintSuccessors(ctx context.Context) {
 				return
 			}
 			req.Header.Set("Authorization", "Bearer "+s.PeerSecret)
+			peer.SetVersion(req.Header)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				s.log.Info("prewarm hint not delivered", zap.String("to", node), zap.Error(err))

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/format"
 	"github.com/rgit/rgit/transport/gitserve"
 )
 
@@ -19,7 +20,40 @@ const (
 	HeaderSecret = "X-Rgit-Peer-Secret"
 	// HeaderHop counts how many times a request was forwarded.
 	HeaderHop = "X-Rgit-Hop"
+	// HeaderVersion is the peer protocol version the sender speaks
+	// (format.Peer). A request without it comes from a release that
+	// predates it, which speaks version 1; such a release ignores it.
+	HeaderVersion = "X-Rgit-Peer-Version"
 )
+
+// SetVersion marks a peer request as sent in this build's protocol
+// version.
+func SetVersion(h http.Header) {
+	h.Set(HeaderVersion, strconv.FormatUint(uint64(format.Peer.Write), 10))
+}
+
+// versionOK lets through a request in a peer protocol version this build
+// speaks; any other is answered 400 with the refusal (which names the
+// version and the versions spoken here) and logged, so a fleet mixing
+// releases the promise does not cover fails loudly rather than being
+// misunderstood.
+func versionOK(w http.ResponseWriter, r *http.Request, log *zap.Logger) bool {
+	v, err := uint64(1), error(nil)
+	if s := r.Header.Get(HeaderVersion); s != "" {
+		if v, err = strconv.ParseUint(s, 10, 32); err != nil {
+			log.Warn("peer request with a malformed protocol version", zap.String("remote", r.RemoteAddr), zap.String(HeaderVersion, s))
+			http.Error(w, "bad "+HeaderVersion, http.StatusBadRequest)
+			return false
+		}
+	}
+	if err := format.Peer.Check(uint32(v)); err != nil {
+		log.Error("peer request refused: protocol version", zap.String("remote", r.RemoteAddr),
+			zap.String("path", r.URL.Path), zap.Uint64("version", v), zap.Error(err))
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
 
 // secretOK compares in constant time; an empty configured secret never
 // matches (a node without a secret accepts no peer traffic).
@@ -42,7 +76,8 @@ func refuse(w http.ResponseWriter, r *http.Request, log *zap.Logger) {
 }
 
 // RequireBearer wraps the stream port's handlers: requests must carry the
-// secret as a bearer token, anything else is 401.
+// secret as a bearer token, anything else is 401, and speak a peer
+// protocol version this build does (versionOK).
 func RequireBearer(secret string, log *zap.Logger, next http.Handler) http.Handler {
 	log = orNop(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -50,17 +85,24 @@ func RequireBearer(secret string, log *zap.Logger, next http.Handler) http.Handl
 			refuse(w, r, log)
 			return
 		}
+		if !versionOK(w, r, log) {
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
 
 // RequireSecret wraps a peer HTTP port handler that is not a forwarded
-// request (the rollout status): the secret in HeaderSecret, else 401.
+// request (the rollout status): the secret in HeaderSecret, else 401,
+// and a peer protocol version this build speaks.
 func RequireSecret(secret string, log *zap.Logger, next http.Handler) http.Handler {
 	log = orNop(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !secretOK(r.Header.Get(HeaderSecret), secret) {
 			refuse(w, r, log)
+			return
+		}
+		if !versionOK(w, r, log) {
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -83,6 +125,9 @@ func PeerHTTP(secret string, log *zap.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !secretOK(r.Header.Get(HeaderSecret), secret) {
 			refuse(w, r, log)
+			return
+		}
+		if !versionOK(w, r, log) {
 			return
 		}
 		n, ok := hops(r)

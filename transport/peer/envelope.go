@@ -269,6 +269,7 @@ func SendProgress[M any](ctx context.Context, hc *http.Client, base, secret stri
 	}
 	req.Header.Set("Authorization", "Bearer "+secret)
 	req.Header.Set("Content-Type", "application/json")
+	SetVersion(req.Header)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return err

@@ -131,6 +131,7 @@ func NewHTTPForwarder(dir *Directory, secret string, log *zap.Logger) *HTTPForwa
 			pr.Out.Host = st.addr
 			pr.Out.Header.Set(HeaderSecret, f.secret)
 			pr.Out.Header.Set(HeaderHop, strconv.Itoa(st.hop))
+			SetVersion(pr.Out.Header)
 			// The id this node gave the request, not whatever the client
 			// sent, and the client's own beside it: the owner logs under
 			// the same ones.

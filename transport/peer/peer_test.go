@@ -17,8 +17,12 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/format"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/gitproto"
 	"github.com/rgit/rgit/transport/gitserve"
@@ -461,5 +465,72 @@ func TestFrameWriterSplits(t *testing.T) {
 	}()
 	if _, _, err := readFrames(bufio.NewReader(d), io.Discard); !errors.Is(err, errNoStatus) {
 		t.Errorf("truncated stream: %v", err)
+	}
+}
+
+// TestPeerProtocolVersion: every peer port wrapper lets through requests
+// in a protocol version this build speaks (no header: a release before
+// versions were sent, which speaks 1) and refuses any other with 400, an
+// answer and a log line that name the version; senders mark their
+// requests with this build's version.
+func TestPeerProtocolVersion(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	log := zap.New(core)
+	var got []string
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = append(got, r.Header.Get(HeaderVersion)) })
+	wrappers := map[string]struct {
+		h   http.Handler
+		set func(*http.Request)
+	}{
+		"bearer": {RequireBearer(secret, log, next), func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+secret) }},
+		"secret": {RequireSecret(secret, log, next), func(r *http.Request) { r.Header.Set(HeaderSecret, secret) }},
+		"peer http": {PeerHTTP(secret, log, next), func(r *http.Request) {
+			r.Header.Set(HeaderSecret, secret)
+			r.Header.Set(HeaderHop, "1")
+		}},
+	}
+	newer := fmt.Sprint(format.Peer.Newest + 1)
+	for name, wr := range wrappers {
+		for _, c := range []struct {
+			version string
+			want    int
+			body    string
+		}{
+			{"", 200, ""},
+			{"1", 200, ""},
+			{newer, 400, "peer protocol version " + newer + " "},
+			{"0", 400, "peer protocol version 0 "},
+			{"x", 400, "bad " + HeaderVersion},
+		} {
+			r := httptest.NewRequest("POST", "/peer/v1/msg", nil)
+			wr.set(r)
+			if c.version != "" {
+				r.Header.Set(HeaderVersion, c.version)
+			}
+			w := httptest.NewRecorder()
+			wr.h.ServeHTTP(w, r)
+			if w.Code != c.want || !strings.Contains(w.Body.String(), c.body) {
+				t.Errorf("%s, version %q: %d %q, want %d and %q", name, c.version, w.Code, w.Body.String(), c.want, c.body)
+			}
+		}
+	}
+	refusals := logs.FilterMessage("peer request refused: protocol version").All()
+	if len(refusals) != 2*len(wrappers) {
+		t.Errorf("%d refusals logged, want %d", len(refusals), 2*len(wrappers))
+	}
+	for _, e := range refusals {
+		if v := e.ContextMap()["version"]; v != uint64(format.Peer.Newest+1) && v != uint64(0) {
+			t.Errorf("refusal logged version %v", v)
+		}
+	}
+
+	// A message sent by this build carries its version.
+	got = nil
+	srv := httptest.NewServer(RequireBearer(secret, log, next))
+	defer srv.Close()
+	var out struct{}
+	_ = Send(context.Background(), srv.Client(), srv.URL, secret, 0, cluster.ClaimLease{Repo: names.MustParse("a/b"), Node: "n"}, &out)
+	if want := fmt.Sprint(format.Peer.Write); len(got) != 1 || got[0] != want {
+		t.Errorf("sent version %q, want %q", got, want)
 	}
 }

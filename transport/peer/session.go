@@ -33,7 +33,7 @@ import (
 //	  wrote it), X-Rgit-Identity (the authenticated auth.Identity as JSON,
 //	  scope and deploy key included; absent: anonymous),
 //	  X-Rgit-Protocol (git protocol version), X-Request-Id (the session's id,
-//	  package reqid)
+//	  package reqid), X-Rgit-Peer-Version (HeaderVersion)
 //	← 101 Switching Protocols
 //
 // Then the client's stdin flows raw from caller to owner (a TCP half-close
@@ -140,6 +140,7 @@ func (c *SessionClient) ForwardSession(ctx context.Context, node string, req git
 	}
 	h := hreq.Header
 	h.Set("Authorization", "Bearer "+c.secret)
+	SetVersion(h)
 	h.Set("Connection", "Upgrade")
 	h.Set("Upgrade", upgradeProto)
 	h.Set(HeaderHop, strconv.Itoa(hop))
