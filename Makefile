@@ -23,7 +23,7 @@ RACE_SKIP := -skip 'TestE2E/s3'
 RACE_MULTIPROC := -run 'TestClusterRollingRestartNoFailures' ./testkit/multiproc/
 FUZZTIME  ?= 5s
 
-.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-smoke bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-smoke bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs bench-outage lint generate clean
 
 all: build
 
@@ -111,11 +111,12 @@ bench-smoke: build
 	$(SMOKE) cold -fixtures small -runs 1 -latency 1ms
 	$(SMOKE) cold-open -repos 20,40 -duration 1s -serial 5 -max-warm 8 -clients 4
 	$(SMOKE) memory -rgit $(BIN)/rgit -fixtures small -idle 1s
+	$(SMOKE) outage -duration 3s -op-timeout 1s
 	$(SMOKE) hostile -rgit $(BIN)/rgit -quick -check
 	$(SMOKE) lfs -rgit $(BIN)/rgit -objects 2 -mb 1 -rounds 1
 	$(GO) run ./cmd/rgit-bench-refdb -stores mem-20ms -concurrency 1,8 -duration 300ms -open-commits 100
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs bench-outage
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -161,6 +162,12 @@ bench-cold-open:
 ## large and big fixtures (big is ~380 MB and takes half an hour to build once).
 bench-memory: build
 	$(GO) run ./cmd/rgit-bench memory
+
+## bench-outage: the object store (versitygw) hangs (SIGSTOP), then refuses
+## (killed), for 60 s each under one node: reads served, push time to fail,
+## store requests during the outage, time to recover.
+bench-outage: tools
+	$(GO) run ./cmd/rgit-bench outage -duration 60s
 
 ## bench-hostile: a default node against hostile clients: a 10^6-path tree
 ## bomb through every read-API route and the web page, 64 slow clients

@@ -270,7 +270,9 @@ type inProcessNode struct {
 	srv *node.Server
 }
 
-func startInProcess(ctx context.Context, st objstore.Store, cacheDir string) (*inProcessNode, error) {
+// startInProcess starts a node on st; extra ("RGIT_X=value") adds to or
+// overrides its configuration.
+func startInProcess(ctx context.Context, st objstore.Store, cacheDir string, extra ...string) (*inProcessNode, error) {
 	var last error
 	for range 3 { // the probed peer ports may be taken meanwhile
 		peer, err := freeport.Run(2)
@@ -286,6 +288,10 @@ func startInProcess(ctx context.Context, st objstore.Store, cacheDir string) (*i
 			"RGIT_PEER_ADDR":  "127.0.0.1:" + strconv.Itoa(peer),
 			"RGIT_LOG_LEVEL":  "warn",
 			"RGIT_DRAIN_SECS": "10",
+		}
+		for _, kv := range extra {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
 		}
 		cfg, err := config.Parse(func(k string) string { return env[k] })
 		if err != nil {

@@ -31,6 +31,8 @@
 //	          store with latency and limited bandwidth (see cold.go)
 //	cold-open thousands of repositories on one node, more than it keeps
 //	          warm, read at random from a store with latency (coldopen.go)
+//	outage    the object store hangs (SIGSTOP) or refuses (killed) under
+//	          one node for -duration: what clients saw (see outage.go)
 //	memory    a node's peak and idle RSS over a push and a clone of the
 //	          large and big fixtures (see memory.go for its line format)
 //	lfs       Git LFS uploads and downloads through a node against
@@ -105,6 +107,8 @@ func main() {
 		err = runColdOpen(ctx, args)
 	case "cold-open-serve":
 		err = runColdOpenServe(ctx, args)
+	case "outage":
+		err = runOutage(ctx, args)
 	case "memory":
 		err = runMemory(ctx, args)
 	case "hostile":
@@ -124,7 +128,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|packuris|cluster|maint|api|load|cold|cold-open|memory [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|packuris|cluster|maint|api|load|cold|cold-open|outage|memory [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

@@ -102,8 +102,12 @@ func NewStoreWithOptions(s objstore.Store, o Options) *Store {
 		o.Now = time.Now
 	}
 	return &Store{s: s, now: o.Now, pos: o.PositiveTTL,
-		tokens: ttlcache.New[tokenRecord](o.PositiveTTL, o.NegativeTTL, o.MaxEntries, o.Now),
-		keys:   ttlcache.New[keyRecord](o.PositiveTTL, o.NegativeTTL, o.MaxEntries, o.Now)}
+		// While the store is unavailable nobody can add or revoke a
+		// credential, and warm repositories keep serving their callers.
+		tokens: ttlcache.New[tokenRecord](o.PositiveTTL, o.NegativeTTL, o.MaxEntries, o.Now).
+			ServeStale(objstore.StaleWhileUnavailable, objstore.Unavailable),
+		keys: ttlcache.New[keyRecord](o.PositiveTTL, o.NegativeTTL, o.MaxEntries, o.Now).
+			ServeStale(objstore.StaleWhileUnavailable, objstore.Unavailable)}
 }
 
 // hashHex is hex(sha256(s)), the form credentials take in store keys.

@@ -25,7 +25,21 @@ var (
 	// ErrExists: a create-if-absent lost because the key already exists
 	// (S3 412 Precondition Failed, or 409 for a concurrent conditional write).
 	ErrExists = errors.New("object already exists")
+	// ErrUnavailable: the store did not answer in time, refused the
+	// connection, or is throttling or failing; the request may or may not
+	// have taken effect. Callers turn it into "try again later" (HTTP 503,
+	// a git ng or ERR line naming the store), never into "not found".
+	ErrUnavailable = errors.New("object store unavailable")
 )
+
+// StaleWhileUnavailable is how long past their lifetime a node keeps
+// using answers it read from the store (credentials, the name index)
+// while the store is unavailable: nothing can change them through the
+// store meanwhile, and serving warm repositories needs them.
+const StaleWhileUnavailable = 15 * time.Minute
+
+// Unavailable reports whether err wraps ErrUnavailable.
+func Unavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
 
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {

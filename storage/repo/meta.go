@@ -343,27 +343,29 @@ func NewMetaCache(s objstore.Store, o MetaCacheOptions) *MetaCache {
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = 8192
 	}
-	return &MetaCache{store: s, c: ttlcache.New[auth.RepoInfo](o.TTL, o.TTL, o.MaxEntries, o.Now)}
+	// While the store is unavailable no name or visibility can change
+	// through it, and warm repositories keep serving.
+	return &MetaCache{store: s, c: ttlcache.New[auth.RepoInfo](o.TTL, o.TTL, o.MaxEntries, o.Now).
+		ServeStale(objstore.StaleWhileUnavailable, objstore.Unavailable)}
 }
 
 // Lookup returns r's index entry (any spelling), or ErrNotFound. Store
 // failures are not cached.
 func (c *MetaCache) Lookup(ctx context.Context, r names.Repo) (auth.RepoInfo, error) {
-	k := MetaKey(r)
-	if m, found, hit := c.c.Get(k); hit {
-		if !found {
-			return auth.RepoInfo{}, fmt.Errorf("%s: %w", r, ErrNotFound)
+	m, found, err := c.c.Load(MetaKey(r), func() (auth.RepoInfo, bool, error) {
+		m, err := ReadMeta(ctx, c.store, r)
+		if errors.Is(err, ErrNotFound) {
+			return auth.RepoInfo{}, false, nil
 		}
-		return m, nil
-	}
-	m, err := ReadMeta(ctx, c.store, r)
+		return m, err == nil, err
+	})
 	switch {
-	case err == nil:
-		c.c.Put(k, m, true)
-	case errors.Is(err, ErrNotFound):
-		c.c.Put(k, auth.RepoInfo{}, false)
+	case err != nil:
+		return auth.RepoInfo{}, err
+	case !found:
+		return auth.RepoInfo{}, fmt.Errorf("%s: %w", r, ErrNotFound)
 	}
-	return m, err
+	return m, nil
 }
 
 // Public reports whether r (any spelling) is public according to the

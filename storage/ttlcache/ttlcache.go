@@ -5,6 +5,10 @@
 // a few extra reads, never unbounded memory. It imports only the standard
 // library.
 //
+// A cache may serve stale answers (ServeStale): when the store cannot be
+// read, an expired answer up to a bound older is better than a failure,
+// since nothing can have changed it through the store meanwhile.
+//
 // Found and missing answers are kept in two least-recently-used lists of
 // their own, the missing one smaller: made-up keys (random tokens, names
 // that do not exist) push out only other misses, never a found entry, so
@@ -33,6 +37,11 @@ type Cache[V any] struct {
 	found lru
 	miss  lru
 	loads map[string]*flight // keys with a Load in progress
+
+	// Stale answers (ServeStale): kept staleFor past expiry, served by
+	// Load when its load fails with an error staleWhen accepts.
+	staleFor  time.Duration
+	staleWhen func(error) bool
 }
 
 // lru is one class of entries, most recently used first.
@@ -71,6 +80,16 @@ func NewSized[V any](pos, neg time.Duration, maxFound, maxMissing int, now func(
 	return c
 }
 
+// ServeStale makes Load answer from an entry that expired less than
+// maxAge ago when its load fails with an error when accepts (the store is
+// unavailable). It returns c.
+func (c *Cache[V]) ServeStale(maxAge time.Duration, when func(error) bool) *Cache[V] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.staleFor, c.staleWhen = maxAge, when
+	return c
+}
+
 // Get returns the cached answer for k: its value, whether it was found,
 // and whether there was a live entry at all.
 func (c *Cache[V]) Get(k string) (v V, found, hit bool) {
@@ -85,8 +104,10 @@ func (c *Cache[V]) get(k string) (v V, found, hit bool) {
 		return v, false, false
 	}
 	e := el.Value.(*entry[V])
-	if !c.now().Before(e.expires) {
-		c.remove(el)
+	if now := c.now(); !now.Before(e.expires) {
+		if !now.Before(e.expires.Add(c.staleFor)) {
+			c.remove(el)
+		}
 		return v, false, false
 	}
 	c.class(e.found).l.MoveToFront(el)
@@ -158,7 +179,25 @@ func (c *Cache[V]) Load(k string, load func() (v V, found bool, err error)) (V, 
 	if err == nil && f.gen == gen {
 		c.put(k, v, found)
 	}
+	if err != nil && c.staleWhen != nil && c.staleWhen(err) {
+		if sv, sfound, ok := c.stale(k); ok {
+			return sv, sfound, nil
+		}
+	}
 	return v, found, err
+}
+
+// stale returns k's entry if it expired less than staleFor ago.
+func (c *Cache[V]) stale(k string) (v V, found, ok bool) {
+	el, ok := c.m[k]
+	if !ok {
+		return v, false, false
+	}
+	e := el.Value.(*entry[V])
+	if !c.now().Before(e.expires.Add(c.staleFor)) {
+		return v, false, false
+	}
+	return e.v, e.found, true
 }
 
 func (c *Cache[V]) class(found bool) *lru {

@@ -1,6 +1,7 @@
 package ttlcache
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -126,5 +127,40 @@ func TestLoadDropOtherKey(t *testing.T) {
 	}
 	if len(c.loads) != 0 {
 		t.Fatalf("%d loads still registered", len(c.loads))
+	}
+}
+
+// TestServeStale: a load that fails with an accepted error is answered
+// from an expired entry within the stale bound; other errors, entries
+// past the bound and dropped keys are not.
+func TestServeStale(t *testing.T) {
+	clk := &clock{t: time.Unix(1e9, 0)}
+	down := errors.New("store down")
+	c := New[int](5*time.Second, 5*time.Second, 8, clk.now).ServeStale(time.Minute, func(err error) bool { return errors.Is(err, down) })
+	c.Put("tok", 7, true)
+	c.Put("gone", 0, false)
+	c.Put("dropped", 9, true)
+	c.Drop("dropped")
+	clk.t = clk.t.Add(30 * time.Second)
+	fail := func(err error) func() (int, bool, error) { return func() (int, bool, error) { return 0, false, err } }
+	if v, found, err := c.Load("tok", fail(down)); err != nil || !found || v != 7 {
+		t.Errorf("stale found entry while down: %v %v %v, want 7", v, found, err)
+	}
+	if _, found, err := c.Load("gone", fail(down)); err != nil || found {
+		t.Errorf("stale missing entry while down: found=%v err=%v, want a miss", found, err)
+	}
+	if _, _, err := c.Load("dropped", fail(down)); !errors.Is(err, down) {
+		t.Errorf("dropped key served stale: %v", err)
+	}
+	other := errors.New("corrupt record")
+	if _, _, err := c.Load("tok", fail(other)); !errors.Is(err, other) {
+		t.Errorf("stale answer for an error that is not an outage: %v", err)
+	}
+	if _, _, hit := c.Get("tok"); hit {
+		t.Error("Get answered from an expired entry")
+	}
+	clk.t = clk.t.Add(time.Minute)
+	if _, _, err := c.Load("tok", fail(down)); !errors.Is(err, down) {
+		t.Errorf("entry past the stale bound served: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,11 +49,13 @@ type Server struct {
 	SecretKey string
 	Region    string
 
-	cmd     *exec.Cmd
-	dir     string
-	log     *syncbuf.Buffer
-	exited  chan struct{}
-	stopped sync.Once
+	bin, addr, dir string
+	log            *syncbuf.Buffer
+	stopped        sync.Once
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd     // the current process (Restart replaces it)
+	exited chan struct{} // closed when cmd has exited
 }
 
 // Config returns an s3store.Config for the server's bucket under prefix.
@@ -163,42 +166,84 @@ func start(bin, dir string) (*Server, error) {
 		return nil, fmt.Errorf("find a free port: %w", err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	log := &syncbuf.Buffer{}
-	cmd := exec.Command(bin, "--port", addr, "--access", AccessKey, "--secret", SecretKey,
-		"--region", Region, "--quiet", "posix", dir)
-	cmd.Env = os.Environ()
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("run %s: %w", bin, err)
-	}
 	s := &Server{
 		Endpoint:  "http://" + addr,
 		Bucket:    Bucket,
 		AccessKey: AccessKey,
 		SecretKey: SecretKey,
 		Region:    Region,
-		cmd:       cmd,
+		bin:       bin,
+		addr:      addr,
 		dir:       dir,
-		log:       log,
-		exited:    make(chan struct{}),
+		log:       &syncbuf.Buffer{},
 	}
-	go func() {
-		_ = cmd.Wait()
-		close(s.exited)
-	}()
-	if err := s.waitReady(addr, 15*time.Second); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("versitygw on %s: %w; output:\n%s", addr, err, log.String())
+	if err := s.run(); err != nil {
+		return nil, err
 	}
 	if err := s.createBucket(); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("versitygw on %s: create bucket: %w; output:\n%s", addr, err, log.String())
+		return nil, fmt.Errorf("versitygw on %s: create bucket: %w; output:\n%s", addr, err, s.log.String())
 	}
 	return s, nil
 }
 
+// run starts the process on s.addr and waits until it answers.
+func (s *Server) run() error {
+	cmd := exec.Command(s.bin, "--port", s.addr, "--access", AccessKey, "--secret", SecretKey,
+		"--region", Region, "--quiet", "posix", s.dir)
+	cmd.Env = os.Environ()
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("run %s: %w", s.bin, err)
+	}
+	exited := make(chan struct{})
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	if err := waitReady(s.addr, exited, 15*time.Second); err != nil {
+		_ = s.Kill()
+		return fmt.Errorf("versitygw on %s: %w; output:\n%s", s.addr, err, s.log.String())
+	}
+	return nil
+}
+
+// Pause stops the server with SIGSTOP: the kernel still accepts
+// connections and takes request bytes, but nothing answers (a hung
+// store). Resume continues it.
+func (s *Server) Pause() error { return s.process().Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.process().Signal(syscall.SIGCONT) }
+
+// Kill kills the server: connections are refused until Restart.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	_ = cmd.Process.Kill()
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(10 * time.Second):
+		return errors.New("versitygw did not exit after kill")
+	}
+}
+
+// Restart starts a killed server again on the same address and data.
+func (s *Server) Restart() error { return s.run() }
+
+func (s *Server) process() *os.Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd.Process
+}
+
 // waitReady polls until the server answers HTTP, or it exits, or timeout.
-func (s *Server) waitReady(addr string, timeout time.Duration) error {
+func waitReady(addr string, exited <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: time.Second}
 	for {
@@ -208,7 +253,7 @@ func (s *Server) waitReady(addr string, timeout time.Duration) error {
 			return nil // any answer (403 unauthenticated) means it is serving
 		}
 		select {
-		case <-s.exited:
+		case <-exited:
 			return errors.New("exited before answering")
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -235,16 +280,6 @@ func (s *Server) Output() string { return s.log.String() }
 // Close stops the server. Its data directory is left to the caller.
 func (s *Server) Close() error {
 	var err error
-	s.stopped.Do(func() {
-		if s.cmd.Process == nil {
-			return
-		}
-		_ = s.cmd.Process.Kill()
-		select {
-		case <-s.exited:
-		case <-time.After(10 * time.Second):
-			err = errors.New("versitygw did not exit after kill")
-		}
-	})
+	s.stopped.Do(func() { err = s.Kill() })
 	return err
 }

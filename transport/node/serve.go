@@ -31,6 +31,7 @@ import (
 	"github.com/rgit/rgit/storage/clonecache"
 	"github.com/rgit/rgit/storage/fsck"
 	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/objstore/guard"
 	"github.com/rgit/rgit/storage/objstore/storeurl"
 	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/packcache"
@@ -65,8 +66,11 @@ type Server struct {
 	bitmaps *repo.BitmapBuilds
 	log     *zap.Logger
 	store   objstore.Store
-	cache   *packcache.Cache
-	node    *actors.Node
+	// guard is store as requests see it: operation deadlines, health,
+	// fail-fast while the store is down.
+	guard *guard.Store
+	cache *packcache.Cache
+	node  *actors.Node
 
 	httpSrv, adminSrv, peerSrv *http.Server
 	apiCache                   *api.Cache // nil: RGIT_REDIS_URL unset
@@ -146,7 +150,7 @@ func Start(ctx context.Context, cfg *config.Config, log *zap.Logger, opts ...Opt
 	if w.fsckSkip, err = fsck.ParseSkipList(cfg.FsckSkip); err != nil {
 		return nil, fmt.Errorf("RGIT_FSCK_SKIP: %w", err)
 	}
-	if err := s.openStore(ctx); err != nil {
+	if err := s.openStore(ctx, w.reg); err != nil {
 		return nil, err
 	}
 	if err := s.openLocal(ctx, w); err != nil {
@@ -205,16 +209,21 @@ type wiring struct {
 // openStore opens the store RGIT_STORE_URL names (or the one WithStore
 // gave) and verifies it: opening contacts nothing, and a missing bucket
 // or a wrong key must stop the node here, not surface at the first push.
-func (s *Server) openStore(ctx context.Context) error {
+func (s *Server) openStore(ctx context.Context, reg prometheus.Registerer) error {
+	var backend objstore.Store
 	if s.given != nil {
-		s.store = objstore.WithTimeout(s.given, s.cfg.StoreTimeout)
+		backend = objstore.WithTimeout(s.given, s.cfg.StoreTimeout)
 	} else {
 		st, err := storeurl.Open(ctx, s.cfg.StoreURL, storeurl.Options{Timeout: s.cfg.StoreTimeout, Logger: s.log})
 		if err != nil {
 			return fmt.Errorf("RGIT_STORE_URL: %w", err)
 		}
-		s.store = st
+		backend = st
 	}
+	s.guard = guard.New(backend, guard.Options{OpTimeout: s.cfg.StoreOpTimeout, OpTimeoutVar: "RGIT_STORE_OP_TIMEOUT_MS",
+		Observer: newStoreMetrics(reg), Log: s.log})
+	s.store = s.guard
+	storeStateMetric(reg, s.guard)
 	if err := s.checkStore(ctx); err != nil {
 		return fmt.Errorf("RGIT_STORE_URL: %w", err)
 	}
@@ -415,6 +424,7 @@ func (s *Server) buildFrontEnds(w *wiring) (*frontEnds, error) {
 	gitHTTP.Register(public)
 	public.HandleFunc("GET /healthz", s.healthz)
 	public.HandleFunc("GET /ready", s.ready)
+	public.HandleFunc("GET /status", s.status)
 	if err := s.newLFS(w); err != nil {
 		return nil, err
 	}
@@ -807,27 +817,31 @@ func peerSecret(cfg *config.Config) (string, error) {
 	return secret, nil
 }
 
-// healthz is liveness: 503 with the reason while the object store fails
-// its probe.
+// healthz is liveness: 200 while the process runs, with the store's
+// health and the number of open repositories. A store outage does not
+// fail it: a restart cannot fix the store, and would close the
+// repositories the node still serves.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	open, _ := s.node.OpenRepos(r.Context())
-	if fault := s.storeFault.Load(); fault != nil {
-		http.Error(w, fmt.Sprintf("unhealthy: %s\nopen_repos %d\n", *fault, len(open)), http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintf(w, "ok\nopen_repos %d\n", len(open))
+	fmt.Fprintf(w, "ok\n%s\nopen_repos %d\n", s.storeLine(), len(open))
 }
 
 // ready is readiness: 200 only while serving; the body names the
-// traffic state.
+// traffic state and the store's health. A store outage leaves a serving
+// node serving: every node shares the store, so taking them out of the
+// load balancer would only stop the warm repositories they still serve
+// (cold ones answer 503 with Retry-After on their own).
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	st := s.traffic()
 	if st != Serving {
-		http.Error(w, st.String(), http.StatusServiceUnavailable)
+		http.Error(w, st.String()+"\n"+s.storeLine(), http.StatusServiceUnavailable)
 		return
 	}
-	fmt.Fprintln(w, st)
+	fmt.Fprintf(w, "%s\n%s\n", st, s.storeLine())
 }
+
+// downProbe is how often the store is probed while it is down.
+const downProbe = time.Second
 
 // checkStore runs objstore.Verify with a bound of its own (the store's
 // request timeout is for pack transfers, far too long for a probe) and
@@ -841,19 +855,28 @@ func (s *Server) checkStore(ctx context.Context) error {
 	return nil
 }
 
-// probeStore re-verifies the store every probeEvery. /healthz reports each
-// probe's outcome as it is (Kubernetes' failureThreshold debounces), and
-// each change is logged once.
+// probeStore re-verifies the store every probeEvery, and every
+// downProbe while the store is down or failing, so that its return is
+// seen within seconds even when no request tries it. /healthz, /ready and
+// /status report each probe's outcome as it is, and each change is
+// logged once.
 func (s *Server) probeStore(ctx context.Context) {
-	t := time.NewTicker(s.probeEvery)
+	t := time.NewTicker(min(s.probeEvery, downProbe))
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		err := s.checkStore(ctx)
+		if since := time.Since(last); since < s.probeEvery && !(s.storeDown() && since >= downProbe) {
+			continue
+		}
+		last = time.Now()
+		// A probe: the one kind of request a store known to be down is
+		// still sent.
+		err := s.checkStore(guard.Probe(ctx))
 		if ctx.Err() != nil {
 			return
 		}
@@ -863,11 +886,11 @@ func (s *Server) probeStore(ctx context.Context) {
 			fault := err.Error()
 			s.storeFault.Store(&fault)
 			if was == nil || *was != fault {
-				s.log.Error("object store failed its health probe; /healthz answers 503", zap.Error(err))
+				s.log.Error("object store failed its health probe", zap.Error(err))
 			}
 		case was != nil:
 			s.storeFault.Store(nil)
-			s.log.Info("object store passed its health probe again; /healthz answers 200")
+			s.log.Info("object store passed its health probe again")
 		}
 	}
 }

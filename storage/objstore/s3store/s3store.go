@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -48,6 +49,9 @@ const (
 	// writerMeta is user metadata naming the writer of a conditional put,
 	// so a 412 caused by our own retried request is recognised as success.
 	writerMeta = "rgit-writer"
+	// Retries of one request (see New).
+	maxAttempts = 3
+	maxBackoff  = 2 * time.Second
 )
 
 // Config selects the bucket and how to reach it. Empty fields fall back to
@@ -126,6 +130,16 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		awsCfg.Region = defaultRegion
 	}
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		// Retries are bounded so an outage is not amplified: at most
+		// three attempts per request, exponential backoff with full
+		// jitter capped at maxBackoff (well inside a request's operation
+		// deadline), and the client-wide retry budget (a token bucket,
+		// refilled by successes) that stops retrying altogether while
+		// most requests fail.
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.MaxAttempts = maxAttempts
+			so.MaxBackoff = maxBackoff
+		})
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 		}

@@ -24,6 +24,7 @@ import (
 type Config struct {
 	StoreURL        string            // RGIT_STORE_URL
 	StoreTimeout    time.Duration     // RGIT_STORE_TIMEOUT_SECS
+	StoreOpTimeout  time.Duration     // RGIT_STORE_OP_TIMEOUT_MS
 	CacheDir        string            // RGIT_CACHE_DIR
 	HTTPAddr        string            // RGIT_HTTP_ADDR
 	SSHAddr         string            // RGIT_SSH_ADDR
@@ -115,6 +116,7 @@ type Var struct {
 var Vars = []Var{
 	{"RGIT_STORE_URL", "file://./data", "object store: file:///abs/dir, file://./rel, s3://bucket[/prefix], mem:// (tests; nothing persists)"},
 	{"RGIT_STORE_TIMEOUT_SECS", "900", "per-request object store timeout"},
+	{"RGIT_STORE_OP_TIMEOUT_MS", "10000", "longest one object-store request may wait on the store: for its answer, the next chunk of a download, or between two parts of an upload (16 MiB on S3); past it the request fails as \"object store unavailable\" (a push gets an ng line naming the store); at most RGIT_STORE_TIMEOUT_SECS"},
 	{"RGIT_CACHE_DIR", "./cache", "local pack cache; locked by one process at a time"},
 	{"RGIT_HTTP_ADDR", ":8080", "smart HTTP listen address (also the web page on a single node, /healthz, /ready)"},
 	{"RGIT_SSH_ADDR", ":2222", "SSH listen address"},
@@ -287,6 +289,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 	c := &Config{
 		StoreURL:        p.str("RGIT_STORE_URL"),
 		StoreTimeout:    p.seconds("RGIT_STORE_TIMEOUT_SECS", 1),
+		StoreOpTimeout:  time.Duration(p.int("RGIT_STORE_OP_TIMEOUT_MS", 100)) * time.Millisecond,
 		CacheDir:        p.str("RGIT_CACHE_DIR"),
 		HTTPAddr:        p.addr("RGIT_HTTP_ADDR"),
 		SSHAddr:         p.addr("RGIT_SSH_ADDR"),
@@ -361,6 +364,9 @@ func Parse(getenv func(string) string) (*Config, error) {
 	}
 	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
 		p.fail("RGIT_REDIS_URL", "must start with redis:// or rediss://")
+	}
+	if c.StoreOpTimeout > c.StoreTimeout {
+		p.fail("RGIT_STORE_OP_TIMEOUT_MS", "%v is above RGIT_STORE_TIMEOUT_SECS (%v)", c.StoreOpTimeout, c.StoreTimeout)
 	}
 	if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		p.fail("RGIT_UPSTREAM", "%q is not an http:// or https:// URL", c.Upstream)

@@ -91,13 +91,15 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		"RGIT_LOG_FORMAT":           {"RGIT_LOG_FORMAT": "xml"},
 		"RGIT_PACK_URIS":            {"RGIT_PACK_URIS": "sometimes"},
 		"RGIT_PACK_URI_SECS":        {"RGIT_PACK_URI_SECS": "604801"},
+		"RGIT_STORE_OP_TIMEOUT_MS":  {"RGIT_STORE_OP_TIMEOUT_MS": "20", "RGIT_STORE_TIMEOUT_SECS": "5"},
+		"RGIT_STORE_OP_TIMEOUT_MS ": {"RGIT_STORE_OP_TIMEOUT_MS": "6000", "RGIT_STORE_TIMEOUT_SECS": "5"},
 		"RGIT_PEER_TLS_KEY":         {"RGIT_PEER_TLS_CERT": "/x/peer.pem", "RGIT_PEER_TLS_CA": "/x/ca.pem"},
 		"RGIT_PEER_TLS_CA":          {"RGIT_PEER_TLS_CERT": "/x/peer.pem", "RGIT_PEER_TLS_KEY": "/x/peer-key.pem"},
 		"RGIT_PEER_TLS_CERT":        {"RGIT_PEER_TLS_CERT": "/nonexistent/peer.pem", "RGIT_PEER_TLS_KEY": "/x/k", "RGIT_PEER_TLS_CA": "/x/ca"},
 	}
 	for name, m := range cases {
 		_, err := Parse(env(m))
-		if err == nil || !strings.Contains(err.Error(), name) {
+		if name = strings.TrimSpace(name); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: error %v does not name the variable", name, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/fsck"
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
@@ -76,6 +77,11 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 		failAtomic(req.Atomic, res.Results)
 		if len(ix.Objects) > 0 && anyOK(res.Results) {
 			info, err := repo.StagePack(ctx, b.e.Deps, b.snap.Repo, ix)
+			if objstore.Unavailable(err) {
+				b.log().Warn("push refused: pack not stored", zap.Error(err))
+				failStore(res.Results, storeNotStored)
+				return res, nil
+			}
 			if err != nil {
 				return res, fmt.Errorf("store pack: %w", err)
 			}
@@ -303,6 +309,20 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 		return nil
 	}
 	errs, err := b.sess.UpdateRefs(ctx, staged, cmds, req.Atomic)
+	if objstore.Unavailable(err) {
+		// Told to the client per ref: the cause, and whether the update
+		// may still appear (a write the store may have taken is written
+		// again, whole, before anything else; nothing acknowledged is lost).
+		msg := storeNotChanged
+		if errors.Is(err, refdb.ErrUncertain) {
+			msg = storeUncertain
+		}
+		b.log().Warn("push not acknowledged: object store unavailable", zap.Error(err))
+		for _, i := range idx {
+			results[i].Err = msg
+		}
+		return nil
+	}
 	if err != nil {
 		if errors.Is(err, refdb.ErrFenced) {
 			b.log().Error("push not acknowledged: repository fenced by another writer", zap.Error(err))
@@ -382,5 +402,22 @@ func logAccepted(log *zap.Logger, c *fsck.Checker) {
 	}
 	if total > len(sample) {
 		log.Info("more cosmetic fsck findings accepted in this push", zap.Int("not_logged", total-len(sample)))
+	}
+}
+
+// The ng reasons of a push the object store failed: each names the store
+// as the cause and says what became of the update.
+const (
+	storeNotStored  = "object store unavailable: pack not stored, nothing changed; try again later"
+	storeNotChanged = "object store unavailable: nothing changed; try again later"
+	storeUncertain  = "object store unavailable: update not confirmed (it applies if the store took it); try again later"
+)
+
+// failStore marks every command not already refused with reason.
+func failStore(results []gitproto.CommandResult, reason string) {
+	for i := range results {
+		if results[i].Err == "" {
+			results[i].Err = reason
+		}
 	}
 }

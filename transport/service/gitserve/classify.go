@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
@@ -70,7 +71,7 @@ func Classify(err error) Class {
 		return TooLarge
 	case errors.Is(err, gitproto.ErrProtocol):
 		return BadRequest
-	case errors.Is(err, ErrUnavailable), errors.Is(err, gitproto.ErrBusy):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, gitproto.ErrBusy), errors.Is(err, objstore.ErrUnavailable):
 		return Unavailable
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return Canceled
@@ -109,6 +110,9 @@ func (c Class) Message() string {
 // repository is missing), or what limits the token or deploy key whose
 // push was refused.
 func ClientMessage(err error) string {
+	if errors.Is(err, objstore.ErrUnavailable) {
+		return StoreUnavailable
+	}
 	var denied *DeniedError
 	if errors.As(err, &denied) {
 		if m := denied.clientMessage(); m != "" {
@@ -140,6 +144,10 @@ func (e *DeniedError) clientMessage() string {
 	}
 	return ""
 }
+
+// StoreUnavailable is what a client is told when the object store
+// failed its request: the cause, and that retrying later helps.
+const StoreUnavailable = "object store unavailable (not answering in time, refusing or throttling); try again later"
 
 // ParseClass is the inverse of Class.String; unknown labels are Internal.
 func ParseClass(s string) Class {
