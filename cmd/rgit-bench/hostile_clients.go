@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -71,10 +72,15 @@ func (h *hostile) slowClients(ctx context.Context) (bool, error) {
 	var ready sync.WaitGroup
 	for i := range clients {
 		ready.Add(1)
+		// Each slow client from its own loopback address, as many
+		// attackers would come: the per-address cap of unauthenticated
+		// connections is not what this measures (the honest fetch comes
+		// from 127.0.0.1).
+		from := sourceAddr(i)
 		if i%2 == 0 {
-			clients[i] = slowSSH(holdCtx, n.sshAddr, signer, "git-upload-pack '"+benchOwner+"/"+repo+".git'", h.flags.interval, ready.Done)
+			clients[i] = slowSSH(holdCtx, from, n.sshAddr, signer, "git-upload-pack '"+benchOwner+"/"+repo+".git'", h.flags.interval, ready.Done)
 		} else {
-			clients[i] = slowHTTP(holdCtx, public+"/git-upload-pack", h.flags.interval, ready.Done)
+			clients[i] = slowHTTP(holdCtx, from, public+"/git-upload-pack", h.flags.interval, ready.Done)
 		}
 	}
 	if !waitGroupTimeout(&ready, 30*time.Second) {
@@ -129,6 +135,26 @@ type slowClient struct {
 	closed atomic.Bool
 }
 
+// sourceAddr dials from the i-th address of 127.0.1.0/24 (every 127/8
+// address is the loopback interface's on Linux).
+func sourceAddr(i int) *net.Dialer {
+	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+i%254))}, Timeout: 10 * time.Second}
+}
+
+// dialSSH opens an SSH client connection to addr through d.
+func dialSSH(ctx context.Context, d *net.Dialer, addr string, signer ssh.Signer) (*ssh.Client, error) {
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	cc, chans, reqs, err := ssh.NewClientConn(nc, addr, sshClientConfig(signer))
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return ssh.NewClient(cc, chans, reqs), nil
+}
+
 // slowPrefix is the start of a v0 want line (0x32 bytes in all); the rest
 // follows one byte per interval.
 const slowPrefix = "0032want "
@@ -158,10 +184,10 @@ func trickle(ctx context.Context, w io.Writer, interval time.Duration, ready fun
 
 // slowSSH opens an SSH session running command and trickles a request
 // into it.
-func slowSSH(ctx context.Context, addr string, signer ssh.Signer, command string, interval time.Duration, ready func()) *slowClient {
+func slowSSH(ctx context.Context, from *net.Dialer, addr string, signer ssh.Signer, command string, interval time.Duration, ready func()) *slowClient {
 	c := &slowClient{}
 	go func() {
-		conn, err := ssh.Dial("tcp", addr, sshClientConfig(signer))
+		conn, err := dialSSH(ctx, from, addr, signer)
 		if err != nil {
 			c.closed.Store(true)
 			ready()
@@ -196,7 +222,7 @@ func slowSSH(ctx context.Context, addr string, signer ssh.Signer, command string
 }
 
 // slowHTTP posts a chunked request body to url and trickles it.
-func slowHTTP(ctx context.Context, url string, interval time.Duration, ready func()) *slowClient {
+func slowHTTP(ctx context.Context, from *net.Dialer, url string, interval time.Duration, ready func()) *slowClient {
 	c := &slowClient{}
 	pr, pw := io.Pipe()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, pr)
@@ -206,7 +232,7 @@ func slowHTTP(ctx context.Context, url string, interval time.Duration, ready fun
 		return c
 	}
 	req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DialContext: from.DialContext}}
 	answered := make(chan struct{})
 	go func() {
 		defer close(answered)
