@@ -40,7 +40,7 @@ func main() {
 // local are the commands rgit-admin runs itself: name, synopsis and
 // description, as admin.Help has them for the node's commands.
 var local = [][3]string{
-	{"gen-peer-certs", "<dir>", "write a new peer CA and a peer certificate it signs into dir (see README: Peer TLS)"},
+	{"gen-peer-certs", "<dir>", "write a new peer CA and a peer certificate it signs into dir (see docs/operations.md: Peer TLS)"},
 	{"rollout", "[--statefulset rgit] [--namespace ns] [--container rgit] [--image ref@sha256:…] [--timeout 10m]",
 		"partitioned rolling update of the StatefulSet through kubectl, gated on every node's rollout status"},
 	{"help", "[command]", "this list, or one command's usage"},

@@ -6,7 +6,7 @@
 // refuses it with an error that names the format, the version and what
 // this build reads, and never guesses at a layout.
 //
-// The compatibility promise (README, "Upgrades") follows from the table:
+// The compatibility promise (docs/operations.md, "Upgrades") follows from the table:
 // a release reads every version the previous release wrote, and writes
 // only versions the previous release reads, so a fleet of the two serves
 // traffic during a rolling update and a downgrade reads what the newer

@@ -14,7 +14,7 @@ import (
 	"github.com/rgit/rgit/storage/refdb"
 )
 
-// Bounds of one repository's outbox (the README's limits table).
+// Bounds of one repository's outbox (the limits table, docs/operations.md).
 const (
 	// MaxHooks is how many hooks one repository may have.
 	MaxHooks = 20

@@ -288,7 +288,7 @@ func (s *Server) startActors(ctx context.Context, w *wiring) error {
 	}
 	if s.cluster == nil || s.cluster.leader == nil {
 		// One node indexes repositories older than the name index before
-		// serving; access is decided from the index (README: names).
+		// serving; access is decided from the index (docs/operations.md: names).
 		n, collisions, err := repo.MigrateIndex(ctx, w.deps, w.creds)
 		if err != nil {
 			return fmt.Errorf("name index migration: %w", err)

@@ -5,7 +5,7 @@ import (
 )
 
 // TrafficState is a node's lifecycle state as load balancers and the
-// rollout gate see it (README: deployment).
+// rollout gate see it (docs/operations.md: deployment).
 type TrafficState uint8
 
 const (

@@ -81,7 +81,7 @@ func streamClient(tc *peertls.Config) (*http.Client, string) {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc.Client, DisableKeepAlives: true}}, "https"
 }
 
-// Exit statuses of rgit-admin, for scripts (README documents them).
+// Exit statuses of rgit-admin, for scripts (docs/operations.md documents them).
 const (
 	ExitOK          = 0
 	ExitNotFound    = 1

@@ -15,7 +15,7 @@ import (
 	"github.com/rgit/rgit/storage/walk"
 )
 
-// Bounds of a push event's commit list (the README's limits table).
+// Bounds of a push event's commit list (the limits table, docs/operations.md).
 const (
 	// MaxCommits is how many commits a push event lists (the newest);
 	// truncated says when it brought more.
@@ -39,7 +39,7 @@ type Repository struct {
 }
 
 // Payload is the JSON body of a delivery: the fields common to every
-// event, then those of its kind (the README documents each).
+// event, then those of its kind (docs/webhooks.md documents each).
 type Payload struct {
 	Event      string     `json:"event"`
 	Delivery   string     `json:"delivery"`

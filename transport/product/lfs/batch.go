@@ -10,7 +10,7 @@ import (
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
-// Limits bound what one client may ask of a node (README: Limits).
+// Limits bound what one client may ask of a node (docs/operations.md: Limits).
 type Limits struct {
 	// MaxObjectSize is the largest object an upload may declare
 	// (RGIT_LFS_MAX_OBJECT_SIZE; S3 takes at most 5 GiB in one PUT).

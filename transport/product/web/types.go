@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The read API's JSON, as the page reads it (README: read API).
+// The read API's JSON, as the page reads it (docs/read-api.md).
 
 // Ref is one entry of GET refs.
 type Ref struct {
