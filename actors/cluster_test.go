@@ -96,7 +96,7 @@ func TestLeaderRefusesCorruptMap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.Commit(ctx, refdb.Txn{refdb.Set(cluster.KeyPrefix+"alice/web", []byte{9})}); err != nil {
+		if _, err := db.Commit(ctx, refdb.Txn{refdb.Set(cluster.KeyPrefix+"alice/web", []byte{1, 0} /* version 1, epoch 0 */)}); err != nil {
 			t.Fatal(err)
 		}
 		db.Close(ctx)
