@@ -57,7 +57,7 @@ func (n *Node) repackOnce(ctx context.Context, owner, name string, progress func
 }
 
 // commitRepack asks the repo actor of s to switch to the built pack b.
-func (n *Node) commitRepack(ctx context.Context, s *Session, b *repo.RepackBuild) (repo.PackInfo, error) {
+func (n *Node) commitRepack(ctx context.Context, s *RepoSession, b *repo.RepackBuild) (repo.PackInfo, error) {
 	v, err := n.request(ctx, s.pid, &commitRepack{build: b}, n.cfg.CallTimeout)
 	if err != nil {
 		return repo.PackInfo{}, err

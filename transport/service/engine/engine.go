@@ -138,8 +138,8 @@ func (e *Engine) BeginSession(ctx context.Context, kind string) (context.Context
 // actor when the front end began one, mapping errors to the front ends'
 // sentinels; a repository owned by another node is a
 // *gitserve.ForwardError.
-func (e *Engine) session(ctx context.Context, owner, name string) (*actors.Session, error) {
-	var s *actors.Session
+func (e *Engine) session(ctx context.Context, owner, name string) (*actors.RepoSession, error) {
+	var s *actors.RepoSession
 	var r actors.RouteResult
 	var err error
 	resolve := func() {
