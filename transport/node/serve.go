@@ -189,7 +189,7 @@ type wiring struct {
 	hooks  *hooks.Service // webhook deliveries, shared by the actors and admin
 
 	eng   *engine.Engine
-	proto gitserve.ProtoEngine
+	proto gitserve.GitProtocol
 	gate  *gitserve.Gate // the one gate of the node's own sessions
 	pm    *gitserve.PromMetrics
 	// What the front ends forward with, counted; nil on a single node.
@@ -359,7 +359,7 @@ func (s *Server) buildEngine(w *wiring) error {
 		clonePackMetrics(w.reg, eng.ClonePacks)
 	}
 	w.eng = eng
-	w.proto = gitserve.ProtoEngine{Limits: gitproto.Limits{
+	w.proto = gitserve.GitProtocol{Limits: gitproto.Limits{
 		MaxPushRefs: cfg.MaxPushRefs, MaxPushOptions: cfg.MaxPushOptions,
 		MaxWants: cfg.MaxWants, MaxHaves: cfg.MaxHaves, MaxArgBytes: cfg.MaxArgBytes,
 		RequestTimeout: cfg.RequestTimeout,

@@ -92,8 +92,8 @@ type Config struct {
 	Resolver gitserve.Resolver
 	// Keys maps public keys to owners. Required.
 	Keys KeyLookup
-	// Engine runs the git protocol; nil means gitserve.ProtoEngine.
-	Engine gitserve.Engine
+	// Engine runs the git protocol; nil means gitserve.GitProtocol.
+	Engine gitserve.Protocol
 	// Agent is advertised to clients; "" means the engine default.
 	Agent string
 	// IdleTimeout closes idle connections; 0 means DefaultIdleTimeout,

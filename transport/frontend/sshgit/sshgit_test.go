@@ -67,7 +67,7 @@ type fixture struct {
 	serveErr           chan error
 }
 
-func newFixture(t *testing.T, engine gitserve.Engine, configure ...func(*Config)) *fixture {
+func newFixture(t *testing.T, engine gitserve.Protocol, configure ...func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecEngine{}}
 	need.Tool(t, "ssh")

@@ -105,12 +105,12 @@ func (e *ExecEngine) Calls() []gitproto.Options {
 	return append([]gitproto.Options(nil), e.opts...)
 }
 
-// UploadPack implements gitserve.Engine.
+// UploadPack implements gitserve.Protocol.
 func (e *ExecEngine) UploadPack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
 	return e.run(ctx, "upload-pack", b, in, out, opt)
 }
 
-// ReceivePack implements gitserve.Engine.
+// ReceivePack implements gitserve.Protocol.
 func (e *ExecEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
 	return e.run(ctx, "receive-pack", b, in, out, opt)
 }
