@@ -402,7 +402,7 @@ func (s *Server) buildFrontEnds(w *wiring) (*frontEnds, error) {
 	// One budget of unauthenticated connections per client address,
 	// shared by the public HTTP and SSH listeners.
 	anon := clientlimit.NewPerAddr(cfg.MaxAnonPerAddr, "RGIT_MAX_ANON_PER_ADDR")
-	httpCfg := httpgit.Config{Resolver: w.eng, Engine: w.proto, Auth: w.creds, MaxBody: cfg.MaxBody, Logger: log, Metrics: w.pm.For("http"),
+	httpCfg := httpgit.Config{Resolver: w.eng, Protocol: w.proto, Auth: w.creds, MaxBody: cfg.MaxBody, Logger: log, Metrics: w.pm.For("http"),
 		Unauthenticated: anon}
 	if w.httpFwd != nil {
 		httpCfg.Forward, httpCfg.Rerouter = w.httpFwd, w.eng
@@ -421,7 +421,7 @@ func (s *Server) buildFrontEnds(w *wiring) (*frontEnds, error) {
 	w.lfsPublic.Register(public)
 
 	_, httpPort, _ := net.SplitHostPort(s.HTTPAddr)
-	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: w.eng, Engine: w.proto, Keys: w.creds, Logger: log, Metrics: w.pm.For("ssh"),
+	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: w.eng, Protocol: w.proto, Keys: w.creds, Logger: log, Metrics: w.pm.For("ssh"),
 		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: anon,
 		Extra: w.lfsPublic.SSH(httpPort)}
 	if w.sessFwd != nil {

@@ -85,7 +85,7 @@ func newFixture(t *testing.T, engine gitserve.Protocol, configure ...func(*Confi
 	}
 	cfg := Config{
 		HostKeyPath: filepath.Join(t.TempDir(), "keys", "host_ed25519"),
-		Resolver:    f.res, Keys: keys, Engine: engine,
+		Resolver:    f.res, Keys: keys, Protocol: engine,
 	}
 	for _, c := range configure {
 		c(&cfg)
