@@ -188,7 +188,7 @@ type wiring struct {
 	admit  *admission.Controller
 	hooks  *hooks.Service // webhook deliveries, shared by the actors and admin
 
-	eng   *engine.Engine
+	eng   *engine.NodeResolver
 	proto gitserve.GitProtocol
 	gate  *gitserve.Gate // the one gate of the node's own sessions
 	pm    *gitserve.PromMetrics
@@ -332,7 +332,7 @@ func (s *Server) startActors(ctx context.Context, w *wiring) error {
 // ends), the node's one gate, and in a cluster the counted forwarders.
 func (s *Server) buildEngine(w *wiring) error {
 	cfg := s.cfg
-	eng := &engine.Engine{Node: s.node, Deps: w.deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: w.fsckSkip, Strict: cfg.FsckStrict}, Log: s.log,
+	eng := &engine.NodeResolver{Node: s.node, Deps: w.deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: w.fsckSkip, Strict: cfg.FsckStrict}, Log: s.log,
 		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: w.admit, Bitmaps: s.bitmaps}
 	if s.apiCache != nil {
 		eng.RefsWatch = s.apiCache

@@ -54,7 +54,7 @@ type fixture struct {
 	t   *testing.T
 	env *gitservetest.Env
 	res *gitservetest.Resolver
-	eng *gitservetest.ExecEngine
+	eng *gitservetest.ExecProtocol
 	met *recMetrics
 	srv *httptest.Server
 	pub string // bare dir of alice/pub
@@ -69,7 +69,7 @@ const (
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecEngine{}, met: &recMetrics{}}
+	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecProtocol{}, met: &recMetrics{}}
 	f.pub = f.env.BareRepo(2)
 	f.prv = f.env.BareRepo(1)
 	f.res.Add(auth.RepoInfo{Repo: names.MustParse("alice/pub"), Public: true}, f.pub)

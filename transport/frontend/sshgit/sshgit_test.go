@@ -58,7 +58,7 @@ type fixture struct {
 	t                  *testing.T
 	env                *gitservetest.Env
 	res                *gitservetest.Resolver
-	eng                *gitservetest.ExecEngine
+	eng                *gitservetest.ExecProtocol
 	srv                *Server
 	addr               string
 	pub, prv           string
@@ -69,7 +69,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, engine gitserve.Protocol, configure ...func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecEngine{}}
+	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecProtocol{}}
 	need.Tool(t, "ssh")
 	f.pub = f.env.BareRepo(2)
 	f.prv = f.env.BareRepo(1)

@@ -19,7 +19,7 @@ import (
 
 // backend is gitproto.Backend for one session on one repository.
 type backend struct {
-	e    *Engine
+	e    *NodeResolver
 	sess *actors.RepoSession
 	snap *repo.Snapshot
 
@@ -29,7 +29,7 @@ type backend struct {
 
 var _ gitproto.Backend = (*backend)(nil)
 
-func newBackend(e *Engine, s *actors.RepoSession) *backend {
+func newBackend(e *NodeResolver, s *actors.RepoSession) *backend {
 	return &backend{e: e, sess: s, snap: s.Snapshot}
 }
 
