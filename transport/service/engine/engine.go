@@ -200,7 +200,9 @@ func (e *NodeResolver) Moved(ctx context.Context, owner, name, node string) (git
 }
 
 // Connected implements gitserve.ConnectReporter.
-func (e *NodeResolver) Connected(owner, name, node string) { e.Node.ConnectSucceeded(owner, name, node) }
+func (e *NodeResolver) Connected(owner, name, node string) {
+	e.Node.ConnectSucceeded(owner, name, node)
+}
 
 // ConnectFailed implements gitserve.Rerouter: a forwarder could not
 // connect to node, the owner of owner/name. The node's failover rules say
