@@ -216,7 +216,7 @@ func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c 
 		Base: set, BaseHas: set.Has,
 		MaxObjectSize: b.e.MaxObjectSize, MaxPackSize: b.e.MaxPackSize, MaxDeltaDepth: b.e.MaxDeltaDepth,
 		Reserve:  reserve,
-		Progress: progressFunc(progress),
+		Progress: progressMeters(progress),
 		Check: func(id object.ID, t object.Type, data []byte) error {
 			if err := c.Check(id, t, data); err != nil {
 				return err
