@@ -123,7 +123,7 @@ type clusterState struct {
 	renewedAt atomic.Int64
 
 	// session is this incarnation's session with the leader (0: none yet;
-	// cluster.Session): every entry the node is granted is bound to it.
+	// cluster.NodeSession): every entry the node is granted is bound to it.
 	// sessMu makes opening one a single flight: a second open would end
 	// the first and every entry bound to it.
 	sessMu  sync.Mutex
@@ -305,7 +305,7 @@ func (r refView) decode(b []byte) (cluster.Entry, bool) {
 	if e.Session == 0 {
 		return e, true
 	}
-	var s cluster.Session
+	var s cluster.NodeSession
 	ok := false
 	if key, err := cluster.SessionKey(e.Node); err == nil {
 		if b, found := r.v.Get(key); found {

@@ -69,7 +69,7 @@
 //
 // Files, one job each:
 //
-//	node.go        Node: starts the system; Session and the repo writes
+//	node.go        Node: starts the system; RepoSession and the repo writes
 //	supervisor.go  the supervisor
 //	repoactor.go   the repo actor, carrying out lifecycle.go's decisions
 //	               and every cluster.Step action of its lease

@@ -112,7 +112,7 @@ func loadMap(view func() *refdb.View, t cluster.Timings) (*cluster.Map, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load ownership map: %w", err)
 		}
-		var s cluster.Session
+		var s cluster.NodeSession
 		if err := s.UnmarshalBinary(b); err != nil {
 			return nil, fmt.Errorf("load ownership map: session of %s: %w", node, err)
 		}
@@ -222,7 +222,7 @@ func (a *leaderActor) heartbeat(w *leaderWrite, m *cluster.RenewLeases, now time
 	w.metric, w.n = a.node.metrics.renewals, float64(len(h.Reply.Renewed))
 }
 
-func sessionOp(node string, s cluster.Session) (refdb.Op, error) {
+func sessionOp(node string, s cluster.NodeSession) (refdb.Op, error) {
 	key, err := cluster.SessionKey(node)
 	if err != nil {
 		return refdb.Op{}, err

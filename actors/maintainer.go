@@ -333,7 +333,7 @@ func rewrites(packs []repo.PackInfo, kind maintKind, roll []string) int64 {
 
 // plan opens a session on owner/name and decides what its packs need. The
 // caller releases the session.
-func (m *maintainer) plan(owner, name string) (*Session, maintKind, []string, error) {
+func (m *maintainer) plan(owner, name string) (*RepoSession, maintKind, []string, error) {
 	ctx := m.ctx
 	s, err := m.node.Session(ctx, owner, name)
 	if err != nil {
@@ -353,7 +353,7 @@ func (m *maintainer) plan(owner, name string) (*Session, maintKind, []string, er
 }
 
 // rewrite runs the job plan chose on session s.
-func (m *maintainer) rewrite(s *Session, owner, name string, kind maintKind, roll []string) (string, error) {
+func (m *maintainer) rewrite(s *RepoSession, owner, name string, kind maintKind, roll []string) (string, error) {
 	ctx := m.ctx
 	defer func(start time.Time) { m.m.seconds.Observe(time.Since(start).Seconds()) }(time.Now())
 	if m.node.cfg.BeforeRollUp != nil {

@@ -198,7 +198,7 @@ func TestCloneDuringRollUp(t *testing.T) {
 	defer cancel()
 	var n *Node
 	var hold atomic.Bool // the next roll-up opens a session first
-	var held atomic.Pointer[Session]
+	var held atomic.Pointer[RepoSession]
 	n, d := newMaintNode(t, func(c *Config) {
 		c.BeforeRollUp = func(owner, name string) {
 			if !hold.Load() {
@@ -241,7 +241,7 @@ func TestCloneDuringRollUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Release()
-	for _, s := range []*Session{during, s2} {
+	for _, s := range []*RepoSession{during, s2} {
 		var buf bytes.Buffer
 		if _, err := s.Snapshot.Objects().WritePack(ctx, &buf, want, pack.WriteOptions{OfsDelta: true}); err != nil {
 			t.Fatal(err)

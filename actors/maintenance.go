@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -22,7 +23,7 @@ const repackAttempts = 3
 // switch; the repack then starts again from a fresh snapshot, at most
 // repackAttempts times, and otherwise fails with repo.ErrConcurrentUpdate.
 // With nothing to repack it returns a zero PackInfo.
-func (n *Node) Repack(ctx context.Context, owner, name string, progress func(stage string, done, total uint64)) (repo.PackInfo, error) {
+func (n *Node) Repack(ctx context.Context, owner, name string, progress pack.ProgressFunc) (repo.PackInfo, error) {
 	if progress == nil {
 		progress = func(string, uint64, uint64) {}
 	}
@@ -41,7 +42,7 @@ func (n *Node) Repack(ctx context.Context, owner, name string, progress func(sta
 }
 
 // repackOnce is one attempt of Repack.
-func (n *Node) repackOnce(ctx context.Context, owner, name string, progress func(string, uint64, uint64)) (repo.PackInfo, error) {
+func (n *Node) repackOnce(ctx context.Context, owner, name string, progress pack.ProgressFunc) (repo.PackInfo, error) {
 	s, err := n.Session(ctx, owner, name)
 	if err != nil {
 		return repo.PackInfo{}, err
@@ -57,7 +58,7 @@ func (n *Node) repackOnce(ctx context.Context, owner, name string, progress func
 }
 
 // commitRepack asks the repo actor of s to switch to the built pack b.
-func (n *Node) commitRepack(ctx context.Context, s *Session, b *repo.RepackBuild) (repo.PackInfo, error) {
+func (n *Node) commitRepack(ctx context.Context, s *RepoSession, b *repo.RepackBuild) (repo.PackInfo, error) {
 	v, err := n.request(ctx, s.pid, &commitRepack{build: b}, n.cfg.CallTimeout)
 	if err != nil {
 		return repo.PackInfo{}, err

@@ -32,7 +32,7 @@ func (n *Node) Members(now time.Time) []Member {
 		if err != nil {
 			continue
 		}
-		var s cluster.Session
+		var s cluster.NodeSession
 		if s.UnmarshalBinary(b) != nil {
 			continue
 		}

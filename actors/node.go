@@ -223,9 +223,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// Session is one git session's hold on an open repository: a consistent read
+// RepoSession is one git session's hold on an open repository: a consistent read
 // view, plus writes routed through the repo actor. Release it when done.
-type Session struct {
+type RepoSession struct {
 	node     *Node
 	pid      *actor.PID
 	Snapshot *repo.Snapshot
@@ -240,7 +240,7 @@ type Session struct {
 // error wrapping repo.ErrNotFound and creates nothing. In cluster mode the
 // node must own the repository (it claims it if unowned); otherwise the
 // error is a *NotOwnerError naming the owner.
-func (n *Node) Session(ctx context.Context, owner, name string) (*Session, error) {
+func (n *Node) Session(ctx context.Context, owner, name string) (*RepoSession, error) {
 	key, err := names.New(owner, name)
 	if err != nil {
 		return nil, err
@@ -251,7 +251,7 @@ func (n *Node) Session(ctx context.Context, owner, name string) (*Session, error
 	}
 	a := v.(*acquired)
 	n.sessions.Add(1)
-	return &Session{node: n, pid: a.pid, Snapshot: a.snap, Info: a.info, Epoch: a.epoch}, nil
+	return &RepoSession{node: n, pid: a.pid, Snapshot: a.snap, Info: a.info, Epoch: a.epoch}, nil
 }
 
 // UpdateRefs applies a push's ref updates in the session's repo actor,
@@ -260,7 +260,7 @@ func (n *Node) Session(ctx context.Context, owner, name string) (*Session, error
 // (auth.WithIdentity), for the webhook events committed with the refs. It
 // returns one error per command (nil: applied) and the error of the whole
 // transaction.
-func (s *Session) UpdateRefs(ctx context.Context, staged *repo.PackInfo, cmds []repo.RefUpdate, atomic bool) ([]error, error) {
+func (s *RepoSession) UpdateRefs(ctx context.Context, staged *repo.PackInfo, cmds []repo.RefUpdate, atomic bool) ([]error, error) {
 	v, err := s.node.request(ctx, s.pid, &updateRefs{staged: staged, cmds: cmds, atomic: atomic, by: by(ctx)}, s.node.cfg.CallTimeout)
 	if err != nil {
 		return nil, err
@@ -273,7 +273,7 @@ func (s *Session) UpdateRefs(ctx context.Context, staged *repo.PackInfo, cmds []
 }
 
 // Release ends the session; the repository may close once idle.
-func (s *Session) Release() {
+func (s *RepoSession) Release() {
 	s.releaseOnce.Do(func() {
 		s.node.sessions.Add(-1)
 		s.Snapshot.Close()

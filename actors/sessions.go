@@ -50,8 +50,8 @@ type (
 		owner, name string
 	}
 	repoResolved struct {
-		session *Session    // non-nil when served here
-		route   RouteResult // where to forward otherwise
+		session *RepoSession // non-nil when served here
+		route   RouteResult  // where to forward otherwise
 		err     error
 	}
 )
@@ -106,7 +106,7 @@ var sessionStrategy = actor.NewOneForOneStrategy(0, time.Minute, func(any) actor
 type sessionActor struct {
 	node    *Node
 	kind    SessionKind
-	session *Session
+	session *RepoSession
 }
 
 func (a *sessionActor) Receive(ctx actor.Context) {
@@ -155,11 +155,11 @@ func (n *Node) BeginSession(ctx context.Context, kind SessionKind) (*GitSession,
 	return &GitSession{node: n, pid: v.(*sessionBegun).pid}, nil
 }
 
-// Resolve asks the session actor where owner/name is served: a Session
+// Resolve asks the session actor where owner/name is served: a RepoSession
 // on this node (held by the session until End; Release is harmless), or
-// the route to the owner with a nil Session. Errors are Route's and
+// the route to the owner with a nil RepoSession. Errors are Route's and
 // Node.Session's.
-func (g *GitSession) Resolve(ctx context.Context, owner, name string) (*Session, RouteResult, error) {
+func (g *GitSession) Resolve(ctx context.Context, owner, name string) (*RepoSession, RouteResult, error) {
 	v, err := g.node.request(ctx, g.pid, &resolveRepo{ctx: ctx, owner: owner, name: name}, g.node.cfg.OpenTimeout)
 	if err != nil {
 		return nil, RouteResult{}, err

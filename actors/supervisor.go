@@ -23,7 +23,7 @@ import (
 // the actor owns the lease from then on (its holder state, epoch and drain
 // timer; see repoActor). The supervisor keeps only what the renewal needs:
 // every RenewEvery it renews the node's session, which renews every entry
-// bound to it (cluster.Session: one small write, whatever the node
+// bound to it (cluster.NodeSession: one small write, whatever the node
 // holds), and hands each child still renewing the answer: declined when
 // the session was, or when the node's map view shows its repository
 // granted again elsewhere (cluster.Lost).

@@ -109,7 +109,7 @@ type Map struct {
 	base     Base
 	entries  map[names.Repo]Entry    // decided (or Put) on top of base, as stored: bound entries not Bind-ed
 	removed  map[names.Repo]struct{} // pruned, possibly still in base
-	sessions map[string]Session
+	sessions map[string]NodeSession
 	floor    uint64
 }
 
@@ -129,7 +129,7 @@ func NewMap(t Timings) *Map { return NewMapOver(t, nil) }
 // NewMapOver returns a map reading base (nil: none) using timings t.
 func NewMapOver(t Timings, base Base) *Map {
 	return &Map{t: t, base: base, entries: make(map[names.Repo]Entry), removed: make(map[names.Repo]struct{}),
-		sessions: make(map[string]Session)}
+		sessions: make(map[string]NodeSession)}
 }
 
 // stored returns repo's entry as stored.
@@ -224,7 +224,7 @@ func (m *Map) Put(repo names.Repo, e Entry) error {
 
 // PutSession stores node's session record read from the refdb (key
 // SessionKey(node)). It is not a leader decision.
-func (m *Map) PutSession(node string, s Session) error {
+func (m *Map) PutSession(node string, s NodeSession) error {
 	if err := validNode(node); err != nil {
 		return fmt.Errorf("put session: %w", err)
 	}
@@ -233,7 +233,7 @@ func (m *Map) PutSession(node string, s Session) error {
 }
 
 // Session returns node's current session record.
-func (m *Map) Session(node string) (Session, bool) {
+func (m *Map) Session(node string) (NodeSession, bool) {
 	s, ok := m.sessions[node]
 	return s, ok
 }
@@ -244,11 +244,11 @@ func (m *Map) Session(node string) (Session, bool) {
 // incarnation held are free for anyone to claim, this node included (with
 // a new epoch). The session is to be persisted (key SessionKey(node))
 // before the node is told its ID.
-func (m *Map) OpenSession(node string, now time.Time) (Session, error) {
+func (m *Map) OpenSession(node string, now time.Time) (NodeSession, error) {
 	if err := validNode(node); err != nil {
-		return Session{}, fmt.Errorf("open session: %w", err)
+		return NodeSession{}, fmt.Errorf("open session: %w", err)
 	}
-	s := Session{ID: m.sessions[node].ID + 1, Expires: now.Add(m.t.TTL), Renewed: now, Started: now}
+	s := NodeSession{ID: m.sessions[node].ID + 1, Expires: now.Add(m.t.TTL), Renewed: now, Started: now}
 	m.sessions[node] = s
 	return s, nil
 }
@@ -259,7 +259,7 @@ func (m *Map) OpenSession(node string, now time.Time) (Session, error) {
 // bound were granted to nobody since). It is declined (ok false, nothing
 // to write) when id is not the node's current session: a renewal from an
 // incarnation that has been replaced, which must close everything.
-func (m *Map) RenewSession(node string, id uint64, now time.Time) (s Session, ok bool) {
+func (m *Map) RenewSession(node string, id uint64, now time.Time) (s NodeSession, ok bool) {
 	s, ok = m.sessions[node]
 	if !ok || s.ID != id || id == 0 {
 		return s, false

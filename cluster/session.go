@@ -13,13 +13,13 @@ import (
 // It lies outside KeyPrefix, so scans of entries never see it.
 const SessionPrefix = "sess/"
 
-// Session is a node's lease on all its entries at once (etcd's lease
+// NodeSession is a node's lease on all its entries at once (etcd's lease
 // model): an entry bound to a session (Entry.Session) is live exactly
 // while that session is the node's current one and has not expired, so
 // one renewal of the session renews every entry bound to it. A node opens
 // a new session each time it starts; opening ends the previous one, and
 // with it every entry the previous incarnation held.
-type Session struct {
+type NodeSession struct {
 	// ID numbers the node's sessions: every open takes the previous ID+1,
 	// so a renewal naming an older incarnation is recognised and declined.
 	ID uint64
@@ -56,7 +56,7 @@ func NodeOfSessionKey(key string) (string, error) {
 
 // MarshalBinary encodes the session: version byte, ID (uvarint), expires,
 // renewed and started (Unix nanoseconds, varint).
-func (s Session) MarshalBinary() ([]byte, error) {
+func (s NodeSession) MarshalBinary() ([]byte, error) {
 	if s.ID == 0 {
 		return nil, fmt.Errorf("encode session: ID 0 is never opened: %w", ErrCorruptEntry)
 	}
@@ -75,7 +75,7 @@ func (s Session) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes what MarshalBinary wrote, strictly (anything
 // else is ErrCorruptEntry). Times come back in UTC.
-func (s *Session) UnmarshalBinary(b []byte) error {
+func (s *NodeSession) UnmarshalBinary(b []byte) error {
 	if len(b) == 0 {
 		return fmt.Errorf("decode session: empty: %w", ErrCorruptEntry)
 	}
@@ -99,7 +99,7 @@ func (s *Session) UnmarshalBinary(b []byte) error {
 	if len(b) != 0 {
 		return fmt.Errorf("decode session %d: trailing bytes: %w", id, ErrCorruptEntry)
 	}
-	*s = Session{ID: id, Expires: ts[0], Renewed: ts[1], Started: ts[2]}
+	*s = NodeSession{ID: id, Expires: ts[0], Renewed: ts[1], Started: ts[2]}
 	return nil
 }
 
@@ -115,7 +115,7 @@ func (s *Session) UnmarshalBinary(b []byte) error {
 //	= s.ID          the current session     min(s.Expires, Until)
 //	≠ s.ID          replaced                s.Started
 //	≠ 0             none                    entry's Written
-func Bind(e Entry, s Session, ok bool) Entry {
+func Bind(e Entry, s NodeSession, ok bool) Entry {
 	switch {
 	case e.Session == 0:
 		return e

@@ -40,28 +40,28 @@ func TestBoundEntryRoundTrip(t *testing.T) {
 }
 
 func TestSessionRoundTripAndStrict(t *testing.T) {
-	in := Session{ID: 9, Expires: at(10 * time.Second), Renewed: t0, Started: at(-time.Minute)}
+	in := NodeSession{ID: 9, Expires: at(10 * time.Second), Renewed: t0, Started: at(-time.Minute)}
 	b, err := in.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out Session
+	var out NodeSession
 	if err := out.UnmarshalBinary(b); err != nil || out != in {
 		t.Fatalf("round trip: %+v != %+v (%v)", out, in, err)
 	}
-	if _, err := (Session{}).MarshalBinary(); !errors.Is(err, ErrCorruptEntry) {
+	if _, err := (NodeSession{}).MarshalBinary(); !errors.Is(err, ErrCorruptEntry) {
 		t.Fatalf("session 0 encoded: %v", err)
 	}
 	for name, bad := range map[string][]byte{
 		"empty": nil, "truncated": b[:len(b)-1],
 		"trailing": append(append([]byte{}, b...), 0), "id 0": {1, 0, 0, 0, 0},
 	} {
-		var s Session
+		var s NodeSession
 		if err := s.UnmarshalBinary(bad); !errors.Is(err, ErrCorruptEntry) {
 			t.Errorf("%s: err = %v, want ErrCorruptEntry", name, err)
 		}
 	}
-	var s Session
+	var s NodeSession
 	if err := s.UnmarshalBinary(append([]byte{2}, b[1:]...)); !errors.Is(err, format.ErrUnsupported) || !strings.Contains(err.Error(), "ownership session version 2 ") {
 		t.Errorf("version 2: err = %v, want a refusal naming it", err)
 	}
@@ -74,7 +74,7 @@ func TestSessionRoundTripAndStrict(t *testing.T) {
 }
 
 func TestBind(t *testing.T) {
-	s := Session{ID: 2, Expires: at(13 * time.Second), Renewed: at(3 * time.Second), Started: at(time.Second)}
+	s := NodeSession{ID: 2, Expires: at(13 * time.Second), Renewed: at(3 * time.Second), Started: at(time.Second)}
 	bound := Entry{Node: "rgit-1", Written: at(2 * time.Second), Epoch: 4, Session: 2}
 	for _, tc := range []struct {
 		name    string

@@ -98,7 +98,7 @@ func seedMap(ctx context.Context, st objstore.Store, n int) error {
 	}
 	now := time.Now()
 	key, _ := cluster.SessionKey(benchHolder)
-	sb, err := cluster.Session{ID: 1, Expires: now.Add(time.Hour), Renewed: now, Started: now}.MarshalBinary()
+	sb, err := cluster.NodeSession{ID: 1, Expires: now.Add(time.Hour), Renewed: now, Started: now}.MarshalBinary()
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ var (
 	// a node session).
 	OwnershipEntry = Format{Name: "ownership entry", Oldest: 1, Newest: 2, Write: 2, Prev: Release{2, 2}}
 	// OwnershipSession: a node session in the ownership map
-	// (cluster.Session).
+	// (cluster.NodeSession).
 	OwnershipSession = Format{Name: "ownership session", Oldest: 1, Newest: 1, Write: 1, Prev: Release{1, 1}}
 	// Repository: the layout of the keys and values in a repository's
 	// database (storage/repo; meta/format, absent: 1). A release that

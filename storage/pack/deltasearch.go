@@ -42,7 +42,7 @@ type DeltaSearchOptions struct {
 	// reachable under) so versions of one file sort together; nil or 0:
 	// unknown, ordered by size alone.
 	NameHash func(object.ID) uint32
-	Progress func(stage string, done, total uint64)
+	Progress ProgressFunc
 }
 
 // NameHash is git's pack_name_hash: the last characters of a path weigh

@@ -58,7 +58,7 @@ type IndexOptions struct {
 	Reserve func(n int64) error
 	// Progress, if set, is called with stages "receiving objects" and
 	// "resolving deltas".
-	Progress func(stage string, done, total uint64)
+	Progress ProgressFunc
 	// Check, if set, is called once with the content of every commit,
 	// tree and tag of the pack (thin bases appended from Base included)
 	// while it is indexed, so a caller can fsck objects without reading

@@ -41,7 +41,7 @@ const (
 // Entries are written bases first (by chain depth), every delta as
 // OFS_DELTA, and chains are cut to whole objects beyond maxDepth (0:
 // DefaultRepackDepth) or where two packs' deltas would form a cycle.
-func (s *Set) WriteRepack(ctx context.Context, w io.Writer, objs []object.ID, maxDepth int, progress func(stage string, done, total uint64)) (WriteStats, error) {
+func (s *Set) WriteRepack(ctx context.Context, w io.Writer, objs []object.ID, maxDepth int, progress ProgressFunc) (WriteStats, error) {
 	var st WriteStats
 	if maxDepth <= 0 {
 		maxDepth = DefaultRepackDepth

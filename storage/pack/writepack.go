@@ -24,7 +24,7 @@ type WriteOptions struct {
 	Thin      bool
 	ClientHas func(object.ID) bool
 	// Progress, if set, is called with stage "writing objects".
-	Progress func(stage string, done, total uint64)
+	Progress ProgressFunc
 }
 
 // WriteStats reports how a pack was produced.
@@ -72,7 +72,7 @@ func (w *packWriter) header(count int) {
 // finish reports stage complete (all st.Objects), writes the trailer (the
 // checksum of everything written), flushes, and sets st.Bytes to the
 // pack's size.
-func (w *packWriter) finish(st *WriteStats, progress func(stage string, done, total uint64), stage string) error {
+func (w *packWriter) finish(st *WriteStats, progress ProgressFunc, stage string) error {
 	if progress != nil {
 		progress(stage, uint64(st.Objects), uint64(st.Objects))
 	}

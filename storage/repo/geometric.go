@@ -81,7 +81,7 @@ func PlanGeometric(packs []PackInfo, factor int) []string {
 // whole repository and gets a bitmap, as a full repack's does; otherwise
 // it gets a bitmap layer over the packs it leaves (BuildLayerBitmap). A
 // crash before the switch leaves an unlisted pack that GC deletes.
-func BuildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
+func BuildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, progress pack.ProgressFunc) (*RepackBuild, error) {
 	return buildRollUp(ctx, d, snap, names, false, progress)
 }
 
@@ -93,7 +93,7 @@ func BuildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, pr
 // over the whole history, and with a bitmap. The search is bounded by
 // Deps.FreshDeltaBudget; past it the roll-up reuses stored deltas. Dropping
 // unreachable objects is the admin repack's job (BuildRepack).
-func BuildFullRollUp(ctx context.Context, d Deps, snap *Snapshot, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
+func BuildFullRollUp(ctx context.Context, d Deps, snap *Snapshot, progress pack.ProgressFunc) (*RepackBuild, error) {
 	names := make([]string, len(snap.Packs))
 	for i, p := range snap.Packs {
 		names[i] = p.Name
@@ -101,7 +101,7 @@ func BuildFullRollUp(ctx context.Context, d Deps, snap *Snapshot, progress func(
 	return buildRollUp(ctx, d, snap, names, true, progress)
 }
 
-func buildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, fresh bool, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
+func buildRollUp(ctx context.Context, d Deps, snap *Snapshot, names []string, fresh bool, progress pack.ProgressFunc) (*RepackBuild, error) {
 	fail := func(err error) (*RepackBuild, error) {
 		return nil, fmt.Errorf("roll up packs of %s: %w", snap.Repo, err)
 	}

@@ -58,7 +58,7 @@ type RepackBuild struct {
 // actor, from a session's snapshot, so the repository keeps serving. With
 // no packs or no refs there is nothing to do and it returns nil.
 // Deltas are the stored ones, reused (see pack.Set.WriteRepack).
-func BuildRepack(ctx context.Context, d Deps, snap *Snapshot, progress func(stage string, done, total uint64)) (*RepackBuild, error) {
+func BuildRepack(ctx context.Context, d Deps, snap *Snapshot, progress pack.ProgressFunc) (*RepackBuild, error) {
 	if len(snap.Packs) == 0 || len(snap.Refs) == 0 {
 		return nil, nil
 	}
@@ -208,7 +208,7 @@ func pathHashes(ctx context.Context, r object.Reader, res *walk.Result) (func(ob
 // afresh instead of copying stored ones; withBitmap adds its reachability
 // bitmap, uploaded before anything lists the pack so it is never served
 // without one (a bitmap failure costs fetches time, not the pack).
-func writePack(ctx context.Context, d Deps, snap *Snapshot, set *pack.Set, ids []object.ID, search *pack.DeltaSearchOptions, withBitmap bool, progress func(string, uint64, uint64)) (PackInfo, error) {
+func writePack(ctx context.Context, d Deps, snap *Snapshot, set *pack.Set, ids []object.ID, search *pack.DeltaSearchOptions, withBitmap bool, progress pack.ProgressFunc) (PackInfo, error) {
 	dir := os.TempDir()
 	if d.Cache != nil {
 		dir = d.Cache.TempDir()
@@ -269,7 +269,7 @@ func refGenCheck(gen []byte) refdb.Op {
 // over the whole duplicates pushed thin packs carry), or with search
 // WriteRepackDeltas, straight into IndexPack, so the new pack is written
 // to disk once and never held in memory.
-func writeAndIndex(ctx context.Context, set *pack.Set, ids []object.ID, search *pack.DeltaSearchOptions, dir string, progress func(string, uint64, uint64)) (*pack.Indexed, error) {
+func writeAndIndex(ctx context.Context, set *pack.Set, ids []object.ID, search *pack.DeltaSearchOptions, dir string, progress pack.ProgressFunc) (*pack.Indexed, error) {
 	pr, pw := io.Pipe()
 	werr := make(chan error, 1)
 	go func() {

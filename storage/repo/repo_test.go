@@ -198,7 +198,7 @@ func snapshot(t *testing.T, r *Repo) *Snapshot {
 
 // repack builds a pack from a fresh snapshot and commits the switch, as
 // the admin command does (there the build runs outside the repo actor).
-func repack(t *testing.T, r *Repo, progress func(string, uint64, uint64)) (PackInfo, error) {
+func repack(t *testing.T, r *Repo, progress pack.ProgressFunc) (PackInfo, error) {
 	t.Helper()
 	b, err := BuildRepack(ctx, r.d, snapshot(t, r), progress)
 	if err != nil || b == nil {

@@ -50,7 +50,7 @@ import (
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, f string) {
 		synctest.Test(t, func(t *testing.T) {
-			w := &world{t: t, t0: time.Now(), sessions: map[string]*actors.Session{}, values: map[string]uint64{}}
+			w := &world{t: t, t0: time.Now(), sessions: map[string]*actors.RepoSession{}, values: map[string]uint64{}}
 			w.cmds = w.commands()
 			defer w.close()
 			// Settle before every command: replies that actors send
@@ -68,7 +68,7 @@ type world struct {
 	t        *testing.T
 	t0       time.Time
 	c        *Cluster
-	sessions map[string]*actors.Session
+	sessions map[string]*actors.RepoSession
 	values   map[string]uint64 // next value per repo+ref
 	bg       []chan string
 	bgCmds   []string

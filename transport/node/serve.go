@@ -192,8 +192,8 @@ type wiring struct {
 	admit  *admission.Controller
 	hooks  *hooks.Service // webhook deliveries, shared by the actors and admin
 
-	eng   *engine.Engine
-	proto gitserve.ProtoEngine
+	eng   *engine.NodeResolver
+	proto gitserve.GitProtocol
 	gate  *gitserve.Gate // the one gate of the node's own sessions
 	pm    *gitserve.PromMetrics
 	// What the front ends forward with, counted; nil on a single node.
@@ -341,7 +341,7 @@ func (s *Server) startActors(ctx context.Context, w *wiring) error {
 // ends), the node's one gate, and in a cluster the counted forwarders.
 func (s *Server) buildEngine(w *wiring) error {
 	cfg := s.cfg
-	eng := &engine.Engine{Node: s.node, Deps: w.deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: w.fsckSkip, Strict: cfg.FsckStrict}, Log: s.log,
+	eng := &engine.NodeResolver{Node: s.node, Deps: w.deps, IncomingDir: s.cache.TempDir(), Fsck: fsck.Options{Skip: w.fsckSkip, Strict: cfg.FsckStrict}, Log: s.log,
 		MaxObjectSize: cfg.MaxObjectSize, MaxPackSize: cfg.MaxPackSize, MaxDeltaDepth: cfg.MaxDeltaDepth, Admission: w.admit, Bitmaps: s.bitmaps}
 	if s.apiCache != nil {
 		eng.RefsWatch = s.apiCache
@@ -368,7 +368,7 @@ func (s *Server) buildEngine(w *wiring) error {
 		clonePackMetrics(w.reg, eng.ClonePacks)
 	}
 	w.eng = eng
-	w.proto = gitserve.ProtoEngine{Limits: gitproto.Limits{
+	w.proto = gitserve.GitProtocol{Limits: gitproto.Limits{
 		MaxPushRefs: cfg.MaxPushRefs, MaxPushOptions: cfg.MaxPushOptions,
 		MaxWants: cfg.MaxWants, MaxHaves: cfg.MaxHaves, MaxArgBytes: cfg.MaxArgBytes,
 		RequestTimeout: cfg.RequestTimeout,
@@ -411,7 +411,7 @@ func (s *Server) buildFrontEnds(w *wiring) (*frontEnds, error) {
 	// One budget of unauthenticated connections per client address,
 	// shared by the public HTTP and SSH listeners.
 	anon := clientlimit.NewPerAddr(cfg.MaxAnonPerAddr, "RGIT_MAX_ANON_PER_ADDR")
-	httpCfg := httpgit.Config{Resolver: w.eng, Engine: w.proto, Auth: w.creds, MaxBody: cfg.MaxBody, Logger: log, Metrics: w.pm.For("http"),
+	httpCfg := httpgit.Config{Resolver: w.eng, Protocol: w.proto, Auth: w.creds, MaxBody: cfg.MaxBody, Logger: log, Metrics: w.pm.For("http"),
 		Unauthenticated: anon}
 	if w.httpFwd != nil {
 		httpCfg.Forward, httpCfg.Rerouter = w.httpFwd, w.eng
@@ -431,7 +431,7 @@ func (s *Server) buildFrontEnds(w *wiring) (*frontEnds, error) {
 	w.lfsPublic.Register(public)
 
 	_, httpPort, _ := net.SplitHostPort(s.HTTPAddr)
-	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: w.eng, Engine: w.proto, Keys: w.creds, Logger: log, Metrics: w.pm.For("ssh"),
+	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: w.eng, Protocol: w.proto, Keys: w.creds, Logger: log, Metrics: w.pm.For("ssh"),
 		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: anon,
 		Extra: w.lfsPublic.SSH(httpPort)}
 	if w.sessFwd != nil {

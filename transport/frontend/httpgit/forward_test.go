@@ -75,7 +75,7 @@ func TestForwarding(t *testing.T) {
 		fw := &fakeForwarder{dead: map[string]bool{owner: dead}}
 		rr := &localRerouter{res: res}
 		met := &recMetrics{}
-		cfg := Config{Resolver: res, Auth: gitservetest.Tokens{aliceTok: "alice"}, Engine: f.eng, Metrics: met, Rerouter: rr}
+		cfg := Config{Resolver: res, Auth: gitservetest.Tokens{aliceTok: "alice"}, Protocol: f.eng, Metrics: met, Rerouter: rr}
 		if withForward {
 			cfg.Forward = fw
 		}
@@ -165,7 +165,7 @@ func (releasedResolver) Lookup(context.Context, string, string) (gitserve.RepoIn
 // client's own request there gets the ordinary 503.
 func TestMovedAnswer(t *testing.T) {
 	f := newFixture(t)
-	s, err := New(Config{Resolver: releasedResolver{f.res}, Auth: gitservetest.Tokens{aliceTok: "alice"}, Engine: f.eng})
+	s, err := New(Config{Resolver: releasedResolver{f.res}, Auth: gitservetest.Tokens{aliceTok: "alice"}, Protocol: f.eng})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,8 +43,8 @@ type Config struct {
 	Resolver gitserve.Resolver
 	// Auth looks up tokens. Required.
 	Auth auth.TokenSource
-	// Engine runs the git protocol; nil means gitserve.ProtoEngine.
-	Engine gitserve.Engine
+	// Protocol runs the git protocol; nil means gitserve.GitProtocol.
+	Protocol gitserve.Protocol
 	// MaxBody bounds a POST body (RGIT_MAX_BODY), compressed and
 	// decompressed alike. 0 means DefaultMaxBody; negative means no limit.
 	MaxBody int64
@@ -213,7 +213,7 @@ func newHandler(cfg Config) (*handler, error) {
 	if cfg.Auth == nil {
 		return nil, errors.New("httpgit: Config.Auth is required")
 	}
-	gate, err := gitserve.NewGate(cfg.Resolver, cfg.Engine, cfg.Agent)
+	gate, err := gitserve.NewGate(cfg.Resolver, cfg.Protocol, cfg.Agent)
 	if err != nil {
 		return nil, fmt.Errorf("httpgit: %w", err)
 	}
@@ -371,7 +371,7 @@ func (h *handler) identity(r *http.Request) (auth.Identity, error) {
 
 // open authenticates the caller and opens a session for svc on the
 // request's repository. On failure it has already answered and returns nil.
-func (h *handler) open(q *request, svc gitserve.Service) *gitserve.Session {
+func (h *handler) open(q *request, svc gitserve.Service) *gitserve.AuthorizedSession {
 	owner, repo := q.r.PathValue("owner"), q.r.PathValue("repo")
 	id, err := h.identity(q.r)
 	if errors.Is(err, auth.ErrBadCredentials) {

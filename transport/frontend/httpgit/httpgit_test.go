@@ -54,7 +54,7 @@ type fixture struct {
 	t   *testing.T
 	env *gitservetest.Env
 	res *gitservetest.Resolver
-	eng *gitservetest.ExecEngine
+	eng *gitservetest.ExecProtocol
 	met *recMetrics
 	srv *httptest.Server
 	pub string // bare dir of alice/pub
@@ -69,7 +69,7 @@ const (
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecEngine{}, met: &recMetrics{}}
+	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecProtocol{}, met: &recMetrics{}}
 	f.pub = f.env.BareRepo(2)
 	f.prv = f.env.BareRepo(1)
 	f.res.Add(auth.RepoInfo{Repo: names.MustParse("alice/pub"), Public: true}, f.pub)
@@ -77,7 +77,7 @@ func newFixture(t *testing.T) *fixture {
 	s, err := New(Config{
 		Resolver: f.res,
 		Auth:     gitservetest.Tokens{aliceTok: "alice", bobTok: "bob"},
-		Engine:   f.eng,
+		Protocol: f.eng,
 		MaxBody:  maxBody,
 		Metrics:  f.met,
 	})
@@ -413,7 +413,7 @@ func (e drainEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.
 
 func TestBodyLimit(t *testing.T) {
 	f := newFixture(t)
-	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Engine: drainEngine{}, MaxBody: maxBody})
+	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Protocol: drainEngine{}, MaxBody: maxBody})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +534,7 @@ func basic(user, pass string) string {
 
 func TestStripsReservedHeaders(t *testing.T) {
 	f := newFixture(t)
-	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Engine: f.eng})
+	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Protocol: f.eng})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +597,7 @@ func TestEngineErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			met := &recMetrics{}
-			s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Engine: c.eng, Metrics: met})
+			s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Protocol: c.eng, Metrics: met})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -629,7 +629,7 @@ func TestWithCredentialStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Resolver: f.res, Auth: st, Engine: f.eng})
+	s, err := New(Config{Resolver: f.res, Auth: st, Protocol: f.eng})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,7 +653,7 @@ func TestPace(t *testing.T) {
 	const stall = 300 * time.Millisecond
 	rate := clientlimit.Rate{Grace: stall, BytesPerSec: 64 << 10}
 	f := newFixture(t)
-	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Engine: drainEngine{}, MaxBody: -1})
+	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Protocol: drainEngine{}, MaxBody: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -796,7 +796,7 @@ func TestMovedAnswerDoesNotHoldShutdown(t *testing.T) {
 func TestUnauthenticatedPerAddress(t *testing.T) {
 	f := newFixture(t)
 	limit := clientlimit.NewPerAddr(1, "RGIT_MAX_ANON_PER_ADDR")
-	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{aliceTok: "alice"}, Engine: drainEngine{}, MaxBody: -1, Unauthenticated: limit})
+	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{aliceTok: "alice"}, Protocol: drainEngine{}, MaxBody: -1, Unauthenticated: limit})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -852,7 +852,7 @@ func (e busyEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.R
 // answered 503 with Retry-After and the line naming the settings.
 func TestBusyAnswer(t *testing.T) {
 	f := newFixture(t)
-	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Engine: busyEngine{}})
+	s, err := New(Config{Resolver: f.res, Auth: gitservetest.Tokens{}, Protocol: busyEngine{}})
 	if err != nil {
 		t.Fatal(err)
 	}

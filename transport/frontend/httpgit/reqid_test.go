@@ -27,7 +27,7 @@ func TestRequestID(t *testing.T) {
 	fw := &idForwarder{}
 	start := func(fromPeers bool) string {
 		s, err := New(Config{Resolver: &movingResolver{Resolver: f.res, owner: "rgit-1"},
-			Auth: gitservetest.Tokens{aliceTok: "alice"}, Engine: f.eng, Forward: fw, FromPeers: fromPeers})
+			Auth: gitservetest.Tokens{aliceTok: "alice"}, Protocol: f.eng, Forward: fw, FromPeers: fromPeers})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -92,8 +92,8 @@ type Config struct {
 	Resolver gitserve.Resolver
 	// Keys maps public keys to owners. Required.
 	Keys KeyLookup
-	// Engine runs the git protocol; nil means gitserve.ProtoEngine.
-	Engine gitserve.Engine
+	// Protocol runs the git protocol; nil means gitserve.GitProtocol.
+	Protocol gitserve.Protocol
 	// Agent is advertised to clients; "" means the engine default.
 	Agent string
 	// IdleTimeout closes idle connections; 0 means DefaultIdleTimeout,
@@ -163,7 +163,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.HostKeyPath == "" {
 		return nil, errors.New("sshgit: Config.HostKeyPath (RGIT_HOST_KEY) is required")
 	}
-	gate, err := gitserve.NewGate(cfg.Resolver, cfg.Engine, cfg.Agent)
+	gate, err := gitserve.NewGate(cfg.Resolver, cfg.Protocol, cfg.Agent)
 	if err != nil {
 		return nil, fmt.Errorf("sshgit: %w", err)
 	}

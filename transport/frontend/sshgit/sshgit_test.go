@@ -58,7 +58,7 @@ type fixture struct {
 	t                  *testing.T
 	env                *gitservetest.Env
 	res                *gitservetest.Resolver
-	eng                *gitservetest.ExecEngine
+	eng                *gitservetest.ExecProtocol
 	srv                *Server
 	addr               string
 	pub, prv           string
@@ -67,9 +67,9 @@ type fixture struct {
 	serveErr           chan error
 }
 
-func newFixture(t *testing.T, engine gitserve.Engine, configure ...func(*Config)) *fixture {
+func newFixture(t *testing.T, engine gitserve.Protocol, configure ...func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecEngine{}}
+	f := &fixture{t: t, env: gitservetest.NewEnv(t), res: gitservetest.NewResolver(), eng: &gitservetest.ExecProtocol{}}
 	need.Tool(t, "ssh")
 	f.pub = f.env.BareRepo(2)
 	f.prv = f.env.BareRepo(1)
@@ -85,7 +85,7 @@ func newFixture(t *testing.T, engine gitserve.Engine, configure ...func(*Config)
 	}
 	cfg := Config{
 		HostKeyPath: filepath.Join(t.TempDir(), "keys", "host_ed25519"),
-		Resolver:    f.res, Keys: keys, Engine: engine,
+		Resolver:    f.res, Keys: keys, Protocol: engine,
 	}
 	for _, c := range configure {
 		c(&cfg)

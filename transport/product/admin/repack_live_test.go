@@ -58,7 +58,7 @@ func startLiveNode(t *testing.T) *liveNode {
 	}
 	bitmaps := repo.NewBitmapBuilds()
 	t.Cleanup(bitmaps.Close)
-	eng := &engine.Engine{Node: n, Deps: d, IncomingDir: cache.TempDir(), Bitmaps: bitmaps, Log: zap.NewNop()}
+	eng := &engine.NodeResolver{Node: n, Deps: d, IncomingDir: cache.TempDir(), Bitmaps: bitmaps, Log: zap.NewNop()}
 	git, err := httpgit.New(httpgit.Config{Resolver: eng, Auth: creds})
 	if err != nil {
 		t.Fatal(err)

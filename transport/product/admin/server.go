@@ -14,6 +14,7 @@ import (
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/frontend/peer"
 	"github.com/rgit/rgit/transport/product/hooks"
@@ -129,19 +130,16 @@ func (s *Server) register(h *peer.Handlers) {
 	handle(s, h, s.redeliver)
 }
 
-// progressFunc hears a stage's progress (repack: writing, indexing).
-type progressFunc func(stage string, done, total uint64)
-
 // handle registers fn as the handler of M (handleProgress).
 func handle[M Msg, R Result](s *Server, h *peer.Handlers, fn func(context.Context, M) (R, error)) {
-	handleProgress(s, h, func(ctx context.Context, m M, _ progressFunc) (R, error) { return fn(ctx, m) })
+	handleProgress(s, h, func(ctx context.Context, m M, _ pack.ProgressFunc) (R, error) { return fn(ctx, m) })
 }
 
 // handleProgress registers fn as the handler of M, streamed: a message
 // about a repository another node owns goes to the owner (relay); any
 // other runs here, logged, its failure classified for rgit-admin's exit
 // status (a *peer.CodedError).
-func handleProgress[M Msg, R Result](s *Server, h *peer.Handlers, fn func(context.Context, M, progressFunc) (R, error)) {
+func handleProgress[M Msg, R Result](s *Server, h *peer.Handlers, fn func(context.Context, M, pack.ProgressFunc) (R, error)) {
 	peer.HandleStream(h, func(ctx context.Context, m M, progress func(string)) (R, error) {
 		var r R
 		if relayed, err := s.relay(ctx, m, &r, progress); relayed {
@@ -263,7 +261,7 @@ func (s *Server) fork(ctx context.Context, m Fork) (Done, error) {
 	return done("forked %s/%s to %s/%s", so, sn, do, dn), nil
 }
 
-func (s *Server) repack(ctx context.Context, m Repack, progress progressFunc) (Done, error) {
+func (s *Server) repack(ctx context.Context, m Repack, progress pack.ProgressFunc) (Done, error) {
 	rp, err := s.existing(ctx, m.Repo)
 	if err != nil {
 		return Done{}, err

@@ -297,7 +297,7 @@ type noForwardKey struct{}
 // the failover rules (GET: it changes nothing). It answers every failure
 // and returns the answer's status, or forwarded.
 func (s *Server) routed(w http.ResponseWriter, r *http.Request, svc gitserve.Service, id auth.Identity, body []byte, method string,
-	serve func(w http.ResponseWriter, r *http.Request, sess *gitserve.Session) int) int {
+	serve func(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession) int) int {
 	ctx, end, err := s.gate.Begin(r.Context(), s.kind)
 	defer end()
 	if err != nil {
@@ -307,7 +307,7 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request, svc gitserve.Ser
 }
 
 func (s *Server) serveRouted(w http.ResponseWriter, r *http.Request, svc gitserve.Service, id auth.Identity, body []byte, method string,
-	serve func(w http.ResponseWriter, r *http.Request, sess *gitserve.Session) int) int {
+	serve func(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession) int) int {
 	sess, err := s.gate.Open(r.Context(), svc, r.PathValue("owner"), r.PathValue("repo"), id)
 	if fe, ok := gitserve.AsForward(err); ok {
 		return s.forward(w, r, fe, body, method, func(w http.ResponseWriter, r *http.Request) int {
@@ -431,14 +431,14 @@ func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request, op *string)
 		svc = gitserve.ReceivePack
 	}
 	// A batch changes nothing: it may follow failover like a read.
-	return s.routed(w, r, svc, id, body, http.MethodGet, func(w http.ResponseWriter, r *http.Request, sess *gitserve.Session) int {
+	return s.routed(w, r, svc, id, body, http.MethodGet, func(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession) int {
 		return s.answerBatch(w, r, sess, &req, transfer)
 	})
 }
 
 // answerBatch is the owner's answer: each object checked, looked up in
 // the store (in parallel) and given its actions or its error.
-func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitserve.Session, req *batchRequest, transfer string) int {
+func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession, req *batchRequest, transfer string) int {
 	ctx := r.Context()
 	owner, name := sess.Owner, sess.Name
 	resp := batchResponse{Transfer: transfer, HashAlgo: "sha256", Objects: make([]objectAnswer, len(req.Objects))}

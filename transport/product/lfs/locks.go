@@ -134,7 +134,7 @@ func (s *Server) lockStatus(w http.ResponseWriter, r *http.Request, err error) i
 // lockRequest authenticates, reads the body into v (when not nil) and
 // runs serve on the owner with access svc; it records the answer.
 func (s *Server) lockRequest(w http.ResponseWriter, r *http.Request, name string, svc gitserve.Service, method string, v any,
-	serve func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.Session) int) {
+	serve func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.AuthorizedSession) int) {
 	status := func() int {
 		id, err := s.identity(r)
 		if err != nil {
@@ -146,7 +146,7 @@ func (s *Server) lockRequest(w http.ResponseWriter, r *http.Request, name string
 				return s.fail(w, r, err)
 			}
 		}
-		return s.routed(w, r, svc, id, body, method, func(w http.ResponseWriter, r *http.Request, sess *gitserve.Session) int {
+		return s.routed(w, r, svc, id, body, method, func(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession) int {
 			return serve(w, r, id, sess)
 		})
 	}()
@@ -158,7 +158,7 @@ func (s *Server) lockRequest(w http.ResponseWriter, r *http.Request, name string
 // createLock answers POST …/info/lfs/locks (write access).
 func (s *Server) createLock(w http.ResponseWriter, r *http.Request) {
 	var req createLockRequest
-	s.lockRequest(w, r, "create", gitserve.ReceivePack, http.MethodPost, &req, func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.Session) int {
+	s.lockRequest(w, r, "create", gitserve.ReceivePack, http.MethodPost, &req, func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.AuthorizedSession) int {
 		l, err := s.locks.CreateLock(r.Context(), sess.Owner, sess.Name, req.Path, holder(id))
 		if err != nil {
 			return s.lockStatus(w, r, err)
@@ -172,7 +172,7 @@ func (s *Server) createLock(w http.ResponseWriter, r *http.Request) {
 // listLocks answers GET …/info/lfs/locks?path=&id=&cursor=&limit=
 // (read access).
 func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
-	s.lockRequest(w, r, "list", gitserve.UploadPack, http.MethodGet, nil, func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.Session) int {
+	s.lockRequest(w, r, "list", gitserve.UploadPack, http.MethodGet, nil, func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.AuthorizedSession) int {
 		q := r.URL.Query()
 		limit, err := parseLimit(q.Get("limit"))
 		if err != nil {
@@ -192,7 +192,7 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 // git-lfs asks before a push): the caller's locks and everyone else's.
 func (s *Server) verifyLocks(w http.ResponseWriter, r *http.Request) {
 	var req verifyLocksRequest
-	s.lockRequest(w, r, "verify", gitserve.ReceivePack, http.MethodGet, &req, func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.Session) int {
+	s.lockRequest(w, r, "verify", gitserve.ReceivePack, http.MethodGet, &req, func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.AuthorizedSession) int {
 		limit, err := parseLimit("")
 		if req.Limit > 0 {
 			limit, err = parseLimit(strconv.Itoa(req.Limit))
@@ -224,7 +224,7 @@ func (s *Server) verifyLocks(w http.ResponseWriter, r *http.Request) {
 // repository.
 func (s *Server) unlock(w http.ResponseWriter, r *http.Request) {
 	var req unlockRequest
-	s.lockRequest(w, r, "unlock", gitserve.ReceivePack, http.MethodPost, &req, func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.Session) int {
+	s.lockRequest(w, r, "unlock", gitserve.ReceivePack, http.MethodPost, &req, func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.AuthorizedSession) int {
 		only := holder(id)
 		if req.Force && mayForceUnlock(id, sess) {
 			only = ""
@@ -241,7 +241,7 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) {
 
 // mayForceUnlock: removing another user's lock is an administrator's
 // (auth.RoleOf on the settings the repository's writer holds).
-func mayForceUnlock(id auth.Identity, sess *gitserve.Session) bool {
+func mayForceUnlock(id auth.Identity, sess *gitserve.AuthorizedSession) bool {
 	a, ok := sess.Backend().(gitserve.Authoritative)
 	return ok && auth.RoleOf(id, a.RepoInfo()) >= auth.RoleAdmin
 }

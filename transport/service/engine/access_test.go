@@ -81,7 +81,7 @@ func gateOver(t *testing.T, st objstore.Store, owner, name string) (repo.Deps, *
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { node.Shutdown(context.Background()) })
-	gate, err := gitserve.NewGate(&Engine{Node: node, Deps: deps}, nil, "")
+	gate, err := gitserve.NewGate(&NodeResolver{Node: node, Deps: deps}, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 
 // backend is gitproto.Backend for one session on one repository.
 type backend struct {
-	e    *Engine
-	sess *actors.Session
+	e    *NodeResolver
+	sess *actors.RepoSession
 	snap *repo.Snapshot
 
 	graphOnce sync.Once
@@ -29,7 +29,7 @@ type backend struct {
 
 var _ gitproto.Backend = (*backend)(nil)
 
-func newBackend(e *Engine, s *actors.Session) *backend {
+func newBackend(e *NodeResolver, s *actors.RepoSession) *backend {
 	return &backend{e: e, sess: s, snap: s.Snapshot}
 }
 

@@ -25,8 +25,10 @@ import (
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
-// Engine serves git sessions for one node.
-type Engine struct {
+// NodeResolver is the gitserve.Resolver of one node: it serves git sessions
+// on the repositories the node owns, through its actors, and routes the rest
+// to their owners.
+type NodeResolver struct {
 	Node *actors.Node
 	Deps repo.Deps
 	// IncomingDir receives pushed packs while they are indexed; it must be
@@ -66,9 +68,9 @@ type RefsWatcher interface {
 }
 
 var (
-	_ gitserve.Resolver       = (*Engine)(nil)
-	_ gitserve.Rerouter       = (*Engine)(nil)
-	_ gitserve.DenialObserver = (*Engine)(nil)
+	_ gitserve.Resolver       = (*NodeResolver)(nil)
+	_ gitserve.Rerouter       = (*NodeResolver)(nil)
+	_ gitserve.DenialObserver = (*NodeResolver)(nil)
 )
 
 // Lookup returns the repository's canonical owner, name, visibility and
@@ -77,7 +79,7 @@ var (
 // private one: when cold, one GET, and beside it the database listing
 // the open would start with (Deps.Ahead; not waited for), unless the
 // repository is open here or owned by another node; none when cached.
-func (e *Engine) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
+func (e *NodeResolver) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
 	r, err := names.New(owner, name)
 	if err != nil {
 		return gitserve.RepoInfo{}, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
@@ -107,14 +109,14 @@ func (e *Engine) Lookup(ctx context.Context, owner, name string) (gitserve.RepoI
 
 // Denied drops the database listing Lookup started: a caller denied
 // causes no open.
-func (e *Engine) Denied(owner, name string) {
+func (e *NodeResolver) Denied(owner, name string) {
 	if r, err := names.New(owner, name); err == nil {
 		e.Deps.Ahead.Discard(r)
 	}
 }
 
 // Session opens a git session on the repository.
-func (e *Engine) Session(ctx context.Context, owner, name string, write bool) (gitproto.Backend, func(), error) {
+func (e *NodeResolver) Session(ctx context.Context, owner, name string, write bool) (gitproto.Backend, func(), error) {
 	s, err := e.session(ctx, owner, name)
 	if err != nil {
 		return nil, nil, err
@@ -125,7 +127,7 @@ func (e *Engine) Session(ctx context.Context, owner, name string, write bool) (g
 
 // BeginSession implements gitserve.SessionTracker: the session is an
 // actor under the node's transport supervisor until end.
-func (e *Engine) BeginSession(ctx context.Context, kind string) (context.Context, func(), error) {
+func (e *NodeResolver) BeginSession(ctx context.Context, kind string) (context.Context, func(), error) {
 	g, err := e.Node.BeginSession(ctx, actors.SessionKind(kind))
 	if err != nil {
 		return ctx, nil, err
@@ -138,8 +140,8 @@ func (e *Engine) BeginSession(ctx context.Context, kind string) (context.Context
 // actor when the front end began one, mapping errors to the front ends'
 // sentinels; a repository owned by another node is a
 // *gitserve.ForwardError.
-func (e *Engine) session(ctx context.Context, owner, name string) (*actors.Session, error) {
-	var s *actors.Session
+func (e *NodeResolver) session(ctx context.Context, owner, name string) (*actors.RepoSession, error) {
+	var s *actors.RepoSession
 	var r actors.RouteResult
 	var err error
 	resolve := func() {
@@ -189,7 +191,7 @@ func notNow(err error) bool {
 
 // Moved implements gitserve.Mover: node answered that it no longer owns
 // owner/name (it is draining); route again once the map has moved on.
-func (e *Engine) Moved(ctx context.Context, owner, name, node string) (gitserve.Route, error) {
+func (e *NodeResolver) Moved(ctx context.Context, owner, name, node string) (gitserve.Route, error) {
 	r, err := e.Node.Moved(ctx, owner, name, node)
 	if err != nil {
 		return gitserve.Route{}, err
@@ -198,12 +200,14 @@ func (e *Engine) Moved(ctx context.Context, owner, name, node string) (gitserve.
 }
 
 // Connected implements gitserve.ConnectReporter.
-func (e *Engine) Connected(owner, name, node string) { e.Node.ConnectSucceeded(owner, name, node) }
+func (e *NodeResolver) Connected(owner, name, node string) {
+	e.Node.ConnectSucceeded(owner, name, node)
+}
 
 // ConnectFailed implements gitserve.Rerouter: a forwarder could not
 // connect to node, the owner of owner/name. The node's failover rules say
 // where the request goes now.
-func (e *Engine) ConnectFailed(ctx context.Context, owner, name, node, method string) (gitserve.Route, error) {
+func (e *NodeResolver) ConnectFailed(ctx context.Context, owner, name, node, method string) (gitserve.Route, error) {
 	r, err := e.Node.ConnectFailed(ctx, owner, name, node, method)
 	if err != nil {
 		return gitserve.Route{}, err

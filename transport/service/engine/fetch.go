@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/storage/walk"
 	"github.com/rgit/rgit/transport/service/fetchpack"
@@ -90,7 +91,7 @@ func (p *plan) Unshallow() []object.ID { return p.res.Unshallow }
 func (p *plan) Close() error           { return nil }
 
 func (p *plan) WritePack(ctx context.Context, w io.Writer, progress io.Writer) error {
-	_, err := fetchpack.Write(ctx, p.b.snap.Objects(), w, &p.req, p.res, progressFunc(progress))
+	_, err := fetchpack.Write(ctx, p.b.snap.Objects(), w, &p.req, p.res, progressMeters(progress))
 	return err
 }
 
@@ -113,14 +114,14 @@ func (p *cachedPlan) WritePack(ctx context.Context, w io.Writer, progress io.Wri
 		if err != nil {
 			return err
 		}
-		_, err = fetchpack.Write(ctx, p.b.snap.Objects(), tw, &p.req, res, progressFunc(progress))
+		_, err = fetchpack.Write(ctx, p.b.snap.Objects(), tw, &p.req, res, progressMeters(progress))
 		return err
 	})
 	return err
 }
 
-// progressFunc renders stage progress as git-style meters on w.
-func progressFunc(w io.Writer) func(stage string, done, total uint64) {
+// progressMeters renders stage progress as git-style meters on w.
+func progressMeters(w io.Writer) pack.ProgressFunc {
 	if w == nil {
 		return nil
 	}

@@ -12,19 +12,19 @@ import (
 // this node, which owns it (the lock endpoints are routed like git).
 
 // CreateLock implements lfs.Locks.
-func (e *Engine) CreateLock(ctx context.Context, owner, name, path, holder string) (repo.Lock, error) {
+func (e *NodeResolver) CreateLock(ctx context.Context, owner, name, path, holder string) (repo.Lock, error) {
 	l, err := e.Node.CreateLock(ctx, owner, name, path, holder)
 	return l, lockErr(err)
 }
 
 // DeleteLock implements lfs.Locks.
-func (e *Engine) DeleteLock(ctx context.Context, owner, name, id, holder string) (repo.Lock, error) {
+func (e *NodeResolver) DeleteLock(ctx context.Context, owner, name, id, holder string) (repo.Lock, error) {
 	l, err := e.Node.DeleteLock(ctx, owner, name, id, holder)
 	return l, lockErr(err)
 }
 
 // Locks implements lfs.Locks.
-func (e *Engine) Locks(ctx context.Context, owner, name string) ([]repo.Lock, error) {
+func (e *NodeResolver) Locks(ctx context.Context, owner, name string) ([]repo.Lock, error) {
 	ls, err := e.Node.Locks(ctx, owner, name)
 	return ls, lockErr(err)
 }

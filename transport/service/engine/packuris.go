@@ -102,7 +102,7 @@ func (p *uriPlan) PackURIs() []gitproto.PackURI {
 }
 
 func (p *uriPlan) WritePack(ctx context.Context, w io.Writer, progress io.Writer) error {
-	st, err := fetchpack.Write(ctx, p.b.snap.Objects(), w, &p.req, p.res, progressFunc(progress))
+	st, err := fetchpack.Write(ctx, p.b.snap.Objects(), w, &p.req, p.res, progressMeters(progress))
 	p.b.e.PackURIs.Metrics.inline(st.Bytes)
 	return err
 }

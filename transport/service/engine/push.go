@@ -222,7 +222,7 @@ func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c 
 		Base: set, BaseHas: set.Has,
 		MaxObjectSize: b.e.MaxObjectSize, MaxPackSize: b.e.MaxPackSize, MaxDeltaDepth: b.e.MaxDeltaDepth,
 		Reserve:  reserve,
-		Progress: progressFunc(progress),
+		Progress: progressMeters(progress),
 		Check: func(id object.ID, t object.Type, data []byte) error {
 			if err := c.Check(id, t, data); err != nil {
 				return err
@@ -236,7 +236,7 @@ func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c 
 // limitError turns a pack refused for a configured limit into the
 // *gitproto.LimitError the client sees in its unpack line; other errors
 // are returned unchanged.
-func (e *Engine) limitError(err error) error {
+func (e *NodeResolver) limitError(err error) error {
 	switch {
 	case errors.Is(err, pack.ErrPackTooLarge):
 		return &gitproto.LimitError{What: "pack too large", Limit: e.MaxPackSize, Unit: "bytes", Setting: gitproto.SettingMaxPackSize}

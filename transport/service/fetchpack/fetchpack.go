@@ -113,7 +113,7 @@ func OpenBitmap(path string, p *pack.Pack, log *zap.Logger) *bitmap.Stack {
 
 // Options returns the pack options for res, planned for req. progress
 // receives stage meters (nil: none).
-func Options(req *gitproto.FetchRequest, res *walk.Result, progress func(stage string, done, total uint64)) pack.WriteOptions {
+func Options(req *gitproto.FetchRequest, res *walk.Result, progress pack.ProgressFunc) pack.WriteOptions {
 	opts := pack.WriteOptions{OfsDelta: req.OfsDelta, Progress: progress}
 	// A shallow client may lack history under its haves, so it only gets
 	// deltas against objects it is sent.
@@ -124,7 +124,7 @@ func Options(req *gitproto.FetchRequest, res *walk.Result, progress func(stage s
 }
 
 // Write streams the pack for res to w from set.
-func Write(ctx context.Context, set *pack.Set, w io.Writer, req *gitproto.FetchRequest, res *walk.Result, progress func(stage string, done, total uint64)) (pack.WriteStats, error) {
+func Write(ctx context.Context, set *pack.Set, w io.Writer, req *gitproto.FetchRequest, res *walk.Result, progress pack.ProgressFunc) (pack.WriteStats, error) {
 	st, err := set.WritePack(ctx, w, res.Objects, Options(req, res, progress))
 	if err != nil {
 		return st, fmt.Errorf("write pack of %d objects: %w", len(res.Objects), err)

@@ -258,7 +258,7 @@ func (g *Gate) ServeRouted(ctx context.Context, fwd SessionForwarder, rr Reroute
 // session (the peer stream port answers a moved repository before its
 // upgrade) opens first and then continues here.
 func (g *Gate) RunRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter, req SessionRequest,
-	sess *Session, openErr error, in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
+	sess *AuthorizedSession, openErr error, in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
 	if openErr == nil {
 		defer sess.Close()
 		return sess.Run(ctx, in, out, opt)

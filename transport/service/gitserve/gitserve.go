@@ -64,9 +64,9 @@ type Authoritative interface {
 	RepoInfo() RepoInfo
 }
 
-// Engine runs one git service over a byte stream. The production engine is
-// ProtoEngine (transport/wire/gitproto); tests substitute a fake.
-type Engine interface {
+// Protocol runs one git service over a byte stream. The production one is
+// GitProtocol (rgit's own, on transport/wire/gitproto); tests substitute a fake.
+type Protocol interface {
 	UploadPack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error
 	ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error
 }
@@ -166,18 +166,18 @@ func (e *DeniedError) Unwrap() error { return e.Err }
 // Gate decides access and runs sessions; one is shared by a front end.
 type Gate struct {
 	resolver Resolver
-	engine   Engine
+	engine   Protocol
 	agent    string
 }
 
-// NewGate returns a Gate. engine nil means ProtoEngine; agent "" means the
+// NewGate returns a Gate. engine nil means GitProtocol; agent "" means the
 // engine's default.
-func NewGate(r Resolver, engine Engine, agent string) (*Gate, error) {
+func NewGate(r Resolver, engine Protocol, agent string) (*Gate, error) {
 	if r == nil {
 		return nil, errors.New("gitserve: nil Resolver")
 	}
 	if engine == nil {
-		engine = ProtoEngine{}
+		engine = GitProtocol{}
 	}
 	return &Gate{resolver: r, engine: engine, agent: agent}, nil
 }
@@ -197,8 +197,8 @@ func (g *Gate) Begin(ctx context.Context, kind string) (context.Context, func(),
 	return ctx, end, nil
 }
 
-// Session is one authorised git session; Close it when done.
-type Session struct {
+// AuthorizedSession is one authorised git session; Close it when done.
+type AuthorizedSession struct {
 	Service     Service
 	Owner, Name string
 	id          auth.Identity
@@ -215,7 +215,7 @@ type Session struct {
 // front end can answer a denial before the client sends one. Denials are
 // *DeniedError; ErrBadPath paths are NotFound (no repository can exist
 // there, so nothing is revealed by a 404).
-func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id auth.Identity) (*Session, error) {
+func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id auth.Identity) (*AuthorizedSession, error) {
 	owner, name, err := CleanRepo(owner, rawName)
 	if err != nil {
 		return nil, &DeniedError{Decision: auth.NotFound, Service: svc, Owner: owner, Name: rawName, Identity: id, Err: err}
@@ -262,7 +262,7 @@ func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id 
 			return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name, Identity: id}
 		}
 	}
-	return &Session{Service: svc, Owner: owner, Name: name, id: id, gate: g, backend: b, release: release}, nil
+	return &AuthorizedSession{Service: svc, Owner: owner, Name: name, id: id, gate: g, backend: b, release: release}, nil
 }
 
 // Stats counts a session's traffic.
@@ -272,7 +272,7 @@ type Stats struct {
 
 // Run runs the engine for the session's service. opt.Agent defaults to the
 // Gate's agent. Stats are valid even when err != nil.
-func (s *Session) Run(ctx context.Context, in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
+func (s *AuthorizedSession) Run(ctx context.Context, in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
 	if opt.Agent == "" {
 		opt.Agent = s.gate.agent
 	}
@@ -301,10 +301,10 @@ func (s *Session) Run(ctx context.Context, in io.Reader, out io.Writer, opt gitp
 // Backend is the repository the session was opened on, for front ends
 // that read it directly rather than run a protocol engine (the read API).
 // Valid until Close.
-func (s *Session) Backend() gitproto.Backend { return s.backend }
+func (s *AuthorizedSession) Backend() gitproto.Backend { return s.backend }
 
 // Close releases the session's hold on the repository. Idempotent.
-func (s *Session) Close() {
+func (s *AuthorizedSession) Close() {
 	if s.release != nil {
 		s.release()
 		s.release = nil

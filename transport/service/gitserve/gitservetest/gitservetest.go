@@ -1,5 +1,5 @@
 // Package gitservetest provides test doubles for the git front ends: a
-// Resolver over bare repositories on disk, an Engine that shells out to the
+// Resolver over bare repositories on disk, a Protocol that shells out to the
 // real `git upload-pack` / `git receive-pack` (so front-end tests run the
 // real git client end to end without transport/wire/gitproto), credential
 // fakes, and helpers to run git in an isolated environment.
@@ -31,7 +31,7 @@ import (
 )
 
 // Backend is what Resolver hands out: the bare repository directory. The
-// embedded (nil) gitproto.Backend only satisfies the interface; ExecEngine
+// embedded (nil) gitproto.Backend only satisfies the interface; ExecProtocol
 // never calls it.
 type Backend struct {
 	gitproto.Backend
@@ -90,32 +90,32 @@ func (r *Resolver) Session(_ context.Context, owner, name string, _ bool) (gitpr
 	return &Backend{Dir: rp.dir}, func() { once.Do(func() { r.Open.Add(-1) }) }, nil
 }
 
-// ExecEngine runs git's own upload-pack/receive-pack on Backend.Dir, the
+// ExecProtocol runs git's own upload-pack/receive-pack on Backend.Dir, the
 // way git-http-backend does (--stateless-rpc, --advertise-refs,
 // GIT_PROTOCOL in the environment). It records the options of every call.
-type ExecEngine struct {
+type ExecProtocol struct {
 	mu   sync.Mutex
 	opts []gitproto.Options
 }
 
 // Calls returns the options of every call so far.
-func (e *ExecEngine) Calls() []gitproto.Options {
+func (e *ExecProtocol) Calls() []gitproto.Options {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]gitproto.Options(nil), e.opts...)
 }
 
-// UploadPack implements gitserve.Engine.
-func (e *ExecEngine) UploadPack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
+// UploadPack implements gitserve.Protocol.
+func (e *ExecProtocol) UploadPack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
 	return e.run(ctx, "upload-pack", b, in, out, opt)
 }
 
-// ReceivePack implements gitserve.Engine.
-func (e *ExecEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
+// ReceivePack implements gitserve.Protocol.
+func (e *ExecProtocol) ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
 	return e.run(ctx, "receive-pack", b, in, out, opt)
 }
 
-func (e *ExecEngine) run(ctx context.Context, svc string, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
+func (e *ExecProtocol) run(ctx context.Context, svc string, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
 	e.mu.Lock()
 	e.opts = append(e.opts, opt)
 	e.mu.Unlock()

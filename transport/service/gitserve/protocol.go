@@ -10,9 +10,9 @@ import (
 	"github.com/rgit/rgit/transport/wire/pktline"
 )
 
-// ProtoEngine is the production Engine: rgit's own protocol implementation
+// GitProtocol is the production Protocol: rgit's own protocol implementation
 // in transport/wire/gitproto.
-type ProtoEngine struct {
+type GitProtocol struct {
 	// Limits apply to every session: they are the node's configuration,
 	// not the front end's (whose Options leave them zero).
 	Limits gitproto.Limits
@@ -27,19 +27,19 @@ type Sized interface {
 	ObjectCount() int64
 }
 
-// UploadPack implements Engine. A fetch is admitted once its negotiation
+// UploadPack implements Protocol. A fetch is admitted once its negotiation
 // has decided that a pack follows (gitproto.Options.AdmitPack), so a
 // session waiting for its client holds no reservation, and an
 // advertisement or ls-refs none at all.
-func (e ProtoEngine) UploadPack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
+func (e GitProtocol) UploadPack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
 	opt.Limits = e.Limits
 	opt.AdmitPack = func() (func(), error) { return e.reserve(admission.Fetch, b) }
 	return gitproto.UploadPack(ctx, b, in, out, opt)
 }
 
-// ReceivePack implements Engine. A push is admitted before anything is
+// ReceivePack implements Protocol. A push is admitted before anything is
 // read: its refusal is then the first line a full-duplex client sees.
-func (e ProtoEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
+func (e GitProtocol) ReceivePack(ctx context.Context, b gitproto.Backend, in io.Reader, out io.Writer, opt gitproto.Options) error {
 	opt.Limits = e.Limits
 	if !opt.AdvertiseOnly {
 		release, err := e.reserve(admission.Push, b)
@@ -57,7 +57,7 @@ func (e ProtoEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.
 // reserve reserves memory for pack work on b. Refused, it returns an
 // error wrapping gitproto.ErrBusy (a stateless client gets the front
 // end's 503).
-func (e ProtoEngine) reserve(kind admission.Kind, b gitproto.Backend) (func(), error) {
+func (e GitProtocol) reserve(kind admission.Kind, b gitproto.Backend) (func(), error) {
 	var objects int64
 	if s, ok := b.(Sized); ok {
 		objects = s.ObjectCount()
