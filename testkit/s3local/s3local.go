@@ -9,6 +9,7 @@
 package s3local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -214,7 +215,44 @@ func (s *Server) run() error {
 // Pause stops the server with SIGSTOP: the kernel still accepts
 // connections and takes request bytes, but nothing answers (a hung
 // store). Resume continues it.
-func (s *Server) Pause() error { return s.process().Signal(syscall.SIGSTOP) }
+// Pause returns once every thread of the server is stopped: kill(2)
+// returns before the signal reaches threads running on other CPUs, and a
+// request sent meanwhile could still be answered.
+func (s *Server) Pause() error {
+	p := s.process()
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !allStopped(p.Pid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("versitygw (pid %d) not stopped 10 s after SIGSTOP", p.Pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// allStopped reports whether every thread of pid is in the stopped
+// state (T in /proc/{pid}/task/{tid}/stat).
+func allStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			return false
+		}
+		// The state follows the command name, which is in parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume continues a paused server (SIGCONT).
 func (s *Server) Resume() error { return s.process().Signal(syscall.SIGCONT) }
