@@ -100,7 +100,12 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 	var direct *s3store.Store
 	switch store {
 	case "file":
-		env.storeURL = "file://" + filepath.Join(work, "store")
+		// The store URL needs an absolute path (RGIT_BENCH_DIR may be relative).
+		abs, err := filepath.Abs(filepath.Join(work, "store"))
+		if err != nil {
+			return err
+		}
+		env.storeURL = "file://" + abs
 	case "s3":
 		dir := filepath.Join(work, "s3")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
