@@ -44,14 +44,7 @@ func runHooks(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	base, err := filepath.Abs(*dir)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return err
-	}
-	work, err := os.MkdirTemp(base, "hooks-work-")
+	work, err := scratchDir(*dir, "hooks-work-")
 	if err != nil {
 		return err
 	}

@@ -73,10 +73,7 @@ func runLFS(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
-		return err
-	}
-	work, err := os.MkdirTemp(c.dir, "lfs-work-")
+	work, err := scratchDir(c.dir, "lfs-work-")
 	if err != nil {
 		return err
 	}
@@ -100,12 +97,7 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 	var direct *s3store.Store
 	switch store {
 	case "file":
-		// The store URL needs an absolute path (RGIT_BENCH_DIR may be relative).
-		abs, err := filepath.Abs(filepath.Join(work, "store"))
-		if err != nil {
-			return err
-		}
-		env.storeURL = "file://" + abs
+		env.storeURL = "file://" + filepath.Join(work, "store")
 	case "s3":
 		dir := filepath.Join(work, "s3")
 		if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -160,9 +160,18 @@ func rgitBinary(path string) (string, error) {
 // workDir makes a scratch directory beside the fixture cache (the same
 // file system, so pushes and clones do not cross devices); the caller
 // removes it.
-func (c *commonFlags) workDir(prefix string) (string, error) {
-	base, err := filepath.Abs(c.dir)
+func (c *commonFlags) workDir(prefix string) (string, error) { return scratchDir(c.dir, prefix) }
+
+// scratchDir makes a new directory named prefix* under dir, creating dir
+// if needed, and returns its absolute path (store URLs and child
+// processes need one; dir defaults to a relative path); the caller
+// removes it.
+func scratchDir(dir, prefix string) (string, error) {
+	base, err := filepath.Abs(dir)
 	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", err
 	}
 	return os.MkdirTemp(base, prefix)

@@ -59,14 +59,7 @@ func runMaint(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	base, err := filepath.Abs(*dir)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		return err
-	}
-	work, err := os.MkdirTemp(base, "maint-work-")
+	work, err := scratchDir(*dir, "maint-work-")
 	if err != nil {
 		return err
 	}
