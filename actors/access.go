@@ -6,7 +6,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/rgit/rgit/storage/auth"
-	"github.com/rgit/rgit/storage/names"
 )
 
 // Access changes are messages to the repository's actor, like every other
@@ -100,15 +99,7 @@ func (a *repoActor) receiveAccess(ctx actor.Context, msg any) {
 // askAccess sends msg to owner/name's repo actor (opening it, claiming it
 // in cluster mode) and returns its answer.
 func (n *Node) askAccess(ctx context.Context, owner, name string, msg any) (*accessChanged, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return nil, err
-	}
-	v, err := n.ask(ctx, key, msg, n.cfg.CallTimeout, true)
-	if err != nil {
-		return nil, err
-	}
-	r, err := reply[*accessChanged](v)
+	r, err := askRepo[*accessChanged](ctx, n, owner, name, msg)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/auth"
-	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -238,25 +237,10 @@ func (q *HookQueue) Snapshot(ctx context.Context) (*repo.Snapshot, func(), error
 // Log is the node's logger.
 func (q *HookQueue) Log() *zap.Logger { return q.node.log }
 
-// askHooks sends msg to owner/name's repo actor (opening it, claiming it
-// in cluster mode) and returns its answer as R.
-func askHooks[R any](ctx context.Context, n *Node, owner, name string, msg any) (R, error) {
-	var zero R
-	key, err := names.New(owner, name)
-	if err != nil {
-		return zero, err
-	}
-	v, err := n.ask(ctx, key, msg, n.cfg.CallTimeout, true)
-	if err != nil {
-		return zero, err
-	}
-	return reply[R](v)
-}
-
 // Outbox returns owner/name's webhooks and outbox as its writer holds
 // them.
 func (n *Node) Outbox(ctx context.Context, owner, name string) (outbox.View, error) {
-	r, err := askHooks[*outboxRead](ctx, n, owner, name, &readOutbox{})
+	r, err := askRepo[*outboxRead](ctx, n, owner, name, &readOutbox{})
 	if err != nil {
 		return outbox.View{}, err
 	}
@@ -265,7 +249,7 @@ func (n *Node) Outbox(ctx context.Context, owner, name string) (outbox.View, err
 
 // AddHook adds a webhook to owner/name.
 func (n *Node) AddHook(ctx context.Context, owner, name string, h outbox.Hook) error {
-	r, err := askHooks[*written](ctx, n, owner, name, &addHook{hook: h})
+	r, err := askRepo[*written](ctx, n, owner, name, &addHook{hook: h})
 	if err != nil {
 		return err
 	}
@@ -274,7 +258,7 @@ func (n *Node) AddHook(ctx context.Context, owner, name string, h outbox.Hook) e
 
 // RemoveHook removes webhook id of owner/name and returns it.
 func (n *Node) RemoveHook(ctx context.Context, owner, name, id string) (outbox.Hook, error) {
-	r, err := askHooks[*hookRemoved](ctx, n, owner, name, &removeHook{id: id})
+	r, err := askRepo[*hookRemoved](ctx, n, owner, name, &removeHook{id: id})
 	if err != nil {
 		return outbox.Hook{}, err
 	}
@@ -283,7 +267,7 @@ func (n *Node) RemoveHook(ctx context.Context, owner, name, id string) (outbox.H
 
 // Redeliver queues delivery id of owner/name again.
 func (n *Node) Redeliver(ctx context.Context, owner, name, id string) (outbox.Delivery, error) {
-	r, err := askHooks[*redelivered](ctx, n, owner, name, &redeliver{id: id})
+	r, err := askRepo[*redelivered](ctx, n, owner, name, &redeliver{id: id})
 	if err != nil {
 		return outbox.Delivery{}, err
 	}
@@ -295,7 +279,7 @@ func (n *Node) Redeliver(ctx context.Context, owner, name, id string) (outbox.De
 // in cluster mode, a *NotOwnerError when another node holds it), which
 // resumes its waiting deliveries, or removes its markers when none wait.
 func (n *Node) SweepHooks(ctx context.Context, owner, name string) error {
-	r, err := askHooks[*written](ctx, n, owner, name, &sweepHooks{})
+	r, err := askRepo[*written](ctx, n, owner, name, &sweepHooks{})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -62,15 +61,7 @@ func (a *repoActor) receiveLocks(ctx actor.Context, msg any) bool {
 // askLocks sends msg to owner/name's repo actor (opening it, claiming it
 // in cluster mode) and returns its answer.
 func (n *Node) askLocks(ctx context.Context, owner, name string, msg any) (*locksAnswered, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return nil, err
-	}
-	v, err := n.ask(ctx, key, msg, n.cfg.CallTimeout, true)
-	if err != nil {
-		return nil, err
-	}
-	r, err := reply[*locksAnswered](v)
+	r, err := askRepo[*locksAnswered](ctx, n, owner, name, msg)
 	if err != nil {
 		return nil, err
 	}

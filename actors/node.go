@@ -295,19 +295,26 @@ func (n *Node) SetHead(ctx context.Context, owner, name, target string) error {
 
 // writeRepo sends a write answered by *written to owner/name's repo actor.
 func (n *Node) writeRepo(ctx context.Context, owner, name string, msg any) error {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return err
-	}
-	v, err := n.ask(ctx, key, msg, n.cfg.CallTimeout, true)
-	if err != nil {
-		return err
-	}
-	r, err := reply[*written](v)
+	r, err := askRepo[*written](ctx, n, owner, name, msg)
 	if err != nil {
 		return err
 	}
 	return r.err
+}
+
+// askRepo sends msg to owner/name's repo actor (opening it, claiming it
+// in cluster mode) and returns its answer as R.
+func askRepo[R any](ctx context.Context, n *Node, owner, name string, msg any) (R, error) {
+	var zero R
+	key, err := names.New(owner, name)
+	if err != nil {
+		return zero, err
+	}
+	v, err := n.ask(ctx, key, msg, n.cfg.CallTimeout, true)
+	if err != nil {
+		return zero, err
+	}
+	return reply[R](v)
 }
 
 // CloseRepo closes owner/name's database if this node holds it open and
