@@ -91,12 +91,8 @@ func runHTTP(ctx context.Context, args []string) error {
 
 	var s3 *s3local.Server
 	if strings.Contains(c.stores, "s3") {
-		dir := filepath.Join(work, "s3")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if s3, err = startS3(work); err != nil {
 			return err
-		}
-		if s3, err = s3local.StartProcess(dir); err != nil {
-			return fmt.Errorf("start versitygw (`make tools` builds it): %w", err)
 		}
 		defer s3.Close()
 	}

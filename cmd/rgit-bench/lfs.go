@@ -51,7 +51,6 @@ import (
 
 	"github.com/rgit/rgit/storage/objstore/s3store"
 	"github.com/rgit/rgit/testkit/fixture"
-	"github.com/rgit/rgit/testkit/s3local"
 )
 
 type lfsFlags struct {
@@ -99,13 +98,9 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 	case "file":
 		env.storeURL = "file://" + filepath.Join(work, "store")
 	case "s3":
-		dir := filepath.Join(work, "s3")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		s3, err := s3local.StartProcess(dir)
+		s3, err := startS3(work)
 		if err != nil {
-			return fmt.Errorf("start versitygw (`make tools` builds it): %w", err)
+			return err
 		}
 		defer s3.Close()
 		env.storeURL, env.extra = "s3://"+s3.Bucket+"/lfs", s3.Env()

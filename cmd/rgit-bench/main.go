@@ -70,6 +70,7 @@ import (
 	"strings"
 
 	"github.com/rgit/rgit/testkit/fixture"
+	"github.com/rgit/rgit/testkit/s3local"
 )
 
 func main() {
@@ -161,6 +162,20 @@ func rgitBinary(path string) (string, error) {
 // file system, so pushes and clones do not cross devices); the caller
 // removes it.
 func (c *commonFlags) workDir(prefix string) (string, error) { return scratchDir(c.dir, prefix) }
+
+// startS3 starts versitygw (testkit/s3local) on a data directory under
+// work; the caller closes it.
+func startS3(work string) (*s3local.Server, error) {
+	dir := filepath.Join(work, "s3")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	s3, err := s3local.StartProcess(dir)
+	if err != nil {
+		return nil, fmt.Errorf("start versitygw (`make tools` builds it): %w", err)
+	}
+	return s3, nil
+}
 
 // scratchDir makes a new directory named prefix* under dir, creating dir
 // if needed, and returns its absolute path (store URLs and child

@@ -13,7 +13,6 @@ import (
 	"github.com/rgit/rgit/storage/objstore/s3store"
 	"github.com/rgit/rgit/testkit/gitrun"
 	"github.com/rgit/rgit/testkit/outage"
-	"github.com/rgit/rgit/testkit/s3local"
 )
 
 // runOutage takes the object store away from one node and prints what
@@ -43,11 +42,7 @@ func runOutage(ctx context.Context, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	s3dir := filepath.Join(work, "s3")
-	if err := os.MkdirAll(s3dir, 0o755); err != nil {
-		return err
-	}
-	s3srv, err := s3local.StartProcess(s3dir)
+	s3srv, err := startS3(work)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/rgit/rgit/testkit/fixture"
-	"github.com/rgit/rgit/testkit/s3local"
 )
 
 // Node metrics the pack-URI bench reads.
@@ -51,13 +50,9 @@ func runPackURIs(ctx context.Context, args []string) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	dir := filepath.Join(work, "s3")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	s3, err := s3local.StartProcess(dir)
+	s3, err := startS3(work)
 	if err != nil {
-		return fmt.Errorf("start versitygw (`make tools` builds it): %w", err)
+		return err
 	}
 	defer s3.Close()
 	for _, f := range fxs {
