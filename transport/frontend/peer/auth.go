@@ -121,22 +121,14 @@ func hops(r *http.Request) (int, bool) {
 // it, so a stale owner forwards at most up to gitserve.MaxHops) and hands
 // the request to next, the ordinary smart-HTTP front end.
 func PeerHTTP(secret string, log *zap.Logger, next http.Handler) http.Handler {
-	log = orNop(log)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !secretOK(r.Header.Get(HeaderSecret), secret) {
-			refuse(w, r, log)
-			return
-		}
-		if !versionOK(w, r, log) {
-			return
-		}
+	return RequireSecret(secret, log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, ok := hops(r)
 		if !ok {
 			http.Error(w, "missing or bad "+HeaderHop, http.StatusBadRequest)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(gitserve.WithHops(r.Context(), n)))
-	})
+	}))
 }
 
 func orNop(l *zap.Logger) *zap.Logger {
