@@ -70,26 +70,23 @@ const (
 )
 
 func (l Limits) withDefaults() Limits {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&l.MaxEntries, DefaultMaxEntries)
-	def(&l.MaxDiffFiles, DefaultMaxDiffFiles)
-	def(&l.MaxDiffBytes, DefaultMaxDiffBytes)
-	def(&l.RenameLimit, DefaultRenameLimit)
-	def(&l.MaxLogScan, DefaultMaxLogScan)
-	if l.MaxDiffFileBytes <= 0 {
-		l.MaxDiffFileBytes = DefaultMaxDiffFileBytes
-	}
-	if l.DiffTimeout <= 0 {
-		l.DiffTimeout = DefaultDiffTimeout
-	}
-	if l.MaxArchiveBytes <= 0 {
-		l.MaxArchiveBytes = DefaultMaxArchiveBytes
-	}
+	l.MaxEntries = orDefault(l.MaxEntries, DefaultMaxEntries)
+	l.MaxDiffFiles = orDefault(l.MaxDiffFiles, DefaultMaxDiffFiles)
+	l.MaxDiffBytes = orDefault(l.MaxDiffBytes, DefaultMaxDiffBytes)
+	l.RenameLimit = orDefault(l.RenameLimit, DefaultRenameLimit)
+	l.MaxLogScan = orDefault(l.MaxLogScan, DefaultMaxLogScan)
+	l.MaxDiffFileBytes = orDefault(l.MaxDiffFileBytes, DefaultMaxDiffFileBytes)
+	l.DiffTimeout = orDefault(l.DiffTimeout, DefaultDiffTimeout)
+	l.MaxArchiveBytes = orDefault(l.MaxArchiveBytes, DefaultMaxArchiveBytes)
 	return l
+}
+
+// orDefault is v, or d when v is not positive (unset).
+func orDefault[T ~int | ~int64](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 // limitErr is the refusal or truncation reason for a limit: its text is

@@ -88,17 +88,8 @@ func NewCache(rdb redis.UniversalClient, log *zap.Logger, o CacheOptions) *Cache
 	if log == nil {
 		log = zap.NewNop()
 	}
-	c := &Cache{rdb: rdb, log: log, objectTTL: o.ObjectTTL, refsTTL: o.RefsTTL, maxEntry: o.MaxEntry}
-	if c.objectTTL <= 0 {
-		c.objectTTL = DefaultObjectTTL
-	}
-	if c.refsTTL <= 0 {
-		c.refsTTL = DefaultRefsTTL
-	}
-	if c.maxEntry <= 0 {
-		c.maxEntry = DefaultMaxEntry
-	}
-	return c
+	return &Cache{rdb: rdb, log: log, objectTTL: orDefault(o.ObjectTTL, DefaultObjectTTL), refsTTL: orDefault(o.RefsTTL, DefaultRefsTTL),
+		maxEntry: orDefault(o.MaxEntry, DefaultMaxEntry)}
 }
 
 // Close closes the connection pool.
