@@ -1,13 +1,10 @@
 package multiproc
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -18,19 +15,8 @@ import (
 // lfsMetric is one series of node n's /metrics (0 if absent).
 func lfsMetric(t *testing.T, n *Node, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
+	v, _ := gitenv.Metric(t, n.MetricsAddr, series)
+	return v
 }
 
 // TestClusterLFS: Git LFS through nodes that do not own the repository.

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -38,16 +36,7 @@ func pushTreeBomb(t *testing.T, srv *gitenv.Server, env *gitenv.Env, tok, repo s
 // endpoint, from /metrics.
 func visited(t *testing.T, srv *gitenv.Server, endpoint string) float64 {
 	t.Helper()
-	_, body := get(t, "http://"+srv.MetricsAddr+"/metrics")
-	m := regexp.MustCompile(`(?m)^rgit_api_tree_entries_visited_total\{endpoint="` + endpoint + `"\} (\S+)$`).FindStringSubmatch(body)
-	if m == nil {
-		return 0
-	}
-	v, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return metric(t, srv, `rgit_api_tree_entries_visited_total{endpoint="`+endpoint+`"}`)
 }
 
 // TestReadAPITreeBomb: an anonymous client asks every read-API route and

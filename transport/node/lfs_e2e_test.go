@@ -4,17 +4,13 @@ package node_test
 // in-process node on the file store and on versitygw, over HTTP and SSH.
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/rgit/rgit/storage/objstore"
@@ -101,19 +97,8 @@ func lfsKeys(t *testing.T, st objstore.Store, repo string) []string {
 // metric is the value of one series on the node's /metrics (0 if absent).
 func metric(t *testing.T, srv *gitenv.Server, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + srv.MetricsAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
+	v, _ := gitenv.Metric(t, srv.MetricsAddr, series)
+	return v
 }
 
 // TestLFSPushCloneFetch: git-lfs pushes, clones and fetches over HTTP and

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,18 +63,11 @@ func TestManyPacksWithinFileBudget(t *testing.T) {
 // metricValue reads one unlabelled metric from the node's /metrics.
 func metricValue(t *testing.T, srv *gitenv.Server, name string) float64 {
 	t.Helper()
-	_, body := get(t, "http://"+srv.MetricsAddr+"/metrics")
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return f
-		}
+	v, ok := gitenv.Metric(t, srv.MetricsAddr, name)
+	if !ok {
+		t.Fatalf("/metrics has no %s", name)
 	}
-	t.Fatalf("/metrics has no %s", name)
-	return 0
+	return v
 }
 
 // openPackFiles counts this process's descriptors open on cached pack
