@@ -52,8 +52,8 @@ type Local struct {
 	BlobCap int
 	// Limits bound each answer's work (zero fields: the defaults).
 	Limits Limits
-	// Reads admits the expensive answers (archive, commit, compare, log
-	// with a path) against the node's memory budget and a concurrency
+	// Reads admits the expensive answers (archive, commit, compare,
+	// blame, log with a path) against the node's memory budget and a concurrency
 	// limit; nil admits everything.
 	Reads *admission.Reads
 	// Metrics counts the answers' work; nil: not counted.
@@ -463,8 +463,8 @@ func (s *serving) lfsRaw(blob []byte, size int64) (bool, error) {
 	return served, err
 }
 
-// estimate is what an expensive answer (archive, commit, compare, log
-// with a path) reserves in the node's memory budget before it starts; 0
+// estimate is what an expensive answer (archive, commit, compare, blame,
+// log with a path) reserves in the node's memory budget before it starts; 0
 // for the cheap ones, which are not admitted.
 func (s *serving) estimate() int64 {
 	switch s.q.Endpoint {
