@@ -258,13 +258,21 @@ func (rd reader) fileAt(st *blameStep, newer *blameStep) error {
 }
 
 // renamedFrom is the path in tree from that a rename between from and
-// to moved path from ("" for none), found as a diff finds renames.
+// to moved path from ("" for none), found as a diff finds renames but
+// for path alone, as git blame looks (every deleted file a candidate
+// source, no other added file competing for one).
 func (rd reader) renamedFrom(from, to object.ID, path string) (string, error) {
 	walk := rd.newDiffWalk()
 	if err := walk.trees(from, to, ""); err != nil {
 		return "", fmt.Errorf("renames %s..%s: %w", from, to, err)
 	}
-	changes, err := rd.detectRenames(walk.out)
+	candidates := walk.out[:0]
+	for _, c := range walk.out {
+		if c.To.Name == "" || c.From.Name == "" && c.To.Name == path {
+			candidates = append(candidates, c)
+		}
+	}
+	changes, err := rd.detectRenames(candidates)
 	if err != nil {
 		return "", fmt.Errorf("renames %s..%s: %w", from, to, err)
 	}
