@@ -36,6 +36,13 @@ type Limits struct {
 	MaxLogScan int
 	// MaxArchiveBytes bounds the file content of one archive.
 	MaxArchiveBytes int64
+	// MaxBlameCommits bounds the commits one blame examines, BlameTimeout
+	// its time; past either, the lines left are the oldest commit's
+	// reached. MaxBlameFileBytes bounds each version of the file it
+	// reads (a larger file is refused).
+	MaxBlameCommits   int
+	BlameTimeout      time.Duration
+	MaxBlameFileBytes int64
 }
 
 // Defaults of Limits.
@@ -53,20 +60,28 @@ const (
 	DefaultMaxLogScan  = 10_000
 	// DefaultMaxArchiveBytes is above any honest source tree.
 	DefaultMaxArchiveBytes = 2 << 30
+	// Blame's defaults follow a typical file back through years of
+	// history; the time bound is what a person waits for a page.
+	DefaultMaxBlameCommits   = 20_000
+	DefaultBlameTimeout      = 5 * time.Second
+	DefaultMaxBlameFileBytes = 1 << 20
 )
 
 // Settings that raise the limits, named in what clients see; transport/node/config
 // reads them.
 const (
-	SettingMaxEntries       = "RGIT_API_MAX_ENTRIES"
-	SettingMaxDiffFiles     = "RGIT_API_MAX_DIFF_FILES"
-	SettingMaxDiffBytes     = "RGIT_API_MAX_DIFF_BYTES"
-	SettingMaxDiffFileBytes = "RGIT_API_MAX_DIFF_FILE_BYTES"
-	SettingDiffTimeout      = "RGIT_API_DIFF_TIMEOUT_MS"
-	SettingRenameLimit      = "RGIT_API_RENAME_LIMIT"
-	SettingMaxLogScan       = "RGIT_API_MAX_LOG_SCAN"
-	SettingMaxArchiveBytes  = "RGIT_API_MAX_ARCHIVE_BYTES"
-	SettingMaxActive        = "RGIT_API_MAX_ACTIVE"
+	SettingMaxEntries        = "RGIT_API_MAX_ENTRIES"
+	SettingMaxDiffFiles      = "RGIT_API_MAX_DIFF_FILES"
+	SettingMaxDiffBytes      = "RGIT_API_MAX_DIFF_BYTES"
+	SettingMaxDiffFileBytes  = "RGIT_API_MAX_DIFF_FILE_BYTES"
+	SettingDiffTimeout       = "RGIT_API_DIFF_TIMEOUT_MS"
+	SettingRenameLimit       = "RGIT_API_RENAME_LIMIT"
+	SettingMaxLogScan        = "RGIT_API_MAX_LOG_SCAN"
+	SettingMaxArchiveBytes   = "RGIT_API_MAX_ARCHIVE_BYTES"
+	SettingMaxActive         = "RGIT_API_MAX_ACTIVE"
+	SettingMaxBlameCommits   = "RGIT_API_MAX_BLAME_COMMITS"
+	SettingBlameTimeout      = "RGIT_API_BLAME_TIMEOUT_MS"
+	SettingMaxBlameFileBytes = "RGIT_API_MAX_BLAME_FILE_BYTES"
 )
 
 func (l Limits) withDefaults() Limits {
@@ -78,6 +93,9 @@ func (l Limits) withDefaults() Limits {
 	l.MaxDiffFileBytes = orDefault(l.MaxDiffFileBytes, DefaultMaxDiffFileBytes)
 	l.DiffTimeout = orDefault(l.DiffTimeout, DefaultDiffTimeout)
 	l.MaxArchiveBytes = orDefault(l.MaxArchiveBytes, DefaultMaxArchiveBytes)
+	l.MaxBlameCommits = orDefault(l.MaxBlameCommits, DefaultMaxBlameCommits)
+	l.BlameTimeout = orDefault(l.BlameTimeout, DefaultBlameTimeout)
+	l.MaxBlameFileBytes = orDefault(l.MaxBlameFileBytes, DefaultMaxBlameFileBytes)
 	return l
 }
 
@@ -178,6 +196,10 @@ func archiveVerdict(s treeSize, lim Limits) error {
 func (l Limits) diffEstimate() int64 {
 	return 4<<20 + 3*int64(l.MaxDiffBytes) + 6*l.MaxDiffFileBytes
 }
+
+// blameEstimate: a blame holds two versions of the file, their lines
+// and the line diff's tables (about ten words a line).
+func (l Limits) blameEstimate() int64 { return 4<<20 + 8*l.MaxBlameFileBytes }
 
 const (
 	archiveEstimate = 8 << 20

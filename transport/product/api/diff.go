@@ -35,6 +35,12 @@ type fileChange struct {
 type diffAnswer struct {
 	Files []fileChange `json:"files"`
 	Diff  string       `json:"diff"`
+	cutShort
+}
+
+// cutShort says whether an answer a limit cut short (diffs, blame) is
+// incomplete, and why.
+type cutShort struct {
 	// Truncated: the answer is incomplete, for the reason (a limit, named
 	// with its setting) in TruncatedReason.
 	Truncated       bool   `json:"truncated"`
@@ -47,7 +53,7 @@ type diffAnswer struct {
 }
 
 // truncate records the first reason the answer is incomplete.
-func (d *diffAnswer) truncate(why *gitproto.LimitError) {
+func (d *cutShort) truncate(why *gitproto.LimitError) {
 	if !d.Truncated {
 		d.Truncated, d.TruncatedReason, d.limit = true, why.Error(), why
 	}
@@ -63,7 +69,7 @@ func (d *diffAnswer) truncate(why *gitproto.LimitError) {
 func (rd reader) diffTrees(from, to object.ID) (diffAnswer, error) {
 	out := diffAnswer{Files: []fileChange{}}
 	lim := rd.w.lim
-	walk := diffWalk{rd: rd, carrier: carrierTree(goStore{rd.objs}), same: map[[2]object.ID]bool{}}
+	walk := rd.newDiffWalk()
 	err := walk.trees(from, to, "")
 	if le, ok := asLimit(err); ok {
 		out.truncate(le)
@@ -72,9 +78,7 @@ func (rd reader) diffTrees(from, to object.ID) (diffAnswer, error) {
 	}
 	changes := walk.out
 	sort.SliceStable(changes, func(i, j int) bool { return changePath(changes[i]) < changePath(changes[j]) })
-	opts := &gogit.DiffTreeOptions{DetectRenames: true, RenameScore: renameScore,
-		RenameLimit: uint(lim.RenameLimit), OnlyExactRenames: !rd.contentRenamesFit(changes)}
-	if changes, err = gogit.DetectRenames(changes, opts); err != nil {
+	if changes, err = rd.detectRenames(changes); err != nil {
 		return out, fmt.Errorf("renames %s..%s: %w", from, to, err)
 	}
 	p := patcher{rd: rd, deadline: time.Now().Add(lim.DiffTimeout), memo: map[[2]object.ID]lineDiff{}}
@@ -133,6 +137,18 @@ type diffWalk struct {
 	// (the same entries written differently, e.g. zero-padded modes), so
 	// that repeated pairs are not expanded again.
 	same map[[2]object.ID]bool
+}
+
+func (rd reader) newDiffWalk() *diffWalk {
+	return &diffWalk{rd: rd, carrier: carrierTree(goStore{rd.objs}), same: map[[2]object.ID]bool{}}
+}
+
+// detectRenames pairs deleted and added files of changes as renames, as
+// git does by default, within the answer's rename limits.
+func (rd reader) detectRenames(changes gogit.Changes) (gogit.Changes, error) {
+	opts := &gogit.DiffTreeOptions{DetectRenames: true, RenameScore: renameScore,
+		RenameLimit: uint(rd.w.lim.RenameLimit), OnlyExactRenames: !rd.contentRenamesFit(changes)}
+	return gogit.DetectRenames(changes, opts)
 }
 
 // entryIter reads a tree's entries one at a time (zero: the empty tree),

@@ -1,6 +1,7 @@
 // Package api is rgit's read API: JSON over HTTP under
 // /api/{owner}/{name}/… (refs, tree, blob, raw, log, commit, compare,
-// archive; docs/read-api.md has the reference) and its optional Redis cache.
+// archive, blame; docs/read-api.md has the reference) and its optional
+// Redis cache.
 //
 // The one idea: only refs takes names; every other endpoint takes an
 // object id, so its answer can never change and may be cached forever by
@@ -25,15 +26,17 @@
 //
 // go-git supplies rename detection, line diffs and the unified patch
 // encoder over rgit's packs through a read-only storer (gogit.go); tree
-// listing, path walks, logs, the tree diff walk, merge bases and archives
-// are this package's own code.
+// listing, path walks, logs, the tree diff walk, merge bases, archives
+// and blame (with a line matcher that pairs lines as git's xdiff does,
+// blamediff.go) are this package's own code.
 //
 // Every answer works within a budget (budget.go): Limits bound the tree
 // entries it visits, the files and bytes of a diff, the time of its line
 // diffs, rename detection, the commits a path-filtered log examines and
-// an archive's size; each walk checks the request's context as it
-// visits. Over a limit an answer is refused (422, the message naming the
-// limit and its RGIT_* setting) or, for diffs and logs, cut short where
+// an archive's size, and the commits, time and file size of a blame;
+// each walk checks the request's context as it visits. Over a limit an
+// answer is refused (422, the message naming the limit and its RGIT_*
+// setting) or, for diffs, blames and logs, cut short where
 // the client can see it. Archives are sized by distinct tree before their
 // first byte. The expensive answers are admitted against the node's
 // memory budget and a concurrency limit (transport/service/admission.Reads).

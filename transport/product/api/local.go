@@ -52,8 +52,8 @@ type Local struct {
 	BlobCap int
 	// Limits bound each answer's work (zero fields: the defaults).
 	Limits Limits
-	// Reads admits the expensive answers (archive, commit, compare, log
-	// with a path) against the node's memory budget and a concurrency
+	// Reads admits the expensive answers (archive, commit, compare,
+	// blame, log with a path) against the node's memory budget and a concurrency
 	// limit; nil admits everything.
 	Reads *admission.Reads
 	// Metrics counts the answers' work; nil: not counted.
@@ -185,6 +185,8 @@ func (l *Local) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.As(err, &over):
 		writeError(w, http.StatusUnprocessableEntity, over.Error())
+	case errors.Is(err, ErrNotText):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
 	case errors.Is(err, gitproto.ErrBusy):
 		w.Header().Set("Retry-After", httpgit.RetryAfter)
 		writeError(w, http.StatusServiceUnavailable, "server busy, try again")
@@ -406,14 +408,21 @@ func (s *serving) serve(b gitproto.Backend) error {
 		if err != nil {
 			return err
 		}
-		s.limited(c.diffAnswer)
+		s.limited(c.cutShort)
 		return s.json(c)
+	case Blame:
+		a, err := rd.blame(q.OID, q.Sub)
+		if err != nil {
+			return err
+		}
+		s.limited(a.cutShort)
+		return s.json(a)
 	case Compare:
 		c, err := rd.compare(q.Base, q.OID)
 		if err != nil {
 			return err
 		}
-		s.limited(c.diffAnswer)
+		s.limited(c.cutShort)
 		return s.json(c)
 	case Archive:
 		// Sized first: an archive over its limits is refused before its
@@ -454,13 +463,15 @@ func (s *serving) lfsRaw(blob []byte, size int64) (bool, error) {
 	return served, err
 }
 
-// estimate is what an expensive answer (archive, commit, compare, log
-// with a path) reserves in the node's memory budget before it starts; 0
+// estimate is what an expensive answer (archive, commit, compare, blame,
+// log with a path) reserves in the node's memory budget before it starts; 0
 // for the cheap ones, which are not admitted.
 func (s *serving) estimate() int64 {
 	switch s.q.Endpoint {
 	case Commit, Compare:
 		return s.rd.w.lim.diffEstimate()
+	case Blame:
+		return s.rd.w.lim.blameEstimate()
 	case Archive:
 		return archiveEstimate
 	case Log:
@@ -471,9 +482,9 @@ func (s *serving) estimate() int64 {
 	return 0
 }
 
-// limited notes a diff a limit cut short; one the time budget cut is not
-// stored by anyone, since another try may get further.
-func (s *serving) limited(d diffAnswer) {
+// limited notes an answer a limit cut short; one the time budget cut is
+// not stored by anyone, since another try may get further.
+func (s *serving) limited(d cutShort) {
 	if d.limit != nil {
 		s.l.Metrics.limit(s.q.Endpoint, d.limit.Setting)
 	}
@@ -513,6 +524,8 @@ func (s *serving) head() error {
 		}
 	case Log, Commit:
 		_, _, err = rd.commit(q.OID)
+	case Blame:
+		_, _, err = rd.blameTarget(q.OID, q.Sub)
 	case Compare:
 		if _, _, err = rd.commit(q.Base); err == nil {
 			_, _, err = rd.commit(q.OID)

@@ -28,6 +28,7 @@ const (
 	Commit  Endpoint = "commit"
 	Compare Endpoint = "compare"
 	Archive Endpoint = "archive"
+	Blame   Endpoint = "blame"
 )
 
 // Limits of log paging (the n clamp).
@@ -47,8 +48,8 @@ type Request struct {
 	OID object.ID
 	// Base is compare's base.
 	Base object.ID
-	// Sub is the path inside the tree (tree, blob, raw) or log's path
-	// filter, as validated segments.
+	// Sub is the path inside the tree (tree, blob, raw, blame) or log's
+	// path filter, as validated segments.
 	Sub []string
 	// N is log's page size, clamped to 1..MaxLogN.
 	N int
@@ -99,6 +100,14 @@ func ParseRequest(escapedPath string, query url.Values) (*Request, error) {
 	case Tree, Blob, Raw:
 		if len(args) == 0 {
 			return nil, bad("%s needs an object id", q.Endpoint)
+		}
+		if q.OID, err = parseOID(args[0]); err != nil {
+			return nil, err
+		}
+		q.Sub = args[1:]
+	case Blame:
+		if len(args) < 2 {
+			return nil, bad("blame takes {oid}/{path}")
 		}
 		if q.OID, err = parseOID(args[0]); err != nil {
 			return nil, err
@@ -229,7 +238,7 @@ func (q *Request) Path() string {
 	b.WriteString(Prefix)
 	b.WriteString(url.PathEscape(q.Repo.Owner()) + "/" + url.PathEscape(q.Repo.Name()) + "/" + string(q.Endpoint))
 	switch q.Endpoint {
-	case Tree, Blob, Raw, Log, Commit:
+	case Tree, Blob, Raw, Log, Commit, Blame:
 		b.WriteString("/" + q.OID.String())
 	case Compare:
 		b.WriteString("/" + q.Base.String() + "..." + q.OID.String())

@@ -31,6 +31,7 @@ func TestParseRequest(t *testing.T) {
 		{"/api/alice/site/compare/" + oidA + "..." + oidB, "", "compare/" + oidA + "..." + oidB},
 		{"/api/alice/site/archive/" + oidA + ".tar.gz", "", "archive/" + oidA + ".tar.gz"},
 		{"/api/alice/site/archive/" + oidA + ".zip", "", "archive/" + oidA + ".zip"},
+		{"/api/alice/site/blame/" + oidA + "/src/a%20b.go", "", "blame/" + oidA + "/src/a%20b.go"},
 	}
 	for _, c := range ok {
 		v, _ := url.ParseQuery(c.query)
@@ -75,6 +76,8 @@ func TestParseRequest(t *testing.T) {
 		{"/api/alice/site/compare/" + oidA + ".." + oidB, ""},
 		{"/api/alice/site/archive/" + oidA, ""},
 		{"/api/alice/site/archive/" + oidA + ".tar", ""},
+		{"/api/alice/site/blame/" + oidA, ""},
+		{"/api/alice/site/blame/" + oidA + "/..", ""},
 		{"/api/api/site/refs", ""},
 		{"/api/al%2fice/site/refs", ""},
 		{"/api/../site/refs", ""},

@@ -76,6 +76,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	mux.HandleFunc("GET /{owner}/{name}/blob/{oid}/{path...}", h.blob)
 	mux.HandleFunc("GET /{owner}/{name}/raw/{oid}/{path...}", h.raw)
+	mux.HandleFunc("GET /{owner}/{name}/blame/{oid}/{path...}", h.blame)
 	mux.HandleFunc("GET /{owner}/{name}/archive/{file}", h.archive)
 	mux.HandleFunc("GET /{owner}/{name}/commits/{oid}", h.history)
 	mux.HandleFunc("GET /{owner}/{name}/commit/{oid}", h.commit)
@@ -584,6 +585,7 @@ type blobPage struct {
 	Code    template.HTML
 	Raw     string
 	History string
+	Blame   string
 }
 
 func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
@@ -598,7 +600,8 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := blobPage{page: page{Title: path + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "blob", oid, path)},
-		OID: oid, Path: path, Crumbs: q.crumbs(oid, path), Blob: b, Raw: q.href("raw", oid, path), History: q.history(oid, path)}
+		OID: oid, Path: path, Crumbs: q.crumbs(oid, path), Blob: b, Raw: q.href("raw", oid, path), History: q.history(oid, path),
+		Blame: q.href("blame", oid, path)}
 	if !b.Binary {
 		code, err := highlight(path, b.Content)
 		if err != nil {
