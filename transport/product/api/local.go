@@ -415,6 +415,18 @@ func (s *serving) serve(b gitproto.Backend) error {
 		}
 		s.limited(c.diffAnswer)
 		return s.json(c)
+	case Tag:
+		t, err := rd.tag(q.OID)
+		if err != nil {
+			return err
+		}
+		return s.json(t)
+	case AheadBehind:
+		ab, err := rd.aheadBehind(q.Base, q.OID, MaxAheadBehindWalk)
+		if err != nil {
+			return err
+		}
+		return s.json(ab)
 	case Archive:
 		// Sized first: an archive over its limits is refused before its
 		// first byte.
@@ -513,7 +525,9 @@ func (s *serving) head() error {
 		}
 	case Log, Commit:
 		_, _, err = rd.commit(q.OID)
-	case Compare:
+	case Tag:
+		_, err = rd.tag(q.OID)
+	case Compare, AheadBehind:
 		if _, _, err = rd.commit(q.Base); err == nil {
 			_, _, err = rd.commit(q.OID)
 		}
