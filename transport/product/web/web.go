@@ -80,6 +80,8 @@ func New(cfg Config) (*Handler, error) {
 	mux.HandleFunc("GET /{owner}/{name}/archive/{file}", h.archive)
 	mux.HandleFunc("GET /{owner}/{name}/commit/{at...}", h.commit)
 	mux.HandleFunc("GET /{owner}/{name}/compare", h.compare)
+	mux.HandleFunc("GET /{owner}/{name}/branches", h.branches)
+	mux.HandleFunc("GET /{owner}/{name}/tags", h.tags)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { h.fail(w, r, nil, http.StatusNotFound, "page not found") })
 	// Sign-in and sign-out are the only writes; refuse them cross-site
 	// (Sec-Fetch-Site / Origin), on top of SameSite=Strict.
@@ -488,6 +490,7 @@ type treePage struct {
 	ReadmeText string
 	ReadmeName string
 	Empty      bool
+	Summary    *repoSummary // the repository page's counts and latest commit
 }
 
 type entryView struct {
@@ -508,7 +511,12 @@ func (h *Handler) front(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.at = at{Ref: hr, Commit: hr.Commit()}
-	h.showTree(w, r, q)
+	sum, err := h.summary(r.Context(), q)
+	if err != nil {
+		h.fail(w, r, err, 0, "")
+		return
+	}
+	h.showTree(w, r, q, sum)
 }
 
 func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
@@ -516,10 +524,10 @@ func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	h.showTree(w, r, q)
+	h.showTree(w, r, q, nil)
 }
 
-func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq) {
+func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, sum *repoSummary) {
 	oid, path := q.at.Commit, q.at.Path
 	var entries []Entry
 	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "tree", oid, path), q.token, &entries); err != nil {
@@ -531,7 +539,7 @@ func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq) {
 		title = path + " · " + title
 	}
 	p := treePage{page: page{Title: title, Viewer: viewer(r), Repo: h.head(r, q, "tree", path)},
-		OID: oid, Path: path, Crumbs: q.crumbs(path)}
+		OID: oid, Path: path, Crumbs: q.crumbs(path), Summary: sum}
 	if path != "" {
 		p.History = q.link("commits", path)
 	}
