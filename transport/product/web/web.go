@@ -162,6 +162,7 @@ type repoHead struct {
 	Current          string // the ref (or short id) being shown
 	Permalink        string // the view at the commit id, when shown by name
 	Picker           []pick
+	PickerCut        bool // more refs than maxPicker: the branches page lists them
 	Archive, ArchZip string
 	HasCommit        bool
 }
@@ -401,6 +402,9 @@ func (q *repoReq) resolve(s string) (string, bool) {
 	return a.Commit, ok && a.Path == ""
 }
 
+// maxPicker bounds the refs the picker lists on every page.
+const maxPicker = 100
+
 // head builds the repository header for a view of kind at q.at and
 // path (no commit: an empty repository): the picker links each ref to
 // the same view on it, and a view by name offers its permanent link.
@@ -426,6 +430,10 @@ func (h *Handler) head(r *http.Request, q *repoReq, kind, path string) *repoHead
 		tag := ref.Kind == "tag"
 		if ref.Kind != "branch" && !tag {
 			continue
+		}
+		if len(rh.Picker) == maxPicker {
+			rh.PickerCut = true
+			break
 		}
 		rh.Picker = append(rh.Picker, pick{Name: ref.Short(), Tag: tag, Href: q.linkRef(kind, ref, path), Current: ref.Name == cur})
 	}
