@@ -118,13 +118,13 @@ func (rd reader) aheadBehind(base, head object.ID, budget int) (aheadBehindAnswe
 }
 
 // abWalk is aheadBehind's state: the commits read, the queue (newest
-// first) and how many queued commits are not yet reached by both tips.
+// first) and how many queued commits are pending.
 type abWalk struct {
 	rd            reader
 	commits       map[object.ID]*abCommit
 	q             abQueue
 	active        int
-	reads         int
+	reads, seq    int
 	ahead, behind int
 }
 
@@ -137,6 +137,7 @@ type abCommit struct {
 	parents        []object.ID
 	marks, counted uint8
 	queued         bool
+	seq            int // queueing order: equal times go first in, first out, as git's walk does
 }
 
 // commit reads id once; a missing commit (a shallow boundary) has no
@@ -165,22 +166,29 @@ func (w *abWalk) commit(id object.ID) (*abCommit, error) {
 	return c, nil
 }
 
+// pending says whether a queued commit still matters: it is not yet
+// reached by both tips, or was counted with fewer marks than it has.
+func (c *abCommit) pending() bool {
+	return c.marks != fromBoth || c.counted != 0 && c.counted != c.marks
+}
+
 // mark adds m to c's marks, queueing c when they grow.
 func (w *abWalk) mark(c *abCommit, m uint8) {
-	old := c.marks
-	if old|m == old {
+	if c.marks|m == c.marks {
 		return
 	}
+	if c.queued && c.pending() {
+		w.active--
+	}
 	c.marks |= m
-	switch {
-	case !c.queued:
+	if !c.queued {
 		c.queued = true
+		w.seq++
+		c.seq = w.seq
 		heap.Push(&w.q, c)
-		if c.marks != fromBoth {
-			w.active++
-		}
-	case c.marks == fromBoth:
-		w.active-- // still queued, and no longer counts
+	}
+	if c.pending() {
+		w.active++
 	}
 }
 
@@ -190,7 +198,7 @@ func (w *abWalk) mark(c *abCommit, m uint8) {
 func (w *abWalk) step() error {
 	c := heap.Pop(&w.q).(*abCommit)
 	c.queued = false
-	if c.marks != fromBoth {
+	if c.pending() {
 		w.active--
 	}
 	w.count(c.counted, -1)
@@ -218,10 +226,15 @@ func (w *abWalk) count(m uint8, d int) {
 // abQueue is a max-heap on committer time.
 type abQueue []*abCommit
 
-func (q abQueue) Len() int           { return len(q) }
-func (q abQueue) Less(i, j int) bool { return q[i].when > q[j].when }
-func (q abQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *abQueue) Push(x any)        { *q = append(*q, x.(*abCommit)) }
+func (q abQueue) Len() int { return len(q) }
+func (q abQueue) Less(i, j int) bool {
+	if q[i].when != q[j].when {
+		return q[i].when > q[j].when
+	}
+	return q[i].seq < q[j].seq
+}
+func (q abQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *abQueue) Push(x any)   { *q = append(*q, x.(*abCommit)) }
 func (q *abQueue) Pop() any {
 	old := *q
 	c := old[len(old)-1]

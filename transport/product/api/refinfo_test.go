@@ -14,15 +14,24 @@ import (
 
 // TestAheadBehindMatchesGit: the counts are git rev-list --left-right
 // --count main...branch for a branch ahead, one behind, one both (with a
-// merge from main), an unrelated history and main itself; a small
-// budget stops the walk and says so.
+// merge from main), an unrelated history and main itself, with dates
+// that grow and with one date for all; a small budget stops the walk and
+// says so.
 func TestAheadBehindMatchesGit(t *testing.T) {
+	for _, growing := range []bool{true, false} {
+		t.Run(fmt.Sprint("growing dates ", growing), func(t *testing.T) { aheadBehindMatchesGit(t, growing) })
+	}
+}
+
+func aheadBehindMatchesGit(t *testing.T, growing bool) {
 	wt := t.TempDir()
 	g := gitrun.New(t, wt, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
 	n := 0
 	commit := func() {
 		n++
-		g.At(int64(1700000000 + n*60)) // increasing times, as real history has them
+		if growing {
+			g.At(int64(1700000000 + n*60))
+		}
 		g.Write(fmt.Sprintf("f%d.txt", n), "x\n")
 		g.Run("add", "-A")
 		g.Run("commit", "-q", "-m", fmt.Sprint(n))
@@ -36,7 +45,9 @@ func TestAheadBehindMatchesGit(t *testing.T) {
 	commit()
 	commit()
 	n++
-	g.At(int64(1700000000 + n*60))
+	if growing {
+		g.At(int64(1700000000 + n*60))
+	}
 	g.Run("merge", "-q", "--no-edit", "main~1")
 	commit()
 	g.Run("checkout", "-q", "-b", "ahead", "main")
