@@ -424,6 +424,18 @@ func (s *serving) serve(b gitproto.Backend) error {
 		}
 		s.limited(c.cutShort)
 		return s.json(c)
+	case Tag:
+		t, err := rd.tag(q.OID)
+		if err != nil {
+			return err
+		}
+		return s.json(t)
+	case AheadBehind:
+		ab, err := rd.aheadBehind(q.Base, q.OID, MaxAheadBehindWalk)
+		if err != nil {
+			return err
+		}
+		return s.json(ab)
 	case Archive:
 		// Sized first: an archive over its limits is refused before its
 		// first byte.
@@ -526,7 +538,9 @@ func (s *serving) head() error {
 		_, _, err = rd.commit(q.OID)
 	case Blame:
 		_, _, err = rd.blameTarget(q.OID, q.Sub)
-	case Compare:
+	case Tag:
+		_, err = rd.tag(q.OID)
+	case Compare, AheadBehind:
 		if _, _, err = rd.commit(q.Base); err == nil {
 			_, _, err = rd.commit(q.OID)
 		}

@@ -29,6 +29,10 @@ const (
 	Compare Endpoint = "compare"
 	Archive Endpoint = "archive"
 	Blame   Endpoint = "blame"
+	// Tag is an annotated tag object; AheadBehind counts how far two
+	// commits have diverged (refinfo.go).
+	Tag         Endpoint = "tag"
+	AheadBehind Endpoint = "ahead-behind"
 )
 
 // Limits of log paging (the n clamp).
@@ -43,10 +47,10 @@ const (
 type Request struct {
 	Repo     names.Repo
 	Endpoint Endpoint
-	// OID is the object of tree, blob, raw, log, commit and archive; the
-	// head of compare.
+	// OID is the object of tree, blob, raw, log, commit, tag and
+	// archive; the head of compare and ahead-behind.
 	OID object.ID
-	// Base is compare's base.
+	// Base is compare's and ahead-behind's base.
 	Base object.ID
 	// Sub is the path inside the tree (tree, blob, raw, blame) or log's
 	// path filter, as validated segments.
@@ -128,20 +132,20 @@ func ParseRequest(escapedPath string, query url.Values) (*Request, error) {
 				return nil, err
 			}
 		}
-	case Commit:
+	case Commit, Tag:
 		if len(args) != 1 {
-			return nil, bad("commit takes one object id")
+			return nil, bad("%s takes one object id", q.Endpoint)
 		}
 		if q.OID, err = parseOID(args[0]); err != nil {
 			return nil, err
 		}
-	case Compare:
+	case Compare, AheadBehind:
 		if len(args) != 1 {
-			return nil, bad("compare takes {base}...{head}")
+			return nil, bad("%s takes {base}...{head}", q.Endpoint)
 		}
 		b, h, ok := strings.Cut(args[0], "...")
 		if !ok {
-			return nil, bad("compare takes {base}...{head}")
+			return nil, bad("%s takes {base}...{head}", q.Endpoint)
 		}
 		if q.Base, err = parseOID(b); err != nil {
 			return nil, err
@@ -238,9 +242,9 @@ func (q *Request) Path() string {
 	b.WriteString(Prefix)
 	b.WriteString(url.PathEscape(q.Repo.Owner()) + "/" + url.PathEscape(q.Repo.Name()) + "/" + string(q.Endpoint))
 	switch q.Endpoint {
-	case Tree, Blob, Raw, Log, Commit, Blame:
+	case Tree, Blob, Raw, Log, Commit, Blame, Tag:
 		b.WriteString("/" + q.OID.String())
-	case Compare:
+	case Compare, AheadBehind:
 		b.WriteString("/" + q.Base.String() + "..." + q.OID.String())
 	case Archive:
 		b.WriteString("/" + q.OID.String() + "." + q.Format)

@@ -32,6 +32,8 @@ func TestParseRequest(t *testing.T) {
 		{"/api/alice/site/archive/" + oidA + ".tar.gz", "", "archive/" + oidA + ".tar.gz"},
 		{"/api/alice/site/archive/" + oidA + ".zip", "", "archive/" + oidA + ".zip"},
 		{"/api/alice/site/blame/" + oidA + "/src/a%20b.go", "", "blame/" + oidA + "/src/a%20b.go"},
+		{"/api/alice/site/tag/" + oidA, "", "tag/" + oidA},
+		{"/api/alice/site/ahead-behind/" + oidA + "..." + oidB, "", "ahead-behind/" + oidA + "..." + oidB},
 	}
 	for _, c := range ok {
 		v, _ := url.ParseQuery(c.query)
@@ -58,6 +60,9 @@ func TestParseRequest(t *testing.T) {
 		{"/api/alice/site/refs/x", ""},
 		{"/api/alice/site/nope", ""},
 		{"/api/alice/site/tree", ""},
+		{"/api/alice/site/ahead-behind", ""},
+		{"/api/alice/site/ahead-behind/" + oidA, ""},
+		{"/api/alice/site/tag/" + oidA + "/x", ""},
 		{"/api/alice/site/tree/" + oidA[:39], ""},
 		{"/api/alice/site/tree/" + strings.ToUpper(oidA), ""},
 		{"/api/alice/site/tree/" + oidA + "/..", ""},

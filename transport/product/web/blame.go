@@ -57,16 +57,17 @@ type blameLine struct {
 	Text string
 }
 
-// blame is the blame view of /{owner}/{name}/blame/{oid}/{path...}.
+// blame is the blame view of /{owner}/{name}/blame/{ref}/{path...}, the
+// ref a branch, tag or commit id (refs.go).
 func (h *Handler) blame(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.begin(w, r)
+	q, ok := h.beginAt(w, r)
 	if !ok {
 		return
 	}
-	h.showBlame(w, r, q, r.PathValue("oid"), cleanPath(r))
+	h.showBlame(w, r, q, q.at.Commit, q.at.Path)
 }
 
-// showBlame renders the blame of path at commit oid (a full id): each
+// showBlame renders the blame of path at commit oid (a full id, resolved from the URL): each
 // run of lines under its commit, from the API's blame and the file's
 // text from its blob answer.
 func (h *Handler) showBlame(w http.ResponseWriter, r *http.Request, q *repoReq, oid, path string) {
@@ -84,9 +85,9 @@ func (h *Handler) showBlame(w http.ResponseWriter, r *http.Request, q *repoReq, 
 		h.fail(w, r, err, 0, "")
 		return
 	}
-	p := blamePage{page: page{Title: "Blame · " + path + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "blame", oid, path)},
-		Path: path, Crumbs: q.crumbs(oid, path), File: q.href("blob", oid, path), Raw: q.href("raw", oid, path),
-		History: q.history(oid, path), Lines: a.Lines, Truncated: a.Truncated, TruncatedReason: a.TruncatedReason}
+	p := blamePage{page: page{Title: "Blame · " + path + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "blame", path)},
+		Path: path, Crumbs: q.crumbs(path), File: q.link("blob", path), Raw: q.link("raw", path),
+		History: q.link("commits", path), Lines: a.Lines, Truncated: a.Truncated, TruncatedReason: a.TruncatedReason}
 	text := strings.SplitAfter(b.Content, "\n")
 	// The blob answer is capped and base64 for what is not UTF-8: lines
 	// it cannot give are shown empty, and the page says so.

@@ -59,7 +59,7 @@ func TestPageOverReadAPI(t *testing.T) {
 		{"/alice/hostile/tree/" + head + "/%2e%2e/x", "", 0, ""},
 		{"/alice/hostile/tree/" + head + "/a%5cb", "", 0, ""},
 		{"/alice/hostile/tree/" + strings.Repeat("0", 40), "", 404, ""},
-		{"/alice/hostile/commit/" + tag, "", 200, `<summary>v1</summary>`},
+		{"/alice/hostile/commit/" + tag, "", 200, `<li class="current"><a href="/alice/hostile/commit/v1">tag: v1</a>`},
 		{"/alice/hostile/raw/" + head + "/src/nothing", "", 404, ""},
 		{"/alice/hostile/archive/" + head + ".rar", "", 404, ""},
 		{"/alice/hostile/tree/" + head + "/" + strings.Repeat("a/", 2000), "", 0, ""},
@@ -87,13 +87,16 @@ func TestLogPagingOverReadAPI(t *testing.T) {
 	}
 	s.env.Run(t, wt, "push", "-q", s.srv.HTTPURL(s.aliceToken, "alice/long"), "HEAD:refs/heads/main")
 
-	_, first := s.get(t, "/alice/long/commits/"+ids[54], s.aliceToken)
-	older := `href="/alice/long/commits/` + ids[4] + `" id="older"`
-	if n := strings.Count(first, `class="subject"`); n != 50 || !strings.Contains(first, older) {
-		t.Fatalf("first page: %d commits, link to %s: %v", n, ids[4], strings.Contains(first, older))
-	}
-	_, last := s.get(t, "/alice/long/commits/"+ids[4], s.aliceToken)
-	if n := strings.Count(last, `class="subject"`); n != 5 || strings.Contains(last, `id="older"`) || !strings.Contains(last, "commit 0") {
-		t.Errorf("last page: %d commits\n%s", n, last)
+	// By id and by branch, the next page stays on what was asked.
+	for _, at := range []string{ids[54], "main"} {
+		_, first := s.get(t, "/alice/long/commits/"+at, s.aliceToken)
+		next := "/alice/long/commits/" + at + "?from=" + ids[4]
+		if n := strings.Count(first, `class="subject"`); n != 50 || !strings.Contains(first, `href="`+next+`" id="older"`) {
+			t.Fatalf("first page from %s: %d commits, link to %s: %v", at, n, next, strings.Contains(first, next))
+		}
+		_, last := s.get(t, next, s.aliceToken)
+		if n := strings.Count(last, `class="subject"`); n != 5 || strings.Contains(last, `id="older"`) || !strings.Contains(last, "commit 0") {
+			t.Errorf("last page from %s: %d commits\n%s", at, n, last)
+		}
 	}
 }

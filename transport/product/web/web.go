@@ -71,16 +71,18 @@ func New(cfg Config) (*Handler, error) {
 	mux.HandleFunc("POST /-/signout", h.signout)
 	mux.HandleFunc("GET /-/static/style.css", serveCSS)
 	mux.HandleFunc("GET /{owner}/{name}", h.front)
-	for _, p := range []string{"tree/{oid}", "tree/{oid}/{path...}"} {
-		mux.HandleFunc("GET /{owner}/{name}/"+p, h.tree)
-	}
-	mux.HandleFunc("GET /{owner}/{name}/blob/{oid}/{path...}", h.blob)
-	mux.HandleFunc("GET /{owner}/{name}/raw/{oid}/{path...}", h.raw)
-	mux.HandleFunc("GET /{owner}/{name}/blame/{oid}/{path...}", h.blame)
+	// {at...} is {ref}/{path}: a branch, tag or object id, then a path
+	// (refs.go).
+	mux.HandleFunc("GET /{owner}/{name}/tree/{at...}", h.tree)
+	mux.HandleFunc("GET /{owner}/{name}/blob/{at...}", h.blob)
+	mux.HandleFunc("GET /{owner}/{name}/raw/{at...}", h.raw)
+	mux.HandleFunc("GET /{owner}/{name}/blame/{at...}", h.blame)
+	mux.HandleFunc("GET /{owner}/{name}/commits/{at...}", h.history)
 	mux.HandleFunc("GET /{owner}/{name}/archive/{file}", h.archive)
-	mux.HandleFunc("GET /{owner}/{name}/commits/{oid}", h.history)
-	mux.HandleFunc("GET /{owner}/{name}/commit/{oid}", h.commit)
+	mux.HandleFunc("GET /{owner}/{name}/commit/{at...}", h.commit)
 	mux.HandleFunc("GET /{owner}/{name}/compare", h.compare)
+	mux.HandleFunc("GET /{owner}/{name}/branches", h.branches)
+	mux.HandleFunc("GET /{owner}/{name}/tags", h.tags)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { h.fail(w, r, nil, http.StatusNotFound, "page not found") })
 	// Sign-in and sign-out are the only writes; refuse them cross-site
 	// (Sec-Fetch-Site / Origin), on top of SameSite=Strict.
@@ -159,7 +161,9 @@ type repoHead struct {
 	CloneHTTP        string
 	CloneSSH         string
 	Current          string // the ref (or short id) being shown
+	Permalink        string // the view at the commit id, when shown by name
 	Picker           []pick
+	PickerCut        bool // more refs than maxPicker: the branches page lists them
 	Archive, ArchZip string
 	HasCommit        bool
 }
@@ -306,10 +310,13 @@ func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
 // Repository views.
 
 // repoReq is one request for a repository view: its names, the
-// caller's token and the refs (for the picker).
+// caller's token, the refs (for the picker and names in URLs) and what
+// the URL names.
 type repoReq struct {
 	owner, name, token string
 	refs               []Ref
+	names              refNames
+	at                 at
 }
 
 // isOID says whether s is a full object id (SHA-1 or SHA-256, lowercase).
@@ -329,14 +336,11 @@ func isOID(s string) bool {
 // when it answered (an error page).
 func (h *Handler) begin(w http.ResponseWriter, r *http.Request) (*repoReq, bool) {
 	q := &repoReq{owner: r.PathValue("owner"), name: strings.TrimSuffix(r.PathValue("name"), ".git"), token: token(r)}
-	if oid := r.PathValue("oid"); oid != "" && !isOID(oid) {
-		h.fail(w, r, nil, http.StatusNotFound, "not an object id")
-		return nil, false
-	}
 	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "refs"), q.token, &q.refs); err != nil {
 		h.fail(w, r, err, 0, "")
 		return nil, false
 	}
+	q.names = newRefNames(q.refs)
 	return q, true
 }
 
@@ -344,9 +348,10 @@ func (q *repoReq) base() string {
 	return "/" + url.PathEscape(q.owner) + "/" + url.PathEscape(q.name)
 }
 
-// href is the page of kind ("tree", "blob", "commits", …) at oid and path.
-func (q *repoReq) href(kind, oid, path string) string {
-	s := q.base() + "/" + kind + "/" + oid
+// href is the page of kind ("tree", "blob", "commits", …) at ref (an
+// object id or a ref's spelling, see link) and path.
+func (q *repoReq) href(kind, ref, path string) string {
+	s := q.base() + "/" + kind + "/" + escapePath(ref)
 	if path != "" {
 		s += "/" + escapePath(path)
 	}
@@ -394,42 +399,44 @@ func (q *repoReq) currentRef(oid string) string {
 // resolve turns what a user typed (a full or short ref name, or an
 // object id) into a commit id.
 func (q *repoReq) resolve(s string) (string, bool) {
-	if isOID(s) {
-		return s, true
-	}
-	for _, full := range []string{s, "refs/heads/" + s, "refs/tags/" + s} {
-		for _, r := range q.refs {
-			if r.Name == full && r.Name != "HEAD" {
-				return r.Commit(), true
-			}
-		}
-	}
-	return "", false
+	a, ok := q.names.resolve(strings.Split(s, "/"))
+	return a.Commit, ok && a.Path == ""
 }
 
-// head builds the repository header for a view of kind at commit oid and
-// path: the picker links each ref to the same view at its commit.
-func (h *Handler) head(r *http.Request, q *repoReq, kind, oid, path string) *repoHead {
+// maxPicker bounds the refs the picker lists on every page.
+const maxPicker = 100
+
+// head builds the repository header for a view of kind at q.at and
+// path (no commit: an empty repository): the picker links each ref to
+// the same view on it, and a view by name offers its permanent link.
+func (h *Handler) head(r *http.Request, q *repoReq, kind, path string) *repoHead {
+	oid := q.at.Commit
 	rh := &repoHead{Owner: q.owner, Name: q.name, Home: q.base(), Cmp: q.base() + "/compare", HasCommit: oid != ""}
 	rh.CloneHTTP, rh.CloneSSH = h.cloneURLs(r, q.base()+".git")
 	if oid == "" {
 		return rh
 	}
-	rh.Log = q.href("commits", oid, "")
+	rh.Log = q.link("commits", "")
 	rh.Archive = q.base() + "/archive/" + oid + ".tar.gz"
 	rh.ArchZip = q.base() + "/archive/" + oid + ".zip"
-	cur := q.currentRef(oid)
-	rh.Current = shortOID(oid)
+	rh.Current = q.at.label()
+	if q.at.byName() {
+		rh.Permalink = q.href(kind, oid, path)
+	}
+	cur := q.at.Ref.Name
+	if cur == "" || cur == "HEAD" {
+		cur = q.currentRef(oid)
+	}
 	for _, ref := range q.refs {
 		tag := ref.Kind == "tag"
 		if ref.Kind != "branch" && !tag {
 			continue
 		}
-		p := pick{Name: ref.Short(), Tag: tag, Href: q.href(kind, ref.Commit(), path), Current: ref.Name == cur}
-		if p.Current {
-			rh.Current = ref.Short()
+		if len(rh.Picker) == maxPicker {
+			rh.PickerCut = true
+			break
 		}
-		rh.Picker = append(rh.Picker, p)
+		rh.Picker = append(rh.Picker, pick{Name: ref.Short(), Tag: tag, Href: q.linkRef(kind, ref, path), Current: ref.Name == cur})
 	}
 	return rh
 }
@@ -462,16 +469,11 @@ func (h *Handler) cloneURLs(r *http.Request, path string) (httpURL, sshURL strin
 	return httpURL, sshURL
 }
 
-// history is the log page of commits touching path, from oid.
-func (q *repoReq) history(oid, path string) string {
-	return q.href("commits", oid, "") + "?" + url.Values{"path": {path}}.Encode()
-}
-
 type crumb struct{ Name, Href string }
 
 // crumbs are the links from the root to path's parent, then path's name.
-func (q *repoReq) crumbs(oid, path string) []crumb {
-	out := []crumb{{Name: q.name, Href: q.href("tree", oid, "")}}
+func (q *repoReq) crumbs(path string) []crumb {
+	out := []crumb{{Name: q.name, Href: q.link("tree", "")}}
 	if path == "" {
 		return out
 	}
@@ -479,15 +481,12 @@ func (q *repoReq) crumbs(oid, path string) []crumb {
 	for i, s := range segs {
 		c := crumb{Name: s}
 		if i < len(segs)-1 {
-			c.Href = q.href("tree", oid, strings.Join(segs[:i+1], "/"))
+			c.Href = q.link("tree", strings.Join(segs[:i+1], "/"))
 		}
 		out = append(out, c)
 	}
 	return out
 }
-
-// cleanPath is the {path...} of the request without a trailing slash.
-func cleanPath(r *http.Request) string { return strings.Trim(r.PathValue("path"), "/") }
 
 type treePage struct {
 	page
@@ -500,6 +499,7 @@ type treePage struct {
 	ReadmeText string
 	ReadmeName string
 	Empty      bool
+	Summary    *repoSummary // the repository page's counts and latest commit
 }
 
 type entryView struct {
@@ -516,21 +516,28 @@ func (h *Handler) front(w http.ResponseWriter, r *http.Request) {
 	if !found {
 		// Unborn HEAD: nothing to show but how to push.
 		h.render(w, r, http.StatusOK, "tree", treePage{Empty: true,
-			page: page{Title: q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "tree", "", "")}})
+			page: page{Title: q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "tree", "")}})
 		return
 	}
-	h.showTree(w, r, q, hr.Commit(), "")
+	q.at = at{Ref: hr, Commit: hr.Commit()}
+	sum, err := h.summary(r.Context(), q)
+	if err != nil {
+		h.fail(w, r, err, 0, "")
+		return
+	}
+	h.showTree(w, r, q, sum)
 }
 
 func (h *Handler) tree(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.begin(w, r)
+	q, ok := h.beginAt(w, r)
 	if !ok {
 		return
 	}
-	h.showTree(w, r, q, r.PathValue("oid"), cleanPath(r))
+	h.showTree(w, r, q, nil)
 }
 
-func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, oid, path string) {
+func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, sum *repoSummary) {
+	oid, path := q.at.Commit, q.at.Path
 	var entries []Entry
 	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "tree", oid, path), q.token, &entries); err != nil {
 		h.fail(w, r, err, 0, "")
@@ -540,19 +547,19 @@ func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, o
 	if path != "" {
 		title = path + " · " + title
 	}
-	p := treePage{page: page{Title: title, Viewer: viewer(r), Repo: h.head(r, q, "tree", oid, path)},
-		OID: oid, Path: path, Crumbs: q.crumbs(oid, path)}
+	p := treePage{page: page{Title: title, Viewer: viewer(r), Repo: h.head(r, q, "tree", path)},
+		OID: oid, Path: path, Crumbs: q.crumbs(path), Summary: sum}
 	if path != "" {
-		p.History = q.history(oid, path)
+		p.History = q.link("commits", path)
 	}
 	for _, e := range entries {
 		ev := entryView{Name: e.Name, Kind: e.Kind, OID: e.OID, Size: e.Size}
 		full := strings.TrimPrefix(path+"/"+e.Name, "/")
 		switch e.Kind {
 		case "tree":
-			ev.Href = q.href("tree", oid, full)
+			ev.Href = q.link("tree", full)
 		case "blob", "symlink":
-			ev.Href = q.href("blob", oid, full)
+			ev.Href = q.link("blob", full)
 		}
 		p.Entries = append(p.Entries, ev)
 	}
@@ -564,7 +571,7 @@ func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, o
 		} else if !b.Binary {
 			p.ReadmeName = name
 			if isMarkdown(name) {
-				base := readmeBase{Blob: q.href("blob", oid, "") + "/", Raw: q.href("raw", oid, "") + "/", Dir: path}
+				base := readmeBase{Blob: q.link("blob", "") + "/", Raw: q.link("raw", "") + "/", Dir: path}
 				if p.Readme, err = renderMarkdown(b.Content, base); err != nil {
 					p.ReadmeText = b.Content
 				}
@@ -589,19 +596,19 @@ type blobPage struct {
 }
 
 func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.begin(w, r)
+	q, ok := h.beginAt(w, r)
 	if !ok {
 		return
 	}
-	oid, path := r.PathValue("oid"), cleanPath(r)
+	oid, path := q.at.Commit, q.at.Path
 	var b Blob
 	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "blob", oid, path), q.token, &b); err != nil {
 		h.fail(w, r, err, 0, "")
 		return
 	}
-	p := blobPage{page: page{Title: path + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "blob", oid, path)},
-		OID: oid, Path: path, Crumbs: q.crumbs(oid, path), Blob: b, Raw: q.href("raw", oid, path), History: q.history(oid, path),
-		Blame: q.href("blame", oid, path)}
+	p := blobPage{page: page{Title: path + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "blob", path)},
+		OID: oid, Path: path, Crumbs: q.crumbs(path), Blob: b, Raw: q.link("raw", path), History: q.link("commits", path),
+		Blame: q.link("blame", path)}
 	if !b.Binary {
 		code, err := highlight(path, b.Content)
 		if err != nil {
@@ -613,14 +620,19 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "blob", p)
 }
 
-// raw streams a file's bytes from the API, sandboxed.
+// raw streams a file's bytes from the API, sandboxed. An id needs no
+// refs read.
 func (h *Handler) raw(w http.ResponseWriter, r *http.Request) {
-	oid := r.PathValue("oid")
-	if !isOID(oid) {
-		h.fail(w, r, nil, http.StatusNotFound, "not an object id")
+	owner, name := r.PathValue("owner"), r.PathValue("name")
+	if segs := splitAt(r.PathValue("at")); len(segs) > 0 && isOID(segs[0]) {
+		h.stream(w, r, apiPath(owner, name, "raw", segs[0], strings.Join(segs[1:], "/")))
 		return
 	}
-	h.stream(w, r, apiPath(r.PathValue("owner"), r.PathValue("name"), "raw", oid, cleanPath(r)))
+	q, ok := h.beginAt(w, r)
+	if !ok {
+		return
+	}
+	h.stream(w, r, apiPath(owner, name, "raw", q.at.Commit, q.at.Path))
 }
 
 // archive streams a tree archive ({oid}.tar.gz or {oid}.zip) from the API.
@@ -719,12 +731,25 @@ func (q *repoReq) commitViews(cs []Commit) []commitView {
 	return out
 }
 
+// history is the log from {ref}, of commits touching {path} (or the
+// older spelling ?path=); ?from= is a later page's first commit, so
+// paging keeps the name the log was asked by.
 func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.begin(w, r)
+	q, ok := h.beginAt(w, r)
 	if !ok {
 		return
 	}
-	oid, path := r.PathValue("oid"), r.URL.Query().Get("path")
+	oid, path := q.at.Commit, q.at.Path
+	if path == "" {
+		path = strings.Trim(r.URL.Query().Get("path"), "/")
+	}
+	if from := r.URL.Query().Get("from"); from != "" {
+		if !isOID(from) {
+			h.fail(w, r, nil, http.StatusBadRequest, "from is not an object id")
+			return
+		}
+		oid = from
+	}
 	v := url.Values{"n": {strconv.Itoa(logSize)}}
 	if path != "" {
 		v.Set("path", path)
@@ -738,16 +763,13 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err, 0, "")
 		return
 	}
-	p := logPage{page: page{Title: "Commits · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "commits", oid, "")},
+	p := logPage{page: page{Title: "Commits · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "commits", path)},
 		Path: path, Commits: q.commitViews(commits)}
 	if next := nextPage(hdr.Get("Link")); next != "" {
-		p.Next = q.href("commits", next, "")
-		if path != "" {
-			p.Next = q.history(next, path)
-			// A path filter's page examines a bounded number of
-			// commits: a short page with a next one stopped looking.
-			p.Partial = len(commits) < logSize
-		}
+		p.Next = q.link("commits", path) + "?" + url.Values{"from": {next}}.Encode()
+		// A path filter's page examines a bounded number of commits: a
+		// short page with a next one stopped looking.
+		p.Partial = path != "" && len(commits) < logSize
 	}
 	h.render(w, r, http.StatusOK, "log", p)
 }
@@ -779,11 +801,15 @@ type commitPage struct {
 }
 
 func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
-	q, ok := h.begin(w, r)
+	q, ok := h.beginAt(w, r)
 	if !ok {
 		return
 	}
-	oid := r.PathValue("oid")
+	if q.at.Path != "" {
+		h.fail(w, r, nil, http.StatusNotFound, "a commit has no path")
+		return
+	}
+	oid := q.at.Commit
 	if h.headOnly(w, r, q, apiPath(q.owner, q.name, "commit", oid)) {
 		return
 	}
@@ -795,7 +821,8 @@ func (h *Handler) commit(w http.ResponseWriter, r *http.Request) {
 	if isOID(c.OID) {
 		oid = c.OID // a tag id names its commit
 	}
-	p := commitPage{page: page{Title: c.Subject() + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "commit", oid, "")},
+	q.at.Commit = oid
+	p := commitPage{page: page{Title: c.Subject() + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "commit", "")},
 		C: c, Tree: q.href("tree", oid, ""), Diff: splitDiff(c.Diff)}
 	for _, par := range c.Parents {
 		p.Parents = append(p.Parents, crumb{Name: shortOID(par), Href: q.href("commit", par, "")})
@@ -868,7 +895,8 @@ func (h *Handler) compare(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	p.Repo = h.head(r, q, "tree", headOID, "")
+	q.at = at{Commit: headOID}
+	p.Repo = h.head(r, q, "tree", "")
 	status := http.StatusOK
 	if p.Error != "" {
 		status = http.StatusNotFound

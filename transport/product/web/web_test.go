@@ -176,7 +176,7 @@ func TestRawIsSandboxed(t *testing.T) {
 func TestHostilePathsAreNotFound(t *testing.T) {
 	h := newPage(t)
 	for _, p := range []string{
-		"/alice/demo/tree/main", "/alice/demo/blob/" + strings.ToUpper(oidC2) + "/x",
+		"/alice/demo/tree/nope", "/alice/demo/tree/", "/alice/demo/blob/" + strings.ToUpper(oidC2) + "/x",
 		"/alice/demo/archive/" + oidC2 + ".rar", "/alice/demo/archive/..zip",
 		"/api/alice/demo/unknown", "/alice/demo/nope/x",
 	} {
@@ -189,7 +189,8 @@ func TestHostilePathsAreNotFound(t *testing.T) {
 func TestLogPaging(t *testing.T) {
 	h := newPage(t)
 	_, body := get(t, h, "/alice/demo/commits/"+oidC2+"?path=src", "")
-	if !strings.Contains(body, `href="/alice/demo/commits/`+oidC1+`?path=src"`) {
+	// The older spelling ?path= pages as {ref}/{path}.
+	if !strings.Contains(body, `href="/alice/demo/commits/`+oidC2+`/src?from=`+oidC1+`"`) {
 		t.Fatalf("no link to the next page:\n%s", body)
 	}
 	_, body = get(t, h, "/alice/demo/commits/"+oidC1, "")
@@ -202,8 +203,8 @@ func TestPickerAndCloneURLs(t *testing.T) {
 	_, body := get(t, newPage(t), "/alice/demo/tree/"+oidC1+"/src", "")
 	for _, want := range []string{
 		`<summary>`, // the current ref is a branch and a tag; the branch wins
-		`href="/alice/demo/tree/` + oidC2 + `/src">main</a>`,
-		`href="/alice/demo/tree/` + oidC1 + `/src">tag: v1</a>`,
+		`href="/alice/demo/tree/main/src">main</a>`,
+		`href="/alice/demo/tree/v1/src">tag: v1</a>`,
 		`value="http://example.com/alice/demo.git"`,
 		`value="ssh://git@example.com:2222/alice/demo.git"`,
 		`href="/alice/demo/archive/` + oidC1 + `.tar.gz"`,

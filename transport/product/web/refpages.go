@@ -1,0 +1,240 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The branches and tags pages. Newest first needs each ref's date, one
+// read per ref, so the order is bounded: with at most maxDated branches
+// (tags) every one is read and the list is sorted by date; past that
+// the list is sorted by name, says so, and only the page's refs are
+// read. A repository with 10,000 branches costs a page's reads, not
+// 10,000. Every read is an id-addressed API answer, cached like the rest.
+
+// refsPerPage is the page size of the branches and tags pages.
+const refsPerPage = 30
+
+// maxDated is the most refs a page reads to sort by date.
+const maxDated = 100
+
+// aheadBehind is GET ahead-behind's answer.
+type aheadBehind struct {
+	Ahead    int  `json:"ahead"`
+	Behind   int  `json:"behind"`
+	Complete bool `json:"complete"`
+}
+
+// tagObject is GET tag's answer: an annotated tag.
+type tagObject struct {
+	Object  string  `json:"object"`
+	Type    string  `json:"type"`
+	Tagger  *Person `json:"tagger"`
+	Message string  `json:"message"`
+}
+
+// refRow is one branch or tag of a list.
+type refRow struct {
+	Ref     Ref
+	Name    string
+	Href    string // the tree on it
+	Commit  *commitView
+	Date    When // the commit's, or an annotated tag's own
+	Default bool
+	// Ahead and Behind count against the default branch ("" on it); a
+	// walk cut short shows "N+".
+	Ahead, Behind string
+	Tag           *tagObject // an annotated tag
+	read          bool       // its date and details were read
+}
+
+type refsPage struct {
+	page
+	Kind     string // "branches" or "tags"
+	Rows     []refRow
+	Total    int
+	ByName   bool // too many to sort by date
+	MaxDated int
+	Prev     string
+	Next     string
+	PageNo   int
+	Pages    int
+}
+
+func (h *Handler) branches(w http.ResponseWriter, r *http.Request) { h.refList(w, r, "branches") }
+func (h *Handler) tags(w http.ResponseWriter, r *http.Request)     { h.refList(w, r, "tags") }
+
+// refList is the branches or tags page (kind).
+func (h *Handler) refList(w http.ResponseWriter, r *http.Request, kind string) {
+	q, ok := h.begin(w, r)
+	if !ok {
+		return
+	}
+	pageNo := 1
+	if s := r.URL.Query().Get("page"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			h.fail(w, r, nil, http.StatusBadRequest, "page is not a page number")
+			return
+		}
+		pageNo = n
+	}
+	want := "branch"
+	if kind == "tags" {
+		want = "tag"
+	}
+	def, _ := q.headRef()
+	var rows []refRow
+	for _, ref := range q.refs {
+		if ref.Kind == want {
+			rows = append(rows, refRow{Ref: ref, Name: ref.Short(), Href: q.linkRef("tree", ref, ""), Default: ref.Name == def.Name})
+		}
+	}
+	p := refsPage{Kind: kind, Total: len(rows), MaxDated: maxDated, PageNo: pageNo,
+		Pages: max(1, (len(rows)+refsPerPage-1)/refsPerPage)}
+	if pageNo > p.Pages {
+		h.fail(w, r, nil, http.StatusNotFound, "no such page")
+		return
+	}
+	p.ByName = len(rows) > maxDated
+	if !p.ByName {
+		for i := range rows {
+			if err := h.readRow(r.Context(), q, &rows[i]); err != nil {
+				h.fail(w, r, err, 0, "")
+				return
+			}
+		}
+	}
+	sortRows(rows, kind, p.ByName)
+	rows = rows[(pageNo-1)*refsPerPage : min(len(rows), pageNo*refsPerPage)]
+	for i := range rows {
+		if err := h.readRow(r.Context(), q, &rows[i]); err != nil {
+			h.fail(w, r, err, 0, "")
+			return
+		}
+		if kind == "branches" && !rows[i].Default && def.Name != "" {
+			if err := h.divergence(r.Context(), q, def, &rows[i]); err != nil {
+				h.fail(w, r, err, 0, "")
+				return
+			}
+		}
+	}
+	p.Rows = rows
+	self := q.base() + "/" + kind
+	if pageNo > 1 {
+		p.Prev = self + "?" + url.Values{"page": {strconv.Itoa(pageNo - 1)}}.Encode()
+	}
+	if pageNo < p.Pages {
+		p.Next = self + "?" + url.Values{"page": {strconv.Itoa(pageNo + 1)}}.Encode()
+	}
+	title := "Branches"
+	if kind == "tags" {
+		title = "Tags"
+	}
+	if hr, ok := q.headRef(); ok {
+		q.at = at{Ref: hr, Commit: hr.Commit()}
+	}
+	p.page = page{Title: title + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "tree", "")}
+	h.render(w, r, http.StatusOK, "refs", p)
+}
+
+// sortRows orders a list: newest first when dated (ties and undated by
+// name), else by name (tags descending, so later versions lead).
+func sortRows(rows []refRow, kind string, byName bool) {
+	slices.SortStableFunc(rows, func(a, b refRow) int {
+		if !byName {
+			if c := b.Date.Compare(a.Date.Time); c != 0 {
+				return c
+			}
+		}
+		if kind == "tags" {
+			return strings.Compare(b.Name, a.Name)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+}
+
+// readRow reads a row's commit (and an annotated tag's object) once. A
+// ref whose object is gone or not a commit shows without them.
+func (h *Handler) readRow(ctx context.Context, q *repoReq, row *refRow) error {
+	if row.read {
+		return nil
+	}
+	row.read = true
+	if row.Ref.Peeled != "" {
+		var t tagObject
+		if _, err := getJSON(ctx, h.api, apiPath(q.owner, q.name, "tag", row.Ref.OID), q.token, &t); err != nil {
+			return tolerate(err)
+		}
+		row.Tag = &t
+		if t.Tagger != nil {
+			row.Date = t.Tagger.Time
+		}
+	}
+	var cs []Commit
+	if _, err := getJSON(ctx, h.api, apiPath(q.owner, q.name, "log", row.Ref.Commit())+"?n=1", q.token, &cs); err != nil {
+		return tolerate(err)
+	}
+	if len(cs) == 1 {
+		cv := q.commitViews(cs)[0]
+		row.Commit = &cv
+		if row.Date.IsZero() {
+			row.Date = cs[0].Committer.Time
+		}
+	}
+	return nil
+}
+
+// divergence fills a branch's ahead and behind counts against def.
+func (h *Handler) divergence(ctx context.Context, q *repoReq, def Ref, row *refRow) error {
+	var ab aheadBehind
+	if _, err := getJSON(ctx, h.api, apiPath(q.owner, q.name, "ahead-behind", def.Commit()+"..."+row.Ref.Commit()), q.token, &ab); err != nil {
+		return tolerate(err)
+	}
+	row.Ahead, row.Behind = strconv.Itoa(ab.Ahead), strconv.Itoa(ab.Behind)
+	if !ab.Complete {
+		row.Ahead += "+"
+		row.Behind += "+"
+	}
+	return nil
+}
+
+// tolerate drops the failures that concern one ref (its object is not
+// a commit, or is gone since the refs were read); the rest fail the page.
+func tolerate(err error) error {
+	switch statusOf(err) {
+	case http.StatusNotFound, http.StatusUnprocessableEntity:
+		return nil
+	}
+	return err
+}
+
+// repoSummary is the repository page's line: branch and tag counts and
+// the default branch's latest commit.
+type repoSummary struct {
+	Branches, Tags         int
+	BranchesHref, TagsHref string
+	Latest                 *commitView
+}
+
+func (h *Handler) summary(ctx context.Context, q *repoReq) (*repoSummary, error) {
+	s := &repoSummary{BranchesHref: q.base() + "/branches", TagsHref: q.base() + "/tags"}
+	for _, r := range q.refs {
+		switch r.Kind {
+		case "branch":
+			s.Branches++
+		case "tag":
+			s.Tags++
+		}
+	}
+	row := refRow{Ref: q.at.Ref}
+	if err := h.readRow(ctx, q, &row); err != nil {
+		return nil, err
+	}
+	s.Latest = row.Commit
+	return s, nil
+}
