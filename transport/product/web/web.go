@@ -563,8 +563,7 @@ func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, o
 		} else if !b.Binary {
 			p.ReadmeName = name
 			if isMarkdown(name) {
-				base := readmeBase{Blob: q.href("blob", oid, "") + "/", Raw: q.href("raw", oid, "") + "/", Dir: path}
-				if p.Readme, err = renderMarkdown(b.Content, base); err != nil {
+				if p.Readme, err = renderMarkdown(b.Content, q.linkBase(oid, path)); err != nil {
 					p.ReadmeText = b.Content
 				}
 			} else {
@@ -581,7 +580,7 @@ type blobPage struct {
 	Path    string
 	Crumbs  []crumb
 	Blob    Blob
-	Code    template.HTML
+	File    fileView
 	Raw     string
 	History string
 }
@@ -593,19 +592,16 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 	}
 	oid, path := r.PathValue("oid"), cleanPath(r)
 	var b Blob
-	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "blob", oid, path), q.token, &b); err != nil {
+	_, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "blob", oid, path), q.token, &b)
+	if err != nil {
 		h.fail(w, r, err, 0, "")
 		return
 	}
 	p := blobPage{page: page{Title: path + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "blob", oid, path)},
 		OID: oid, Path: path, Crumbs: q.crumbs(oid, path), Blob: b, Raw: q.href("raw", oid, path), History: q.history(oid, path)}
-	if !b.Binary {
-		code, err := highlight(path, b.Content)
-		if err != nil {
-			h.log.Warn("web: highlighting failed; shown plain", zap.String("path", path), zap.Error(err))
-			code, _ = highlight("", b.Content)
-		}
-		p.Code = code
+	if p.File, err = h.fileView(q, oid, path, b, r.URL.Query()); err != nil {
+		h.fail(w, r, nil, http.StatusBadRequest, err.Error())
+		return
 	}
 	h.render(w, r, http.StatusOK, "blob", p)
 }
