@@ -98,15 +98,19 @@ var (
 const maxHighlight = 256 << 10
 
 func mustStyleCSS() []byte {
+	// Each scheme's colours apply under its own media query: a class one
+	// style colours and the other leaves alone must not keep the colour
+	// of the wrong background.
 	var b bytes.Buffer
-	err := codeFormatter.WriteCSS(&b, codeStyle)
-	if err == nil {
-		b.WriteString("@media (prefers-color-scheme: dark) {\n")
-		err = codeFormatter.WriteCSS(&b, codeStyleDark)
+	for _, s := range []struct {
+		media string
+		style *chroma.Style
+	}{{"not all and (prefers-color-scheme: dark)", codeStyle}, {"(prefers-color-scheme: dark)", codeStyleDark}} {
+		b.WriteString("@media " + s.media + " {\n")
+		if err := codeFormatter.WriteCSS(&b, s.style); err != nil {
+			panic(err)
+		}
 		b.WriteString("}\n")
-	}
-	if err != nil {
-		panic(err)
 	}
 	b.Write(baseCSS)
 	return b.Bytes()
