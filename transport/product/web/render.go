@@ -203,15 +203,16 @@ func isImage(name string) bool {
 }
 
 // fileView renders file p at commit oid from the API's answer b and the
-// request's query (plain=1: source, not rendering; lines=N-M). A bad
-// lines= is the caller's error.
+// request's query (plain=1: source, not rendering; lines=N-M: source with
+// those lines marked). A bad lines= is the caller's error.
 func (h *Handler) fileView(q *repoReq, oid, p string, b Blob, query url.Values) (fileView, error) {
 	lines, err := parseLines(query.Get("lines"))
 	if err != nil {
 		return fileView{}, err
 	}
-	plain := query.Get("plain") == "1"
-	v := fileView{Kind: fileKind(p, b, plain), Lines: lines}
+	// Lines are lines of the source: asking for some shows it.
+	plain := query.Get("plain") == "1" || lines.From > 0
+	v := fileView{Kind: fileKind(p, b, plain)}
 	self := "./" + url.PathEscape(path.Base(p))
 	if v.Kind == "markdown" {
 		dir := path.Dir(p)
@@ -231,6 +232,7 @@ func (h *Handler) fileView(q *repoReq, oid, p string, b Blob, query url.Values) 
 	if plain && isMarkdown(p) {
 		v.Rendered = self
 	}
+	v.Lines = lines
 	if v.HTML, err = highlight(p, b.Content, lines); err != nil {
 		h.log.Warn("web: highlighting failed; shown plain", zap.String("path", p), zap.Error(err))
 		v.HTML, _ = highlight("", b.Content, lines)

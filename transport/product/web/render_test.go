@@ -243,6 +243,8 @@ func TestBlobViews(t *testing.T) {
 		{md + "?plain=1", 200, []string{`id="code"`, `id="L1"`, `href="#L3"`, `href="./README.md" id="rendered"`}, []string{`id="markdown"`}},
 		{"/alice/demo/blob/" + oidC2 + "/src/main.go?lines=2-3", 200, []string{`id="lines"`, `class="line hl"><span class="ln" id="L2"`, `class="line hl"><span class="ln" id="L3"`, `class="line"><span class="ln" id="L4"`}, nil},
 		{"/alice/demo/blob/" + oidC2 + "/src/main.go?lines=3-1", 400, []string{"lines="}, nil},
+		{md + "?lines=3", 200, []string{`class="line hl"><span class="ln" id="L3"`, `id="rendered"`}, []string{`id="markdown"`}},
+		{"/alice/demo/blob/" + oidC2 + "/src/main.go", 200, []string{`id="L4"`}, []string{`id="lines"`, "line hl", `id="source"`, `id="rendered"`}},
 	} {
 		resp, body := get(t, h, tc.path, "")
 		if resp.StatusCode != tc.status {
