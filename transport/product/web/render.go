@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -174,7 +175,7 @@ type fileView struct {
 //	a Git LFS pointer                      "lfs": its size and a download link
 //	binary, named as a png/jpeg/gif/webp   "image": <img> of its raw bytes
 //	other binary                           "binary": a download link
-//	Markdown up to maxMarkdown, !plain     "markdown": rendered
+//	Markdown that fits (markdownFits), !plain  "markdown": rendered
 //	anything else                          "code": numbered source
 //
 // SVG is text: raw serves it as text/plain, so it shows as source.
@@ -186,7 +187,7 @@ func fileKind(name string, b Blob, plain bool) string {
 		return "image"
 	case b.Binary:
 		return "binary"
-	case isMarkdown(name) && !plain && len(b.Content) <= maxMarkdown:
+	case isMarkdown(name) && !plain && markdownFits(b.Content):
 		return "markdown"
 	}
 	return "code"
@@ -249,9 +250,71 @@ var markdown = goldmark.New(
 		extension.Strikethrough, extension.TaskList, extension.Linkify),
 	goldmark.WithParserOptions(parser.WithASTTransformers(util.Prioritized(relativeLinks{}, 999))))
 
-// maxMarkdown is the largest Markdown file rendered; a larger one shows
-// as source (with line numbers): rendering time grows with the input.
-const maxMarkdown = maxHighlight
+// Markdown rendering time grows with the input, and faster than linearly
+// with the nesting of containers (quotes, lists) and with the brackets on
+// a long line (an unclosed link is looked for to the line's end): a file
+// past any of these limits shows as source (markdownFits).
+const (
+	// maxMarkdown is the largest Markdown file rendered.
+	maxMarkdown = 64 << 10
+	// maxMarkdownDepth bounds the containers one line opens: quote
+	// markers, list markers, and every 4 columns of indentation.
+	maxMarkdownDepth = 16
+	// maxMarkdownLinkScan bounds the sum over lines of the line's "["
+	// times its length (an ordinary document: thousands).
+	maxMarkdownLinkScan = 4 << 20
+)
+
+// markdownFits says whether src is within the limits above, in one pass.
+func markdownFits(src string) bool {
+	if len(src) > maxMarkdown {
+		return false
+	}
+	scan := 0
+	for line := range strings.Lines(src) {
+		scan += strings.Count(line, "[") * len(line)
+		if scan > maxMarkdownLinkScan || prefixDepth(line) > maxMarkdownDepth {
+			return false
+		}
+	}
+	return true
+}
+
+// prefixDepth counts the containers a line's prefix can open: each ">",
+// each list marker ("-", "*", "+", "1." or "1)" before a space) and each
+// 4 columns of spaces or tabs.
+func prefixDepth(line string) int {
+	depth, cols := 0, 0
+	for i := 0; i < len(line); {
+		switch c := line[i]; {
+		case c == ' ':
+			cols++
+			i++
+		case c == '\t':
+			cols += 4
+			i++
+		case c == '>':
+			depth++
+			i++
+		case (c == '-' || c == '*' || c == '+') && i+1 < len(line) && line[i+1] == ' ':
+			depth++
+			i += 2
+		case '0' <= c && c <= '9':
+			j := i
+			for j < len(line) && '0' <= line[j] && line[j] <= '9' {
+				j++
+			}
+			if j+1 >= len(line) || (line[j] != '.' && line[j] != ')') || line[j+1] != ' ' {
+				return depth + cols/4
+			}
+			depth++
+			i = j + 2
+		default:
+			return depth + cols/4
+		}
+	}
+	return depth + cols/4
+}
 
 // linkBase is where a Markdown file's links point: URL prefixes ending
 // in "/" of the file view (Blob), directory view (Tree) and raw bytes
@@ -266,8 +329,14 @@ func (q *repoReq) linkBase(oid, dir string) linkBase {
 
 var linkBaseKey = parser.NewContextKey()
 
+// errMarkdownTooLarge refuses a Markdown file past markdownFits' limits.
+var errMarkdownTooLarge = errors.New("markdown too large or too deeply nested to render")
+
 // renderMarkdown renders src; its links resolve against base.
 func renderMarkdown(src string, base linkBase) (template.HTML, error) {
+	if !markdownFits(src) {
+		return "", errMarkdownTooLarge
+	}
 	ctx := parser.NewContext()
 	ctx.Set(linkBaseKey, base)
 	var b bytes.Buffer

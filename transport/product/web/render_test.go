@@ -120,6 +120,37 @@ func TestMarkdownTables(t *testing.T) {
 	}
 }
 
+// TestMarkdownFits: the inputs that make goldmark slow (deep nesting,
+// many brackets on a long line, size) are shown as source, ordinary
+// documents render.
+func TestMarkdownFits(t *testing.T) {
+	links := strings.Repeat("- [a link](docs/a.md) and [another](https://example.com/)\n", 500)
+	for _, tc := range []struct {
+		name string
+		src  string
+		want bool
+	}{
+		{"links in a list", links, true},
+		{"quotes 16 deep", strings.Repeat(">", 16) + " a\n", true},
+		{"quotes 17 deep", strings.Repeat(">", 17) + " a\n", false},
+		{"quotes on one line", strings.Repeat(">", 60<<10), false},
+		{"lists in quotes", strings.Repeat("> - ", 9) + "a\n", false},
+		{"ordered lists", strings.Repeat("1. ", 17) + "a\n", false},
+		{"indented 60 columns", strings.Repeat(" ", 60) + "- a\n", true},
+		{"indented 64 columns", strings.Repeat(" ", 64) + "- a\n", false},
+		{"unclosed links on a long line", strings.Repeat("[a](", 100) + strings.Repeat("a", 50<<10), false},
+		{"unclosed links on short lines", strings.Repeat(strings.Repeat("[a](", 20)+"\n", 500), true},
+		{"too large", strings.Repeat("a\n", maxMarkdown/2+1), false},
+	} {
+		if got := markdownFits(tc.src); got != tc.want {
+			t.Errorf("%s: markdownFits %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if _, err := renderMarkdown(strings.Repeat(">", 100), testBase); err == nil {
+		t.Error("renderMarkdown rendered what does not fit")
+	}
+}
+
 func TestSplitDiff(t *testing.T) {
 	d := "diff --git a/x b/y\nsimilarity index 80%\nrename from x\nrename to y\nindex 1..2 100644\n--- a/x\n+++ b/y\n" +
 		"@@ -10,3 +12,3 @@ func f() {\n ctx\n-old\n+new\n+more\n\\ No newline at end of file\n" +
