@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the interop tests drive (libgit2 via pygit2,
 # dulwich, JGit; skopeo and podman, which load the built image),
-# redis-server (read API cache tests), the ssh client and chromium (the web
-# page's browser tests), when missing. Tests that need one of
+# redis-server (read API cache tests), the ssh client, chromium (the web
+# page's browser tests) and git-lfs (the Git LFS tests), when missing. Tests that need one of
 # them skip with a loud message when it cannot be installed.
 set -u
 need=()
 command -v ssh >/dev/null || need+=(openssh-client)
 command -v jgit >/dev/null || need+=(jgit-cli)
 command -v chromium >/dev/null || need+=(chromium)
+command -v git-lfs >/dev/null || need+=(git-lfs)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v skopeo >/dev/null || need+=(skopeo)
 command -v podman >/dev/null || need+=(podman)

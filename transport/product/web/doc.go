@@ -6,8 +6,10 @@
 // API tier (Upstream).
 //
 // Repository content is hostile input. Templates escape everything;
-// highlighting (chroma) and markdown (goldmark, raw HTML dropped) produce
-// escaped markup with classes, never inline styles or scripts; every page
+// highlighting (chroma) and markdown (goldmark, raw HTML dropped, links
+// kept inside the repository or on http(s)/mailto, see resolveLink)
+// produce escaped markup with classes, never inline styles or scripts;
+// line anchors, colour schemes and phone widths are CSS alone; every page
 // carries a Content-Security-Policy that allows no script at all and no
 // resource from another origin, and raw file bytes are served sandboxed.
 // The page works without JavaScript (progressive enhancement, no build).

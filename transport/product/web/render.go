@@ -3,11 +3,14 @@ package web
 import (
 	"bytes"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"net/url"
 	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
+	"go.uber.org/zap"
 )
 
 //go:embed templates/*.html
@@ -75,12 +79,18 @@ func humanSize(n int64) string {
 }
 
 // Highlighting. Classes, not inline styles, so the stylesheet carries
-// the colours and the CSP can refuse inline style.
+// the colours and the CSP can refuse inline style. Line numbers are
+// inline, each line a span holding its number (id L{n}, a link to #L{n}),
+// so that the stylesheet can highlight the line a #L{n} URL targets.
 var (
+	codeOptions = []chromahtml.Option{chromahtml.WithClasses(true), chromahtml.WithLineNumbers(true),
+		chromahtml.WithLinkableLineNumbers(true, "L"), chromahtml.TabWidth(4)}
+	codeFormatter = chromahtml.New(codeOptions...)
 	codeStyle     = styles.Get("github")
-	codeFormatter = chromahtml.New(chromahtml.WithClasses(true), chromahtml.WithLineNumbers(true),
-		chromahtml.LineNumbersInTable(true), chromahtml.WithLinkableLineNumbers(true, "L"), chromahtml.TabWidth(4))
-	// styleCSS is the page's one stylesheet: ours and the highlighter's.
+	// codeStyleDark colours code when the reader prefers a dark scheme.
+	codeStyleDark = styles.Get("github-dark")
+	// styleCSS is the page's one stylesheet: the highlighter's, then ours
+	// (which wins where both style an element).
 	styleCSS = mustStyleCSS()
 )
 
@@ -89,17 +99,49 @@ var (
 const maxHighlight = 256 << 10
 
 func mustStyleCSS() []byte {
+	// Each scheme's colours apply under its own media query: a class one
+	// style colours and the other leaves alone must not keep the colour
+	// of the wrong background.
 	var b bytes.Buffer
-	b.Write(baseCSS)
-	if err := codeFormatter.WriteCSS(&b, codeStyle); err != nil {
-		panic(err)
+	for _, s := range []struct {
+		media string
+		style *chroma.Style
+	}{{"not all and (prefers-color-scheme: dark)", codeStyle}, {"(prefers-color-scheme: dark)", codeStyleDark}} {
+		b.WriteString("@media " + s.media + " {\n")
+		if err := codeFormatter.WriteCSS(&b, s.style); err != nil {
+			panic(err)
+		}
+		b.WriteString("}\n")
 	}
+	b.Write(baseCSS)
 	return b.Bytes()
 }
 
-// highlight renders src as escaped, classed HTML with line numbers,
-// choosing the lexer by file name.
-func highlight(name, src string) (template.HTML, error) {
+// lineRange is the lines a file view highlights (?lines=); zero for none.
+type lineRange struct{ From, To int }
+
+// parseLines reads ?lines=: "" (none), "N" or "N-M" (an L before each
+// number is allowed, as in the #L10-L20 GitHub writes).
+func parseLines(s string) (lineRange, error) {
+	if s == "" {
+		return lineRange{}, nil
+	}
+	a, b, isRange := strings.Cut(s, "-")
+	from, errA := strconv.Atoi(strings.TrimPrefix(a, "L"))
+	to := from
+	var errB error
+	if isRange {
+		to, errB = strconv.Atoi(strings.TrimPrefix(b, "L"))
+	}
+	if errA != nil || errB != nil || from < 1 || to < from {
+		return lineRange{}, fmt.Errorf("bad lines=%q: want N or N-M, 1 <= N <= M", s)
+	}
+	return lineRange{from, to}, nil
+}
+
+// highlight renders src as escaped, classed HTML with numbered, linkable
+// lines, choosing the lexer by file name and marking the lines of hl.
+func highlight(name, src string, hl lineRange) (template.HTML, error) {
 	lexer := lexers.Match(name)
 	if lexer == nil || len(src) > maxHighlight {
 		lexer = lexers.Fallback
@@ -108,29 +150,195 @@ func highlight(name, src string) (template.HTML, error) {
 	if err != nil {
 		return "", fmt.Errorf("highlight %s: %w", name, err)
 	}
+	f := codeFormatter
+	if hl.From > 0 {
+		f = chromahtml.New(append(slices.Clip(codeOptions), chromahtml.HighlightLines([][2]int{{hl.From, hl.To}}))...)
+	}
 	var b bytes.Buffer
-	if err := codeFormatter.Format(&b, codeStyle, it); err != nil {
+	if err := f.Format(&b, codeStyle, it); err != nil {
 		return "", fmt.Errorf("highlight %s: %w", name, err)
 	}
 	return template.HTML(b.String()), nil // chroma escapes every token
 }
 
-// markdown renders a README. goldmark without WithUnsafe drops raw HTML
-// and refuses javascript:, vbscript:, file: and data: (but images) links.
-var markdown = goldmark.New(goldmark.WithExtensions(extension.GFM),
+// fileView is how the blob page shows a file.
+type fileView struct {
+	Kind     string        // see fileKind
+	HTML     template.HTML // the rendered Markdown, or the numbered source
+	Source   string        // on rendered Markdown, a link to its source
+	Rendered string        // on a Markdown file's source, a link to its rendering
+	Lines    lineRange     // the lines highlighted
+}
+
+// fileKind decides how a file is shown:
+//
+//	a Git LFS pointer                      "lfs": its size and a download link
+//	binary, named as a png/jpeg/gif/webp   "image": <img> of its raw bytes
+//	other binary                           "binary": a download link
+//	Markdown that fits (markdownFits), !plain  "markdown": rendered
+//	anything else                          "code": numbered source
+//
+// SVG is text: raw serves it as text/plain, so it shows as source.
+func fileKind(name string, b Blob, plain bool) string {
+	switch {
+	case b.LFS != nil:
+		return "lfs"
+	case b.Binary && isImage(name):
+		return "image"
+	case b.Binary:
+		return "binary"
+	case isMarkdown(name) && !plain && markdownFits(b.Content):
+		return "markdown"
+	}
+	return "code"
+}
+
+// isImage says whether a file's name is that of an image browsers show
+// and raw serves with an image type.
+func isImage(name string) bool {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".png", ".jpg", ".jpeg", ".gif", ".webp":
+		return true
+	}
+	return false
+}
+
+// fileView renders file p at commit oid from the API's answer b and the
+// request's query (plain=1: source, not rendering; lines=N-M: source with
+// those lines marked). A bad lines= is the caller's error.
+func (h *Handler) fileView(q *repoReq, p string, b Blob, query url.Values) (fileView, error) {
+	lines, err := parseLines(query.Get("lines"))
+	if err != nil {
+		return fileView{}, err
+	}
+	// Lines are lines of the source: asking for some shows it.
+	plain := query.Get("plain") == "1" || lines.From > 0
+	v := fileView{Kind: fileKind(p, b, plain)}
+	self := "./" + url.PathEscape(path.Base(p))
+	if v.Kind == "markdown" {
+		dir := path.Dir(p)
+		if dir == "." {
+			dir = ""
+		}
+		if v.HTML, err = renderMarkdown(b.Content, q.linkBase(dir)); err == nil {
+			v.Source = self + "?plain=1"
+			return v, nil
+		}
+		h.log.Warn("web: markdown failed; shown as source", zap.String("path", p), zap.Error(err))
+		v.Kind = "code"
+	}
+	if v.Kind != "code" {
+		return v, nil
+	}
+	if plain && isMarkdown(p) {
+		v.Rendered = self
+	}
+	v.Lines = lines
+	if v.HTML, err = highlight(p, b.Content, lines); err != nil {
+		h.log.Warn("web: highlighting failed; shown plain", zap.String("path", p), zap.Error(err))
+		v.HTML, _ = highlight("", b.Content, lines)
+	}
+	return v, nil
+}
+
+// markdown renders Markdown files, the README among them, as GitHub
+// does: GFM (tables, strikethrough, task lists, bare links). Without
+// WithUnsafe goldmark drops raw HTML. Table cells align with the align
+// attribute: the CSP refuses inline style.
+var markdown = goldmark.New(
+	goldmark.WithExtensions(extension.NewTable(extension.WithTableCellAlignMethod(extension.TableCellAlignAttribute)),
+		extension.Strikethrough, extension.TaskList, extension.Linkify),
 	goldmark.WithParserOptions(parser.WithASTTransformers(util.Prioritized(relativeLinks{}, 999))))
 
-// readmeBase is where a README's relative links point: the file view
-// (links) and raw bytes (images) of the tree, as URL prefixes ending in
-// "/", and the README's directory in it ("" at the root).
-type readmeBase struct{ Blob, Raw, Dir string }
+// Markdown rendering time grows with the input, and faster than linearly
+// with the nesting of containers (quotes, lists) and with the brackets on
+// a long line (an unclosed link is looked for to the line's end): a file
+// past any of these limits shows as source (markdownFits).
+const (
+	// maxMarkdown is the largest Markdown file rendered.
+	maxMarkdown = 64 << 10
+	// maxMarkdownDepth bounds the containers one line opens: quote
+	// markers, list markers, and every 4 columns of indentation.
+	maxMarkdownDepth = 16
+	// maxMarkdownLinkScan bounds the sum over lines of the line's "["
+	// times its length (an ordinary document: thousands).
+	maxMarkdownLinkScan = 4 << 20
+)
 
-var readmeBaseKey = parser.NewContextKey()
+// markdownFits says whether src is within the limits above, in one pass.
+func markdownFits(src string) bool {
+	if len(src) > maxMarkdown {
+		return false
+	}
+	scan := 0
+	for line := range strings.Lines(src) {
+		scan += strings.Count(line, "[") * len(line)
+		if scan > maxMarkdownLinkScan || prefixDepth(line) > maxMarkdownDepth {
+			return false
+		}
+	}
+	return true
+}
 
-// renderMarkdown renders src; relative links resolve against base.
-func renderMarkdown(src string, base readmeBase) (template.HTML, error) {
+// prefixDepth counts the containers a line's prefix can open: each ">",
+// each list marker ("-", "*", "+", "1." or "1)" before a space) and each
+// 4 columns of spaces or tabs.
+func prefixDepth(line string) int {
+	depth, cols := 0, 0
+	for i := 0; i < len(line); {
+		switch c := line[i]; {
+		case c == ' ':
+			cols++
+			i++
+		case c == '\t':
+			cols += 4
+			i++
+		case c == '>':
+			depth++
+			i++
+		case (c == '-' || c == '*' || c == '+') && i+1 < len(line) && line[i+1] == ' ':
+			depth++
+			i += 2
+		case '0' <= c && c <= '9':
+			j := i
+			for j < len(line) && '0' <= line[j] && line[j] <= '9' {
+				j++
+			}
+			if j+1 >= len(line) || (line[j] != '.' && line[j] != ')') || line[j+1] != ' ' {
+				return depth + cols/4
+			}
+			depth++
+			i = j + 2
+		default:
+			return depth + cols/4
+		}
+	}
+	return depth + cols/4
+}
+
+// linkBase is where a Markdown file's links point: URL prefixes ending
+// in "/" of the file view (Blob), directory view (Tree) and raw bytes
+// (Raw, for images) of one commit, and the file's directory in it (""
+// at the root).
+type linkBase struct{ Blob, Tree, Raw, Dir string }
+
+// linkBase is the link base of a Markdown file in dir at commit oid.
+func (q *repoReq) linkBase(dir string) linkBase {
+	return linkBase{Blob: q.link("blob", "") + "/", Tree: q.link("tree", "") + "/", Raw: q.link("raw", "") + "/", Dir: dir}
+}
+
+var linkBaseKey = parser.NewContextKey()
+
+// errMarkdownTooLarge refuses a Markdown file past markdownFits' limits.
+var errMarkdownTooLarge = errors.New("markdown too large or too deeply nested to render")
+
+// renderMarkdown renders src; its links resolve against base.
+func renderMarkdown(src string, base linkBase) (template.HTML, error) {
+	if !markdownFits(src) {
+		return "", errMarkdownTooLarge
+	}
 	ctx := parser.NewContext()
-	ctx.Set(readmeBaseKey, base)
+	ctx.Set(linkBaseKey, base)
 	var b bytes.Buffer
 	if err := markdown.Convert([]byte(src), &b, parser.WithContext(ctx)); err != nil {
 		return "", fmt.Errorf("render markdown: %w", err)
@@ -138,44 +346,100 @@ func renderMarkdown(src string, base readmeBase) (template.HTML, error) {
 	return template.HTML(b.String()), nil // escaped by goldmark; no raw HTML
 }
 
-// relativeLinks points a README's relative links at the repository's
-// file view and its relative images at raw bytes (this origin, which the
-// CSP allows), instead of paths relative to the page's own URL.
+// relativeLinks points a Markdown file's links into the repository at the
+// same commit (resolveLink), and unwraps those that lead nowhere safe: a
+// dropped link keeps its text, a dropped image its description.
 type relativeLinks struct{}
 
 func (relativeLinks) Transform(doc *ast.Document, _ text.Reader, pc parser.Context) {
-	base, ok := pc.Get(readmeBaseKey).(readmeBase)
+	base, ok := pc.Get(linkBaseKey).(linkBase)
 	if !ok {
 		return
 	}
+	var drop []ast.Node
 	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
 		if !entering {
 			return ast.WalkContinue, nil
 		}
+		var dest *[]byte
+		image := false
 		switch n := n.(type) {
 		case *ast.Link:
-			n.Destination = resolveRelative(base.Blob, base.Dir, n.Destination)
+			dest = &n.Destination
 		case *ast.Image:
-			n.Destination = resolveRelative(base.Raw, base.Dir, n.Destination)
+			dest, image = &n.Destination, true
+		default:
+			return ast.WalkContinue, nil
 		}
+		// Decided on the URL the renderer writes: with backslash
+		// escapes and character references resolved.
+		out, keep := resolveLink(base, string(util.ResolveEntityNames(util.ResolveNumericReferences(util.UnescapePunctuations(*dest)))), image)
+		if !keep {
+			drop = append(drop, n)
+		}
+		*dest = []byte(out)
 		return ast.WalkContinue, nil
 	})
+	for _, n := range drop { // after the walk: unwrapping changes the tree
+		parent := n.Parent()
+		for c := n.FirstChild(); c != nil; c = n.FirstChild() {
+			parent.InsertBefore(parent, n, c)
+		}
+		parent.RemoveChild(parent, n)
+	}
 }
 
-// resolveRelative resolves a relative URL (no scheme, host, absolute path
-// or fragment-only form) against dir and prefixes it with prefix; others
-// are returned unchanged.
-func resolveRelative(prefix, dir string, dest []byte) []byte {
-	u, err := url.Parse(string(dest))
-	if err != nil || u.Scheme != "" || u.Host != "" || u.Path == "" || strings.HasPrefix(u.Path, "/") {
-		return dest
+// resolveLink decides where a Markdown link (or, with image, an image)
+// to dest points, and whether it is kept:
+//
+//	dest                          kept  points at
+//	http:, https:, mailto:, //h   yes   dest, unchanged (another site)
+//	#frag, "" or ?query only      yes   dest, unchanged (this page)
+//	other scheme (javascript:…)   no    -
+//	a/b.md, ./b.md, ../b.md       yes   Blob (image: Raw) + path from Dir
+//	/a/b.md                       yes   the same from the repository root
+//	a/, / (a trailing slash)      yes   Tree + path (image: Raw)
+//	../ above the root            no    -
+//	unparsable                    no    -
+//
+// A resolved link keeps its query and fragment.
+func resolveLink(base linkBase, dest string, image bool) (string, bool) {
+	u, err := url.Parse(dest)
+	switch {
+	case err != nil:
+		return "", false
+	case u.Scheme != "":
+		switch strings.ToLower(u.Scheme) {
+		case "http", "https", "mailto":
+			return dest, true
+		}
+		return "", false
+	case u.Host != "" || u.Path == "":
+		return dest, true
 	}
-	p := path.Join(dir, u.Path)
+	p := path.Join(base.Dir, u.Path)
+	if root, ok := strings.CutPrefix(u.Path, "/"); ok {
+		p = path.Clean(root)
+	}
 	if p == ".." || strings.HasPrefix(p, "../") {
-		return dest // above the repository root: leave it, not elsewhere
+		return "", false
+	}
+	dir := strings.HasSuffix(u.Path, "/") || p == "."
+	if p == "." {
+		p = ""
+	}
+	prefix := base.Blob
+	switch {
+	case image:
+		prefix = base.Raw
+	case dir || p == "":
+		prefix = base.Tree
 	}
 	u.Path = ""
-	return []byte(prefix + escapePath(p) + u.String())
+	if p == "" {
+		prefix = strings.TrimSuffix(prefix, "/")
+	}
+	return prefix + escapePath(p) + u.String(), true
 }
 
 // isMarkdown says whether a README is rendered as markdown.
@@ -211,55 +475,146 @@ func readmeOf(entries []Entry) string {
 	return best
 }
 
-// diffFile is one file of a unified diff, split into classed lines.
+// diffFile is one file of a unified diff: its header, read from git's
+// extended header lines (which are not shown), and its lines.
 type diffFile struct {
-	Name  string
-	Lines []diffLine
+	Name    string // the path (the new one of a rename)
+	OldName string // the old path of a rename, else ""
+	Change  string // "added", "deleted", "renamed", "mode changed" or "modified"
+	Binary  bool   // a binary file: no lines
+	Lines   []diffLine
 }
 
+// diffLine is one line of a diff with its numbers in the old and the new
+// file (0 where it is not in that file).
 type diffLine struct {
-	Class string // "meta", "hunk", "add", "del" or "ctx"
-	Text  string
+	Class    string // "hunk", "add", "del", "ctx" or "meta"
+	Old, New int
+	Text     string
 }
 
-// splitDiff splits a unified diff (git's format) into files and classes
-// each line by its role.
+// splitDiff splits a unified diff (git's format, as the API writes it)
+// into files. A file's header lines (diff --git, index, ---, +++, mode,
+// rename) become its Name, OldName, Change and Binary; hunk lines are
+// numbered from their @@ header. A diff cut short ends where it stops.
 func splitDiff(diff string) []diffFile {
 	var files []diffFile
 	inHunk := false
+	oldN, newN := 0, 0
 	for line := range strings.Lines(diff) {
 		line = strings.TrimSuffix(line, "\n")
-		if strings.HasPrefix(line, "diff --git ") || len(files) == 0 {
-			files = append(files, diffFile{Name: diffName(line)})
+		if rest, ok := strings.CutPrefix(line, "diff --git "); ok || len(files) == 0 {
+			files = append(files, diffFile{Name: gitHeaderName(rest), Change: "modified"})
 			inHunk = false
+			if ok {
+				continue
+			}
 		}
 		f := &files[len(files)-1]
-		class := "ctx"
-		switch {
-		case strings.HasPrefix(line, "@@"):
-			class, inHunk = "hunk", true
-		case !inHunk:
-			class = "meta"
-		case strings.HasPrefix(line, "+"):
-			class = "add"
-		case strings.HasPrefix(line, "-"):
-			class = "del"
-		case strings.HasPrefix(line, `\`):
-			class = "meta"
+		if strings.HasPrefix(line, "@@") {
+			oldN, newN, _ = parseHunk(line)
+			inHunk = true
+			f.Lines = append(f.Lines, diffLine{Class: "hunk", Text: line})
+			continue
 		}
-		f.Lines = append(f.Lines, diffLine{Class: class, Text: line})
+		if !inHunk {
+			if !f.header(line) {
+				f.Lines = append(f.Lines, diffLine{Class: "meta", Text: line})
+			}
+			continue
+		}
+		l := diffLine{Class: "ctx", Text: line}
+		switch {
+		case strings.HasPrefix(line, "+"):
+			l.Class, l.New = "add", newN
+			newN++
+		case strings.HasPrefix(line, "-"):
+			l.Class, l.Old = "del", oldN
+			oldN++
+		case strings.HasPrefix(line, `\`):
+			l.Class = "meta"
+		default:
+			l.Old, l.New = oldN, newN
+			oldN++
+			newN++
+		}
+		f.Lines = append(f.Lines, l)
 	}
 	return files
 }
 
-// diffName is the b/ path of a "diff --git a/x b/x" line, else the line.
-func diffName(line string) string {
-	rest, ok := strings.CutPrefix(line, "diff --git ")
-	if !ok {
-		return ""
+// header takes in one of git's extended header lines, reporting whether
+// it was one.
+func (f *diffFile) header(line string) bool {
+	key, val, _ := strings.Cut(line, " ")
+	switch key {
+	case "index", "similarity", "dissimilarity", "copy", "---":
+	case "new":
+		if strings.HasPrefix(val, "file mode ") {
+			f.Change = "added"
+		}
+	case "deleted":
+		f.Change = "deleted"
+	case "old":
+		if f.Change == "modified" {
+			f.Change = "mode changed"
+		}
+	case "rename":
+		if from, ok := strings.CutPrefix(val, "from "); ok {
+			f.OldName, f.Change = from, "renamed"
+		} else if to, ok := strings.CutPrefix(val, "to "); ok {
+			f.Name = to
+		}
+	case "+++":
+		if name, ok := strings.CutPrefix(val, "b/"); ok {
+			f.Name = name
+		}
+	case "Binary":
+		f.Binary = true
+	default:
+		return false
+	}
+	return true
+}
+
+// gitHeaderName is the path a "diff --git a/x b/x" line names (the rest
+// after "diff --git "). Unquoted paths may hold spaces, so the line is
+// split where a/ and b/ name the same path, as they do unless the file
+// was renamed (then rename lines name both).
+func gitHeaderName(rest string) string {
+	if n := len(rest); n%2 == 1 && strings.HasPrefix(rest, "a/") {
+		a, b := rest[:n/2], rest[n/2+1:]
+		if rest[n/2] == ' ' && strings.HasPrefix(b, "b/") && a[2:] == b[2:] {
+			return b[2:]
+		}
 	}
 	if i := strings.LastIndex(rest, " b/"); i >= 0 {
 		return rest[i+3:]
 	}
 	return rest
+}
+
+// parseHunk reads the first old and new line numbers of a hunk header
+// ("@@ -12,5 +14,6 @@ context").
+func parseHunk(line string) (oldStart, newStart int, ok bool) {
+	f := strings.Fields(line)
+	if len(f) < 3 || f[0] != "@@" {
+		return 0, 0, false
+	}
+	o, okO := hunkStart(f[1], "-")
+	n, okN := hunkStart(f[2], "+")
+	return o, n, okO && okN
+}
+
+func hunkStart(field, sign string) (int, bool) {
+	s, ok := strings.CutPrefix(field, sign)
+	if !ok {
+		return 0, false
+	}
+	s, _, _ = strings.Cut(s, ",")
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
 }

@@ -571,8 +571,7 @@ func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, s
 		} else if !b.Binary {
 			p.ReadmeName = name
 			if isMarkdown(name) {
-				base := readmeBase{Blob: q.link("blob", "") + "/", Raw: q.link("raw", "") + "/", Dir: path}
-				if p.Readme, err = renderMarkdown(b.Content, base); err != nil {
+				if p.Readme, err = renderMarkdown(b.Content, q.linkBase(path)); err != nil {
 					p.ReadmeText = b.Content
 				}
 			} else {
@@ -589,7 +588,7 @@ type blobPage struct {
 	Path    string
 	Crumbs  []crumb
 	Blob    Blob
-	Code    template.HTML
+	File    fileView
 	Raw     string
 	History string
 	Blame   string
@@ -602,20 +601,17 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 	}
 	oid, path := q.at.Commit, q.at.Path
 	var b Blob
-	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "blob", oid, path), q.token, &b); err != nil {
+	_, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "blob", oid, path), q.token, &b)
+	if err != nil {
 		h.fail(w, r, err, 0, "")
 		return
 	}
 	p := blobPage{page: page{Title: path + " · " + q.owner + "/" + q.name, Viewer: viewer(r), Repo: h.head(r, q, "blob", path)},
 		OID: oid, Path: path, Crumbs: q.crumbs(path), Blob: b, Raw: q.link("raw", path), History: q.link("commits", path),
 		Blame: q.link("blame", path)}
-	if !b.Binary {
-		code, err := highlight(path, b.Content)
-		if err != nil {
-			h.log.Warn("web: highlighting failed; shown plain", zap.String("path", path), zap.Error(err))
-			code, _ = highlight("", b.Content)
-		}
-		p.Code = code
+	if p.File, err = h.fileView(q, path, b, r.URL.Query()); err != nil {
+		h.fail(w, r, nil, http.StatusBadRequest, err.Error())
+		return
 	}
 	h.render(w, r, http.StatusOK, "blob", p)
 }
