@@ -253,7 +253,7 @@ func TestBlameBudget(t *testing.T) {
 		t.Errorf("timed out: %+v, %v", timed, err)
 	}
 
-	if _, err := blame(Limits{}, "bin.dat"); !errors.Is(err, ErrNotText) {
+	if _, err := blame(Limits{}, "bin.dat"); !errors.Is(err, errNotText) {
 		t.Errorf("binary file: %v", err)
 	}
 	if _, err := blame(Limits{MaxBlameFileBytes: 100}, "f.txt"); err == nil || !strings.Contains(err.Error(), "set "+SettingMaxBlameFileBytes) {
