@@ -26,7 +26,7 @@ var codeLines = []string{"", "", "}", "}", "\t}", "\treturn nil", "\treturn err"
 // back later, copies, a rename, and a merge of a side branch (whose
 // lines first-parent blame gives the merge). It returns the repository
 // and the path of the file at HEAD.
-func blameHistory(t *testing.T, seed uint64, commits int) (*gitrun.Repo, string) {
+func blameHistory(t testing.TB, seed uint64, commits int) (*gitrun.Repo, string) {
 	t.Helper()
 	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("a0", "a0@x", "1700000000 +0000")})
 	rng := rand.New(rand.NewPCG(seed, 7))
@@ -402,4 +402,28 @@ func hunkRange(s string) (int, int) {
 		n, _ = strconv.Atoi(count)
 	}
 	return st - 1, n
+}
+
+// BenchmarkBlameVsGit blames the file of a 300-commit history of six
+// authors with rgit and with git blame --first-parent on the same
+// repository, in the same run: rgit-ns/op and git-ns/op (its process
+// start included; ns/op is both), ratio rgit's time over git's.
+func BenchmarkBlameVsGit(b *testing.B) {
+	g, path := blameHistory(b, 1, 300)
+	objs := (&bombRepo{g: g}).objects(b)
+	head := object.MustID(g.Run("rev-parse", "HEAD"))
+	var ours, git time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if _, err := newReader(context.Background(), objs, Limits{}).blame(head, strings.Split(path, "/")); err != nil {
+			b.Fatal(err)
+		}
+		ours += time.Since(start)
+		start = time.Now()
+		g.Run("blame", "--first-parent", "--porcelain", "HEAD", "--", path)
+		git += time.Since(start)
+	}
+	b.ReportMetric(float64(ours.Nanoseconds())/float64(b.N), "rgit-ns/op")
+	b.ReportMetric(float64(git.Nanoseconds())/float64(b.N), "git-ns/op")
+	b.ReportMetric(float64(ours)/float64(git), "ratio")
 }
