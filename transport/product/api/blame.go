@@ -10,8 +10,8 @@ import (
 	"github.com/rgit/rgit/storage/object"
 )
 
-// ErrNotText wraps the refusal to blame a binary file (HTTP 422).
-var ErrNotText = errors.New("not a text file")
+// errNotText wraps the refusal to blame a binary file (HTTP 422).
+var errNotText = errors.New("not a text file")
 
 // blameAnswer is blame's JSON: who last changed each line of the file at
 // a commit, as `git blame --first-parent` says.
@@ -188,7 +188,7 @@ func (rd reader) blameContent(id object.ID, sub []string, asked bool) ([]byte, e
 		return nil, err
 	}
 	if asked && bytes.IndexByte(data[:min(len(data), binarySniffGit)], 0) >= 0 {
-		return nil, fmt.Errorf("%w: %s is binary", ErrNotText, strings.Join(sub, "/"))
+		return nil, fmt.Errorf("%w: %s is binary", errNotText, strings.Join(sub, "/"))
 	}
 	return data, nil
 }

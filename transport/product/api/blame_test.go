@@ -26,7 +26,7 @@ var codeLines = []string{"", "", "}", "}", "\t}", "\treturn nil", "\treturn err"
 // back later, copies, a rename, and a merge of a side branch (whose
 // lines first-parent blame gives the merge). It returns the repository
 // and the path of the file at HEAD.
-func blameHistory(t *testing.T, seed uint64, commits int) (*gitrun.Repo, string) {
+func blameHistory(t testing.TB, seed uint64, commits int) (*gitrun.Repo, string) {
 	t.Helper()
 	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("a0", "a0@x", "1700000000 +0000")})
 	rng := rand.New(rand.NewPCG(seed, 7))
@@ -253,7 +253,7 @@ func TestBlameBudget(t *testing.T) {
 		t.Errorf("timed out: %+v, %v", timed, err)
 	}
 
-	if _, err := blame(Limits{}, "bin.dat"); !errors.Is(err, ErrNotText) {
+	if _, err := blame(Limits{}, "bin.dat"); !errors.Is(err, errNotText) {
 		t.Errorf("binary file: %v", err)
 	}
 	if _, err := blame(Limits{MaxBlameFileBytes: 100}, "f.txt"); err == nil || !strings.Contains(err.Error(), "set "+SettingMaxBlameFileBytes) {
@@ -286,4 +286,144 @@ func TestBlameEndpoint(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", path, code, body, want)
 		}
 	}
+}
+
+// TestMatchLinesMatchesGitDiff: matchLines pairs the lines of two
+// versions exactly as `git diff -U0` does (the same xdiff run blame
+// makes), on pairs built to reach every part of xdiff's procedure: many
+// repeated lines (its cleanup of lines with many equals), large rewrites
+// (its cost cut-offs) and long common tails (its tail trim).
+func TestMatchLinesMatchesGitDiff(t *testing.T) {
+	g := gitrun.Scratch(t, gitrun.Env{})
+	rng := rand.New(rand.NewPCG(11, 13))
+	for c := range 32 {
+		// Four kinds of pairs: code-like lines; braces amid lines found
+		// on one side only; a long common tail with lines like it
+		// inserted before it; and large files with long moved blocks.
+		kind := c % 4
+		n := 20 + rng.IntN(60)
+		line := func() string {
+			switch {
+			case kind == 1 && rng.IntN(4) == 0:
+				return "}"
+			case kind == 1:
+				return fmt.Sprintf("unique %d", rng.Int())
+			case kind == 3:
+				return fmt.Sprintf("l%d", rng.IntN(n/2))
+			case rng.IntN(4) == 0:
+				return fmt.Sprintf("unique %d", rng.Int())
+			}
+			return codeLines[rng.IntN(len(codeLines))] + strconv.Itoa(rng.IntN(3))
+		}
+		switch {
+		case c == 31:
+			// Past 32768 lines a side xdiff looks for long snakes before
+			// its cost cut-off.
+			n = 34000
+		case kind == 3:
+			n = 1500 + rng.IntN(1500)
+		}
+		var a []string
+		for range n {
+			a = append(a, line())
+		}
+		b := append([]string(nil), a...)
+		for range 1 + rng.IntN(n/4+1) {
+			at := rng.IntN(len(b) + 1)
+			switch op := rng.IntN(4); {
+			case kind == 1 && op == 0: // rewrite a long block
+				for i := at; i < min(len(b), at+8+rng.IntN(8)); i++ {
+					b[i] = line()
+				}
+			case kind == 3 && op == 0 && at < len(b): // move a long block
+				end := min(len(b), at+20+rng.IntN(60))
+				block := append([]string(nil), b[at:end]...)
+				b = append(b[:at], b[end:]...)
+				to := rng.IntN(len(b) + 1)
+				b = append(b[:to], append(block, b[to:]...)...)
+			case op <= 1:
+				b = append(b[:at], append([]string{line(), line()}, b[at:]...)...)
+			case op == 2:
+				b = append(b[:at], b[min(len(b), at+1+rng.IntN(3)):]...)
+			case at < len(b):
+				b[at] = line()
+			}
+		}
+		tail := ""
+		if kind == 2 {
+			tail = strings.Repeat("common tail line\n", 200+rng.IntN(100))
+			b = append(b, "common tail line")
+		}
+		at, bt := strings.Join(a, "\n")+"\n"+tail, strings.Join(b, "\n")+"\n"+tail
+		g.Write("a", at)
+		g.Write("b", bt)
+		out := g.Try(nil, "diff", "--no-index", "-U0", "a", "b").Stdout
+		oldChanged, newChanged := map[int]bool{}, map[int]bool{}
+		for l := range strings.Lines(out) {
+			var o, oc, nw, nc int
+			if !strings.HasPrefix(l, "@@ ") {
+				continue
+			}
+			f := strings.Fields(l)
+			o, oc = hunkRange(f[1])
+			nw, nc = hunkRange(f[2])
+			for i := range oc {
+				oldChanged[o+i] = true
+			}
+			for i := range nc {
+				newChanged[nw+i] = true
+			}
+		}
+		match := matchLines([]byte(at), []byte(bt))
+		kept := map[int]bool{}
+		for j, m := range match {
+			if (m < 0) != newChanged[j] {
+				t.Fatalf("case %d (%d lines): new line %d changed: git %v, matchLines %v", c, n, j+1, newChanged[j], m < 0)
+			}
+			if m >= 0 {
+				kept[m] = true
+			}
+		}
+		for i := range len(splitLines([]byte(at))) {
+			if kept[i] == oldChanged[i] {
+				t.Fatalf("case %d (%d lines): old line %d changed: git %v, matchLines %v", c, n, i+1, oldChanged[i], !kept[i])
+			}
+		}
+	}
+}
+
+// hunkRange reads "-start,count" or "+start" of a hunk header as the
+// 0-based first line and the count.
+func hunkRange(s string) (int, int) {
+	start, count, ok := strings.Cut(s[1:], ",")
+	st, _ := strconv.Atoi(start)
+	n := 1
+	if ok {
+		n, _ = strconv.Atoi(count)
+	}
+	return st - 1, n
+}
+
+// BenchmarkBlameVsGit blames the file of a 300-commit history of six
+// authors with rgit and with git blame --first-parent on the same
+// repository, in the same run: rgit-ns/op and git-ns/op (its process
+// start included; ns/op is both), ratio rgit's time over git's.
+func BenchmarkBlameVsGit(b *testing.B) {
+	g, path := blameHistory(b, 1, 300)
+	objs := (&bombRepo{g: g}).objects(b)
+	head := object.MustID(g.Run("rev-parse", "HEAD"))
+	var ours, git time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if _, err := newReader(context.Background(), objs, Limits{}).blame(head, strings.Split(path, "/")); err != nil {
+			b.Fatal(err)
+		}
+		ours += time.Since(start)
+		start = time.Now()
+		g.Run("blame", "--first-parent", "--porcelain", "HEAD", "--", path)
+		git += time.Since(start)
+	}
+	b.ReportMetric(float64(ours.Nanoseconds())/float64(b.N), "rgit-ns/op")
+	b.ReportMetric(float64(git.Nanoseconds())/float64(b.N), "git-ns/op")
+	b.ReportMetric(float64(ours)/float64(git), "ratio")
 }

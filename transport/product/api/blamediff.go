@@ -73,7 +73,7 @@ func trimCommonTail(a, b []byte) ([]byte, []byte, int) {
 // splitLines splits text into lines, each with its "\n" (the last one
 // may lack it).
 func splitLines(text []byte) [][]byte {
-	var out [][]byte
+	out := make([][]byte, 0, bytes.Count(text, []byte{'\n'})+1)
 	for len(text) > 0 {
 		i := bytes.IndexByte(text, '\n') + 1
 		if i == 0 {

@@ -185,7 +185,7 @@ func (l *Local) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.As(err, &over):
 		writeError(w, http.StatusUnprocessableEntity, over.Error())
-	case errors.Is(err, ErrNotText):
+	case errors.Is(err, errNotText):
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
 	case errors.Is(err, gitproto.ErrBusy):
 		w.Header().Set("Retry-After", httpgit.RetryAfter)

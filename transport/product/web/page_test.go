@@ -62,6 +62,8 @@ func TestPageOverReadAPI(t *testing.T) {
 		{"/alice/hostile/commit/" + tag, "", 200, `<li class="current"><a href="/alice/hostile/commit/v1">tag: v1</a>`},
 		{"/alice/hostile/raw/" + head + "/src/nothing", "", 404, ""},
 		{"/alice/hostile/archive/" + head + ".rar", "", 404, ""},
+		{"/alice/hostile/blame/" + head + "/src/main.go", "", 200, "// &lt;script&gt;"},
+		{"/alice/hostile/blame/" + head + "/src", "", 404, ""},
 		{"/alice/hostile/tree/" + head + "/" + strings.Repeat("a/", 2000), "", 0, ""},
 	} {
 		status, body := s.get(t, tc.path, tc.token)

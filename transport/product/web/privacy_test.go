@@ -15,7 +15,7 @@ import (
 // the access decision is the node's own (the read API's gate), not a
 // stand-in: alice's private repository shows to alice, and to bob, to an
 // anonymous visitor and to a holder of a bad token every view of it
-// (front, tree, blob, raw, history, commit, compare, archive) is the very
+// (front, tree, blob, raw, blame, history, commit, compare, archive) is the very
 // page a missing repository gives, and the repository list leaves it out.
 func TestPrivateRepositoryInvisibleToOthers(t *testing.T) {
 	srv := gitenv.StartServer(t, gitenv.FileStore(t))
@@ -31,7 +31,7 @@ func TestPrivateRepositoryInvisibleToOthers(t *testing.T) {
 
 	views := []string{
 		"", "/tree/" + tip, "/tree/" + tip + "/dir", "/blob/" + tip + "/secret.txt", "/raw/" + tip + "/secret.txt",
-		"/commits/" + tip, "/commit/" + tip, "/compare?base=" + first + "&head=" + tip, "/archive/" + tip + ".tar.gz",
+		"/blame/" + tip + "/secret.txt", "/commits/" + tip, "/commit/" + tip, "/compare?base=" + first + "&head=" + tip, "/archive/" + tip + ".tar.gz",
 	}
 	for _, who := range []struct {
 		name, token string
