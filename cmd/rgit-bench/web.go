@@ -16,7 +16,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rgit/rgit/testkit/fixture"
@@ -172,7 +174,7 @@ func benchWebOn(ctx context.Context, f *fixture.Fixture, c webFlags, bin, work s
 	for _, name := range views {
 		v := urls[name]
 		v.name = name
-		line, err := benchView(ctx, client, "http://"+srv.httpAddr, cgitBase, f, v, c.n, c.warmup)
+		line, err := benchView(ctx, client, "http://"+srv.httpAddr, srv.cmd.Process.Pid, cgitBase, f, v, c.n, c.warmup)
 		if err != nil {
 			return fmt.Errorf("view %s: %w", name, err)
 		}
@@ -244,7 +246,7 @@ func longestWord(ctx context.Context, f *fixture.Fixture, id string) string {
 }
 
 // benchView times one view on both sides, interleaved.
-func benchView(ctx context.Context, client *http.Client, rgitBase, cgitBase string, f *fixture.Fixture, v webView, n, warmup int) (string, error) {
+func benchView(ctx context.Context, client *http.Client, rgitBase string, rgitPID int, cgitBase string, f *fixture.Fixture, v webView, n, warmup int) (string, error) {
 	status, body, err := webGet(ctx, client, rgitBase+v.rgit)
 	if err != nil {
 		return "", err
@@ -276,6 +278,10 @@ func benchView(ctx context.Context, client *http.Client, rgitBase, cgitBase stri
 		}
 	}
 	var rg, rf []float64
+	// CPU time per request on each side, mean over every request of the
+	// view: the node's own (it is a child not yet waited for), and the
+	// reference processes' (cgit.cgi or git, waited for by this process).
+	rgitCPU0, refCPU0 := procCPUTicks(strconv.Itoa(rgitPID)), rusageCPU(syscall.RUSAGE_CHILDREN)
 	for i := range warmup + n {
 		r, err := ref()
 		if err != nil {
@@ -297,17 +303,25 @@ func benchView(ctx context.Context, client *http.Client, rgitBase, cgitBase stri
 			rg, rf = append(rg, ms), append(rf, r)
 		}
 	}
-	return webLine(v.name, f.Name, refField, refName, rg, rf), nil
+	reqs := float64(warmup + n)
+	cpu := [2]float64{float64(procCPUTicks(strconv.Itoa(rgitPID))-rgitCPU0) * 1000 / clockTicks / reqs,
+		ms(rusageCPU(syscall.RUSAGE_CHILDREN)-refCPU0) / reqs}
+	return webLine(v.name, f.Name, refField, refName, rg, rf, cpu), nil
 }
 
-// webLine formats one view's result.
-func webLine(view, fx, refField, refName string, rg, rf []float64) string {
+// clockTicks is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100
+// on every Linux architecture Go supports).
+const clockTicks = 100
+
+// webLine formats one view's result: times in ms (p50, p99) and CPU ms
+// per request (cpu: rgit's, the reference's).
+func webLine(view, fx, refField, refName string, rg, rf []float64, cpu [2]float64) string {
 	slices.Sort(rg)
 	slices.Sort(rf)
 	r50, r99 := percentile(rg, 50), percentile(rg, 99)
 	c50, c99 := percentile(rf, 50), percentile(rf, 99)
-	return fmt.Sprintf("web view=%s fixture=%s rgit_p50_ms=%.2f %s_p50_ms=%.2f ratio_p50=%.2f rgit_p99_ms=%.2f %s_p99_ms=%.2f ratio_p99=%.2f rgit=server ref=%s",
-		view, fx, r50, refField, c50, r50/c50, r99, refField, c99, r99/c99, refName)
+	return fmt.Sprintf("web view=%s fixture=%s rgit_p50_ms=%.2f %s_p50_ms=%.2f ratio_p50=%.2f rgit_p99_ms=%.2f %s_p99_ms=%.2f ratio_p99=%.2f rgit_cpu_ms=%.2f %s_cpu_ms=%.2f ratio_cpu=%.2f rgit=server ref=%s",
+		view, fx, r50, refField, c50, r50/c50, r99, refField, c99, r99/c99, cpu[0], refField, cpu[1], cpu[0]/cpu[1], refName)
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
