@@ -29,7 +29,7 @@ import (
 // of the same fixture, or, for the views cgit lacks, against the git
 // command that computes the same answer:
 //
-//	web view=<v> fixture=<f> rgit_p50_ms=<X> cgit_p50_ms=<Y> ratio_p50=<X/Y> rgit_p99_ms=<X> cgit_p99_ms=<Y> ratio_p99=<X/Y> rgit=server ref=cgit-cgi
+//	web view=<v> fixture=<f> rgit_p50_ms=<X> cgit_p50_ms=<Y> ratio_p50=<X/Y> rgit_p99_ms=<X> cgit_p99_ms=<Y> ratio_p99=<X/Y> rgit_cpu_ms=<X> cgit_cpu_ms=<Y> ratio_cpu=<X/Y> rgit=server ref=cgit-cgi
 //	web view=<v> fixture=<f> rgit_p50_ms=<X> git_p50_ms=<Y> ratio_p50=… rgit=server ref=git-process
 //	web view=<v> fixture=<f> skipped reason="…"
 //
@@ -59,7 +59,11 @@ type webView struct {
 	want []string // strings every answer holds
 }
 
-var webViews = []string{"repo", "tree", "file", "commit", "log", "blame", "branches", "search"}
+var webViews = []string{"repo", "tree", "file", "commit", "log", "blame", "branches", "search", "file-hl"}
+
+// defaultWebViews leave out file-hl: cgit's highlighting filter starts
+// Python and pygments for every request, a second or more each.
+var defaultWebViews = webViews[:len(webViews)-1]
 
 // webTarget is what the views of one fixture ask for.
 type webTarget struct {
@@ -79,6 +83,7 @@ func webURLs(t webTarget, owner, repo string) map[string]webView {
 		"repo":     {rgit: r, cgit: c + "/", want: []string{repo}},
 		"tree":     {rgit: r + "/tree/" + t.head + "/" + t.dir, cgit: c + "/tree/" + t.dir + "?id=" + t.head, want: []string{path.Base(t.file)}},
 		"file":     {rgit: r + "/blob/" + t.head + "/" + t.file, cgit: c + "/tree/" + t.file + "?id=" + t.head, want: []string{t.word}},
+		"file-hl":  {rgit: r + "/blob/" + t.head + "/" + t.file, cgit: c + cgitHighlighted + "/tree/" + t.file + "?id=" + t.head, want: []string{t.word, "<span"}},
 		"commit":   {rgit: r + "/commit/" + t.head, cgit: c + "/commit/?id=" + t.head, want: []string{t.changed}},
 		"log":      {rgit: r + "/commits/" + t.head, cgit: c + "/log/?id=" + t.head, want: []string{t.head, t.parent}},
 		"blame":    {rgit: r + "/blame/" + t.head + "/" + t.file, git: []string{"blame", "--porcelain", t.head, "--", t.file}, want: []string{t.word}},
@@ -102,7 +107,7 @@ func runWeb(ctx context.Context, args []string) error {
 	c.register(fs, "medium,large")
 	fs.StringVar(&c.rgitBin, "rgit", filepath.Join("bin", "rgit"), "rgit server binary (`make build`)")
 	fs.StringVar(&c.cgitBin, "cgit", "/usr/lib/cgit/cgit.cgi", "cgit CGI binary (Debian package cgit)")
-	fs.StringVar(&c.views, "views", strings.Join(webViews, ","), "views to measure")
+	fs.StringVar(&c.views, "views", strings.Join(defaultWebViews, ","), "views to measure (of "+strings.Join(webViews, ",")+")")
 	fs.IntVar(&c.n, "n", 100, "timed requests per view and side (p50 and p99 are reported)")
 	fs.IntVar(&c.warmup, "warmup", 5, "untimed requests per view and side first")
 	fs.Parse(args)
@@ -355,9 +360,16 @@ func webGet(ctx context.Context, c *http.Client, url string) (int, []byte, error
 	return resp.StatusCode, body, err
 }
 
+// cgitHighlighted is the suffix of the second name cgit serves the
+// repository under, with its syntax-highlighting source filter (Debian's
+// filters/syntax-highlighting.py, pygments) on: the file view as rgit's,
+// highlighted.
+const cgitHighlighted = "-hl"
+
 // startCgit serves cgit.cgi over HTTP on a loopback port, configured for
-// one repository: a bare mirror of f at dir/<name>.git, cache off. It
-// returns the base URL and a stop function.
+// one repository, a bare mirror of f at dir/<name>.git, under two names:
+// as installed (no source filter), and highlighted (cgitHighlighted);
+// cache off. It returns the base URL and a stop function.
 func startCgit(ctx context.Context, cgitBin, dir string, f *fixture.Fixture) (string, func(), error) {
 	repo := filepath.Join(dir, f.Name+".git")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -372,8 +384,12 @@ func startCgit(ctx context.Context, cgitBin, dir string, f *fixture.Fixture) (st
 		"virtual-root=/",
 		"max-commit-count=50", // the log page's length, as rgit's
 		"enable-http-clone=0",
+		"enable-filter-overrides=1", // else repo.source-filter is ignored
 		"repo.url=" + f.Name,
 		"repo.path=" + repo,
+		"repo.url=" + f.Name + cgitHighlighted,
+		"repo.path=" + repo,
+		"repo.source-filter=" + filepath.Join(filepath.Dir(cgitBin), "filters", "syntax-highlighting.py"),
 		"",
 	}, "\n")
 	if err := os.WriteFile(rc, []byte(conf), 0o644); err != nil {
