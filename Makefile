@@ -23,7 +23,7 @@ RACE_SKIP := -skip 'TestE2E/s3'
 RACE_MULTIPROC := -run 'TestClusterRollingRestartNoFailures' ./testkit/multiproc/
 FUZZTIME  ?= 5s
 
-.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-smoke bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs bench-outage lint generate clean
+.PHONY: all build image manifests run test test-unit test-race fuzz tools deps bench bench-smoke bench-refdb bench-engine bench-http bench-cluster bench-maintenance bench-api bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs bench-outage bench-web lint generate clean
 
 all: build
 
@@ -114,9 +114,10 @@ bench-smoke: build
 	$(SMOKE) outage -duration 3s -op-timeout 1s
 	$(SMOKE) hostile -rgit $(BIN)/rgit -quick -check
 	$(SMOKE) lfs -rgit $(BIN)/rgit -objects 2 -mb 1 -rounds 1
+	$(SMOKE) web -rgit $(BIN)/rgit -fixtures small -n 2 -warmup 1
 	$(GO) run ./cmd/rgit-bench-refdb -stores mem-20ms -concurrency 1,8 -duration 300ms -open-commits 100
 
-bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs bench-outage
+bench: build tools bench-refdb bench-engine bench-http bench-cluster bench-api bench-maintenance bench-load bench-cold bench-cold-open bench-memory bench-hostile bench-lfs bench-outage bench-web
 
 bench-refdb:
 	$(GO) run ./cmd/rgit-bench-refdb
@@ -177,6 +178,13 @@ bench-outage: tools
 HOSTILE_ARGS ?=
 bench-hostile: build
 	$(GO) run ./cmd/rgit-bench hostile $(HOSTILE_ARGS)
+
+## bench-web: the browse page's views (repository, tree, file, commit,
+## log, blame, branches, search) against cgit (CGI, cache off; `make deps`
+## installs it) on the medium and large fixtures, p50 and p99 of 100
+## requests a view; blame and search against git blame and git grep.
+bench-web: build deps
+	$(GO) run ./cmd/rgit-bench web
 
 lint: $(STATICCHECK)
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -122,6 +122,8 @@ type apiTarget struct {
 	git   map[string][]string
 	head  string
 	files map[string]string // path → blob id of every file at head
+	// blobPath is where the blob op's file is at head.
+	blobPath string
 }
 
 // apiTargets picks the requests: main's tip for tree, log, commit and
@@ -157,7 +159,7 @@ func apiTargets(ctx context.Context, f *fixture.Fixture) (apiTarget, error) {
 		return apiTarget{}, err
 	}
 	return apiTarget{
-		head: head, files: parseLsTree(files),
+		head: head, files: parseLsTree(files), blobPath: path,
 		api: map[string]string{
 			"refs": "refs", "tree": "tree/" + head, "blob": "blob/" + blob, "log": "log/" + head + "?n=50",
 			"commit": "commit/" + head, "archive": "archive/" + head + ".tar.gz",

@@ -155,3 +155,15 @@ func TestLFSLine(t *testing.T) {
 		}
 	}
 }
+
+// TestWebLine: a web line names the view, both sides' p50, p99 and CPU
+// time per request, and their ratios; p50 and p99 are nearest-rank.
+func TestWebLine(t *testing.T) {
+	rg := []float64{4, 1, 3, 2}
+	ref := []float64{8, 2, 6, 4}
+	got := webLine("commit", "medium", "cgit", "cgit-cgi", rg, ref, [2]float64{1.5, 3})
+	want := "web view=commit fixture=medium rgit_p50_ms=2.00 cgit_p50_ms=4.00 ratio_p50=0.50 rgit_p99_ms=4.00 cgit_p99_ms=8.00 ratio_p99=0.50 rgit_cpu_ms=1.50 cgit_cpu_ms=3.00 ratio_cpu=0.50 rgit=server ref=cgit-cgi"
+	if got != want {
+		t.Errorf("line = %q\nwant   %q", got, want)
+	}
+}

@@ -258,9 +258,13 @@ func medianDur(ds []time.Duration) time.Duration {
 }
 
 // cpuTime is the process's user and system CPU time so far.
-func cpuTime() time.Duration {
+func cpuTime() time.Duration { return rusageCPU(syscall.RUSAGE_SELF) }
+
+// rusageCPU is the user and system CPU time of who (RUSAGE_SELF, or
+// RUSAGE_CHILDREN: every child process waited for so far).
+func rusageCPU(who int) time.Duration {
 	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+	if syscall.Getrusage(who, &ru) != nil {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -83,9 +84,10 @@ func pickOp(mix [numLoadOps]float64, u float64) loadOp {
 }
 
 // percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of sorted.
-func percentile(sorted []time.Duration, p float64) time.Duration {
+func percentile[T cmp.Ordered](sorted []T, p float64) T {
 	if len(sorted) == 0 {
-		return 0
+		var zero T
+		return zero
 	}
 	rank := int(float64(len(sorted))*p/100+0.9999999) - 1
 	return sorted[min(max(rank, 0), len(sorted)-1)]

@@ -37,6 +37,8 @@
 //	          large and big fixtures (see memory.go for its line format)
 //	lfs       Git LFS uploads and downloads through a node against
 //	          presigned transfers and cp of the same bytes (see lfs.go)
+//	web       the browse page's views against cgit (CGI, cache off) on
+//	          the same repository, p50 and p99 (see web.go)
 //
 // The engine's headline lines, op=index, op=clone and op=fetch, are a
 // fresh process per request on both sides (rgit=process ref=git-process):
@@ -118,6 +120,8 @@ func main() {
 		err = runHooks(ctx, args)
 	case "lfs":
 		err = runLFS(ctx, args)
+	case "web":
+		err = runWeb(ctx, args)
 	default:
 		usage()
 		os.Exit(2)
@@ -129,7 +133,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|packuris|cluster|maint|api|load|cold|cold-open|outage|memory [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|packuris|cluster|maint|api|load|cold|cold-open|outage|memory|hostile|lfs|web [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"crypto/tls"
 	"io"
 	"net/http"
@@ -9,6 +10,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/alecthomas/chroma/v2"
+	"github.com/alecthomas/chroma/v2/lexers"
 )
 
 // newPage is the page as a single node serves it: git on the same port,
@@ -235,6 +239,41 @@ func TestConfiguredCloneURLs(t *testing.T) {
 	_, body = get(t, newPageWith(t, Config{}), path, "")
 	if strings.Contains(body, "alice/demo.git") || strings.Contains(body, `class="clone"`) {
 		t.Errorf("api-serve without public URLs shows a clone URL:\n%s", body)
+	}
+}
+
+// TestCoalesceAsChroma: highlight's own coalescing gives the HTML
+// chroma.Coalesce gives, for code, plain text, runs longer than maxRun
+// (20,000 one-character tokens of one type), a long comment and empty
+// input.
+func TestCoalesceAsChroma(t *testing.T) {
+	goSrc := "package p\n\n// " + strings.Repeat("a long comment ", 1200) + "\nfunc f() string { return \"<b>\" }\n"
+	for _, tc := range []struct{ name, src string }{
+		{"f.go", goSrc},
+		{"parens.go", "package p\n\nvar x = " + strings.Repeat("(", 20000) + "1" + strings.Repeat(")", 20000) + "\n"},
+		{"notes.unknown", strings.Repeat("a line of text & <tags>\n", 2000)},
+		{"x.py", "def f():\n    return 1  # one\n" + strings.Repeat("\n", 9000)},
+		{"empty.go", ""},
+	} {
+		lexer := lexers.Match(tc.name)
+		if lexer == nil {
+			lexer = lexers.Fallback
+		}
+		it, err := chroma.Coalesce(lexer).Tokenise(nil, tc.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := codeFormatter.Format(&want, codeStyle, it); err != nil {
+			t.Fatal(err)
+		}
+		got, err := highlight(tc.name, tc.src, lineRange{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want.String() {
+			t.Errorf("%s: highlight differs from chroma.Coalesce's (%d bytes, want %d)", tc.name, len(got), want.Len())
+		}
 	}
 }
 
