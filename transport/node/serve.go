@@ -1000,7 +1000,9 @@ func memoryLimits(configured int64, log *zap.Logger) admission.Limits {
 func apiLimits(cfg *config.Config) api.Limits {
 	return api.Limits{MaxEntries: cfg.APIMaxEntries, MaxDiffFiles: cfg.APIMaxDiffFiles, MaxDiffBytes: int(cfg.APIMaxDiffBytes),
 		MaxDiffFileBytes: cfg.APIMaxDiffFileBytes, DiffTimeout: cfg.APIDiffTimeout, RenameLimit: cfg.APIRenameLimit,
-		MaxLogScan: cfg.APIMaxLogScan, MaxArchiveBytes: cfg.APIMaxArchiveBytes}
+		MaxLogScan: cfg.APIMaxLogScan, MaxArchiveBytes: cfg.APIMaxArchiveBytes,
+		MaxSearchBytes: cfg.APISearchMaxBytes, MaxSearchFiles: cfg.APISearchMaxFiles, MaxSearchBlobs: cfg.APISearchMaxBlobs,
+		SearchTimeout: cfg.APISearchTimeout, MaxSearchFileBytes: cfg.APISearchMaxFileBytes}
 }
 
 // apiMaxActive is RGIT_API_MAX_ACTIVE, or four times the CPUs the
