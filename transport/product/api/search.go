@@ -134,12 +134,16 @@ func (s *SearchQuery) values() url.Values {
 	return v
 }
 
-// matcher finds a pattern in text that never spans a line: a
-// case-sensitive literal with bytes.Index, anything else with Go's
-// regexp (RE2: linear in the text, no backtracking).
+// matcher finds a pattern in text that never spans a line: a literal
+// with bytes.Index (an ASCII one without case in ASCII-lowered text, as
+// git grep -i does), anything else with Go's regexp (RE2: linear in the
+// text, no backtracking). It is one request's: not safe for concurrent
+// use.
 type matcher struct {
-	lit []byte
-	re  *regexp.Regexp
+	lit  []byte
+	fold bool // lit is lower case, and the text is lowered into buf
+	buf  []byte
+	re   *regexp.Regexp
 }
 
 // compileMatcher compiles a search pattern. A regexp is rewritten so it
@@ -148,8 +152,11 @@ type matcher struct {
 // line: a whole file can then be searched at once and every match lies
 // in one line.
 func compileMatcher(pattern string, isRegexp, ignoreCase bool) (*matcher, error) {
-	if !isRegexp && !ignoreCase {
+	switch {
+	case !isRegexp && !ignoreCase:
 		return &matcher{lit: []byte(pattern)}, nil
+	case !isRegexp && isASCII(pattern):
+		return &matcher{lit: asciiLower(nil, []byte(pattern)), fold: true}, nil
 	}
 	src := pattern
 	if !isRegexp {
@@ -219,9 +226,40 @@ func withinLine(re *syntax.Regexp) *syntax.Regexp {
 	return re
 }
 
+// text is b as the literal is looked for in it.
+func (m *matcher) text(b []byte) []byte {
+	if !m.fold {
+		return b
+	}
+	m.buf = asciiLower(m.buf[:0], b)
+	return m.buf
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiLower appends b with ASCII letters lowered to dst: the same
+// length, so offsets into it are offsets into b.
+func asciiLower(dst, b []byte) []byte {
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
 // index is the first match in b: its start and end, or -1, -1.
 func (m *matcher) index(b []byte) (int, int) {
 	if m.re == nil {
+		b = m.text(b)
 		i := bytes.Index(b, m.lit)
 		if i < 0 {
 			return -1, -1
@@ -239,6 +277,7 @@ func (m *matcher) index(b []byte) (int, int) {
 func (m *matcher) all(line []byte, n int) [][2]int {
 	var out [][2]int
 	if m.re == nil {
+		line = m.text(line)
 		for at := 0; len(out) < n; {
 			i := bytes.Index(line[at:], m.lit)
 			if i < 0 {

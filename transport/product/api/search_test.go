@@ -35,6 +35,7 @@ func TestMatcher(t *testing.T) {
 		{pattern: "foo", text: "a foo foo", first: 2, all: [][2]int{{2, 5}, {6, 9}}},
 		{pattern: "FOO", text: "a foo", first: -1},
 		{pattern: "FOO", fold: true, text: "a foo Foo", first: 2, all: [][2]int{{2, 5}, {6, 9}}},
+		{pattern: "a[B", fold: true, text: "é A[b a[B", first: 3, all: [][2]int{{3, 6}, {7, 10}}, explainMismatch: "ASCII folding keeps offsets"},
 		{pattern: "a.c", text: "a.c abc", first: 0, all: [][2]int{{0, 3}}, explainMismatch: "a literal's dot is a dot"},
 		{pattern: "a.c", regexp: true, text: "abc", first: 0, all: [][2]int{{0, 3}}},
 		{pattern: "b.c", regexp: true, text: "ab\ncd", first: -1, explainMismatch: ". never matches a newline"},
