@@ -459,7 +459,7 @@ func (sr *searcher) walk(tree object.ID, prefix string, depth int) error {
 // Where an entry is relative to the page's cursor.
 const (
 	beforePage = iota // every path at or under it comes before the cursor
-	onPage            // the cursor's file, or a directory holding it
+	onPage            // the cursor's file or directory, or one holding it
 	afterPage
 )
 
@@ -470,7 +470,7 @@ func (sr *searcher) place(path string, dir bool) int {
 	switch {
 	case c == "":
 		return afterPage
-	case dir && strings.HasPrefix(c, path+"/"), !dir && path == c:
+	case path == c, dir && strings.HasPrefix(c, path+"/"):
 		return onPage
 	case dir && path+"/" < c, !dir && path < c:
 		return beforePage
@@ -487,8 +487,14 @@ func (sr *searcher) file(path string, id object.ID) error {
 			return sr.stopAt(searchCursor{Path: path}, err)
 		}
 	}
+	// A page that starts after a line of its first file starts after
+	// that file's path hit, and does not know the file's first lines.
+	resumed := path == sr.s.Page.Path && sr.s.Page.Line > 0
 	sr.a.Files++
 	if sr.s.Paths {
+		if resumed {
+			return nil
+		}
 		if sr.s.m.matchPath(path) {
 			return sr.hit(searchHit{Path: path, Ranges: nonNil(sr.s.m.all([]byte(path), maxHitRanges))}, searchCursor{Path: path, Line: 1})
 		}
@@ -522,7 +528,7 @@ func (sr *searcher) file(path string, id object.ID) error {
 		return nil
 	}
 	found, err := sr.scan(path, data)
-	if err == nil && !found {
+	if err == nil && !found && !resumed {
 		sr.noHit[id] = false
 	}
 	return err

@@ -397,6 +397,18 @@ func TestSearchBudgets(t *testing.T) {
 	}
 }
 
+// TestSearchResumedFileNotRemembered: a page that starts inside a file
+// has not seen that file's first lines, so another path naming the same
+// blob is still searched whole.
+func TestSearchResumedFileNotRemembered(t *testing.T) {
+	same := "needle\nhay\n"
+	r := newSearchRepo(t, map[string]string{"a.txt": same, "b.txt": same}, Limits{}, nil)
+	a, _ := r.page(t, url.Values{"q": {"needle"}, "page": {"a.txt:1"}})
+	if len(a.Hits) != 1 || a.Hits[0].Path != "b.txt" || a.Hits[0].Line != 1 {
+		t.Errorf("from a.txt:1: %+v", a.Hits)
+	}
+}
+
 // TestSearchTimeBudget: the clock stops a page between chunks, naming
 // the setting; a later page goes on from where it stopped. Over HTTP
 // such a page is never stored.
@@ -468,6 +480,12 @@ func TestSearchHostile(t *testing.T) {
 		a, _ := r.page(t, url.Values{"q": {"boom"}})
 		if len(a.Hits) != searchPageHits || a.Partial || a.Next != "0/0/0/0/9/9:1" {
 			t.Errorf("hits: %d, partial %v, next %q", len(a.Hits), a.Partial, a.Next)
+		}
+		// Full pages of paths follow each other without a gap or a repeat.
+		p1, _ := r.page(t, url.Values{"q": {"/"}, "type": {"path"}})
+		p2, _ := r.page(t, url.Values{"q": {"/"}, "type": {"path"}, "page": {p1.Next}})
+		if len(p1.Hits) != searchPageHits || len(p2.Hits) == 0 || p1.Hits[len(p1.Hits)-1].Path != "0/0/0/0/9/9" || p2.Hits[0].Path != "0/0/0/1/0/0" {
+			t.Errorf("path pages: %d hits to %v, then %d from %v", len(p1.Hits), p1.Hits[len(p1.Hits)-1], len(p2.Hits), p2.Hits)
 		}
 	})
 	t.Run("directory bomb", func(t *testing.T) {
