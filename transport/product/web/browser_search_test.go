@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -79,6 +80,17 @@ func TestBrowserSearch(t *testing.T) {
 			t.Errorf("bad regexp: %q", msg)
 		}
 		b.clean("search error")
+		// HEAD asks the API's HEAD: the status without a search.
+		for q, want := range map[string]int{"needle": http.StatusOK, "%28needle&mode=regexp": http.StatusBadRequest} {
+			resp, err := http.Head("http://" + srv.HTTPAddr + "/alice/find/search?q=" + q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("HEAD search?q=%s: %d, want %d", q, resp.StatusCode, want)
+			}
+		}
 	})
 	t.Run("stops-on-budget", func(t *testing.T) {
 		b.t = t

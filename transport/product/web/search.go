@@ -128,7 +128,11 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 			args.Set(k, s)
 		}
 	}
-	if _, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "search", oid)+"?"+args.Encode(), q.token, &p.Res); err != nil {
+	path := apiPath(q.owner, q.name, "search", oid) + "?" + args.Encode()
+	if h.headOnly(w, r, q, path) {
+		return
+	}
+	if _, err := getJSON(r.Context(), h.api, path, q.token, &p.Res); err != nil {
 		if statusOf(err) != http.StatusBadRequest {
 			h.fail(w, r, err, 0, "")
 			return
