@@ -42,8 +42,8 @@ func visited(t *testing.T, srv *gitenv.Server, endpoint string) float64 {
 // TestReadAPITreeBomb: an anonymous client asks every read-API route and
 // the web page about a pushed tree of a million paths. Each answers at
 // once with a refusal naming the limit and its variable (archives, before
-// their first byte) or an answer that says it is cut short (diffs); path
-// walks and logs answer in full. The entries each answer visits, as the
+// their first byte) or an answer that says it is cut short (diffs,
+// searches); path walks and logs answer in full. The entries each answer visits, as the
 // node counts them, stay within the budget, and a HEAD request visits
 // none.
 func TestReadAPITreeBomb(t *testing.T) {
@@ -134,6 +134,28 @@ func TestReadAPITreeBomb(t *testing.T) {
 		}
 		requests["log"]++
 	})
+	t.Run("search", func(t *testing.T) {
+		var a struct {
+			Files         int
+			BlobsRead     int    `json:"blobs_read"`
+			Partial       bool   `json:"partial"`
+			StoppedReason string `json:"stopped_reason"`
+			Next          string `json:"next"`
+		}
+		for _, typ := range []string{"text", "path"} {
+			resp, body := ask("GET", apiBase+"search/"+bomb+"?q=absent&type="+typ)
+			if resp.StatusCode != 200 || json.Unmarshal(body, &a) != nil || !a.Partial || a.Files != api.DefaultMaxSearchFiles ||
+				a.BlobsRead > 1 || !strings.Contains(a.StoppedReason, "set RGIT_API_SEARCH_MAX_FILES") || a.Next == "" {
+				t.Errorf("search type=%s: %d %.300s", typ, resp.StatusCode, body)
+			}
+			requests["search"]++
+		}
+		resp, body := ask("GET", "/alice/pub/search?q=absent&ref="+bomb)
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `id="search-partial"`) || !strings.Contains(string(body), "RGIT_API_SEARCH_MAX_FILES") {
+			t.Errorf("search page: %d %.500s", resp.StatusCode, body)
+		}
+		requests["search"]++
+	})
 	t.Run("web commit page", func(t *testing.T) {
 		resp, body := ask("GET", "/alice/pub/commit/"+bomb)
 		if resp.StatusCode != 200 || !strings.Contains(string(body), `id="truncated"`) || !strings.Contains(string(body), "RGIT_API_MAX_DIFF_FILES") {
@@ -150,7 +172,7 @@ func TestReadAPITreeBomb(t *testing.T) {
 	// Each answer visits at most the budget; a diff about its files and
 	// their directories, an archive its six distinct trees.
 	for endpoint, most := range map[string]float64{"commit": 1.2 * api.DefaultMaxDiffFiles, "compare": 1.2 * api.DefaultMaxDiffFiles,
-		"archive": 60, "tree": 15, "blob": 60, "log": 12} {
+		"archive": 60, "tree": 15, "blob": 60, "log": 12, "search": 1.2 * api.DefaultMaxSearchFiles} {
 		n := visited(t, srv, endpoint)
 		if per := n / float64(requests[endpoint]); per == 0 || per > most || per > api.DefaultMaxEntries {
 			t.Errorf("%s: %.0f entries visited over %d answers, want at most %.0f each", endpoint, n, requests[endpoint], most)

@@ -1001,7 +1001,9 @@ func apiLimits(cfg *config.Config) api.Limits {
 	return api.Limits{MaxEntries: cfg.APIMaxEntries, MaxDiffFiles: cfg.APIMaxDiffFiles, MaxDiffBytes: int(cfg.APIMaxDiffBytes),
 		MaxDiffFileBytes: cfg.APIMaxDiffFileBytes, DiffTimeout: cfg.APIDiffTimeout, RenameLimit: cfg.APIRenameLimit,
 		MaxLogScan: cfg.APIMaxLogScan, MaxArchiveBytes: cfg.APIMaxArchiveBytes,
-		MaxBlameCommits: cfg.APIMaxBlameCommits, BlameTimeout: cfg.APIBlameTimeout, MaxBlameFileBytes: cfg.APIMaxBlameFileBytes}
+		MaxBlameCommits: cfg.APIMaxBlameCommits, BlameTimeout: cfg.APIBlameTimeout, MaxBlameFileBytes: cfg.APIMaxBlameFileBytes,
+		MaxSearchBytes: cfg.APISearchMaxBytes, MaxSearchFiles: cfg.APISearchMaxFiles, MaxSearchBlobs: cfg.APISearchMaxBlobs,
+		SearchTimeout: cfg.APISearchTimeout, MaxSearchFileBytes: cfg.APISearchMaxFileBytes}
 }
 
 // apiMaxActive is RGIT_API_MAX_ACTIVE, or four times the CPUs the

@@ -82,21 +82,26 @@ type Config struct {
 	HookConcurrency int               // RGIT_HOOK_CONCURRENCY
 	HookSweep       time.Duration     // RGIT_HOOK_SWEEP_SECS
 	// The read API's limits per answer (transport/product/api.Limits).
-	APIMaxEntries        int           // RGIT_API_MAX_ENTRIES
-	APIMaxDiffFiles      int           // RGIT_API_MAX_DIFF_FILES
-	APIMaxDiffBytes      int64         // RGIT_API_MAX_DIFF_BYTES
-	APIMaxDiffFileBytes  int64         // RGIT_API_MAX_DIFF_FILE_BYTES
-	APIDiffTimeout       time.Duration // RGIT_API_DIFF_TIMEOUT_MS
-	APIRenameLimit       int           // RGIT_API_RENAME_LIMIT
-	APIMaxLogScan        int           // RGIT_API_MAX_LOG_SCAN
-	APIMaxArchiveBytes   int64         // RGIT_API_MAX_ARCHIVE_BYTES
-	APIMaxActive         int           // RGIT_API_MAX_ACTIVE; 0: derived from the CPUs
-	APIMaxBlameCommits   int           // RGIT_API_MAX_BLAME_COMMITS
-	APIBlameTimeout      time.Duration // RGIT_API_BLAME_TIMEOUT_MS
-	APIMaxBlameFileBytes int64         // RGIT_API_MAX_BLAME_FILE_BYTES
-	LFSMaxObject         int64         // RGIT_LFS_MAX_OBJECT_SIZE
-	LFSMaxBatch          int           // RGIT_LFS_MAX_BATCH_OBJECTS
-	LFSMaxBatchBody      int64         // RGIT_LFS_MAX_BATCH_BYTES
+	APIMaxEntries         int           // RGIT_API_MAX_ENTRIES
+	APIMaxDiffFiles       int           // RGIT_API_MAX_DIFF_FILES
+	APIMaxDiffBytes       int64         // RGIT_API_MAX_DIFF_BYTES
+	APIMaxDiffFileBytes   int64         // RGIT_API_MAX_DIFF_FILE_BYTES
+	APIDiffTimeout        time.Duration // RGIT_API_DIFF_TIMEOUT_MS
+	APIRenameLimit        int           // RGIT_API_RENAME_LIMIT
+	APIMaxLogScan         int           // RGIT_API_MAX_LOG_SCAN
+	APIMaxArchiveBytes    int64         // RGIT_API_MAX_ARCHIVE_BYTES
+	APIMaxActive          int           // RGIT_API_MAX_ACTIVE; 0: derived from the CPUs
+	APIMaxBlameCommits    int           // RGIT_API_MAX_BLAME_COMMITS
+	APIBlameTimeout       time.Duration // RGIT_API_BLAME_TIMEOUT_MS
+	APIMaxBlameFileBytes  int64         // RGIT_API_MAX_BLAME_FILE_BYTES
+	LFSMaxObject          int64         // RGIT_LFS_MAX_OBJECT_SIZE
+	LFSMaxBatch           int           // RGIT_LFS_MAX_BATCH_OBJECTS
+	LFSMaxBatchBody       int64         // RGIT_LFS_MAX_BATCH_BYTES
+	APISearchMaxBytes     int64         // RGIT_API_SEARCH_MAX_BYTES
+	APISearchMaxFiles     int           // RGIT_API_SEARCH_MAX_FILES
+	APISearchMaxBlobs     int           // RGIT_API_SEARCH_MAX_BLOBS
+	APISearchTimeout      time.Duration // RGIT_API_SEARCH_TIMEOUT_MS
+	APISearchMaxFileBytes int64         // RGIT_API_SEARCH_MAX_FILE_BYTES
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
@@ -187,7 +192,12 @@ var Vars = []Var{
 	{"RGIT_API_BLAME_TIMEOUT_MS", "5000", "read API: time one blame may take; the lines left are the oldest commit's reached (truncated)"},
 	{"RGIT_API_MAX_BLAME_FILE_BYTES", "1Mi", "read API: a larger file is not blamed (422); an older version this large stops the blame (suffixes Ki, Mi, Gi)"},
 	{"RGIT_API_MAX_ARCHIVE_BYTES", "2Gi", "read API: file bytes of one archive; a larger one is refused (422) before its first byte (suffixes Ki, Mi, Gi)"},
-	{"RGIT_API_MAX_ACTIVE", "0", "read API: expensive answers (archives, diffs, logs with a path) computed at once on the node; more wait up to 2 s, then get 503; 0: four times the CPUs, at least 8"},
+	{"RGIT_API_MAX_ACTIVE", "0", "read API: expensive answers (archives, diffs, logs with a path, searches) computed at once on the node; more wait up to 2 s, then get 503; 0: four times the CPUs, at least 8"},
+	{"RGIT_API_SEARCH_MAX_BYTES", "64Mi", "read API: file content one search page scans; the page then stops early, saying where (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_SEARCH_MAX_FILES", "20000", "read API: files one search page looks at; the page then stops early, saying where"},
+	{"RGIT_API_SEARCH_MAX_BLOBS", "10000", "read API: files one search page reads; the page then stops early, saying where"},
+	{"RGIT_API_SEARCH_TIMEOUT_MS", "2000", "read API: time one search page may take; the page then stops early, saying where, and is not cached"},
+	{"RGIT_API_SEARCH_MAX_FILE_BYTES", "1Mi", "read API: files larger than this are skipped (and counted) by search (suffixes Ki, Mi, Gi)"},
 	{"RGIT_HOOK_ALLOW", "", "webhooks: comma-separated CIDR prefixes or addresses of non-public ranges deliveries may go to (loopback, private, link-local and other non-public addresses are refused otherwise)"},
 	{"RGIT_HOOK_RETRY_SECS", "28800", "webhooks: how long a failing delivery is retried, from when its event was queued, before it is given up"},
 	{"RGIT_HOOK_TIMEOUT_SECS", "10", "webhooks: bound on one delivery attempt, connecting to reading the answer (connecting alone: at most 5 s)"},
@@ -352,21 +362,26 @@ func Parse(getenv func(string) string) (*Config, error) {
 		HookConcurrency: int(p.int("RGIT_HOOK_CONCURRENCY", 1)),
 		HookSweep:       p.seconds("RGIT_HOOK_SWEEP_SECS", 1),
 
-		APIMaxEntries:        int(p.int("RGIT_API_MAX_ENTRIES", 1)),
-		APIMaxDiffFiles:      int(p.int("RGIT_API_MAX_DIFF_FILES", 1)),
-		APIMaxDiffBytes:      p.positiveBytes("RGIT_API_MAX_DIFF_BYTES"),
-		APIMaxDiffFileBytes:  p.positiveBytes("RGIT_API_MAX_DIFF_FILE_BYTES"),
-		APIDiffTimeout:       time.Duration(p.int("RGIT_API_DIFF_TIMEOUT_MS", 1)) * time.Millisecond,
-		APIRenameLimit:       int(p.int("RGIT_API_RENAME_LIMIT", 1)),
-		APIMaxLogScan:        int(p.int("RGIT_API_MAX_LOG_SCAN", 1)),
-		APIMaxArchiveBytes:   p.positiveBytes("RGIT_API_MAX_ARCHIVE_BYTES"),
-		APIMaxActive:         int(p.int("RGIT_API_MAX_ACTIVE", 0)),
-		APIMaxBlameCommits:   int(p.int("RGIT_API_MAX_BLAME_COMMITS", 1)),
-		APIBlameTimeout:      time.Duration(p.int("RGIT_API_BLAME_TIMEOUT_MS", 1)) * time.Millisecond,
-		APIMaxBlameFileBytes: p.positiveBytes("RGIT_API_MAX_BLAME_FILE_BYTES"),
-		LFSMaxObject:         p.positiveBytes("RGIT_LFS_MAX_OBJECT_SIZE"),
-		LFSMaxBatch:          int(p.int("RGIT_LFS_MAX_BATCH_OBJECTS", 1)),
-		LFSMaxBatchBody:      p.positiveBytes("RGIT_LFS_MAX_BATCH_BYTES"),
+		APIMaxEntries:         int(p.int("RGIT_API_MAX_ENTRIES", 1)),
+		APIMaxDiffFiles:       int(p.int("RGIT_API_MAX_DIFF_FILES", 1)),
+		APIMaxDiffBytes:       p.positiveBytes("RGIT_API_MAX_DIFF_BYTES"),
+		APIMaxDiffFileBytes:   p.positiveBytes("RGIT_API_MAX_DIFF_FILE_BYTES"),
+		APIDiffTimeout:        time.Duration(p.int("RGIT_API_DIFF_TIMEOUT_MS", 1)) * time.Millisecond,
+		APIRenameLimit:        int(p.int("RGIT_API_RENAME_LIMIT", 1)),
+		APIMaxLogScan:         int(p.int("RGIT_API_MAX_LOG_SCAN", 1)),
+		APIMaxArchiveBytes:    p.positiveBytes("RGIT_API_MAX_ARCHIVE_BYTES"),
+		APIMaxActive:          int(p.int("RGIT_API_MAX_ACTIVE", 0)),
+		APIMaxBlameCommits:    int(p.int("RGIT_API_MAX_BLAME_COMMITS", 1)),
+		APIBlameTimeout:       time.Duration(p.int("RGIT_API_BLAME_TIMEOUT_MS", 1)) * time.Millisecond,
+		APIMaxBlameFileBytes:  p.positiveBytes("RGIT_API_MAX_BLAME_FILE_BYTES"),
+		LFSMaxObject:          p.positiveBytes("RGIT_LFS_MAX_OBJECT_SIZE"),
+		LFSMaxBatch:           int(p.int("RGIT_LFS_MAX_BATCH_OBJECTS", 1)),
+		LFSMaxBatchBody:       p.positiveBytes("RGIT_LFS_MAX_BATCH_BYTES"),
+		APISearchMaxBytes:     p.positiveBytes("RGIT_API_SEARCH_MAX_BYTES"),
+		APISearchMaxFiles:     int(p.int("RGIT_API_SEARCH_MAX_FILES", 1)),
+		APISearchMaxBlobs:     int(p.int("RGIT_API_SEARCH_MAX_BLOBS", 1)),
+		APISearchTimeout:      time.Duration(p.int("RGIT_API_SEARCH_TIMEOUT_MS", 1)) * time.Millisecond,
+		APISearchMaxFileBytes: p.positiveBytes("RGIT_API_SEARCH_MAX_FILE_BYTES"),
 	}
 	if c.PackURITTL > maxPresignTTL {
 		p.fail("RGIT_PACK_URI_SECS", "%d is above %d (S3 refuses presigned URLs valid for longer than 7 days)", int64(c.PackURITTL/time.Second), int64(maxPresignTTL/time.Second))

@@ -43,6 +43,15 @@ type Limits struct {
 	MaxBlameCommits   int
 	BlameTimeout      time.Duration
 	MaxBlameFileBytes int64
+	// A search page stops (partial, saying where) once it has scanned
+	// MaxSearchBytes of content, looked at MaxSearchFiles files, read
+	// MaxSearchBlobs blobs or run for SearchTimeout; files larger than
+	// MaxSearchFileBytes are skipped unread.
+	MaxSearchBytes     int64
+	MaxSearchFiles     int
+	MaxSearchBlobs     int
+	SearchTimeout      time.Duration
+	MaxSearchFileBytes int64
 }
 
 // Defaults of Limits.
@@ -65,23 +74,37 @@ const (
 	DefaultMaxBlameCommits   = 20_000
 	DefaultBlameTimeout      = 5 * time.Second
 	DefaultMaxBlameFileBytes = 1 << 20
+	// The search defaults let an anonymous page cost about a core for a
+	// second: Go's regexp scans some tens of MiB a second (a literal is
+	// many times faster), so the bytes budget is the usual stop on a
+	// large tree.
+	DefaultMaxSearchBytes     = 64 << 20
+	DefaultMaxSearchFiles     = 20_000
+	DefaultMaxSearchBlobs     = 10_000
+	DefaultSearchTimeout      = 2 * time.Second
+	DefaultMaxSearchFileBytes = 1 << 20
 )
 
 // Settings that raise the limits, named in what clients see; transport/node/config
 // reads them.
 const (
-	SettingMaxEntries        = "RGIT_API_MAX_ENTRIES"
-	SettingMaxDiffFiles      = "RGIT_API_MAX_DIFF_FILES"
-	SettingMaxDiffBytes      = "RGIT_API_MAX_DIFF_BYTES"
-	SettingMaxDiffFileBytes  = "RGIT_API_MAX_DIFF_FILE_BYTES"
-	SettingDiffTimeout       = "RGIT_API_DIFF_TIMEOUT_MS"
-	SettingRenameLimit       = "RGIT_API_RENAME_LIMIT"
-	SettingMaxLogScan        = "RGIT_API_MAX_LOG_SCAN"
-	SettingMaxArchiveBytes   = "RGIT_API_MAX_ARCHIVE_BYTES"
-	SettingMaxActive         = "RGIT_API_MAX_ACTIVE"
-	SettingMaxBlameCommits   = "RGIT_API_MAX_BLAME_COMMITS"
-	SettingBlameTimeout      = "RGIT_API_BLAME_TIMEOUT_MS"
-	SettingMaxBlameFileBytes = "RGIT_API_MAX_BLAME_FILE_BYTES"
+	SettingMaxEntries         = "RGIT_API_MAX_ENTRIES"
+	SettingMaxDiffFiles       = "RGIT_API_MAX_DIFF_FILES"
+	SettingMaxDiffBytes       = "RGIT_API_MAX_DIFF_BYTES"
+	SettingMaxDiffFileBytes   = "RGIT_API_MAX_DIFF_FILE_BYTES"
+	SettingDiffTimeout        = "RGIT_API_DIFF_TIMEOUT_MS"
+	SettingRenameLimit        = "RGIT_API_RENAME_LIMIT"
+	SettingMaxLogScan         = "RGIT_API_MAX_LOG_SCAN"
+	SettingMaxArchiveBytes    = "RGIT_API_MAX_ARCHIVE_BYTES"
+	SettingMaxActive          = "RGIT_API_MAX_ACTIVE"
+	SettingMaxBlameCommits    = "RGIT_API_MAX_BLAME_COMMITS"
+	SettingBlameTimeout       = "RGIT_API_BLAME_TIMEOUT_MS"
+	SettingMaxBlameFileBytes  = "RGIT_API_MAX_BLAME_FILE_BYTES"
+	SettingMaxSearchBytes     = "RGIT_API_SEARCH_MAX_BYTES"
+	SettingMaxSearchFiles     = "RGIT_API_SEARCH_MAX_FILES"
+	SettingMaxSearchBlobs     = "RGIT_API_SEARCH_MAX_BLOBS"
+	SettingSearchTimeout      = "RGIT_API_SEARCH_TIMEOUT_MS"
+	SettingMaxSearchFileBytes = "RGIT_API_SEARCH_MAX_FILE_BYTES"
 )
 
 func (l Limits) withDefaults() Limits {
@@ -96,6 +119,11 @@ func (l Limits) withDefaults() Limits {
 	l.MaxBlameCommits = orDefault(l.MaxBlameCommits, DefaultMaxBlameCommits)
 	l.BlameTimeout = orDefault(l.BlameTimeout, DefaultBlameTimeout)
 	l.MaxBlameFileBytes = orDefault(l.MaxBlameFileBytes, DefaultMaxBlameFileBytes)
+	l.MaxSearchBytes = orDefault(l.MaxSearchBytes, DefaultMaxSearchBytes)
+	l.MaxSearchFiles = orDefault(l.MaxSearchFiles, DefaultMaxSearchFiles)
+	l.MaxSearchBlobs = orDefault(l.MaxSearchBlobs, DefaultMaxSearchBlobs)
+	l.SearchTimeout = orDefault(l.SearchTimeout, DefaultSearchTimeout)
+	l.MaxSearchFileBytes = orDefault(l.MaxSearchFileBytes, DefaultMaxSearchFileBytes)
 	return l
 }
 
@@ -200,6 +228,10 @@ func (l Limits) diffEstimate() int64 {
 // blameEstimate: a blame holds two versions of the file, their lines
 // and the line diff's tables (about ten words a line).
 func (l Limits) blameEstimate() int64 { return 4<<20 + 8*l.MaxBlameFileBytes }
+
+// searchEstimate: a search holds one file at a time (and a copy of a
+// line it shows) and its page of hits.
+func (l Limits) searchEstimate() int64 { return 1<<20 + 2*l.MaxSearchFileBytes }
 
 const (
 	archiveEstimate = 8 << 20

@@ -1,6 +1,6 @@
 // Package api is rgit's read API: JSON over HTTP under
 // /api/{owner}/{name}/… (refs, tree, blob, raw, log, commit, compare,
-// archive, blame; docs/read-api.md has the reference) and its optional
+// search, archive, blame; docs/read-api.md has the reference) and its optional
 // Redis cache.
 //
 // The one idea: only refs takes names; every other endpoint takes an
@@ -38,7 +38,9 @@
 // answer is refused (422, the message naming the limit and its RGIT_*
 // setting) or, for diffs, blames and logs, cut short where
 // the client can see it. Archives are sized by distinct tree before their
-// first byte. The expensive answers are admitted against the node's
+// first byte. A search page (search.go) stops where its bytes, files,
+// blobs, entries or time run out, saying where, and the next page goes on
+// from there; its regexps are RE2, rewritten never to span a line. The expensive answers are admitted against the node's
 // memory budget and a concurrency limit (transport/service/admission.Reads).
 //
 // It imports transport/service/gitserve, transport/wire/gitproto, transport/frontend/peer (the

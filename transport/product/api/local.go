@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -436,6 +437,8 @@ func (s *serving) serve(b gitproto.Backend) error {
 			return err
 		}
 		return s.json(ab)
+	case Search:
+		return s.search()
 	case Archive:
 		// Sized first: an archive over its limits is refused before its
 		// first byte.
@@ -455,6 +458,31 @@ func (s *serving) serve(b gitproto.Backend) error {
 		return nil
 	}
 	return fmt.Errorf("%w: unknown endpoint %q", ErrBadRequest, q.Endpoint)
+}
+
+// search answers a search page: its Link names the next page; a page a
+// budget stopped says so (partial) and is counted, and one the time
+// budget stopped is stored by nobody, since another try may get further.
+func (s *serving) search() error {
+	a, err := s.rd.search(s.q.OID, s.q.Search, time.Now)
+	if err != nil {
+		return err
+	}
+	if a.Next != "" {
+		nq := *s.q
+		ns := *s.q.Search
+		ns.Page, _ = parseCursor(a.Next)
+		nq.Search = &ns
+		s.w.Header().Set("Link", "<"+nq.Path()+`>; rel="next"`)
+	}
+	if a.Partial {
+		s.l.Metrics.limit(Search, a.limit)
+	}
+	if a.timedOut {
+		s.w.Header().Set("Cache-Control", "no-store")
+		s.w.Header().Del("ETag")
+	}
+	return s.json(a)
 }
 
 // lfsRaw answers raw for a Git LFS pointer (blob is all of it) with the
@@ -486,6 +514,8 @@ func (s *serving) estimate() int64 {
 		return s.rd.w.lim.blameEstimate()
 	case Archive:
 		return archiveEstimate
+	case Search:
+		return s.rd.w.lim.searchEstimate()
 	case Log:
 		if len(s.q.Sub) > 0 {
 			return logEstimate
@@ -540,6 +570,8 @@ func (s *serving) head() error {
 		_, _, err = rd.blameTarget(q.OID, q.Sub)
 	case Tag:
 		_, err = rd.tag(q.OID)
+	case Search:
+		_, _, err = rd.peelTo(q.OID, object.Tree)
 	case Compare, AheadBehind:
 		if _, _, err = rd.commit(q.Base); err == nil {
 			_, _, err = rd.commit(q.OID)

@@ -33,6 +33,7 @@ const (
 	// commits have diverged (refinfo.go).
 	Tag         Endpoint = "tag"
 	AheadBehind Endpoint = "ahead-behind"
+	Search      Endpoint = "search"
 )
 
 // Limits of log paging (the n clamp).
@@ -59,6 +60,8 @@ type Request struct {
 	N int
 	// Format is archive's "tar.gz" or "zip".
 	Format string
+	// Search is search's query (search.go).
+	Search *SearchQuery
 }
 
 // ErrBadRequest wraps every parse failure (HTTP 400).
@@ -165,6 +168,16 @@ func ParseRequest(escapedPath string, query url.Values) (*Request, error) {
 			return nil, err
 		}
 		q.Format = format
+	case Search:
+		if len(args) != 1 {
+			return nil, bad("search takes one object id")
+		}
+		if q.OID, err = parseOID(args[0]); err != nil {
+			return nil, err
+		}
+		if q.Search, err = parseSearch(query); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, bad("unknown endpoint %q", segs[2])
 	}
@@ -242,7 +255,7 @@ func (q *Request) Path() string {
 	b.WriteString(Prefix)
 	b.WriteString(url.PathEscape(q.Repo.Owner()) + "/" + url.PathEscape(q.Repo.Name()) + "/" + string(q.Endpoint))
 	switch q.Endpoint {
-	case Tree, Blob, Raw, Log, Commit, Blame, Tag:
+	case Tree, Blob, Raw, Log, Commit, Blame, Tag, Search:
 		b.WriteString("/" + q.OID.String())
 	case Compare, AheadBehind:
 		b.WriteString("/" + q.Base.String() + "..." + q.OID.String())
@@ -262,6 +275,9 @@ func (q *Request) Path() string {
 
 // Query is the canonical query string ("" for none).
 func (q *Request) Query() string {
+	if q.Endpoint == Search {
+		return q.Search.values().Encode()
+	}
 	if q.Endpoint != Log {
 		return ""
 	}

@@ -315,8 +315,7 @@ func newBlobAnswer(id object.ID, data []byte, limit int) blobAnswer {
 // isBinary is git's heuristic (a NUL in the first 8000 bytes), plus
 // invalid UTF-8, which JSON could not carry as text.
 func isBinary(data []byte) bool {
-	head := data[:min(len(data), 8000)]
-	if bytes.IndexByte(head, 0) >= 0 {
+	if hasNUL(data) {
 		return true
 	}
 	check := data
@@ -330,6 +329,11 @@ func isBinary(data []byte) bool {
 		}
 	}
 	return !utf8.Valid(check)
+}
+
+// hasNUL is git's binary test: a NUL in the first 8000 bytes.
+func hasNUL(data []byte) bool {
+	return bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0
 }
 
 // person is an author or committer.

@@ -83,6 +83,7 @@ func New(cfg Config) (*Handler, error) {
 	mux.HandleFunc("GET /{owner}/{name}/compare", h.compare)
 	mux.HandleFunc("GET /{owner}/{name}/branches", h.branches)
 	mux.HandleFunc("GET /{owner}/{name}/tags", h.tags)
+	mux.HandleFunc("GET /{owner}/{name}/search", h.search)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { h.fail(w, r, nil, http.StatusNotFound, "page not found") })
 	// Sign-in and sign-out are the only writes; refuse them cross-site
 	// (Sec-Fetch-Site / Origin), on top of SameSite=Strict.
