@@ -1000,7 +1000,8 @@ func memoryLimits(configured int64, log *zap.Logger) admission.Limits {
 func apiLimits(cfg *config.Config) api.Limits {
 	return api.Limits{MaxEntries: cfg.APIMaxEntries, MaxDiffFiles: cfg.APIMaxDiffFiles, MaxDiffBytes: int(cfg.APIMaxDiffBytes),
 		MaxDiffFileBytes: cfg.APIMaxDiffFileBytes, DiffTimeout: cfg.APIDiffTimeout, RenameLimit: cfg.APIRenameLimit,
-		MaxLogScan: cfg.APIMaxLogScan, MaxArchiveBytes: cfg.APIMaxArchiveBytes}
+		MaxLogScan: cfg.APIMaxLogScan, MaxArchiveBytes: cfg.APIMaxArchiveBytes,
+		MaxLastCommitScan: cfg.APILastCommitScan, LastCommitTimeout: cfg.APILastCommitTimeout}
 }
 
 // apiMaxActive is RGIT_API_MAX_ACTIVE, or four times the CPUs the

@@ -82,18 +82,20 @@ type Config struct {
 	HookConcurrency int               // RGIT_HOOK_CONCURRENCY
 	HookSweep       time.Duration     // RGIT_HOOK_SWEEP_SECS
 	// The read API's limits per answer (transport/product/api.Limits).
-	APIMaxEntries       int           // RGIT_API_MAX_ENTRIES
-	APIMaxDiffFiles     int           // RGIT_API_MAX_DIFF_FILES
-	APIMaxDiffBytes     int64         // RGIT_API_MAX_DIFF_BYTES
-	APIMaxDiffFileBytes int64         // RGIT_API_MAX_DIFF_FILE_BYTES
-	APIDiffTimeout      time.Duration // RGIT_API_DIFF_TIMEOUT_MS
-	APIRenameLimit      int           // RGIT_API_RENAME_LIMIT
-	APIMaxLogScan       int           // RGIT_API_MAX_LOG_SCAN
-	APIMaxArchiveBytes  int64         // RGIT_API_MAX_ARCHIVE_BYTES
-	APIMaxActive        int           // RGIT_API_MAX_ACTIVE; 0: derived from the CPUs
-	LFSMaxObject        int64         // RGIT_LFS_MAX_OBJECT_SIZE
-	LFSMaxBatch         int           // RGIT_LFS_MAX_BATCH_OBJECTS
-	LFSMaxBatchBody     int64         // RGIT_LFS_MAX_BATCH_BYTES
+	APIMaxEntries        int           // RGIT_API_MAX_ENTRIES
+	APIMaxDiffFiles      int           // RGIT_API_MAX_DIFF_FILES
+	APIMaxDiffBytes      int64         // RGIT_API_MAX_DIFF_BYTES
+	APIMaxDiffFileBytes  int64         // RGIT_API_MAX_DIFF_FILE_BYTES
+	APIDiffTimeout       time.Duration // RGIT_API_DIFF_TIMEOUT_MS
+	APIRenameLimit       int           // RGIT_API_RENAME_LIMIT
+	APIMaxLogScan        int           // RGIT_API_MAX_LOG_SCAN
+	APIMaxArchiveBytes   int64         // RGIT_API_MAX_ARCHIVE_BYTES
+	APIMaxActive         int           // RGIT_API_MAX_ACTIVE; 0: derived from the CPUs
+	APILastCommitScan    int           // RGIT_API_LAST_COMMIT_SCAN
+	APILastCommitTimeout time.Duration // RGIT_API_LAST_COMMIT_TIMEOUT_MS
+	LFSMaxObject         int64         // RGIT_LFS_MAX_OBJECT_SIZE
+	LFSMaxBatch          int           // RGIT_LFS_MAX_BATCH_OBJECTS
+	LFSMaxBatchBody      int64         // RGIT_LFS_MAX_BATCH_BYTES
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
@@ -181,6 +183,8 @@ var Vars = []Var{
 	{"RGIT_API_RENAME_LIMIT", "1000", "read API: as git's diff.renameLimit: with more added or deleted files, renames are found only for identical content"},
 	{"RGIT_API_MAX_LOG_SCAN", "10000", "read API: commits a log with a path filter examines for one page; the page then ends early with its Link next"},
 	{"RGIT_API_MAX_ARCHIVE_BYTES", "2Gi", "read API: file bytes of one archive; a larger one is refused (422) before its first byte (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_LAST_COMMIT_SCAN", "10000", "read API: commits one lastcommit walk (a directory's last commit per entry) examines; entries not found by then come back without a commit (truncated)"},
+	{"RGIT_API_LAST_COMMIT_TIMEOUT_MS", "2000", "read API: time one lastcommit walk may take (a request may ask for less with timeout_ms); entries not found by then come back without a commit, and the answer is not cached"},
 	{"RGIT_API_MAX_ACTIVE", "0", "read API: expensive answers (archives, diffs, logs with a path) computed at once on the node; more wait up to 2 s, then get 503; 0: four times the CPUs, at least 8"},
 	{"RGIT_HOOK_ALLOW", "", "webhooks: comma-separated CIDR prefixes or addresses of non-public ranges deliveries may go to (loopback, private, link-local and other non-public addresses are refused otherwise)"},
 	{"RGIT_HOOK_RETRY_SECS", "28800", "webhooks: how long a failing delivery is retried, from when its event was queued, before it is given up"},
@@ -346,18 +350,20 @@ func Parse(getenv func(string) string) (*Config, error) {
 		HookConcurrency: int(p.int("RGIT_HOOK_CONCURRENCY", 1)),
 		HookSweep:       p.seconds("RGIT_HOOK_SWEEP_SECS", 1),
 
-		APIMaxEntries:       int(p.int("RGIT_API_MAX_ENTRIES", 1)),
-		APIMaxDiffFiles:     int(p.int("RGIT_API_MAX_DIFF_FILES", 1)),
-		APIMaxDiffBytes:     p.positiveBytes("RGIT_API_MAX_DIFF_BYTES"),
-		APIMaxDiffFileBytes: p.positiveBytes("RGIT_API_MAX_DIFF_FILE_BYTES"),
-		APIDiffTimeout:      time.Duration(p.int("RGIT_API_DIFF_TIMEOUT_MS", 1)) * time.Millisecond,
-		APIRenameLimit:      int(p.int("RGIT_API_RENAME_LIMIT", 1)),
-		APIMaxLogScan:       int(p.int("RGIT_API_MAX_LOG_SCAN", 1)),
-		APIMaxArchiveBytes:  p.positiveBytes("RGIT_API_MAX_ARCHIVE_BYTES"),
-		APIMaxActive:        int(p.int("RGIT_API_MAX_ACTIVE", 0)),
-		LFSMaxObject:        p.positiveBytes("RGIT_LFS_MAX_OBJECT_SIZE"),
-		LFSMaxBatch:         int(p.int("RGIT_LFS_MAX_BATCH_OBJECTS", 1)),
-		LFSMaxBatchBody:     p.positiveBytes("RGIT_LFS_MAX_BATCH_BYTES"),
+		APIMaxEntries:        int(p.int("RGIT_API_MAX_ENTRIES", 1)),
+		APIMaxDiffFiles:      int(p.int("RGIT_API_MAX_DIFF_FILES", 1)),
+		APIMaxDiffBytes:      p.positiveBytes("RGIT_API_MAX_DIFF_BYTES"),
+		APIMaxDiffFileBytes:  p.positiveBytes("RGIT_API_MAX_DIFF_FILE_BYTES"),
+		APIDiffTimeout:       time.Duration(p.int("RGIT_API_DIFF_TIMEOUT_MS", 1)) * time.Millisecond,
+		APIRenameLimit:       int(p.int("RGIT_API_RENAME_LIMIT", 1)),
+		APIMaxLogScan:        int(p.int("RGIT_API_MAX_LOG_SCAN", 1)),
+		APIMaxArchiveBytes:   p.positiveBytes("RGIT_API_MAX_ARCHIVE_BYTES"),
+		APIMaxActive:         int(p.int("RGIT_API_MAX_ACTIVE", 0)),
+		APILastCommitScan:    int(p.int("RGIT_API_LAST_COMMIT_SCAN", 1)),
+		APILastCommitTimeout: time.Duration(p.int("RGIT_API_LAST_COMMIT_TIMEOUT_MS", 1)) * time.Millisecond,
+		LFSMaxObject:         p.positiveBytes("RGIT_LFS_MAX_OBJECT_SIZE"),
+		LFSMaxBatch:          int(p.int("RGIT_LFS_MAX_BATCH_OBJECTS", 1)),
+		LFSMaxBatchBody:      p.positiveBytes("RGIT_LFS_MAX_BATCH_BYTES"),
 	}
 	if c.PackURITTL > maxPresignTTL {
 		p.fail("RGIT_PACK_URI_SECS", "%d is above %d (S3 refuses presigned URLs valid for longer than 7 days)", int64(c.PackURITTL/time.Second), int64(maxPresignTTL/time.Second))

@@ -343,22 +343,25 @@ func TestReadAPILimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, got := range map[string][2]int64{
-		api.SettingMaxEntries:       {int64(c.APIMaxEntries), api.DefaultMaxEntries},
-		api.SettingMaxDiffFiles:     {int64(c.APIMaxDiffFiles), api.DefaultMaxDiffFiles},
-		api.SettingMaxDiffBytes:     {c.APIMaxDiffBytes, api.DefaultMaxDiffBytes},
-		api.SettingMaxDiffFileBytes: {c.APIMaxDiffFileBytes, api.DefaultMaxDiffFileBytes},
-		api.SettingDiffTimeout:      {c.APIDiffTimeout.Milliseconds(), api.DefaultDiffTimeout.Milliseconds()},
-		api.SettingRenameLimit:      {int64(c.APIRenameLimit), api.DefaultRenameLimit},
-		api.SettingMaxLogScan:       {int64(c.APIMaxLogScan), api.DefaultMaxLogScan},
-		api.SettingMaxArchiveBytes:  {c.APIMaxArchiveBytes, api.DefaultMaxArchiveBytes},
-		api.SettingMaxActive:        {int64(c.APIMaxActive), 0},
+		api.SettingMaxEntries:        {int64(c.APIMaxEntries), api.DefaultMaxEntries},
+		api.SettingMaxDiffFiles:      {int64(c.APIMaxDiffFiles), api.DefaultMaxDiffFiles},
+		api.SettingMaxDiffBytes:      {c.APIMaxDiffBytes, api.DefaultMaxDiffBytes},
+		api.SettingMaxDiffFileBytes:  {c.APIMaxDiffFileBytes, api.DefaultMaxDiffFileBytes},
+		api.SettingDiffTimeout:       {c.APIDiffTimeout.Milliseconds(), api.DefaultDiffTimeout.Milliseconds()},
+		api.SettingRenameLimit:       {int64(c.APIRenameLimit), api.DefaultRenameLimit},
+		api.SettingMaxLogScan:        {int64(c.APIMaxLogScan), api.DefaultMaxLogScan},
+		api.SettingMaxArchiveBytes:   {c.APIMaxArchiveBytes, api.DefaultMaxArchiveBytes},
+		api.SettingMaxActive:         {int64(c.APIMaxActive), 0},
+		api.SettingMaxLastCommitScan: {int64(c.APILastCommitScan), api.DefaultMaxLastCommitScan},
+		api.SettingLastCommitTimeout: {c.APILastCommitTimeout.Milliseconds(), api.DefaultLastCommitTimeout.Milliseconds()},
 	} {
 		if got[0] != got[1] {
 			t.Errorf("%s defaults to %d, the read API's default is %d", name, got[0], got[1])
 		}
 	}
 	for _, name := range []string{api.SettingMaxEntries, api.SettingMaxDiffFiles, api.SettingMaxDiffBytes, api.SettingMaxDiffFileBytes,
-		api.SettingDiffTimeout, api.SettingRenameLimit, api.SettingMaxLogScan, api.SettingMaxArchiveBytes} {
+		api.SettingDiffTimeout, api.SettingRenameLimit, api.SettingMaxLogScan, api.SettingMaxArchiveBytes,
+		api.SettingMaxLastCommitScan, api.SettingLastCommitTimeout} {
 		if _, err := Parse(env(map[string]string{name: "0"})); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=0: %v, want an error naming the variable", name, err)
 		}

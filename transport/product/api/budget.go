@@ -36,6 +36,11 @@ type Limits struct {
 	MaxLogScan int
 	// MaxArchiveBytes bounds the file content of one archive.
 	MaxArchiveBytes int64
+	// MaxLastCommitScan bounds the commits one lastcommit walk examines.
+	MaxLastCommitScan int
+	// LastCommitTimeout bounds the time of one lastcommit walk (a
+	// request may ask for less).
+	LastCommitTimeout time.Duration
 }
 
 // Defaults of Limits.
@@ -53,6 +58,10 @@ const (
 	DefaultMaxLogScan  = 10_000
 	// DefaultMaxArchiveBytes is above any honest source tree.
 	DefaultMaxArchiveBytes = 2 << 30
+	// DefaultMaxLastCommitScan matches DefaultMaxLogScan: a directory's
+	// last commits cost about a path-filtered log page.
+	DefaultMaxLastCommitScan = 10_000
+	DefaultLastCommitTimeout = 2 * time.Second
 )
 
 // Settings that raise the limits, named in what clients see; transport/node/config
@@ -67,6 +76,9 @@ const (
 	SettingMaxLogScan       = "RGIT_API_MAX_LOG_SCAN"
 	SettingMaxArchiveBytes  = "RGIT_API_MAX_ARCHIVE_BYTES"
 	SettingMaxActive        = "RGIT_API_MAX_ACTIVE"
+
+	SettingMaxLastCommitScan = "RGIT_API_LAST_COMMIT_SCAN"
+	SettingLastCommitTimeout = "RGIT_API_LAST_COMMIT_TIMEOUT_MS"
 )
 
 func (l Limits) withDefaults() Limits {
@@ -78,6 +90,8 @@ func (l Limits) withDefaults() Limits {
 	l.MaxDiffFileBytes = orDefault(l.MaxDiffFileBytes, DefaultMaxDiffFileBytes)
 	l.DiffTimeout = orDefault(l.DiffTimeout, DefaultDiffTimeout)
 	l.MaxArchiveBytes = orDefault(l.MaxArchiveBytes, DefaultMaxArchiveBytes)
+	l.MaxLastCommitScan = orDefault(l.MaxLastCommitScan, DefaultMaxLastCommitScan)
+	l.LastCommitTimeout = orDefault(l.LastCommitTimeout, DefaultLastCommitTimeout)
 	return l
 }
 

@@ -1,6 +1,6 @@
 // Package api is rgit's read API: JSON over HTTP under
 // /api/{owner}/{name}/… (refs, tree, blob, raw, log, commit, compare,
-// archive; docs/read-api.md has the reference) and its optional Redis cache.
+// archive, lastcommit; docs/read-api.md has the reference) and its optional Redis cache.
 //
 // The one idea: only refs takes names; every other endpoint takes an
 // object id, so its answer can never change and may be cached forever by
@@ -31,7 +31,8 @@
 // Every answer works within a budget (budget.go): Limits bound the tree
 // entries it visits, the files and bytes of a diff, the time of its line
 // diffs, rename detection, the commits a path-filtered log examines and
-// an archive's size; each walk checks the request's context as it
+// an archive's size, the commits and time of a directory's last-commit
+// walk (lastcommit.go); each walk checks the request's context as it
 // visits. Over a limit an answer is refused (422, the message naming the
 // limit and its RGIT_* setting) or, for diffs and logs, cut short where
 // the client can see it. Archives are sized by distinct tree before their

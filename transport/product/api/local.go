@@ -406,15 +406,22 @@ func (s *serving) serve(b gitproto.Backend) error {
 		if err != nil {
 			return err
 		}
-		s.limited(c.diffAnswer)
+		s.cutShort(c.limit, c.timedOut)
 		return s.json(c)
 	case Compare:
 		c, err := rd.compare(q.Base, q.OID)
 		if err != nil {
 			return err
 		}
-		s.limited(c.diffAnswer)
+		s.cutShort(c.limit, c.timedOut)
 		return s.json(c)
+	case LastCommit:
+		a, err := rd.lastCommits(q.OID, q.Sub, q.Timeout)
+		if err != nil {
+			return err
+		}
+		s.cutShort(a.limit, a.timedOut)
+		return s.json(a)
 	case Archive:
 		// Sized first: an archive over its limits is refused before its
 		// first byte.
@@ -467,17 +474,19 @@ func (s *serving) estimate() int64 {
 		if len(s.q.Sub) > 0 {
 			return logEstimate
 		}
+	case LastCommit:
+		return logEstimate
 	}
 	return 0
 }
 
-// limited notes a diff a limit cut short; one the time budget cut is not
-// stored by anyone, since another try may get further.
-func (s *serving) limited(d diffAnswer) {
-	if d.limit != nil {
-		s.l.Metrics.limit(s.q.Endpoint, d.limit.Setting)
+// cutShort notes an answer a limit cut short (nil: none); one the time
+// budget cut is not stored by anyone, since another try may get further.
+func (s *serving) cutShort(limit *gitproto.LimitError, timedOut bool) {
+	if limit != nil {
+		s.l.Metrics.limit(s.q.Endpoint, limit.Setting)
 	}
-	if d.timedOut {
+	if timedOut {
 		s.w.Header().Set("Cache-Control", "no-store")
 		s.w.Header().Del("ETag")
 	}
@@ -504,7 +513,7 @@ func (s *serving) head() error {
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	var err error
 	switch q.Endpoint {
-	case Tree:
+	case Tree, LastCommit:
 		_, _, _, err = rd.treeData(q.OID, q.Sub)
 	case Blob:
 		var rc io.ReadCloser
