@@ -282,22 +282,41 @@ func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
 type indexPage struct {
 	page
 	Mine, Others []RepoItem
-	Truncated    bool
+	// First: the page holds the start of the list (the caller's own
+	// section shows even when empty). Prev and Next link the pages.
+	First      bool
+	Prev, Next string
+	Truncated  bool
 }
 
 func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
+	pageNo := 1
+	if s := r.URL.Query().Get("page"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			h.fail(w, r, nil, http.StatusBadRequest, "bad page number")
+			return
+		}
+		pageNo = n
+	}
 	var list RepoList
-	if _, err := getJSON(r.Context(), h.api, RepoListPath, token(r), &list); err != nil {
+	if _, err := getJSON(r.Context(), h.api, RepoListPath+"?page="+strconv.Itoa(pageNo), token(r), &list); err != nil {
 		h.fail(w, r, err, 0, "")
 		return
 	}
-	p := indexPage{page: page{Title: "Repositories", Viewer: list.Viewer}, Truncated: list.Truncated}
+	p := indexPage{page: page{Title: "Repositories", Viewer: list.Viewer}, Truncated: list.Truncated, First: pageNo == 1}
 	for _, it := range list.Repos {
 		if list.Viewer != "" && strings.EqualFold(it.Owner, list.Viewer) {
 			p.Mine = append(p.Mine, it)
 		} else {
 			p.Others = append(p.Others, it)
 		}
+	}
+	if pageNo > 1 {
+		p.Prev = "/?page=" + strconv.Itoa(pageNo-1)
+	}
+	if list.More {
+		p.Next = "/?page=" + strconv.Itoa(pageNo+1)
 	}
 	h.render(w, r, http.StatusOK, "index", p)
 }
@@ -499,11 +518,16 @@ type treePage struct {
 	ReadmeText string
 	ReadmeName string
 	Empty      bool
+	// HasLast: entries carry their last commits (treemeta.go); LastNote
+	// says why some have none.
+	HasLast  bool
+	LastNote string
 }
 
 type entryView struct {
 	Name, Kind, Href, OID string
 	Size                  int64
+	Last                  *lastView
 }
 
 func (h *Handler) front(w http.ResponseWriter, r *http.Request) {
@@ -555,6 +579,8 @@ func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, o
 		}
 		p.Entries = append(p.Entries, ev)
 	}
+	dirsFirst(p.Entries)
+	h.addLastCommits(r, q, &p)
 	if name := readmeOf(entries); name != "" {
 		full := strings.TrimPrefix(path+"/"+name, "/")
 		var b Blob
