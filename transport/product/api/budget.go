@@ -198,16 +198,19 @@ const (
 	logEstimate     = 2 << 20
 )
 
-// Metrics are the read API's work counters.
+// Metrics are the read API's work counters, and its front's requests
+// and cache lookups (metrics.go).
 type Metrics struct {
 	visited *prometheus.CounterVec
 	limited *prometheus.CounterVec
+	front   *frontMetrics
 }
 
 // NewMetrics registers the read API's metrics on reg (nil: none). One
-// Metrics serves every Local of a node.
+// Metrics serves every Local and Handler of a process.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		front: newFrontMetrics(reg),
 		visited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rgit_api_tree_entries_visited_total",
 			Help: "Tree entries the read API visited to answer, by endpoint (bounded per answer by RGIT_API_MAX_ENTRIES)."}, []string{"endpoint"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rgit_api_limited_total",

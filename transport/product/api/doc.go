@@ -39,7 +39,10 @@
 // first byte. The expensive answers are admitted against the node's
 // memory budget and a concurrency limit (transport/service/admission.Reads).
 //
-// It imports transport/service/gitserve, transport/wire/gitproto, transport/frontend/peer (the
+// Metrics (metrics.go) count requests by endpoint and status class, and
+// the cache's hits and misses; no label names a repository.
+//
+// It imports transport/frontend/httpmetrics, transport/service/gitserve, transport/wire/gitproto, transport/frontend/peer (the
 // peer headers), transport/service/admission, transport/frontend/httpgit (Retry-After),
 // transport/product/lfs (pointers: a blob answer says it is one, raw serves the
 // file it stands for), storage/, go-git, go-redis, Prometheus and zap.

@@ -11,8 +11,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/transport/frontend/httpmetrics"
 )
 
 // Config configures the page.
@@ -40,6 +43,8 @@ type Config struct {
 	// SSHPort is the port advertised in SSH clone URLs when SSHURL is
 	// unset; "" shows none.
 	SSHPort string
+	// Metrics counts requests by view; nil: not counted.
+	Metrics *Metrics
 	Log     *zap.Logger
 }
 
@@ -51,6 +56,7 @@ type Handler struct {
 	sshPort             string
 	gitHere, secureSite bool
 	log                 *zap.Logger
+	metrics             *Metrics
 	next                http.Handler
 }
 
@@ -60,7 +66,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("web: Config.API is required")
 	}
 	h := &Handler{api: cfg.API, cloneURL: strings.TrimSuffix(cfg.CloneURL, "/"), sshURL: strings.TrimSuffix(cfg.SSHURL, "/"),
-		sshPort: cfg.SSHPort, gitHere: cfg.GitHere, secureSite: strings.HasPrefix(cfg.PageURL, "https://"), log: cfg.Log}
+		sshPort: cfg.SSHPort, gitHere: cfg.GitHere, secureSite: strings.HasPrefix(cfg.PageURL, "https://"), log: cfg.Log, metrics: cfg.Metrics}
 	if h.log == nil {
 		h.log = zap.NewNop()
 	}
@@ -96,6 +102,14 @@ const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action '
 const rawCSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src 'self'"
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &httpmetrics.StatusWriter{ResponseWriter: w}
+	h.serve(sw, r)
+	// The mux set the pattern it matched on r.
+	h.metrics.observe(viewOf(r.Pattern), sw.Status, time.Since(start))
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", csp)
 	hd.Set("X-Content-Type-Options", "nosniff")
