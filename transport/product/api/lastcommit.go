@@ -94,16 +94,15 @@ func (q *lcQueue) Pop() any {
 
 // lastCommitWalk is one lastcommit answer's history walk.
 type lastCommitWalk struct {
-	rd      reader
-	sub     []string
-	seen    map[object.ID]*lcCommit
-	dirs    map[object.ID]object.ID // root tree → directory at sub
-	queue   lcQueue
-	seq     int
-	names   []string
-	found   []object.ID // by entry; zero: not yet
-	left    int         // entries not found yet
-	reading int         // commits read
+	rd    reader
+	sub   []string
+	seen  map[object.ID]*lcCommit
+	dirs  map[object.ID]object.ID // root tree → directory at sub
+	queue lcQueue
+	seq   int
+	names []string
+	found []object.ID // by entry; zero: not yet
+	left  int         // entries not found yet
 }
 
 // lastCommits answers lastcommit for the directory sub of id: one walk
@@ -342,52 +341,20 @@ func (w *lastCommitWalk) dirAt(root object.ID) (object.ID, error) {
 }
 
 // changedNames are the names whose entry (id or mode) differs between
-// directories a and b (zero: none), found by walking both in git's tree
-// order. A name that is a file on one side and a directory on the other
-// sorts apart and shows as changed.
+// directories a and b (zero: none), or that only one of them has.
 func (w *lastCommitWalk) changedNames(a, b object.ID) (map[string]bool, error) {
 	if a == b {
 		return nil, nil
 	}
-	ea, err := w.rd.entries(a)
-	if err != nil {
-		return nil, err
-	}
-	eb, err := w.rd.entries(b)
-	if err != nil {
-		return nil, err
-	}
 	out := map[string]bool{}
-	for ea.ok || eb.ok {
-		var c int
+	err := w.rd.pairEntries(a, b, func(ea, eb *object.TreeEntry) error {
 		switch {
-		case !ea.ok:
-			c = 1
-		case !eb.ok:
-			c = -1
-		default:
-			c = treeOrder(ea.cur, eb.cur)
+		case ea == nil:
+			out[string(eb.Name)] = true
+		case eb == nil || ea.ID != eb.ID || ea.Mode != eb.Mode:
+			out[string(ea.Name)] = true
 		}
-		switch {
-		case c < 0:
-			out[string(ea.cur.Name)] = true
-			ea.next()
-		case c > 0:
-			out[string(eb.cur.Name)] = true
-			eb.next()
-		default:
-			if ea.cur.ID != eb.cur.ID || ea.cur.Mode != eb.cur.Mode {
-				out[string(ea.cur.Name)] = true
-			}
-			ea.next()
-			eb.next()
-		}
-		if ea.err != nil {
-			return nil, ea.err
-		}
-		if eb.err != nil {
-			return nil, eb.err
-		}
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
