@@ -108,7 +108,7 @@ func newBombRepo(t *testing.T) *bombRepo {
 }
 
 // objects packs the repository and opens it as the read API does.
-func (r *bombRepo) objects(t *testing.T) *pack.Set {
+func (r *bombRepo) objects(t testing.TB) *pack.Set {
 	t.Helper()
 	r.g.Run("repack", "-adq")
 	packs, _ := filepath.Glob(filepath.Join(r.g.Dir, ".git", "objects", "pack", "*.pack"))

@@ -2,10 +2,12 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +198,48 @@ func TestLastCommitServed(t *testing.T) {
 	if code != http.StatusOK || h.Get("Cache-Control") != "no-store" || h.Get("ETag") != "" || !strings.Contains(body, `"truncated":true`) {
 		t.Errorf("answer cut by time: %d %v\n%s", code, h, body)
 	}
+}
+
+// BenchmarkLastCommit: the root of a 2000-commit history (20
+// directories of 10 files, one file changed per commit, and a file
+// untouched since the first commit, which sends the walk to the root)
+// answered by one walk, against the reference measured in the same run:
+// `git log -1 -- <entry>` for each entry, as a page without a combined
+// walk would have to ask.
+func BenchmarkLastCommit(b *testing.B) {
+	g := gitrun.New(b, b.TempDir(), gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
+	g.Run("init", "-q", "-b", "main")
+	var s strings.Builder
+	file := func(i int) string { return fmt.Sprintf("d%02d/f%d.txt", i%20, i/20) }
+	for c := range 2000 {
+		fmt.Fprintf(&s, "commit refs/heads/main\ncommitter T <t@x> %d +0000\ndata 2\nc\n", 1700000000+60*c)
+		if c == 0 {
+			s.WriteString("M 100644 inline old.txt\ndata 4\nold\n")
+			for i := range 200 {
+				fmt.Fprintf(&s, "M 100644 inline %s\ndata 2\n0\n", file(i))
+			}
+			continue
+		}
+		content := strconv.Itoa(c)
+		fmt.Fprintf(&s, "M 100644 inline %s\ndata %d\n%s\n", file(c*7919%200), len(content), content)
+	}
+	g.Output([]byte(s.String()), "fast-import", "--quiet")
+	head := object.MustID(g.Run("rev-parse", "main"))
+	objs := (&bombRepo{g: g}).objects(b)
+	entries := strings.Fields(g.Run("ls-tree", "--name-only", "main"))
+	b.Run("rgit-one-walk", func(b *testing.B) {
+		for b.Loop() {
+			a, err := newReader(context.Background(), objs, Limits{}).lastCommits(head, nil, 0)
+			if err != nil || a.Truncated || a.Entries[len(a.Entries)-1].Commit == "" {
+				b.Fatalf("%v truncated %v", err, a.Truncated)
+			}
+		}
+	})
+	b.Run("git-log-per-entry", func(b *testing.B) {
+		for b.Loop() {
+			for _, e := range entries {
+				g.Run("log", "-1", "--format=%H", "main", "--", e)
+			}
+		}
+	})
 }
