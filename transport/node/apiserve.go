@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/auth"
@@ -16,6 +19,7 @@ import (
 	"github.com/rgit/rgit/storage/objstore/storeurl"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/node/config"
+	"github.com/rgit/rgit/transport/node/version"
 	"github.com/rgit/rgit/transport/product/admin"
 	"github.com/rgit/rgit/transport/product/api"
 	"github.com/rgit/rgit/transport/product/web"
@@ -27,11 +31,15 @@ import (
 // bad token is refused before any node is asked.
 type APIServer struct {
 	// Addr is the bound listen address.
-	Addr     string
-	srv      *http.Server
-	upstream *api.Upstream
-	cache    *api.Cache
-	serveErr chan error
+	Addr string
+	// MetricsAddr is where /metrics listens (RGIT_METRICS_ADDR); "" when
+	// unset: api-serve's one port is public, and metrics name the build.
+	MetricsAddr string
+	srv         *http.Server
+	metricsSrv  *http.Server
+	upstream    *api.Upstream
+	cache       *api.Cache
+	serveErr    chan error
 }
 
 // StartAPI starts api-serve: the read API, the web page, /healthz (the
@@ -60,7 +68,9 @@ func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APISer
 	if s.cache, err = openAPICache(ctx, cfg, log); err != nil {
 		return nil, err
 	}
-	h, err := s.handler(cfg, log, store)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoMetric(version.Get()))
+	h, err := s.handler(cfg, log, store, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -69,9 +79,17 @@ func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APISer
 		return nil, fmt.Errorf("RGIT_API_ADDR: %w", err)
 	}
 	s.Addr = ln.Addr().String()
-	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.HTTPIdle,
-		ErrorLog: zap.NewStdLog(log)}
-	go func() { s.serveErr <- ignoreClosed(s.srv.Serve(ln), http.ErrServerClosed) }()
+	s.srv = s.serve(ln, h, cfg, log)
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("RGIT_METRICS_ADDR: %w", err)
+		}
+		s.MetricsAddr = mln.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		s.metricsSrv = s.serve(mln, mux, cfg, log)
+	}
 	log.Info("rgit api-serve serving", zap.String("addr", s.Addr), zap.String("upstream", cfg.Upstream), zap.Bool("cache", s.cache != nil),
 		zap.String("web_url", cfg.WebURL), zap.String("public_url", cfg.PublicURL), zap.String("public_ssh_url", cfg.PublicSSHURL))
 	if cfg.PublicURL == "" && cfg.PublicSSHURL == "" {
@@ -81,16 +99,31 @@ func StartAPI(ctx context.Context, cfg *config.Config, log *zap.Logger) (*APISer
 	return s, nil
 }
 
+// serve serves h on ln until Shutdown.
+func (s *APIServer) serve(ln net.Listener, h http.Handler, cfg *config.Config, log *zap.Logger) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: cfg.HTTPIdle, ErrorLog: zap.NewStdLog(log)}
+	go func() {
+		if err := ignoreClosed(srv.Serve(ln), http.ErrServerClosed); err != nil {
+			select {
+			case s.serveErr <- err:
+			default: // one is enough to stop the process
+			}
+		}
+	}()
+	return srv
+}
+
 // handler is api-serve's one port: the read API, the browse page in
 // front of it, /healthz and /ready. It reads credentials from the store
 // itself, so a bad token is refused before any node is asked.
-func (s *APIServer) handler(cfg *config.Config, log *zap.Logger, store objstore.Store) (http.Handler, error) {
+func (s *APIServer) handler(cfg *config.Config, log *zap.Logger, store objstore.Store, reg prometheus.Registerer) (http.Handler, error) {
 	creds := auth.NewStore(store)
 	// Cached answers are served only while the name index says the
 	// repository is public, read as the nodes read it: whether or not the
 	// nodes could purge this cache, a repository made private stops being
 	// served from it within the index cache's lifetime.
-	h, err := api.New(api.Config{Auth: creds, Origin: s.upstream, Cache: s.cache, Visibility: repo.NewMetaCache(store, repo.MetaCacheOptions{}), Log: log})
+	h, err := api.New(api.Config{Auth: creds, Origin: s.upstream, Cache: s.cache, Visibility: repo.NewMetaCache(store, repo.MetaCacheOptions{}),
+		Metrics: api.NewMetrics(reg), Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +142,8 @@ func (s *APIServer) handler(cfg *config.Config, log *zap.Logger, store objstore.
 	}))
 	// The page does not serve git: its clone URLs are the configured
 	// public ones, or none.
-	page, err := web.New(web.Config{API: readAPI, Log: log, PageURL: cfg.WebURL, CloneURL: cfg.PublicURL, SSHURL: cfg.PublicSSHURL})
+	page, err := web.New(web.Config{API: readAPI, Log: log, PageURL: cfg.WebURL, CloneURL: cfg.PublicURL, SSHURL: cfg.PublicSSHURL,
+		Metrics: web.NewMetrics(reg)})
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +157,9 @@ func (s *APIServer) Err() <-chan error { return s.serveErr }
 // Shutdown drains in-flight requests until ctx's deadline.
 func (s *APIServer) Shutdown(ctx context.Context) error {
 	err := s.srv.Shutdown(ctx)
+	if s.metricsSrv != nil {
+		err = errors.Join(err, s.metricsSrv.Shutdown(ctx))
+	}
 	return errors.Join(err, s.close())
 }
 

@@ -490,7 +490,7 @@ func (s *Server) buildFrontEnds(w *wiring) (*frontEnds, error) {
 // page on its public port; its admin port is the internal one (loopback
 // unless RGIT_PEER_ADDR says otherwise).
 func (s *Server) singleFrontEnds(w *wiring, fe *frontEnds, public, adminMux *http.ServeMux, origin *api.Local) error {
-	h, err := api.New(api.Config{Auth: w.creds, Origin: origin, Cache: s.apiCache, Visibility: w.deps.Meta, Log: s.log})
+	h, err := api.New(api.Config{Auth: w.creds, Origin: origin, Cache: s.apiCache, Visibility: w.deps.Meta, Metrics: origin.Metrics, Log: s.log})
 	if err != nil {
 		return err
 	}
@@ -498,7 +498,7 @@ func (s *Server) singleFrontEnds(w *wiring, fe *frontEnds, public, adminMux *htt
 	readAPI := web.WithRepoList(h, &web.RepoLister{Store: s.store, Auth: w.creds, Log: s.log})
 	// The browse page renders from the read API, called in process, and
 	// shows the SSH port in its clone URLs.
-	if err := mountWeb(public, readAPI, s.SSHAddr, s.cfg, s.log); err != nil {
+	if err := mountWeb(public, readAPI, web.NewMetrics(w.reg), s.SSHAddr, s.cfg, s.log); err != nil {
 		return err
 	}
 	fe.public = api.Mount(readAPI, public)
@@ -533,7 +533,7 @@ func (s *Server) clusterFrontEnds(w *wiring, fe *frontEnds, public, adminMux *ht
 		return err
 	}
 	origin.Forward, origin.Rerouter = s.cluster.httpFwd, w.eng
-	peerAPI, err := api.New(api.Config{Auth: w.creds, Log: log, Origin: origin})
+	peerAPI, err := api.New(api.Config{Auth: w.creds, Log: log, Origin: origin, Metrics: origin.Metrics})
 	if err != nil {
 		return err
 	}
@@ -1003,7 +1003,9 @@ func apiLimits(cfg *config.Config) api.Limits {
 		MaxLogScan: cfg.APIMaxLogScan, MaxArchiveBytes: cfg.APIMaxArchiveBytes,
 		MaxBlameCommits: cfg.APIMaxBlameCommits, BlameTimeout: cfg.APIBlameTimeout, MaxBlameFileBytes: cfg.APIMaxBlameFileBytes,
 		MaxSearchBytes: cfg.APISearchMaxBytes, MaxSearchFiles: cfg.APISearchMaxFiles, MaxSearchBlobs: cfg.APISearchMaxBlobs,
-		SearchTimeout: cfg.APISearchTimeout, MaxSearchFileBytes: cfg.APISearchMaxFileBytes}
+		SearchTimeout: cfg.APISearchTimeout, MaxSearchFileBytes: cfg.APISearchMaxFileBytes,
+
+		MaxLastCommitScan: cfg.APILastCommitScan, LastCommitTimeout: cfg.APILastCommitTimeout}
 }
 
 // apiMaxActive is RGIT_API_MAX_ACTIVE, or four times the CPUs the
@@ -1020,12 +1022,12 @@ func apiMaxActive(configured int) int {
 // nothing else serves; it reads the API through readAPI. The page shares
 // its port with git, so its public URL is RGIT_PUBLIC_URL unless
 // RGIT_WEB_URL says otherwise.
-func mountWeb(mux *http.ServeMux, readAPI http.Handler, sshAddr string, cfg *config.Config, log *zap.Logger) error {
+func mountWeb(mux *http.ServeMux, readAPI http.Handler, metrics *web.Metrics, sshAddr string, cfg *config.Config, log *zap.Logger) error {
 	_, sshPort, err := net.SplitHostPort(sshAddr)
 	if err != nil {
 		return fmt.Errorf("web page: SSH address %q: %w", sshAddr, err)
 	}
-	page, err := web.New(web.Config{API: readAPI, GitHere: true, SSHPort: sshPort, Log: log,
+	page, err := web.New(web.Config{API: readAPI, GitHere: true, SSHPort: sshPort, Log: log, Metrics: metrics,
 		PageURL: cmp.Or(cfg.WebURL, cfg.PublicURL), CloneURL: cfg.PublicURL, SSHURL: cfg.PublicSSHURL})
 	if err != nil {
 		return err

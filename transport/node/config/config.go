@@ -102,6 +102,8 @@ type Config struct {
 	APISearchMaxBlobs     int           // RGIT_API_SEARCH_MAX_BLOBS
 	APISearchTimeout      time.Duration // RGIT_API_SEARCH_TIMEOUT_MS
 	APISearchMaxFileBytes int64         // RGIT_API_SEARCH_MAX_FILE_BYTES
+	APILastCommitScan     int           // RGIT_API_LAST_COMMIT_SCAN
+	APILastCommitTimeout  time.Duration // RGIT_API_LAST_COMMIT_TIMEOUT_MS
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
@@ -177,7 +179,7 @@ var Vars = []Var{
 	{"RGIT_REDIS_URL", "", "read API cache: redis://[:password@]host:port[/db] or rediss:// (TLS); set it on the git nodes and on api-serve alike (nodes invalidate); Redis must run maxmemory-policy volatile-lru; unset: no cache"},
 	{"RGIT_UPSTREAM", "http://rgit:8081", "api-serve only: base URL of the git fleet's peer HTTP service (not the public port)"},
 	{"RGIT_API_ADDR", ":8090", "api-serve only: read API listen address"},
-	{"RGIT_METRICS_ADDR", "", "listen address of /metrics (Prometheus), e.g. :9100; unset: on the node's internal port, the peer HTTP port in a cluster and the admin port (127.0.0.1:8082) on a single node; never on the public port"},
+	{"RGIT_METRICS_ADDR", "", "listen address of /metrics (Prometheus), e.g. :9100; unset: on the node's internal port, the peer HTTP port in a cluster and the admin port (127.0.0.1:8082) on a single node; never on the public port (api-serve, which has only a public port, serves /metrics only here)"},
 	{"RGIT_PUBLIC_URL", "", "public base URL of git over HTTP, e.g. https://git.example.com (the load balancer or TLS proxy in front of the nodes): the web page's HTTP clone URLs and the links Git LFS hands out (node-served transfers, git-lfs-authenticate's answer); on a single node also the page's own URL (see RGIT_WEB_URL); unset: the page uses the address the browser used (single node) or shows no HTTP clone URL (api-serve), and Git LFS the request's own Host (over SSH the address the client connected to, with the HTTP port)"},
 	{"RGIT_PUBLIC_SSH_URL", "", "public base URL of git over SSH, e.g. ssh://git@git.example.com:2222: the web page's SSH clone URLs; unset: the browser's host and the node's SSH port (single node) or none (api-serve)"},
 	{"RGIT_WEB_URL", "", "public URL of the web page, e.g. https://code.example.com (api-serve in a cluster); https marks the sign-in cookie Secure behind a TLS proxy; a cluster node's public / and /owner/name redirect there; unset: RGIT_PUBLIC_URL on a single node"},
@@ -198,6 +200,9 @@ var Vars = []Var{
 	{"RGIT_API_SEARCH_MAX_BLOBS", "10000", "read API: files one search page reads; the page then stops early, saying where"},
 	{"RGIT_API_SEARCH_TIMEOUT_MS", "2000", "read API: time one search page may take; the page then stops early, saying where, and is not cached"},
 	{"RGIT_API_SEARCH_MAX_FILE_BYTES", "1Mi", "read API: files larger than this are skipped (and counted) by search (suffixes Ki, Mi, Gi)"},
+	{"RGIT_API_LAST_COMMIT_SCAN", "10000", "read API: commits one lastcommit walk (a directory's last commit per entry) examines; entries not found by then come back without a commit (truncated)"},
+	{"RGIT_API_LAST_COMMIT_TIMEOUT_MS", "2000", "read API: time one lastcommit walk may take (a request may ask for less with timeout_ms); entries not found by then come back without a commit, and the answer is not cached"},
+	{"RGIT_API_MAX_ACTIVE", "0", "read API: expensive answers (archives, diffs, logs with a path) computed at once on the node; more wait up to 2 s, then get 503; 0: four times the CPUs, at least 8"},
 	{"RGIT_HOOK_ALLOW", "", "webhooks: comma-separated CIDR prefixes or addresses of non-public ranges deliveries may go to (loopback, private, link-local and other non-public addresses are refused otherwise)"},
 	{"RGIT_HOOK_RETRY_SECS", "28800", "webhooks: how long a failing delivery is retried, from when its event was queued, before it is given up"},
 	{"RGIT_HOOK_TIMEOUT_SECS", "10", "webhooks: bound on one delivery attempt, connecting to reading the answer (connecting alone: at most 5 s)"},
@@ -382,6 +387,8 @@ func Parse(getenv func(string) string) (*Config, error) {
 		APISearchMaxBlobs:     int(p.int("RGIT_API_SEARCH_MAX_BLOBS", 1)),
 		APISearchTimeout:      time.Duration(p.int("RGIT_API_SEARCH_TIMEOUT_MS", 1)) * time.Millisecond,
 		APISearchMaxFileBytes: p.positiveBytes("RGIT_API_SEARCH_MAX_FILE_BYTES"),
+		APILastCommitScan:     int(p.int("RGIT_API_LAST_COMMIT_SCAN", 1)),
+		APILastCommitTimeout:  time.Duration(p.int("RGIT_API_LAST_COMMIT_TIMEOUT_MS", 1)) * time.Millisecond,
 	}
 	if c.PackURITTL > maxPresignTTL {
 		p.fail("RGIT_PACK_URI_SECS", "%d is above %d (S3 refuses presigned URLs valid for longer than 7 days)", int64(c.PackURITTL/time.Second), int64(maxPresignTTL/time.Second))

@@ -360,6 +360,8 @@ func TestReadAPILimits(t *testing.T) {
 		api.SettingMaxSearchBlobs:     {int64(c.APISearchMaxBlobs), api.DefaultMaxSearchBlobs},
 		api.SettingSearchTimeout:      {c.APISearchTimeout.Milliseconds(), api.DefaultSearchTimeout.Milliseconds()},
 		api.SettingMaxSearchFileBytes: {c.APISearchMaxFileBytes, api.DefaultMaxSearchFileBytes},
+		api.SettingMaxLastCommitScan:  {int64(c.APILastCommitScan), api.DefaultMaxLastCommitScan},
+		api.SettingLastCommitTimeout:  {c.APILastCommitTimeout.Milliseconds(), api.DefaultLastCommitTimeout.Milliseconds()},
 	} {
 		if got[0] != got[1] {
 			t.Errorf("%s defaults to %d, the read API's default is %d", name, got[0], got[1])
@@ -368,7 +370,8 @@ func TestReadAPILimits(t *testing.T) {
 	for _, name := range []string{api.SettingMaxEntries, api.SettingMaxDiffFiles, api.SettingMaxDiffBytes, api.SettingMaxDiffFileBytes,
 		api.SettingDiffTimeout, api.SettingRenameLimit, api.SettingMaxLogScan, api.SettingMaxArchiveBytes,
 		api.SettingMaxBlameCommits, api.SettingBlameTimeout, api.SettingMaxBlameFileBytes,
-		api.SettingMaxSearchBytes, api.SettingMaxSearchFiles, api.SettingMaxSearchBlobs, api.SettingSearchTimeout, api.SettingMaxSearchFileBytes} {
+		api.SettingMaxSearchBytes, api.SettingMaxSearchFiles, api.SettingMaxSearchBlobs, api.SettingSearchTimeout, api.SettingMaxSearchFileBytes,
+		api.SettingMaxLastCommitScan, api.SettingLastCommitTimeout} {
 		if _, err := Parse(env(map[string]string{name: "0"})); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=0: %v, want an error naming the variable", name, err)
 		}

@@ -52,6 +52,11 @@ type Limits struct {
 	MaxSearchBlobs     int
 	SearchTimeout      time.Duration
 	MaxSearchFileBytes int64
+	// MaxLastCommitScan bounds the commits one lastcommit walk examines.
+	MaxLastCommitScan int
+	// LastCommitTimeout bounds the time of one lastcommit walk (a
+	// request may ask for less).
+	LastCommitTimeout time.Duration
 }
 
 // Defaults of Limits.
@@ -83,6 +88,10 @@ const (
 	DefaultMaxSearchBlobs     = 10_000
 	DefaultSearchTimeout      = 2 * time.Second
 	DefaultMaxSearchFileBytes = 1 << 20
+	// DefaultMaxLastCommitScan matches DefaultMaxLogScan: a directory's
+	// last commits cost about a path-filtered log page.
+	DefaultMaxLastCommitScan = 10_000
+	DefaultLastCommitTimeout = 2 * time.Second
 )
 
 // Settings that raise the limits, named in what clients see; transport/node/config
@@ -105,6 +114,9 @@ const (
 	SettingMaxSearchBlobs     = "RGIT_API_SEARCH_MAX_BLOBS"
 	SettingSearchTimeout      = "RGIT_API_SEARCH_TIMEOUT_MS"
 	SettingMaxSearchFileBytes = "RGIT_API_SEARCH_MAX_FILE_BYTES"
+
+	SettingMaxLastCommitScan = "RGIT_API_LAST_COMMIT_SCAN"
+	SettingLastCommitTimeout = "RGIT_API_LAST_COMMIT_TIMEOUT_MS"
 )
 
 func (l Limits) withDefaults() Limits {
@@ -124,6 +136,8 @@ func (l Limits) withDefaults() Limits {
 	l.MaxSearchBlobs = orDefault(l.MaxSearchBlobs, DefaultMaxSearchBlobs)
 	l.SearchTimeout = orDefault(l.SearchTimeout, DefaultSearchTimeout)
 	l.MaxSearchFileBytes = orDefault(l.MaxSearchFileBytes, DefaultMaxSearchFileBytes)
+	l.MaxLastCommitScan = orDefault(l.MaxLastCommitScan, DefaultMaxLastCommitScan)
+	l.LastCommitTimeout = orDefault(l.LastCommitTimeout, DefaultLastCommitTimeout)
 	return l
 }
 
@@ -238,16 +252,19 @@ const (
 	logEstimate     = 2 << 20
 )
 
-// Metrics are the read API's work counters.
+// Metrics are the read API's work counters, and its front's requests
+// and cache lookups (metrics.go).
 type Metrics struct {
 	visited *prometheus.CounterVec
 	limited *prometheus.CounterVec
+	front   *frontMetrics
 }
 
 // NewMetrics registers the read API's metrics on reg (nil: none). One
-// Metrics serves every Local of a node.
+// Metrics serves every Local and Handler of a process.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		front: newFrontMetrics(reg),
 		visited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rgit_api_tree_entries_visited_total",
 			Help: "Tree entries the read API visited to answer, by endpoint (bounded per answer by RGIT_API_MAX_ENTRIES)."}, []string{"endpoint"}),
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rgit_api_limited_total",

@@ -182,22 +182,18 @@ func (e *entryIter) next() {
 	}
 }
 
-// trees appends the changes from tree a to tree b under dir, descending
-// only into subtrees whose ids differ. Entries are merged in git's tree
-// order, where a directory sorts as its name plus "/": a path that
-// changed between file and directory is then two entries, a removal and
-// an addition, as git shows it.
-func (d *diffWalk) trees(a, b object.ID, dir string) error {
-	pair := [2]object.ID{a, b}
-	if a == b || d.same[pair] {
-		return nil
-	}
-	before := len(d.out)
-	ea, err := d.rd.entries(a)
+// pairEntries walks the entries of trees a and b (zero: the empty tree)
+// together in git's tree order, where a directory sorts as its name plus
+// "/", and calls f with each name's entry on either side (nil where a
+// side lacks it): a path that is a file on one side and a directory on
+// the other is then two calls, a removal and an addition, as git shows
+// it. The first error, f's or the budget's, ends the walk.
+func (rd reader) pairEntries(a, b object.ID, f func(ea, eb *object.TreeEntry) error) error {
+	ea, err := rd.entries(a)
 	if err != nil {
 		return err
 	}
-	eb, err := d.rd.entries(b)
+	eb, err := rd.entries(b)
 	if err != nil {
 		return err
 	}
@@ -213,22 +209,15 @@ func (d *diffWalk) trees(a, b object.ID, dir string) error {
 		}
 		switch {
 		case c < 0:
-			if err = d.side(ea.cur, dir, true); err == nil {
+			if err = f(&ea.cur, nil); err == nil {
 				ea.next()
 			}
 		case c > 0:
-			if err = d.side(eb.cur, dir, false); err == nil {
+			if err = f(nil, &eb.cur); err == nil {
 				eb.next()
 			}
 		default:
-			o, e := ea.cur, eb.cur
-			switch {
-			case o.IsTree():
-				err = d.trees(o.ID, e.ID, path.Join(dir, string(e.Name)))
-			case o.ID != e.ID || o.Mode != e.Mode:
-				err = d.add(&gogit.Change{From: changeEntry(o, dir, d.carrier), To: changeEntry(e, dir, d.carrier)})
-			}
-			if err == nil {
+			if err = f(&ea.cur, &eb.cur); err == nil {
 				ea.next()
 			}
 			if err == nil && ea.err == nil {
@@ -238,6 +227,34 @@ func (d *diffWalk) trees(a, b object.ID, dir string) error {
 		if err = cmp.Or(err, ea.err, eb.err); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// trees appends the changes from tree a to tree b under dir, descending
+// only into subtrees whose ids differ (pairEntries: a path that changed
+// between file and directory is a removal and an addition).
+func (d *diffWalk) trees(a, b object.ID, dir string) error {
+	pair := [2]object.ID{a, b}
+	if a == b || d.same[pair] {
+		return nil
+	}
+	before := len(d.out)
+	err := d.rd.pairEntries(a, b, func(o, e *object.TreeEntry) error {
+		switch {
+		case e == nil:
+			return d.side(*o, dir, true)
+		case o == nil:
+			return d.side(*e, dir, false)
+		case o.IsTree():
+			return d.trees(o.ID, e.ID, path.Join(dir, string(e.Name)))
+		case o.ID != e.ID || o.Mode != e.Mode:
+			return d.add(&gogit.Change{From: changeEntry(*o, dir, d.carrier), To: changeEntry(*e, dir, d.carrier)})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(d.out) == before {
 		d.same[pair] = true

@@ -1,7 +1,7 @@
 // Package api is rgit's read API: JSON over HTTP under
 // /api/{owner}/{name}/… (refs, tree, blob, raw, log, commit, compare,
-// search, archive, blame; docs/read-api.md has the reference) and its optional
-// Redis cache.
+// search, archive, blame, lastcommit; docs/read-api.md has the reference)
+// and its optional Redis cache.
 //
 // The one idea: only refs takes names; every other endpoint takes an
 // object id, so its answer can never change and may be cached forever by
@@ -33,17 +33,21 @@
 // Every answer works within a budget (budget.go): Limits bound the tree
 // entries it visits, the files and bytes of a diff, the time of its line
 // diffs, rename detection, the commits a path-filtered log examines and
-// an archive's size, and the commits, time and file size of a blame;
+// an archive's size, the commits, time and file size of a blame, the
+// commits and time of a directory's last-commit walk (lastcommit.go);
 // each walk checks the request's context as it visits. Over a limit an
 // answer is refused (422, the message naming the limit and its RGIT_*
-// setting) or, for diffs, blames and logs, cut short where
+// setting) or, for diffs, blames, last commits and logs, cut short where
 // the client can see it. Archives are sized by distinct tree before their
 // first byte. A search page (search.go) stops where its bytes, files,
 // blobs, entries or time run out, saying where, and the next page goes on
 // from there; its regexps are RE2, rewritten never to span a line. The expensive answers are admitted against the node's
 // memory budget and a concurrency limit (transport/service/admission.Reads).
 //
-// It imports transport/service/gitserve, transport/wire/gitproto, transport/frontend/peer (the
+// Metrics (metrics.go) count requests by endpoint and status class, and
+// the cache's hits and misses; no label names a repository.
+//
+// It imports transport/frontend/httpmetrics, transport/service/gitserve, transport/wire/gitproto, transport/frontend/peer (the
 // peer headers), transport/service/admission, transport/frontend/httpgit (Retry-After),
 // transport/product/lfs (pointers: a blob answer says it is one, raw serves the
 // file it stands for), storage/, go-git, go-redis, Prometheus and zap.

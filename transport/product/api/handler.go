@@ -16,6 +16,7 @@ import (
 
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/transport/frontend/httpmetrics"
 )
 
 // Origin answers a parsed request for an authenticated caller: the node
@@ -48,7 +49,9 @@ type Config struct {
 	// a repository made private stops being served from the cache even
 	// where nothing could purge it. Required with Cache.
 	Visibility Visibility
-	Log        *zap.Logger
+	// Metrics counts requests and cache lookups; nil: not counted.
+	Metrics *Metrics
+	Log     *zap.Logger
 }
 
 // Handler is the read API's front: it parses the path once, authenticates
@@ -60,6 +63,7 @@ type Handler struct {
 	origin     Origin
 	cache      *Cache
 	visibility Visibility
+	metrics    *Metrics
 	log        *zap.Logger
 }
 
@@ -75,7 +79,7 @@ func New(cfg Config) (*Handler, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Handler{auth: cfg.Auth, origin: cfg.Origin, cache: cfg.Cache, visibility: cfg.Visibility, log: log}, nil
+	return &Handler{auth: cfg.Auth, origin: cfg.Origin, cache: cfg.Cache, visibility: cfg.Visibility, metrics: cfg.Metrics, log: log}, nil
 }
 
 // Mount routes paths under Prefix to api and everything else to rest. It
@@ -123,16 +127,23 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &httpmetrics.StatusWriter{ResponseWriter: w}
+	ep := badEndpoint
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, "the read API answers GET and HEAD")
-		return
+		writeError(sw, http.StatusMethodNotAllowed, "the read API answers GET and HEAD")
+	} else if q, err := ParseRequest(r.URL.EscapedPath(), r.URL.Query()); err != nil {
+		writeError(sw, http.StatusBadRequest, err.Error())
+	} else {
+		ep = string(q.Endpoint)
+		h.serve(sw, r, q)
 	}
-	q, err := ParseRequest(r.URL.EscapedPath(), r.URL.Query())
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
+	h.metrics.observe(ep, sw.Status, time.Since(start))
+}
+
+// serve answers a parsed request.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, q *Request) {
 	id, err := auth.FromRequest(r, h.auth)
 	if errors.Is(err, auth.ErrBadCredentials) {
 		writeError(w, http.StatusUnauthorized, "invalid credentials")
@@ -143,7 +154,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "credentials cannot be checked right now")
 		return
 	}
-	if h.cache == nil || !cacheable(q) {
+	if h.cache == nil {
+		h.origin.ServeAPI(w, r, q, id)
+		return
+	}
+	if !cacheable(q) {
+		h.metrics.cacheLookup(cacheBypass)
 		h.origin.ServeAPI(w, r, q, id)
 		return
 	}
@@ -156,6 +172,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.log.Warn("read API: visibility unreadable; answering uncached", zap.Stringer("repo", q.Repo), zap.Error(err))
 	}
 	if !public {
+		h.metrics.cacheLookup(cacheBypass)
 		h.origin.ServeAPI(w, r, q, id)
 		return
 	}
@@ -166,14 +183,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	gen, err := h.cache.Generation(r.Context(), repoKey)
 	if err != nil {
 		h.log.Warn("read API: cache generation unreadable; answering uncached", zap.String("repo", repoKey), zap.Error(err))
+		h.metrics.cacheLookup(cacheBypass)
 		h.origin.ServeAPI(w, r, q, id)
 		return
 	}
 	if e, ok := h.cache.Get(r.Context(), gen, repoKey, q.CacheSuffix()); ok {
+		h.metrics.cacheLookup(cacheHit)
 		w.Header().Set("X-Cache", "hit")
 		e.write(w, r)
 		return
 	}
+	h.metrics.cacheLookup(cacheMiss)
 	if r.Method != http.MethodGet {
 		// A HEAD answer has no body to store.
 		h.origin.ServeAPI(w, r, q, id)

@@ -439,6 +439,13 @@ func (s *serving) serve(b gitproto.Backend) error {
 		return s.json(ab)
 	case Search:
 		return s.search()
+	case LastCommit:
+		a, err := rd.lastCommits(q.OID, q.Sub, q.Timeout)
+		if err != nil {
+			return err
+		}
+		s.limited(cutShort{limit: a.limit, timedOut: a.timedOut})
+		return s.json(a)
 	case Archive:
 		// Sized first: an archive over its limits is refused before its
 		// first byte.
@@ -520,6 +527,8 @@ func (s *serving) estimate() int64 {
 		if len(s.q.Sub) > 0 {
 			return logEstimate
 		}
+	case LastCommit:
+		return logEstimate
 	}
 	return 0
 }
@@ -557,7 +566,7 @@ func (s *serving) head() error {
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	var err error
 	switch q.Endpoint {
-	case Tree:
+	case Tree, LastCommit:
 		_, _, _, err = rd.treeData(q.OID, q.Sub)
 	case Blob:
 		var rc io.ReadCloser

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
@@ -34,6 +35,9 @@ const (
 	Tag         Endpoint = "tag"
 	AheadBehind Endpoint = "ahead-behind"
 	Search      Endpoint = "search"
+	// LastCommit answers each entry of a directory with the newest
+	// commit that changed it (lastcommit.go).
+	LastCommit Endpoint = "lastcommit"
 )
 
 // Limits of log paging (the n clamp).
@@ -62,6 +66,10 @@ type Request struct {
 	Format string
 	// Search is search's query (search.go).
 	Search *SearchQuery
+	// Timeout is lastcommit's time budget as asked (timeout_ms; 0: the
+	// server's). It bounds the work, not the answer: a whole answer is
+	// the same whatever the budget, so the cache key leaves it out.
+	Timeout time.Duration
 }
 
 // ErrBadRequest wraps every parse failure (HTTP 400).
@@ -104,7 +112,7 @@ func ParseRequest(escapedPath string, query url.Values) (*Request, error) {
 		if len(args) != 0 {
 			return nil, bad("refs takes no arguments")
 		}
-	case Tree, Blob, Raw:
+	case Tree, Blob, Raw, LastCommit:
 		if len(args) == 0 {
 			return nil, bad("%s needs an object id", q.Endpoint)
 		}
@@ -112,6 +120,11 @@ func ParseRequest(escapedPath string, query url.Values) (*Request, error) {
 			return nil, err
 		}
 		q.Sub = args[1:]
+		if q.Endpoint == LastCommit {
+			if q.Timeout, err = parseTimeout(query.Get("timeout_ms")); err != nil {
+				return nil, err
+			}
+		}
 	case Blame:
 		if len(args) < 2 {
 			return nil, bad("blame takes {oid}/{path}")
@@ -248,6 +261,19 @@ func parseN(s string) (int, error) {
 	return int(min(max(n, 1), MaxLogN)), nil
 }
 
+// parseTimeout reads lastcommit's timeout_ms: absent is 0 (the
+// server's budget); the server caps it at its own.
+func parseTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 31)
+	if err != nil || n == 0 {
+		return 0, bad("timeout_ms=%q is not a positive number of milliseconds", s)
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
 // Path is the request's canonical escaped path, as sent upstream and as
 // the log cursor links are built.
 func (q *Request) Path() string {
@@ -255,7 +281,7 @@ func (q *Request) Path() string {
 	b.WriteString(Prefix)
 	b.WriteString(url.PathEscape(q.Repo.Owner()) + "/" + url.PathEscape(q.Repo.Name()) + "/" + string(q.Endpoint))
 	switch q.Endpoint {
-	case Tree, Blob, Raw, Log, Commit, Blame, Tag, Search:
+	case Tree, Blob, Raw, Log, Commit, Blame, Tag, Search, LastCommit:
 		b.WriteString("/" + q.OID.String())
 	case Compare, AheadBehind:
 		b.WriteString("/" + q.Base.String() + "..." + q.OID.String())
@@ -278,6 +304,9 @@ func (q *Request) Query() string {
 	if q.Endpoint == Search {
 		return q.Search.values().Encode()
 	}
+	if q.Endpoint == LastCommit && q.Timeout > 0 {
+		return "timeout_ms=" + strconv.FormatInt(q.Timeout.Milliseconds(), 10)
+	}
 	if q.Endpoint != Log {
 		return ""
 	}
@@ -297,7 +326,9 @@ func RepoKey(owner, name string) string { return names.Fold(owner) + "/" + names
 // is the canonical path after the repository, so two requests share an
 // entry exactly when they ask the same thing.
 func (q *Request) CacheSuffix() string {
-	p := q.Path()
+	whole := *q
+	whole.Timeout = 0
+	p := whole.Path()
 	_, after, _ := strings.Cut(strings.TrimPrefix(p, Prefix), "/")
 	_, after, _ = strings.Cut(after, "/")
 	return after

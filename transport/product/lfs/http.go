@@ -19,6 +19,7 @@ import (
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/frontend/httpmetrics"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 	"github.com/rgit/rgit/transport/wire/reqid"
@@ -335,7 +336,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, fe *gitserve.Fo
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	r.Body, _ = r.GetBody()
 	r.ContentLength, r.TransferEncoding = int64(len(body)), nil
-	tw := &statusWriter{ResponseWriter: w}
+	tw := &httpmetrics.StatusWriter{ResponseWriter: w}
 	status := forwarded
 	err := gitserve.FollowForward(r.Context(), s.rr, gitserve.MoverOf(s.fwd, s.rr), fe, method,
 		func(node string) error { return s.fwd.Forward(tw, r, node) },
@@ -344,7 +345,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, fe *gitserve.Fo
 			return nil
 		})
 	switch {
-	case err != nil && tw.status == 0:
+	case err != nil && tw.Status == 0:
 		return s.fail(w, r, err)
 	case err != nil:
 		s.log.Warn("git lfs: forwarded answer failed", zap.String("path", r.URL.Path), zap.Error(err), reqid.Field(r.Context()))
@@ -355,28 +356,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, fe *gitserve.Fo
 // forwarded is the status routed reports for an answer another node
 // gave: the owner counts it in its metrics, not this node.
 const forwarded = -1
-
-// statusWriter records the status of an answer once it starts.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (t *statusWriter) WriteHeader(code int) {
-	if code >= 200 && t.status == 0 {
-		t.status = code
-	}
-	t.ResponseWriter.WriteHeader(code)
-}
-
-func (t *statusWriter) Write(p []byte) (int, error) {
-	if t.status == 0 {
-		t.status = http.StatusOK
-	}
-	return t.ResponseWriter.Write(p)
-}
-
-func (t *statusWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // base is the URL the client reached this server at: RGIT_PUBLIC_URL,
 // else what the forwarding node said (peer port), else the request's own

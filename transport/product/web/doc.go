@@ -22,6 +22,10 @@
 // the same server answers git there. Elsewhere is what a cluster node's
 // public port answers browsers: the page is api-serve's.
 //
+// Its metrics count requests by view (metrics.go: the route the mux
+// matched, never a repository's name).
+//
 // It imports storage/auth, storage/names, storage/repo (the repository
-// list endpoint), chroma, goldmark, zap and the standard library.
+// list endpoint), transport/frontend/httpmetrics, chroma, goldmark,
+// Prometheus, zap and the standard library.
 package web

@@ -1,16 +1,20 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -35,8 +39,13 @@ func WithRepoList(readAPI, list http.Handler) http.Handler {
 	})
 }
 
-// maxListed bounds GET /api/repos (a listing plus one read per entry).
+// maxListed bounds the name index GET /api/repos reads (a listing plus
+// one read per entry).
 const maxListed = 1000
+
+// DefaultPerPage is how many repositories one page of GET /api/repos
+// holds.
+const DefaultPerPage = 50
 
 // listTTL is how long the name index as read for GET /api/repos serves
 // every caller: reading it costs a listing and up to maxListed reads,
@@ -45,14 +54,17 @@ const maxListed = 1000
 // list, by name only, that long after it went private.
 const listTTL = 5 * time.Second
 
-// RepoLister answers GET /api/repos: the caller (from a Bearer or Basic
-// token; a bad token is 401) and the repositories they may read, decided
-// by the git rules (auth.Decide). Answers are private, no-store: they
-// depend on the caller.
+// RepoLister answers GET /api/repos?page=N: the caller (from a Bearer or
+// Basic token; a bad token is 401) and one page of the repositories they
+// may read, decided by the git rules (auth.Decide): the caller's own
+// first, then everyone else's, each by name, as forges' explore pages
+// list them. Answers are private, no-store: they depend on the caller.
 type RepoLister struct {
 	Store objstore.Store
 	Auth  auth.TokenSource
 	Log   *zap.Logger
+	// PerPage is the page size (0: DefaultPerPage).
+	PerPage int
 
 	mu        sync.Mutex // held while the index is read: one read at a time
 	readAt    time.Time
@@ -101,14 +113,42 @@ func (l *RepoLister) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusServiceUnavailable, "repository list unavailable")
 		return
 	}
-	out := RepoList{Viewer: id.Owner, Repos: []RepoItem{}, Truncated: truncated}
-	for _, m := range metas {
-		if auth.Decide(id, m, true, auth.Read) == auth.Allow {
-			out.Repos = append(out.Repos, RepoItem{Owner: m.Repo.Owner(), Name: m.Repo.Name(), Public: m.Public})
-		}
+	page, err := strconv.Atoi(r.URL.Query().Get("page"))
+	if r.URL.Query().Get("page") == "" {
+		page, err = 1, nil
 	}
+	if err != nil || page < 1 || page > maxListed {
+		writeJSONError(w, http.StatusBadRequest, "page must be a number from 1 to 1000")
+		return
+	}
+	readable := listFor(id, metas)
+	per := cmp.Or(l.PerPage, DefaultPerPage)
+	from, to := min((page-1)*per, len(readable)), min(page*per, len(readable))
+	out := RepoList{Viewer: id.Owner, Repos: readable[from:to], Truncated: truncated, Page: page, More: to < len(readable)}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// listFor is every repository of metas that id may read: id's own first,
+// then the others, each sorted by name (names compare case-insensitively).
+func listFor(id auth.Identity, metas []auth.RepoInfo) []RepoItem {
+	out := []RepoItem{}
+	for _, m := range metas {
+		if auth.Decide(id, m, true, auth.Read) == auth.Allow {
+			out = append(out, RepoItem{Owner: m.Repo.Owner(), Name: m.Repo.Name(), Public: m.Public})
+		}
+	}
+	own := func(it RepoItem) bool { return id.Owner != "" && names.Same(it.Owner, id.Owner) }
+	slices.SortStableFunc(out, func(a, b RepoItem) int {
+		if oa, ob := own(a), own(b); oa != ob {
+			if oa {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(names.Fold(a.Owner), names.Fold(b.Owner)), cmp.Compare(names.Fold(a.Name), names.Fold(b.Name)))
+	})
+	return out
 }
 
 func writeJSONError(w http.ResponseWriter, status int, msg string) {

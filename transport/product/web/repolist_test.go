@@ -6,8 +6,11 @@ import (
 	"iter"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
@@ -70,4 +73,75 @@ func TestRepoListReadsTheIndexOncePerTTL(t *testing.T) {
 	if n := st.lists.Load() - before; n != 1 {
 		t.Fatalf("20 list requests listed the name index %d times, want 1", n)
 	}
+}
+
+// TestRepoListOwnFirstPaged: the caller's own repositories come first,
+// then every other one they may read (others' public ones, and private
+// ones shared with them), each by name; a private repository of
+// someone else is never listed, to another owner or to an anonymous
+// caller; the pages hold each repository once and say where the list
+// ends; a bad page number is 400.
+func TestRepoListOwnFirstPaged(t *testing.T) {
+	repo := func(full string, public bool, grants ...auth.Grant) auth.RepoInfo {
+		return auth.RepoInfo{Repo: names.MustParse(full), Public: public, Grants: grants}
+	}
+	metas := []auth.RepoInfo{
+		repo("bob/x", true), repo("alice/b", false), repo("Dave/pub", true), repo("bob/secret", false),
+		repo("carol/shared", false, auth.Grant{User: "alice", Role: auth.RoleRead}), repo("alice/A", true),
+	}
+	for _, c := range []struct {
+		who  auth.Identity
+		want string
+	}{
+		{auth.Identity{Owner: "alice", Authenticated: true}, "alice/A alice/b bob/x carol/shared Dave/pub"},
+		{auth.Identity{Owner: "bob", Authenticated: true}, "bob/secret bob/x alice/A Dave/pub"},
+		{auth.Identity{}, "alice/A bob/x Dave/pub"},
+	} {
+		if got := fullNames(listFor(c.who, metas)); got != c.want {
+			t.Errorf("%q sees %s, want %s", c.who.Owner, got, c.want)
+		}
+	}
+
+	st := memstore.New()
+	tokens := auth.NewStore(st)
+	tok, err := tokens.CreateToken(context.Background(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &RepoLister{Store: st, Auth: tokens, PerPage: 2}
+	// The index as read a moment ago (what index() serves within listTTL).
+	l.metas, l.readAt = metas, time.Now()
+	var pages []string
+	for page := 1; ; page++ {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/api/repos?page="+strconv.Itoa(page), nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		l.ServeHTTP(rec, req)
+		var got RepoList
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != 200 || got.Page != page {
+			t.Fatalf("page %d: %d %s", page, rec.Code, rec.Body)
+		}
+		pages = append(pages, fullNames(got.Repos))
+		if !got.More || page > 5 {
+			break
+		}
+	}
+	if got := strings.Join(pages, " | "); got != "alice/A alice/b | bob/x carol/shared | Dave/pub" {
+		t.Errorf("alice's pages: %s", got)
+	}
+	for _, bad := range []string{"0", "-1", "x", "1001"} {
+		rec := httptest.NewRecorder()
+		l.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/repos?page="+bad, nil))
+		if rec.Code != http.StatusBadRequest {
+			t.Errorf("page=%s: %d", bad, rec.Code)
+		}
+	}
+}
+
+func fullNames(items []RepoItem) string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.Owner+"/"+it.Name)
+	}
+	return strings.Join(out, " ")
 }

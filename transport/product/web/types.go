@@ -125,12 +125,15 @@ type Comparison struct {
 	TruncatedReason string `json:"truncated_reason,omitempty"`
 }
 
-// RepoList is GET /api/repos's answer: who the caller is and the
-// repositories they may read.
+// RepoList is GET /api/repos's answer: who the caller is and one page of
+// the repositories they may read (their own first).
 type RepoList struct {
 	Viewer    string     `json:"viewer"`
 	Repos     []RepoItem `json:"repos"`
 	Truncated bool       `json:"truncated,omitempty"`
+	// Page is this page's number (from 1); More: a next page follows.
+	Page int  `json:"page"`
+	More bool `json:"more,omitempty"`
 }
 
 // RepoItem is one repository of RepoList.

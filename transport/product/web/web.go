@@ -11,8 +11,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/transport/frontend/httpmetrics"
 )
 
 // Config configures the page.
@@ -40,6 +43,8 @@ type Config struct {
 	// SSHPort is the port advertised in SSH clone URLs when SSHURL is
 	// unset; "" shows none.
 	SSHPort string
+	// Metrics counts requests by view; nil: not counted.
+	Metrics *Metrics
 	Log     *zap.Logger
 }
 
@@ -51,6 +56,7 @@ type Handler struct {
 	sshPort             string
 	gitHere, secureSite bool
 	log                 *zap.Logger
+	metrics             *Metrics
 	next                http.Handler
 }
 
@@ -60,7 +66,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("web: Config.API is required")
 	}
 	h := &Handler{api: cfg.API, cloneURL: strings.TrimSuffix(cfg.CloneURL, "/"), sshURL: strings.TrimSuffix(cfg.SSHURL, "/"),
-		sshPort: cfg.SSHPort, gitHere: cfg.GitHere, secureSite: strings.HasPrefix(cfg.PageURL, "https://"), log: cfg.Log}
+		sshPort: cfg.SSHPort, gitHere: cfg.GitHere, secureSite: strings.HasPrefix(cfg.PageURL, "https://"), log: cfg.Log, metrics: cfg.Metrics}
 	if h.log == nil {
 		h.log = zap.NewNop()
 	}
@@ -100,6 +106,14 @@ const csp = "default-src 'none'; style-src 'self'; img-src 'self'; form-action '
 const rawCSP = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src 'self'"
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &httpmetrics.StatusWriter{ResponseWriter: w}
+	h.serve(sw, r)
+	// The mux set the pattern it matched on r.
+	h.metrics.observe(viewOf(r.Pattern), sw.Status, time.Since(start))
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", csp)
 	hd.Set("X-Content-Type-Options", "nosniff")
@@ -288,22 +302,41 @@ func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
 type indexPage struct {
 	page
 	Mine, Others []RepoItem
-	Truncated    bool
+	// First: the page holds the start of the list (the caller's own
+	// section shows even when empty). Prev and Next link the pages.
+	First      bool
+	Prev, Next string
+	Truncated  bool
 }
 
 func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
+	pageNo := 1
+	if s := r.URL.Query().Get("page"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			h.fail(w, r, nil, http.StatusBadRequest, "bad page number")
+			return
+		}
+		pageNo = n
+	}
 	var list RepoList
-	if _, err := getJSON(r.Context(), h.api, RepoListPath, token(r), &list); err != nil {
+	if _, err := getJSON(r.Context(), h.api, RepoListPath+"?page="+strconv.Itoa(pageNo), token(r), &list); err != nil {
 		h.fail(w, r, err, 0, "")
 		return
 	}
-	p := indexPage{page: page{Title: "Repositories", Viewer: list.Viewer}, Truncated: list.Truncated}
+	p := indexPage{page: page{Title: "Repositories", Viewer: list.Viewer}, Truncated: list.Truncated, First: pageNo == 1}
 	for _, it := range list.Repos {
 		if list.Viewer != "" && strings.EqualFold(it.Owner, list.Viewer) {
 			p.Mine = append(p.Mine, it)
 		} else {
 			p.Others = append(p.Others, it)
 		}
+	}
+	if pageNo > 1 {
+		p.Prev = "/?page=" + strconv.Itoa(pageNo-1)
+	}
+	if list.More {
+		p.Next = "/?page=" + strconv.Itoa(pageNo+1)
 	}
 	h.render(w, r, http.StatusOK, "index", p)
 }
@@ -501,11 +534,16 @@ type treePage struct {
 	ReadmeName string
 	Empty      bool
 	Summary    *repoSummary // the repository page's counts and latest commit
+	// HasLast: entries carry their last commits (treemeta.go); LastNote
+	// says why some have none.
+	HasLast  bool
+	LastNote string
 }
 
 type entryView struct {
 	Name, Kind, Href, OID string
 	Size                  int64
+	Last                  *lastView
 }
 
 func (h *Handler) front(w http.ResponseWriter, r *http.Request) {
@@ -564,6 +602,8 @@ func (h *Handler) showTree(w http.ResponseWriter, r *http.Request, q *repoReq, s
 		}
 		p.Entries = append(p.Entries, ev)
 	}
+	dirsFirst(p.Entries)
+	h.addLastCommits(r, q, &p)
 	if name := readmeOf(entries); name != "" {
 		full := strings.TrimPrefix(path+"/"+name, "/")
 		var b Blob
