@@ -5,6 +5,12 @@
 // reachable: in process on a single node (rgit serve), or in front of an
 // API tier (Upstream).
 //
+// URLs name what they show as forges do, /{owner}/{name}/tree/{ref}/{path}
+// with {ref} a branch (which may hold "/"), tag or id (refs.go: one pure
+// resolver over the refs answer every view reads anyway; views that take
+// a ref and a path start with Handler.beginAt). The branches and tags
+// pages read one page's worth of commits (refpages.go).
+//
 // Repository content is hostile input. Templates escape everything;
 // highlighting (chroma) and markdown (goldmark, raw HTML dropped, links
 // kept inside the repository or on http(s)/mailto, see resolveLink)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // The branches and tags pages. Newest first needs each ref's date, one
@@ -102,26 +104,19 @@ func (h *Handler) refList(w http.ResponseWriter, r *http.Request, kind string) {
 	}
 	p.ByName = len(rows) > maxDated
 	if !p.ByName {
-		for i := range rows {
-			if err := h.readRow(r.Context(), q, &rows[i]); err != nil {
-				h.fail(w, r, err, 0, "")
-				return
-			}
+		if err := h.readRows(r.Context(), q, rows, Ref{}); err != nil {
+			h.fail(w, r, err, 0, "")
+			return
 		}
 	}
 	sortRows(rows, kind, p.ByName)
 	rows = rows[(pageNo-1)*refsPerPage : min(len(rows), pageNo*refsPerPage)]
-	for i := range rows {
-		if err := h.readRow(r.Context(), q, &rows[i]); err != nil {
-			h.fail(w, r, err, 0, "")
-			return
-		}
-		if kind == "branches" && !rows[i].Default && def.Name != "" {
-			if err := h.divergence(r.Context(), q, def, &rows[i]); err != nil {
-				h.fail(w, r, err, 0, "")
-				return
-			}
-		}
+	if kind != "branches" {
+		def = Ref{}
+	}
+	if err := h.readRows(r.Context(), q, rows, def); err != nil {
+		h.fail(w, r, err, 0, "")
+		return
 	}
 	p.Rows = rows
 	self := q.base() + "/" + kind
@@ -156,6 +151,28 @@ func sortRows(rows []refRow, kind string, byName bool) {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+}
+
+// readsInFlight bounds the API reads one list page makes at once.
+const readsInFlight = 4
+
+// readRows reads the rows' details (readRow) a few at a time, and with a
+// default branch def, each other branch's divergence from it.
+func (h *Handler) readRows(ctx context.Context, q *repoReq, rows []refRow, def Ref) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readsInFlight)
+	for i := range rows {
+		g.Go(func() error {
+			if err := h.readRow(gctx, q, &rows[i]); err != nil {
+				return err
+			}
+			if def.Name == "" || rows[i].Default {
+				return nil
+			}
+			return h.divergence(gctx, q, def, &rows[i])
+		})
+	}
+	return g.Wait()
 }
 
 // readRow reads a row's commit (and an annotated tag's object) once. A
