@@ -93,6 +93,7 @@ type Config struct {
 	APIMaxActive        int           // RGIT_API_MAX_ACTIVE; 0: derived from the CPUs
 	LFSMaxObject        int64         // RGIT_LFS_MAX_OBJECT_SIZE
 	LFSMaxBatch         int           // RGIT_LFS_MAX_BATCH_OBJECTS
+	LFSMaxAnonBatch     int           // RGIT_LFS_MAX_ANON_BATCH_OBJECTS
 	LFSMaxBatchBody     int64         // RGIT_LFS_MAX_BATCH_BYTES
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
@@ -190,6 +191,7 @@ var Vars = []Var{
 	{"RGIT_HOOK_SWEEP_SECS", "30", "webhooks: how often (jittered) a node looks for repositories with deliveries waiting that nobody is sending (their owner crashed or drained, and nothing opened them since) and opens them"},
 	{"RGIT_LFS_MAX_OBJECT_SIZE", "5Gi", "largest Git LFS object an upload may declare, in bytes (suffixes Ki, Mi, Gi); 5 GiB is the most S3 takes in one PUT"},
 	{"RGIT_LFS_MAX_BATCH_OBJECTS", "1000", "objects in one Git LFS batch request (git-lfs sends 100 at a time)"},
+	{"RGIT_LFS_MAX_ANON_BATCH_OBJECTS", "100", "objects in one Git LFS batch request without credentials; each costs a store lookup"},
 	{"RGIT_LFS_MAX_BATCH_BYTES", "1Mi", "bytes of one Git LFS batch request's body, read before it is parsed (suffixes Ki, Mi, Gi)"},
 }
 
@@ -357,6 +359,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		APIMaxActive:        int(p.int("RGIT_API_MAX_ACTIVE", 0)),
 		LFSMaxObject:        p.positiveBytes("RGIT_LFS_MAX_OBJECT_SIZE"),
 		LFSMaxBatch:         int(p.int("RGIT_LFS_MAX_BATCH_OBJECTS", 1)),
+		LFSMaxAnonBatch:     int(p.int("RGIT_LFS_MAX_ANON_BATCH_OBJECTS", 1)),
 		LFSMaxBatchBody:     p.positiveBytes("RGIT_LFS_MAX_BATCH_BYTES"),
 	}
 	if c.PackURITTL > maxPresignTTL {

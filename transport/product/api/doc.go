@@ -38,7 +38,10 @@
 // first byte. The expensive answers are admitted against the node's
 // memory budget and a concurrency limit (transport/service/admission.Reads).
 //
-// It imports transport/service/gitserve, transport/wire/gitproto, transport/frontend/peer (the
+// Requests without credentials share the per-address cap of git's
+// (LimitUnauthenticated, on the public port only).
+//
+// It imports transport/service/gitserve, transport/wire/gitproto, transport/wire/clientlimit, transport/frontend/peer (the
 // peer headers), transport/service/admission, transport/frontend/httpgit (Retry-After),
 // transport/product/lfs (pointers: a blob answer says it is one, raw serves the
 // file it stands for), storage/, go-git, go-redis, Prometheus and zap.
