@@ -12,8 +12,11 @@ package main
 // 1.11).
 //
 // The rgit side is what git-lfs does, from a Go client so that only the
-// server is measured: the batch request, the transfer its action names,
-// and for uploads the verify. On S3 (versitygw) the transfer is a
+// server is measured: one batch request per operation for a round's
+// objects (git-lfs asks for up to 100 at a time), the transfer each
+// action names, and for uploads the verify. Object ids are computed
+// before either side's clock starts (git-lfs hashes a file when it is
+// added, not when it is pushed). On S3 (versitygw) the transfer is a
 // presigned URL of the store, and the baseline is a presigned PUT or GET
 // of the same bytes that the bench signs itself; on the file store the
 // node serves the transfer (hashing the upload and writing it durably:
@@ -22,7 +25,8 @@ package main
 // (cp_s, without the sync, is printed beside it), `cp` to /dev/null for
 // downloads. The two
 // sides alternate object by object (and which goes first), so both see
-// the same load. control_ms is the mean time per object of the requests
+// the same load; on S3 the same Go client moves the bytes on both
+// sides. control_ms is the mean time per object of the requests
 // to rgit that move no content (batch, and verify for uploads): what
 // LFS adds to a transfer that the store does at its own speed.
 // node_io_mb is what the rgit process read and wrote through system
@@ -127,7 +131,6 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 	pid := strconv.Itoa(srv.cmd.Process.Pid)
 
 	var rg, base, baseSync lfsSide
-	src := filepath.Join(work, "src.bin")
 	size := int64(c.mb) * 1e6
 	// both runs the rgit side and the baseline of one object, the rgit
 	// side first on even objects and second on odd ones, so neither side
@@ -149,35 +152,50 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 		return nil
 	}
 	n := 0
+	// rgitIO runs f, a request to rgit or a transfer it answered, adding
+	// its time to *d and the node's I/O to *io.
+	rgitIO := func(d *time.Duration, io *int64, f func() error) error {
+		io0 := procIO(pid)
+		t, err := timed(f)
+		*d += t
+		*io += procIO(pid) - io0
+		return err
+	}
 	for round := range c.rounds {
-		var oids []string
-		for i := range c.objects {
+		objs := make([]lfsObject, c.objects)
+		for i := range objs {
 			data := make([]byte, size)
 			rand.Read(data)
-			if err := os.WriteFile(src, data, 0o644); err != nil {
+			// git-lfs hashes a file when it is added (the clean filter),
+			// not when it is pushed: neither side's time includes it.
+			sum := sha256.Sum256(data)
+			objs[i] = lfsObject{data: data, sum: sum, oid: hex.EncodeToString(sum[:]), src: filepath.Join(work, fmt.Sprintf("src-%d.bin", i))}
+			if err := os.WriteFile(objs[i].src, data, 0o644); err != nil {
 				return err
 			}
+		}
+		// One batch per operation for the round's objects, as git-lfs
+		// asks (up to 100 objects at a time).
+		var acts []map[string]lfsAction
+		if err := rgitIO(&rg.up, &rg.io[0], func() (err error) { acts, err = cl.batch(ctx, "upload", objs); return err }); err != nil {
+			return fmt.Errorf("upload batch: %w", err)
+		}
+		for i, o := range objs {
 			key := fmt.Sprintf("direct/%d-%d", round, i)
-			rgit := func() error {
-				io0 := procIO(pid)
-				d, err := timed(func() error { return cl.upload(ctx, data) })
-				rg.up += d
-				rg.io[0] += procIO(pid) - io0
-				return err
-			}
+			rgit := func() error { return rgitIO(&rg.up, &rg.io[0], func() error { return cl.upload(ctx, acts[i], o) }) }
 			baseline := func() error {
 				if store == "s3" {
-					d, err := timed(func() error { return presignedPut(ctx, direct, key, data) })
+					d, err := timed(func() error { return presignedPut(ctx, direct, key, o.sum, o.data) })
 					base.up += d
 					return err
 				}
-				d, err := timed(func() error { return exec.CommandContext(ctx, "cp", src, filepath.Join(work, "cp.bin")).Run() })
+				d, err := timed(func() error { return exec.CommandContext(ctx, "cp", o.src, filepath.Join(work, "cp.bin")).Run() })
 				base.up += d
 				if err != nil {
 					return err
 				}
 				d, err = timed(func() error {
-					return exec.CommandContext(ctx, "sh", "-c", `cp "$1" "$2" && sync "$2"`, "sh", src, filepath.Join(work, "cp-sync.bin")).Run()
+					return exec.CommandContext(ctx, "sh", "-c", `cp "$1" "$2" && sync "$2"`, "sh", o.src, filepath.Join(work, "cp-sync.bin")).Run()
 				})
 				baseSync.up += d
 				return err
@@ -186,15 +204,13 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 				return fmt.Errorf("upload: %w", err)
 			}
 			n++
-			oids = append(oids, oidHex(data))
 		}
-		for i, oid := range oids {
+		if err := rgitIO(&rg.down, &rg.io[1], func() (err error) { acts, err = cl.batch(ctx, "download", objs); return err }); err != nil {
+			return fmt.Errorf("download batch: %w", err)
+		}
+		for i, o := range objs {
 			rgit := func() error {
-				io0 := procIO(pid)
-				d, err := timed(func() error { return cl.download(ctx, oid, size) })
-				rg.down += d
-				rg.io[1] += procIO(pid) - io0
-				return err
+				return rgitIO(&rg.down, &rg.io[1], func() error { return getWhole(ctx, acts[i]["download"].Href, acts[i]["download"].Header, size) })
 			}
 			baseline := func() error {
 				var d time.Duration
@@ -202,7 +218,7 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 				if store == "s3" {
 					d, err = timed(func() error { return presignedGet(ctx, direct, fmt.Sprintf("direct/%d-%d", round, i), size) })
 				} else {
-					stored := filepath.Join(work, "store", "objects", benchOwner, "lfs", "lfs", oid)
+					stored := filepath.Join(work, "store", "objects", benchOwner, "lfs", "lfs", o.oid)
 					d, err = timed(func() error { return exec.CommandContext(ctx, "cp", stored, "/dev/null").Run() })
 				}
 				base.down += d
@@ -290,11 +306,6 @@ func timed(f func() error) (time.Duration, error) {
 	return time.Since(start), err
 }
 
-func oidHex(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
-}
-
 // procIO is what process pid read and wrote through system calls so far
 // (rchar + wchar of /proc/<pid>/io), sockets included.
 func procIO(pid string) int64 {
@@ -326,9 +337,22 @@ type lfsAction struct {
 	Header map[string]string `json:"header"`
 }
 
-func (c *lfsClient) batch(ctx context.Context, op, oid string, size int64) (map[string]lfsAction, error) {
-	body, _ := json.Marshal(map[string]any{"operation": op, "transfers": []string{"basic"}, "hash_algo": "sha256",
-		"objects": []map[string]any{{"oid": oid, "size": size}}})
+// lfsObject is one object of a round: its bytes, their SHA-256 and the
+// file the cp reference copies.
+type lfsObject struct {
+	data []byte
+	sum  [32]byte
+	oid  string
+	src  string
+}
+
+// batch asks for the actions of objs, one map per object.
+func (c *lfsClient) batch(ctx context.Context, op string, objs []lfsObject) ([]map[string]lfsAction, error) {
+	specs := make([]map[string]any, len(objs))
+	for i, o := range objs {
+		specs[i] = map[string]any{"oid": o.oid, "size": len(o.data)}
+	}
+	body, _ := json.Marshal(map[string]any{"operation": op, "transfers": []string{"basic"}, "hash_algo": "sha256", "objects": specs})
 	var ans struct {
 		Objects []struct {
 			Actions map[string]lfsAction `json:"actions"`
@@ -345,28 +369,30 @@ func (c *lfsClient) batch(ctx context.Context, op, oid string, size int64) (map[
 	switch {
 	case err != nil:
 		return nil, err
-	case code != http.StatusOK || len(ans.Objects) != 1:
+	case code != http.StatusOK || len(ans.Objects) != len(objs):
 		return nil, fmt.Errorf("batch: status %d", code)
-	case ans.Objects[0].Error != nil:
-		return nil, errors.New(ans.Objects[0].Error.Message)
 	}
-	return ans.Objects[0].Actions, nil
+	acts := make([]map[string]lfsAction, len(objs))
+	for i, o := range ans.Objects {
+		if o.Error != nil {
+			return nil, errors.New(o.Error.Message)
+		}
+		acts[i] = o.Actions
+	}
+	return acts, nil
 }
 
-func (c *lfsClient) upload(ctx context.Context, data []byte) error {
-	oid, size := oidHex(data), int64(len(data))
-	acts, err := c.batch(ctx, "upload", oid, size)
-	if err != nil {
-		return err
-	}
+// upload does an upload batch answer's actions for o: the transfer, then
+// the verify.
+func (c *lfsClient) upload(ctx context.Context, acts map[string]lfsAction, o lfsObject) error {
 	up, verify := acts["upload"], acts["verify"]
 	if up.Href == "" || verify.Href == "" {
 		return fmt.Errorf("batch gave no upload and verify actions: %v", acts)
 	}
-	if code, err := c.do(ctx, http.MethodPut, up.Href, up.Header, data, nil); err != nil || code != http.StatusOK {
+	if code, err := c.do(ctx, http.MethodPut, up.Href, up.Header, o.data, nil); err != nil || code != http.StatusOK {
 		return fmt.Errorf("upload: status %d, %v", code, err)
 	}
-	body, _ := json.Marshal(map[string]any{"oid": oid, "size": size})
+	body, _ := json.Marshal(map[string]any{"oid": o.oid, "size": len(o.data)})
 	start := time.Now()
 	code, err := c.do(ctx, http.MethodPost, verify.Href, verify.Header, body, nil)
 	c.control[0] += time.Since(start)
@@ -374,14 +400,6 @@ func (c *lfsClient) upload(ctx context.Context, data []byte) error {
 		return fmt.Errorf("verify: status %d, %v", code, err)
 	}
 	return nil
-}
-
-func (c *lfsClient) download(ctx context.Context, oid string, size int64) error {
-	acts, err := c.batch(ctx, "download", oid, size)
-	if err != nil {
-		return err
-	}
-	return getWhole(ctx, acts["download"].Href, acts["download"].Header, size)
 }
 
 // do sends one request (with the client's token to rgit's own URLs) and
@@ -430,8 +448,8 @@ func getWhole(ctx context.Context, url string, header map[string]string, size in
 	return err
 }
 
-func presignedPut(ctx context.Context, st *s3store.Store, key string, data []byte) error {
-	p, err := st.PresignPut(ctx, key, int64(len(data)), sha256.Sum256(data), time.Minute)
+func presignedPut(ctx context.Context, st *s3store.Store, key string, sum [32]byte, data []byte) error {
+	p, err := st.PresignPut(ctx, key, int64(len(data)), sum, time.Minute)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/rgit/rgit/transport/product/admin"
 	"github.com/rgit/rgit/transport/product/api"
 	"github.com/rgit/rgit/transport/product/web"
+	"github.com/rgit/rgit/transport/wire/clientlimit"
 )
 
 // APIServer is a running `rgit api-serve`: the stateless read-API tier in
@@ -148,7 +149,9 @@ func (s *APIServer) handler(cfg *config.Config, log *zap.Logger, store objstore.
 		return nil, err
 	}
 	mux.Handle("/", page)
-	return api.Mount(readAPI, mux), nil
+	// Strangers hold no more of this tier at once than of a node's.
+	anon := clientlimit.NewPerAddr(cfg.MaxAnonPerAddr, "RGIT_MAX_ANON_PER_ADDR")
+	return api.Mount(api.LimitUnauthenticated(anon, readAPI), mux), nil
 }
 
 // Err reports a listener that stopped unexpectedly.

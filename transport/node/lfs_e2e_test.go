@@ -8,9 +8,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rgit/rgit/storage/objstore"
@@ -166,6 +168,54 @@ func TestLFSPushCloneFetch(t *testing.T) {
 			}
 			if n := metric(t, srv, `rgit_lfs_batch_requests_total{operation="upload",status="200"}`); n == 0 {
 				t.Error("no upload batch counted")
+			}
+		})
+	}
+}
+
+// TestLFSPushOverObjectSize: git-lfs pushing a file over
+// RGIT_LFS_MAX_OBJECT_SIZE, over HTTP and SSH, fails with the limit's
+// message in front of the user; nothing of the push is stored (no LFS
+// object, no branch), and a file at the limit goes through.
+func TestLFSPushOverObjectSize(t *testing.T) {
+	const limit = 64 << 10
+	srv := gitenv.StartServer(t, gitenv.FileStore(t), fmt.Sprintf("RGIT_LFS_MAX_OBJECT_SIZE=%d", limit))
+	env := lfsEnv(t)
+	tok := srv.AddToken(t, "alice")
+	key := env.NewSSHKey(t, "alice")
+	srv.AddKey(t, "alice", key)
+	st := openStore(t, srv)
+	want := fmt.Sprintf("object too large (limit %d bytes, set RGIT_LFS_MAX_OBJECT_SIZE)", limit)
+	for _, tr := range []string{"http", "ssh"} {
+		t.Run(tr, func(t *testing.T) {
+			repo := "alice/big-" + tr
+			srv.CreateRepo(t, repo)
+			url, extra := srv.HTTPURL(tok, repo), []string(nil)
+			if tr == "ssh" {
+				url, extra = srv.SSHURL(repo), gitenv.SSHEnv(key)
+			}
+			big := randomBytes(limit + 1)
+			work := lfsWork(t, env, map[string][]byte{"big.bin": big})
+			r := env.TryEnv(work, extra, "push", url, "main")
+			if r.OK() || !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, oidOf(big)) {
+				t.Fatalf("push of %d bytes: want a failure naming the object and %q, got %s", len(big), want, r)
+			}
+			if keys := lfsKeys(t, st, repo); len(keys) != 0 {
+				t.Fatalf("the refused push stored %v", keys)
+			}
+			if refs := env.RunEnv(t, "", extra, "ls-remote", url); refs != "" {
+				t.Fatalf("the refused push created refs: %s", refs)
+			}
+
+			// The refused commit replaced by one whose file is at the limit.
+			fits := randomBytes(limit)
+			if err := os.WriteFile(filepath.Join(work, "big.bin"), fits, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			env.Run(t, work, "commit", "-q", "-a", "--amend", "--no-edit")
+			env.RunEnv(t, work, extra, "push", "-q", url, "main")
+			if keys := lfsKeys(t, st, repo); !slices.Equal(keys, []string{"objects/" + repo + "/lfs/" + oidOf(fits)}) {
+				t.Fatalf("store holds %v, want only the object at the limit", keys)
 			}
 		})
 	}

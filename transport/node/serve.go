@@ -204,6 +204,9 @@ type wiring struct {
 	// the read API's content of pointers.
 	lfsPublic, lfsPeer *lfs.Server
 	lfsContent         *lfs.Content
+	// anon is the per-address budget of requests without credentials
+	// that the public front ends share (RGIT_MAX_ANON_PER_ADDR).
+	anon *clientlimit.PerAddr
 }
 
 // openStore opens the store RGIT_STORE_URL names (or the one WithStore
@@ -409,10 +412,11 @@ type frontEnds struct {
 func (s *Server) buildFrontEnds(w *wiring) (*frontEnds, error) {
 	cfg, log := s.cfg, s.log
 	// One budget of unauthenticated connections per client address,
-	// shared by the public HTTP and SSH listeners.
-	anon := clientlimit.NewPerAddr(cfg.MaxAnonPerAddr, "RGIT_MAX_ANON_PER_ADDR")
+	// shared by the public HTTP and SSH listeners: git, Git LFS and the
+	// read API.
+	w.anon = clientlimit.NewPerAddr(cfg.MaxAnonPerAddr, "RGIT_MAX_ANON_PER_ADDR")
 	httpCfg := httpgit.Config{Resolver: w.eng, Protocol: w.proto, Auth: w.creds, MaxBody: cfg.MaxBody, Logger: log, Metrics: w.pm.For("http"),
-		Unauthenticated: anon}
+		Unauthenticated: w.anon}
 	if w.httpFwd != nil {
 		httpCfg.Forward, httpCfg.Rerouter = w.httpFwd, w.eng
 	}
@@ -432,7 +436,7 @@ func (s *Server) buildFrontEnds(w *wiring) (*frontEnds, error) {
 
 	_, httpPort, _ := net.SplitHostPort(s.HTTPAddr)
 	sshCfg := sshgit.Config{Addr: cfg.SSHAddr, HostKeyPath: cfg.HostKey, Resolver: w.eng, Protocol: w.proto, Keys: w.creds, Logger: log, Metrics: w.pm.For("ssh"),
-		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: anon,
+		IdleTimeout: cfg.SSHIdle, StallTimeout: cfg.SSHStall, MinRate: cfg.MinRate, AuthTimeout: cfg.SSHAuth, Unauthenticated: w.anon,
 		Extra: w.lfsPublic.SSH(httpPort)}
 	if w.sessFwd != nil {
 		sshCfg.Forward, sshCfg.Rerouter = w.sessFwd, w.eng
@@ -501,7 +505,7 @@ func (s *Server) singleFrontEnds(w *wiring, fe *frontEnds, public, adminMux *htt
 	if err := mountWeb(public, readAPI, web.NewMetrics(w.reg), s.SSHAddr, s.cfg, s.log); err != nil {
 		return err
 	}
-	fe.public = api.Mount(readAPI, public)
+	fe.public = api.Mount(api.LimitUnauthenticated(w.anon, readAPI), public)
 	fe.stream, fe.internal = adminMux, adminMux
 	return nil
 }
@@ -575,15 +579,16 @@ func (s *Server) newLFS(w *wiring) error {
 		return err
 	}
 	c := lfs.Config{Gate: w.gate, Auth: w.creds, Store: s.store, Locks: w.eng, Secret: s.PeerSecret, PublicURL: s.cfg.PublicURL,
-		Limits:  lfs.Limits{MaxObjectSize: s.cfg.LFSMaxObject, MaxBatchObjects: s.cfg.LFSMaxBatch, MaxBatchBytes: s.cfg.LFSMaxBatchBody},
+		Limits:  lfs.Limits{MaxObjectSize: s.cfg.LFSMaxObject, MaxBatchObjects: s.cfg.LFSMaxBatch, MaxAnonBatchObjects: s.cfg.LFSMaxAnonBatch, MaxBatchBytes: s.cfg.LFSMaxBatchBody},
 		Metrics: m, Log: s.log}
 	if w.httpFwd != nil {
 		c.Forward, c.Rerouter = w.httpFwd, w.eng
 	}
+	c.Unauthenticated = w.anon
 	if w.lfsPublic, err = lfs.New(c); err != nil {
 		return err
 	}
-	c.Peer, c.SessionKind = true, gitserve.KindForwarded
+	c.Peer, c.SessionKind, c.Unauthenticated = true, gitserve.KindForwarded, nil
 	if w.lfsPeer, err = lfs.New(c); err != nil {
 		return err
 	}

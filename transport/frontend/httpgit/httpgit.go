@@ -173,17 +173,14 @@ func (h *handler) session(next http.HandlerFunc) http.HandlerFunc {
 			id, client = reqid.Edge(r.Header.Get(reqid.Header))
 		}
 		w.Header().Set(reqid.Header, id)
-		if r.Header.Get("Authorization") == "" {
-			// A request with credentials that fail is answered 401 before
-			// it holds anything; one without any may hold a session for
-			// as long as its client is slow.
-			release, ok := h.anon.Acquire(r.RemoteAddr)
-			if !ok {
-				h.tooManyUnauthenticated(w, r)
-				return
-			}
-			defer release()
+		// A request without credentials may hold a session for as long
+		// as its client is slow.
+		release, ok := h.anon.AcquireRequest(r)
+		if !ok {
+			h.tooManyUnauthenticated(w, r)
+			return
 		}
+		defer release()
 		ctx, end, err := h.gate.Begin(reqid.WithClient(r.Context(), id, client), h.kind)
 		defer end()
 		if err != nil {

@@ -104,6 +104,7 @@ type Config struct {
 	APISearchMaxFileBytes int64         // RGIT_API_SEARCH_MAX_FILE_BYTES
 	APILastCommitScan     int           // RGIT_API_LAST_COMMIT_SCAN
 	APILastCommitTimeout  time.Duration // RGIT_API_LAST_COMMIT_TIMEOUT_MS
+	LFSMaxAnonBatch       int           // RGIT_LFS_MAX_ANON_BATCH_OBJECTS
 	// PeerTLS is the peer ports' mutual TLS loaded from RGIT_PEER_TLS_CERT,
 	// RGIT_PEER_TLS_KEY and RGIT_PEER_TLS_CA; nil when none is set.
 	PeerTLS *peertls.Config
@@ -211,6 +212,7 @@ var Vars = []Var{
 	{"RGIT_HOOK_SWEEP_SECS", "30", "webhooks: how often (jittered) a node looks for repositories with deliveries waiting that nobody is sending (their owner crashed or drained, and nothing opened them since) and opens them"},
 	{"RGIT_LFS_MAX_OBJECT_SIZE", "5Gi", "largest Git LFS object an upload may declare, in bytes (suffixes Ki, Mi, Gi); 5 GiB is the most S3 takes in one PUT"},
 	{"RGIT_LFS_MAX_BATCH_OBJECTS", "1000", "objects in one Git LFS batch request (git-lfs sends 100 at a time)"},
+	{"RGIT_LFS_MAX_ANON_BATCH_OBJECTS", "100", "objects in one Git LFS batch request without credentials; each costs a store lookup"},
 	{"RGIT_LFS_MAX_BATCH_BYTES", "1Mi", "bytes of one Git LFS batch request's body, read before it is parsed (suffixes Ki, Mi, Gi)"},
 }
 
@@ -389,6 +391,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		APISearchMaxFileBytes: p.positiveBytes("RGIT_API_SEARCH_MAX_FILE_BYTES"),
 		APILastCommitScan:     int(p.int("RGIT_API_LAST_COMMIT_SCAN", 1)),
 		APILastCommitTimeout:  time.Duration(p.int("RGIT_API_LAST_COMMIT_TIMEOUT_MS", 1)) * time.Millisecond,
+		LFSMaxAnonBatch:       int(p.int("RGIT_LFS_MAX_ANON_BATCH_OBJECTS", 1)),
 	}
 	if c.PackURITTL > maxPresignTTL {
 		p.fail("RGIT_PACK_URI_SECS", "%d is above %d (S3 refuses presigned URLs valid for longer than 7 days)", int64(c.PackURITTL/time.Second), int64(maxPresignTTL/time.Second))

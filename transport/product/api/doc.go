@@ -47,7 +47,10 @@
 // Metrics (metrics.go) count requests by endpoint and status class, and
 // the cache's hits and misses; no label names a repository.
 //
-// It imports transport/frontend/httpmetrics, transport/service/gitserve, transport/wire/gitproto, transport/frontend/peer (the
+// Requests without credentials share the per-address cap of git's
+// (LimitUnauthenticated, on the public port only).
+//
+// It imports transport/frontend/httpmetrics, transport/service/gitserve, transport/wire/gitproto, transport/wire/clientlimit, transport/frontend/peer (the
 // peer headers), transport/service/admission, transport/frontend/httpgit (Retry-After),
 // transport/product/lfs (pointers: a blob answer says it is one, raw serves the
 // file it stands for), storage/, go-git, go-redis, Prometheus and zap.

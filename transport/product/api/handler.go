@@ -16,7 +16,9 @@ import (
 
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/transport/frontend/httpgit"
 	"github.com/rgit/rgit/transport/frontend/httpmetrics"
+	"github.com/rgit/rgit/transport/wire/clientlimit"
 )
 
 // Origin answers a parsed request for an authenticated caller: the node
@@ -93,6 +95,25 @@ func Mount(api, rest http.Handler) http.Handler {
 			return
 		}
 		rest.ServeHTTP(w, r)
+	})
+}
+
+// LimitUnauthenticated caps per client address the requests without
+// credentials api has in flight (p: RGIT_MAX_ANON_PER_ADDR, the budget
+// git requests and SSH connections share): more are answered 429 with
+// Retry-After, before the path is parsed. It belongs in front of a public
+// port's API only: the browse page calls the API in process, all from
+// one address.
+func LimitUnauthenticated(p *clientlimit.PerAddr, api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		release, ok := p.AcquireRequest(r)
+		if !ok {
+			w.Header().Set("Retry-After", httpgit.RetryAfter)
+			writeError(w, http.StatusTooManyRequests, p.Refusal())
+			return
+		}
+		defer release()
+		api.ServeHTTP(w, r)
 	})
 }
 

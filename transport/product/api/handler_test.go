@@ -1,8 +1,12 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/rgit/rgit/transport/wire/clientlimit"
 )
 
 // TestBadTokenBeforeOrigin: a bad token is 401 before the origin (a git
@@ -42,5 +46,60 @@ func TestBadTokenBeforeOrigin(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d", resp.StatusCode)
+	}
+}
+
+// TestLimitUnauthenticated: requests without credentials hold a unit of
+// the per-address cap while they run (RGIT_MAX_ANON_PER_ADDR, shared
+// with git); over it the API answers 429 with Retry-After and the
+// documented message before the origin is asked. A request with
+// credentials holds nothing: a bad one is 401 even while the cap is full.
+func TestLimitUnauthenticated(t *testing.T) {
+	o := &fakeOrigin{entered: make(chan struct{}), gate: make(chan struct{})}
+	h, err := New(Config{Auth: noTokens{}, Origin: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon := clientlimit.NewPerAddr(1, "RGIT_MAX_ANON_PER_ADDR")
+	srv := httptest.NewServer(LimitUnauthenticated(anon, h))
+	t.Cleanup(srv.Close)
+	get := func(authz string) (int, http.Header, errorBody) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+treePath, nil)
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, nil, errorBody{}
+		}
+		defer resp.Body.Close()
+		var e errorBody
+		json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, resp.Header, e
+	}
+	done := make(chan int)
+	go func() {
+		code, _, _ := get("")
+		done <- code
+	}()
+	<-o.entered
+	t.Cleanup(func() { close(o.gate) })
+	const want = "too many unauthenticated connections from your address (limit 1, set RGIT_MAX_ANON_PER_ADDR)"
+	if code, hdr, e := get(""); code != http.StatusTooManyRequests || e.Error != want || hdr.Get("Retry-After") == "" {
+		t.Errorf("second anonymous request: %d %q (Retry-After %q), want 429 %q", code, e.Error, hdr.Get("Retry-After"), want)
+	}
+	if code, _, _ := get("Bearer rgit_unknown"); code != http.StatusUnauthorized {
+		t.Errorf("request with a bad token while the cap is full: %d, want 401", code)
+	}
+	if n := o.calls.Load(); n != 1 {
+		t.Errorf("the origin was asked %d times, want once", n)
+	}
+	o.gate <- struct{}{}
+	if code := <-done; code != http.StatusOK {
+		t.Fatalf("first anonymous request: %d", code)
+	}
+	if n := anon.Held("127.0.0.1"); n != 0 {
+		t.Errorf("%d units held after the request ended", n)
 	}
 }

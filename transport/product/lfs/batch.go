@@ -18,6 +18,10 @@ type Limits struct {
 	// MaxBatchObjects bounds the objects of one batch request
 	// (RGIT_LFS_MAX_BATCH_OBJECTS).
 	MaxBatchObjects int
+	// MaxAnonBatchObjects bounds the objects of one batch request from a
+	// caller without credentials (RGIT_LFS_MAX_ANON_BATCH_OBJECTS): each
+	// object costs a store lookup, and a stranger gets few of them.
+	MaxAnonBatchObjects int
 	// MaxBatchBytes bounds a batch request's body, read before it is
 	// parsed (RGIT_LFS_MAX_BATCH_BYTES).
 	MaxBatchBytes int64
@@ -27,7 +31,9 @@ type Limits struct {
 const (
 	DefaultMaxObjectSize   = 5 << 30
 	DefaultMaxBatchObjects = 1000
-	DefaultMaxBatchBytes   = 1 << 20
+	// DefaultMaxAnonBatchObjects is what git-lfs sends in one batch.
+	DefaultMaxAnonBatchObjects = 100
+	DefaultMaxBatchBytes       = 1 << 20
 )
 
 func (l Limits) withDefaults() Limits {
@@ -36,6 +42,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxBatchObjects <= 0 {
 		l.MaxBatchObjects = DefaultMaxBatchObjects
+	}
+	if l.MaxAnonBatchObjects <= 0 {
+		l.MaxAnonBatchObjects = DefaultMaxAnonBatchObjects
 	}
 	if l.MaxBatchBytes <= 0 {
 		l.MaxBatchBytes = DefaultMaxBatchBytes
@@ -49,6 +58,11 @@ func (l Limits) objectTooLarge() error {
 
 func (l Limits) tooManyObjects() error {
 	return &gitproto.LimitError{What: "too many objects in one batch", Limit: int64(l.MaxBatchObjects), Setting: "RGIT_LFS_MAX_BATCH_OBJECTS"}
+}
+
+func (l Limits) tooManyAnonObjects() error {
+	return &gitproto.LimitError{What: "too many objects in one batch without credentials", Limit: int64(l.MaxAnonBatchObjects),
+		Setting: "RGIT_LFS_MAX_ANON_BATCH_OBJECTS", Hint: "authenticate to send more"}
 }
 
 func (l Limits) batchTooLarge() error {
@@ -111,16 +125,22 @@ const (
 var errConflict = errors.New("conflict")
 
 // checkBatch validates a whole request: the operation, the hash algorithm
-// and the number of objects. It returns the transfer the answer uses.
-func checkBatch(req *batchRequest, l Limits) (string, error) {
+// and the number of objects, fewer for an anonymous caller. It returns
+// the transfer the answer uses. It runs before the access decision and
+// asks the store nothing, so a private repository's answer is a missing
+// one's.
+func checkBatch(req *batchRequest, l Limits, anonymous bool) (string, error) {
 	if req.Operation != opUpload && req.Operation != opDownload {
 		return "", fmt.Errorf("%w: operation must be upload or download, not %q", gitproto.ErrProtocol, req.Operation)
 	}
 	if req.HashAlgo != "" && req.HashAlgo != "sha256" {
 		return "", fmt.Errorf("%w: hash algorithm %q is not supported (sha256 is)", errConflict, req.HashAlgo)
 	}
-	if len(req.Objects) > l.MaxBatchObjects {
+	switch {
+	case len(req.Objects) > l.MaxBatchObjects:
 		return "", l.tooManyObjects()
+	case anonymous && len(req.Objects) > l.MaxAnonBatchObjects:
+		return "", l.tooManyAnonObjects()
 	}
 	transfer := transferBasic
 	if len(req.Transfers) == 1 && req.Transfers[0] == transferSSH {

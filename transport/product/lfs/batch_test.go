@@ -11,23 +11,28 @@ import (
 )
 
 func TestCheckBatch(t *testing.T) {
-	l := Limits{MaxBatchObjects: 2}.withDefaults()
+	l := Limits{MaxBatchObjects: 3, MaxAnonBatchObjects: 2}.withDefaults()
 	objs := func(n int) []objectSpec { return make([]objectSpec, n) }
 	for _, c := range []struct {
 		name      string
 		req       batchRequest
+		anon      bool
 		transfer  string
 		err       error
 		errSubstr string
 	}{
-		{"download", batchRequest{Operation: "download", Objects: objs(2)}, transferBasic, nil, ""},
-		{"upload sha256", batchRequest{Operation: "upload", HashAlgo: "sha256", Transfers: []string{"basic", "lfs-standalone-file"}}, transferBasic, nil, ""},
-		{"ssh", batchRequest{Operation: "upload", Transfers: []string{"ssh"}}, transferSSH, nil, ""},
-		{"bad operation", batchRequest{Operation: "delete"}, "", gitproto.ErrProtocol, "operation"},
-		{"other hash", batchRequest{Operation: "download", HashAlgo: "sha512"}, "", errConflict, "sha512"},
-		{"too many", batchRequest{Operation: "download", Objects: objs(3)}, "", gitproto.ErrProtocol, "too many objects in one batch (limit 2, set RGIT_LFS_MAX_BATCH_OBJECTS)"},
+		{"download", batchRequest{Operation: "download", Objects: objs(3)}, false, transferBasic, nil, ""},
+		{"upload sha256", batchRequest{Operation: "upload", HashAlgo: "sha256", Transfers: []string{"basic", "lfs-standalone-file"}}, false, transferBasic, nil, ""},
+		{"ssh", batchRequest{Operation: "upload", Transfers: []string{"ssh"}}, false, transferSSH, nil, ""},
+		{"bad operation", batchRequest{Operation: "delete"}, false, "", gitproto.ErrProtocol, "operation"},
+		{"other hash", batchRequest{Operation: "download", HashAlgo: "sha512"}, false, "", errConflict, "sha512"},
+		{"too many", batchRequest{Operation: "download", Objects: objs(4)}, false, "", gitproto.ErrProtocol, "too many objects in one batch (limit 3, set RGIT_LFS_MAX_BATCH_OBJECTS)"},
+		{"anonymous at its cap", batchRequest{Operation: "download", Objects: objs(2)}, true, transferBasic, nil, ""},
+		{"anonymous over its cap", batchRequest{Operation: "download", Objects: objs(3)}, true, "", gitproto.ErrProtocol,
+			"too many objects in one batch without credentials (limit 2, set RGIT_LFS_MAX_ANON_BATCH_OBJECTS); authenticate to send more"},
+		{"anonymous over both", batchRequest{Operation: "download", Objects: objs(4)}, true, "", gitproto.ErrProtocol, "(limit 3, set RGIT_LFS_MAX_BATCH_OBJECTS)"},
 	} {
-		tr, err := checkBatch(&c.req, l)
+		tr, err := checkBatch(&c.req, l, c.anon)
 		if tr != c.transfer || !errors.Is(err, c.err) || (c.errSubstr != "" && !strings.Contains(err.Error(), c.errSubstr)) {
 			t.Errorf("%s: %q, %v; want %q, %v (%q)", c.name, tr, err, c.transfer, c.err, c.errSubstr)
 		}

@@ -24,6 +24,8 @@
 //
 // It imports storage/auth, storage/objstore, storage/repo, storage/names,
 // transport/service/gitserve, transport/wire/gitproto (limit errors), transport/wire/pktline,
+// transport/wire/clientlimit (the per-address cap of callers without
+// credentials), transport/frontend/httpgit (Retry-After),
 // transport/frontend/sshgit (the command interface it implements),
 // transport/frontend/httpmetrics (the status of an answer), zap, Prometheus
 // and the standard library; transport/product/api imports it for pointers, and

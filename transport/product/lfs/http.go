@@ -19,8 +19,10 @@ import (
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/frontend/httpgit"
 	"github.com/rgit/rgit/transport/frontend/httpmetrics"
 	"github.com/rgit/rgit/transport/service/gitserve"
+	"github.com/rgit/rgit/transport/wire/clientlimit"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 	"github.com/rgit/rgit/transport/wire/reqid"
 )
@@ -63,6 +65,12 @@ type Config struct {
 	Forward  Forwarder
 	Rerouter gitserve.Rerouter
 	Limits   Limits
+	// Unauthenticated, if set, caps per client address the requests in
+	// flight of callers without credentials (batch, locks) and the
+	// downloads handed to them (RGIT_MAX_ANON_PER_ADDR: the budget git
+	// requests and SSH connections share); more are answered 429. nil on
+	// the peer port, where every request comes from a node.
+	Unauthenticated *clientlimit.PerAddr
 	// PublicURL is the base URL clients reach the HTTP port at
 	// (RGIT_PUBLIC_URL), for the hrefs of node-served actions and
 	// git-lfs-authenticate; "" derives it from the request's Host (over
@@ -94,6 +102,7 @@ type Server struct {
 	fwd       Forwarder
 	rr        gitserve.Rerouter
 	limits    Limits
+	anon      *clientlimit.PerAddr
 	publicURL string
 	peer      bool
 	kind      string
@@ -114,7 +123,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("lfs: Config.Secret (the peer secret) must be at least 16 characters")
 	}
 	s := &Server{gate: cfg.Gate, auth: cfg.Auth, objects: newObjects(cfg.Store), locks: cfg.Locks, sign: newSigner(cfg.Secret),
-		fwd: cfg.Forward, rr: cfg.Rerouter, limits: cfg.Limits.withDefaults(), publicURL: strings.TrimRight(cfg.PublicURL, "/"),
+		fwd: cfg.Forward, rr: cfg.Rerouter, limits: cfg.Limits.withDefaults(), anon: cfg.Unauthenticated, publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 		peer: cfg.Peer, kind: cfg.SessionKind, metrics: cfg.Metrics, log: cfg.Log, now: time.Now}
 	if s.kind == "" {
 		s.kind = gitserve.KindHTTP
@@ -228,6 +237,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) int {
 		status, msg = http.StatusNotFound, err.Error()
 	case errors.Is(err, gitproto.ErrProtocol):
 		status, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, errAnonBusy):
+		status, msg = http.StatusTooManyRequests, s.anon.Refusal()
+		w.Header().Set("Retry-After", httpgit.RetryAfter)
 	case errors.Is(err, gitserve.ErrUnavailable), errors.Is(err, gitserve.ErrHopLimit):
 		status, msg = http.StatusServiceUnavailable, gitserve.Unavailable.Message()
 		w.Header().Set("Retry-After", "2")
@@ -267,6 +279,32 @@ func (s *Server) identity(r *http.Request) (auth.Identity, error) {
 		return auth.Anonymous, fmt.Errorf("%w: %w", gitserve.ErrUnavailable, err)
 	}
 	return id, nil
+}
+
+// errAnonBusy: the caller's address holds its share of unauthenticated
+// requests already (429).
+var errAnonBusy = errors.New("too many unauthenticated requests from this address")
+
+// caller is identity, and for a caller without credentials a unit of the
+// per-address cap held until release: a stranger holds no more requests
+// here than on git. It costs no store lookup.
+func (s *Server) caller(r *http.Request) (auth.Identity, func(), error) {
+	id, err := s.identity(r)
+	if err != nil || id.Authenticated {
+		return id, func() {}, err
+	}
+	release, err := s.holdAnon(r)
+	return id, release, err
+}
+
+// holdAnon takes a unit of the per-address cap until release, or
+// answers errAnonBusy.
+func (s *Server) holdAnon(r *http.Request) (func(), error) {
+	release, ok := s.anon.Acquire(r.RemoteAddr)
+	if !ok {
+		return func() {}, errAnonBusy
+	}
+	return release, nil
 }
 
 // readBody reads a JSON request body of at most limit bytes.
@@ -391,7 +429,8 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request, op *string) int {
-	id, err := s.identity(r)
+	id, release, err := s.caller(r)
+	defer release()
 	if err != nil {
 		return s.fail(w, r, err)
 	}
@@ -400,7 +439,7 @@ func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request, op *string)
 	if err != nil {
 		return s.fail(w, r, err)
 	}
-	transfer, err := checkBatch(&req, s.limits)
+	transfer, err := checkBatch(&req, s.limits, !id.Authenticated)
 	if err != nil {
 		return s.fail(w, r, err)
 	}
@@ -411,13 +450,15 @@ func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request, op *string)
 	}
 	// A batch changes nothing: it may follow failover like a read.
 	return s.routed(w, r, svc, id, body, http.MethodGet, func(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession) int {
-		return s.answerBatch(w, r, sess, &req, transfer)
+		return s.answerBatch(w, r, sess, &req, transfer, !id.Authenticated)
 	})
 }
 
 // answerBatch is the owner's answer: each object checked, looked up in
-// the store (in parallel) and given its actions or its error.
-func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession, req *batchRequest, transfer string) int {
+// the store (in parallel) and given its actions or its error. anon marks
+// the node-served downloads it hands out as a stranger's, held against
+// the per-address cap.
+func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession, req *batchRequest, transfer string, anon bool) int {
 	ctx := r.Context()
 	owner, name := sess.Owner, sess.Name
 	resp := batchResponse{Transfer: transfer, HashAlgo: "sha256", Objects: make([]objectAnswer, len(req.Objects))}
@@ -459,7 +500,7 @@ func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitse
 		a.Authenticated = true
 		a.Actions = map[string]action{}
 		for _, kind := range acts {
-			act, err := s.action(ctx, base, owner, name, kind, transfer, objectSpec{OID: a.OID, Size: a.Size})
+			act, err := s.action(ctx, base, owner, name, kind, transfer, objectSpec{OID: a.OID, Size: a.Size}, anon)
 			if err != nil {
 				return s.fail(w, r, err)
 			}
@@ -474,13 +515,13 @@ func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitse
 // action is one action of a batch answer: on a presigning store the
 // store's own URL for the transfer, else the node's signed path; verify
 // is always the node's (it reads what the store recorded).
-func (s *Server) action(ctx context.Context, base, owner, name, kind, transfer string, o objectSpec) (action, error) {
+func (s *Server) action(ctx context.Context, base, owner, name, kind, transfer string, o objectSpec, anon bool) (action, error) {
 	ttl := ActionTTL
 	a := action{ExpiresIn: int(ttl / time.Second)}
 	if transfer == transferSSH {
 		return a, nil // the bytes go over the SSH connection
 	}
-	t := ticket{Op: kind, Owner: owner, Name: name, OID: o.OID, Size: o.Size, Exp: s.now().Add(ttl).Unix()}
+	t := ticket{Op: kind, Owner: owner, Name: name, OID: o.OID, Size: o.Size, Exp: s.now().Add(ttl).Unix(), Anon: anon}
 	key := repo.LFSKey(owner, name, o.OID)
 	switch {
 	case kind == opVerify:
@@ -530,6 +571,11 @@ func (s *Server) objectTicket(r *http.Request, op string) (ticket, error) {
 // streamed, resumable with a Range from an offset to the end.
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	t, err := s.objectTicket(r, opDownload)
+	release := func() {}
+	if err == nil && t.Anon {
+		release, err = s.holdAnon(r)
+	}
+	defer release()
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -136,7 +136,8 @@ func (s *Server) lockStatus(w http.ResponseWriter, r *http.Request, err error) i
 func (s *Server) lockRequest(w http.ResponseWriter, r *http.Request, name string, svc gitserve.Service, method string, v any,
 	serve func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.AuthorizedSession) int) {
 	status := func() int {
-		id, err := s.identity(r)
+		id, release, err := s.caller(r)
+		defer release()
 		if err != nil {
 			return s.fail(w, r, err)
 		}

@@ -34,6 +34,9 @@ type ticket struct {
 	Size  int64          `json:"sz,omitempty"`
 	Exp   int64          `json:"exp"`
 	ID    *auth.Identity `json:"id,omitempty"`
+	// Anon: handed to a caller without credentials; its transfer holds a
+	// unit of the per-address cap while it runs.
+	Anon bool `json:"a,omitempty"`
 }
 
 // maxTicket bounds what open decodes.

@@ -3,6 +3,7 @@ package clientlimit
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"sync"
 )
@@ -64,6 +65,17 @@ func (p *PerAddr) Acquire(addr string) (release func(), ok bool) {
 			}
 		})
 	}, true
+}
+
+// AcquireRequest is Acquire for an HTTP request without credentials (no
+// Authorization header), from its RemoteAddr. A request with credentials
+// holds nothing: they are checked before it costs anything, and refused
+// (401) when bad.
+func (p *PerAddr) AcquireRequest(r *http.Request) (release func(), ok bool) {
+	if r.Header.Get("Authorization") != "" {
+		return func() {}, true
+	}
+	return p.Acquire(r.RemoteAddr)
 }
 
 // Held is the number of units addr holds (tests, metrics).
