@@ -195,17 +195,7 @@ func benchAPIOn(ctx context.Context, f *fixture.Fixture, env rgitEnv, cache stri
 		return err
 	}
 	defer srv.stop()
-	token, err := srv.admin(ctx, "add-token", benchOwner)
-	if err != nil {
-		return err
-	}
-	if _, err := srv.admin(ctx, "create-repo", benchOwner+"/"+f.Name); err != nil {
-		return err
-	}
-	if _, err := timeGit(ctx, f.Dir, "push", "-q", "--mirror", srv.url(token, f.Name)); err != nil {
-		return err
-	}
-	if _, err := srv.admin(ctx, "set-visibility", benchOwner+"/"+f.Name, "public"); err != nil {
+	if err := publishFixture(ctx, srv, f); err != nil {
 		return err
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}

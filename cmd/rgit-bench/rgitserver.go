@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rgit/rgit/testkit/fixture"
 	"github.com/rgit/rgit/testkit/freeport"
 	"github.com/rgit/rgit/testkit/syncbuf"
 	"github.com/rgit/rgit/transport/product/admin"
@@ -201,4 +202,21 @@ func metricValue(text, name string) (float64, bool, error) {
 		}
 	}
 	return 0, false, nil
+}
+
+// publishFixture creates benchOwner/{fixture} on srv, mirrors the fixture
+// into it and makes it public: the repository the read benches read.
+func publishFixture(ctx context.Context, srv *rgitServer, f *fixture.Fixture) error {
+	token, err := srv.admin(ctx, "add-token", benchOwner)
+	if err != nil {
+		return err
+	}
+	if _, err := srv.admin(ctx, "create-repo", benchOwner+"/"+f.Name); err != nil {
+		return err
+	}
+	if _, err := timeGit(ctx, f.Dir, "push", "-q", "--mirror", srv.url(token, f.Name)); err != nil {
+		return err
+	}
+	_, err = srv.admin(ctx, "set-visibility", benchOwner+"/"+f.Name, "public")
+	return err
 }

@@ -156,17 +156,7 @@ func benchWebOn(ctx context.Context, f *fixture.Fixture, c webFlags, bin, work s
 		return err
 	}
 	defer srv.stop()
-	token, err := srv.admin(ctx, "add-token", benchOwner)
-	if err != nil {
-		return err
-	}
-	if _, err := srv.admin(ctx, "create-repo", benchOwner+"/"+f.Name); err != nil {
-		return err
-	}
-	if _, err := timeGit(ctx, f.Dir, "push", "-q", "--mirror", srv.url(token, f.Name)); err != nil {
-		return err
-	}
-	if _, err := srv.admin(ctx, "set-visibility", benchOwner+"/"+f.Name, "public"); err != nil {
+	if err := publishFixture(ctx, srv, f); err != nil {
 		return err
 	}
 	cgitBase, stopCgit, err := startCgit(ctx, c.cgitBin, filepath.Join(work, "cgit-"+f.Name), f)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/storage/object"
-	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
 // lastCommitAnswer is lastcommit's JSON: for each entry of a directory
@@ -24,13 +23,8 @@ type lastCommitAnswer struct {
 	// Commits describes every commit an entry names, by id.
 	Commits map[string]lastCommitInfo `json:"commits"`
 	// Examined is the number of commits the walk looked at.
-	Examined        int    `json:"examined"`
-	Truncated       bool   `json:"truncated"`
-	TruncatedReason string `json:"truncated_reason,omitempty"`
-	// limit is what cut the walk; timedOut: the time budget did, so
-	// another try may get further and the answer is not stored.
-	limit    *gitproto.LimitError
-	timedOut bool
+	Examined int `json:"examined"`
+	cutShort
 }
 
 // lastCommitName is one entry of lastcommit; Commit is "" when the

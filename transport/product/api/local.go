@@ -444,7 +444,7 @@ func (s *serving) serve(b gitproto.Backend) error {
 		if err != nil {
 			return err
 		}
-		s.limited(cutShort{limit: a.limit, timedOut: a.timedOut})
+		s.limited(a.cutShort)
 		return s.json(a)
 	case Archive:
 		// Sized first: an archive over its limits is refused before its
