@@ -98,6 +98,10 @@ var (
 // plain (still with line numbers): lexing time grows with the input.
 const maxHighlight = 256 << 10
 
+// highlightBudget bounds the time one file's highlighting may take; past
+// it the file shows plain (coalesce).
+const highlightBudget = 150 * time.Millisecond
+
 func mustStyleCSS() []byte {
 	// Each scheme's colours apply under its own media query: a class one
 	// style colours and the other leaves alone must not keep the colour
@@ -141,7 +145,7 @@ func parseLines(s string) (lineRange, error) {
 
 // highlight renders src as escaped, classed HTML with numbered, linkable
 // lines, choosing the lexer by file name and marking the lines of hl.
-func highlight(name, src string, hl lineRange) (template.HTML, error) {
+func highlight(name, src string, hl lineRange, deadline time.Time) (template.HTML, error) {
 	lexer := lexers.Match(name)
 	if lexer == nil || len(src) > maxHighlight {
 		lexer = lexers.Fallback
@@ -150,12 +154,20 @@ func highlight(name, src string, hl lineRange) (template.HTML, error) {
 	if err != nil {
 		return "", fmt.Errorf("highlight %s: %w", name, err)
 	}
+	tokens, done := coalesce(it, deadline)
+	if !done {
+		// Out of time: the plain lexer's one token costs nothing.
+		if it, err = lexers.Fallback.Tokenise(nil, src); err != nil {
+			return "", fmt.Errorf("highlight %s: %w", name, err)
+		}
+		tokens, _ = coalesce(it, time.Time{})
+	}
 	f := codeFormatter
 	if hl.From > 0 {
 		f = chromahtml.New(append(slices.Clip(codeOptions), chromahtml.HighlightLines([][2]int{{hl.From, hl.To}}))...)
 	}
 	var b bytes.Buffer
-	if err := f.Format(&b, codeStyle, chroma.Literator(coalesce(it)...)); err != nil {
+	if err := f.Format(&b, codeStyle, chroma.Literator(tokens...)); err != nil {
 		return "", fmt.Errorf("highlight %s: %w", name, err)
 	}
 	return template.HTML(b.String()), nil // chroma escapes every token
@@ -169,11 +181,19 @@ const maxRun = 8192
 // chroma.Coalesce does, in linear time: chroma's joins with +, copying
 // the run so far for every token it adds (most of the time of a plain
 // text file, a token a line, went there).
-func coalesce(it chroma.Iterator) []chroma.Token {
-	var out []chroma.Token
+//
+// chroma's lexers work as the iterator is read, a few milliseconds per
+// kilobyte of source for the regexp-heavy ones: past deadline (zero:
+// none) coalesce stops and done is false, so a large file cannot cost a
+// stranger's request seconds of CPU.
+func coalesce(it chroma.Iterator, deadline time.Time) (out []chroma.Token, done bool) {
 	var run strings.Builder
 	var typ chroma.TokenType
+	n := 0
 	for t := it(); t != chroma.EOF; t = it() {
+		if n++; n%256 == 0 && !deadline.IsZero() && time.Now().After(deadline) {
+			return nil, false
+		}
 		if t.Value == "" {
 			continue
 		}
@@ -189,7 +209,7 @@ func coalesce(it chroma.Iterator) []chroma.Token {
 	if run.Len() > 0 {
 		out = append(out, chroma.Token{Type: typ, Value: run.String()})
 	}
-	return out
+	return out, true
 }
 
 // fileView is how the blob page shows a file.
@@ -265,9 +285,9 @@ func (h *Handler) fileView(q *repoReq, p string, b Blob, query url.Values) (file
 		v.Rendered = self
 	}
 	v.Lines = lines
-	if v.HTML, err = highlight(p, b.Content, lines); err != nil {
+	if v.HTML, err = highlight(p, b.Content, lines, time.Now().Add(highlightBudget)); err != nil {
 		h.log.Warn("web: highlighting failed; shown plain", zap.String("path", p), zap.Error(err))
-		v.HTML, _ = highlight("", b.Content, lines)
+		v.HTML, _ = highlight("", b.Content, lines, time.Time{})
 	}
 	return v, nil
 }

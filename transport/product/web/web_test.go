@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/chroma/v2"
 	"github.com/alecthomas/chroma/v2/lexers"
@@ -267,7 +268,7 @@ func TestCoalesceAsChroma(t *testing.T) {
 		if err := codeFormatter.Format(&want, codeStyle, it); err != nil {
 			t.Fatal(err)
 		}
-		got, err := highlight(tc.name, tc.src, lineRange{})
+		got, err := highlight(tc.name, tc.src, lineRange{}, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,5 +376,30 @@ func TestElsewhere(t *testing.T) {
 	}
 	if _, body := get(t, Elsewhere("", ""), "/", ""); !strings.Contains(body, "git clone http://example.com/OWNER/NAME.git") {
 		t.Errorf("/ without any URL:\n%s", body)
+	}
+}
+
+// TestHighlightOutOfTime: a file whose lexing is past its deadline shows
+// as the plain lexer shows it (numbered, no token classes), and one in
+// time is highlighted.
+func TestHighlightOutOfTime(t *testing.T) {
+	src := "package p\n\n" + strings.Repeat("func f() int { return 1 }\n", 2000)
+	plain, err := highlight("", src, lineRange{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, err := highlight("f.go", src, lineRange{}, time.Now().Add(-time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if late != plain {
+		t.Errorf("out of time: got %d bytes of HTML, want the plain rendering (%d bytes)", len(late), len(plain))
+	}
+	lit, err := highlight("f.go", src, lineRange{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lit == plain {
+		t.Error("in time: Go source was not highlighted")
 	}
 }
