@@ -19,7 +19,14 @@
 //	└── leader (leaderActor)          the ownership map's writer; leader node only
 //
 // Messages, one Go type per operation with a typed reply (messages.go,
-// access.go, leader.go):
+// access.go, hooks.go, lfslocks.go, sessions.go, leader.go). Each mailbox
+// is sealed: a request embeds toRepo[R], toSupervisor[R], toTransport[R]
+// or toSession[R] (the leader's are the type set leaderMessage), so the
+// compiler refuses a message sent to the wrong actor and the ask
+// functions (askRepo, askSupervisor, askTransport, askSession,
+// askRepoActor, askLeader) return the reply as its type. Receive's
+// ctx.Message() is protoactor's untyped boundary, one type switch per
+// actor, and await the one place a request crosses its future.
 //
 //   - to a repo actor: acquire → acquired (a session's snapshot), release;
 //     updateRefs → refsUpdated; setVisibility, setHead → written;
@@ -31,12 +38,12 @@
 //     redeliver → redelivered; evictIfIdle; lease: regranted, startRelease,
 //     renewAnswer, drainTick; its own idleTick. A request that cannot run
 //     is answered failed (with the error) or errRetry (the actor closes).
-//   - to the supervisor: deliver (a repo actor's request, passed on to it)
-//     | notHeld; granted → leaseInfo;
+//   - to the supervisor: deliver[R] (a repo actor's request, passed on
+//     to it, answered R by the repo actor) | notHeld; granted → leaseInfo;
 //     leaseQuery → leaseInfo; leaseChanged, idle (from children); listOpen
 //     → openKeys; drainAll → drainWait; renewTick, renewResult.
 //   - to the transport supervisor: beginSession → sessionBegun,
-//     awaitSessions (the drain); to a session actor: resolveRepo →
+//     awaitSessions → sessionsIdle (the drain); to a session actor: resolveRepo →
 //     repoResolved (served here, with the repo session, or the owner to
 //     forward to).
 //   - to the leader actor: cluster.ClaimLease, cluster.ReleaseLease,

@@ -16,7 +16,7 @@ import (
 	"github.com/rgit/rgit/storage/names"
 )
 
-// Moved is called by a forwarder whose request for owner/name was
+// Moved is called by a forwarder whose request for key was
 // answered by node with the moved signal: node does not hold the
 // repository (it drained) although this node's view named it. Moved
 // re-reads the map and waits, up to Drain plus a follower poll, for an
@@ -24,13 +24,9 @@ import (
 // it to the drain), then routes again: usually a claim, which the leader
 // now grants here or steers elsewhere. Nothing was written for the
 // request, so the caller may send it wherever this says.
-func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult, error) {
+func (n *Node) Moved(ctx context.Context, key names.Repo, node string) (RouteResult, error) {
 	if n.cl == nil {
 		return RouteResult{Local: true}, nil
-	}
-	key, err := names.New(owner, name)
-	if err != nil {
-		return RouteResult{}, err
 	}
 	// A release shortens the entry to the drain; an owner whose drain
 	// ended with sessions still running holds the entry until they end,
@@ -106,18 +102,14 @@ func movedStep(e cluster.Entry, ok bool, node string, movedAt, now, deadline tim
 }
 
 // ConnectFailed is called by a forwarder that could not connect to node
-// for owner/name, having consumed nothing of the request (method names
+// for key, having consumed nothing of the request (method names
 // it, for the log). It applies cluster.OnConnectFailure: the first failure
 // waits ForceGrantWait, re-reads the map and routes again; a second one
 // asks the leader to force the repository over (waiting out the quiet
 // period once).
-func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method string) (RouteResult, error) {
+func (n *Node) ConnectFailed(ctx context.Context, key names.Repo, node, method string) (RouteResult, error) {
 	if n.cl == nil {
 		return RouteResult{Local: true}, nil
-	}
-	key, err := names.New(owner, name)
-	if err != nil {
-		return RouteResult{}, err
 	}
 	n.cl.suspMu.Lock()
 	d := cluster.OnConnectFailure(n.cl.susp, key, node, time.Now())
@@ -136,15 +128,11 @@ func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method stri
 }
 
 // ConnectSucceeded is called by a forwarder that connected to node for
-// owner/name after an earlier connect failure: a suspicion of node for
+// key after an earlier connect failure: a suspicion of node for
 // the repository ends (cluster.OnConnectSuccess), so that failure never
 // counts as the first of two that move it.
-func (n *Node) ConnectSucceeded(owner, name, node string) {
+func (n *Node) ConnectSucceeded(key names.Repo, node string) {
 	if n.cl == nil {
-		return
-	}
-	key, err := names.New(owner, name)
-	if err != nil {
 		return
 	}
 	n.cl.suspMu.Lock()

@@ -27,13 +27,9 @@ type RouteResult struct {
 // claim (one round trip to the leader) and then serve or forward. Errors
 // wrapping ErrLeaderUnreachable or ErrDraining mean 503. In single-node
 // mode every repository is local.
-func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, error) {
+func (n *Node) Route(ctx context.Context, key names.Repo) (RouteResult, error) {
 	if n.cl == nil {
 		return RouteResult{Local: true}, nil
-	}
-	key, err := names.New(owner, name)
-	if err != nil {
-		return RouteResult{}, err
 	}
 	return n.route(ctx, key)
 }
@@ -158,15 +154,14 @@ func (n *Node) releaseUnheld(ctx context.Context, key names.Repo) error {
 }
 
 // OwnedElsewhere reports whether the node's map view names another node
-// as owner/name's owner, so that a request for it would be forwarded: a
-// hint for work started ahead of an open (repo.ListAhead). Always false
-// on a single node.
-func (n *Node) OwnedElsewhere(owner, name string) bool {
+// as key's owner, so that a request for it would be forwarded: a hint for
+// work started ahead of an open (repo.ListAhead). Always false on a
+// single node.
+func (n *Node) OwnedElsewhere(key names.Repo) bool {
 	if n.cl == nil {
 		return false
 	}
-	key, err := names.New(owner, name)
-	return err == nil && cluster.Locate(n.OwnershipView(), key, n.cl.cfg.Self, time.Now()).Kind == cluster.Forward
+	return cluster.Locate(n.OwnershipView(), key, n.cl.cfg.Self, time.Now()).Kind == cluster.Forward
 }
 
 // routeHeld decides for a repository this node holds a lease on: serve
@@ -194,7 +189,7 @@ func (n *Node) apply(ctx context.Context, key names.Repo, d cluster.Decision) (R
 	for _, act := range acts {
 		switch act.Kind {
 		case cluster.OpenDB:
-			if _, err := n.request(ctx, n.sup, &granted{key: key, epoch: d.Entry.Epoch, holder: h}, 10*time.Second); err != nil {
+			if _, err := askSupervisor(ctx, n, &granted{key: key, epoch: d.Entry.Epoch, holder: h}, 10*time.Second); err != nil {
 				return RouteResult{}, fmt.Errorf("record lease on %s: %w", key, err)
 			}
 			return RouteResult{Local: true}, nil
@@ -214,11 +209,11 @@ func unreachable(err error) error {
 
 // leaseOf asks the supervisor about this node's lease on key.
 func (n *Node) leaseOf(ctx context.Context, key names.Repo) (leaseInfo, error) {
-	v, err := n.request(ctx, n.sup, &leaseQuery{key: key}, 10*time.Second)
+	l, err := askSupervisor(ctx, n, &leaseQuery{key: key}, 10*time.Second)
 	if err != nil {
 		return leaseInfo{}, fmt.Errorf("lease of %s: %w", key, err)
 	}
-	return *v.(*leaseInfo), nil
+	return *l, nil
 }
 
 // ensureLocal routes key and reports a *NotOwnerError when another node

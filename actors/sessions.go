@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // Git sessions as actors. Every git session the node serves (a smart-HTTP
@@ -36,18 +38,22 @@ var sessionKinds = []SessionKind{KindHTTP, KindSSH, KindForwarded, KindAPI}
 // Messages of the transport supervisor and its session actors.
 type (
 	// beginSession spawns a session actor; *sessionBegun answers.
-	beginSession struct{ kind SessionKind }
+	beginSession struct {
+		toTransport[*sessionBegun]
+		kind SessionKind
+	}
 	sessionBegun struct{ pid *actor.PID }
 	// awaitSessions asks for a channel closed once no session is live;
 	// *sessionsIdle answers.
-	awaitSessions struct{}
+	awaitSessions struct{ toTransport[*sessionsIdle] }
 	sessionsIdle  struct{ done <-chan struct{} }
 	// resolveRepo asks a session actor where owner/name is served and, if
 	// here, to open the repo actor's session; *repoResolved answers. ctx
 	// bounds the routing (a claim may wait for the leader).
 	resolveRepo struct {
-		ctx         context.Context
-		owner, name string
+		toSession[*repoResolved]
+		ctx context.Context
+		key names.Repo
 	}
 	repoResolved struct {
 		session *RepoSession // non-nil when served here
@@ -126,11 +132,11 @@ func (a *sessionActor) resolve(m *resolveRepo) repoResolved {
 	if a.session != nil {
 		return repoResolved{err: errors.New("session already bound to a repository")}
 	}
-	route, err := a.node.Route(m.ctx, m.owner, m.name)
+	route, err := a.node.Route(m.ctx, m.key)
 	if err != nil || !route.Local {
 		return repoResolved{route: route, err: err}
 	}
-	s, err := a.node.Session(m.ctx, m.owner, m.name)
+	s, err := a.node.Session(m.ctx, m.key)
 	if err != nil {
 		return repoResolved{err: err}
 	}
@@ -148,23 +154,22 @@ type GitSession struct {
 // BeginSession registers a git session of kind with the transport
 // supervisor. End it when the session is over, whatever happened.
 func (n *Node) BeginSession(ctx context.Context, kind SessionKind) (*GitSession, error) {
-	v, err := n.request(ctx, n.transport, &beginSession{kind: kind}, 10*time.Second)
+	r, err := askTransport(ctx, n, &beginSession{kind: kind}, 10*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("begin %s session: %w", kind, err)
 	}
-	return &GitSession{node: n, pid: v.(*sessionBegun).pid}, nil
+	return &GitSession{node: n, pid: r.pid}, nil
 }
 
-// Resolve asks the session actor where owner/name is served: a RepoSession
+// Resolve asks the session actor where key is served: a RepoSession
 // on this node (held by the session until End; Release is harmless), or
 // the route to the owner with a nil RepoSession. Errors are Route's and
 // Node.Session's.
-func (g *GitSession) Resolve(ctx context.Context, owner, name string) (*RepoSession, RouteResult, error) {
-	v, err := g.node.request(ctx, g.pid, &resolveRepo{ctx: ctx, owner: owner, name: name}, g.node.cfg.OpenTimeout)
+func (g *GitSession) Resolve(ctx context.Context, key names.Repo) (*RepoSession, RouteResult, error) {
+	r, err := askSession(ctx, g.node, g.pid, &resolveRepo{ctx: ctx, key: key}, g.node.cfg.OpenTimeout)
 	if err != nil {
 		return nil, RouteResult{}, err
 	}
-	r := v.(*repoResolved)
 	return r.session, r.route, r.err
 }
 
@@ -177,12 +182,12 @@ func (g *GitSession) End() {
 // WaitSessions returns once no git session is live on the node, or with
 // ctx's error. The drain calls it after the listeners stopped accepting.
 func (n *Node) WaitSessions(ctx context.Context) error {
-	v, err := n.request(ctx, n.transport, &awaitSessions{}, 10*time.Second)
+	r, err := askTransport(ctx, n, &awaitSessions{}, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("wait for sessions: %w", err)
 	}
 	select {
-	case <-v.(*sessionsIdle).done:
+	case <-r.done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("wait for sessions: %w", ctx.Err())

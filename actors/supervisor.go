@@ -74,18 +74,18 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if s.probeTimer != nil {
 			s.probeTimer.Stop()
 		}
-	case *deliver:
-		c, ok := s.children[m.key]
+	case delivery:
+		c, ok := s.children[m.target()]
 		switch {
 		case ok:
 		case s.node.cl != nil:
 			ctx.Respond(&notHeld{})
 			return
 		default:
-			c = s.spawn(ctx, m.key, nil)
+			c = s.spawn(ctx, m.target(), nil)
 		}
 		c.lastUsed = time.Now()
-		ctx.RequestWithCustomSender(c.pid, m.msg, ctx.Sender())
+		ctx.RequestWithCustomSender(c.pid, m.payload(), ctx.Sender())
 	case *idle:
 		if c, ok := s.children[m.key]; ok && c.pid.Equal(m.pid) {
 			delete(s.children, m.key)

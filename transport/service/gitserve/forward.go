@@ -53,6 +53,14 @@ var (
 	ErrHopLimit = fmt.Errorf("forwarding hop limit reached: %w", ErrUnavailable)
 )
 
+// Forwarder proxies a whole request to another node, streaming both ways
+// (transport/frontend/peer.HTTPForwarder). An error wrapping
+// ErrPeerConnect or ErrUnavailable means nothing was written to w; after
+// any other error the answer is already on its way.
+type Forwarder interface {
+	Forward(w http.ResponseWriter, r *http.Request, node string) error
+}
+
 // MaxHops bounds how many times one request is forwarded between nodes.
 // One hop is normal (entry node → owner); a second covers a target whose
 // view changed in flight; more means the views disagree and the request
