@@ -16,7 +16,7 @@ import (
 //
 // Each mailbox has a sealed marker: a request implements its actor's
 // marker and names its reply type by embedding toRepo[R],
-// toSupervisor[R], toTransport[R] or toSession[R], so the compiler
+// toSupervisor[R] or toTransport[R], so the compiler
 // refuses a message sent to the wrong actor and call reads the answer as
 // R. Receive's ctx.Message() is protoactor's untyped boundary: one type
 // switch per actor.
@@ -74,18 +74,6 @@ type toTransport[R any] struct{}
 
 func (toTransport[R]) transportMessage() {}
 func (toTransport[R]) answeredBy(R)      {}
-
-// sessionRequest is a request to a session actor answered with R.
-type sessionRequest[R any] interface {
-	sessionMessage()
-	answeredBy(R)
-}
-
-// toSession makes a message a sessionRequest answered with R.
-type toSession[R any] struct{}
-
-func (toSession[R]) sessionMessage() {}
-func (toSession[R]) answeredBy(R)    {}
 
 // delivery is deliver[R] for any R: what the supervisor's type switch
 // sees.
@@ -238,11 +226,8 @@ type closeRepo struct {
 
 // Cluster-mode messages between the node, the supervisor and repo actors.
 type (
-	// leaseQuery asks the supervisor about its lease on key; *leaseInfo answers.
-	leaseQuery struct {
-		toSupervisor[*leaseInfo]
-		key names.Repo
-	}
+	// leaseInfo is the lease a repo actor holds (clusterState.leases);
+	// it answers granted.
 	leaseInfo struct {
 		held  bool // Serving or Draining: requests are served here
 		epoch uint64

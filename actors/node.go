@@ -245,7 +245,22 @@ type RepoSession struct {
 // node must own the repository (it claims it if unowned); otherwise the
 // error is a *NotOwnerError naming the owner.
 func (n *Node) Session(ctx context.Context, key names.Repo) (*RepoSession, error) {
-	a, err := ask(ctx, n, key, &acquire{}, n.cfg.OpenTimeout, true)
+	return n.openSession(ctx, key, true)
+}
+
+// session opens key for a git session that Route just found served here:
+// the lease is held, so the supervisor is asked at once; only a lease that
+// ended since routes again.
+func (n *Node) session(ctx context.Context, key names.Repo) (*RepoSession, error) {
+	s, err := n.openSession(ctx, key, false)
+	if errors.Is(err, errNotHeld) {
+		return n.openSession(ctx, key, true)
+	}
+	return s, err
+}
+
+func (n *Node) openSession(ctx context.Context, key names.Repo, routed bool) (*RepoSession, error) {
+	a, err := ask(ctx, n, key, &acquire{}, n.cfg.OpenTimeout, routed)
 	if err != nil {
 		return nil, err
 	}
@@ -429,18 +444,14 @@ func ask[R repoReply](ctx context.Context, n *Node, key names.Repo, msg repoRequ
 }
 
 // askSupervisor sends msg to the repos supervisor and waits for its
-// answer R, the timeout or ctx; askTransport, askSession and
-// askRepoActor do the same for the other mailboxes.
+// answer R, the timeout or ctx; askTransport and askRepoActor do the same
+// for the other mailboxes.
 func askSupervisor[R any](ctx context.Context, n *Node, msg supervisorRequest[R], timeout time.Duration) (R, error) {
 	return await[R](ctx, n, n.sup, msg, timeout)
 }
 
 func askTransport[R any](ctx context.Context, n *Node, msg transportRequest[R], timeout time.Duration) (R, error) {
 	return await[R](ctx, n, n.transport, msg, timeout)
-}
-
-func askSession[R any](ctx context.Context, n *Node, pid *actor.PID, msg sessionRequest[R], timeout time.Duration) (R, error) {
-	return await[R](ctx, n, pid, msg, timeout)
 }
 
 // askRepoActor asks the repo actor at pid directly (a session's, which

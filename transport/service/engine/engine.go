@@ -146,7 +146,7 @@ func (e *NodeResolver) session(ctx context.Context, owner, name string) (*actors
 		return nil, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
 	}
 	var s *actors.RepoSession
-	var r actors.RouteResult
+	var r actors.Route
 	resolve := func() {
 		if g := actors.GitSessionOf(ctx); g != nil {
 			s, r, err = g.Resolve(ctx, key)
@@ -194,16 +194,16 @@ func notNow(err error) bool {
 
 // Moved implements gitserve.Mover: node answered that it no longer owns
 // owner/name (it is draining); route again once the map has moved on.
-func (e *NodeResolver) Moved(ctx context.Context, owner, name, node string) (gitserve.Route, error) {
+func (e *NodeResolver) Moved(ctx context.Context, owner, name, node string) (actors.Route, error) {
 	key, err := names.New(owner, name)
 	if err != nil {
-		return gitserve.Route{}, err
+		return actors.Route{}, err
 	}
 	r, err := e.Node.Moved(ctx, key, node)
 	if err != nil {
-		return gitserve.Route{}, err
+		return actors.Route{}, err
 	}
-	return gitserve.Route{Local: r.Local, Node: r.Node}, nil
+	return actors.Route{Local: r.Local, Node: r.Node}, nil
 }
 
 // Connected implements gitserve.ConnectReporter.
@@ -216,14 +216,14 @@ func (e *NodeResolver) Connected(owner, name, node string) {
 // ConnectFailed implements gitserve.Rerouter: a forwarder could not
 // connect to node, the owner of owner/name. The node's failover rules say
 // where the request goes now.
-func (e *NodeResolver) ConnectFailed(ctx context.Context, owner, name, node, method string) (gitserve.Route, error) {
+func (e *NodeResolver) ConnectFailed(ctx context.Context, owner, name, node, method string) (actors.Route, error) {
 	key, err := names.New(owner, name)
 	if err != nil {
-		return gitserve.Route{}, err
+		return actors.Route{}, err
 	}
 	r, err := e.Node.ConnectFailed(ctx, key, node, method)
 	if err != nil {
-		return gitserve.Route{}, err
+		return actors.Route{}, err
 	}
-	return gitserve.Route{Local: r.Local, Node: r.Node}, nil
+	return actors.Route{Local: r.Local, Node: r.Node}, nil
 }
