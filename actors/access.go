@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 )
 
 // Access changes are messages to the repository's actor, like every other
@@ -14,27 +15,31 @@ type (
 	// grantAccess asks for repo.Repo.Grant; *accessChanged answers.
 	// by, here and below, is who makes the change (for its webhook event).
 	grantAccess struct {
+		toRepo[*accessChanged]
 		grant auth.Grant
 		by    auth.Identity
 	}
 	// revokeAccess asks for repo.Repo.Revoke; *accessChanged answers.
 	revokeAccess struct {
+		toRepo[*accessChanged]
 		user string
 		by   auth.Identity
 	}
 	// protectRef asks for repo.Repo.Protect; *accessChanged answers.
 	protectRef struct {
+		toRepo[*accessChanged]
 		rule auth.Protection
 		by   auth.Identity
 	}
 	// unprotectRef asks for repo.Repo.Unprotect; *accessChanged answers.
 	unprotectRef struct {
+		toRepo[*accessChanged]
 		pattern string
 		by      auth.Identity
 	}
 	// readSettings asks for the settings as the writer holds them;
 	// *accessChanged answers (info only).
-	readSettings struct{}
+	readSettings struct{ toRepo[*accessChanged] }
 	// accessChanged answers the messages above: the role a grant or
 	// revoke replaced, the rule an unprotect removed, and the settings
 	// after the change.
@@ -47,7 +52,7 @@ type (
 )
 
 // receiveAccess handles the access messages and ignores any other.
-func (a *repoActor) receiveAccess(ctx actor.Context, msg any) {
+func (a *repoActor) receiveAccess(ctx actor.Context, msg repoMessage) {
 	var (
 		op func(context.Context) (auth.Role, auth.Protection, error)
 		id auth.Identity
@@ -88,7 +93,7 @@ func (a *repoActor) receiveAccess(ctx actor.Context, msg any) {
 	a.writeAs(ctx, id, func(c context.Context) (err error) {
 		res.old, res.rule, err = op(c)
 		return err
-	}, func(err error) any {
+	}, func(err error) repoReply {
 		res.err = err
 		res.info = a.repo.Info()
 		return &res
@@ -96,54 +101,54 @@ func (a *repoActor) receiveAccess(ctx actor.Context, msg any) {
 	a.wakeHooks(ctx)
 }
 
-// askAccess sends msg to owner/name's repo actor (opening it, claiming it
-// in cluster mode) and returns its answer.
-func (n *Node) askAccess(ctx context.Context, owner, name string, msg any) (*accessChanged, error) {
-	r, err := askRepo[*accessChanged](ctx, n, owner, name, msg)
+// askAccess sends msg to key's repo actor (opening it, claiming it in
+// cluster mode) and returns its answer.
+func (n *Node) askAccess(ctx context.Context, key names.Repo, msg repoRequest[*accessChanged]) (*accessChanged, error) {
+	r, err := askRepo(ctx, n, key, msg)
 	if err != nil {
 		return nil, err
 	}
 	return r, r.err
 }
 
-// Grant gives g.User g.Role on owner/name through its repo actor and
+// Grant gives g.User g.Role on key through its repo actor and
 // returns the role the user had before. This and the other access changes
 // name the identity in ctx as who made them in their webhook events.
-func (n *Node) Grant(ctx context.Context, owner, name string, g auth.Grant) (auth.Role, error) {
-	r, err := n.askAccess(ctx, owner, name, &grantAccess{grant: g, by: by(ctx)})
+func (n *Node) Grant(ctx context.Context, key names.Repo, g auth.Grant) (auth.Role, error) {
+	r, err := n.askAccess(ctx, key, &grantAccess{grant: g, by: by(ctx)})
 	if err != nil {
 		return auth.NoRole, err
 	}
 	return r.old, nil
 }
 
-// Revoke removes user's grant on owner/name and returns the role they had.
-func (n *Node) Revoke(ctx context.Context, owner, name, user string) (auth.Role, error) {
-	r, err := n.askAccess(ctx, owner, name, &revokeAccess{user: user, by: by(ctx)})
+// Revoke removes user's grant on key and returns the role they had.
+func (n *Node) Revoke(ctx context.Context, key names.Repo, user string) (auth.Role, error) {
+	r, err := n.askAccess(ctx, key, &revokeAccess{user: user, by: by(ctx)})
 	if err != nil {
 		return auth.NoRole, err
 	}
 	return r.old, nil
 }
 
-// Protect adds (or replaces) a protected ref pattern of owner/name.
-func (n *Node) Protect(ctx context.Context, owner, name string, p auth.Protection) error {
-	_, err := n.askAccess(ctx, owner, name, &protectRef{rule: p, by: by(ctx)})
+// Protect adds (or replaces) a protected ref pattern of key.
+func (n *Node) Protect(ctx context.Context, key names.Repo, p auth.Protection) error {
+	_, err := n.askAccess(ctx, key, &protectRef{rule: p, by: by(ctx)})
 	return err
 }
 
-// Unprotect removes a protected ref pattern of owner/name and returns it.
-func (n *Node) Unprotect(ctx context.Context, owner, name, pattern string) (auth.Protection, error) {
-	r, err := n.askAccess(ctx, owner, name, &unprotectRef{pattern: pattern, by: by(ctx)})
+// Unprotect removes a protected ref pattern of key and returns it.
+func (n *Node) Unprotect(ctx context.Context, key names.Repo, pattern string) (auth.Protection, error) {
+	r, err := n.askAccess(ctx, key, &unprotectRef{pattern: pattern, by: by(ctx)})
 	if err != nil {
 		return auth.Protection{}, err
 	}
 	return r.rule, nil
 }
 
-// Settings returns owner/name's settings as its writer holds them.
-func (n *Node) Settings(ctx context.Context, owner, name string) (auth.RepoInfo, error) {
-	r, err := n.askAccess(ctx, owner, name, &readSettings{})
+// Settings returns key's settings as its writer holds them.
+func (n *Node) Settings(ctx context.Context, key names.Repo) (auth.RepoInfo, error) {
+	r, err := n.askAccess(ctx, key, &readSettings{})
 	if err != nil {
 		return auth.RepoInfo{}, err
 	}

@@ -132,6 +132,13 @@ type clusterState struct {
 	suspMu sync.Mutex
 	susp   cluster.Suspicions
 
+	// leases holds the lease of every repo actor the supervisor has as a
+	// child (names.Repo → its epoch): the supervisor writes it as its
+	// children change, and routing reads it without a round trip to the
+	// supervisor's mailbox. A reader may see a lease that just ended; the
+	// request then meets notHeld at the supervisor and routes again.
+	leases sync.Map
+
 	// waiting counts the requests waiting out an unreachable leader; the
 	// supervisor probes the leader while it is not zero (probeLeader),
 	// and they ask again once it answered (answeredBetween).

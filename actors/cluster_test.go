@@ -109,7 +109,7 @@ func TestLeaderRefusesCorruptMap(t *testing.T) {
 
 func TestSingleNodeRoutesLocally(t *testing.T) {
 	n, _ := newTestNode(t, memstore.New(), time.Minute, 8)
-	r, err := n.Route(context.Background(), "alice", "web")
+	r, err := n.Route(context.Background(), names.MustParse("alice/web"))
 	if err != nil || !r.Local {
 		t.Fatalf("route = %+v, %v", r, err)
 	}
@@ -201,14 +201,14 @@ func TestJoiningNodeClaimsOnlyAfterServe(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := n.Route(short, "alice", "web"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := n.Route(short, names.MustParse("alice/web")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Route while joining = %v, want it held until the deadline", err)
 	}
 	if _, ok := n.OwnershipView().Get(names.MustParse("alice/web")); ok {
 		t.Fatal("a joining node claimed alice/web")
 	}
 	n.Serve()
-	r, err := n.Route(ctx, "alice", "web")
+	r, err := n.Route(ctx, names.MustParse("alice/web"))
 	if err != nil || !r.Local {
 		t.Fatalf("Route after Serve = %+v, %v", r, err)
 	}

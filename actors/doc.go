@@ -13,13 +13,20 @@
 //	│   │                             lease: holder, epoch, drain timer
 //	│   ├── bob/tools (repoActor)
 //	│   └── … lingering actors: lease ended, sessions finishing
-//	├── sessions (transportSupervisor) every live git session of the node
-//	│   └── sessionActor              one per HTTP request, SSH channel,
+//	├── sessions (transportSupervisor) watches every live git session
+//	├── sessionActor …                one per HTTP request, SSH channel,
 //	│                                 forwarded session or read-API request
 //	└── leader (leaderActor)          the ownership map's writer; leader node only
 //
 // Messages, one Go type per operation with a typed reply (messages.go,
-// access.go, leader.go):
+// access.go, hooks.go, lfslocks.go, sessions.go, leader.go). Each mailbox
+// is sealed: a request embeds toRepo[R], toSupervisor[R] or
+// toTransport[R] (the leader's are the type set leaderMessage), so the
+// compiler refuses a message sent to the wrong actor and the ask
+// functions (askRepo, askSupervisor, askTransport, askRepoActor,
+// askLeader) return the reply as its type. Receive's
+// ctx.Message() is protoactor's untyped boundary, one type switch per
+// actor, and await the one place a request crosses its future.
 //
 //   - to a repo actor: acquire → acquired (a session's snapshot), release;
 //     updateRefs → refsUpdated; setVisibility, setHead → written;
@@ -31,14 +38,15 @@
 //     redeliver → redelivered; evictIfIdle; lease: regranted, startRelease,
 //     renewAnswer, drainTick; its own idleTick. A request that cannot run
 //     is answered failed (with the error) or errRetry (the actor closes).
-//   - to the supervisor: deliver (a repo actor's request, passed on to it)
-//     | notHeld; granted → leaseInfo;
-//     leaseQuery → leaseInfo; leaseChanged, idle (from children); listOpen
-//     → openKeys; drainAll → drainWait; renewTick, renewResult.
-//   - to the transport supervisor: beginSession → sessionBegun,
-//     awaitSessions (the drain); to a session actor: resolveRepo →
-//     repoResolved (served here, with the repo session, or the owner to
-//     forward to).
+//   - to the supervisor: deliver[R] (a repo actor's request, passed on
+//     to it, answered R by the repo actor) | notHeld; granted → leaseInfo
+//     (the supervisor publishes its children's leases, which routing
+//     reads without a message); leaseChanged, idle (from children);
+//     listOpen, listDraining → openKeys; drainAll → drainWait; renewTick,
+//     renewNow, probeLeader, renewResult.
+//   - to the transport supervisor: sessionBegun (BeginSession spawned a
+//     session actor, which lives until the git session ends; the
+//     supervisor watches it), awaitSessions → sessionsIdle (the drain).
 //   - to the leader actor: cluster.ClaimLease, cluster.ReleaseLease,
 //     cluster.ForceGrantLease (→ Decision), cluster.RenewLeases (→
 //     LeasesRenewed) — the same values other nodes send in a peer envelope

@@ -24,11 +24,10 @@ func (n *Node) Drain(ctx context.Context) error {
 	// past their drain, and its commit would meet the next owner's fence:
 	// it stops first (a half-built pack is garbage for GC).
 	n.maint.shutdown()
-	v, err := n.request(ctx, n.sup, &drainAll{}, 10*time.Second)
+	w, err := askSupervisor(ctx, n, &drainAll{}, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
-	w := v.(*drainWait)
 	select {
 	case <-w.done:
 	case <-ctx.Done():

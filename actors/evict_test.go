@@ -28,7 +28,7 @@ func TestRequestQueuedBehindEvictionIsAnswered(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s, err := n.Session(ctx, "alice", "a")
+		s, err := n.Session(ctx, names.MustParse("alice/a"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,12 +38,12 @@ func TestRequestQueuedBehindEvictionIsAnswered(t *testing.T) {
 		// Keep a's actor busy in a write, so what follows queues behind it.
 		gate := fs.Hold(faultstore.OpPutIfAbsent, "repo/alice/a/wal/")
 		wrote := make(chan error, 1)
-		go func() { wrote <- n.SetHead(ctx, "alice", "a", "refs/heads/dev") }()
+		go func() { wrote <- n.SetHead(ctx, names.MustParse("alice/a"), "refs/heads/dev") }()
 		if err := gate.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 		// Opening b (max warm 1) asks a to close: queued behind the write.
-		sb, err := n.Session(ctx, "alice", "b")
+		sb, err := n.Session(ctx, names.MustParse("alice/b"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestRequestQueuedBehindEvictionIsAnswered(t *testing.T) {
 		// A request for a, handed a's actor before it closed, queues too.
 		got := make(chan error, 1)
 		go func() {
-			s, err := n.Session(ctx, "alice", "a")
+			s, err := n.Session(ctx, names.MustParse("alice/a"))
 			if err == nil {
 				s.Release()
 			}

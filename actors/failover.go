@@ -16,7 +16,7 @@ import (
 	"github.com/rgit/rgit/storage/names"
 )
 
-// Moved is called by a forwarder whose request for owner/name was
+// Moved is called by a forwarder whose request for key was
 // answered by node with the moved signal: node does not hold the
 // repository (it drained) although this node's view named it. Moved
 // re-reads the map and waits, up to Drain plus a follower poll, for an
@@ -24,13 +24,9 @@ import (
 // it to the drain), then routes again: usually a claim, which the leader
 // now grants here or steers elsewhere. Nothing was written for the
 // request, so the caller may send it wherever this says.
-func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult, error) {
+func (n *Node) Moved(ctx context.Context, key names.Repo, node string) (Route, error) {
 	if n.cl == nil {
-		return RouteResult{Local: true}, nil
-	}
-	key, err := names.New(owner, name)
-	if err != nil {
-		return RouteResult{}, err
+		return Route{Local: true}, nil
 	}
 	// A release shortens the entry to the drain; an owner whose drain
 	// ended with sessions still running holds the entry until they end,
@@ -43,15 +39,15 @@ func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult
 		now := time.Now()
 		step := movedStep(e, ok, node, movedAt, now, deadline)
 		if step.again {
-			return RouteResult{Node: node}, nil
+			return Route{Node: node}, nil
 		}
 		if step.giveUp {
-			return RouteResult{}, fmt.Errorf("%s released %s but the map names it until %s: %w",
+			return Route{}, fmt.Errorf("%s released %s but the map names it until %s: %w",
 				node, key, e.Expires.UTC().Format(time.RFC3339Nano), ErrOwnerUnreachable)
 		}
 		if !step.until.IsZero() {
 			if err := sleepUntil(ctx, step.until); err != nil {
-				return RouteResult{}, err
+				return Route{}, err
 			}
 			continue
 		}
@@ -62,10 +58,10 @@ func (n *Node) Moved(ctx context.Context, owner, name, node string) (RouteResult
 		// The leader still names node (its clock is behind this one's):
 		// try again after a poll, within the deadline.
 		if now.Add(cluster.FollowerPoll).After(deadline) {
-			return RouteResult{}, fmt.Errorf("%s released %s but the leader still names it: %w", node, key, ErrOwnerUnreachable)
+			return Route{}, fmt.Errorf("%s released %s but the leader still names it: %w", node, key, ErrOwnerUnreachable)
 		}
 		if err := sleepUntil(ctx, now.Add(cluster.FollowerPoll)); err != nil {
-			return RouteResult{}, err
+			return Route{}, err
 		}
 	}
 }
@@ -106,18 +102,14 @@ func movedStep(e cluster.Entry, ok bool, node string, movedAt, now, deadline tim
 }
 
 // ConnectFailed is called by a forwarder that could not connect to node
-// for owner/name, having consumed nothing of the request (method names
+// for key, having consumed nothing of the request (method names
 // it, for the log). It applies cluster.OnConnectFailure: the first failure
 // waits ForceGrantWait, re-reads the map and routes again; a second one
 // asks the leader to force the repository over (waiting out the quiet
 // period once).
-func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method string) (RouteResult, error) {
+func (n *Node) ConnectFailed(ctx context.Context, key names.Repo, node, method string) (Route, error) {
 	if n.cl == nil {
-		return RouteResult{Local: true}, nil
-	}
-	key, err := names.New(owner, name)
-	if err != nil {
-		return RouteResult{}, err
+		return Route{Local: true}, nil
 	}
 	n.cl.suspMu.Lock()
 	d := cluster.OnConnectFailure(n.cl.susp, key, node, time.Now())
@@ -127,7 +119,7 @@ func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method stri
 	switch d.Kind {
 	case cluster.Reread:
 		if err := sleepUntil(ctx, d.At); err != nil {
-			return RouteResult{}, err
+			return Route{}, err
 		}
 		n.RefreshView(ctx)
 		return n.route(ctx, key)
@@ -136,15 +128,11 @@ func (n *Node) ConnectFailed(ctx context.Context, owner, name, node, method stri
 }
 
 // ConnectSucceeded is called by a forwarder that connected to node for
-// owner/name after an earlier connect failure: a suspicion of node for
+// key after an earlier connect failure: a suspicion of node for
 // the repository ends (cluster.OnConnectSuccess), so that failure never
 // counts as the first of two that move it.
-func (n *Node) ConnectSucceeded(owner, name, node string) {
+func (n *Node) ConnectSucceeded(key names.Repo, node string) {
 	if n.cl == nil {
-		return
-	}
-	key, err := names.New(owner, name)
-	if err != nil {
 		return
 	}
 	n.cl.suspMu.Lock()
@@ -157,12 +145,12 @@ func (n *Node) ConnectSucceeded(owner, name, node string) {
 // force asks the leader to move key from dead to this node. If it had to
 // wait for the leader, it asks only if the map still shows dead's entry
 // as it was (cluster.ForceStillDue), and routes again otherwise.
-func (n *Node) force(ctx context.Context, key names.Repo, dead string) (RouteResult, error) {
+func (n *Node) force(ctx context.Context, key names.Repo, dead string) (Route, error) {
 	if n.cl.draining.Load() {
-		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, ErrDraining)
+		return Route{}, fmt.Errorf("force-grant %s: %w", key, ErrDraining)
 	}
 	if err := n.awaitServing(ctx); err != nil {
-		return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, err)
+		return Route{}, fmt.Errorf("force-grant %s: %w", key, err)
 	}
 	before, _ := n.OwnershipView().Get(key)
 	for attempt := 0; ; attempt++ {
@@ -186,18 +174,18 @@ func (n *Node) force(ctx context.Context, key names.Repo, dead string) (RouteRes
 			return n.route(ctx, key)
 		}
 		if err != nil {
-			return RouteResult{}, fmt.Errorf("force-grant %s: %w", key, unreachable(err))
+			return Route{}, fmt.Errorf("force-grant %s: %w", key, unreachable(err))
 		}
 		if d.Reason != cluster.ReasonQuiet {
 			return n.apply(ctx, key, d)
 		}
 		if attempt > 0 {
-			return RouteResult{}, fmt.Errorf("force-grant %s from %s: still in the quiet period: %w", key, dead, ErrOwnerUnreachable)
+			return Route{}, fmt.Errorf("force-grant %s from %s: still in the quiet period: %w", key, dead, ErrOwnerUnreachable)
 		}
 		// The dead owner renewed just before dying: wait out the quiet
 		// period once rather than waiting for the TTL.
 		if err := sleepUntil(ctx, d.Entry.Written.Add(n.cl.cfg.Timings.QuietPeriod)); err != nil {
-			return RouteResult{}, err
+			return Route{}, err
 		}
 	}
 }

@@ -20,24 +20,16 @@ import (
 // (repo.Collect) runs outside the actor. Collections take a maintenance
 // slot, so they never run beside a roll-up beyond MaintenanceSlots.
 
-// CollectGarbage runs one garbage collection of owner/name: the database
+// CollectGarbage runs one garbage collection of key: the database
 // half in its repo actor, the store half here. Packs unreferenced for
 // less than minAge are kept (a push may be staging them). When packs were
 // deleted, the read API's cached answers of the repository are purged:
 // they may show objects that are gone (a deleted branch's commits, which
 // the last repack left out). A failed purge is the error, with the
 // collection done.
-func (n *Node) CollectGarbage(ctx context.Context, owner, name string, minAge time.Duration) (repo.GCStats, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return repo.GCStats{}, err
-	}
-	return n.collectGarbage(ctx, key, minAge)
-}
-
-func (n *Node) collectGarbage(ctx context.Context, key names.Repo, minAge time.Duration) (repo.GCStats, error) {
+func (n *Node) CollectGarbage(ctx context.Context, key names.Repo, minAge time.Duration) (repo.GCStats, error) {
 	now := time.Now()
-	plan, err := n.planGC(ctx, key, now, minAge)
+	plan, err := n.PlanGC(ctx, key, now, minAge)
 	if errors.Is(err, repo.ErrNotFound) {
 		// Deleted: what is left in the store belongs to nobody.
 		plan, err = repo.PlanOrphanGC(ctx, n.cfg.Deps, key, now, minAge)
@@ -93,7 +85,7 @@ func (m *maintainer) collect(key names.Repo, minAge time.Duration) bool {
 		return false
 	}
 	defer func() { <-m.slots }()
-	st, err := m.node.collectGarbage(m.ctx, key, minAge)
+	st, err := m.node.CollectGarbage(m.ctx, key, minAge)
 	switch {
 	case m.ctx.Err() != nil:
 		return false

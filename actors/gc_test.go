@@ -92,15 +92,15 @@ func TestGCPurgesCache(t *testing.T) {
 	repack := func() {
 		t.Helper()
 		pu.push()
-		if _, err := n.Repack(ctx, "alice", "gc", nil); err != nil {
+		if _, err := n.Repack(ctx, names.MustParse("alice/gc"), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	repack()
-	if st, err := n.CollectGarbage(ctx, "alice", "gc", 0); err != nil || st.DeletedPacks != 3 {
+	if st, err := n.CollectGarbage(ctx, names.MustParse("alice/gc"), 0); err != nil || st.DeletedPacks != 3 {
 		t.Fatalf("gc after a repack of 3 packs: %+v, %v", st, err)
 	}
-	if st, err := n.CollectGarbage(ctx, "alice", "gc", 0); err != nil || st.DeletedKeys != 0 {
+	if st, err := n.CollectGarbage(ctx, names.MustParse("alice/gc"), 0); err != nil || st.DeletedKeys != 0 {
 		t.Fatalf("second gc: %+v, %v", st, err)
 	}
 	if !slices.Equal(p.repos, []string{"alice/gc"}) {
@@ -108,7 +108,7 @@ func TestGCPurgesCache(t *testing.T) {
 	}
 	p.fail = errors.New("redis down (run rgit-admin purge-cache alice/gc to retry)")
 	repack()
-	st, err := n.CollectGarbage(ctx, "alice", "gc", 0)
+	st, err := n.CollectGarbage(ctx, names.MustParse("alice/gc"), 0)
 	if err == nil || !strings.Contains(err.Error(), "purge-cache") || st.DeletedPacks == 0 {
 		t.Fatalf("gc with a failing purge: %+v, %v", st, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -42,21 +43,33 @@ type HookWorker interface {
 type (
 	// readOutbox asks for the outbox as of the last commit; *outboxRead
 	// answers.
-	readOutbox struct{}
+	readOutbox struct{ toRepo[*outboxRead] }
 	outboxRead struct{ view outbox.View }
 	// finishDeliveries records the worker's results
 	// (repo.FinishDeliveries); *written answers.
-	finishDeliveries struct{ results []outbox.Result }
+	finishDeliveries struct {
+		toRepo[*written]
+		results []outbox.Result
+	}
 	// addHook adds a hook; *written answers.
-	addHook struct{ hook outbox.Hook }
+	addHook struct {
+		toRepo[*written]
+		hook outbox.Hook
+	}
 	// removeHook removes a hook; *hookRemoved answers.
-	removeHook  struct{ id string }
+	removeHook struct {
+		toRepo[*hookRemoved]
+		id string
+	}
 	hookRemoved struct {
 		hook outbox.Hook
 		err  error
 	}
 	// redeliver queues a delivery again; *redelivered answers.
-	redeliver   struct{ id string }
+	redeliver struct {
+		toRepo[*redelivered]
+		id string
+	}
 	redelivered struct {
 		d   outbox.Delivery
 		err error
@@ -64,12 +77,12 @@ type (
 	// sweepHooks is the sweep's visit (repo.SweepMarkers): deliveries
 	// waiting are being sent (the actor opened the repository to answer),
 	// or the markers are removed; *written answers.
-	sweepHooks struct{}
+	sweepHooks struct{ toRepo[*written] }
 )
 
 // receiveHooks handles the webhook messages and reports whether msg was
 // one.
-func (a *repoActor) receiveHooks(ctx actor.Context, msg any) bool {
+func (a *repoActor) receiveHooks(ctx actor.Context, msg repoMessage) bool {
 	switch m := msg.(type) {
 	case *readOutbox:
 		if a.ready(ctx) {
@@ -89,7 +102,7 @@ func (a *repoActor) receiveHooks(ctx actor.Context, msg any) bool {
 			a.write(ctx, func(c context.Context) (err error) {
 				h, err = a.repo.RemoveHook(c, m.id)
 				return err
-			}, func(err error) any { return &hookRemoved{hook: h, err: err} })
+			}, func(err error) repoReply { return &hookRemoved{hook: h, err: err} })
 		}
 	case *sweepHooks:
 		if a.ready(ctx) {
@@ -105,7 +118,7 @@ func (a *repoActor) receiveHooks(ctx actor.Context, msg any) bool {
 			a.write(ctx, func(c context.Context) (err error) {
 				d, err = a.repo.Redeliver(c, m.id)
 				return err
-			}, func(err error) any { return &redelivered{d: d, err: err} })
+			}, func(err error) repoReply { return &redelivered{d: d, err: err} })
 			a.wakeHooks(ctx)
 		}
 	default:
@@ -162,42 +175,38 @@ type HookQueue struct {
 	Owner, Name string
 }
 
-// request sends msg to the queue's actor and waits for its answer, ctx
-// or the call timeout.
-func (q *HookQueue) request(ctx context.Context, msg any, timeout time.Duration) (any, error) {
+// queueRequest sends msg to q's actor and waits for its answer, ctx or
+// the call timeout; abandoned is run on an answer that arrives after ctx
+// ended.
+func queueRequest[R repoReply](ctx context.Context, q *HookQueue, msg repoRequest[R], timeout time.Duration, abandoned func(R)) (R, error) {
 	type answer struct {
-		v   any
+		v   R
 		err error
 	}
 	ch := make(chan answer, 1)
 	go func() {
-		v, err := q.node.request(ctx, q.pid, msg, timeout)
+		v, err := askRepoActor(ctx, q.node, q.pid, msg, timeout)
 		ch <- answer{v, err}
 	}()
 	select {
 	case a := <-ch:
 		return a.v, a.err
 	case <-ctx.Done():
-		go func() {
-			// A session granted after all is handed back.
-			if a := <-ch; a.err == nil {
-				if acq, ok := a.v.(*acquired); ok {
-					acq.snap.Close()
-					q.node.system.Root.Send(q.pid, &release{})
+		if abandoned != nil {
+			go func() {
+				if a := <-ch; a.err == nil {
+					abandoned(a.v)
 				}
-			}
-		}()
-		return nil, ctx.Err()
+			}()
+		}
+		var zero R
+		return zero, ctx.Err()
 	}
 }
 
 // Outbox returns the outbox as of the repository's last commit.
 func (q *HookQueue) Outbox(ctx context.Context) (outbox.View, error) {
-	v, err := q.request(ctx, &readOutbox{}, q.node.cfg.CallTimeout)
-	if err != nil {
-		return outbox.View{}, err
-	}
-	r, err := reply[*outboxRead](v)
+	r, err := queueRequest(ctx, q, &readOutbox{}, q.node.cfg.CallTimeout, nil)
 	if err != nil {
 		return outbox.View{}, err
 	}
@@ -206,11 +215,7 @@ func (q *HookQueue) Outbox(ctx context.Context) (outbox.View, error) {
 
 // Finish records attempts' results in the outbox.
 func (q *HookQueue) Finish(ctx context.Context, results []outbox.Result) error {
-	v, err := q.request(ctx, &finishDeliveries{results: results}, q.node.cfg.CallTimeout)
-	if err != nil {
-		return err
-	}
-	r, err := reply[*written](v)
+	r, err := queueRequest(ctx, q, &finishDeliveries{results: results}, q.node.cfg.CallTimeout, nil)
 	if err != nil {
 		return err
 	}
@@ -220,11 +225,11 @@ func (q *HookQueue) Finish(ctx context.Context, results []outbox.Result) error {
 // Snapshot takes a read view of the repository (for the commits a push
 // event lists); call release when done with it.
 func (q *HookQueue) Snapshot(ctx context.Context) (*repo.Snapshot, func(), error) {
-	v, err := q.request(ctx, &acquire{}, q.node.cfg.OpenTimeout)
-	if err != nil {
-		return nil, nil, err
-	}
-	a, err := reply[*acquired](v)
+	a, err := queueRequest(ctx, q, &acquire{}, q.node.cfg.OpenTimeout, func(a *acquired) {
+		// A session granted after all is handed back.
+		a.snap.Close()
+		q.node.system.Root.Send(q.pid, &release{})
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -237,49 +242,49 @@ func (q *HookQueue) Snapshot(ctx context.Context) (*repo.Snapshot, func(), error
 // Log is the node's logger.
 func (q *HookQueue) Log() *zap.Logger { return q.node.log }
 
-// Outbox returns owner/name's webhooks and outbox as its writer holds
+// Outbox returns key's webhooks and outbox as its writer holds
 // them.
-func (n *Node) Outbox(ctx context.Context, owner, name string) (outbox.View, error) {
-	r, err := askRepo[*outboxRead](ctx, n, owner, name, &readOutbox{})
+func (n *Node) Outbox(ctx context.Context, key names.Repo) (outbox.View, error) {
+	r, err := askRepo(ctx, n, key, &readOutbox{})
 	if err != nil {
 		return outbox.View{}, err
 	}
 	return r.view, nil
 }
 
-// AddHook adds a webhook to owner/name.
-func (n *Node) AddHook(ctx context.Context, owner, name string, h outbox.Hook) error {
-	r, err := askRepo[*written](ctx, n, owner, name, &addHook{hook: h})
+// AddHook adds a webhook to key.
+func (n *Node) AddHook(ctx context.Context, key names.Repo, h outbox.Hook) error {
+	r, err := askRepo(ctx, n, key, &addHook{hook: h})
 	if err != nil {
 		return err
 	}
 	return r.err
 }
 
-// RemoveHook removes webhook id of owner/name and returns it.
-func (n *Node) RemoveHook(ctx context.Context, owner, name, id string) (outbox.Hook, error) {
-	r, err := askRepo[*hookRemoved](ctx, n, owner, name, &removeHook{id: id})
+// RemoveHook removes webhook id of key and returns it.
+func (n *Node) RemoveHook(ctx context.Context, key names.Repo, id string) (outbox.Hook, error) {
+	r, err := askRepo(ctx, n, key, &removeHook{id: id})
 	if err != nil {
 		return outbox.Hook{}, err
 	}
 	return r.hook, r.err
 }
 
-// Redeliver queues delivery id of owner/name again.
-func (n *Node) Redeliver(ctx context.Context, owner, name, id string) (outbox.Delivery, error) {
-	r, err := askRepo[*redelivered](ctx, n, owner, name, &redeliver{id: id})
+// Redeliver queues delivery id of key again.
+func (n *Node) Redeliver(ctx context.Context, key names.Repo, id string) (outbox.Delivery, error) {
+	r, err := askRepo(ctx, n, key, &redeliver{id: id})
 	if err != nil {
 		return outbox.Delivery{}, err
 	}
 	return r.d, r.err
 }
 
-// SweepHooks visits owner/name for the sweep of pending-delivery
+// SweepHooks visits key for the sweep of pending-delivery
 // markers (transport/product/hooks): it opens the repository here (claiming it
 // in cluster mode, a *NotOwnerError when another node holds it), which
 // resumes its waiting deliveries, or removes its markers when none wait.
-func (n *Node) SweepHooks(ctx context.Context, owner, name string) error {
-	r, err := askRepo[*written](ctx, n, owner, name, &sweepHooks{})
+func (n *Node) SweepHooks(ctx context.Context, key names.Repo) error {
+	r, err := askRepo(ctx, n, key, &sweepHooks{})
 	if err != nil {
 		return err
 	}

@@ -76,13 +76,13 @@ func TestHookWorkerFollowsTheOutbox(t *testing.T) {
 	if err := repo.Create(ctx, d, names.MustParse("alice/web")); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.AddHook(ctx, "alice", "web", outbox.Hook{ID: "a000000000000000", URL: "http://h/", Events: []string{outbox.KindPush}}); err != nil {
+	if err := n.AddHook(ctx, names.MustParse("alice/web"), outbox.Hook{ID: "a000000000000000", URL: "http://h/", Events: []string{outbox.KindPush}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := run.runningNow(); got != 0 {
 		t.Fatalf("%d workers run with nothing queued", got)
 	}
-	s, err := n.Session(ctx, "alice", "web")
+	s, err := n.Session(ctx, names.MustParse("alice/web"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestHookWorkerFollowsTheOutbox(t *testing.T) {
 
 	// Close (a crash or hand-over looks the same to the next opener):
 	// the worker stops, and the next open resumes.
-	if err := n.CloseRepo(ctx, "alice", "web"); err != nil {
+	if err := n.CloseRepo(ctx, names.MustParse("alice/web")); err != nil {
 		t.Fatal(err)
 	}
 	if got := run.runningNow(); got != 0 {
@@ -115,7 +115,7 @@ func TestHookWorkerFollowsTheOutbox(t *testing.T) {
 	if _, err := q.Outbox(short); err == nil {
 		t.Fatal("the closed actor's queue still answers")
 	}
-	if _, err := n.Outbox(ctx, "alice", "web"); err != nil { // opens it again
+	if _, err := n.Outbox(ctx, names.MustParse("alice/web")); err != nil { // opens it again
 		t.Fatal(err)
 	}
 	q = run.waitStart(t)
@@ -123,10 +123,10 @@ func TestHookWorkerFollowsTheOutbox(t *testing.T) {
 	if err := q.Finish(ctx, []outbox.Result{r}); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.CloseRepo(ctx, "alice", "web"); err != nil {
+	if err := n.CloseRepo(ctx, names.MustParse("alice/web")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Outbox(ctx, "alice", "web"); err != nil {
+	if _, err := n.Outbox(ctx, names.MustParse("alice/web")); err != nil {
 		t.Fatal(err)
 	}
 	select {

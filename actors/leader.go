@@ -304,12 +304,23 @@ type localLeader struct {
 	pid *actor.PID
 }
 
-func (l *localLeader) ask(ctx context.Context, msg any) (*leaderReply, error) {
-	v, err := l.n.request(ctx, l.pid, msg, leaderAnswerTimeout)
+// leaderMessage is the leader actor's mailbox: every request it answers,
+// each with a *leaderReply.
+type leaderMessage interface {
+	*cluster.ClaimLease | *cluster.RenewLeases | *cluster.ReleaseLease | *cluster.ForceGrantLease |
+		*leaderHandOver | *leaderPrune
+}
+
+// askLeader sends msg to the leader actor at pid and waits for its reply.
+func askLeader[M leaderMessage](ctx context.Context, n *Node, pid *actor.PID, msg M) (*leaderReply, error) {
+	return await[*leaderReply](ctx, n, pid, msg, leaderAnswerTimeout)
+}
+
+// answer turns the leader actor's reply into the LeaderService's error.
+func (l *localLeader) answer(r *leaderReply, err error) (*leaderReply, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrLeaderUnreachable, err)
 	}
-	r := v.(*leaderReply)
 	if r.err != nil {
 		if errors.Is(r.err, cluster.ErrInvalidName) {
 			return nil, r.err
@@ -320,7 +331,7 @@ func (l *localLeader) ask(ctx context.Context, msg any) (*leaderReply, error) {
 }
 
 func (l *localLeader) Claim(ctx context.Context, m cluster.ClaimLease) (cluster.Decision, error) {
-	r, err := l.ask(ctx, &m)
+	r, err := l.answer(askLeader(ctx, l.n, l.pid, &m))
 	if err != nil {
 		return cluster.Decision{}, err
 	}
@@ -328,7 +339,7 @@ func (l *localLeader) Claim(ctx context.Context, m cluster.ClaimLease) (cluster.
 }
 
 func (l *localLeader) Renew(ctx context.Context, m cluster.RenewLeases) (cluster.LeasesRenewed, error) {
-	r, err := l.ask(ctx, &m)
+	r, err := l.answer(askLeader(ctx, l.n, l.pid, &m))
 	if err != nil {
 		return cluster.LeasesRenewed{}, err
 	}
@@ -336,7 +347,7 @@ func (l *localLeader) Renew(ctx context.Context, m cluster.RenewLeases) (cluster
 }
 
 func (l *localLeader) Release(ctx context.Context, m cluster.ReleaseLease) (cluster.Decision, error) {
-	r, err := l.ask(ctx, &m)
+	r, err := l.answer(askLeader(ctx, l.n, l.pid, &m))
 	if err != nil {
 		return cluster.Decision{}, err
 	}
@@ -344,7 +355,7 @@ func (l *localLeader) Release(ctx context.Context, m cluster.ReleaseLease) (clus
 }
 
 func (l *localLeader) ForceGrant(ctx context.Context, m cluster.ForceGrantLease) (cluster.Decision, error) {
-	r, err := l.ask(ctx, &m)
+	r, err := l.answer(askLeader(ctx, l.n, l.pid, &m))
 	if err != nil {
 		return cluster.Decision{}, err
 	}
@@ -355,7 +366,7 @@ func (l *localLeader) ForceGrant(ctx context.Context, m cluster.ForceGrantLease)
 // to live nodes. Best effort: what is not handed over is claimed as
 // before, the claim waiting out the leader's restart.
 func (l *localLeader) handOver(ctx context.Context, repos []names.Repo) {
-	r, err := l.ask(ctx, &leaderHandOver{repos: repos})
+	r, err := l.answer(askLeader(ctx, l.n, l.pid, &leaderHandOver{repos: repos}))
 	if err != nil {
 		l.n.log.Warn("hand over the leader's repositories", zap.Error(err))
 		return

@@ -20,27 +20,27 @@ func TestLFSLocksThroughActor(t *testing.T) {
 	if err := repo.Create(ctx, d, names.MustParse("alice/game")); err != nil {
 		t.Fatal(err)
 	}
-	l, err := n.CreateLock(ctx, "alice", "game", "level1.bin", "alice")
+	l, err := n.CreateLock(ctx, names.MustParse("alice/game"), "level1.bin", "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var locked *repo.LockedError
-	if _, err := n.CreateLock(ctx, "alice", "game", "level1.bin", "bob"); !errors.As(err, &locked) || locked.Lock.ID != l.ID {
+	if _, err := n.CreateLock(ctx, names.MustParse("alice/game"), "level1.bin", "bob"); !errors.As(err, &locked) || locked.Lock.ID != l.ID {
 		t.Fatalf("bob's lock of the same path: %v", err)
 	}
-	if _, err := n.DeleteLock(ctx, "alice", "game", l.ID, "bob"); !errors.Is(err, repo.ErrNotLockHolder) {
+	if _, err := n.DeleteLock(ctx, names.MustParse("alice/game"), l.ID, "bob"); !errors.Is(err, repo.ErrNotLockHolder) {
 		t.Fatalf("bob unlocks: %v", err)
 	}
-	if locks, err := n.Locks(ctx, "alice", "game"); err != nil || len(locks) != 1 || locks[0].Holder != "alice" {
+	if locks, err := n.Locks(ctx, names.MustParse("alice/game")); err != nil || len(locks) != 1 || locks[0].Holder != "alice" {
 		t.Fatalf("locks: %+v, %v", locks, err)
 	}
-	if got, err := n.DeleteLock(ctx, "alice", "game", l.ID, ""); err != nil || got.ID != l.ID {
+	if got, err := n.DeleteLock(ctx, names.MustParse("alice/game"), l.ID, ""); err != nil || got.ID != l.ID {
 		t.Fatalf("forced unlock: %+v, %v", got, err)
 	}
-	if locks, err := n.Locks(ctx, "alice", "game"); err != nil || len(locks) != 0 {
+	if locks, err := n.Locks(ctx, names.MustParse("alice/game")); err != nil || len(locks) != 0 {
 		t.Fatalf("locks after unlock: %+v, %v", locks, err)
 	}
-	if _, err := n.Locks(ctx, "alice", "missing"); !errors.Is(err, repo.ErrNotFound) {
+	if _, err := n.Locks(ctx, names.MustParse("alice/missing")); !errors.Is(err, repo.ErrNotFound) {
 		t.Fatalf("locks of a missing repository: %v", err)
 	}
 }

@@ -250,8 +250,7 @@ func (m *maintainer) job(key names.Repo) {
 	if !m.waitNotBusy() {
 		return
 	}
-	owner, name := key.Owner(), key.Name()
-	result, err := m.maintain(owner, name)
+	result, err := m.maintain(key)
 	switch {
 	case errors.Is(err, repo.ErrConcurrentUpdate):
 		// Expected now and then (an admin repack replaced packs the
@@ -283,14 +282,14 @@ func (m *maintainer) backOff(wait *time.Duration) error {
 	return sleepUntil(m.ctx, time.Now().Add(*wait))
 }
 
-// maintain checks owner/name's packs and rolls up the smallest ones, or
+// maintain checks key's packs and rolls up the smallest ones, or
 // repacks everything, as planMaintenance says. It reports the result
 // label. The work waits (without holding the repository) until the node's
 // memory budget admits it.
-func (m *maintainer) maintain(owner, name string) (string, error) {
+func (m *maintainer) maintain(key names.Repo) (string, error) {
 	var wait time.Duration
 	for {
-		s, kind, roll, err := m.plan(owner, name)
+		s, kind, roll, err := m.plan(key)
 		if err != nil {
 			return "error", err
 		}
@@ -302,7 +301,7 @@ func (m *maintainer) maintain(owner, name string) (string, error) {
 		if release, ok := m.reserve(rewrites(s.Snapshot.Packs, kind, roll)); ok {
 			defer release()
 			defer s.Release()
-			return m.rewrite(s, owner, name, kind, roll)
+			return m.rewrite(s, key, kind, roll)
 		}
 		s.Release()
 		if err := m.backOff(&wait); err != nil {
@@ -331,11 +330,11 @@ func rewrites(packs []repo.PackInfo, kind maintKind, roll []string) int64 {
 	return n
 }
 
-// plan opens a session on owner/name and decides what its packs need. The
+// plan opens a session on key and decides what its packs need. The
 // caller releases the session.
-func (m *maintainer) plan(owner, name string) (*RepoSession, maintKind, []string, error) {
+func (m *maintainer) plan(key names.Repo) (*RepoSession, maintKind, []string, error) {
 	ctx := m.ctx
-	s, err := m.node.Session(ctx, owner, name)
+	s, err := m.node.Session(ctx, key)
 	if err != nil {
 		return nil, maintNothing, nil, err
 	}
@@ -353,11 +352,11 @@ func (m *maintainer) plan(owner, name string) (*RepoSession, maintKind, []string
 }
 
 // rewrite runs the job plan chose on session s.
-func (m *maintainer) rewrite(s *RepoSession, owner, name string, kind maintKind, roll []string) (string, error) {
+func (m *maintainer) rewrite(s *RepoSession, key names.Repo, kind maintKind, roll []string) (string, error) {
 	ctx := m.ctx
 	defer func(start time.Time) { m.m.seconds.Observe(time.Since(start).Seconds()) }(time.Now())
 	if m.node.cfg.BeforeRollUp != nil {
-		m.node.cfg.BeforeRollUp(owner, name)
+		m.node.cfg.BeforeRollUp(key)
 	}
 	var b *repo.RepackBuild
 	var err error
@@ -386,7 +385,7 @@ func (m *maintainer) rewrite(s *RepoSession, owner, name string, kind maintKind,
 	}
 	m.m.packs.Observe(float64(after))
 	result := map[maintKind]string{maintRollUp: "rolled_up", maintFull: "repacked"}[kind]
-	m.node.log.Debug("background maintenance", zap.String("repo", owner+"/"+name), zap.String("result", result),
+	m.node.log.Debug("background maintenance", zap.Stringer("repo", key), zap.String("result", result),
 		zap.Int("packs_before", len(s.Snapshot.Packs)), zap.String("into", pack.Name), zap.Int("objects", pack.Objects))
 	return result, nil
 }
@@ -450,16 +449,14 @@ func (m *maintainer) shutdown() {
 	m.jobs.Wait()
 }
 
-// Maintain asks for background maintenance of owner/name (a push added a
+// Maintain asks for background maintenance of key (a push added a
 // pack): it returns at once; a roll-up runs later if the packs need one.
 // Requests for a repository already scheduled are merged.
-func (n *Node) Maintain(owner, name string) {
+func (n *Node) Maintain(key names.Repo) {
 	if n.cfg.MaintenanceSlots < 0 {
 		return
 	}
-	if key, err := names.New(owner, name); err == nil {
-		n.maint.step(key, maintRequested)
-	}
+	n.maint.step(key, maintRequested)
 }
 
 // WaitMaintenance returns once no background maintenance is scheduled or

@@ -107,7 +107,7 @@ func (p *pusher) pushCommits(k int) {
 		p.t.Fatal(err)
 	}
 	cmds := []repo.RefUpdate{{Name: "refs/heads/main", Old: p.prev, New: tip}}
-	s, err := p.n.Session(ctx, p.owner, p.repoNm)
+	s, err := p.n.Session(ctx, names.MustParse(p.owner+"/"+p.repoNm))
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func (p *pusher) pushCommits(k int) {
 	}
 	p.prev = tip
 	if !p.quiet {
-		p.n.Maintain(p.owner, p.repoNm)
+		p.n.Maintain(names.MustParse(p.owner + "/" + p.repoNm))
 	}
 }
 
@@ -131,7 +131,7 @@ func newPusher(t *testing.T, n *Node, d repo.Deps, owner, name string) *pusher {
 
 func packsOf(t *testing.T, n *Node, owner, name string) []repo.PackInfo {
 	t.Helper()
-	s, err := n.Session(context.Background(), owner, name)
+	s, err := n.Session(context.Background(), names.MustParse(owner+"/"+name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestPushesLeaveBoundedPacks(t *testing.T) {
 	}
 	// Full repacks have a bitmap and every partial roll-up a layer over
 	// the packs it left: fetches walk only a push not rolled up yet.
-	s, err := n.Session(ctx, "alice", "loop")
+	s, err := n.Session(ctx, names.MustParse("alice/loop"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,11 +200,11 @@ func TestCloneDuringRollUp(t *testing.T) {
 	var hold atomic.Bool // the next roll-up opens a session first
 	var held atomic.Pointer[RepoSession]
 	n, d := newMaintNode(t, func(c *Config) {
-		c.BeforeRollUp = func(owner, name string) {
+		c.BeforeRollUp = func(key names.Repo) {
 			if !hold.Load() {
 				return
 			}
-			s, err := n.Session(ctx, owner, name)
+			s, err := n.Session(ctx, key)
 			if err != nil {
 				t.Error(err)
 				return
@@ -236,7 +236,7 @@ func TestCloneDuringRollUp(t *testing.T) {
 	for i, s := range ids {
 		want[i] = object.MustID(s)
 	}
-	s2, err := n.Session(ctx, "alice", "clone")
+	s2, err := n.Session(ctx, names.MustParse("alice/clone"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestLargestPackGetsBitmap(t *testing.T) {
 	if err := n.WaitMaintenance(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, err := n.Session(ctx, "alice", "import")
+	s, err := n.Session(ctx, names.MustParse("alice/import"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +466,7 @@ func TestScheduledPassMaintains(t *testing.T) {
 	if err := n.WaitMaintenance(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, err := n.Session(ctx, "alice", "sched")
+	s, err := n.Session(ctx, names.MustParse("alice/sched"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +490,7 @@ func TestDrainStopsMaintenance(t *testing.T) {
 	entered := make(chan struct{})
 	d := testDeps(t, memstore.New())
 	n = startNode(t, Config{Deps: d, Cluster: &ClusterConfig{Self: "rgit-0"},
-		BeforeRollUp: func(owner, name string) {
+		BeforeRollUp: func(names.Repo) {
 			if !hold.Load() {
 				return
 			}

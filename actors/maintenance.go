@@ -15,7 +15,7 @@ import (
 // during a build; a repository pushed to that often is repacked later.
 const repackAttempts = 3
 
-// Repack rewrites owner/name into one pack without blocking it. Each
+// Repack rewrites key into one pack without blocking it. Each
 // attempt builds and uploads the pack outside the repo actor, from a
 // session's snapshot (clones, fetches and pushes go on meanwhile), and
 // only the switch is a message to the actor, checked against the state
@@ -23,7 +23,7 @@ const repackAttempts = 3
 // switch; the repack then starts again from a fresh snapshot, at most
 // repackAttempts times, and otherwise fails with repo.ErrConcurrentUpdate.
 // With nothing to repack it returns a zero PackInfo.
-func (n *Node) Repack(ctx context.Context, owner, name string, progress pack.ProgressFunc) (repo.PackInfo, error) {
+func (n *Node) Repack(ctx context.Context, key names.Repo, progress pack.ProgressFunc) (repo.PackInfo, error) {
 	if progress == nil {
 		progress = func(string, uint64, uint64) {}
 	}
@@ -33,7 +33,7 @@ func (n *Node) Repack(ctx context.Context, owner, name string, progress pack.Pro
 			progress("Repository changed during the repack; attempt", uint64(attempt), 0)
 		}
 		var info repo.PackInfo
-		info, err = n.repackOnce(ctx, owner, name, progress)
+		info, err = n.repackOnce(ctx, key, progress)
 		if !errors.Is(err, repo.ErrConcurrentUpdate) {
 			return info, err
 		}
@@ -42,8 +42,8 @@ func (n *Node) Repack(ctx context.Context, owner, name string, progress pack.Pro
 }
 
 // repackOnce is one attempt of Repack.
-func (n *Node) repackOnce(ctx context.Context, owner, name string, progress pack.ProgressFunc) (repo.PackInfo, error) {
-	s, err := n.Session(ctx, owner, name)
+func (n *Node) repackOnce(ctx context.Context, key names.Repo, progress pack.ProgressFunc) (repo.PackInfo, error) {
+	s, err := n.Session(ctx, key)
 	if err != nil {
 		return repo.PackInfo{}, err
 	}
@@ -59,36 +59,20 @@ func (n *Node) repackOnce(ctx context.Context, owner, name string, progress pack
 
 // commitRepack asks the repo actor of s to switch to the built pack b.
 func (n *Node) commitRepack(ctx context.Context, s *RepoSession, b *repo.RepackBuild) (repo.PackInfo, error) {
-	v, err := n.request(ctx, s.pid, &commitRepack{build: b}, n.cfg.CallTimeout)
-	if err != nil {
-		return repo.PackInfo{}, err
-	}
-	r, err := reply[*repackCommitted](v)
+	r, err := askRepoActor(ctx, n, s.pid, &commitRepack{build: b}, n.cfg.CallTimeout)
 	if err != nil {
 		return repo.PackInfo{}, err
 	}
 	return r.pack, r.err
 }
 
-// PlanGC runs the database half of a garbage collection of owner/name in
+// PlanGC runs the database half of a garbage collection of key in
 // its repo actor (dropping retired entries past their grace period) and
 // returns the plan; repo.Collect, the listing and deleting of store
 // objects, runs outside the actor. A missing repository yields an error
 // wrapping repo.ErrNotFound (see repo.PlanOrphanGC).
-func (n *Node) PlanGC(ctx context.Context, owner, name string, now time.Time, minAge time.Duration) (repo.GCPlan, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return repo.GCPlan{}, err
-	}
-	return n.planGC(ctx, key, now, minAge)
-}
-
-func (n *Node) planGC(ctx context.Context, key names.Repo, now time.Time, minAge time.Duration) (repo.GCPlan, error) {
-	v, err := n.ask(ctx, key, &planGC{now: now, minAge: minAge}, n.cfg.CallTimeout, true)
-	if err != nil {
-		return repo.GCPlan{}, err
-	}
-	r, err := reply[*gcPlanned](v)
+func (n *Node) PlanGC(ctx context.Context, key names.Repo, now time.Time, minAge time.Duration) (repo.GCPlan, error) {
+	r, err := askRepo(ctx, n, key, &planGC{now: now, minAge: minAge})
 	if err != nil {
 		return repo.GCPlan{}, err
 	}

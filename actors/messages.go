@@ -13,16 +13,88 @@ import (
 
 // Messages between the node, its supervisor and repo actors. They stay in
 // process for now; pack bytes never travel in them, only handles.
+//
+// Each mailbox has a sealed marker: a request implements its actor's
+// marker and names its reply type by embedding toRepo[R],
+// toSupervisor[R] or toTransport[R], so the compiler
+// refuses a message sent to the wrong actor and call reads the answer as
+// R. Receive's ctx.Message() is protoactor's untyped boundary: one type
+// switch per actor.
+
+// repoMessage is a message a repo actor handles.
+type repoMessage interface{ repoMessage() }
+
+// repoReply is a repo actor's answer to a request.
+type repoReply interface{ repoReply() }
+
+func (*acquired) repoReply()        {}
+func (*refsUpdated) repoReply()     {}
+func (*written) repoReply()         {}
+func (*repackCommitted) repoReply() {}
+func (*gcPlanned) repoReply()       {}
+func (*accessChanged) repoReply()   {}
+func (*locksAnswered) repoReply()   {}
+func (*outboxRead) repoReply()      {}
+func (*hookRemoved) repoReply()     {}
+func (*redelivered) repoReply()     {}
+
+// repoRequest is a repoMessage answered with R.
+type repoRequest[R repoReply] interface {
+	repoMessage
+	answeredBy(R)
+}
+
+// toRepo, embedded in a message, makes it a repoRequest answered with R.
+type toRepo[R repoReply] struct{}
+
+func (toRepo[R]) repoMessage() {}
+func (toRepo[R]) answeredBy(R) {}
+
+// supervisorRequest is a request to the repos supervisor answered with R.
+type supervisorRequest[R any] interface {
+	supervisorMessage()
+	answeredBy(R)
+}
+
+// toSupervisor makes a message a supervisorRequest answered with R.
+type toSupervisor[R any] struct{}
+
+func (toSupervisor[R]) supervisorMessage() {}
+func (toSupervisor[R]) answeredBy(R)       {}
+
+// transportRequest is a request to the transport supervisor answered
+// with R.
+type transportRequest[R any] interface {
+	transportMessage()
+	answeredBy(R)
+}
+
+// toTransport makes a message a transportRequest answered with R.
+type toTransport[R any] struct{}
+
+func (toTransport[R]) transportMessage() {}
+func (toTransport[R]) answeredBy(R)      {}
+
+// delivery is deliver[R] for any R: what the supervisor's type switch
+// sees.
+type delivery interface {
+	target() names.Repo
+	payload() repoMessage
+}
 
 // deliver asks the supervisor to hand msg to the repo actor of key
-// (spawning it on a single node), which answers the original sender. A
-// request passes through the supervisor so that it is ordered before the
-// PoisonPill the supervisor sends a closing actor: it is answered
+// (spawning it on a single node), which answers the original sender with
+// R. A request passes through the supervisor so that it is ordered before
+// the PoisonPill the supervisor sends a closing actor: it is answered
 // (errRetry) rather than lost in a stopping mailbox.
-type deliver struct {
+type deliver[R repoReply] struct {
+	toSupervisor[R]
 	key names.Repo
-	msg any
+	msg repoRequest[R]
 }
+
+func (d *deliver[R]) target() names.Repo   { return d.key }
+func (d *deliver[R]) payload() repoMessage { return d.msg }
 
 // notHeld answers deliver in cluster mode when this node holds no lease on
 // the repository: route (and claim) again.
@@ -61,7 +133,7 @@ type evictIfIdle struct{}
 
 // acquire opens a session: the actor hands back a read view and counts the
 // session so the database is not closed under it.
-type acquire struct{}
+type acquire struct{ toRepo[*acquired] }
 
 // acquired answers acquire: the session's view, and the actor (and its
 // lease's epoch, 0 on a single node) that the session's writes go to.
@@ -86,6 +158,7 @@ type failed struct{ err error }
 // updateRefs applies a push's ref updates (repo.Repo.UpdateRefs), staged
 // being its pack (nil for a ref-only push); *refsUpdated answers.
 type updateRefs struct {
+	toRepo[*refsUpdated]
 	staged *repo.PackInfo
 	cmds   []repo.RefUpdate
 	atomic bool
@@ -101,12 +174,16 @@ type refsUpdated struct {
 
 // setVisibility makes the repository public or private; *written answers.
 type setVisibility struct {
+	toRepo[*written]
 	public bool
 	by     auth.Identity
 }
 
 // setHead points HEAD at a branch; *written answers.
-type setHead struct{ target string }
+type setHead struct {
+	toRepo[*written]
+	target string
+}
 
 // written answers a write that has no result but its error.
 type written struct{ err error }
@@ -114,7 +191,10 @@ type written struct{ err error }
 // commitRepack asks the repo actor to switch to a pack built outside it
 // (repo.BuildRepack or repo.BuildRollUp, from a session's snapshot);
 // *repackCommitted answers.
-type commitRepack struct{ build *repo.RepackBuild }
+type commitRepack struct {
+	toRepo[*repackCommitted]
+	build *repo.RepackBuild
+}
 
 // repackCommitted answers commitRepack.
 type repackCommitted struct {
@@ -125,6 +205,7 @@ type repackCommitted struct {
 // planGC asks the repo actor for the database half of a garbage collection
 // (repo.PlanGC); *gcPlanned answers. The store half runs outside the actor.
 type planGC struct {
+	toRepo[*gcPlanned]
 	now    time.Time
 	minAge time.Duration
 }
@@ -138,13 +219,16 @@ type gcPlanned struct {
 // closeRepo closes the repository (delete-repo needs it closed) and stops the
 // actor; *written answers once the database is closed. shutdown keeps the
 // lease.
-type closeRepo struct{ shutdown bool }
+type closeRepo struct {
+	toRepo[*written]
+	shutdown bool
+}
 
 // Cluster-mode messages between the node, the supervisor and repo actors.
 type (
-	// leaseQuery asks the supervisor about its lease on key; *leaseInfo answers.
-	leaseQuery struct{ key names.Repo }
-	leaseInfo  struct {
+	// leaseInfo is the lease a repo actor holds (clusterState.leases);
+	// it answers granted.
+	leaseInfo struct {
 		held  bool // Serving or Draining: requests are served here
 		epoch uint64
 	}
@@ -152,6 +236,7 @@ type (
 	// being its state after the grant (cluster.Step from Claiming);
 	// answered with *leaseInfo once the repo actor is spawned.
 	granted struct {
+		toSupervisor[*leaseInfo]
 		key    names.Repo
 		epoch  uint64
 		holder cluster.Holder
@@ -204,7 +289,7 @@ type (
 		declined bool
 	}
 	// drainAll releases every lease; *drainWait answers.
-	drainAll  struct{}
+	drainAll  struct{ toSupervisor[*drainWait] }
 	drainWait struct {
 		done     <-chan struct{}
 		released []names.Repo // the leases the drain releases
@@ -212,11 +297,11 @@ type (
 )
 
 // listOpen asks the supervisor for the keys of the open repositories.
-type listOpen struct{}
+type listOpen struct{ toSupervisor[*openKeys] }
 
 // listDraining asks the supervisor for the repositories whose lease is
 // being released through the drain (answered with openKeys).
-type listDraining struct{}
+type listDraining struct{ toSupervisor[*openKeys] }
 
 // openKeys answers listOpen and listDraining.
 type openKeys struct{ keys []names.Repo }

@@ -66,8 +66,12 @@ type Config struct {
 	// planned and before it is built; AfterMaintenancePass after each
 	// scheduled pass has asked for maintenance of the open repositories.
 	// Observers: tests hold or count background work there.
-	BeforeRollUp         func(owner, name string)
+	BeforeRollUp         func(key names.Repo)
 	AfterMaintenancePass func()
+	// OnRoundTrip, if set, is called with the request's context before
+	// each request to an actor's mailbox that waits for its answer: an
+	// observer, so that tests count the round trips of one request.
+	OnRoundTrip func(ctx context.Context)
 	// Cluster makes the node a cluster member; nil is a single node that
 	// owns every repository.
 	Cluster *ClusterConfig
@@ -236,20 +240,30 @@ type RepoSession struct {
 	releaseOnce sync.Once
 }
 
-// Session opens owner/name for one session. A missing repository yields an
+// Session opens key for one session. A missing repository yields an
 // error wrapping repo.ErrNotFound and creates nothing. In cluster mode the
 // node must own the repository (it claims it if unowned); otherwise the
 // error is a *NotOwnerError naming the owner.
-func (n *Node) Session(ctx context.Context, owner, name string) (*RepoSession, error) {
-	key, err := names.New(owner, name)
+func (n *Node) Session(ctx context.Context, key names.Repo) (*RepoSession, error) {
+	return n.openSession(ctx, key, true)
+}
+
+// session opens key for a git session that Route just found served here:
+// the lease is held, so the supervisor is asked at once; only a lease that
+// ended since routes again.
+func (n *Node) session(ctx context.Context, key names.Repo) (*RepoSession, error) {
+	s, err := n.openSession(ctx, key, false)
+	if errors.Is(err, errNotHeld) {
+		return n.openSession(ctx, key, true)
+	}
+	return s, err
+}
+
+func (n *Node) openSession(ctx context.Context, key names.Repo, routed bool) (*RepoSession, error) {
+	a, err := ask(ctx, n, key, &acquire{}, n.cfg.OpenTimeout, routed)
 	if err != nil {
 		return nil, err
 	}
-	v, err := n.ask(ctx, key, &acquire{}, n.cfg.OpenTimeout, true)
-	if err != nil {
-		return nil, err
-	}
-	a := v.(*acquired)
 	n.sessions.Add(1)
 	return &RepoSession{node: n, pid: a.pid, Snapshot: a.snap, Info: a.info, Epoch: a.epoch}, nil
 }
@@ -261,11 +275,7 @@ func (n *Node) Session(ctx context.Context, owner, name string) (*RepoSession, e
 // returns one error per command (nil: applied) and the error of the whole
 // transaction.
 func (s *RepoSession) UpdateRefs(ctx context.Context, staged *repo.PackInfo, cmds []repo.RefUpdate, atomic bool) ([]error, error) {
-	v, err := s.node.request(ctx, s.pid, &updateRefs{staged: staged, cmds: cmds, atomic: atomic, by: by(ctx)}, s.node.cfg.CallTimeout)
-	if err != nil {
-		return nil, err
-	}
-	r, err := reply[*refsUpdated](v)
+	r, err := askRepoActor(ctx, s.node, s.pid, &updateRefs{staged: staged, cmds: cmds, atomic: atomic, by: by(ctx)}, s.node.cfg.CallTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -281,51 +291,38 @@ func (s *RepoSession) Release() {
 	})
 }
 
-// SetVisibility makes owner/name public or private through its repo actor
+// SetVisibility makes key public or private through its repo actor
 // (opening it if needed), so that an admin write never fences the serving
 // node. Its webhook event names the identity in ctx as who made it.
-func (n *Node) SetVisibility(ctx context.Context, owner, name string, public bool) error {
-	return n.writeRepo(ctx, owner, name, &setVisibility{public: public, by: by(ctx)})
+func (n *Node) SetVisibility(ctx context.Context, key names.Repo, public bool) error {
+	return n.writeRepo(ctx, key, &setVisibility{public: public, by: by(ctx)})
 }
 
-// SetHead points owner/name's HEAD at target through its repo actor.
-func (n *Node) SetHead(ctx context.Context, owner, name, target string) error {
-	return n.writeRepo(ctx, owner, name, &setHead{target: target})
+// SetHead points key's HEAD at target through its repo actor.
+func (n *Node) SetHead(ctx context.Context, key names.Repo, target string) error {
+	return n.writeRepo(ctx, key, &setHead{target: target})
 }
 
-// writeRepo sends a write answered by *written to owner/name's repo actor.
-func (n *Node) writeRepo(ctx context.Context, owner, name string, msg any) error {
-	r, err := askRepo[*written](ctx, n, owner, name, msg)
+// writeRepo sends a write answered by *written to key's repo actor.
+func (n *Node) writeRepo(ctx context.Context, key names.Repo, msg repoRequest[*written]) error {
+	r, err := askRepo(ctx, n, key, msg)
 	if err != nil {
 		return err
 	}
 	return r.err
 }
 
-// askRepo sends msg to owner/name's repo actor (opening it, claiming it
-// in cluster mode) and returns its answer as R.
-func askRepo[R any](ctx context.Context, n *Node, owner, name string, msg any) (R, error) {
-	var zero R
-	key, err := names.New(owner, name)
-	if err != nil {
-		return zero, err
-	}
-	v, err := n.ask(ctx, key, msg, n.cfg.CallTimeout, true)
-	if err != nil {
-		return zero, err
-	}
-	return reply[R](v)
+// askRepo sends msg to key's repo actor (opening it, claiming it in
+// cluster mode) and returns its answer.
+func askRepo[R repoReply](ctx context.Context, n *Node, key names.Repo, msg repoRequest[R]) (R, error) {
+	return ask(ctx, n, key, msg, n.cfg.CallTimeout, true)
 }
 
-// CloseRepo closes owner/name's database if this node holds it open and
-// waits until it is closed (delete-repo runs after it). In cluster mode the
+// CloseRepo closes key's database if this node holds it open and waits
+// until it is closed (delete-repo runs after it). In cluster mode the
 // lease is released as well.
-func (n *Node) CloseRepo(ctx context.Context, owner, name string) error {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return err
-	}
-	_, err = n.ask(ctx, key, &closeRepo{}, n.cfg.OpenTimeout, false)
+func (n *Node) CloseRepo(ctx context.Context, key names.Repo) error {
+	_, err := ask(ctx, n, key, &closeRepo{}, n.cfg.OpenTimeout, false)
 	if errors.Is(err, repo.ErrNotFound) || errors.Is(err, errNotHeld) {
 		return nil
 	}
@@ -345,12 +342,12 @@ func (n *Node) DrainingRepos(ctx context.Context) ([]string, error) {
 	return repoStrings(keys), err
 }
 
-func (n *Node) listRepos(ctx context.Context, msg any) ([]names.Repo, error) {
-	v, err := n.request(ctx, n.sup, msg, 10*time.Second)
+func (n *Node) listRepos(ctx context.Context, msg supervisorRequest[*openKeys]) ([]names.Repo, error) {
+	r, err := askSupervisor(ctx, n, msg, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	keys := slices.Clone(v.(*openKeys).keys)
+	keys := slices.Clone(r.keys)
 	slices.SortFunc(keys, names.Compare)
 	return keys, nil
 }
@@ -384,7 +381,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	}
 	var errs []error
 	for _, k := range keys {
-		if _, err := n.ask(ctx, k, &closeRepo{shutdown: true}, n.cfg.OpenTimeout, false); err != nil &&
+		if _, err := ask(ctx, n, k, &closeRepo{shutdown: true}, n.cfg.OpenTimeout, false); err != nil &&
 			!errors.Is(err, repo.ErrNotFound) && !errors.Is(err, errNotHeld) {
 			errs = append(errs, fmt.Errorf("close %s: %w", k, err))
 		}
@@ -412,70 +409,91 @@ func (n *Node) stopCluster() {
 // errNotHeld: a request that does not route found no lease on the repo.
 var errNotHeld = errors.New("no lease held on repository")
 
+// errClosing: the request reached a repo actor already closing; the
+// supervisor spawns a fresh one for the next.
+var errClosing = fmt.Errorf("repository closing: %w", ErrBusy)
+
 // ask has the supervisor deliver msg to key's repo actor, retrying when it
 // reached an actor that was closing (the idle/eviction race) or already
 // gone. In cluster mode a routed ask first makes sure this node owns key
 // (claiming it if unowned); an unrouted one only reaches a repository
 // already held (errNotHeld).
-func (n *Node) ask(ctx context.Context, key names.Repo, msg any, timeout time.Duration, routed bool) (any, error) {
+func ask[R repoReply](ctx context.Context, n *Node, key names.Repo, msg repoRequest[R], timeout time.Duration, routed bool) (R, error) {
+	var zero R
 	for attempt := 0; attempt < 5; attempt++ {
 		if routed && n.cl != nil {
 			if err := n.ensureLocal(ctx, key); err != nil {
-				return nil, err
+				return zero, err
 			}
 		}
-		v, err := n.request(ctx, n.sup, &deliver{key: key, msg: msg}, timeout)
-		if errors.Is(err, actor.ErrDeadLetter) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		switch r := v.(type) {
-		case *notHeld:
+		r, err := askSupervisor(ctx, n, &deliver[R]{key: key, msg: msg}, timeout)
+		switch {
+		case err == nil:
+			return r, nil
+		case errors.Is(err, errNotHeld):
 			if !routed {
-				return nil, fmt.Errorf("repository %s: %w", key, errNotHeld)
+				return zero, fmt.Errorf("repository %s: %w", key, errNotHeld)
 			}
-			continue // the lease ended between routing and now
-		case *errRetry:
-			continue
-		case *failed:
-			return nil, r.err
+			// the lease ended between routing and now
+		case errors.Is(err, actor.ErrDeadLetter), errors.Is(err, errClosing):
+		default:
+			return zero, err
 		}
-		return v, nil
 	}
-	return nil, fmt.Errorf("repository %s: %w", key, ErrBusy)
+	return zero, fmt.Errorf("repository %s: %w", key, ErrBusy)
 }
 
-// request sends msg and waits for the answer, the timeout or ctx.
-func (n *Node) request(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
+// askSupervisor sends msg to the repos supervisor and waits for its
+// answer R, the timeout or ctx; askTransport and askRepoActor do the same
+// for the other mailboxes.
+func askSupervisor[R any](ctx context.Context, n *Node, msg supervisorRequest[R], timeout time.Duration) (R, error) {
+	return await[R](ctx, n, n.sup, msg, timeout)
+}
+
+func askTransport[R any](ctx context.Context, n *Node, msg transportRequest[R], timeout time.Duration) (R, error) {
+	return await[R](ctx, n, n.transport, msg, timeout)
+}
+
+// askRepoActor asks the repo actor at pid directly (a session's, which
+// holds it open), not through the supervisor.
+func askRepoActor[R repoReply](ctx context.Context, n *Node, pid *actor.PID, msg repoRequest[R], timeout time.Duration) (R, error) {
+	return await[R](ctx, n, pid, msg, timeout)
+}
+
+// await sends msg, typed by its caller (one of the ask functions, or
+// askLeader), and waits for its answer R: the one place a request
+// crosses protoactor's untyped future. A repo actor's refusals come back as errors: failed as
+// its error, errRetry as errClosing, notHeld as errNotHeld.
+func await[R any](ctx context.Context, n *Node, pid *actor.PID, msg any, timeout time.Duration) (R, error) {
+	var zero R
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = time.Until(d)
 	}
 	if timeout <= 0 {
-		return nil, context.DeadlineExceeded
+		return zero, context.DeadlineExceeded
+	}
+	if n.cfg.OnRoundTrip != nil {
+		n.cfg.OnRoundTrip(ctx)
 	}
 	v, err := n.system.Root.RequestFuture(pid, msg, timeout).Result()
 	if errors.Is(err, actor.ErrTimeout) {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return zero, ctx.Err()
 		}
-		return nil, ErrBusy
+		return zero, ErrBusy
 	}
-	return v, err
-}
-
-// reply is a repo actor's answer v as the reply type T of the request, or
-// the error of a request that could not run.
-func reply[T any](v any) (T, error) {
-	var zero T
+	if err != nil {
+		return zero, err
+	}
 	switch r := v.(type) {
-	case T:
+	case R:
 		return r, nil
 	case *failed:
 		return zero, r.err
 	case *errRetry:
-		return zero, ErrBusy
+		return zero, errClosing
+	case *notHeld:
+		return zero, errNotHeld
 	}
 	return zero, fmt.Errorf("unexpected actor reply %T, want %T", v, zero)
 }

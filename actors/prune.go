@@ -90,11 +90,10 @@ func (n *Node) pruneOnce(c *clusterState, since, now time.Time) error {
 			gone = append(gone, r)
 		}
 	}
-	v, err := n.request(ctx, c.leaderPID, &leaderPrune{gone: gone}, leaderAnswerTimeout)
+	r, err := askLeader(ctx, n, c.leaderPID, &leaderPrune{gone: gone})
 	if err != nil {
 		return err
 	}
-	r := v.(*leaderReply)
 	if r.err == nil && r.pruned.Write {
 		n.log.Info("pruned ownership map", zap.Stringers("repos", r.pruned.Repos), zap.Uint64("epoch_floor", r.pruned.Floor))
 	}

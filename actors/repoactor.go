@@ -183,7 +183,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 		a.writeAs(ctx, m.by, func(c context.Context) (err error) {
 			errs, err = a.repo.UpdateRefs(c, m.staged, m.cmds, m.atomic)
 			return err
-		}, func(err error) any { return &refsUpdated{errs: errs, err: err} })
+		}, func(err error) repoReply { return &refsUpdated{errs: errs, err: err} })
 		a.wakeHooks(ctx)
 	case *setVisibility:
 		if a.ready(ctx) {
@@ -202,7 +202,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 		a.write(ctx, func(c context.Context) (err error) {
 			pack, err = a.repo.CommitRepack(c, m.build)
 			return err
-		}, func(err error) any { return &repackCommitted{pack: pack, err: err} })
+		}, func(err error) repoReply { return &repackCommitted{pack: pack, err: err} })
 	case *planGC:
 		if !a.ready(ctx) {
 			return
@@ -211,7 +211,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 		a.write(ctx, func(c context.Context) (err error) {
 			plan, err = a.repo.PlanGC(c, m.now, m.minAge)
 			return err
-		}, func(err error) any { return &gcPlanned{plan: plan, err: err} })
+		}, func(err error) repoReply { return &gcPlanned{plan: plan, err: err} })
 	case *closeRepo:
 		why := whyClosed
 		if m.shutdown {
@@ -219,7 +219,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 		}
 		a.goIdle(ctx, why)
 		ctx.Respond(&written{})
-	default:
+	case repoMessage:
 		if !a.receiveHooks(ctx, m) && !a.receiveLocks(ctx, m) {
 			a.receiveAccess(ctx, m)
 		}
@@ -230,15 +230,15 @@ func (a *repoActor) receive(ctx actor.Context) {
 // reply(its error). A panic is answered first (so the caller is not left
 // waiting) and then restarts the actor with a fresh handle; a fenced
 // database closes the actor.
-func writtenReply(err error) any { return &written{err: err} }
+func writtenReply(err error) repoReply { return &written{err: err} }
 
 // writeAs is write with the identity the change is made by in the
 // operation's context (the pusher or operator its webhook events name).
-func (a *repoActor) writeAs(ctx actor.Context, id auth.Identity, op func(context.Context) error, reply func(error) any) {
+func (a *repoActor) writeAs(ctx actor.Context, id auth.Identity, op func(context.Context) error, reply func(error) repoReply) {
 	a.write(ctx, func(c context.Context) error { return op(auth.WithIdentity(c, id)) }, reply)
 }
 
-func (a *repoActor) write(ctx actor.Context, op func(context.Context) error, reply func(error) any) {
+func (a *repoActor) write(ctx actor.Context, op func(context.Context) error, reply func(error) repoReply) {
 	wctx, cancel := context.WithTimeout(context.Background(), a.node.cfg.CallTimeout)
 	defer cancel()
 	panicked, err := guard(func() error { return op(wctx) })

@@ -17,8 +17,8 @@ import (
 	"github.com/rgit/rgit/storage/repo"
 )
 
-// RouteResult says where a request for a repository goes.
-type RouteResult struct {
+// Route says where a request for a repository goes.
+type Route struct {
 	Local bool
 	Node  string // owner when !Local
 }
@@ -27,29 +27,22 @@ type RouteResult struct {
 // claim (one round trip to the leader) and then serve or forward. Errors
 // wrapping ErrLeaderUnreachable or ErrDraining mean 503. In single-node
 // mode every repository is local.
-func (n *Node) Route(ctx context.Context, owner, name string) (RouteResult, error) {
+func (n *Node) Route(ctx context.Context, key names.Repo) (Route, error) {
 	if n.cl == nil {
-		return RouteResult{Local: true}, nil
-	}
-	key, err := names.New(owner, name)
-	if err != nil {
-		return RouteResult{}, err
+		return Route{Local: true}, nil
 	}
 	return n.route(ctx, key)
 }
 
-func (n *Node) route(ctx context.Context, key names.Repo) (RouteResult, error) {
-	l, err := n.leaseOf(ctx, key)
-	if err != nil {
-		return RouteResult{}, err
-	}
+func (n *Node) route(ctx context.Context, key names.Repo) (Route, error) {
+	l := n.leaseOf(key)
 	view := n.OwnershipView()
 	if r, decided := routeHeld(view, key, n.cl.cfg.Self, l); decided {
 		return r, nil
 	}
 	d := cluster.Locate(view, key, n.cl.cfg.Self, time.Now())
 	if d.Kind == cluster.Forward {
-		return RouteResult{Node: d.Node}, nil
+		return Route{Node: d.Node}, nil
 	}
 	// Claim, or Serve from a map naming this node without a local lease
 	// (steered here, or this process restarted): the leader grants or
@@ -63,17 +56,17 @@ func (n *Node) route(ctx context.Context, key names.Repo) (RouteResult, error) {
 		// leader refuses a release of an entry naming another node, so
 		// the call is harmless otherwise.
 		_ = n.releaseUnheld(ctx, key)
-		return RouteResult{}, &MovedError{Repo: key.String(), Node: n.cl.cfg.Self}
+		return Route{}, &MovedError{Repo: key.String(), Node: n.cl.cfg.Self}
 	}
 	if err := n.awaitServing(ctx); err != nil {
-		return RouteResult{}, fmt.Errorf("claim %s: %w", key, err)
+		return Route{}, fmt.Errorf("claim %s: %w", key, err)
 	}
 	// Claim only repositories that exist, so requests for made-up names
 	// cannot grow the ownership map. It costs cold repositories one list.
 	if ok, err := repo.Exists(ctx, n.cfg.Deps, key); err != nil {
-		return RouteResult{}, fmt.Errorf("route %s: %w", key, err)
+		return Route{}, fmt.Errorf("route %s: %w", key, err)
 	} else if !ok {
-		return RouteResult{}, fmt.Errorf("route %s: %w", key, repo.ErrNotFound)
+		return Route{}, fmt.Errorf("route %s: %w", key, repo.ErrNotFound)
 	}
 	dec, err := n.awaitLeader(ctx, key, true, func() (cluster.Decision, error) {
 		if _, err := n.cl.ensureSession(ctx); err != nil {
@@ -82,7 +75,7 @@ func (n *Node) route(ctx context.Context, key names.Repo) (RouteResult, error) {
 		return n.cl.leader.Claim(ctx, cluster.ClaimLease{Repo: key, Node: n.cl.cfg.Self})
 	})
 	if err != nil {
-		return RouteResult{}, fmt.Errorf("claim %s: %w", key, unreachable(err))
+		return Route{}, fmt.Errorf("claim %s: %w", key, unreachable(err))
 	}
 	return n.apply(ctx, key, dec)
 }
@@ -158,15 +151,14 @@ func (n *Node) releaseUnheld(ctx context.Context, key names.Repo) error {
 }
 
 // OwnedElsewhere reports whether the node's map view names another node
-// as owner/name's owner, so that a request for it would be forwarded: a
-// hint for work started ahead of an open (repo.ListAhead). Always false
-// on a single node.
-func (n *Node) OwnedElsewhere(owner, name string) bool {
+// as key's owner, so that a request for it would be forwarded: a hint for
+// work started ahead of an open (repo.ListAhead). Always false on a
+// single node.
+func (n *Node) OwnedElsewhere(key names.Repo) bool {
 	if n.cl == nil {
 		return false
 	}
-	key, err := names.New(owner, name)
-	return err == nil && cluster.Locate(n.OwnershipView(), key, n.cl.cfg.Self, time.Now()).Kind == cluster.Forward
+	return cluster.Locate(n.OwnershipView(), key, n.cl.cfg.Self, time.Now()).Kind == cluster.Forward
 }
 
 // routeHeld decides for a repository this node holds a lease on: serve
@@ -174,35 +166,35 @@ func (n *Node) OwnedElsewhere(owner, name string) bool {
 // was moved away; the renewal will be declined). A view that lags the
 // grant, or an entry that expired while the leader was unreachable, still
 // serves: a node keeps serving what it holds and fencing is the safety net.
-func routeHeld(view cluster.View, repo names.Repo, self string, l leaseInfo) (RouteResult, bool) {
+func routeHeld(view cluster.View, repo names.Repo, self string, l leaseInfo) (Route, bool) {
 	if !l.held {
-		return RouteResult{}, false
+		return Route{}, false
 	}
 	e, ok := view.Get(repo)
 	if ok && e.Epoch > l.epoch && e.Node != self {
-		return RouteResult{}, false
+		return Route{}, false
 	}
-	return RouteResult{Local: true}, true
+	return Route{Local: true}, true
 }
 
 // apply acts on the leader's answer to this node's claim or force-grant:
 // the claim's holder steps from Claiming and its action is carried out
 // here (open the database: spawn the repo actor, which owns the lease from
 // then on; forward; or answer 503).
-func (n *Node) apply(ctx context.Context, key names.Repo, d cluster.Decision) (RouteResult, error) {
+func (n *Node) apply(ctx context.Context, key names.Repo, d cluster.Decision) (Route, error) {
 	h, acts := cluster.Step(cluster.NewHolder(n.cl.drain()), cluster.EventOf(d, n.cl.cfg.Self), time.Now())
 	for _, act := range acts {
 		switch act.Kind {
 		case cluster.OpenDB:
-			if _, err := n.request(ctx, n.sup, &granted{key: key, epoch: d.Entry.Epoch, holder: h}, 10*time.Second); err != nil {
-				return RouteResult{}, fmt.Errorf("record lease on %s: %w", key, err)
+			if _, err := askSupervisor(ctx, n, &granted{key: key, epoch: d.Entry.Epoch, holder: h}, 10*time.Second); err != nil {
+				return Route{}, fmt.Errorf("record lease on %s: %w", key, err)
 			}
-			return RouteResult{Local: true}, nil
+			return Route{Local: true}, nil
 		case cluster.ForwardTo:
-			return RouteResult{Node: act.Node}, nil
+			return Route{Node: act.Node}, nil
 		}
 	}
-	return RouteResult{}, fmt.Errorf("claim %s: %s without an owner: %w", key, d.Outcome, ErrLeaderUnreachable)
+	return Route{}, fmt.Errorf("claim %s: %s without an owner: %w", key, d.Outcome, ErrLeaderUnreachable)
 }
 
 func unreachable(err error) error {
@@ -212,13 +204,12 @@ func unreachable(err error) error {
 	return fmt.Errorf("%w: %w", ErrLeaderUnreachable, err)
 }
 
-// leaseOf asks the supervisor about this node's lease on key.
-func (n *Node) leaseOf(ctx context.Context, key names.Repo) (leaseInfo, error) {
-	v, err := n.request(ctx, n.sup, &leaseQuery{key: key}, 10*time.Second)
-	if err != nil {
-		return leaseInfo{}, fmt.Errorf("lease of %s: %w", key, err)
+// leaseOf is this node's lease on key, as the supervisor published it.
+func (n *Node) leaseOf(key names.Repo) leaseInfo {
+	if e, ok := n.cl.leases.Load(key); ok {
+		return leaseInfo{held: true, epoch: e.(uint64)}
 	}
-	return *v.(*leaseInfo), nil
+	return leaseInfo{}
 }
 
 // ensureLocal routes key and reports a *NotOwnerError when another node

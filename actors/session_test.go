@@ -44,7 +44,7 @@ func TestSessionRenewsEntriesAndRestartEndsThem(t *testing.T) {
 		leader, start := sessionCluster(t, st)
 		defer endBubble(leader)
 		n1 := start()
-		if r, err := n1.Route(ctx, "alice", "web"); err != nil || !r.Local {
+		if r, err := n1.Route(ctx, names.MustParse("alice/web")); err != nil || !r.Local {
 			t.Fatalf("Route = %+v, %v", r, err)
 		}
 		e, ok := leader.OwnershipView().Get(names.MustParse("alice/web"))
@@ -73,7 +73,7 @@ func TestSessionRenewsEntriesAndRestartEndsThem(t *testing.T) {
 		if err != nil || !r.SessionDeclined || r.Session == first.Session {
 			t.Fatalf("renewal of the old session = %+v, %v; want declined", r, err)
 		}
-		if r, err := n1.Route(ctx, "alice", "web"); err != nil || !r.Local {
+		if r, err := n1.Route(ctx, names.MustParse("alice/web")); err != nil || !r.Local {
 			t.Fatalf("Route after the restart = %+v, %v", r, err)
 		}
 		e, _ = leader.OwnershipView().Get(names.MustParse("alice/web"))
@@ -96,7 +96,7 @@ func TestSessionHolderClosesRepoGrantedElsewhere(t *testing.T) {
 		defer endBubble(leader)
 		n1 := start()
 		defer n1.Shutdown(ctx)
-		if _, err := n1.Route(ctx, "alice", "web"); err != nil {
+		if _, err := n1.Route(ctx, names.MustParse("alice/web")); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(cluster.ForceGrantQuietPeriod)

@@ -8,15 +8,18 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // Git sessions as actors. Every git session the node serves (a smart-HTTP
 // request, an SSH channel, a session forwarded by another node, a read-API
-// request) is a session actor under the node's transport supervisor. The
-// session actor resolves where its repository is served (Route: here, or
-// the owner to forward to) and, when here, holds the repo actor's session
-// until the transport ends it; the bytes stream on the transport's own
-// goroutine, never through a mailbox. The transport supervisor knows every
+// request) is a session actor, which the node's transport supervisor watches.
+// GitSession.Resolve decides once where its repository is served (Route:
+// here, or the owner to forward to; no mailbox unless the leader must
+// grant a claim) and, when here, acquires the repo actor's session, held
+// until the transport ends the git session; the bytes stream on the
+// transport's own goroutine, never through a mailbox. The transport supervisor knows every
 // live session: WaitSessions (the drain) waits for them, /metrics counts
 // them by kind, and one session's failure (a panic in its actor) stops only
 // that session.
@@ -35,28 +38,19 @@ var sessionKinds = []SessionKind{KindHTTP, KindSSH, KindForwarded, KindAPI}
 
 // Messages of the transport supervisor and its session actors.
 type (
-	// beginSession spawns a session actor; *sessionBegun answers.
-	beginSession struct{ kind SessionKind }
-	sessionBegun struct{ pid *actor.PID }
+	// sessionBegun tells the transport supervisor of a new session
+	// actor, which it watches until the session ends.
+	sessionBegun struct {
+		pid  *actor.PID
+		kind SessionKind
+	}
 	// awaitSessions asks for a channel closed once no session is live;
 	// *sessionsIdle answers.
-	awaitSessions struct{}
+	awaitSessions struct{ toTransport[*sessionsIdle] }
 	sessionsIdle  struct{ done <-chan struct{} }
-	// resolveRepo asks a session actor where owner/name is served and, if
-	// here, to open the repo actor's session; *repoResolved answers. ctx
-	// bounds the routing (a claim may wait for the leader).
-	resolveRepo struct {
-		ctx         context.Context
-		owner, name string
-	}
-	repoResolved struct {
-		session *RepoSession // non-nil when served here
-		route   RouteResult  // where to forward otherwise
-		err     error
-	}
 )
 
-// transportSupervisor is the parent of every session actor.
+// transportSupervisor watches every session actor.
 type transportSupervisor struct {
 	node    *Node
 	live    map[string]SessionKind // by actor id
@@ -65,13 +59,12 @@ type transportSupervisor struct {
 
 func (t *transportSupervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *beginSession:
-		pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-			return &sessionActor{node: t.node, kind: m.kind}
-		}, actor.WithSupervisor(sessionStrategy)))
-		t.live[pid.Id] = m.kind
+	case *sessionBegun:
+		// A session that already ended is watched all the same: the
+		// watch of a stopped actor answers Terminated at once.
+		ctx.Watch(m.pid)
+		t.live[m.pid.Id] = m.kind
 		t.node.metrics.sessions.WithLabelValues(string(m.kind)).Inc()
-		ctx.Respond(&sessionBegun{pid: pid})
 	case *actor.Terminated:
 		kind, ok := t.live[m.Who.Id]
 		if !ok {
@@ -96,93 +89,85 @@ func (t *transportSupervisor) Receive(ctx actor.Context) {
 	}
 }
 
-// sessionStrategy stops a session actor that panicked: the session failed,
-// and no other session is affected.
-var sessionStrategy = actor.NewOneForOneStrategy(0, time.Minute, func(any) actor.Directive {
-	return actor.StopDirective
-})
+// sessionActor is one git session: its life is the session's, from
+// BeginSession to End, which the transport supervisor watches.
+type sessionActor struct{}
 
-// sessionActor is one git session.
-type sessionActor struct {
-	node    *Node
-	kind    SessionKind
-	session *RepoSession
-}
+func (a *sessionActor) Receive(actor.Context) {}
 
-func (a *sessionActor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *resolveRepo:
-		r := a.resolve(m)
-		ctx.Respond(&r)
-	case *actor.Stopping:
-		if a.session != nil {
-			a.session.Release()
-		}
-	}
-}
-
-// resolve routes the repository and opens it here if this node serves it.
-func (a *sessionActor) resolve(m *resolveRepo) repoResolved {
-	if a.session != nil {
-		return repoResolved{err: errors.New("session already bound to a repository")}
-	}
-	route, err := a.node.Route(m.ctx, m.owner, m.name)
-	if err != nil || !route.Local {
-		return repoResolved{route: route, err: err}
-	}
-	s, err := a.node.Session(m.ctx, m.owner, m.name)
-	if err != nil {
-		return repoResolved{err: err}
-	}
-	a.session = s
-	return repoResolved{session: s, route: route}
-}
-
-// GitSession is a transport's handle on its session actor.
+// GitSession is a transport's handle on its session actor, and the holder
+// of the repo session it resolved.
 type GitSession struct {
 	node *Node
 	pid  *actor.PID
 	once sync.Once
+
+	mu       sync.Mutex
+	resolved bool
+	session  *RepoSession
 }
 
-// BeginSession registers a git session of kind with the transport
-// supervisor. End it when the session is over, whatever happened.
+// BeginSession starts the session actor of a git session of kind and
+// tells the transport supervisor, which watches it (no round trip: the
+// session does not wait for the supervisor). End it when the session is
+// over, whatever happened.
 func (n *Node) BeginSession(ctx context.Context, kind SessionKind) (*GitSession, error) {
-	v, err := n.request(ctx, n.transport, &beginSession{kind: kind}, 10*time.Second)
+	pid, err := n.system.Root.SpawnNamed(sessionProps, n.system.ProcessRegistry.NextId())
 	if err != nil {
 		return nil, fmt.Errorf("begin %s session: %w", kind, err)
 	}
-	return &GitSession{node: n, pid: v.(*sessionBegun).pid}, nil
+	n.system.Root.Send(n.transport, &sessionBegun{pid: pid, kind: kind})
+	return &GitSession{node: n, pid: pid}, nil
 }
 
-// Resolve asks the session actor where owner/name is served: a RepoSession
-// on this node (held by the session until End; Release is harmless), or
-// the route to the owner with a nil RepoSession. Errors are Route's and
-// Node.Session's.
-func (g *GitSession) Resolve(ctx context.Context, owner, name string) (*RepoSession, RouteResult, error) {
-	v, err := g.node.request(ctx, g.pid, &resolveRepo{ctx: ctx, owner: owner, name: name}, g.node.cfg.OpenTimeout)
-	if err != nil {
-		return nil, RouteResult{}, err
+var sessionProps = actor.PropsFromProducer(func() actor.Actor { return &sessionActor{} })
+
+// Resolve decides once where key is served: a RepoSession on this node
+// (held by the git session until End; Release is harmless), or the route
+// to the owner with a nil RepoSession. Errors are Route's and
+// Node.Session's. A git session resolves one repository, once.
+func (g *GitSession) Resolve(ctx context.Context, key names.Repo) (*RepoSession, Route, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.resolved {
+		return nil, Route{}, errors.New("session already bound to a repository")
 	}
-	r := v.(*repoResolved)
-	return r.session, r.route, r.err
+	g.resolved = true
+	route, err := g.node.Route(ctx, key)
+	if err != nil || !route.Local {
+		return nil, route, err
+	}
+	s, err := g.node.session(ctx, key)
+	if err != nil {
+		return nil, Route{}, err
+	}
+	g.session = s
+	return s, route, nil
 }
 
-// End stops the session actor, releasing what it holds. Safe to call more
-// than once.
+// End releases the repo session and stops the session actor. Safe to
+// call more than once.
 func (g *GitSession) End() {
-	g.once.Do(func() { g.node.system.Root.Stop(g.pid) })
+	g.once.Do(func() {
+		g.mu.Lock()
+		s := g.session
+		g.mu.Unlock()
+		if s != nil {
+			s.Release()
+		}
+		g.node.system.Root.Stop(g.pid)
+	})
 }
 
 // WaitSessions returns once no git session is live on the node, or with
 // ctx's error. The drain calls it after the listeners stopped accepting.
 func (n *Node) WaitSessions(ctx context.Context) error {
-	v, err := n.request(ctx, n.transport, &awaitSessions{}, 10*time.Second)
+	r, err := askTransport(ctx, n, &awaitSessions{}, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("wait for sessions: %w", err)
 	}
 	select {
-	case <-v.(*sessionsIdle).done:
+	case <-r.done:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("wait for sessions: %w", ctx.Err())

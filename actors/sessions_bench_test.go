@@ -25,7 +25,7 @@ func BenchmarkSessionActor(b *testing.B) {
 	if err := repo.Create(ctx, d, names.MustParse("alice/web")); err != nil {
 		b.Fatal(err)
 	}
-	warm, err := n.Session(ctx, "alice", "web") // keeps the repo actor open
+	warm, err := n.Session(ctx, names.MustParse("alice/web")) // keeps the repo actor open
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func BenchmarkSessionActor(b *testing.B) {
 	b.Run("bare-session", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			s, err := n.Session(ctx, "alice", "web")
+			s, err := n.Session(ctx, names.MustParse("alice/web"))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func BenchmarkSessionActor(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, _, err := g.Resolve(ctx, "alice", "web"); err != nil {
+			if _, _, err := g.Resolve(ctx, names.MustParse("alice/web")); err != nil {
 				b.Fatal(err)
 			}
 			g.End()

@@ -33,11 +33,11 @@ func TestSessionActors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, route, err := ssh.Resolve(ctx, "alice", "web")
+		s, route, err := ssh.Resolve(ctx, names.MustParse("alice/web"))
 		if err != nil || s == nil || !route.Local || s.Info.Repo.Owner() != "alice" {
 			t.Fatalf("Resolve = %v, %+v, %v", s, route, err)
 		}
-		if _, _, err := ssh.Resolve(ctx, "alice", "web"); err == nil {
+		if _, _, err := ssh.Resolve(ctx, names.MustParse("alice/web")); err == nil {
 			t.Error("a session resolved twice")
 		}
 		synctest.Wait()

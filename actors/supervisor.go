@@ -74,21 +74,22 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		if s.probeTimer != nil {
 			s.probeTimer.Stop()
 		}
-	case *deliver:
-		c, ok := s.children[m.key]
+	case delivery:
+		c, ok := s.children[m.target()]
 		switch {
 		case ok:
 		case s.node.cl != nil:
 			ctx.Respond(&notHeld{})
 			return
 		default:
-			c = s.spawn(ctx, m.key, nil)
+			c = s.spawn(ctx, m.target(), nil)
 		}
 		c.lastUsed = time.Now()
-		ctx.RequestWithCustomSender(c.pid, m.msg, ctx.Sender())
+		ctx.RequestWithCustomSender(c.pid, m.payload(), ctx.Sender())
 	case *idle:
 		if c, ok := s.children[m.key]; ok && c.pid.Equal(m.pid) {
 			delete(s.children, m.key)
+			s.dropLease(m.key)
 		}
 		delete(s.lingering, m.pid.Id)
 		// Queued behind every request handed to it: each is answered
@@ -117,12 +118,6 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(&openKeys{keys: keys})
 
-	case *leaseQuery:
-		var info leaseInfo
-		if c, ok := s.children[m.key]; ok {
-			info = leaseInfo{held: true, epoch: c.epoch}
-		}
-		ctx.Respond(&info)
 	case *granted:
 		s.granted(ctx, m)
 	case *leaseChanged:
@@ -130,6 +125,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 			c.renews = m.renews
 			if m.released {
 				delete(s.children, m.key)
+				s.dropLease(m.key)
 				s.lingering[m.pid.Id] = lingerer{key: m.key, pid: m.pid}
 			}
 		}
@@ -179,6 +175,9 @@ func (s *supervisor) spawn(ctx actor.Context, key names.Repo, lease *actorLease)
 		c.epoch, c.renews = lease.epoch, lease.h.Renews()
 	}
 	s.children[key] = c
+	if lease != nil {
+		s.holdLease(key, c.epoch)
+	}
 	s.enforceMaxWarm(ctx, key)
 	return c
 }
@@ -192,6 +191,7 @@ func (s *supervisor) granted(ctx actor.Context, m *granted) {
 	switch l, lingers := s.lingererOf(m.key); {
 	case ok:
 		c.epoch = m.epoch
+		s.holdLease(m.key, c.epoch)
 		ctx.Send(c.pid, &regranted{epoch: m.epoch})
 	case lingers:
 		// Granted again while its sessions finish: the same actor (and
@@ -199,6 +199,7 @@ func (s *supervisor) granted(ctx actor.Context, m *granted) {
 		delete(s.lingering, l.pid.Id)
 		c = &child{pid: l.pid, lastUsed: time.Now(), epoch: m.epoch, renews: m.holder.Renews()}
 		s.children[m.key] = c
+		s.holdLease(m.key, c.epoch)
 		ctx.Send(c.pid, &regranted{epoch: m.epoch, revive: &m.holder})
 	default:
 		c = s.spawn(ctx, m.key, &actorLease{h: m.holder, epoch: m.epoch})
@@ -209,6 +210,20 @@ func (s *supervisor) granted(ctx actor.Context, m *granted) {
 	ctx.Respond(&leaseInfo{held: true, epoch: c.epoch})
 	if s.draining {
 		ctx.Send(c.pid, &startRelease{})
+	}
+}
+
+// holdLease and dropLease publish the children's leases
+// (clusterState.leases) as they change.
+func (s *supervisor) holdLease(key names.Repo, epoch uint64) {
+	if s.node.cl != nil {
+		s.node.cl.leases.Store(key, epoch)
+	}
+}
+
+func (s *supervisor) dropLease(key names.Repo) {
+	if s.node.cl != nil {
+		s.node.cl.leases.Delete(key)
 	}
 }
 

@@ -198,7 +198,7 @@ func restartStorm(ctx context.Context, w io.Writer, repos int, limit time.Durati
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, err := n1.Session(sctx, "bench", name)
+			s, err := n1.Session(sctx, names.MustParse("bench/"+name))
 			if err != nil {
 				firstErr.CompareAndSwap(nil, &err)
 				return

@@ -257,7 +257,10 @@ func (c *Cluster) Cached(node, repoName string) bool {
 // the request is sent, so pushes follow them as reads do. It returns op's
 // result and the node that served.
 func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op func(n *actors.Node, node string) (string, error)) (string, string, error) {
-	owner, name, _ := strings.Cut(repoName, "/")
+	key, err := names.Parse(repoName)
+	if err != nil {
+		return "", entry, err
+	}
 	at, from := entry, ""
 	moves := 0
 	for hop := 0; ; hop++ {
@@ -265,7 +268,7 @@ func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op 
 		if n == nil {
 			return "", at, fmt.Errorf("%s: %w", at, ErrNodeDown)
 		}
-		r, err := n.Route(ctx, owner, name)
+		r, err := n.Route(ctx, key)
 		var moved *actors.MovedError
 		if errors.As(err, &moved) && from != "" && moves < maxMoves {
 			moves++
@@ -274,13 +277,13 @@ func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op 
 			if n = c.Node(at); n == nil {
 				return "", at, fmt.Errorf("%s: %w", at, ErrNodeDown)
 			}
-			r, err = n.Moved(ctx, owner, name, released)
+			r, err = n.Moved(ctx, key, released)
 		}
 		for fails := 0; err == nil && !r.Local; fails++ {
 			cerr := c.Net.Connect(ctx, at, r.Node)
 			if cerr == nil {
 				if fails > 0 {
-					n.ConnectSucceeded(owner, name, r.Node)
+					n.ConnectSucceeded(key, r.Node)
 				}
 				break
 			}
@@ -288,7 +291,7 @@ func (c *Cluster) Serve(ctx context.Context, entry, repoName, method string, op 
 				err = cerr
 				break
 			}
-			r, err = n.ConnectFailed(ctx, owner, name, r.Node, method)
+			r, err = n.ConnectFailed(ctx, key, r.Node, method)
 		}
 		if err != nil {
 			return "", at, err
@@ -353,8 +356,11 @@ func (c *Cluster) CAS(ctx context.Context, entry, repoName, ref string, old, v u
 func (c *Cluster) update(ctx context.Context, entry, repoName, ref string, old *uint64, v uint64) (CASResult, error) {
 	var r CASResult
 	_, node, err := c.Serve(ctx, entry, repoName, "POST", func(n *actors.Node, node string) (string, error) {
-		owner, name, _ := strings.Cut(repoName, "/")
-		s, err := n.Session(ctx, owner, name)
+		key, err := names.Parse(repoName)
+		if err != nil {
+			return "", err
+		}
+		s, err := n.Session(ctx, key)
 		if err != nil {
 			return "", err
 		}
@@ -387,8 +393,11 @@ func (c *Cluster) update(ctx context.Context, entry, repoName, ref string, old *
 // away from an unreachable owner). ok is false when the ref is absent.
 func (c *Cluster) Get(ctx context.Context, entry, repoName, ref string) (node string, v uint64, ok bool, err error) {
 	_, node, err = c.Serve(ctx, entry, repoName, "GET", func(n *actors.Node, _ string) (string, error) {
-		owner, name, _ := strings.Cut(repoName, "/")
-		s, err := n.Session(ctx, owner, name)
+		key, err := names.Parse(repoName)
+		if err != nil {
+			return "", err
+		}
+		s, err := n.Session(ctx, key)
 		if err != nil {
 			return "", err
 		}

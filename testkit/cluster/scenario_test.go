@@ -217,7 +217,7 @@ func (w *world) route(a datadriven.Args) (string, error) {
 		return "node down", nil
 	}
 	o, nm := splitRepo(a.At(2))
-	r, err := n.Route(ctx, o, nm)
+	r, err := n.Route(ctx, names.MustParse(o+"/"+nm))
 	switch {
 	case err != nil:
 		return fmtErr(err), nil
@@ -259,7 +259,7 @@ func (w *world) hold(a datadriven.Args) (string, error) {
 		return "node down", nil
 	}
 	o, nm := splitRepo(a.At(2))
-	s, err := n.Session(ctx, o, nm)
+	s, err := n.Session(ctx, names.MustParse(o+"/"+nm))
 	if err != nil {
 		return fmtErr(err), nil
 	}

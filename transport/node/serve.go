@@ -105,6 +105,9 @@ type Server struct {
 	// given replaces the store RGIT_STORE_URL names (WithStore).
 	given      objstore.Store
 	clonePacks *clonecache.Cache // nil: RGIT_CLONE_CACHE_BYTES=0
+	// onRoundTrip observes the actors' mailbox round trips
+	// (WithRoundTripObserver).
+	onRoundTrip func(ctx context.Context)
 }
 
 // Option adjusts Start beyond the configuration (tests).
@@ -118,6 +121,13 @@ func WithStoreProbeInterval(d time.Duration) Option { return func(s *Server) { s
 // under RGIT_STORE_TIMEOUT_SECS): benchmarks and tests run nodes in one
 // process against one shared or fault-injecting store.
 func WithStore(st objstore.Store) Option { return func(s *Server) { s.given = st } }
+
+// WithRoundTripObserver has f called with the request's context before
+// each actor mailbox round trip of the node (actors.Config.OnRoundTrip):
+// tests count the round trips one request crosses.
+func WithRoundTripObserver(f func(ctx context.Context)) Option {
+	return func(s *Server) { s.onRoundTrip = f }
+}
 
 // WithAdmission replaces the admission controller derived from the memory
 // budget (tests hold its budget to see refusals).
@@ -197,7 +207,7 @@ type wiring struct {
 	gate  *gitserve.Gate // the one gate of the node's own sessions
 	pm    *gitserve.PromMetrics
 	// What the front ends forward with, counted; nil on a single node.
-	httpFwd httpgit.Forwarder
+	httpFwd gitserve.Forwarder
 	sessFwd gitserve.SessionForwarder
 
 	// Git LFS: the public port's and the peer HTTP port's endpoints, and
@@ -329,7 +339,7 @@ func (s *Server) startActors(ctx context.Context, w *wiring) error {
 		},
 		// Roll-ups allocate what admission does not count: once they are
 		// over, the trimmer looks at once rather than at its next tick.
-		MaintenanceDone: trim.Check})
+		MaintenanceDone: trim.Check, OnRoundTrip: s.onRoundTrip})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/service/gitserve/gitservetest"
 	"github.com/rgit/rgit/transport/wire/gitproto"
@@ -62,10 +63,10 @@ type localRerouter struct {
 	calls atomic.Int32
 }
 
-func (l *localRerouter) ConnectFailed(_ context.Context, _, _, _, _ string) (gitserve.Route, error) {
+func (l *localRerouter) ConnectFailed(_ context.Context, _, _, _, _ string) (actors.Route, error) {
 	l.calls.Add(1)
 	l.res.local.Store(true)
-	return gitserve.Route{Local: true}, nil
+	return actors.Route{Local: true}, nil
 }
 
 func TestForwarding(t *testing.T) {

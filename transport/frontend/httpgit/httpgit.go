@@ -65,7 +65,7 @@ type Config struct {
 	// Forward carries a request for a repository another node owns to that
 	// node (cluster mode; transport/frontend/peer.HTTPForwarder). nil: such requests
 	// answer 503.
-	Forward Forwarder
+	Forward gitserve.Forwarder
 	// Rerouter decides where a request goes after Forward failed to
 	// reach the owner with nothing of the request consumed; nil: the
 	// failure is final (503).
@@ -77,14 +77,6 @@ type Config struct {
 	Unauthenticated *clientlimit.PerAddr
 }
 
-// Forwarder proxies a whole request to another node, streaming both ways.
-// An error wrapping gitserve.ErrPeerConnect or gitserve.ErrUnavailable
-// means nothing was written to w; after any other error the answer is
-// already on its way.
-type Forwarder interface {
-	Forward(w http.ResponseWriter, r *http.Request, node string) error
-}
-
 // Realm is the HTTP Basic realm of 401 answers.
 const Realm = "rgit"
 
@@ -94,7 +86,7 @@ type handler struct {
 	maxBody  int64
 	log      *zap.Logger
 	metrics  gitserve.Metrics
-	forward  Forwarder
+	forward  gitserve.Forwarder
 	rerouter gitserve.Rerouter
 	kind     string // gitserve session kind
 	peers    bool   // Config.FromPeers

@@ -25,5 +25,6 @@
 //     can send again and delegate Moved to the node (a gitserve.Mover).
 //
 // It imports cluster/, transport/service/gitserve, storage/auth, zap and the
-// standard library; actors are reached through the small interfaces here.
+// standard library, and actors only for actors.Route; actors are reached
+// through the small interfaces here.
 package peer

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/peertls"
 	"github.com/rgit/rgit/transport/wire/reqid"
@@ -44,14 +45,14 @@ type HTTPForwarder struct {
 var _ gitserve.Mover = (*HTTPForwarder)(nil)
 
 // Moved implements gitserve.Mover with f.Mover.
-func (f *HTTPForwarder) Moved(ctx context.Context, owner, name, node string) (gitserve.Route, error) {
+func (f *HTTPForwarder) Moved(ctx context.Context, owner, name, node string) (actors.Route, error) {
 	return moved(ctx, f.Mover, owner, name, node)
 }
 
 // moved delegates to m, which may be unset.
-func moved(ctx context.Context, m gitserve.Mover, owner, name, node string) (gitserve.Route, error) {
+func moved(ctx context.Context, m gitserve.Mover, owner, name, node string) (actors.Route, error) {
 	if m == nil {
-		return gitserve.Route{}, fmt.Errorf("%s/%s moved from %s: no mover configured: %w", owner, name, node, gitserve.ErrUnavailable)
+		return actors.Route{}, fmt.Errorf("%s/%s moved from %s: no mover configured: %w", owner, name, node, gitserve.ErrUnavailable)
 	}
 	return m.Moved(ctx, owner, name, node)
 }

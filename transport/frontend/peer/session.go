@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/gitproto"
@@ -78,7 +79,7 @@ type SessionClient struct {
 var _ gitserve.Mover = (*SessionClient)(nil)
 
 // Moved implements gitserve.Mover with c.Mover.
-func (c *SessionClient) Moved(ctx context.Context, owner, name, node string) (gitserve.Route, error) {
+func (c *SessionClient) Moved(ctx context.Context, owner, name, node string) (actors.Route, error) {
 	return moved(ctx, c.Mover, owner, name, node)
 }
 

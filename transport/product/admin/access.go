@@ -147,7 +147,7 @@ func (s *Server) actingAs(ctx context.Context, command, arg, as string) (string,
 		return "", err
 	}
 	owner, name := rp.Owner(), rp.Name()
-	info, err := s.Node.Settings(ctx, owner, name)
+	info, err := s.Node.Settings(ctx, rp)
 	if err != nil {
 		return "", err
 	}
@@ -176,19 +176,20 @@ func (s *Server) audit(who, what string, fields ...zap.Field) {
 
 // accessTo resolves the repository of a command that changes or shows its
 // access settings and who the command acts as.
-func (s *Server) accessTo(ctx context.Context, command, arg, as string) (who, owner, name string, err error) {
+func (s *Server) accessTo(ctx context.Context, command, arg, as string) (who string, rp names.Repo, err error) {
 	if who, err = s.actingAs(ctx, command, arg, as); err != nil {
-		return "", "", "", err
+		return "", names.Repo{}, err
 	}
-	r, err := s.existing(ctx, arg)
-	return who, r.Owner(), r.Name(), err
+	rp, err = s.existing(ctx, arg)
+	return who, rp, err
 }
 
 func (s *Server) grant(ctx context.Context, m Grant) (Message, error) {
-	who, owner, name, err := s.accessTo(ctx, "grant", m.Repo, m.As)
+	who, rp, err := s.accessTo(ctx, "grant", m.Repo, m.As)
 	if err != nil {
 		return Message{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	role, err := auth.ParseRole(m.Role)
 	if err != nil {
 		return Message{}, fmt.Errorf("%w: %w", ErrUsage, err)
@@ -205,7 +206,7 @@ func (s *Server) grant(ctx context.Context, m Grant) (Message, error) {
 		return Message{}, err
 	}
 	g := auth.Grant{User: user, Role: role, CreatedBy: who, Created: time.Now().UTC()}
-	old, err := s.Node.Grant(ctx, owner, name, g)
+	old, err := s.Node.Grant(ctx, rp, g)
 	if err != nil {
 		return Message{}, err
 	}
@@ -220,11 +221,12 @@ func (s *Server) grant(ctx context.Context, m Grant) (Message, error) {
 }
 
 func (s *Server) revoke(ctx context.Context, m Revoke) (Message, error) {
-	who, owner, name, err := s.accessTo(ctx, "revoke", m.Repo, m.As)
+	who, rp, err := s.accessTo(ctx, "revoke", m.Repo, m.As)
 	if err != nil {
 		return Message{}, err
 	}
-	old, err := s.Node.Revoke(ctx, owner, name, m.User)
+	owner, name := rp.Owner(), rp.Name()
+	old, err := s.Node.Revoke(ctx, rp, m.User)
 	if err != nil {
 		return Message{}, err
 	}
@@ -234,11 +236,12 @@ func (s *Server) revoke(ctx context.Context, m Revoke) (Message, error) {
 }
 
 func (s *Server) listAccess(ctx context.Context, m ListAccess) (AccessList, error) {
-	_, owner, name, err := s.accessTo(ctx, "list-access", m.Repo, m.As)
+	_, rp, err := s.accessTo(ctx, "list-access", m.Repo, m.As)
 	if err != nil {
 		return AccessList{}, err
 	}
-	info, err := s.Node.Settings(ctx, owner, name)
+	owner, name := rp.Owner(), rp.Name()
+	info, err := s.Node.Settings(ctx, rp)
 	if err != nil {
 		return AccessList{}, err
 	}
@@ -246,17 +249,18 @@ func (s *Server) listAccess(ctx context.Context, m ListAccess) (AccessList, erro
 }
 
 func (s *Server) protect(ctx context.Context, m Protect) (Message, error) {
-	who, owner, name, err := s.accessTo(ctx, "protect", m.Repo, m.As)
+	who, rp, err := s.accessTo(ctx, "protect", m.Repo, m.As)
 	if err != nil {
 		return Message{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	p := auth.Protection{Pattern: m.Pattern, NoForcePush: m.NoForcePush, NoDelete: m.NoDelete, CreatedBy: who, Created: time.Now().UTC()}
 	if !p.NoForcePush && !p.NoDelete {
 		// A protection that refuses nothing is no protection: a pattern
 		// alone asks for the whole of it.
 		p.NoForcePush, p.NoDelete = true, true
 	}
-	if err := s.Node.Protect(ctx, owner, name, p); err != nil {
+	if err := s.Node.Protect(ctx, rp, p); err != nil {
 		return Message{}, err
 	}
 	r := owner + "/" + name
@@ -266,11 +270,12 @@ func (s *Server) protect(ctx context.Context, m Protect) (Message, error) {
 }
 
 func (s *Server) unprotect(ctx context.Context, m Unprotect) (Message, error) {
-	who, owner, name, err := s.accessTo(ctx, "unprotect", m.Repo, m.As)
+	who, rp, err := s.accessTo(ctx, "unprotect", m.Repo, m.As)
 	if err != nil {
 		return Message{}, err
 	}
-	p, err := s.Node.Unprotect(ctx, owner, name, m.Pattern)
+	owner, name := rp.Owner(), rp.Name()
+	p, err := s.Node.Unprotect(ctx, rp, m.Pattern)
 	if err != nil {
 		return Message{}, err
 	}

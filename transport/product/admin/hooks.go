@@ -201,15 +201,16 @@ func hookInfo(v outbox.View, h outbox.Hook) (HookInfo, error) {
 }
 
 func (s *Server) addHook(ctx context.Context, m AddHook) (HookAdded, error) {
-	who, owner, name, err := s.accessTo(ctx, "add-hook", m.Repo, m.As)
+	who, rp, err := s.accessTo(ctx, "add-hook", m.Repo, m.As)
 	if err != nil {
 		return HookAdded{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	h, generated, err := hooks.NewHook(m.URL, m.Secret, m.Events, who, time.Now())
 	if err != nil {
 		return HookAdded{}, fmt.Errorf("%w: %w", ErrUsage, err)
 	}
-	if err := s.Node.AddHook(ctx, owner, name, h); err != nil {
+	if err := s.Node.AddHook(ctx, rp, h); err != nil {
 		return HookAdded{}, err
 	}
 	r := owner + "/" + name
@@ -222,11 +223,12 @@ func (s *Server) addHook(ctx context.Context, m AddHook) (HookAdded, error) {
 }
 
 func (s *Server) listHooks(ctx context.Context, m ListHooks) (HookList, error) {
-	_, owner, name, err := s.accessTo(ctx, "list-hooks", m.Repo, m.As)
+	_, rp, err := s.accessTo(ctx, "list-hooks", m.Repo, m.As)
 	if err != nil {
 		return HookList{}, err
 	}
-	v, err := s.Node.Outbox(ctx, owner, name)
+	owner, name := rp.Owner(), rp.Name()
+	v, err := s.Node.Outbox(ctx, rp)
 	if err != nil {
 		return HookList{}, err
 	}
@@ -246,14 +248,15 @@ func (s *Server) listHooks(ctx context.Context, m ListHooks) (HookList, error) {
 }
 
 func (s *Server) removeHook(ctx context.Context, m RemoveHook) (Message, error) {
-	who, owner, name, err := s.accessTo(ctx, "remove-hook", m.Repo, m.As)
+	who, rp, err := s.accessTo(ctx, "remove-hook", m.Repo, m.As)
 	if err != nil {
 		return Message{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	if err := checkHookID(m.ID); err != nil {
 		return Message{}, err
 	}
-	h, err := s.Node.RemoveHook(ctx, owner, name, m.ID)
+	h, err := s.Node.RemoveHook(ctx, rp, m.ID)
 	if err != nil {
 		return Message{}, err
 	}
@@ -263,17 +266,18 @@ func (s *Server) removeHook(ctx context.Context, m RemoveHook) (Message, error) 
 }
 
 func (s *Server) testHook(ctx context.Context, m TestHook) (HookTested, error) {
-	_, owner, name, err := s.accessTo(ctx, "test-hook", m.Repo, m.As)
+	_, rp, err := s.accessTo(ctx, "test-hook", m.Repo, m.As)
 	if err != nil {
 		return HookTested{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	if err := checkHookID(m.ID); err != nil {
 		return HookTested{}, err
 	}
 	if s.Hooks == nil {
 		return HookTested{}, errNoHookService
 	}
-	v, err := s.Node.Outbox(ctx, owner, name)
+	v, err := s.Node.Outbox(ctx, rp)
 	if err != nil {
 		return HookTested{}, err
 	}
@@ -292,16 +296,17 @@ func (s *Server) testHook(ctx context.Context, m TestHook) (HookTested, error) {
 }
 
 func (s *Server) listDeliveries(ctx context.Context, m ListDeliveries) (DeliveryList, error) {
-	_, owner, name, err := s.accessTo(ctx, "deliveries", m.Repo, m.As)
+	_, rp, err := s.accessTo(ctx, "deliveries", m.Repo, m.As)
 	if err != nil {
 		return DeliveryList{}, err
 	}
+	owner, name := rp.Owner(), rp.Name()
 	if m.Hook != "" {
 		if err := checkHookID(m.Hook); err != nil {
 			return DeliveryList{}, err
 		}
 	}
-	v, err := s.Node.Outbox(ctx, owner, name)
+	v, err := s.Node.Outbox(ctx, rp)
 	if err != nil {
 		return DeliveryList{}, err
 	}
@@ -358,11 +363,12 @@ func deliveryInfo(d outbox.Delivery) DeliveryInfo {
 }
 
 func (s *Server) redeliver(ctx context.Context, m Redeliver) (Message, error) {
-	who, owner, name, err := s.accessTo(ctx, "redeliver", m.Repo, m.As)
+	who, rp, err := s.accessTo(ctx, "redeliver", m.Repo, m.As)
 	if err != nil {
 		return Message{}, err
 	}
-	d, err := s.Node.Redeliver(ctx, owner, name, m.ID)
+	owner, name := rp.Owner(), rp.Name()
+	d, err := s.Node.Redeliver(ctx, rp, m.ID)
 	if err != nil {
 		return Message{}, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/repo"
@@ -192,7 +193,7 @@ func TestRepackDoesNotBlockTheRepository(t *testing.T) {
 	if !strings.Contains(r.out, fmt.Sprintf("(%d objects)", objs)) {
 		t.Fatalf("repack said %q; the repository has %d objects", r.out, objs)
 	}
-	s, err := l.node.Session(context.Background(), "alice", "big")
+	s, err := l.node.Session(context.Background(), names.MustParse("alice/big"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestRepackGivesUpUnderConstantPushes(t *testing.T) {
 	if got := env.Run(t, "", "ls-remote", l.url(name), "refs/heads/main"); !strings.HasPrefix(got, head) {
 		t.Fatalf("push lost: server has %q, pushed %s", got, head)
 	}
-	s, err := l.node.Session(context.Background(), "alice", "busy")
+	s, err := l.node.Session(context.Background(), names.MustParse("alice/busy"))
 	if err != nil {
 		t.Fatal(err)
 	}

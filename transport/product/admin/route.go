@@ -33,7 +33,7 @@ func (s *Server) relay(ctx context.Context, m Msg, out any, progress func(string
 		return false, nil // the handler answers the usage or not-found error
 	}
 	owner, name := rp.Owner(), rp.Name()
-	route, err := s.Node.Route(ctx, owner, name)
+	route, err := s.Node.Route(ctx, rp)
 	if err != nil {
 		return true, s.relayFailed(m, fmt.Errorf("route %s/%s: %w", owner, name, err))
 	}

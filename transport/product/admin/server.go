@@ -223,7 +223,7 @@ func (s *Server) deleteRepo(ctx context.Context, m DeleteRepo) (Done, error) {
 		return Done{}, err
 	}
 	owner, name := rp.Owner(), rp.Name()
-	if err := s.Node.CloseRepo(ctx, owner, name); err != nil {
+	if err := s.Node.CloseRepo(ctx, rp); err != nil {
 		return Done{}, err
 	}
 	if err := repo.Delete(ctx, s.Deps, rp); err != nil {
@@ -250,7 +250,7 @@ func (s *Server) fork(ctx context.Context, m Fork) (Done, error) {
 		return Done{}, err
 	}
 	do, dn := dst.Owner(), dst.Name()
-	sess, err := s.Node.Session(ctx, so, sn)
+	sess, err := s.Node.Session(ctx, src)
 	if err != nil {
 		return Done{}, err
 	}
@@ -267,7 +267,7 @@ func (s *Server) repack(ctx context.Context, m Repack, progress pack.ProgressFun
 		return Done{}, err
 	}
 	owner, name := rp.Owner(), rp.Name()
-	p, err := s.Node.Repack(ctx, owner, name, progress)
+	p, err := s.Node.Repack(ctx, rp, progress)
 	if err != nil {
 		return Done{}, err
 	}
@@ -283,7 +283,7 @@ func (s *Server) gc(ctx context.Context, m GC) (Done, error) {
 		return Done{}, err
 	}
 	owner, name := rp.Owner(), rp.Name()
-	st, err := s.Node.CollectGarbage(ctx, owner, name, s.GCMinAge)
+	st, err := s.Node.CollectGarbage(ctx, rp, s.GCMinAge)
 	if err != nil {
 		return Done{}, err
 	}
@@ -304,7 +304,7 @@ func (s *Server) setVisibility(ctx context.Context, m SetVisibility) (Done, erro
 		return Done{}, err
 	}
 	owner, name := rp.Owner(), rp.Name()
-	if err := s.Node.SetVisibility(ctx, owner, name, v == "public"); err != nil {
+	if err := s.Node.SetVisibility(ctx, rp, v == "public"); err != nil {
 		return Done{}, err
 	}
 	d, err := s.purge(ctx, owner, name, owner+"/"+name+" is "+v)
@@ -332,7 +332,7 @@ func (s *Server) setHead(ctx context.Context, m SetHead) (Done, error) {
 		return Done{}, err
 	}
 	owner, name := rp.Owner(), rp.Name()
-	if err := s.Node.SetHead(ctx, owner, name, m.Ref); err != nil {
+	if err := s.Node.SetHead(ctx, rp, m.Ref); err != nil {
 		return Done{}, err
 	}
 	return done("HEAD of %s/%s is %s", owner, name, m.Ref), nil

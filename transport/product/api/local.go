@@ -24,13 +24,6 @@ import (
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
-// Forwarder proxies a whole request to another node
-// (transport/frontend/peer.HTTPForwarder); see httpgit.Forwarder for its error
-// contract.
-type Forwarder interface {
-	Forward(w http.ResponseWriter, r *http.Request, node string) error
-}
-
 // browsable is what the read API needs from a session's backend beyond
 // gitproto.Backend: the objects, and which of them the refs reach
 // (transport/service/engine's backend has both).
@@ -47,7 +40,7 @@ type Local struct {
 	Gate *gitserve.Gate
 	// Forward and Rerouter carry requests for repositories owned
 	// elsewhere; nil Forward: such requests answer 503.
-	Forward  Forwarder
+	Forward  gitserve.Forwarder
 	Rerouter gitserve.Rerouter
 	// BlobCap bounds blob content (0: DefaultBlobCap).
 	BlobCap int

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -51,8 +52,13 @@ func sweepOnce(ctx context.Context, node *actors.Node, d repo.Deps, log *zap.Log
 			return
 		}
 		owner, name, _ := strings.Cut(r, "/")
+		rp, err := names.New(owner, name)
+		if err != nil {
+			log.Warn("webhook sweep: a marker names no possible repository", zap.String("repo", r), zap.Error(err))
+			continue
+		}
 		vctx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := node.SweepHooks(vctx, owner, name)
+		err = node.SweepHooks(vctx, rp)
 		switch {
 		case err == nil, errors.Is(err, actors.ErrNotOwner):
 		case errors.Is(err, repo.ErrNotFound):

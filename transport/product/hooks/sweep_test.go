@@ -94,7 +94,7 @@ func TestSweepResumesADeadOwnersDeliveries(t *testing.T) {
 		}
 	}
 
-	if err := node.CloseRepo(ctx, "alice", "web"); err != nil {
+	if err := node.CloseRepo(ctx, names.MustParse("alice/web")); err != nil {
 		t.Fatal(err)
 	}
 	sweepOnce(ctx, node, d, zap.NewNop())

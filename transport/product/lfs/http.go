@@ -39,13 +39,6 @@ type Locks interface {
 	Locks(ctx context.Context, owner, name string) ([]repo.Lock, error)
 }
 
-// Forwarder proxies a whole request to another node
-// (transport/frontend/peer.HTTPForwarder); see httpgit.Forwarder for its error
-// contract.
-type Forwarder interface {
-	Forward(w http.ResponseWriter, r *http.Request, node string) error
-}
-
 // Config configures the LFS front end of one listener.
 type Config struct {
 	// Gate decides access and routes to the owner, as for git. Required.
@@ -62,7 +55,7 @@ type Config struct {
 	// Forward and Rerouter carry batch and lock requests for
 	// repositories another node owns (cluster mode); nil Forward: such
 	// requests answer 503.
-	Forward  Forwarder
+	Forward  gitserve.Forwarder
 	Rerouter gitserve.Rerouter
 	Limits   Limits
 	// Unauthenticated, if set, caps per client address the requests in
@@ -99,7 +92,7 @@ type Server struct {
 	objects   objects
 	locks     Locks
 	sign      signer
-	fwd       Forwarder
+	fwd       gitserve.Forwarder
 	rr        gitserve.Rerouter
 	limits    Limits
 	anon      *clientlimit.PerAddr

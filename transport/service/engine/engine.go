@@ -85,7 +85,7 @@ func (e *NodeResolver) Lookup(ctx context.Context, owner, name string) (gitserve
 		return gitserve.RepoInfo{}, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
 	}
 	var m auth.RepoInfo
-	if !e.Deps.Meta.Cached(r) && !e.Node.OwnedElsewhere(owner, name) {
+	if !e.Deps.Meta.Cached(r) && !e.Node.OwnedElsewhere(r) {
 		e.Deps.Ahead.Start(r)
 	}
 	if e.Deps.Meta != nil {
@@ -141,14 +141,17 @@ func (e *NodeResolver) BeginSession(ctx context.Context, kind string) (context.C
 // sentinels; a repository owned by another node is a
 // *gitserve.ForwardError.
 func (e *NodeResolver) session(ctx context.Context, owner, name string) (*actors.RepoSession, error) {
+	key, err := names.New(owner, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
+	}
 	var s *actors.RepoSession
-	var r actors.RouteResult
-	var err error
+	var r actors.Route
 	resolve := func() {
 		if g := actors.GitSessionOf(ctx); g != nil {
-			s, r, err = g.Resolve(ctx, owner, name)
-		} else if r, err = e.Node.Route(ctx, owner, name); err == nil && r.Local {
-			s, err = e.Node.Session(ctx, owner, name)
+			s, r, err = g.Resolve(ctx, key)
+		} else if r, err = e.Node.Route(ctx, key); err == nil && r.Local {
+			s, err = e.Node.Session(ctx, key)
 		}
 	}
 	resolve()
@@ -191,26 +194,36 @@ func notNow(err error) bool {
 
 // Moved implements gitserve.Mover: node answered that it no longer owns
 // owner/name (it is draining); route again once the map has moved on.
-func (e *NodeResolver) Moved(ctx context.Context, owner, name, node string) (gitserve.Route, error) {
-	r, err := e.Node.Moved(ctx, owner, name, node)
+func (e *NodeResolver) Moved(ctx context.Context, owner, name, node string) (actors.Route, error) {
+	key, err := names.New(owner, name)
 	if err != nil {
-		return gitserve.Route{}, err
+		return actors.Route{}, err
 	}
-	return gitserve.Route{Local: r.Local, Node: r.Node}, nil
+	r, err := e.Node.Moved(ctx, key, node)
+	if err != nil {
+		return actors.Route{}, err
+	}
+	return actors.Route{Local: r.Local, Node: r.Node}, nil
 }
 
 // Connected implements gitserve.ConnectReporter.
 func (e *NodeResolver) Connected(owner, name, node string) {
-	e.Node.ConnectSucceeded(owner, name, node)
+	if key, err := names.New(owner, name); err == nil {
+		e.Node.ConnectSucceeded(key, node)
+	}
 }
 
 // ConnectFailed implements gitserve.Rerouter: a forwarder could not
 // connect to node, the owner of owner/name. The node's failover rules say
 // where the request goes now.
-func (e *NodeResolver) ConnectFailed(ctx context.Context, owner, name, node, method string) (gitserve.Route, error) {
-	r, err := e.Node.ConnectFailed(ctx, owner, name, node, method)
+func (e *NodeResolver) ConnectFailed(ctx context.Context, owner, name, node, method string) (actors.Route, error) {
+	key, err := names.New(owner, name)
 	if err != nil {
-		return gitserve.Route{}, err
+		return actors.Route{}, err
 	}
-	return gitserve.Route{Local: r.Local, Node: r.Node}, nil
+	r, err := e.Node.ConnectFailed(ctx, key, node, method)
+	if err != nil {
+		return actors.Route{}, err
+	}
+	return actors.Route{Local: r.Local, Node: r.Node}, nil
 }

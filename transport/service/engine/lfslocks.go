@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/service/gitserve"
 )
@@ -13,19 +14,31 @@ import (
 
 // CreateLock implements lfs.Locks.
 func (e *NodeResolver) CreateLock(ctx context.Context, owner, name, path, holder string) (repo.Lock, error) {
-	l, err := e.Node.CreateLock(ctx, owner, name, path, holder)
+	key, err := names.New(owner, name)
+	if err != nil {
+		return repo.Lock{}, err
+	}
+	l, err := e.Node.CreateLock(ctx, key, path, holder)
 	return l, lockErr(err)
 }
 
 // DeleteLock implements lfs.Locks.
 func (e *NodeResolver) DeleteLock(ctx context.Context, owner, name, id, holder string) (repo.Lock, error) {
-	l, err := e.Node.DeleteLock(ctx, owner, name, id, holder)
+	key, err := names.New(owner, name)
+	if err != nil {
+		return repo.Lock{}, err
+	}
+	l, err := e.Node.DeleteLock(ctx, key, id, holder)
 	return l, lockErr(err)
 }
 
 // Locks implements lfs.Locks.
 func (e *NodeResolver) Locks(ctx context.Context, owner, name string) ([]repo.Lock, error) {
-	ls, err := e.Node.Locks(ctx, owner, name)
+	key, err := names.New(owner, name)
+	if err != nil {
+		return nil, err
+	}
+	ls, err := e.Node.Locks(ctx, key)
 	return ls, lockErr(err)
 }
 

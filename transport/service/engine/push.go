@@ -356,7 +356,7 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 	if staged != nil && len(tips) > 0 {
 		// One more pack listed: the node rolls up small packs in the
 		// background so their number stays logarithmic.
-		b.e.Node.Maintain(b.snap.Repo.Owner(), b.snap.Repo.Name())
+		b.e.Node.Maintain(b.snap.Repo)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
@@ -53,6 +54,14 @@ var (
 	ErrHopLimit = fmt.Errorf("forwarding hop limit reached: %w", ErrUnavailable)
 )
 
+// Forwarder proxies a whole request to another node, streaming both ways
+// (transport/frontend/peer.HTTPForwarder). An error wrapping
+// ErrPeerConnect or ErrUnavailable means nothing was written to w; after
+// any other error the answer is already on its way.
+type Forwarder interface {
+	Forward(w http.ResponseWriter, r *http.Request, node string) error
+}
+
 // MaxHops bounds how many times one request is forwarded between nodes.
 // One hop is normal (entry node → owner); a second covers a target whose
 // view changed in flight; more means the views disagree and the request
@@ -83,17 +92,11 @@ func NextHop(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// Route is where a repository is served after a reroute.
-type Route struct {
-	Local bool
-	Node  string // the owner when !Local
-}
-
 // Rerouter is the cluster's answer to a failed connect: it applies the
 // failover rules (re-read the map, force-grant a dead owner's GET traffic)
 // and says where to go now. Errors mean give up (503).
 type Rerouter interface {
-	ConnectFailed(ctx context.Context, owner, name, node, method string) (Route, error)
+	ConnectFailed(ctx context.Context, owner, name, node, method string) (actors.Route, error)
 }
 
 // ConnectReporter is implemented by a Rerouter that wants to hear that a
@@ -109,7 +112,7 @@ type ConnectReporter interface {
 // brings the local view up to date (waiting, briefly, for the released
 // entry to expire) and says where to go now. Errors mean give up (503).
 type Mover interface {
-	Moved(ctx context.Context, owner, name, node string) (Route, error)
+	Moved(ctx context.Context, owner, name, node string) (actors.Route, error)
 }
 
 // MoverOf returns the Mover among candidates (the forwarder, the
@@ -183,7 +186,7 @@ func FollowForward(ctx context.Context, rr Rerouter, mv Mover, fe *ForwardError,
 		if cr, ok := rr.(ConnectReporter); ok && fails > 0 && !errors.Is(err, ErrPeerConnect) {
 			cr.Connected(fe.Owner, fe.Name, node)
 		}
-		var r Route
+		var r actors.Route
 		var rerr error
 		switch {
 		case err == nil:

@@ -7,18 +7,20 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/rgit/rgit/actors"
 )
 
 type fakeRerouter struct {
-	routes []Route // answered in order
+	routes []actors.Route // answered in order
 	calls  []string
 	err    error
 }
 
-func (f *fakeRerouter) ConnectFailed(_ context.Context, owner, name, node, method string) (Route, error) {
+func (f *fakeRerouter) ConnectFailed(_ context.Context, owner, name, node, method string) (actors.Route, error) {
 	f.calls = append(f.calls, fmt.Sprintf("%s/%s %s %s", owner, name, node, method))
 	if f.err != nil {
-		return Route{}, f.err
+		return actors.Route{}, f.err
 	}
 	r := f.routes[0]
 	f.routes = f.routes[1:]
@@ -63,23 +65,23 @@ func TestFollowForward(t *testing.T) {
 	}
 	// Dead owner, GET: the re-read still names it, the second failure
 	// force-grants here.
-	rr := &fakeRerouter{routes: []Route{{Node: "rgit-1"}, {Local: true}}}
+	rr := &fakeRerouter{routes: []actors.Route{{Node: "rgit-1"}, {Local: true}}}
 	r := run(rr, http.MethodGet, map[string]bool{"rgit-1": true})
 	if fmt.Sprint(r.tried) != "[rgit-1 rgit-1]" || !r.local || r.class != OK || len(r.reroute) != 2 {
 		t.Errorf("dead owner moved here: %+v", r)
 	}
 	// Dead owner, moved to a third node.
-	rr = &fakeRerouter{routes: []Route{{Node: "rgit-2"}}}
+	rr = &fakeRerouter{routes: []actors.Route{{Node: "rgit-2"}}}
 	if r := run(rr, http.MethodGet, map[string]bool{"rgit-1": true}); fmt.Sprint(r.tried) != "[rgit-1 rgit-2]" || r.local || r.class != OK {
 		t.Errorf("moved elsewhere: %+v", r)
 	}
 	// Bounded: a map that keeps naming dead nodes gives up with 503.
-	rr = &fakeRerouter{routes: []Route{{Node: "rgit-1"}, {Node: "rgit-1"}, {Node: "rgit-1"}}}
+	rr = &fakeRerouter{routes: []actors.Route{{Node: "rgit-1"}, {Node: "rgit-1"}, {Node: "rgit-1"}}}
 	if r := run(rr, http.MethodGet, map[string]bool{"rgit-1": true}); len(r.tried) != maxAttempts || r.class != Unavailable {
 		t.Errorf("bounded: %+v", r)
 	}
 	// A POST (a push) follows a connect failure too: nothing was sent.
-	rr = &fakeRerouter{routes: []Route{{Local: true}}}
+	rr = &fakeRerouter{routes: []actors.Route{{Local: true}}}
 	if r := run(rr, http.MethodPost, map[string]bool{"rgit-1": true}); len(r.tried) != 1 || len(r.reroute) != 1 || !r.local || r.class != OK {
 		t.Errorf("POST: %+v", r)
 	}
@@ -93,14 +95,14 @@ func TestFollowForward(t *testing.T) {
 }
 
 type fakeMover struct {
-	routes []Route
+	routes []actors.Route
 	calls  []string
 }
 
-func (f *fakeMover) Moved(_ context.Context, owner, name, node string) (Route, error) {
+func (f *fakeMover) Moved(_ context.Context, owner, name, node string) (actors.Route, error) {
 	f.calls = append(f.calls, fmt.Sprintf("%s/%s %s", owner, name, node))
 	if len(f.routes) == 0 {
-		return Route{}, errors.New("no route")
+		return actors.Route{}, errors.New("no route")
 	}
 	r := f.routes[0]
 	f.routes = f.routes[1:]
@@ -125,17 +127,17 @@ func TestFollowForwardMoved(t *testing.T) {
 			func() error { local = true; return nil })
 		return tried, local, Classify(err)
 	}
-	mv := &fakeMover{routes: []Route{{Node: "rgit-2"}}}
+	mv := &fakeMover{routes: []actors.Route{{Node: "rgit-2"}}}
 	if tried, local, c := run(mv, http.MethodPost, map[string]bool{"rgit-1": true}); fmt.Sprint(tried) != "[rgit-1 rgit-2]" || local || c != OK ||
 		fmt.Sprint(mv.calls) != "[a/b rgit-1]" {
 		t.Errorf("moved to rgit-2: tried %v local %v class %v calls %v", tried, local, c, mv.calls)
 	}
-	mv = &fakeMover{routes: []Route{{Local: true}}}
+	mv = &fakeMover{routes: []actors.Route{{Local: true}}}
 	if tried, local, c := run(mv, http.MethodGet, map[string]bool{"rgit-1": true}); len(tried) != 1 || !local || c != OK {
 		t.Errorf("moved here: tried %v local %v class %v", tried, local, c)
 	}
 	// A rolling restart: the next owner drained too; then the bound.
-	mv = &fakeMover{routes: []Route{{Node: "rgit-2"}, {Node: "rgit-0"}, {Node: "rgit-1"}}}
+	mv = &fakeMover{routes: []actors.Route{{Node: "rgit-2"}, {Node: "rgit-0"}, {Node: "rgit-1"}}}
 	moved := map[string]bool{"rgit-1": true, "rgit-2": true, "rgit-0": true}
 	if tried, _, c := run(mv, http.MethodGet, moved); len(tried) != maxMoves+1 || c != Unavailable {
 		t.Errorf("bounded: tried %v class %v", tried, c)
