@@ -102,9 +102,8 @@ type GitSession struct {
 	pid  *actor.PID
 	once sync.Once
 
-	mu       sync.Mutex
-	resolved bool
-	session  *RepoSession
+	mu      sync.Mutex
+	session *RepoSession
 }
 
 // BeginSession starts the session actor of a git session of kind and
@@ -122,17 +121,18 @@ func (n *Node) BeginSession(ctx context.Context, kind SessionKind) (*GitSession,
 
 var sessionProps = actor.PropsFromProducer(func() actor.Actor { return &sessionActor{} })
 
-// Resolve decides once where key is served: a RepoSession on this node
-// (held by the git session until End; Release is harmless), or the route
-// to the owner with a nil RepoSession. Errors are Route's and
-// Node.Session's. A git session resolves one repository, once.
+// Resolve decides where key is served: a RepoSession on this node (held
+// by the git session until End; Release is harmless), or the route to the
+// owner with a nil RepoSession. Errors are Route's and Node.Session's.
+// Once it holds a repo session a git session is bound to it; until then
+// a caller may resolve again (a retry after a refused claim, or a forward
+// that failed before the owner answered routes afresh).
 func (g *GitSession) Resolve(ctx context.Context, key names.Repo) (*RepoSession, Route, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.resolved {
+	if g.session != nil {
 		return nil, Route{}, errors.New("session already bound to a repository")
 	}
-	g.resolved = true
 	route, err := g.node.Route(ctx, key)
 	if err != nil || !route.Local {
 		return nil, route, err

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -32,6 +33,10 @@ func TestSessionActors(t *testing.T) {
 		http, err := n.BeginSession(ctx, KindHTTP)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// A failed resolve binds nothing: the session may resolve again.
+		if _, _, err := ssh.Resolve(ctx, names.MustParse("alice/missing")); !errors.Is(err, repo.ErrNotFound) {
+			t.Fatalf("Resolve of a missing repository = %v, want ErrNotFound", err)
 		}
 		s, route, err := ssh.Resolve(ctx, names.MustParse("alice/web"))
 		if err != nil || s == nil || !route.Local || s.Info.Repo.Owner() != "alice" {
