@@ -349,17 +349,17 @@ func TestClusterRollingRestartNoFailures(t *testing.T) {
 // killed owner, their body partly sent (they fail cleanly, never half
 // applied): a request that meets a dead owner before sending anything is
 // served at the new owner. The leader has no failover, so each killed
-// node is restarted at once (as an orchestrator would). At least
-// minAckedRate of the pushes must be acknowledged. A kill cuts at most the
-// pushes in flight to the killed owner, so the default run does enough
-// operations per kill (about 300 pushes in all) that a cut push stays
-// within the bar; RGIT_MULTIPROC_OPS makes it longer.
+// node is restarted at once (as an orchestrator would). A kill cuts at
+// most the pushes in flight to the killed owner, one per worker, so at
+// most workers pushes per kill may fail, and no other operation. (A rate
+// bar cannot say this: one cut push in the ~160 pushes of the default run
+// is 0.994, and any run without a cut is 1.)
 func TestClusterKillNineAvailability(t *testing.T) {
-	const minAckedRate = 0.995
+	const workers = 3
 	c, env := startCluster(t)
 	kills := scale.Count(t, "RGIT_MULTIPROC_KILLS", 6)
 	perKill := scale.Count(t, "RGIT_MULTIPROC_OPS", 100)
-	l := startLoad(t, c, env, 3, 6)
+	l := startLoad(t, c, env, workers, 6)
 	rng := rand.New(rand.NewPCG(2, 2)) // kills rgit-0, -2, -1, -1, -0, -2
 	l.progress(t, 10)
 	var victims []string
@@ -394,13 +394,21 @@ func TestClusterKillNineAvailability(t *testing.T) {
 	if len(failed) > 0 {
 		t.Logf("failed operations:\n%s", strings.Join(failed, "\n"))
 	}
-	if rate := float64(acked) / float64(pushes); pushes == 0 || rate < minAckedRate {
-		t.Errorf("%d of %d pushes acknowledged (%.4f), want at least %.3f", acked, pushes, rate, minAckedRate)
+	if pushes == 0 {
+		t.Error("no push was tallied")
 	}
+	cut := 0
 	for _, o := range ops {
-		if !o.ok && !cutAtKill(o, killed) {
+		switch {
+		case o.ok:
+		case cutAtKill(o, killed):
+			cut++
+		default:
 			t.Errorf("%s of %s via %s failed, not a push cut by a kill: %s", map[bool]string{true: "push", false: "fetch"}[o.push], o.repo, o.node, o.msg)
 		}
+	}
+	if cut > kills*workers {
+		t.Errorf("%d pushes cut by %d kills, want at most %d (one in flight per worker)", cut, kills, kills*workers)
 	}
 }
 
