@@ -752,6 +752,12 @@ func (c *Cache) arrive(e *entry, dl *arriving) {
 	defer c.bgWG.Done()
 	err := <-dl.packDone
 	dl.cancel()
+	if err != nil {
+		// Removed before the entry is dropped: a Get that downloads again
+		// once it is gone must find no file of this download left.
+		_ = os.Remove(dl.tmpPack)
+		_ = os.Remove(dl.tmpIdx)
+	}
 	pp, ip := c.paths(e.name)
 	c.mu.Lock()
 	current := c.entries[e.name] == e && !c.closed

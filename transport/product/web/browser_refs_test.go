@@ -68,7 +68,7 @@ func TestNamesOverReadAPI(t *testing.T) {
 		// The longest ref wins; a shorter one is read with the rest as a path.
 		{"/alice/names/tree/feature/src", 200, []string{`<summary>feature</summary>`, `a.go`}, []string{"b.go", "deep"}},
 		{"/alice/names/blob/feature/x/y/src/deep/y.go", 200, []string{"on feature/x/y", `href="/alice/names/raw/feature/x/y/src/deep/y.go"`}, nil},
-		{"/alice/names/blob/v1.0/README.md", 200, []string{`<summary>v1.0</summary>`, "# names", `href="/alice/names/commits/v1.0/README.md"`}, nil},
+		{"/alice/names/blob/v1.0/README.md", 200, []string{`<summary>v1.0</summary>`, "<h1>names</h1>", `href="/alice/names/commits/v1.0/README.md"`}, nil},
 		{"/alice/names/tree/light/src", 200, []string{`<summary>light</summary>`, "b.go"}, []string{"deep"}},
 		{"/alice/names/commits/feature/x/y/src/deep", 200, []string{"tip of feature/x/y", "deep file"}, []string{"second on main"}},
 		{"/alice/names/commits/refs/heads/feature/x/y", 200, []string{"tip of feature/x/y", "second on main", `href="/alice/names/commits/feature/x/y"`}, nil},
