@@ -95,12 +95,11 @@ func (q *repoReq) searchAt(ref string) bool {
 		}
 		return ok
 	}
-	a, ok := q.names.resolve(strings.Split(ref, "/"))
-	if !ok || a.Path != "" {
-		return false
+	a, ok := q.resolve(ref)
+	if ok {
+		q.at = a
 	}
-	q.at = a
-	return true
+	return ok
 }
 
 // search is /{owner}/{name}/search?q=&ref=&type=&mode=&case=&page=: the

@@ -430,11 +430,11 @@ func (q *repoReq) currentRef(oid string) string {
 	return tag
 }
 
-// resolve turns what a user typed (a full or short ref name, or an
-// object id) into a commit id.
-func (q *repoReq) resolve(s string) (string, bool) {
+// resolve reads what a user typed (a full or short ref name, or an
+// object id) as a ref and its commit, with no path after it.
+func (q *repoReq) resolve(s string) (at, bool) {
 	a, ok := q.names.resolve(strings.Split(s, "/"))
-	return a.Commit, ok && a.Path == ""
+	return a, ok && a.Path == ""
 }
 
 // maxPicker bounds the refs the picker lists on every page.
@@ -909,8 +909,9 @@ func (h *Handler) compare(w http.ResponseWriter, r *http.Request) {
 	}
 	var headOID string
 	if base != "" && headName != "" {
-		b, okB := q.resolve(base)
-		hd, okH := q.resolve(headName)
+		ba, okB := q.resolve(base)
+		ha, okH := q.resolve(headName)
+		b, hd := ba.Commit, ha.Commit
 		switch {
 		case !okB:
 			p.Error = "no branch, tag or commit named " + base
