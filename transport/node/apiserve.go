@@ -148,9 +148,10 @@ func (s *APIServer) handler(cfg *config.Config, log *zap.Logger, store objstore.
 	if err != nil {
 		return nil, err
 	}
-	mux.Handle("/", page)
-	// Strangers hold no more of this tier at once than of a node's.
+	// Strangers hold no more of this tier at once than of a node's, page
+	// and API together.
 	anon := clientlimit.NewPerAddr(cfg.MaxAnonPerAddr, "RGIT_MAX_ANON_PER_ADDR")
+	mux.Handle("/", page.LimitUnauthenticated(anon))
 	return api.Mount(api.LimitUnauthenticated(anon, readAPI), mux), nil
 }
 

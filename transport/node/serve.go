@@ -512,7 +512,7 @@ func (s *Server) singleFrontEnds(w *wiring, fe *frontEnds, public, adminMux *htt
 	readAPI := web.WithRepoList(h, &web.RepoLister{Store: s.store, Auth: w.creds, Log: s.log})
 	// The browse page renders from the read API, called in process, and
 	// shows the SSH port in its clone URLs.
-	if err := mountWeb(public, readAPI, web.NewMetrics(w.reg), s.SSHAddr, s.cfg, s.log); err != nil {
+	if err := mountWeb(public, readAPI, w.anon, web.NewMetrics(w.reg), s.SSHAddr, s.cfg, s.log); err != nil {
 		return err
 	}
 	fe.public = api.Mount(api.LimitUnauthenticated(w.anon, readAPI), public)
@@ -1036,8 +1036,9 @@ func apiMaxActive(configured int) int {
 // mountWeb mounts a single node's browse page on mux for every path
 // nothing else serves; it reads the API through readAPI. The page shares
 // its port with git, so its public URL is RGIT_PUBLIC_URL unless
-// RGIT_WEB_URL says otherwise.
-func mountWeb(mux *http.ServeMux, readAPI http.Handler, metrics *web.Metrics, sshAddr string, cfg *config.Config, log *zap.Logger) error {
+// RGIT_WEB_URL says otherwise, and strangers' page requests count in
+// anon, git's per-address budget.
+func mountWeb(mux *http.ServeMux, readAPI http.Handler, anon *clientlimit.PerAddr, metrics *web.Metrics, sshAddr string, cfg *config.Config, log *zap.Logger) error {
 	_, sshPort, err := net.SplitHostPort(sshAddr)
 	if err != nil {
 		return fmt.Errorf("web page: SSH address %q: %w", sshAddr, err)
@@ -1047,7 +1048,7 @@ func mountWeb(mux *http.ServeMux, readAPI http.Handler, metrics *web.Metrics, ss
 	if err != nil {
 		return err
 	}
-	mux.Handle("/", page)
+	mux.Handle("/", page.LimitUnauthenticated(anon))
 	return nil
 }
 

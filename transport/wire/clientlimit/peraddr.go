@@ -67,13 +67,19 @@ func (p *PerAddr) Acquire(addr string) (release func(), ok bool) {
 	}, true
 }
 
-// AcquireRequest is Acquire for an HTTP request without credentials (no
-// Authorization header), from its RemoteAddr. A request with credentials
-// holds nothing: they are checked before it costs anything, and refused
-// (401) when bad.
-func (p *PerAddr) AcquireRequest(r *http.Request) (release func(), ok bool) {
+// AcquireRequest is Acquire for an HTTP request without credentials, from
+// its RemoteAddr. Credentials are an Authorization header, or one of
+// cookies that carries a token (the browse page's sign-in). A request
+// with credentials holds nothing: they are checked before it costs
+// anything, and refused (401) when bad.
+func (p *PerAddr) AcquireRequest(r *http.Request, cookies ...string) (release func(), ok bool) {
 	if r.Header.Get("Authorization") != "" {
 		return func() {}, true
+	}
+	for _, name := range cookies {
+		if c, err := r.Cookie(name); err == nil && c.Value != "" {
+			return func() {}, true
+		}
 	}
 	return p.Acquire(r.RemoteAddr)
 }
