@@ -88,10 +88,14 @@ func (q *lcQueue) Pop() any {
 
 // lastCommitWalk is one lastcommit answer's history walk.
 type lastCommitWalk struct {
-	rd    reader
-	sub   []string
-	seen  map[object.ID]*lcCommit
-	dirs  map[object.ID]object.ID // root tree → directory at sub
+	rd   reader
+	sub  []string
+	seen map[object.ID]*lcCommit
+	// dirs[k] maps a tree at depth k of the path (0: the root) to the
+	// directory at sub below it (zero: none). Most commits change a few
+	// files: the subtree one level down is often one seen already, so a
+	// commit costs one tree read, not one per level.
+	dirs  []map[object.ID]object.ID
 	queue lcQueue
 	seq   int
 	names []string
@@ -130,7 +134,7 @@ func (rd reader) lastCommits(id object.ID, sub []string, timeout time.Duration) 
 		timeout = lim.LastCommitTimeout
 	}
 	deadline := time.Now().Add(timeout)
-	w := &lastCommitWalk{rd: rd, sub: sub, seen: map[object.ID]*lcCommit{}, dirs: map[object.ID]object.ID{},
+	w := &lastCommitWalk{rd: rd, sub: sub, seen: map[object.ID]*lcCommit{}, dirs: make([]map[object.ID]object.ID, len(sub)),
 		names: make([]string, 0, n), found: make([]object.ID, n), left: n}
 	all := make([]int32, 0, n)
 	it := object.NewTreeIter(data)
@@ -306,13 +310,9 @@ func (w *lastCommitWalk) commit(id object.ID) (*lcCommit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("commit %s: %w", id, err)
 	}
-	dir, ok := w.dirs[info.Tree]
-	if !ok {
-		dir, err = w.dirAt(info.Tree)
-		if err != nil {
-			return nil, err
-		}
-		w.dirs[info.Tree] = dir
+	dir, err := w.dirAt(info.Tree)
+	if err != nil {
+		return nil, err
 	}
 	c := &lcCommit{id: id, parents: info.Parents, time: info.CommitterTime, dir: dir}
 	w.seen[id] = c
@@ -320,18 +320,40 @@ func (w *lastCommitWalk) commit(id object.ID) (*lcCommit, error) {
 }
 
 // dirAt is the directory at sub in tree root; zero when there is none.
+// It descends until it meets a tree whose answer is known (dirs), and
+// remembers the answer for every tree it passed.
 func (w *lastCommitWalk) dirAt(root object.ID) (object.ID, error) {
+	if len(w.sub) == 0 {
+		return root, nil
+	}
+	var passed [8]object.ID
+	trees := passed[:0]
 	id, mode := root, uint32(object.ModeTree)
-	for _, name := range w.sub {
+	var dir object.ID
+	for k, name := range w.sub {
+		if d, ok := w.dirs[k][id]; ok {
+			dir = d
+			break
+		}
+		trees = append(trees, id)
 		var err error
-		if id, mode, err = w.rd.child(id, mode, name); err != nil || id.IsZero() {
+		if id, mode, err = w.rd.child(id, mode, name); err != nil {
 			return object.ID{}, err
 		}
+		if id.IsZero() {
+			break
+		}
+		if k == len(w.sub)-1 && mode&0o170000 == object.ModeTree {
+			dir = id
+		}
 	}
-	if mode&0o170000 != object.ModeTree {
-		return object.ID{}, nil
+	for k, t := range trees {
+		if w.dirs[k] == nil {
+			w.dirs[k] = map[object.ID]object.ID{}
+		}
+		w.dirs[k][t] = dir
 	}
-	return id, nil
+	return dir, nil
 }
 
 // changedNames are the names whose entry (id or mode) differs between

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"net/url"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,31 +145,158 @@ func parseLines(s string) (lineRange, error) {
 // highlight renders src as escaped, classed HTML with numbered, linkable
 // lines, choosing the lexer by file name and marking the lines of hl.
 func highlight(name, src string, hl lineRange, deadline time.Time) (template.HTML, error) {
-	lexer := lexers.Match(name)
-	if lexer == nil || len(src) > maxHighlight {
-		lexer = lexers.Fallback
-	}
-	it, err := lexer.Tokenise(nil, src)
+	tokens, err := codeTokens(name, src, deadline)
 	if err != nil {
 		return "", fmt.Errorf("highlight %s: %w", name, err)
+	}
+	return formatCode(tokens, hl), nil
+}
+
+// formatCode writes tokens as codeFormatter (with the lines of hl
+// highlighted) writes them, byte for byte (TestFormatCodeAsChroma), at a
+// fraction of its cost: chroma formats every line and token with
+// fmt.Sprintf and copies each token to escape it, most of the file
+// view's time once lexing is linear. Every token is escaped.
+func formatCode(tokens []chroma.Token, hl lineRange) template.HTML {
+	lines := 0
+	size := 0
+	for _, t := range tokens {
+		lines += strings.Count(t.Value, "\n")
+		size += len(t.Value)
+	}
+	if n := len(tokens); n > 0 && !strings.HasSuffix(tokens[n-1].Value, "\n") {
+		lines++
+	}
+	digits := len(strconv.Itoa(lines))
+	var b strings.Builder
+	b.Grow(2*size + lines*80 + 64)
+	b.WriteString(`<pre class="chroma"><code>`)
+	line := 0
+	startLine := func() {
+		line++
+		if hl.From > 0 && line >= hl.From && line <= hl.To {
+			b.WriteString(`<span class="line hl">`)
+		} else {
+			b.WriteString(`<span class="line">`)
+		}
+		num := strconv.Itoa(line)
+		b.WriteString(`<span class="ln" id="L`)
+		b.WriteString(num)
+		b.WriteString(`"><a class="lnlinks" href="#L`)
+		b.WriteString(num)
+		b.WriteString(`">`)
+		for range digits - len(num) {
+			b.WriteByte(' ')
+		}
+		b.WriteString(num)
+		b.WriteString(`</a></span><span class="cl">`)
+	}
+	open := false
+	for _, t := range tokens {
+		cls := tokenClass(t.Type)
+		for v := t.Value; v != ""; {
+			part := v
+			if i := strings.IndexByte(v, '\n'); i >= 0 {
+				part = v[:i+1]
+			}
+			v = v[len(part):]
+			if !open {
+				startLine()
+				open = true
+			}
+			if cls != "" {
+				b.WriteString(`<span class="`)
+				b.WriteString(cls)
+				b.WriteString(`">`)
+			}
+			escapeHTML(&b, part)
+			if cls != "" {
+				b.WriteString(`</span>`)
+			}
+			if strings.HasSuffix(part, "\n") {
+				b.WriteString(`</span></span>`)
+				open = false
+			}
+		}
+	}
+	if open {
+		b.WriteString(`</span></span>`)
+	}
+	b.WriteString(`</code></pre>`)
+	return template.HTML(b.String())
+}
+
+// tokenClass is the class chroma's formatter gives a token type: its
+// own, else its nearest ancestor's ("" for plain text).
+func tokenClass(t chroma.TokenType) string {
+	for t != 0 {
+		if cls, ok := chroma.StandardTypes[t]; ok {
+			return cls
+		}
+		t = t.Parent()
+	}
+	return chroma.StandardTypes[t]
+}
+
+// escapeHTML writes s escaped as html.EscapeString escapes it.
+func escapeHTML(b *strings.Builder, s string) {
+	last := 0
+	for i := 0; i < len(s); i++ {
+		var esc string
+		switch s[i] {
+		case '<':
+			esc = "&lt;"
+		case '>':
+			esc = "&gt;"
+		case '&':
+			esc = "&amp;"
+		case '\'':
+			esc = "&#39;"
+		case '"':
+			esc = "&#34;"
+		default:
+			continue
+		}
+		b.WriteString(s[last:i])
+		b.WriteString(esc)
+		last = i + 1
+	}
+	b.WriteString(s[last:])
+}
+
+// codeTokens lexes src: the languages fastLang knows in one linear pass
+// (no budget needed), the others with chroma's lexer for the name under
+// the deadline, anything larger than maxHighlight plain.
+func codeTokens(name, src string, deadline time.Time) ([]chroma.Token, error) {
+	if len(src) > maxHighlight {
+		return lexTokens(lexers.Fallback, src, time.Time{})
+	}
+	if l := fastLang(name); l != nil {
+		return l.tokens(src), nil
+	}
+	lexer := lexers.Match(name)
+	if lexer == nil {
+		lexer = lexers.Fallback
+	}
+	return lexTokens(lexer, src, deadline)
+}
+
+// lexTokens lexes src with a chroma lexer; past deadline (zero: none) it
+// gives the plain lexer's tokens instead.
+func lexTokens(lexer chroma.Lexer, src string, deadline time.Time) ([]chroma.Token, error) {
+	it, err := lexer.Tokenise(nil, src)
+	if err != nil {
+		return nil, err
 	}
 	tokens, done := coalesce(it, deadline)
 	if !done {
 		// Out of time: the plain lexer's one token costs nothing.
 		if it, err = lexers.Fallback.Tokenise(nil, src); err != nil {
-			return "", fmt.Errorf("highlight %s: %w", name, err)
+			return nil, err
 		}
 		tokens, _ = coalesce(it, time.Time{})
 	}
-	f := codeFormatter
-	if hl.From > 0 {
-		f = chromahtml.New(append(slices.Clip(codeOptions), chromahtml.HighlightLines([][2]int{{hl.From, hl.To}}))...)
-	}
-	var b bytes.Buffer
-	if err := f.Format(&b, codeStyle, chroma.Literator(tokens...)); err != nil {
-		return "", fmt.Errorf("highlight %s: %w", name, err)
-	}
-	return template.HTML(b.String()), nil // chroma escapes every token
+	return tokens, nil
 }
 
 // maxRun is the longest run of one token type that coalesce joins

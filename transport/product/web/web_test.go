@@ -243,7 +243,7 @@ func TestConfiguredCloneURLs(t *testing.T) {
 	}
 }
 
-// TestCoalesceAsChroma: highlight's own coalescing gives the HTML
+// TestCoalesceAsChroma: lexTokens's own coalescing gives the HTML
 // chroma.Coalesce gives, for code, plain text, runs longer than maxRun
 // (20,000 one-character tokens of one type), a long comment and empty
 // input.
@@ -268,12 +268,16 @@ func TestCoalesceAsChroma(t *testing.T) {
 		if err := codeFormatter.Format(&want, codeStyle, it); err != nil {
 			t.Fatal(err)
 		}
-		got, err := highlight(tc.name, tc.src, lineRange{}, time.Time{})
+		tokens, err := lexTokens(lexer, tc.src, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(got) != want.String() {
-			t.Errorf("%s: highlight differs from chroma.Coalesce's (%d bytes, want %d)", tc.name, len(got), want.Len())
+		var got bytes.Buffer
+		if err := codeFormatter.Format(&got, codeStyle, chroma.Literator(tokens...)); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("%s: highlight differs from chroma.Coalesce's (%d bytes, want %d)", tc.name, got.Len(), want.Len())
 		}
 	}
 }
@@ -379,27 +383,27 @@ func TestElsewhere(t *testing.T) {
 	}
 }
 
-// TestHighlightOutOfTime: a file whose lexing is past its deadline shows
-// as the plain lexer shows it (numbered, no token classes), and one in
-// time is highlighted.
+// TestHighlightOutOfTime: a file whose chroma lexing is past its
+// deadline shows as the plain lexer shows it (numbered, no token
+// classes), and one in time is highlighted.
 func TestHighlightOutOfTime(t *testing.T) {
-	src := "package p\n\n" + strings.Repeat("func f() int { return 1 }\n", 2000)
+	src := "#!/usr/bin/perl\n" + strings.Repeat("sub f { return 1; }\n", 2000)
 	plain, err := highlight("", src, lineRange{}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	late, err := highlight("f.go", src, lineRange{}, time.Now().Add(-time.Second))
+	late, err := highlight("f.pl", src, lineRange{}, time.Now().Add(-time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if late != plain {
 		t.Errorf("out of time: got %d bytes of HTML, want the plain rendering (%d bytes)", len(late), len(plain))
 	}
-	lit, err := highlight("f.go", src, lineRange{}, time.Time{})
+	lit, err := highlight("f.pl", src, lineRange{}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if lit == plain {
-		t.Error("in time: Go source was not highlighted")
+		t.Error("in time: Perl source was not highlighted")
 	}
 }
