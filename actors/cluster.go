@@ -128,6 +128,10 @@ type clusterState struct {
 	// the first and every entry bound to it.
 	sessMu  sync.Mutex
 	session atomic.Uint64
+	// serveMu guards serveLease, the node's bound on serving: the last
+	// renewal or open of its session the leader acknowledged.
+	serveMu    sync.Mutex
+	serveLease cluster.ServeLease
 
 	suspMu sync.Mutex
 	susp   cluster.Suspicions
@@ -158,15 +162,24 @@ func (c *clusterState) drain() time.Duration { return c.cfg.Timings.Drain }
 // none: a claim or force-grant must not reach the leader before, or the
 // grant would bind to the previous incarnation's session, which the open
 // then ends.
+//
+// A session whose ServeLease ended is dropped first and a new one opened:
+// a grant bound to it would not be served (the leader may find it lapsed
+// too, and then declines its renewals), while the open ends it at the
+// leader, so its entries are free for the claims that follow.
 func (c *clusterState) ensureSession(ctx context.Context) (uint64, error) {
-	if id := c.session.Load(); id != 0 {
+	if id := c.session.Load(); id != 0 && c.serves(id, time.Now()) {
 		return id, nil
 	}
 	c.sessMu.Lock()
 	defer c.sessMu.Unlock()
 	if id := c.session.Load(); id != 0 {
-		return id, nil
+		if c.serves(id, time.Now()) {
+			return id, nil
+		}
+		c.dropSession(id)
 	}
+	sent := time.Now()
 	r, err := c.leader.Renew(ctx, cluster.RenewLeases{Node: c.cfg.Self, Open: true})
 	if err != nil {
 		return 0, fmt.Errorf("open session: %w", err)
@@ -175,8 +188,25 @@ func (c *clusterState) ensureSession(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("open session: leader answered no session: %w", ErrLeaderUnreachable)
 	}
 	c.session.Store(r.Session)
+	c.acked(r.Session, sent)
 	c.answered(time.Now())
 	return r.Session, nil
+}
+
+// acked records that the leader acknowledged a renewal or open of
+// session that this node sent at sent (cluster.ServeLease).
+func (c *clusterState) acked(session uint64, sent time.Time) {
+	c.serveMu.Lock()
+	defer c.serveMu.Unlock()
+	c.serveLease = c.serveLease.Acked(session, sent)
+}
+
+// serves reports whether the node may serve at now a repository held
+// under session (cluster.ServeLease.Serves).
+func (c *clusterState) serves(session uint64, now time.Time) bool {
+	c.serveMu.Lock()
+	defer c.serveMu.Unlock()
+	return c.serveLease.Serves(session, now, c.cfg.Timings.TTL)
 }
 
 // answered records that the leader answered a renewal at t.

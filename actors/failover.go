@@ -105,8 +105,8 @@ func movedStep(e cluster.Entry, ok bool, node string, movedAt, now, deadline tim
 // for key, having consumed nothing of the request (method names
 // it, for the log). It applies cluster.OnConnectFailure: the first failure
 // waits ForceGrantWait, re-reads the map and routes again; a second one
-// asks the leader to force the repository over (waiting out the quiet
-// period once).
+// asks the leader to force the repository over (waiting once for
+// cluster.ForceAt: the quiet period, and the owner's session's lapse).
 func (n *Node) ConnectFailed(ctx context.Context, key names.Repo, node, method string) (Route, error) {
 	if n.cl == nil {
 		return Route{Local: true}, nil
@@ -182,9 +182,12 @@ func (n *Node) force(ctx context.Context, key names.Repo, dead string) (Route, e
 		if attempt > 0 {
 			return Route{}, fmt.Errorf("force-grant %s from %s: still in the quiet period: %w", key, dead, ErrOwnerUnreachable)
 		}
-		// The dead owner renewed just before dying: wait out the quiet
-		// period once rather than waiting for the TTL.
-		if err := sleepUntil(ctx, d.Entry.Written.Add(n.cl.cfg.Timings.QuietPeriod)); err != nil {
+		// Too early to take it from the owner (cluster.ForceAt): the
+		// entry was written within the quiet period, or the owner's
+		// session, which it may still be serving under, has not lapsed
+		// yet. Wait that out once; a session renewed meanwhile means the
+		// owner is alive, and the request fails as unreachable.
+		if err := sleepUntil(ctx, cluster.ForceAt(d.Entry, n.cl.cfg.Timings.QuietPeriod)); err != nil {
 			return Route{}, err
 		}
 	}

@@ -237,15 +237,17 @@ type (
 	// answered with *leaseInfo once the repo actor is spawned.
 	granted struct {
 		toSupervisor[*leaseInfo]
-		key    names.Repo
-		epoch  uint64
-		holder cluster.Holder
+		key     names.Repo
+		epoch   uint64
+		session uint64 // the node session the entry is bound to (cluster.ServeLease)
+		holder  cluster.Holder
 	}
 	// regranted tells a repo actor the lease it holds was granted again
 	// under epoch; revive is the new lease of a lingering actor.
 	regranted struct {
-		epoch  uint64
-		revive *cluster.Holder
+		epoch   uint64
+		session uint64
+		revive  *cluster.Holder
 	}
 	// startRelease tells a repo actor to let its lease go through the
 	// drain (the node drains).
@@ -278,7 +280,8 @@ type (
 	renewResult struct {
 		sent    map[names.Repo]uint64
 		session uint64
-		probe   bool // sent as a probeLeader
+		at      time.Time // when it was sent: the ServeLease it acknowledges starts there
+		probe   bool      // sent as a probeLeader
 		r       cluster.LeasesRenewed
 		err     error
 	}

@@ -120,6 +120,7 @@ type metrics struct {
 	openRepos   prometheus.Gauge
 	openLatency prometheus.Histogram
 	fenced      prometheus.Counter
+	leaseEnded  prometheus.Counter   // repositories closed by the serve lease's end
 	sessions    *prometheus.GaugeVec // live git sessions by kind
 	// The leader's lease decisions (zero on other nodes).
 	grants, renewals, forceGrants prometheus.Counter
@@ -209,6 +210,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rgit_repo_fenced_total", Help: "Repository databases closed because a newer writer fenced them."}),
+		leaseEnded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rgit_serve_lease_ended_total",
+			Help: "Repositories closed because the node's session was not renewed for its serve lease's length (TTL less its clock margin)."}),
 		grants: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rgit_lease_grants_total", Help: "Leases the ownership leader granted or re-granted on a claim (leader node only)."}),
 		renewals: prometheus.NewCounter(prometheus.CounterOpts{
@@ -222,7 +226,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.sessions.WithLabelValues(string(k)) // exported as 0 before the first
 	}
 	if reg != nil {
-		reg.MustRegister(m.openRepos, m.openLatency, m.fenced, m.sessions, m.grants, m.renewals, m.forceGrants)
+		reg.MustRegister(m.openRepos, m.openLatency, m.fenced, m.leaseEnded, m.sessions, m.grants, m.renewals, m.forceGrants)
 	}
 	return m
 }

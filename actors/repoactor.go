@@ -51,7 +51,10 @@ type repoActor struct {
 type actorLease struct {
 	h     cluster.Holder
 	epoch uint64
-	drain *time.Timer // sends drainTick at the end of the drain
+	// session is the node session the entry is bound to: the actor
+	// serves only while the node's ServeLease covers it.
+	session uint64
+	drain   *time.Timer // sends drainTick at the end of the drain
 }
 
 // idleTick is the repo actor's idle timer firing.
@@ -139,7 +142,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 		// or force-grant in flight): only the epoch changes. A draining
 		// lease keeps draining; the next request claims again.
 		if a.lease != nil {
-			a.lease.epoch = m.epoch
+			a.lease.epoch, a.lease.session = m.epoch, m.session
 			if m.revive != nil {
 				a.lease.h, a.lingering = *m.revive, false
 			}
@@ -357,8 +360,20 @@ func (a *repoActor) open() {
 }
 
 // ready reports whether the actor can serve a request, answering it
-// otherwise: with the open error (and stopping), or errRetry when closing.
+// otherwise: with the open error (and stopping), or errRetry when closing
+// or when the node's ServeLease no longer covers the lease (the node did
+// not renew its session for the lease's length: another node may be
+// granted the repository by now). The lease then ends here, and the
+// request routes again: a claim, which waits for the leader.
 func (a *repoActor) ready(ctx actor.Context) bool {
+	if a.lease != nil && !a.closing && !a.node.cl.serves(a.lease.session, time.Now()) {
+		a.node.log.Warn("session not renewed for the serve lease's length; closing repository",
+			zap.Stringer("repo", a.key), zap.Uint64("session", a.lease.session))
+		a.node.metrics.leaseEnded.Inc()
+		a.stepLease(ctx, cluster.Event{Kind: cluster.EvRenewDeclined}, whyLeaseEnded)
+		ctx.Respond(&errRetry{})
+		return false
+	}
 	switch onRequest(a.closing, a.openErr) {
 	case retryElsewhere:
 		ctx.Respond(&errRetry{})

@@ -88,7 +88,8 @@ func (n *Node) route(ctx context.Context, key names.Repo) (Route, error) {
 // their connection), up to Timings.LeaderWait (a leader restart, with the
 // client's connection kept); or, for a claim whose view now names a live
 // owner, serve under that grant without the leader's confirmation (this
-// node) or forward (another). Other errors, and the last unreachable one,
+// node, while its ServeLease covers the entry's session) or forward
+// (another). Other errors, and the last unreachable one,
 // are returned.
 func (n *Node) awaitLeader(ctx context.Context, key names.Repo, claim bool, ask func() (cluster.Decision, error)) (cluster.Decision, error) {
 	since := time.Now()
@@ -106,7 +107,8 @@ func (n *Node) awaitLeader(ctx context.Context, key names.Repo, claim bool, ask 
 		for again := false; !again; {
 			e, ok := n.OwnershipView().Get(key)
 			now := time.Now()
-			a := cluster.OnLeaderUnreachable(e, ok, claim, n.cl.cfg.Self, since, now, n.cl.cfg.Timings.LeaderWait, n.cl.answeredBetween(asked, now))
+			a := cluster.OnLeaderUnreachable(e, ok, claim, n.cl.cfg.Self, n.cl.serves(e.Session, now), since, now,
+				n.cl.cfg.Timings.LeaderWait, n.cl.answeredBetween(asked, now))
 			switch a.Kind {
 			case cluster.AbsenceAdopt:
 				n.log.Info("ownership leader unreachable; serving under the grant the map names",
@@ -165,7 +167,8 @@ func (n *Node) OwnedElsewhere(key names.Repo) bool {
 // unless the view shows a newer epoch granted to another node (the lease
 // was moved away; the renewal will be declined). A view that lags the
 // grant, or an entry that expired while the leader was unreachable, still
-// serves: a node keeps serving what it holds and fencing is the safety net.
+// routes here: the repo actor serves only while the node's ServeLease
+// covers the lease (ready), and routes the request again otherwise.
 func routeHeld(view cluster.View, repo names.Repo, self string, l leaseInfo) (Route, bool) {
 	if !l.held {
 		return Route{}, false
@@ -186,7 +189,7 @@ func (n *Node) apply(ctx context.Context, key names.Repo, d cluster.Decision) (R
 	for _, act := range acts {
 		switch act.Kind {
 		case cluster.OpenDB:
-			if _, err := askSupervisor(ctx, n, &granted{key: key, epoch: d.Entry.Epoch, holder: h}, 10*time.Second); err != nil {
+			if _, err := askSupervisor(ctx, n, &granted{key: key, epoch: d.Entry.Epoch, session: d.Entry.Session, holder: h}, 10*time.Second); err != nil {
 				return Route{}, fmt.Errorf("record lease on %s: %w", key, err)
 			}
 			return Route{Local: true}, nil

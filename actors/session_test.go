@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -83,34 +85,108 @@ func TestSessionRenewsEntriesAndRestartEndsThem(t *testing.T) {
 	})
 }
 
-// A node learns it lost one repository (force-granted elsewhere) from its
-// map view after a heartbeat, without the leader listing it, and closes it.
-func TestSessionHolderClosesRepoGrantedElsewhere(t *testing.T) {
+// cutLeader is a leader client that a test cuts off: every call then
+// fails as unreachable, as across a partition.
+type cutLeader struct {
+	cluster.LeaderService
+	cut atomic.Bool
+}
+
+func (c *cutLeader) check() error {
+	if c.cut.Load() {
+		return fmt.Errorf("cut off: %w", ErrLeaderUnreachable)
+	}
+	return nil
+}
+
+func (c *cutLeader) Claim(ctx context.Context, m cluster.ClaimLease) (cluster.Decision, error) {
+	if err := c.check(); err != nil {
+		return cluster.Decision{}, err
+	}
+	return c.LeaderService.Claim(ctx, m)
+}
+
+func (c *cutLeader) Renew(ctx context.Context, m cluster.RenewLeases) (cluster.LeasesRenewed, error) {
+	if err := c.check(); err != nil {
+		return cluster.LeasesRenewed{}, err
+	}
+	return c.LeaderService.Renew(ctx, m)
+}
+
+// A node's repository is never moved while the node may still serve it:
+// a force-grant from a node renewing its session is refused, and once the
+// node is cut off from the leader it stops serving (its ServeLease ends)
+// before its session lapses and the force-grant goes through.
+func TestForceGrantWaitsForTheOwnersServeLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		st := memstore.New()
-		if err := repo.Create(ctx, repo.Deps{Store: st}, names.MustParse("alice/web")); err != nil {
+		key := names.MustParse("alice/web")
+		if err := repo.Create(ctx, repo.Deps{Store: st}, key); err != nil {
 			t.Fatal(err)
 		}
-		leader, start := sessionCluster(t, st)
+		leader, _ := sessionCluster(t, st)
 		defer endBubble(leader)
-		n1 := start()
-		defer n1.Shutdown(ctx)
-		if _, err := n1.Route(ctx, names.MustParse("alice/web")); err != nil {
+		link := &cutLeader{LeaderService: leader.LeaderService()}
+		n1, err := NewNode(Config{Deps: testDeps(t, st), Cluster: &ClusterConfig{Self: "rgit-1", Leader: link}})
+		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(cluster.ForceGrantQuietPeriod)
-		d, err := leader.LeaderService().ForceGrant(ctx, cluster.ForceGrantLease{Repo: names.MustParse("alice/web"), Requester: "rgit-2", Dead: "rgit-1"})
-		if err != nil || d.Outcome != cluster.Granted {
-			t.Fatalf("force-grant = %+v, %v", d, err)
+		defer n1.Shutdown(ctx)
+		if r, err := n1.Route(ctx, key); err != nil || !r.Local {
+			t.Fatalf("Route = %+v, %v", r, err)
 		}
-		if open := openRepos(t, n1); len(open) != 1 {
-			t.Fatalf("open before the heartbeat: %v", open)
+		force := func() cluster.Decision {
+			t.Helper()
+			d, err := leader.LeaderService().ForceGrant(ctx, cluster.ForceGrantLease{Repo: key, Requester: "rgit-2", Dead: "rgit-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
 		}
-		time.Sleep(cluster.RenewEvery)
+		// Alive and renewing: refused however long ago the entry was
+		// written, and told to wait for its session's lapse.
+		time.Sleep(2 * cluster.TTL)
 		synctest.Wait()
+		if d := force(); d.Outcome != cluster.Refused || d.Reason != cluster.ReasonQuiet || !cluster.ForceAt(d.Entry, cluster.ForceGrantQuietPeriod).After(time.Now()) {
+			t.Fatalf("force-grant from a renewing owner = %+v", d)
+		}
+
+		// Cut off just after a heartbeat: it serves until its ServeLease
+		// ends, and no longer.
+		link.cut.Store(true)
+		cut := time.Now()
+		sessionAt := func(at time.Time) error {
+			t.Helper()
+			time.Sleep(time.Until(at))
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			s, err := n1.Session(rctx, key)
+			if err == nil {
+				s.Release()
+			}
+			return err
+		}
+		// The last acknowledged heartbeat was sent within a period before
+		// the cut.
+		lease := cluster.TTL - cluster.ServeMargin(cluster.TTL)
+		if err := sessionAt(cut.Add(lease - cluster.RenewEvery - time.Second)); err != nil {
+			t.Fatalf("no session within the serve lease: %v", err)
+		}
+		if err := sessionAt(cut.Add(lease + time.Millisecond)); err == nil {
+			t.Fatal("served a session after the serve lease ended")
+		}
+		// Only now, its session lapsed, may the repository move.
+		d := force()
+		if d.Outcome == cluster.Refused {
+			time.Sleep(time.Until(cluster.ForceAt(d.Entry, cluster.ForceGrantQuietPeriod)))
+			d = force()
+		}
+		if d.Outcome != cluster.Granted || d.Owner != "rgit-2" {
+			t.Fatalf("force-grant after the owner's session lapsed = %+v", d)
+		}
 		if open := openRepos(t, n1); len(open) != 0 {
-			t.Fatalf("rgit-1 still holds %v after its heartbeat; the map gave it to rgit-2", open)
+			t.Fatalf("rgit-1 still holds %v open", open)
 		}
 	})
 }

@@ -192,7 +192,7 @@ func (s *supervisor) granted(ctx actor.Context, m *granted) {
 	case ok:
 		c.epoch = m.epoch
 		s.holdLease(m.key, c.epoch)
-		ctx.Send(c.pid, &regranted{epoch: m.epoch})
+		ctx.Send(c.pid, &regranted{epoch: m.epoch, session: m.session})
 	case lingers:
 		// Granted again while its sessions finish: the same actor (and
 		// open database) serves on, rather than a second one fencing it.
@@ -200,9 +200,9 @@ func (s *supervisor) granted(ctx actor.Context, m *granted) {
 		c = &child{pid: l.pid, lastUsed: time.Now(), epoch: m.epoch, renews: m.holder.Renews()}
 		s.children[m.key] = c
 		s.holdLease(m.key, c.epoch)
-		ctx.Send(c.pid, &regranted{epoch: m.epoch, revive: &m.holder})
+		ctx.Send(c.pid, &regranted{epoch: m.epoch, session: m.session, revive: &m.holder})
 	default:
-		c = s.spawn(ctx, m.key, &actorLease{h: m.holder, epoch: m.epoch})
+		c = s.spawn(ctx, m.key, &actorLease{h: m.holder, epoch: m.epoch, session: m.session})
 		if f := s.node.cl.cfg.OnGrant; f != nil {
 			f(m.key)
 		}
@@ -300,7 +300,7 @@ func (s *supervisor) renew(ctx actor.Context, probe bool) {
 	go func() {
 		rctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
-		res := &renewResult{sent: sent, session: cl.session.Load(), probe: probe}
+		res := &renewResult{sent: sent, session: cl.session.Load(), probe: probe, at: time.Now()}
 		if res.session == 0 {
 			res.r.Session, res.err = cl.ensureSession(rctx)
 		} else {
@@ -312,8 +312,10 @@ func (s *supervisor) renew(ctx actor.Context, probe bool) {
 
 // renewed hands each child of the heartbeat the leader's answer; a
 // declined lease closes its repository at once. A declined session loses
-// every lease, and the node opens a new one. A failed heartbeat changes
-// nothing: a node cut off from the leader keeps serving.
+// every lease, and the node opens a new one. An accepted one extends the
+// node's ServeLease from when the heartbeat was sent. A failed heartbeat
+// changes nothing: a node cut off from the leader keeps serving until
+// its ServeLease ends.
 func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 	if m.err != nil {
 		// Probes fail every LeaderRetry while the leader is away; the
@@ -327,6 +329,9 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 	}
 	cl := s.node.cl
 	cl.answered(time.Now())
+	if !m.r.SessionDeclined && m.session != 0 {
+		cl.acked(m.session, m.at)
+	}
 	if m.r.SessionDeclined {
 		s.node.log.Warn("session declined by the leader (replaced by a newer one); closing every repository",
 			zap.Uint64("session", m.session), zap.Uint64("current", m.r.Session))

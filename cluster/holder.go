@@ -132,7 +132,7 @@ func (h Holder) Renews() bool { return h.State == Serving }
 //	Claiming  release/fenced     → Closed
 //	Serving   renew-declined     → Closed    close-db (at once, not waiting to be fenced)
 //	Serving   release-started    → Draining  send-release, wake-at now+drain
-//	Serving   leader-unreachable → Serving   (keep serving what it holds)
+//	Serving   leader-unreachable → Serving   (keep it; served while the ServeLease lasts)
 //	Draining  tick ≥ DrainUntil  → Closed    close-db
 //	Draining  renew-declined     → Closed    close-db
 //	Serving/Draining fenced      → Closed    close-db

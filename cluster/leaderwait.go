@@ -39,9 +39,11 @@ type LeaderAbsence struct {
 // for the repository, re-read at every look; claim says whether the
 // request follows it (a claim does; a force-grant does not: its entry
 // names the dead owner). answered says whether the leader answered the
-// node's heartbeat since the request last asked. A claim serves under a
-// live entry naming self and forwards to a live entry naming another
-// node. Otherwise the request asks again once the leader has answered
+// node's heartbeat since the request last asked; serves whether the
+// node's ServeLease covers e (ServeLease.Serves of e.Session). A claim
+// serves under a live entry naming self that its ServeLease covers (a
+// node that could not renew for its lease's length serves nothing until
+// the leader answers) and forwards to a live entry naming another node. Otherwise the request asks again once the leader has answered
 // the node, looking every LeaderRetry, until wait has passed since the
 // first try, then gives up: a leader restart is waited out with the
 // client's connection kept, a longer absence still answers 503. Waiting
@@ -49,17 +51,19 @@ type LeaderAbsence struct {
 // does, so a thousand of them cost one probe per LeaderRetry.
 //
 //	entry (claims only)   waited   answered → kind
-//	live, names self      any      any      → adopt
+//	live, names self,     any      any      → adopt
+//	  lease serves
 //	live, names other     any      any      → forward
 //	otherwise             ≥ wait   any      → give up
 //	otherwise             < wait   yes      → retry (ask now)
 //	otherwise             < wait   no       → wait until min(now+LeaderRetry, since+wait)
-func OnLeaderUnreachable(e Entry, ok, claim bool, self string, since, now time.Time, wait time.Duration, answered bool) LeaderAbsence {
-	if claim && ok && e.Live(now) {
-		if e.Node == self {
-			return LeaderAbsence{Kind: AbsenceAdopt}
-		}
+func OnLeaderUnreachable(e Entry, ok, claim bool, self string, serves bool, since, now time.Time, wait time.Duration, answered bool) LeaderAbsence {
+	switch {
+	case !claim || !ok || !e.Live(now):
+	case e.Node != self:
 		return LeaderAbsence{Kind: AbsenceForward, Node: e.Node}
+	case serves:
+		return LeaderAbsence{Kind: AbsenceAdopt}
 	}
 	end := since.Add(wait)
 	switch {

@@ -254,14 +254,17 @@ func (m *Map) OpenSession(node string, now time.Time) (NodeSession, error) {
 }
 
 // RenewSession extends node's session id by the TTL, which renews every
-// entry bound to it: one write per node, whatever it holds. Like a
-// per-entry renewal, a lapsed session is renewed too (its entries still
-// bound were granted to nobody since). It is declined (ok false, nothing
-// to write) when id is not the node's current session: a renewal from an
-// incarnation that has been replaced, which must close everything.
+// entry bound to it: one write per node, whatever it holds. It is
+// declined (ok false, nothing to write) when id is not the node's current
+// session, a renewal from an incarnation that has been replaced, and when
+// the session has lapsed: its entries may have been granted to others
+// since, and the node's acknowledgement extends its ServeLease on every
+// repository it holds under the session, which it must then close
+// instead (it opens a new session). A renewal that arrives late, after
+// the lapse, is declined the same way, whenever it was sent.
 func (m *Map) RenewSession(node string, id uint64, now time.Time) (s NodeSession, ok bool) {
 	s, ok = m.sessions[node]
-	if !ok || s.ID != id || id == 0 {
+	if !ok || s.ID != id || id == 0 || !now.Before(s.Expires) {
 		return s, false
 	}
 	if exp := now.Add(m.t.TTL); exp.After(s.Expires) {
@@ -385,10 +388,12 @@ func (m *Map) Release(node string, repo names.Repo, now time.Time) (Decision, er
 
 // ForceGrant moves repo from deadNode, which requester could not reach
 // twice, to requester. It is refused when the entry no longer names
-// deadNode (Owner is the winner to forward to) and when the entry was
-// written within the quiet period (ReasonQuiet, Owner still deadNode), so
-// two nodes recovering from one dead owner cannot ping-pong the repo. An
-// unowned or expired repo is simply granted, as a claim without steering.
+// deadNode (Owner is the winner to forward to) and before ForceAt
+// (ReasonQuiet, Owner still deadNode): within the quiet period of the
+// entry's last write, so two nodes recovering from one dead owner cannot
+// ping-pong the repo, and while the entry is bound to a live session,
+// which deadNode may still be serving under (ServeLease). An unowned or
+// expired repo is simply granted, as a claim without steering.
 func (m *Map) ForceGrant(repo names.Repo, requester, deadNode string, now time.Time) (Decision, error) {
 	if err := validNode(requester); err != nil {
 		return Decision{}, fmt.Errorf("force-grant %s: %w", repo, err)
@@ -404,18 +409,45 @@ func (m *Map) ForceGrant(repo names.Repo, requester, deadNode string, now time.T
 		return m.extend(repo, cur, now), nil
 	case cur.Node != deadNode:
 		return Decision{Outcome: Refused, Reason: ReasonOwned, Repo: repo, Owner: cur.Node, Entry: cur}, nil
-	case now.Sub(cur.Written) < m.t.QuietPeriod:
+	case now.Before(ForceAt(cur, m.t.QuietPeriod)):
 		return Decision{Outcome: Refused, Reason: ReasonQuiet, Repo: repo, Owner: cur.Node, Entry: cur}, nil
 	}
 	return m.grant(repo, requester, now, true), nil
 }
 
+// ForceAt is when a force-grant may take e, a live entry naming the
+// unreachable owner, away from it: the quiet period after its last write
+// and, for an entry bound to a session, the session's expiry (e as Get
+// returns it: Expires is the session's). The owner may serve a bound
+// entry until its ServeLease ends, which is before the session expires
+// by the leader's clock (ServeLease: the clock-rate assumption), so no
+// previous owner serves a read, or refuses a push as stale, once another
+// node may have been granted the repository. A dead owner's repository
+// therefore moves at most a TTL after its last renewal. A per-repository
+// lease (Session 0) is never served (a node serves only entries bound to
+// its session) and moves after the quiet period alone.
+//
+//	Session   ForceAt
+//	0         Written + quiet
+//	≠ 0       max(Written + quiet, Expires)
+func ForceAt(e Entry, quiet time.Duration) time.Time {
+	at := e.Written.Add(quiet)
+	if e.Session != 0 && e.Expires.After(at) {
+		at = e.Expires
+	}
+	return at
+}
+
 // HandOver moves repos away from from, a draining leader that has closed
 // them all: each entry still naming from is granted (epoch bumped) to the
-// rendezvous winner among live, from excluded. The new owner then serves
-// the repository at once, even while the leader restarts (a node serves
-// under a live entry naming it when the leader cannot confirm), instead
-// of needing a claim the absent leader cannot answer. An entry naming
+// rendezvous winner among live, from excluded, bound to its session. The
+// new owner then serves the repository at once, even while the leader
+// restarts (a node serves under a live entry naming it when the leader
+// cannot confirm, as long as its ServeLease covers the entry's session,
+// which is why the entry is bound: a per-repository lease is never
+// served), instead of needing a claim the absent leader cannot answer.
+// The session keeps the entry alive while its node lives even if it never
+// opens the repository: a hand-over holds only what the leader had open. An entry naming
 // another node (claimed since the drain) is left alone, as is every repo
 // when no other node is live. The returned decisions are grants, to be
 // persisted (Write) before anyone acts on them.
@@ -433,7 +465,7 @@ func (m *Map) HandOver(from string, repos []names.Repo, live LiveSet, now time.T
 			continue
 		}
 		if to := Rendezvous(repo, others); to != "" {
-			out = append(out, m.grant(repo, to, now, false))
+			out = append(out, m.grant(repo, to, now, true))
 		}
 	}
 	return out
@@ -442,8 +474,8 @@ func (m *Map) HandOver(from string, repos []names.Repo, live LiveSet, now time.T
 // grant gives repo to node with a new epoch. With bind, node asked for it
 // and the entry is bound to node's current session if it has one
 // (whatever the session's state: a lapsed one is the node's to renew).
-// Otherwise, and for a grant node did not ask for (steered, handed over),
-// it is a per-repository lease: the TTL bounds it unless node opens the
+// Otherwise, and for a grant node did not ask for (steered), it is a
+// per-repository lease: the TTL bounds it unless node opens the
 // repository and renews it, which binds it (extend). A session would
 // otherwise keep alive, for as long as node lives, an entry node never
 // serves.

@@ -194,10 +194,14 @@ func TestForceGrant(t *testing.T) {
 		{"already requester", &Entry{Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 8}, 5 * time.Second, Extended, ReasonNone, "rgit-1", 8},
 		{"expired: plain grant even in quiet period", &Entry{Node: "rgit-2", Expires: at(500 * time.Millisecond), Written: t0, Epoch: 7}, 600 * time.Millisecond, Granted, ReasonNone, "rgit-1", 8},
 		{"unowned", nil, 0, Granted, ReasonNone, "rgit-1", 1},
+		{"bound to a live session: refused until it lapses", &Entry{Node: "rgit-2", Session: 3, Written: t0, Epoch: 7}, 9 * time.Second, Refused, ReasonQuiet, "rgit-2", 7},
+		{"bound, session lapsed: granted", &Entry{Node: "rgit-2", Session: 3, Written: t0, Epoch: 7}, 10 * time.Second, Granted, ReasonNone, "rgit-1", 8},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m := NewMap(DefaultTimings())
+			// rgit-2's session 3, renewed last at t0, lapses a TTL later.
+			_ = m.PutSession("rgit-2", NodeSession{ID: 3, Expires: at(TTL), Renewed: t0, Started: t0})
 			if c.entry != nil {
 				_ = m.Put(rn("a/b"), *c.entry)
 			}
@@ -350,5 +354,22 @@ func TestMapOverBase(t *testing.T) {
 	p := m.Prune(at(2*time.Hour), nil)
 	if len(p.Repos) != 2 || m.Len() != 0 {
 		t.Fatalf("prune over the base: %+v, len %d", p, m.Len())
+	}
+}
+
+func TestForceAt(t *testing.T) {
+	const quiet = time.Second
+	for _, tc := range []struct {
+		name string
+		e    Entry
+		want time.Time
+	}{
+		{"per-repository lease: the quiet period", Entry{Written: t0, Expires: at(TTL)}, at(quiet)},
+		{"bound: the session's expiry", Entry{Written: t0, Expires: at(TTL), Session: 2}, at(TTL)},
+		{"bound, expiring within the quiet period: the quiet period", Entry{Written: t0, Expires: at(quiet / 2), Session: 2}, at(quiet)},
+	} {
+		if got := ForceAt(tc.e, quiet); !got.Equal(tc.want) {
+			t.Errorf("%s: ForceAt = %s, want %s", tc.name, got.Sub(t0), tc.want.Sub(t0))
+		}
 	}
 }

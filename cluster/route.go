@@ -50,9 +50,10 @@ type View interface {
 // leader by up to a poll (FollowerPoll), which is harmless: Forward to a
 // former owner costs a hop (the target routes again, under the hop limit),
 // Claim on a repo just granted elsewhere is refused with the owner's name,
-// and Serve on a repo force-granted away is stopped by fencing at the next
-// durable write. Only the leader grants, so staleness never makes a second
-// owner.
+// and Serve on a repo granted away cannot happen while the node's
+// ServeLease holds (the leader takes a bound entry only after its
+// session lapsed). Only the leader grants, so staleness never makes a
+// second owner.
 func Locate(view View, repo names.Repo, self string, now time.Time) RouteDecision {
 	e, ok := view.Get(repo)
 	switch {

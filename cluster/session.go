@@ -172,3 +172,60 @@ func (m *Map) Heartbeat(r RenewLeases, now time.Time) (Heartbeat, error) {
 	h.Reply.Renewed, h.Reply.Declined = m.Renew(r.Node, r.Repos, now)
 	return h, nil
 }
+
+// ServeLease is a node's own bound on serving its repositories: the last
+// renewal (or open) of its session Session that the leader acknowledged,
+// and when the node sent it. A node serves a repository (reads and
+// writes) only while it holds it under its current session and its
+// ServeLease has not ended (Serves), measured by its own clock from
+// Sent, before which the leader cannot have renewed the session; the
+// leader renews a session only while it is live and takes a repository
+// bound to it from its node only once it has lapsed (ForceAt, Claim), a
+// TTL after the last renewal by the leader's clock. ServeMargin of the
+// TTL is kept back, so that a node's clock running slower than the
+// leader's by up to that fraction still ends the lease first: whatever
+// the network delays, no node serves a repository after another may
+// have been granted it. The cost: a node that cannot renew for
+// TTL-ServeMargin stops serving until the leader answers again.
+type ServeLease struct {
+	Session uint64
+	Sent    time.Time
+}
+
+// ServeMargin is the part of the TTL a ServeLease keeps back for clock
+// rates: the node's and the leader's clocks may advance at rates
+// differing by up to a tenth (real clocks differ by parts per million;
+// a step of the wall clock is not a rate, and the node measures with
+// Go's monotonic clock).
+func ServeMargin(ttl time.Duration) time.Duration { return ttl / 10 }
+
+// Until is when the lease ends.
+func (l ServeLease) Until(ttl time.Duration) time.Time {
+	return l.Sent.Add(ttl - ServeMargin(ttl))
+}
+
+// Serves reports whether the node may serve at now a repository it holds
+// under session (the entry's Session when it was granted or extended).
+// A per-repository lease (session 0) is never served: the node claims it
+// first, which binds it.
+//
+//	session             now            → serves
+//	0                   any            → no
+//	≠ l.Session         any            → no (another incarnation's grant)
+//	= l.Session         < Until        → yes
+//	= l.Session         ≥ Until        → no
+func (l ServeLease) Serves(session uint64, now time.Time, ttl time.Duration) bool {
+	return session != 0 && session == l.Session && now.Before(l.Until(ttl))
+}
+
+// Acked returns the lease after the leader acknowledged a renewal or open
+// of session that the node sent at sent. Acknowledgements may arrive out
+// of order: an older session's, or an earlier-sent one's, changes
+// nothing.
+func (l ServeLease) Acked(session uint64, sent time.Time) ServeLease {
+	switch {
+	case session < l.Session, session == l.Session && !sent.After(l.Sent):
+		return l
+	}
+	return ServeLease{Session: session, Sent: sent}
+}

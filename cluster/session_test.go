@@ -174,3 +174,65 @@ func TestSessionGrantsAndRenewals(t *testing.T) {
 		t.Fatalf("claim after the restart = %+v", d)
 	}
 }
+
+func TestRenewLapsedSessionDeclined(t *testing.T) {
+	m := NewMap(DefaultTimings())
+	if _, err := m.OpenSession("rgit-1", t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.RenewSession("rgit-1", 1, at(TTL-time.Nanosecond)); !ok {
+		t.Fatal("live session declined")
+	}
+	// Lapsed (a TTL after the last renewal): its entries may be anyone's
+	// by now, so a renewal, however late it was sent, is declined.
+	if _, ok := m.RenewSession("rgit-1", 1, at(2*TTL-time.Nanosecond)); ok {
+		t.Fatal("lapsed session renewed")
+	}
+	h, err := m.Heartbeat(RenewLeases{Node: "rgit-1", Session: 1, Repos: []names.Repo{rn("a/b")}}, at(2*TTL))
+	if err != nil || !h.Reply.SessionDeclined || h.WriteSession || len(h.Reply.Declined) != 1 {
+		t.Fatalf("heartbeat of a lapsed session = %+v, %v", h, err)
+	}
+}
+
+func TestServeLease(t *testing.T) {
+	ttl := TTL
+	l := ServeLease{Session: 4, Sent: t0}
+	end := at(ttl - ServeMargin(ttl))
+	for _, tc := range []struct {
+		name    string
+		session uint64
+		now     time.Time
+		want    bool
+	}{
+		{"within the lease", 4, at(time.Second), true},
+		{"just before its end", 4, end.Add(-time.Nanosecond), true},
+		{"at its end", 4, end, false},
+		{"another session's grant", 3, at(time.Second), false},
+		{"a per-repository lease", 0, at(time.Second), false},
+	} {
+		if got := l.Serves(tc.session, tc.now, ttl); got != tc.want {
+			t.Errorf("%s: Serves = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// The lease ends before the session can lapse at the leader, which
+	// renewed it no earlier than the node sent the renewal, even with the
+	// node's clock a ServeMargin slower.
+	if slow := t0.Add(time.Duration(float64(ttl-ServeMargin(ttl)) * 1.1)); slow.After(at(ttl)) {
+		t.Fatalf("lease measured by a clock 10%% slow ends at %s, after the leader's lapse at %s", slow.Sub(t0), ttl)
+	}
+	for _, tc := range []struct {
+		name    string
+		session uint64
+		sent    time.Time
+		want    ServeLease
+	}{
+		{"later renewal", 4, at(3 * time.Second), ServeLease{Session: 4, Sent: at(3 * time.Second)}},
+		{"earlier renewal answered late", 4, at(-time.Second), l},
+		{"older session's answer", 3, at(3 * time.Second), l},
+		{"new session", 5, at(time.Second), ServeLease{Session: 5, Sent: at(time.Second)}},
+	} {
+		if got := l.Acked(tc.session, tc.sent); got != tc.want {
+			t.Errorf("%s: Acked = %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
