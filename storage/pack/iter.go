@@ -2,6 +2,7 @@ package pack
 
 import (
 	"io"
+	"iter"
 
 	"github.com/rgit/rgit/storage/object"
 )
@@ -24,6 +25,28 @@ func (p *Pack) Entries() ([]Entry, error) {
 		out[i] = Entry{ID: p.idx.ID(int(pos)), Offset: p.idx.Offset(int(pos)), CRC: p.idx.CRC(int(pos))}
 	}
 	return out, nil
+}
+
+// EntrySizes returns the pack's objects in offset order with the bytes
+// each entry takes in the pack (header and compressed data): what sending
+// the pack whole costs per object, read from the index alone.
+func (p *Pack) EntrySizes() (iter.Seq2[object.ID, int64], error) {
+	order, err := p.offsetOrder()
+	if err != nil {
+		return nil, err
+	}
+	end := p.size - packTrailerLen
+	return func(yield func(object.ID, int64) bool) {
+		for i, pos := range order {
+			next := end
+			if i+1 < len(order) {
+				next = p.idx.Offset(int(order[i+1]))
+			}
+			if !yield(p.idx.ID(int(pos)), next-p.idx.Offset(int(pos))) {
+				return
+			}
+		}
+	}, nil
 }
 
 // ObjectIter reads every object of a pack in offset order, which is the

@@ -39,6 +39,24 @@ func TestObjectIter(t *testing.T) {
 	if n != len(want) {
 		t.Fatalf("iterated %d objects, want %d", n, len(want))
 	}
+	// EntrySizes: the same order, each entry up to the next one's start,
+	// together the whole pack but its header and trailer.
+	sizes, err := p.EntrySizes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var i int
+	var total int64
+	for id, size := range sizes {
+		if id != ents[i].ID || (i+1 < len(ents) && size != ents[i+1].Offset-ents[i].Offset) || size <= 0 {
+			t.Fatalf("entry %d: %s %d bytes", i, id, size)
+		}
+		total += size
+		i++
+	}
+	if i != len(ents) || total != p.Size()-12-20 {
+		t.Fatalf("%d sizes totalling %d bytes, pack of %d", i, total, p.Size())
+	}
 }
 
 // Offsets of 2 GiB and more go to the 64-bit table, in id order.
