@@ -49,6 +49,20 @@ func (p *Pack) EntrySizes() (iter.Seq2[object.ID, int64], error) {
 	}, nil
 }
 
+// EntrySize returns the bytes id's entry takes in the pack, as
+// EntrySizes does for all of them; ok is false when the pack lacks id.
+func (p *Pack) EntrySize(id object.ID) (size int64, ok bool, err error) {
+	off, ok := p.idx.Lookup(id)
+	if !ok {
+		return 0, false, nil
+	}
+	end, err := p.entryEnd(off)
+	if err != nil {
+		return 0, true, err
+	}
+	return end - off, true, nil
+}
+
 // ObjectIter reads every object of a pack in offset order, which is the
 // order git stores OFS_DELTA bases before their deltas, so the pack's base
 // cache is used well. It is not safe for concurrent use.

@@ -51,11 +51,17 @@ func TestObjectIter(t *testing.T) {
 		if id != ents[i].ID || (i+1 < len(ents) && size != ents[i+1].Offset-ents[i].Offset) || size <= 0 {
 			t.Fatalf("entry %d: %s %d bytes", i, id, size)
 		}
+		if one, ok, err := p.EntrySize(id); one != size || !ok || err != nil {
+			t.Fatalf("EntrySize(%s) = %d, %v, %v; EntrySizes says %d", id, one, ok, err, size)
+		}
 		total += size
 		i++
 	}
 	if i != len(ents) || total != p.Size()-12-20 {
 		t.Fatalf("%d sizes totalling %d bytes, pack of %d", i, total, p.Size())
+	}
+	if _, ok, err := p.EntrySize(object.ID{1}); ok || err != nil {
+		t.Fatalf("EntrySize of a missing object: %v, %v", ok, err)
 	}
 }
 

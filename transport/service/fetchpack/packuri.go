@@ -121,19 +121,45 @@ func URICandidates(set *pack.Set, s *bitmap.Stack, res *walk.Result, fullClone b
 	slices.SortStableFunc(packs, func(a, b *pack.Pack) int { return cmp.Compare(b.Size(), a.Size()) })
 	cands := make([]URICandidate, len(packs))
 	for i, p := range packs {
-		sizes, err := p.EntrySizes()
+		need, err := uriNeed(p, packs[:i], res)
 		if err != nil {
 			return nil, nil, fmt.Errorf("pack URI candidate %s: %w", p.Name(), err)
 		}
-		c := URICandidate{Size: p.Size(), Base: p == base}
-		for id, n := range sizes {
-			if res.Has(id) && !slices.ContainsFunc(packs[:i], func(q *pack.Pack) bool { return q.Has(id) }) {
-				c.Need += n
-			}
-		}
-		cands[i] = c
+		cands[i] = URICandidate{Size: p.Size(), Need: need, Base: p == base}
 	}
 	return packs, cands, nil
+}
+
+// uriNeed returns the bytes of p's objects that res sends and no pack of
+// earlier holds. It reads whichever is shorter, res's objects or p's
+// index: a small fetch does not scan a large base pack.
+func uriNeed(p *pack.Pack, earlier []*pack.Pack, res *walk.Result) (int64, error) {
+	counts := func(id object.ID) bool {
+		return !slices.ContainsFunc(earlier, func(q *pack.Pack) bool { return q.Has(id) })
+	}
+	var need int64
+	if res.Len() < p.Index().Count() {
+		for _, id := range res.Objects {
+			n, ok, err := p.EntrySize(id)
+			if err != nil {
+				return 0, err
+			}
+			if ok && counts(id) {
+				need += n
+			}
+		}
+		return need, nil
+	}
+	sizes, err := p.EntrySizes()
+	if err != nil {
+		return 0, err
+	}
+	for id, n := range sizes {
+		if res.Has(id) && counts(id) {
+			need += n
+		}
+	}
+	return need, nil
 }
 
 // Omit returns res without the objects of packs, which the client

@@ -1,10 +1,14 @@
 package fetchpack
 
 import (
+	"context"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/walk"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
@@ -85,5 +89,64 @@ func TestChooseURIPacks(t *testing.T) {
 		if !slices.Equal(got, c.want) || why != c.why {
 			t.Errorf("%s: chose %v (%q), want %v (%q)", c.name, got, why, c.want, c.why)
 		}
+	}
+}
+
+// TestURICandidates: what a clone and a fetch need of the stored packs,
+// in bytes: a clone all of the base, a fetch the bytes of the objects it
+// is sent (counted from its object list, which is shorter than the pack,
+// and checked against a scan of the whole pack); an object two packs hold
+// counts for the larger only; packs under the minimum are not candidates
+// unless they are a clone's base.
+func TestURICandidates(t *testing.T) {
+	dir, p, bmPath := bitmapRepo(t)
+	bm := OpenBitmap(bmPath, p, nil)
+	rev := func(r string) object.ID { return object.MustID(sh(t, dir, "git rev-parse "+r)) }
+	// A second pack holding what the fetch below is sent.
+	sub := sh(t, dir, "git rev-list --objects main~2..main | git pack-objects -q .git/objects/pack/sub")
+	p2, err := pack.Open(filepath.Join(dir, ".git/objects/pack/sub-"+sub+".pack"), filepath.Join(dir, ".git/objects/pack/sub-"+sub+".idx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p2.Close() })
+	set := pack.NewSet(p2, p)
+	ctx := context.Background()
+	plan := func(req gitproto.FetchRequest) *walk.Result {
+		res, err := PlanWith(ctx, walk.NewGraph(set, 0), bm, nil, &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	clone := plan(gitproto.FetchRequest{Wants: []object.ID{rev("main"), rev("topic"), rev("v1")}})
+	packs, cands, err := URICandidates(set, bm, clone, true, 1<<20)
+	if err != nil || len(packs) != 1 || packs[0] != p || cands[0] != (URICandidate{Size: p.Size(), Need: p.Size() - 32, Base: true}) {
+		t.Fatalf("clone: %v %+v %v", packs, cands, err)
+	}
+
+	fetch := plan(gitproto.FetchRequest{Wants: []object.ID{rev("main")}, Haves: []object.ID{rev("main~2")}})
+	if fetch.Len() == 0 || fetch.Len() >= p.Index().Count() {
+		t.Fatalf("the fetch sends %d objects of %d", fetch.Len(), p.Index().Count())
+	}
+	sizes, err := p.EntrySizes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	for id, n := range sizes {
+		if fetch.Has(id) {
+			want += n
+		}
+	}
+	packs, cands, err = URICandidates(set, bm, fetch, false, 0)
+	if err != nil || len(packs) != 2 || packs[0] != p || packs[1] != p2 {
+		t.Fatalf("fetch: %v %v", packs, err)
+	}
+	if cands[0] != (URICandidate{Size: p.Size(), Need: want}) || cands[1] != (URICandidate{Size: p2.Size()}) {
+		t.Fatalf("fetch: %+v, want %d bytes needed of the large pack, none of the other", cands, want)
+	}
+	if packs, _, _ := URICandidates(set, bm, fetch, false, p.Size()+1); len(packs) != 0 {
+		t.Fatalf("packs under the minimum are candidates: %v", packs)
 	}
 }
