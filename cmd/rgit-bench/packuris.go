@@ -12,7 +12,7 @@ import (
 
 // Node metrics the pack-URI bench reads.
 const (
-	uriOffered    = `rgit_pack_uri_clones_total{result="offered"}`
+	uriOffered    = `rgit_pack_uri_fetches_total{result="offered"}`
 	uriStoreBytes = `rgit_pack_uri_bytes_total{from="store"}`
 	nodeBytesOut  = `rgit_git_bytes_out_total{op="upload-pack",transport="http"}`
 )

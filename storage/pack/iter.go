@@ -2,6 +2,7 @@ package pack
 
 import (
 	"io"
+	"iter"
 
 	"github.com/rgit/rgit/storage/object"
 )
@@ -24,6 +25,42 @@ func (p *Pack) Entries() ([]Entry, error) {
 		out[i] = Entry{ID: p.idx.ID(int(pos)), Offset: p.idx.Offset(int(pos)), CRC: p.idx.CRC(int(pos))}
 	}
 	return out, nil
+}
+
+// EntrySizes returns the pack's objects in offset order with the bytes
+// each entry takes in the pack (header and compressed data): what sending
+// the pack whole costs per object, read from the index alone.
+func (p *Pack) EntrySizes() (iter.Seq2[object.ID, int64], error) {
+	order, err := p.offsetOrder()
+	if err != nil {
+		return nil, err
+	}
+	end := p.size - packTrailerLen
+	return func(yield func(object.ID, int64) bool) {
+		for i, pos := range order {
+			next := end
+			if i+1 < len(order) {
+				next = p.idx.Offset(int(order[i+1]))
+			}
+			if !yield(p.idx.ID(int(pos)), next-p.idx.Offset(int(pos))) {
+				return
+			}
+		}
+	}, nil
+}
+
+// EntrySize returns the bytes id's entry takes in the pack, as
+// EntrySizes does for all of them; ok is false when the pack lacks id.
+func (p *Pack) EntrySize(id object.ID) (size int64, ok bool, err error) {
+	off, ok := p.idx.Lookup(id)
+	if !ok {
+		return 0, false, nil
+	}
+	end, err := p.entryEnd(off)
+	if err != nil {
+		return 0, true, err
+	}
+	return end - off, true, nil
 }
 
 // ObjectIter reads every object of a pack in offset order, which is the

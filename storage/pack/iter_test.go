@@ -39,6 +39,30 @@ func TestObjectIter(t *testing.T) {
 	if n != len(want) {
 		t.Fatalf("iterated %d objects, want %d", n, len(want))
 	}
+	// EntrySizes: the same order, each entry up to the next one's start,
+	// together the whole pack but its header and trailer.
+	sizes, err := p.EntrySizes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var i int
+	var total int64
+	for id, size := range sizes {
+		if id != ents[i].ID || (i+1 < len(ents) && size != ents[i+1].Offset-ents[i].Offset) || size <= 0 {
+			t.Fatalf("entry %d: %s %d bytes", i, id, size)
+		}
+		if one, ok, err := p.EntrySize(id); one != size || !ok || err != nil {
+			t.Fatalf("EntrySize(%s) = %d, %v, %v; EntrySizes says %d", id, one, ok, err, size)
+		}
+		total += size
+		i++
+	}
+	if i != len(ents) || total != p.Size()-12-20 {
+		t.Fatalf("%d sizes totalling %d bytes, pack of %d", i, total, p.Size())
+	}
+	if _, ok, err := p.EntrySize(object.ID{1}); ok || err != nil {
+		t.Fatalf("EntrySize of a missing object: %v, %v", ok, err)
+	}
 }
 
 // Offsets of 2 GiB and more go to the 64-bit table, in id order.

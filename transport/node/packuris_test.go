@@ -4,6 +4,7 @@ package node_test
 // S3 server (versitygw) and the real git client.
 
 import (
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -122,22 +123,43 @@ func uriClone(t *testing.T, f *fixture, repo string, args ...string) (string, []
 		t.Fatalf("%s\n%s", r, f.srv.LogTail(20))
 	}
 	remote := f.env.Run(t, "", "ls-remote", url)
-	refs := "--format=%(objectname)\t%(refname)"
-	local := f.env.Run(t, dst, "for-each-ref", refs, "refs/tags")
+	local := trackedRefs(t, f, dst)
 	if slices.Contains(args, "--mirror") {
-		local = f.env.Run(t, dst, "for-each-ref", refs)
-	} else {
-		// A clone keeps the branches as remote-tracking refs.
-		heads := f.env.Run(t, dst, "for-each-ref", refs, "refs/remotes/origin")
-		heads = strings.ReplaceAll(heads, "refs/remotes/origin/", "refs/heads/")
-		heads = strings.Join(slices.DeleteFunc(strings.Split(heads, "\n"), func(l string) bool { return strings.HasSuffix(l, "refs/heads/HEAD") }), "\n")
-		local = strings.Trim(heads+"\n"+local, "\n")
+		local = f.env.Run(t, dst, "for-each-ref", "--format=%(objectname)\t%(refname)")
 	}
 	if !sameRefs(sortLines(local), sortLines(remote)) {
 		t.Fatalf("clone refs:\n%s\nserver:\n%s", local, remote)
 	}
 	f.env.Fsck(t, dst)
 	return dst, offered
+}
+
+// uriFetch fetches into the clone c of repo accepting pack URIs, checks
+// that the server offered offers packs, that c's remote-tracking refs and
+// tags are the server's and that git fsck accepts it.
+func uriFetch(t *testing.T, f *fixture, repo, c, wt string, offers int) {
+	t.Helper()
+	r, offered := uriGit(t, f, c, "fetch", "-q", "origin")
+	if !r.OK() || len(offered) != offers {
+		t.Fatalf("fetch: offered %v, want %d\n%s\n%s", offered, offers, r, f.srv.LogTail(20))
+	}
+	if got, want := f.env.Run(t, c, "rev-parse", "origin/main"), f.env.Run(t, wt, "rev-parse", "HEAD"); got != want {
+		t.Fatalf("fetched origin/main %s, pushed %s", got, want)
+	}
+	local := trackedRefs(t, f, c)
+	if remote := f.env.Run(t, "", "ls-remote", f.srv.HTTPURL(f.aliceToken, repo)); !sameRefs(sortLines(local), sortLines(remote)) {
+		t.Fatalf("fetched refs:\n%s\nserver:\n%s", local, remote)
+	}
+	f.env.Fsck(t, c)
+}
+
+// trackedRefs lists the refs of clone dir as the server names them: its
+// remote-tracking branches as refs/heads/, and its tags.
+func trackedRefs(t *testing.T, f *fixture, dir string) string {
+	t.Helper()
+	local := f.env.Run(t, dir, "for-each-ref", "--format=%(objectname)\t%(refname)", "refs/remotes/origin", "refs/tags")
+	local = strings.ReplaceAll(local, "refs/remotes/origin/", "refs/heads/")
+	return strings.Join(slices.DeleteFunc(strings.Split(local, "\n"), func(l string) bool { return strings.HasSuffix(l, "refs/heads/HEAD") }), "\n")
 }
 
 func sortLines(s string) string {
@@ -172,13 +194,14 @@ func commits(t *testing.T, f *fixture, wt, prefix string, n int) {
 // end up with exactly the server's refs and a history git fsck accepts
 // (over SSH too);
 // so does a clone with many tags, and a fetch after pushes on top of the
-// packed base (which has haves, so it gets no URI). Shallow, partial and
-// protocol v0 clones get no URI.
+// packed base: small pushes come inline, a large one by URI (and a clone
+// then gets both packs), never the base the client has. Shallow, partial
+// and protocol v0 clones get no URI.
 func TestPackURIClones(t *testing.T) {
 	s3 := s3local.Start(t)
 	f := uriFixture(t, gitenv.Store{Name: "s3", URL: "s3://" + s3.Bucket + "/clones", Env: s3.Env()})
 	offeredMetric := func(t *testing.T) float64 {
-		return metricValue(t, f.srv, `rgit_pack_uri_clones_total{result="offered"}`)
+		return metricValue(t, f.srv, `rgit_pack_uri_fetches_total{result="offered"}`)
 	}
 
 	repo := f.repo(t, "uri")
@@ -246,15 +269,34 @@ func TestPackURIClones(t *testing.T) {
 		if _, offered := uriClone(t, f, repo); len(offered) != 1 {
 			t.Fatalf("offered %v", offered)
 		}
-		// A fetch into the earlier clone has haves: the usual answer.
-		r, offered := uriGit(t, f, c, "fetch", "-q", "origin")
-		if !r.OK() || len(offered) != 0 {
-			t.Fatalf("fetch: offered %v\n%s", offered, r)
+		// A fetch into the earlier clone: the small pushes are under
+		// RGIT_PACK_URI_MIN_BYTES, and the base is what the client has.
+		uriFetch(t, f, repo, c, wt, 0)
+
+		// A push of 2 MiB (incompressible, over the minimum) on top: the
+		// next fetch gets its pack by URI, the base still not, and git
+		// follows the tag pushed with it (include-tag).
+		big := make([]byte, 2<<20)
+		rand.Read(big)
+		f.env.Commit(t, wt, "big", map[string]string{"big.bin": string(big)})
+		f.env.Run(t, wt, "tag", "-a", "big", "-m", "big")
+		f.env.Run(t, wt, "push", "-q", "origin", "HEAD:main", "big")
+		before := metricValue(t, f.srv, `rgit_pack_uri_bytes_total{from="node"}`)
+		uriFetch(t, f, repo, c, wt, 1)
+		if r := f.env.Try(c, "rev-parse", "-q", "--verify", "refs/tags/big"); !r.OK() {
+			t.Fatalf("the fetch did not follow the pushed tag: %s", r)
 		}
-		if got, want := f.env.Run(t, c, "rev-parse", "origin/main"), f.env.Run(t, wt, "rev-parse", "HEAD"); got != want {
-			t.Fatalf("fetched origin/main %s, pushed %s", got, want)
+		// Everything the fetch needed is in the pushed pack: the inline
+		// pack is empty (a 12-byte header and a 20-byte trailer).
+		if node := metricValue(t, f.srv, `rgit_pack_uri_bytes_total{from="node"}`); node != before+32 {
+			t.Fatalf("the node sent %v bytes inline, want 32", node-before)
 		}
-		f.env.Fsck(t, c)
+		// A clone gets the base and the large push by URI.
+		if _, offered := uriClone(t, f, repo); len(offered) != 2 {
+			t.Fatalf("clone: offered %v, want the base and the large push", offered)
+		}
+		// A fetch that has it all gets nothing by URI.
+		uriFetch(t, f, repo, c, wt, 0)
 	})
 	t.Run("many-tags", func(t *testing.T) {
 		repo := f.repo(t, "tags")
@@ -296,7 +338,7 @@ func TestPackURIDeletedBranch(t *testing.T) {
 	if r := f.env.Try(c, "cat-file", "-e", secret); r.OK() {
 		t.Fatal("the clone holds the deleted branch's commit")
 	}
-	if v := metricValue(t, f.srv, `rgit_pack_uri_clones_total{result="unreachable"}`); v != 1 {
+	if v := metricValue(t, f.srv, `rgit_pack_uri_fetches_total{result="unreachable"}`); v != 1 {
 		t.Fatalf("unreachable metric %v, want 1", v)
 	}
 
@@ -396,4 +438,68 @@ func TestPackURIExpired(t *testing.T) {
 		t.Fatalf("a failed clone left %s behind (%v)", dst, err)
 	}
 	t.Logf("git says:\n%s", r.Stderr)
+}
+
+// TestPackURIBase: with RGIT_PACK_URI_BASE the pack URLs name a proxy in
+// front of the store (a reverse proxy under /cdn here) and keep the
+// signed path and query, so a proxy that forwards them untouched with the
+// store's Host header serves the clone; one that passes on its own Host
+// breaks the signature (SigV4 signs the Host) and the clone fails
+// cleanly, as does a URL whose query was altered.
+func TestPackURIBase(t *testing.T) {
+	s3 := s3local.Start(t)
+	store, err := url.Parse(s3.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keepHost, tamper atomic.Bool
+	var served atomic.Int32
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		path, ok := strings.CutPrefix(r.In.URL.Path, "/cdn/")
+		if !ok {
+			path = "not-under-the-base" // the store refuses it
+		}
+		served.Add(1)
+		r.SetURL(store) // the store's Host header, unless keepHost
+		r.Out.URL.Path, r.Out.URL.RawPath = "/"+path, ""
+		if keepHost.Load() {
+			r.Out.Host = r.In.Host
+		}
+		if tamper.Load() {
+			q := r.Out.URL.Query()
+			q.Set("X-Amz-Expires", "604800")
+			r.Out.URL.RawQuery = q.Encode()
+		}
+	}})
+	defer proxy.Close()
+	f := uriFixture(t, gitenv.Store{Name: "s3", URL: "s3://" + s3.Bucket + "/base", Env: s3.Env()}, "RGIT_PACK_URI_BASE="+proxy.URL+"/cdn/")
+	repo := f.repo(t, "base")
+	history(t, f, repo, 5)
+	f.srv.Admin(t, "repack", repo)
+
+	// The URL names the proxy, under its prefix.
+	trace := filepath.Join(t.TempDir(), "trace")
+	dst := filepath.Join(t.TempDir(), "c")
+	f.env.RunEnv(t, "", []string{"GIT_TRACE_PACKET=" + trace, "GIT_TRACE_REDACT=0"}, "-c", "fetch.uriprotocols=http", "clone", "-q", f.srv.HTTPURL(f.aliceToken, repo), dst)
+	if b, err := os.ReadFile(trace); err != nil || !strings.Contains(string(b), " "+proxy.URL+"/cdn/"+s3.Bucket+"/") {
+		t.Fatalf("no pack URL under %s/cdn/ in the trace (%v)", proxy.URL, err)
+	}
+	f.env.Fsck(t, dst)
+	if served.Load() != 1 {
+		t.Fatalf("the proxy served %d downloads, want 1", served.Load())
+	}
+	uriClone(t, f, repo)
+
+	for name, set := range map[string]*atomic.Bool{"proxy sends its own Host": &keepHost, "query altered": &tamper} {
+		set.Store(true)
+		dst := filepath.Join(t.TempDir(), "c")
+		r, offered := uriGit(t, f, "", "clone", "-q", f.srv.HTTPURL(f.aliceToken, repo), dst)
+		set.Store(false)
+		if r.OK() || len(offered) != 1 || !strings.Contains(r.Stderr, "403") {
+			t.Fatalf("%s: offered %v, clone %s", name, offered, r)
+		}
+		if _, err := os.Stat(dst); !os.IsNotExist(err) {
+			t.Fatalf("%s: a failed clone left %s behind (%v)", name, dst, err)
+		}
+	}
 }

@@ -369,7 +369,7 @@ func (s *Server) buildEngine(w *wiring) error {
 		if err != nil {
 			return err
 		}
-		eng.PackURIs = &engine.PackURIs{Presigner: presigner, TTL: cfg.PackURITTL, Metrics: m}
+		eng.PackURIs = &engine.PackURIs{Presigner: presigner, TTL: cfg.PackURITTL, MinBytes: cfg.PackURIMinBytes, Base: cfg.PackURIBase, Metrics: m}
 	}
 	if cfg.ClonePackCache > 0 {
 		// Shared through the store: a cold node streams a pack another

@@ -46,6 +46,8 @@ type Config struct {
 	ClonePackCache  int64             // RGIT_CLONE_CACHE_BYTES
 	PackURIs        string            // RGIT_PACK_URIS: auto, on or off (see PackURIsOn)
 	PackURITTL      time.Duration     // RGIT_PACK_URI_SECS
+	PackURIMinBytes int64             // RGIT_PACK_URI_MIN_BYTES
+	PackURIBase     string            // RGIT_PACK_URI_BASE: scheme://host[:port][/prefix], or ""
 	LogLevel        string            // RGIT_LOG_LEVEL
 	DrainTimeout    time.Duration     // RGIT_DRAIN_SECS
 	LeaderWait      time.Duration     // RGIT_LEADER_WAIT_SECS
@@ -148,8 +150,10 @@ var Vars = []Var{
 	{"RGIT_MAINTENANCE_INTERVAL_SECS", "3600", "mean interval of the scheduled maintenance pass over the node's warm repositories (jittered ±25%); 0: only after pushes"},
 	{"RGIT_MAX_BODY", "2147483648", "maximum HTTP request body in bytes, enforced before authentication"},
 	{"RGIT_CLONE_CACHE_BYTES", "1073741824", "disk budget for cached clone packs (one per ref state); 0 disables"},
-	{"RGIT_PACK_URIS", "auto", "protocol v2 clones download the repository's largest pack straight from the object store through a presigned URL (packfile-uris; clients opt in with fetch.uriprotocols); auto: on when the store can presign (S3), off on file:// and mem://; 1: on (refused at start on a store that cannot presign); 0: off"},
+	{"RGIT_PACK_URIS", "auto", "protocol v2 clones and fetches download stored packs (the largest on a clone, other large ones they need) straight from the object store through a presigned URL (packfile-uris; clients opt in with fetch.uriprotocols); auto: on when the store can presign (S3), off on file:// and mem://; 1: on (refused at start on a store that cannot presign); 0: off"},
 	{"RGIT_PACK_URI_SECS", "600", "validity of a pack URL handed to a clone: the client must start its download within this long"},
+	{"RGIT_PACK_URI_MIN_BYTES", "1048576", "least a stored pack must save the node to be sent by URI (bytes the fetch needs from it; Ki, Mi, Gi suffixes); a full clone's base pack is exempt"},
+	{"RGIT_PACK_URI_BASE", "", "base URL of a CDN or proxy in front of the store, http(s)://host[:port][/prefix]: pack URLs keep their path and signed query and get this scheme, host and prefix; the proxy forwards path and query untouched to the store with the store's Host header"},
 	{"RGIT_FSCK_SKIP", "", "comma-separated fsck checks to skip, e.g. gitmodulesParse (security checks cannot be skipped)"},
 	{"RGIT_FSCK_STRICT", "0", "1: also reject cosmetic fsck findings (zero-padded modes, bad dates and identities) that are accepted and logged by default"},
 	{"RGIT_LOG_LEVEL", "info", "debug, info, warn or error"},
@@ -333,6 +337,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		ClonePackCache:  p.int("RGIT_CLONE_CACHE_BYTES", 0),
 		PackURIs:        p.autoBool("RGIT_PACK_URIS"),
 		PackURITTL:      p.seconds("RGIT_PACK_URI_SECS", 1),
+		PackURIMinBytes: p.bytes("RGIT_PACK_URI_MIN_BYTES"),
 		LogLevel:        p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
 		DrainTimeout:    p.seconds("RGIT_DRAIN_SECS", 0),
 		LeaderWait:      p.seconds("RGIT_LEADER_WAIT_SECS", 0),
@@ -409,6 +414,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 	c.PublicURL = p.baseURL("RGIT_PUBLIC_URL", "http", "https")
 	c.PublicSSHURL = p.baseURL("RGIT_PUBLIC_SSH_URL", "ssh")
 	c.WebURL = p.baseURL("RGIT_WEB_URL", "http", "https")
+	c.PackURIBase = p.prefixURL("RGIT_PACK_URI_BASE", "http", "https")
 	if peers := p.str("RGIT_PEERS"); peers != "" {
 		m, err := cluster.ParsePeerMap(peers)
 		if err != nil {
@@ -631,6 +637,18 @@ func (p *parser) optAddr(name string) string {
 // schemes, a host, and nothing else (no user but for ssh, no path, query
 // or fragment). It returns it without a trailing slash, "" when unset.
 func (p *parser) baseURL(name string, schemes ...string) string {
+	return p.url(name, false, schemes...)
+}
+
+// prefixURL is baseURL with an optional path prefix: it returns
+// scheme://host[:port][/prefix], the prefix without a trailing slash.
+func (p *parser) prefixURL(name string, schemes ...string) string {
+	return p.url(name, true, schemes...)
+}
+
+// url reads a base URL of one of schemes with a host, no credentials, no
+// query or fragment, and a path only if withPath; "" when unset.
+func (p *parser) url(name string, withPath bool, schemes ...string) string {
 	s := p.str(name)
 	if s == "" {
 		return ""
@@ -646,7 +664,9 @@ func (p *parser) baseURL(name string, schemes ...string) string {
 		p.fail(name, "%q: no user name or password in the URL", s)
 	case u.User != nil && func() bool { _, set := u.User.Password(); return set }():
 		p.fail(name, "%q: no password in the URL", s)
-	case strings.TrimSuffix(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
+	case withPath && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != ""):
+		p.fail(name, "%q: no query or fragment", s)
+	case !withPath && (strings.TrimSuffix(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != ""):
 		p.fail(name, "%q: no path, query or fragment (repositories are at /owner/name)", s)
 	default:
 		if port := u.Port(); port != "" {
@@ -654,11 +674,14 @@ func (p *parser) baseURL(name string, schemes ...string) string {
 				p.fail(name, "%q has a bad port", s)
 			}
 		}
-		user := ""
+		user, path := "", ""
 		if u.User != nil {
 			user = u.User.Username() + "@"
 		}
-		return u.Scheme + "://" + user + u.Host
+		if withPath {
+			path = strings.TrimSuffix(u.EscapedPath(), "/")
+		}
+		return u.Scheme + "://" + user + u.Host + path
 	}
 	return ""
 }

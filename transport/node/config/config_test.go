@@ -91,6 +91,7 @@ func TestBadValuesNameTheVariable(t *testing.T) {
 		"RGIT_LOG_FORMAT":           {"RGIT_LOG_FORMAT": "xml"},
 		"RGIT_PACK_URIS":            {"RGIT_PACK_URIS": "sometimes"},
 		"RGIT_PACK_URI_SECS":        {"RGIT_PACK_URI_SECS": "604801"},
+		"RGIT_PACK_URI_MIN_BYTES":   {"RGIT_PACK_URI_MIN_BYTES": "-1"},
 		"RGIT_STORE_OP_TIMEOUT_MS":  {"RGIT_STORE_OP_TIMEOUT_MS": "20", "RGIT_STORE_TIMEOUT_SECS": "5"},
 		"RGIT_STORE_OP_TIMEOUT_MS ": {"RGIT_STORE_OP_TIMEOUT_MS": "6000", "RGIT_STORE_TIMEOUT_SECS": "5"},
 		"RGIT_PEER_TLS_KEY":         {"RGIT_PEER_TLS_CERT": "/x/peer.pem", "RGIT_PEER_TLS_CA": "/x/ca.pem"},
@@ -326,12 +327,32 @@ func TestPublicURLs(t *testing.T) {
 		"RGIT_PUBLIC_SSH_URL": {"git@git.example.com:2222", "https://git.example.com", "ssh://git@h/owner", "ssh://git:pw@h", "ssh://"},
 		"RGIT_WEB_URL":        {"code.example.com", "ssh://code.example.com"},
 		"RGIT_METRICS_ADDR":   {"9100", "localhost:metrics"},
+		"RGIT_PACK_URI_BASE":  {"cdn.example.com/packs", "s3://bucket", "https://", "https://cdn.example.com/p?sig=1", "https://cdn.example.com/p?", "https://cdn.example.com#f", "https://u:p@cdn.example.com", "https://h:0"},
 	} {
 		for _, v := range bad {
 			if _, err := Parse(env(map[string]string{name: v})); err == nil || !strings.Contains(err.Error(), name) {
 				t.Errorf("%s=%q: %v, want an error naming the variable", name, v, err)
 			}
 		}
+	}
+}
+
+// TestPackURIBase: RGIT_PACK_URI_BASE keeps a path prefix (a proxy's
+// location) without its trailing slash; unset is none.
+func TestPackURIBase(t *testing.T) {
+	for v, want := range map[string]string{
+		"":                                   "",
+		"https://cdn.example.com":            "https://cdn.example.com",
+		"http://proxy.internal:8080/":        "http://proxy.internal:8080",
+		"https://cdn.example.com/git/packs/": "https://cdn.example.com/git/packs",
+	} {
+		c, err := Parse(env(map[string]string{"RGIT_PACK_URI_BASE": v}))
+		if err != nil || c.PackURIBase != want {
+			t.Errorf("RGIT_PACK_URI_BASE=%q: %q, %v; want %q", v, c.PackURIBase, err, want)
+		}
+	}
+	if c, err := Parse(env(map[string]string{"RGIT_PACK_URI_MIN_BYTES": "4Mi"})); err != nil || c.PackURIMinBytes != 4<<20 {
+		t.Fatalf("RGIT_PACK_URI_MIN_BYTES=4Mi: %v, %v", c.PackURIMinBytes, err)
 	}
 }
 

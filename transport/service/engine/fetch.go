@@ -45,10 +45,10 @@ func (b *backend) OkToGiveUp(ctx context.Context, wants, common []object.ID) boo
 	return walk.OkToGiveUp(ctx, b.walkGraph(), wants, common)
 }
 
-// PlanFetch computes the objects to send. A clone that accepts pack URIs
-// may get the repository's largest pack by URI (planPackURI). A clone the
-// clone-pack cache may answer defers the walk to WritePack, where it runs
-// only on a miss.
+// PlanFetch computes the objects to send. A fetch that accepts pack URIs
+// may get stored packs by URI (planPackURI; when it gets none, the plan of
+// the objects it computed answers). A clone the clone-pack cache may
+// answer defers the walk to WritePack, where it runs only on a miss.
 func (b *backend) PlanFetch(ctx context.Context, req gitproto.FetchRequest) (gitproto.FetchPlan, error) {
 	if p, err := b.planPackURI(ctx, &req); p != nil || err != nil {
 		return p, err
