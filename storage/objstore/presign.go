@@ -37,16 +37,21 @@ type unwrapper interface{ Unwrap() Store }
 
 // PresignerOf returns the Presigner behind s, looking through wrappers
 // such as WithTimeout, or false when the store has none.
-func PresignerOf(s Store) (Presigner, bool) {
+func PresignerOf(s Store) (Presigner, bool) { return capabilityOf[Presigner](s) }
+
+// capabilityOf returns the optional capability T of s or of the first
+// store behind its wrappers that has it.
+func capabilityOf[T any](s Store) (T, bool) {
 	for s != nil {
-		if p, ok := s.(Presigner); ok {
-			return p, true
+		if c, ok := s.(T); ok {
+			return c, true
 		}
 		u, ok := s.(unwrapper)
 		if !ok {
-			return nil, false
+			break
 		}
 		s = u.Unwrap()
 	}
-	return nil, false
+	var zero T
+	return zero, false
 }

@@ -67,6 +67,15 @@ type IndexOptions struct {
 	// data is only valid during the call. The first error Check returns
 	// fails IndexPack and is returned unchanged.
 	Check func(id object.ID, t object.Type, data []byte) error
+	// Sealed, if set, is called once the pack file's bytes are final,
+	// with the file opened anew (the callee closes it), its size and its
+	// checksum: right after the pack is received when it has no REF_DELTA
+	// entry (nothing can be appended to complete it), else after delta
+	// resolution. A caller uploads the pack from f while the deltas are
+	// resolved. It is not called when IndexPack fails before that point;
+	// after it, IndexPack may still fail (a bad delta, Check): the caller
+	// then discards what it did with f.
+	Sealed func(f *os.File, size int64, sum object.ID)
 }
 
 // Indexed describes a pack written by IndexPack.
@@ -158,12 +167,23 @@ func IndexPack(ctx context.Context, r io.Reader, dir string, opts IndexOptions) 
 	if err != nil {
 		return nil, err
 	}
+	sealedEarly := len(ix.refs) == 0
+	if sealedEarly {
+		if err := ix.seal(sum); err != nil {
+			return nil, err
+		}
+	}
 	thin, err := ix.resolveAll()
 	if err != nil {
 		return nil, err
 	}
 	if thin > 0 {
 		if sum, err = ix.rewriteTrailer(); err != nil {
+			return nil, err
+		}
+	}
+	if !sealedEarly {
+		if err := ix.seal(sum); err != nil {
 			return nil, err
 		}
 	}
@@ -174,6 +194,21 @@ func IndexPack(ctx context.Context, r io.Reader, dir string, opts IndexOptions) 
 	res.ThinFixed = thin
 	ok = true
 	return res, nil
+}
+
+// seal hands opts.Sealed the pack file, whose bytes are final, and its
+// checksum sum.
+func (ix *indexer) seal(sum object.ID) error {
+	if ix.opts.Sealed == nil {
+		return nil
+	}
+	size := ix.dataEnd + object.IDSize
+	f, err := os.Open(ix.f.Name())
+	if err != nil {
+		return fmt.Errorf("reopen pack: %w", err)
+	}
+	ix.opts.Sealed(f, size, sum)
+	return nil
 }
 
 // newIndexer applies the defaults of opts; f receives the pack.

@@ -200,3 +200,54 @@ func TestIndexPackSameBytesTwice(t *testing.T) {
 		t.Fatalf("removing one result's index removed the other's: %v", err)
 	}
 }
+
+// TestIndexPackSealed: Sealed is called once, with the bytes and checksum
+// of the pack IndexPack keeps: before delta resolution when the pack has no
+// REF_DELTA (a push's upload overlaps it), after it otherwise (a thin pack
+// grows).
+func TestIndexPackSealed(t *testing.T) {
+	fx := sharedFixture(t)
+	base := NewSet(openFixture(t, fx))
+	ofs, _ := os.ReadFile(fx.packPath)
+	list := git(t, fx.dir, nil, "rev-list", "--objects", "--all")
+	for _, tc := range []struct {
+		name  string
+		pack  []byte
+		early bool
+	}{
+		{"ofs", ofs, true},
+		{"ref", git(t, fx.dir, list, "pack-objects", "--stdout", "-q"), false},
+		{"thin", git(t, fx.dir, []byte("main\n^old\n"), "pack-objects", "--stdout", "-q", "--revs", "--thin", "--delta-base-offset"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stage string // the last progress stage seen
+			calls := 0
+			var sealed []byte
+			var sealedSum object.ID
+			res, err := IndexPack(context.Background(), bytes.NewReader(tc.pack), t.TempDir(), IndexOptions{
+				Base: base, BaseHas: base.Has,
+				Progress: func(s string, _, _ uint64) { stage = s },
+				Sealed: func(f *os.File, size int64, sum object.ID) {
+					defer f.Close()
+					calls++
+					if early := stage == "receiving objects"; early != tc.early {
+						t.Errorf("sealed during %q, want early=%v", stage, tc.early)
+					}
+					sealed = make([]byte, size)
+					if _, err := f.ReadAt(sealed, 0); err != nil {
+						t.Errorf("read sealed pack: %v", err)
+					}
+					sealedSum = sum
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept, _ := os.ReadFile(res.PackPath)
+			if calls != 1 || sealedSum != res.Checksum || !bytes.Equal(sealed, kept) {
+				t.Fatalf("Sealed called %d times with pack-%s (%d bytes); kept pack-%s (%d bytes), same bytes %v",
+					calls, sealedSum, len(sealed), res.Checksum, len(kept), bytes.Equal(sealed, kept))
+			}
+		})
+	}
+}

@@ -71,9 +71,17 @@ func (r *Repo) StagePack(ctx context.Context, ix *pack.Indexed) (PackInfo, error
 // uploading touches no ref, so sessions run it on their own goroutine and
 // only the UpdateRefs transaction goes through the repository's writer.
 func StagePack(ctx context.Context, d Deps, r names.Repo, ix *pack.Indexed) (PackInfo, error) {
+	return stagePack(ctx, d, r, ix, func(ctx context.Context, key string) (int64, error) {
+		return putFile(ctx, d, key, ix.PackPath)
+	})
+}
+
+// stagePack stores the pack with putPack, then its idx, and adopts both
+// into the local cache.
+func stagePack(ctx context.Context, d Deps, r names.Repo, ix *pack.Indexed, putPack func(ctx context.Context, key string) (int64, error)) (PackInfo, error) {
 	packName := "pack-" + ix.Checksum.String()
 	pk, ik := PackKeys(r, packName)
-	size, err := putFile(ctx, d, pk, ix.PackPath)
+	size, err := putPack(ctx, pk)
 	if err != nil {
 		return PackInfo{}, fmt.Errorf("stage %s in %s: %w", packName, r, err)
 	}

@@ -13,7 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -320,4 +324,27 @@ func (s *Server) Close() error {
 	var err error
 	s.stopped.Do(func() { err = s.Kill() })
 	return err
+}
+
+// FaultProxy starts a proxy in front of the server that answers 500 (an
+// S3 InternalError) to the requests fail picks, without forwarding them,
+// and forwards every other; it returns the proxy's endpoint URL, to use in
+// place of Endpoint. The proxy stops with the test.
+func (s *Server) FaultProxy(t testing.TB, fail func(*http.Request) bool) string {
+	t.Helper()
+	target, err := url.Parse(s.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	ps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fail(r) {
+			io.Copy(io.Discard, r.Body)
+			http.Error(w, "<Error><Code>InternalError</Code><Message>injected by s3local.FaultProxy</Message></Error>", http.StatusInternalServerError)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ps.Close)
+	return ps.URL
 }

@@ -42,7 +42,15 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 		edges := walk.NewEdges()
 		grown := &growth{adm: b.e.Admission}
 		defer grown.release()
-		ix, err := b.index(ctx, req.Pack, req.Progress, checker, edges, grown.reserve)
+		// On S3 the pack is uploaded while it is indexed and checked, and
+		// committed to the store only if the push stores it.
+		up := repo.NewPackUpload(ctx, b.e.Deps, b.snap.Repo)
+		defer up.Abort()
+		var sealed func(*os.File, int64, object.ID)
+		if up != nil {
+			sealed = up.Start
+		}
+		ix, err := b.index(ctx, req.Pack, req.Progress, checker, edges, grown.reserve, sealed)
 		if err != nil {
 			switch {
 			case errors.Is(err, fsck.ErrFsck):
@@ -76,7 +84,12 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 		b.checkProtected(ctx, reader, ups, res.Results)
 		failAtomic(req.Atomic, res.Results)
 		if len(ix.Objects) > 0 && anyOK(res.Results) {
-			info, err := repo.StagePack(ctx, b.e.Deps, b.snap.Repo, ix)
+			var info repo.PackInfo
+			if up != nil {
+				info, err = up.Stage(ctx, ix)
+			} else {
+				info, err = repo.StagePack(ctx, b.e.Deps, b.snap.Repo, ix)
+			}
 			if objstore.Unavailable(err) {
 				b.log().Warn("push refused: pack not stored", zap.Error(err))
 				failStore(res.Results, storeNotStored)
@@ -215,13 +228,15 @@ func (g *growth) release() {
 
 // index streams the pack into IncomingDir and indexes it, passing every
 // commit, tree and tag to c and, once c has accepted it, to edges; reserve
-// is asked for the memory the pack's big objects need.
-func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c *fsck.Checker, edges *walk.Edges, reserve func(int64) error) (*pack.Indexed, error) {
+// is asked for the memory the pack's big objects need; sealed, if set, is
+// handed the pack once its bytes are final (pack.IndexOptions.Sealed).
+func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c *fsck.Checker, edges *walk.Edges, reserve func(int64) error, sealed func(*os.File, int64, object.ID)) (*pack.Indexed, error) {
 	set := b.snap.Objects()
 	return pack.IndexPack(ctx, r, b.e.IncomingDir, pack.IndexOptions{
 		Base: set, BaseHas: set.Has,
 		MaxObjectSize: b.e.MaxObjectSize, MaxPackSize: b.e.MaxPackSize, MaxDeltaDepth: b.e.MaxDeltaDepth,
 		Reserve:  reserve,
+		Sealed:   sealed,
 		Progress: progressMeters(progress),
 		Check: func(id object.ID, t object.Type, data []byte) error {
 			if err := c.Check(id, t, data); err != nil {
