@@ -52,6 +52,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,6 +138,7 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 	lines := strings.Split(out, "\n")
 	cl := &lfsClient{base: "http://" + srv.httpAddr + "/" + benchOwner + "/lfs.git/info/lfs", token: strings.TrimSpace(lines[len(lines)-1])}
 	pid := strconv.Itoa(srv.cmd.Process.Pid)
+	lfsNodePID = pid
 
 	var rg, base, baseSync lfsSide
 	size := int64(c.mb) * 1e6
@@ -170,6 +172,20 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 		*io += procIO(pid) - io0
 		return err
 	}
+	// warm moves one object to and from the store outside both clocks
+	// (data: a PUT of it; nil: a GET of the last one): the first transfer
+	// after the round's setup was 2 to 4 times slower than the rest
+	// (-trace), whichever side made it, and the rgit side made it in two
+	// rounds of three. Nothing to warm on the file store (cp).
+	warm := func(data []byte) error {
+		switch {
+		case direct == nil:
+			return nil
+		case data != nil:
+			return presignedPut(ctx, direct, "direct/warm", sha256.Sum256(data), data)
+		}
+		return presignedGet(ctx, direct, "direct/warm", size)
+	}
 	for round := range c.rounds {
 		objs := make([]lfsObject, c.objects)
 		for i := range objs {
@@ -191,6 +207,10 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 		// whichever transfer meets it: the first of a round, always the
 		// same side before. Write them now, outside both clocks.
 		syscall.Sync()
+		runtime.GC()
+		if err := warm(objs[0].data); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
 		// One batch per operation for the round's objects, as git-lfs
 		// asks (up to 100 objects at a time).
 		var acts []map[string]lfsAction
@@ -222,6 +242,9 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 			}
 		}
 		syscall.Sync() // the uploads' pages, as at the round's start
+		if err := warm(nil); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
 		if err := rgitIO(&rg.down, &rg.io[1], func() (err error) { acts, err = cl.batch(ctx, "download", objs); return err }); err != nil {
 			return fmt.Errorf("download batch: %w", err)
 		}
@@ -495,8 +518,31 @@ func presignedGet(ctx context.Context, st *s3store.Store, key string, size int64
 	return getWhole(ctx, p.URL, p.Header, size)
 }
 
-// lfsTrace (-trace) prints every request's phases.
-var lfsTrace bool
+// lfsTrace (-trace) prints every request's phases, at= seconds since
+// lfsStart (the process's start, as GODEBUG=gctrace=1's @).
+var (
+	lfsTrace   bool
+	lfsStart   = time.Now()
+	lfsNodePID string // the rgit node, whose CPU time -trace prints
+)
+
+// procCPU is the CPU time process pid used so far (utime + stime of
+// /proc/<pid>/stat), in clock ticks (1/100 s on Linux).
+func procCPU(pid string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command's closing parenthesis: state is the 3rd
+	// field of the file, utime the 14th, stime the 15th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s
+}
 
 // lfsSend sends req with the default client; with -trace it prints, when
 // the answer's body is closed, the request's phases in milliseconds from
@@ -508,6 +554,8 @@ func lfsSend(req *http.Request) (*http.Response, error) {
 	}
 	start := time.Now()
 	var b strings.Builder
+	at := time.Since(lfsStart).Seconds()
+	cpu0 := procCPU(lfsNodePID)
 	mark := func(what string) { fmt.Fprintf(&b, " %s=%.1f", what, float64(time.Since(start).Microseconds())/1e3) }
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		GotConn:              func(i httptrace.GotConnInfo) { mark("conn"); fmt.Fprintf(&b, " reused=%t", i.Reused) },
@@ -532,7 +580,8 @@ func lfsSend(req *http.Request) (*http.Response, error) {
 	query := slices.Sorted(maps.Keys(req.URL.Query()))
 	resp.Body = tracedBody{ReadCloser: resp.Body, done: func() {
 		mark("done")
-		fmt.Fprintf(os.Stderr, "trace %s %s%s status=%d length=%d headers=%s query=%s close=%t\n", req.Method, req.URL.Host+path, b.String(), resp.StatusCode, req.ContentLength,
+		fmt.Fprintf(&b, " node_cpu_ms=%d", (procCPU(lfsNodePID)-cpu0)*10)
+		fmt.Fprintf(os.Stderr, "trace at=%.3f %s %s%s status=%d length=%d headers=%s query=%s close=%t\n", at, req.Method, req.URL.Host+path, b.String(), resp.StatusCode, req.ContentLength,
 			strings.Join(names, ","), strings.Join(query, ","), resp.Close)
 	}}
 	return resp, nil
