@@ -16,7 +16,8 @@ package main
 // objects (git-lfs asks for up to 100 at a time), the transfer each
 // action names, and for uploads the verify. Object ids are computed
 // before either side's clock starts (git-lfs hashes a file when it is
-// added, not when it is pushed). On S3 (versitygw) the transfer is a
+// added, not when it is pushed), and the round's setup is synced to disk
+// before them too (its write-back would land on the first transfers). On S3 (versitygw) the transfer is a
 // presigned URL of the store, and the baseline is a presigned PUT or GET
 // of the same bytes that the bench signs itself; on the file store the
 // node serves the transfer (hashing the upload and writing it durably:
@@ -24,8 +25,8 @@ package main
 // on the same file system followed by `sync` of the copy for uploads
 // (cp_s, without the sync, is printed beside it), `cp` to /dev/null for
 // downloads. The two
-// sides alternate object by object (and which goes first), so both see
-// the same load; on S3 the same Go client moves the bytes on both
+// sides alternate object by object (and which goes first, and which
+// starts a round), so both see the same load; on S3 the same Go client moves the bytes on both
 // sides. control_ms is the mean time per object of the requests
 // to rgit that move no content (batch, and verify for uploads): what
 // LFS adds to a transfer that the store does at its own speed.
@@ -45,12 +46,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rgit/rgit/storage/objstore/s3store"
@@ -60,6 +66,7 @@ import (
 type lfsFlags struct {
 	dir, stores, rgitBin string
 	objects, mb, rounds  int
+	trace                bool
 }
 
 func runLFS(ctx context.Context, args []string) error {
@@ -71,7 +78,9 @@ func runLFS(ctx context.Context, args []string) error {
 	fs.IntVar(&c.objects, "objects", 5, "objects per round")
 	fs.IntVar(&c.mb, "mb", 20, "size of each object in MB")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds (each uploads and downloads new objects)")
+	fs.BoolVar(&c.trace, "trace", false, "print every request's phases to stderr (connection reused, body written, first answer byte, done)")
 	fs.Parse(args)
+	lfsTrace = c.trace
 	bin, err := rgitBinary(c.rgitBin)
 	if err != nil {
 		return err
@@ -129,12 +138,15 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 	lines := strings.Split(out, "\n")
 	cl := &lfsClient{base: "http://" + srv.httpAddr + "/" + benchOwner + "/lfs.git/info/lfs", token: strings.TrimSpace(lines[len(lines)-1])}
 	pid := strconv.Itoa(srv.cmd.Process.Pid)
+	lfsNodePID = pid
 
 	var rg, base, baseSync lfsSide
 	size := int64(c.mb) * 1e6
 	// both runs the rgit side and the baseline of one object, the rgit
-	// side first on even objects and second on odd ones, so neither side
-	// always meets the store's write-back of the other.
+	// side first when n (the round plus the object's index) is even and
+	// second when odd, so neither side always meets the store's
+	// write-back of the other, and rounds start with each side in turn
+	// whatever the number of objects.
 	both := func(n int, rgit, baseline func() error) error {
 		if n%2 == 1 {
 			if err := baseline(); err != nil {
@@ -151,7 +163,6 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 		}
 		return nil
 	}
-	n := 0
 	// rgitIO runs f, a request to rgit or a transfer it answered, adding
 	// its time to *d and the node's I/O to *io.
 	rgitIO := func(d *time.Duration, io *int64, f func() error) error {
@@ -161,6 +172,20 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 		*io += procIO(pid) - io0
 		return err
 	}
+	// warm moves one object to and from the store outside both clocks
+	// (data: a PUT of it; nil: a GET of the last one): the first transfer
+	// after the round's setup was 2 to 4 times slower than the rest
+	// (-trace), whichever side made it, and the rgit side made it in two
+	// rounds of three. Nothing to warm on the file store (cp).
+	warm := func(data []byte) error {
+		switch {
+		case direct == nil:
+			return nil
+		case data != nil:
+			return presignedPut(ctx, direct, "direct/warm", sha256.Sum256(data), data)
+		}
+		return presignedGet(ctx, direct, "direct/warm", size)
+	}
 	for round := range c.rounds {
 		objs := make([]lfsObject, c.objects)
 		for i := range objs {
@@ -169,10 +194,22 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 			// git-lfs hashes a file when it is added (the clean filter),
 			// not when it is pushed: neither side's time includes it.
 			sum := sha256.Sum256(data)
-			objs[i] = lfsObject{data: data, sum: sum, oid: hex.EncodeToString(sum[:]), src: filepath.Join(work, fmt.Sprintf("src-%d.bin", i))}
-			if err := os.WriteFile(objs[i].src, data, 0o644); err != nil {
-				return err
+			objs[i] = lfsObject{data: data, sum: sum, oid: hex.EncodeToString(sum[:])}
+			if store == "file" {
+				objs[i].src = filepath.Join(work, fmt.Sprintf("src-%d.bin", i))
+				if err := os.WriteFile(objs[i].src, data, 0o644); err != nil {
+					return err
+				}
 			}
+		}
+		// The round's setup (and the last round's transfers) leave dirty
+		// pages that the kernel writes back while the clocks run, slowing
+		// whichever transfer meets it: the first of a round, always the
+		// same side before. Write them now, outside both clocks.
+		syscall.Sync()
+		runtime.GC()
+		if err := warm(objs[0].data); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
 		}
 		// One batch per operation for the round's objects, as git-lfs
 		// asks (up to 100 objects at a time).
@@ -200,10 +237,13 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 				baseSync.up += d
 				return err
 			}
-			if err := both(n, rgit, baseline); err != nil {
+			if err := both(round+i, rgit, baseline); err != nil {
 				return fmt.Errorf("upload: %w", err)
 			}
-			n++
+		}
+		syscall.Sync() // the uploads' pages, as at the round's start
+		if err := warm(nil); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
 		}
 		if err := rgitIO(&rg.down, &rg.io[1], func() (err error) { acts, err = cl.batch(ctx, "download", objs); return err }); err != nil {
 			return fmt.Errorf("download batch: %w", err)
@@ -224,13 +264,12 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 				base.down += d
 				return err
 			}
-			if err := both(n, rgit, baseline); err != nil {
+			if err := both(round+i, rgit, baseline); err != nil {
 				return fmt.Errorf("download: %w", err)
 			}
-			n++
 		}
 	}
-	n = c.rounds * c.objects
+	n := c.rounds * c.objects
 	for k, op := range []string{"upload", "download"} {
 		r := lfsResult{op: op, store: store, objects: c.objects, mb: c.mb, rounds: c.rounds,
 			payloadMB: float64(int64(n)*size) / 1e6, nodeIO: rg.io[k], control: cl.control[k] / time.Duration(n)}
@@ -415,7 +454,7 @@ func (c *lfsClient) do(ctx context.Context, method, url string, header map[strin
 	if strings.HasPrefix(url, c.base) {
 		req.SetBasicAuth(benchOwner, c.token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := lfsSend(req)
 	if err != nil {
 		return 0, err
 	}
@@ -436,7 +475,7 @@ func getWhole(ctx context.Context, url string, header map[string]string, size in
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := lfsSend(req)
 	if err != nil {
 		return err
 	}
@@ -460,7 +499,7 @@ func presignedPut(ctx context.Context, st *s3store.Store, key string, sum [32]by
 	for k, v := range p.Header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := lfsSend(req)
 	if err != nil {
 		return err
 	}
@@ -477,4 +516,84 @@ func presignedGet(ctx context.Context, st *s3store.Store, key string, size int64
 		return err
 	}
 	return getWhole(ctx, p.URL, p.Header, size)
+}
+
+// lfsTrace (-trace) prints every request's phases, at= seconds since
+// lfsStart (the process's start, as GODEBUG=gctrace=1's @).
+var (
+	lfsTrace   bool
+	lfsStart   = time.Now()
+	lfsNodePID string // the rgit node, whose CPU time -trace prints
+)
+
+// procCPU is the CPU time process pid used so far (utime + stime of
+// /proc/<pid>/stat), in clock ticks (1/100 s on Linux).
+func procCPU(pid string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command's closing parenthesis: state is the 3rd
+	// field of the file, utime the 14th, stime the 15th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s
+}
+
+// lfsSend sends req with the default client; with -trace it prints, when
+// the answer's body is closed, the request's phases in milliseconds from
+// its start: connection got (and whether reused), headers and body
+// written, first answer byte, body read and closed, and the headers sent.
+func lfsSend(req *http.Request) (*http.Response, error) {
+	if !lfsTrace {
+		return http.DefaultClient.Do(req)
+	}
+	start := time.Now()
+	var b strings.Builder
+	at := time.Since(lfsStart).Seconds()
+	cpu0 := procCPU(lfsNodePID)
+	mark := func(what string) { fmt.Fprintf(&b, " %s=%.1f", what, float64(time.Since(start).Microseconds())/1e3) }
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		GotConn:              func(i httptrace.GotConnInfo) { mark("conn"); fmt.Fprintf(&b, " reused=%t", i.Reused) },
+		WroteHeaders:         func() { mark("headers") },
+		Got100Continue:       func() { mark("100") },
+		WroteRequest:         func(httptrace.WroteRequestInfo) { mark("sent") },
+		GotFirstResponseByte: func() { mark("answer") },
+	}))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	path := req.URL.Path
+	if len(path) > 48 {
+		path = "…" + path[len(path)-47:]
+	}
+	names := make([]string, 0, len(req.Header))
+	for k := range req.Header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	query := slices.Sorted(maps.Keys(req.URL.Query()))
+	resp.Body = tracedBody{ReadCloser: resp.Body, done: func() {
+		mark("done")
+		fmt.Fprintf(&b, " node_cpu_ms=%d", (procCPU(lfsNodePID)-cpu0)*10)
+		fmt.Fprintf(os.Stderr, "trace at=%.3f %s %s%s status=%d length=%d headers=%s query=%s close=%t\n", at, req.Method, req.URL.Host+path, b.String(), resp.StatusCode, req.ContentLength,
+			strings.Join(names, ","), strings.Join(query, ","), resp.Close)
+	}}
+	return resp, nil
+}
+
+type tracedBody struct {
+	io.ReadCloser
+	done func()
+}
+
+func (t tracedBody) Close() error {
+	err := t.ReadCloser.Close()
+	t.done()
+	return err
 }
