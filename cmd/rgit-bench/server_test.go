@@ -11,6 +11,7 @@ import (
 
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/testkit/fixture"
+	"github.com/rgit/rgit/testkit/gitrun"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
@@ -36,19 +37,8 @@ func TestParseRequestLine(t *testing.T) {
 func TestServeLoop(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	repo := filepath.Join(dir, "r")
-	git := func(args ...string) string {
-		t.Helper()
-		out, err := fixture.Git(ctx, repo, nil, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	git("init", "-q", "-b", "main")
+	r := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("t", "t@x", "1577836800 +0000")})
+	repo, git := r.Dir, r.Run
 	for i := range 3 {
 		if err := os.WriteFile(filepath.Join(repo, "f"), []byte(strings.Repeat(fmt.Sprintf("line %d\n", i), 50)), 0o644); err != nil {
 			t.Fatal(err)

@@ -370,8 +370,8 @@ func (t *tee) Write(p []byte) (int, error) {
 // sharedOptions reads shared packs in parallel ranges, as the pack cache
 // reads packs, but within a chunk budget of their own: these reads go at
 // their clients' pace, and slow clients holding chunks must not stall the
-// pack downloads that share objstore.SharedBudget (whose consumer is the
-// disk).
+// pack downloads that share objstore's default budget (whose consumer is
+// the disk).
 var sharedOptions = objstore.ParallelOptions{Budget: objstore.NewChunkBudget(64 << 20)}
 
 // openShared opens the shared copy of key, or returns nil when there is

@@ -23,8 +23,8 @@ type ParallelOptions struct {
 	// read fails, at the open or mid-body, is read again from where it
 	// broke.
 	Attempts int
-	// Budget bounds the chunk buffers of every read sharing it (default
-	// SharedBudget, the process's).
+	// Budget bounds the chunk buffers of every read sharing it (default:
+	// the process's shared budget, 64 MiB).
 	Budget *ChunkBudget
 }
 
@@ -49,11 +49,13 @@ func NewChunkBudget(n int64) *ChunkBudget {
 	return &ChunkBudget{max: n, sem: semaphore.NewWeighted(n)}
 }
 
-// SharedBudget is the budget of reads that set none: 64 MiB, room for
+// sharedBudget is the budget of reads that set none: 64 MiB, room for
 // two objects read at full depth with the default options (8 streams of
 // 4 MiB; at 100 MB/s and 20 ms per request, 8 streams already move about
 // what a node's network does) however many downloads run at once.
-var SharedBudget = NewChunkBudget(64 << 20)
+// Unexported, so that nothing (a test included) swaps the process's
+// bound: a read that wants another bound sets ParallelOptions.Budget.
+var sharedBudget = NewChunkBudget(64 << 20)
 
 // InUse is the bytes of chunk buffers held now.
 func (b *ChunkBudget) InUse() int64 { return b.used.Load() }
@@ -90,7 +92,7 @@ func (o ParallelOptions) withDefaults() ParallelOptions {
 		o.Attempts = 3
 	}
 	if o.Budget == nil {
-		o.Budget = SharedBudget
+		o.Budget = sharedBudget
 	}
 	return o
 }

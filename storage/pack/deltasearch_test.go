@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/testkit/gitrun"
 )
 
 // TestDeltaEncode: every delta encode makes applies back to its target,
@@ -139,8 +140,7 @@ func TestWriteRepackDeltas(t *testing.T) {
 	if fresh.Len()*3 > stored.Len() {
 		t.Errorf("fresh deltas: %d bytes, stored copies: %d; want under a third", fresh.Len(), stored.Len())
 	}
-	repo := t.TempDir()
-	git(t, repo, nil, "init", "-q")
+	repo := gitrun.Scratch(t, gitrun.Env{}).Dir
 	git(t, repo, fresh.Bytes(), "index-pack", "--stdin", "--strict")
 	for id, data := range want {
 		if got := git(t, repo, nil, "cat-file", "blob", id.String()); !bytes.Equal(got, data) {

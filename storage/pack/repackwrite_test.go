@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/testkit/gitrun"
 )
 
 func TestLimitChains(t *testing.T) {
@@ -83,8 +84,7 @@ func TestWriteRepackPrefersDeltas(t *testing.T) {
 		if st.Objects != 2 || st.ReusedDeltas != c.deltas || st.Deflated != 0 {
 			t.Fatalf("%s: stats %+v, want 2 objects, %d reused delta", c.name, st, c.deltas)
 		}
-		repo := t.TempDir()
-		git(t, repo, nil, "init", "-q")
+		repo := gitrun.Scratch(t, gitrun.Env{}).Dir
 		git(t, repo, buf.Bytes(), "index-pack", "--stdin", "--strict")
 		for id, want := range map[object.ID][]byte{id1: v1, id2: v2} {
 			if got := git(t, repo, nil, "cat-file", "blob", id.String()); !bytes.Equal(got, want) {

@@ -112,6 +112,13 @@ func (e *Env) Fail(t testing.TB, dir string, args ...string) Result {
 	return r
 }
 
+// Scratch returns a new work tree on main in a temporary directory removed
+// when the test ends: gitrun.Scratch in this client environment.
+func (e *Env) Scratch(t testing.TB) string {
+	t.Helper()
+	return gitrun.Scratch(t, e.git).Dir
+}
+
 // Commit writes files (path → content) in the work tree dir, commits them
 // with msg and returns the new commit id.
 func (e *Env) Commit(t testing.TB, dir, msg string, files map[string]string) string {

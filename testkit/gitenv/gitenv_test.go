@@ -11,8 +11,7 @@ import (
 func TestEnvIsolatedAndUsable(t *testing.T) {
 	t.Setenv("GIT_DIR", "/nonexistent") // must not leak into client commands
 	e := gitenv.New(t)
-	dir := t.TempDir()
-	e.Run(t, dir, "init", "-q")
+	dir := e.Scratch(t)
 	if got := e.Run(t, dir, "config", "user.email"); got != "test@rgit.invalid" {
 		t.Fatalf("user.email = %q", got)
 	}

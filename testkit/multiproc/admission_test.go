@@ -98,8 +98,7 @@ func TestMemoryAdmission(t *testing.T) {
 
 	// 24 MiB of incompressible blobs, so serving takes long enough for the
 	// clients to overlap.
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	files := map[string]string{}
 	for i := range 96 {
 		files[fmt.Sprintf("d%02d/blob%03d.bin", i%8, i)] = rand.Text() + string(randomBytes(t, 256<<10))

@@ -44,8 +44,7 @@ func TestClusterReadAPI(t *testing.T) {
 	n0, n1 := c.Nodes[0], c.Nodes[1]
 	alice, bob := c.token(t, n0, "alice"), c.token(t, n0, "bob")
 	c.mustAdmin(t, n0, "create-repo", "alice/web")
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	head := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
 	env.Run(t, work, "push", "-q", n1.HTTPURL(alice, "alice/web"), "main")
 	owner := c.waitOwner(t, n0, "alice/web", "")

@@ -81,8 +81,7 @@ func TestAPICacheWithoutNodeInvalidation(t *testing.T) {
 	n0, n1 := c.Nodes[0], c.Nodes[1]
 	alice := c.token(t, n0, "alice")
 	c.mustAdmin(t, n0, "create-repo", "alice/clu")
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	head := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
 	env.Run(t, work, "push", "-q", n1.HTTPURL(alice, "alice/clu"), "main")
 	c.mustAdmin(t, n0, "set-visibility", "alice/clu", "public")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,11 +61,7 @@ func startLoad(t *testing.T, c *Cluster, env *gitenv.Env, workers, repos int) *l
 		l.repos = append(l.repos, r)
 	}
 	for w := range workers {
-		dir := filepath.Join(t.TempDir(), fmt.Sprint("w", w))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		env.Run(t, dir, "init", "-q", "-b", "main")
+		dir := env.Scratch(t)
 		l.wg.Add(1)
 		go l.work(w, dir)
 	}

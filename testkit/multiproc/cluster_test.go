@@ -206,8 +206,7 @@ func TestClusterForwarding(t *testing.T) {
 
 	// The first push goes through rgit-1, which claims the repository; the
 	// leader grants it to rgit-1 or steers it to the placement winner.
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	c1 := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
 	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, "alice/fwd"), "main")
 	owner := c.waitOwner(t, n0, "alice/fwd", "")
@@ -335,8 +334,7 @@ func TestClusterGCRepack(t *testing.T) {
 	tok := c.token(t, n0, "alice")
 	const repo = "alice/maint"
 	c.mustAdmin(t, n0, "create-repo", repo)
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
 	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, repo), "main")
 	owner := c.waitOwner(t, n0, repo, "")
@@ -434,8 +432,7 @@ func TestClusterFailover(t *testing.T) {
 	tok := c.token(t, n0, "alice")
 	ha := c.nonLeaderRepo("ha")
 	c.mustAdmin(t, n0, "create-repo", ha)
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	head := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
 	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, ha), "main")
 	owner := c.waitOwner(t, n0, ha, "")
@@ -540,8 +537,7 @@ func TestClusterLeaderDown(t *testing.T) {
 	warm := c.nonLeaderRepo("warm")
 	c.mustAdmin(t, n0, "create-repo", warm)
 	c.mustAdmin(t, n0, "create-repo", "alice/cold")
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	head := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
 	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, warm), "main")
 	owner := c.waitOwner(t, n0, warm, "")

@@ -3,8 +3,6 @@ package multiproc
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,11 +127,7 @@ func TestClusterWebhooksAtLeastOnce(t *testing.T) {
 	repo := c.nonLeaderRepo("hooks")
 	c.mustAdmin(t, c.Nodes[0], "create-repo", repo)
 	c.mustAdmin(t, c.Nodes[2], "add-hook", repo, rcv.URL, "--secret", secret, "--events", "push")
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	env.Run(t, dir, "init", "-q", "-b", "main")
+	dir := env.Scratch(t)
 	p := &hookPusher{env: env, lb: newBalancer(c.Nodes), tok: c.token(t, c.Nodes[0], "alice"), repo: repo, dir: dir,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()

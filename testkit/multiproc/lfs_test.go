@@ -34,8 +34,7 @@ func TestClusterLFS(t *testing.T) {
 	c.mustAdmin(t, n0, "create-repo", "alice/game")
 
 	// Make the repository owned somewhere (a plain push through rgit-1).
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	env.Run(t, work, "lfs", "track", "*.bin")
 	env.Commit(t, work, "attributes", nil)
 	env.Run(t, work, "push", "-q", n1.HTTPURL(tok, "alice/game"), "main")

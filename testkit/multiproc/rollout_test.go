@@ -46,9 +46,8 @@ func TestRollingRestartGate(t *testing.T) {
 	}
 	workers := make([]*worker, len(c.Nodes))
 	for i, n := range c.Nodes {
-		w := &worker{repo: fmt.Sprintf("alice/roll-%d", i), work: t.TempDir()}
+		w := &worker{repo: fmt.Sprintf("alice/roll-%d", i), work: env.Scratch(t)}
 		c.mustAdmin(t, n0, "create-repo", w.repo)
-		env.Run(t, w.work, "init", "-q", "-b", "main")
 		w.acked = env.Commit(t, w.work, "base", map[string]string{"a.txt": w.repo + "\n"})
 		env.Run(t, w.work, "push", "-q", n.HTTPURL(tok, w.repo), "main")
 		workers[i] = w
@@ -179,8 +178,7 @@ func TestDrainPrewarmsSuccessor(t *testing.T) {
 	tok := c.token(t, n0, "alice")
 	repo := c.nonLeaderRepo("hint")
 	c.mustAdmin(t, n0, "create-repo", repo)
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	env.Commit(t, work, "one", map[string]string{"a.txt": strings.Repeat("payload\n", 1000)})
 	env.Run(t, work, "push", "-q", c.Nodes[1].HTTPURL(tok, repo), "main")
 	owner := c.waitOwner(t, n0, repo, "")

@@ -45,8 +45,7 @@ func TestClusterPeerTLS(t *testing.T) {
 	sshEnv := c.sshKey(t, env, n0, "alice")
 	const repo = "alice/tls"
 	c.mustAdmin(t, n0, "create-repo", repo)
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	c1 := env.Commit(t, work, "one", map[string]string{"a.txt": "one\n"})
 	// Pushed through a non-leader: its claim is a leader call over TLS.
 	env.Run(t, work, "push", "-q", c.Nodes[1].HTTPURL(tok, repo), "main")

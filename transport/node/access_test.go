@@ -44,8 +44,7 @@ func newAccessFixture(t *testing.T) (*accessFixture, []caller) {
 	anon := env.NewSSHKey(t, "anonymous") // registered to nobody
 	callers = append(callers, caller{name: "anonymous", key: &anon})
 	f.op = callers[0].token
-	f.wt = t.TempDir()
-	env.Run(t, f.wt, "init", "-q")
+	f.wt = env.Scratch(t)
 	f.a = env.Commit(t, f.wt, "a", map[string]string{"a.txt": "a\n"})
 	f.b = env.Commit(t, f.wt, "b", map[string]string{"b.txt": "b\n"})
 	return f, callers

@@ -26,8 +26,7 @@ func TestAdmissionRefusesWhenSpent(t *testing.T) {
 	tok := srv.AddToken(t, "alice")
 	key := env.NewSSHKey(t, "alice")
 	srv.AddKey(t, "alice", key)
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	first := env.Commit(t, work, "one", map[string]string{"a.txt": "a\n"})
 	env.Run(t, work, "push", "-q", srv.HTTPURL(tok, "alice/busy"), "main")
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,8 +21,7 @@ import (
 func pushTreeBomb(t *testing.T, srv *gitenv.Server, env *gitenv.Env, tok, repo string) (base, bomb string) {
 	t.Helper()
 	srv.CreateRepo(t, repo)
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	base = env.Commit(t, work, "base", map[string]string{"README": "hi\n"})
 	g := gitrun.New(t, work, gitrun.Env{Home: env.Home})
 	bomb = g.Run("commit-tree", "-p", base, "-m", "a million paths", g.TreeBomb(6, 10, "boom\n"))
@@ -211,8 +209,7 @@ func TestReadAPIAdmission(t *testing.T) {
 	srv := gitenv.StartServerOpts(t, gitenv.FileStore(t), []node.Option{node.WithAdmission(adm)}, "RGIT_API_MAX_ACTIVE=1")
 	tok := srv.AddToken(t, "alice")
 	srv.CreateRepo(t, "alice/busy")
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	// An archive larger than the socket buffers: its answer stays in
 	// progress while the client reads nothing.
 	head := env.Commit(t, work, "big", map[string]string{"noise.bin": incompressible(16<<20, 3)})

@@ -18,8 +18,7 @@ func TestReadAPIUnreachable(t *testing.T) {
 	tok := srv.AddToken(t, "alice")
 	srv.CreateRepo(t, "alice/site")
 	srv.Admin(t, "set-visibility", "alice/site", "public")
-	wt := t.TempDir()
-	env.Run(t, wt, "init", "-q", "-b", "main")
+	wt := env.Scratch(t)
 	main := env.Commit(t, wt, "first", map[string]string{"README.md": "# site\n"})
 	env.Run(t, wt, "checkout", "-q", "-b", "topic")
 	topic := env.Commit(t, wt, "topic", map[string]string{"secret.txt": "deleted with its branch\n"})
@@ -30,8 +29,7 @@ func TestReadAPIUnreachable(t *testing.T) {
 	}
 	env.Run(t, wt, "push", "-q", url, "--delete", "topic")
 
-	clone := t.TempDir()
-	env.Run(t, clone, "init", "-q")
+	clone := env.Scratch(t)
 	if r := env.Fail(t, clone, "fetch", "-q", url, topic); !strings.Contains(r.String(), "not our ref") {
 		t.Fatalf("git fetch of the deleted branch's commit: %s", r)
 	}

@@ -41,8 +41,7 @@ func newAPIFixture(t *testing.T) *apiFixture {
 	f.bob = srv.AddToken(t, "bob")
 	f.repo = "alice/site"
 	srv.CreateRepo(t, f.repo)
-	f.wt = t.TempDir()
-	f.env.Run(t, f.wt, "init", "-q", "-b", "main")
+	f.wt = f.env.Scratch(t)
 	f.first = f.env.Commit(t, f.wt, "first", map[string]string{
 		"README.md":   "# site\n",
 		"src/main.go": "package main\n\nfunc main() {}\n",
@@ -329,8 +328,7 @@ func contains2(list []string, s string) bool {
 func TestReadAPIAccess(t *testing.T) {
 	f := newAPIFixture(t)
 	f.srv.CreateRepo(t, "alice/secret")
-	wt := t.TempDir()
-	f.env.Run(t, wt, "init", "-q", "-b", "main")
+	wt := f.env.Scratch(t)
 	oid := f.env.Commit(t, wt, "hidden", map[string]string{"s.txt": "s\n"})
 	f.env.Run(t, wt, "push", "-q", f.srv.HTTPURL(f.alice, "alice/secret"), "main")
 
@@ -511,8 +509,7 @@ func TestReadAPIRawLarge(t *testing.T) {
 	srv := gitenv.StartServer(t, gitenv.FileStore(t))
 	srv.CreateRepo(t, "alice/big")
 	tok := srv.AddToken(t, "alice")
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	bin := incompressible(3<<20, 7)
 	text := strings.Repeat("héllo wörld, ☃ ", 1200<<10/17)
 	head := env.Commit(t, work, "big", map[string]string{"blob.bin": bin, "text.txt": text})

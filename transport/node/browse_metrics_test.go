@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -37,8 +36,7 @@ func TestBrowseMetricsMove(t *testing.T) {
 	srv.CreateRepo(t, "alice/pub")
 	srv.Admin(t, "set-visibility", "alice/pub", "public")
 	tok := srv.AddToken(t, "alice")
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	tip := env.Commit(t, work, "one", map[string]string{"a.txt": "a\n", "d/b.txt": "b\n"})
 	env.Run(t, work, "push", "-q", srv.HTTPURL(tok, "alice/pub"), "main")
 	base := "http://" + srv.HTTPAddr

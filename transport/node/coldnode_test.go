@@ -15,8 +15,7 @@ func TestColdNodeReusesSharedClonePack(t *testing.T) {
 	a := gitenv.StartServer(t, store)
 	token := a.AddToken(t, "alice")
 	a.CreateRepo(t, "alice/shared")
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	var tip string
 	for i := range 3 {
 		tip = env.Commit(t, work, "c", map[string]string{"f.txt": string(rune('a' + i))})

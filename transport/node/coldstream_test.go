@@ -28,8 +28,7 @@ func coldStreamSetup(t *testing.T, cacheDir string) (env *gitenv.Env, cold *gite
 	a := gitenv.StartServerOpts(t, st, []node.Option{node.WithStore(mem)})
 	token := a.AddToken(t, "alice")
 	a.CreateRepo(t, "alice/stream")
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	// Incompressible: the pack is about 10 MB, three 4 MiB ranged reads.
 	blob := make([]byte, 10<<20)
 	rand.Read(blob)

@@ -105,8 +105,7 @@ func TestObjectSizeLimitBoundary(t *testing.T) {
 			if tr == "ssh" {
 				url, extra = srv.SSHURL(repo), gitenv.SSHEnv(key)
 			}
-			work := filepath.Join(t.TempDir(), "w")
-			env.Run(t, "", "init", "-q", "-b", "main", work)
+			work := env.Scratch(t)
 			content := incompressible(limit-100, 7)
 			under := env.Commit(t, work, "under", map[string]string{"f": content})
 			env.RunEnv(t, work, extra, "push", "-q", url, "main")

@@ -16,8 +16,7 @@ import (
 // refuses it. A tree with a ".GIT" entry is refused by both.
 func TestFsckPolicy(t *testing.T) {
 	env := gitenv.New(t)
-	src := t.TempDir()
-	env.Run(t, src, "init", "-q")
+	src := env.Scratch(t)
 	write := func(kind string, body []byte) string {
 		p := filepath.Join(t.TempDir(), "obj")
 		if err := os.WriteFile(p, body, 0o644); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,8 +75,7 @@ func (f *hookFixture) repoWithHook(t *testing.T, prefix, events string) (string,
 	}
 	t.Cleanup(rcv.Close)
 	f.do(t, admin.AddHook{Repo: repo, URL: rcv.URL, Secret: hookSecret, Events: events})
-	wt := filepath.Join(t.TempDir(), "wt")
-	f.env.RunEnv(t, "", nil, "init", "-q", "-b", "main", wt)
+	wt := f.env.Scratch(t)
 	f.env.RunEnv(t, wt, nil, "remote", "add", "origin", f.http.url(repo))
 	return repo, wt, rcv
 }

@@ -45,8 +45,7 @@ func oidOf(b []byte) string {
 // files (name → content) on main.
 func lfsWork(t *testing.T, env *gitenv.Env, files map[string][]byte) string {
 	t.Helper()
-	work := filepath.Join(t.TempDir(), "work")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	env.Run(t, work, "lfs", "track", "*.bin")
 	lfsCommit(t, env, work, "first", files)
 	return work

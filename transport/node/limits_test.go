@@ -87,8 +87,7 @@ func TestPushErrorsSayWhy(t *testing.T) {
 	env := gitenv.New(t)
 	tok := srv.AddToken(t, "alice")
 	srv.CreateRepo(t, "alice/limits")
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	// Stored uncompressed in the pack, the blob makes the pack larger than
 	// the limit while its gzip encoding stays far below it.
 	head := env.Commit(t, work, "big", map[string]string{"big.txt": strings.Repeat("all work and no play\n", 2*limit/21)})

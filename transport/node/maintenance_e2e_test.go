@@ -30,8 +30,7 @@ func TestManyPacksWithinFileBudget(t *testing.T) {
 	srv.CreateRepo(t, "alice/many")
 	url := srv.HTTPURL(token, "alice/many")
 	env := gitenv.New(t)
-	src := t.TempDir()
-	env.Run(t, src, "init", "-q", "-b", "main")
+	src := env.Scratch(t)
 	for i := range pushes {
 		env.Commit(t, src, fmt.Sprint("c", i), map[string]string{
 			fmt.Sprintf("d%d/f", i%10): strings.Repeat(fmt.Sprintf("push %d\n", i), 50)})
@@ -116,8 +115,7 @@ func TestPushLoopLeavesBoundedPacks(t *testing.T) {
 	srv.CreateRepo(t, "alice/loop")
 	url := srv.HTTPURL(token, "alice/loop")
 	env := gitenv.New(t)
-	src := t.TempDir()
-	env.Run(t, src, "init", "-q", "-b", "main")
+	src := env.Scratch(t)
 	for i := range pushes {
 		env.Commit(t, src, fmt.Sprint("c", i), map[string]string{"f": strings.Repeat(fmt.Sprintf("push %d\n", i), 50)})
 		env.Run(t, src, "push", "-q", url, "main")

@@ -24,8 +24,7 @@ func TestDenialMessagesAsGitPrintsThem(t *testing.T) {
 	env := gitenv.New(t)
 	srv.CreateRepo(t, "alice/web")
 	owner := srv.AddToken(t, "alice")
-	wt := t.TempDir()
-	env.Run(t, wt, "init", "-q", "-b", "main")
+	wt := env.Scratch(t)
 	env.Commit(t, wt, "one", map[string]string{"a.txt": "a\n"})
 	env.Run(t, wt, "push", "-q", srv.HTTPURL(owner, "alice/web"), "main")
 

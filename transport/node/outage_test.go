@@ -38,8 +38,7 @@ func TestStoreOutage(t *testing.T) {
 		{Name: "hang", Begin: s3srv.Pause, End: s3srv.Resume},
 		{Name: "refuse", Begin: s3srv.Kill, End: s3srv.Restart},
 	}
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	env.Commit(t, work, "one", map[string]string{"a.txt": "a\n"})
 	for _, repo := range []string{"alice/warm", "alice/cold-hang", "alice/cold-refuse"} {
 		srv.CreateRepo(t, repo)
@@ -115,8 +114,7 @@ func TestPushUnconfirmedByStore(t *testing.T) {
 	tok := srv.AddToken(t, "alice")
 	srv.CreateRepo(t, "alice/u")
 	url := srv.HTTPURL(tok, "alice/u")
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	env.Commit(t, work, "one", map[string]string{"a.txt": "a\n"})
 	env.Run(t, work, "push", "-q", url, "main")
 	two := env.Commit(t, work, "two", map[string]string{"a.txt": "b\n"})

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,8 +18,7 @@ func TestProtectedRecreate(t *testing.T) {
 	const repo = "alice/guard"
 	srv.CreateRepo(t, repo)
 	url := srv.HTTPURL(srv.AddToken(t, "alice"), repo)
-	wt := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", wt)
+	wt := env.Scratch(t)
 	a := env.Commit(t, wt, "a", map[string]string{"a.txt": "a\n"})
 	b := env.Commit(t, wt, "b", map[string]string{"b.txt": "b\n"})
 	env.Run(t, wt, "checkout", "-q", "--orphan", "other")

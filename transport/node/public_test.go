@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,8 +69,7 @@ func TestClusterPublicURLs(t *testing.T) {
 	waitServing(t, "http://"+srv.HTTPAddr+"/ready")
 	srv.CreateRepo(t, "alice/web")
 	tok := srv.AddToken(t, "alice")
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	env.Commit(t, work, "one", map[string]string{"a.txt": "a\n"})
 	env.Run(t, work, "push", "-q", srv.HTTPURL(tok, "alice/web"), "main")
 
@@ -149,8 +147,7 @@ func TestSingleNodePublicURLs(t *testing.T) {
 	srv := gitenv.StartServer(t, gitenv.FileStore(t), "RGIT_PUBLIC_URL=https://git.example.com", "RGIT_PUBLIC_SSH_URL=ssh://git@git.example.com")
 	srv.CreateRepo(t, "alice/web")
 	tok := srv.AddToken(t, "alice")
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	env.Commit(t, work, "one", map[string]string{"a.txt": "a\n"})
 	env.Run(t, work, "push", "-q", srv.HTTPURL(tok, "alice/web"), "main")
 	srv.Admin(t, "set-visibility", "alice/web", "public")

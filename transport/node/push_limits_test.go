@@ -45,8 +45,7 @@ func TestMirrorPushManyRefs(t *testing.T) {
 	key := env.NewSSHKey(t, "alice")
 	srv.AddKey(t, "alice", key)
 	srv.CreateRepo(t, "alice/mirror")
-	src := filepath.Join(t.TempDir(), "src")
-	env.Run(t, "", "init", "-q", "-b", "main", src)
+	src := env.Scratch(t)
 	head := env.Commit(t, src, "c", map[string]string{"a": "b"})
 	tagRefs(t, env, src, head, tags)
 
@@ -79,15 +78,13 @@ func TestPushLimitsSpeakGit(t *testing.T) {
 	srv.AddKey(t, "alice", key)
 	ssh := gitenv.SSHEnv(key)
 
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	head := env.Commit(t, work, "c", map[string]string{"a": "b"})
 	tagRefs(t, env, work, head, 20)
 	// Ten revisions of one file, each changing another line: each is
 	// closest to the one before, so pack-objects chains their deltas
 	// (6 deep with git 2.39).
-	deep := filepath.Join(t.TempDir(), "deep")
-	env.Run(t, "", "init", "-q", "-b", "main", deep)
+	deep := env.Scratch(t)
 	lines := make([]string, 500)
 	for i := range lines {
 		lines[i] = fmt.Sprintf("line %d of a file that changes a little each commit\n", i)
@@ -96,14 +93,12 @@ func TestPushLimitsSpeakGit(t *testing.T) {
 		lines[i*40] = fmt.Sprintf("changed in revision %d\n", i)
 		env.Commit(t, deep, fmt.Sprint(i), map[string]string{"f": strings.Join(lines, "")})
 	}
-	big := filepath.Join(t.TempDir(), "big")
-	env.Run(t, "", "init", "-q", "-b", "main", big)
+	big := env.Scratch(t)
 	env.Commit(t, big, "big", map[string]string{"big": strings.Repeat("x", 200_000)})
 
 	// Four incompressible files, each under the object limit, make a pack
 	// over the pack limit.
-	wide := filepath.Join(t.TempDir(), "wide")
-	env.Run(t, "", "init", "-q", "-b", "main", wide)
+	wide := env.Scratch(t)
 	files := map[string]string{}
 	for i := range 4 {
 		files[fmt.Sprint("r", i)] = incompressible(60_000, byte(i))
@@ -160,8 +155,7 @@ func TestPushRefsServerTime(t *testing.T) {
 	env := gitenv.New(t)
 	tok := srv.AddToken(t, "alice")
 	srv.CreateRepo(t, "alice/many")
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	head := env.Commit(t, work, "c", map[string]string{"a": "b"})
 	r := env.Command(work, nil, "sh", "-c", "git rev-list --objects main | git pack-objects --stdout")
 	if !r.OK() {

@@ -29,8 +29,7 @@ func TestRolloutStatusAndDashboard(t *testing.T) {
 	}
 	srv.CreateRepo(t, "alice/roll")
 	tok := srv.AddToken(t, "alice")
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	env.Commit(t, work, "one", map[string]string{"a.txt": "a\n"})
 	env.Run(t, work, "push", "-q", srv.HTTPURL(tok, "alice/roll"), "main")
 	env.Run(t, "", "clone", "-q", srv.HTTPURL(tok, "alice/roll"), filepath.Join(t.TempDir(), "c"))

@@ -64,8 +64,7 @@ func TestCloneThroughNonOwnerRoundTrips(t *testing.T) {
 	env := gitenv.New(t)
 	srvs[0].CreateRepo(t, "alice/route")
 	tok := srvs[0].AddToken(t, "alice")
-	work := filepath.Join(t.TempDir(), "w")
-	env.Run(t, "", "init", "-q", "-b", "main", work)
+	work := env.Scratch(t)
 	env.Commit(t, work, "one", map[string]string{"a.txt": "a\n"})
 	env.Run(t, work, "push", "-q", srvs[0].HTTPURL(tok, "alice/route"), "main")
 

@@ -137,8 +137,7 @@ func TestRepackDoesNotBlockTheRepository(t *testing.T) {
 	if _, _, err := l.call(admin.CreateRepo{Repo: name}); err != nil {
 		t.Fatal(err)
 	}
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	fastImport(t, env, work, 0, 300)
 	env.Run(t, work, "push", "-q", l.url(name), "main")
 	// The first push builds its pack's bitmap in the background; that
@@ -233,8 +232,7 @@ func TestRepackGivesUpUnderConstantPushes(t *testing.T) {
 	if _, _, err := l.call(admin.CreateRepo{Repo: name}); err != nil {
 		t.Fatal(err)
 	}
-	work := t.TempDir()
-	env.Run(t, work, "init", "-q", "-b", "main")
+	work := env.Scratch(t)
 	fastImport(t, env, work, 0, 20)
 	env.Run(t, work, "push", "-q", l.url(name), "main")
 	prefix := "objects/" + name + "/pack/"

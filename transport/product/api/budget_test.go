@@ -95,8 +95,7 @@ var bombPath = []string{"0", "0", "0", "0", "0", "0"}
 
 func newBombRepo(t *testing.T) *bombRepo {
 	t.Helper()
-	g := gitrun.New(t, t.TempDir(), gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
-	g.Run("init", "-q", "-b", "main")
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
 	readme := strings.TrimSpace(string(g.Output([]byte("hi\n"), "hash-object", "-w", "--stdin")))
 	baseTree := strings.TrimSpace(string(g.Output([]byte("100644 blob "+readme+"\tREADME\n"), "mktree")))
 	base := g.Run("commit-tree", "-m", "base", baseTree)
@@ -274,8 +273,7 @@ func TestDiffExpandsAPairOnce(t *testing.T) {
 // first, and returns the reader over it and the second commit.
 func diffRepo(t *testing.T, lim Limits, first, second map[string]string) (reader, object.ID) {
 	t.Helper()
-	g := gitrun.New(t, t.TempDir(), gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
-	g.Run("init", "-q", "-b", "main")
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
 	commit := func(files map[string]string) string {
 		g.Run("rm", "-rq", "--ignore-unmatch", ".")
 		for name, content := range files {
@@ -360,8 +358,7 @@ func TestDiffLimits(t *testing.T) {
 // with its next page where it stopped, and following the pages finds the
 // commit that touched the path.
 func TestLogScanLimit(t *testing.T) {
-	g := gitrun.New(t, t.TempDir(), gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
-	g.Run("init", "-q", "-b", "main")
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
 	g.Write("deep/file.txt", "once\n")
 	g.Run("add", "-A")
 	g.Run("commit", "-q", "-m", "touch")
@@ -417,8 +414,7 @@ func TestArchiveStreamsBlobs(t *testing.T) {
 // TestTreeListingCap: a directory of more than maxTreeListing entries
 // is refused before any entry's size is read.
 func TestTreeListingCap(t *testing.T) {
-	g := gitrun.New(t, t.TempDir(), gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
-	g.Run("init", "-q", "-b", "main")
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
 	blob := strings.TrimSpace(string(g.Output([]byte("x\n"), "hash-object", "-w", "--stdin")))
 	var b strings.Builder
 	for i := range maxTreeListing + 1 {

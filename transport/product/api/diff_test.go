@@ -17,8 +17,8 @@ import (
 // (git diff-tree -r -M --name-status) through nested directories, a file
 // that became a directory, deletions, a rename and a mode change.
 func TestDiffMatchesGit(t *testing.T) {
-	wt := t.TempDir()
-	g := gitrun.New(t, wt, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
+	wt := g.Dir
 	commit := func(msg string, files map[string]string) string {
 		for name, content := range files {
 			g.Write(name, content)
@@ -27,7 +27,6 @@ func TestDiffMatchesGit(t *testing.T) {
 		g.Run("commit", "-q", "-m", msg)
 		return g.Run("rev-parse", "HEAD")
 	}
-	g.Run("init", "-q", "-b", "main")
 	commit("one", map[string]string{
 		"a": "file a\n", "a-b": "x\n", "d/e/f.txt": "deep\n", "d/g.txt": "g\n", "gone/x.txt": "bye\n",
 		"moved.txt": strings.Repeat("a line that keeps its content\n", 20), "run.sh": "echo\n",

@@ -24,7 +24,7 @@ import (
 // one before.
 func lastCommitRepo(t *testing.T) (*gitrun.Repo, object.ID) {
 	t.Helper()
-	g := gitrun.New(t, t.TempDir(), gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
 	at := int64(1700000000)
 	commit := func(msg string, files map[string]string) {
 		at += 60
@@ -40,7 +40,6 @@ func lastCommitRepo(t *testing.T) (*gitrun.Repo, object.ID) {
 		g.At(at)
 		g.Run("merge", "-q", "--no-ff", "-m", "merge "+branch, branch)
 	}
-	g.Run("init", "-q", "-b", "main")
 	commit("root", map[string]string{"README.md": "# r\n", "a.txt": "a0\n", "dir/x.txt": "x0\n", "dir/y.txt": "y0\n",
 		"dir/deep/z.txt": "z0\n", "mode.sh": "echo\n", "flip": "a file\n", "gone.txt": "back\n", "c.txt": "c0\n", "d.txt": "d0\n"})
 	commit("a once", map[string]string{"a.txt": "a1\n"})
@@ -207,8 +206,7 @@ func TestLastCommitServed(t *testing.T) {
 // `git log -1 -- <entry>` for each entry, as a page without a combined
 // walk would have to ask.
 func BenchmarkLastCommit(b *testing.B) {
-	g := gitrun.New(b, b.TempDir(), gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
-	g.Run("init", "-q", "-b", "main")
+	g := gitrun.Scratch(b, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
 	var s strings.Builder
 	file := func(i int) string { return fmt.Sprintf("d%02d/f%d.txt", i%20, i/20) }
 	for c := range 2000 {

@@ -37,9 +37,8 @@ type localRepo struct {
 
 func newLocalRepo(t *testing.T) *localRepo {
 	t.Helper()
-	dir := t.TempDir()
-	g := gitrun.New(t, dir, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "2024-01-01T00:00:00Z")})
-	g.Run("init", "-q", "-b", "main")
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "2024-01-01T00:00:00Z")})
+	dir := g.Dir
 	var big strings.Builder
 	for i := 0; big.Len() < 1536<<10; i++ { // past the raw answer's sniffed head
 		fmt.Fprintf(&big, "line %d: %x %x\n", i, i*7919, i*i)

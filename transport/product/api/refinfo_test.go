@@ -22,8 +22,7 @@ func TestAheadBehindMatchesGit(t *testing.T) {
 }
 
 func aheadBehindMatchesGit(t *testing.T, growing bool) {
-	wt := t.TempDir()
-	g := gitrun.New(t, wt, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
 	n := 0
 	commit := func() {
 		n++
@@ -34,7 +33,6 @@ func aheadBehindMatchesGit(t *testing.T, growing bool) {
 		g.Run("add", "-A")
 		g.Run("commit", "-q", "-m", fmt.Sprint(n))
 	}
-	g.Run("init", "-q", "-b", "main")
 	for range 5 {
 		commit()
 	}
@@ -79,9 +77,7 @@ func aheadBehindMatchesGit(t *testing.T, growing bool) {
 // TestTagAnswer: an annotated tag's target, tagger and message; a
 // commit is not a tag.
 func TestTagAnswer(t *testing.T) {
-	wt := t.TempDir()
-	g := gitrun.New(t, wt, gitrun.Env{Ident: gitrun.Fixed("Tagger", "tag@x", "1700000000 +0000")})
-	g.Run("init", "-q", "-b", "main")
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("Tagger", "tag@x", "1700000000 +0000")})
 	g.Write("a", "a\n")
 	g.Run("add", "-A")
 	g.Run("commit", "-q", "-m", "one")

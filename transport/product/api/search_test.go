@@ -165,9 +165,8 @@ type searchRepo struct {
 
 func newSearchRepo(t *testing.T, files map[string]string, lim Limits, tree func(g *gitrun.Repo) string) *searchRepo {
 	t.Helper()
-	dir := t.TempDir()
-	g := gitrun.New(t, dir, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "2024-01-01T00:00:00Z")})
-	g.Run("init", "-q", "-b", "main")
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("t", "t@t", "2024-01-01T00:00:00Z")})
+	dir := g.Dir
 	for name, content := range files {
 		g.Write(name, content)
 	}

@@ -13,10 +13,10 @@ import (
 )
 
 // newCountedFixture is a fixture whose store counts its calls, from zero.
-func newCountedFixture(t *testing.T, limits Limits) (*fixture, *faultstore.Store) {
+func newCountedFixture(t *testing.T, limits Limits, set ...func(*Config)) (*fixture, *faultstore.Store) {
 	t.Helper()
 	fs := faultstore.New(memstore.New(), 1)
-	f := newFixture(t, fs, limits)
+	f := newFixture(t, fs, limits, set...)
 	fs.ResetCounts()
 	return f, fs
 }
@@ -76,9 +76,8 @@ func TestAnonymousBatchBudget(t *testing.T) {
 // Retry-After. Authenticated callers, and downloads handed to them, hold
 // nothing.
 func TestAnonymousPerAddressCap(t *testing.T) {
-	f, fs := newCountedFixture(t, Limits{})
 	anon := clientlimit.NewPerAddr(1, "RGIT_MAX_ANON_PER_ADDR")
-	f.srv.anon = anon
+	f, fs := newCountedFixture(t, Limits{}, func(c *Config) { c.Unauthenticated = anon })
 	o, p := newObject("stored"), newObject("another")
 	for _, x := range []object{o, p} {
 		if err := f.store.Put(context.Background(), repo.LFSKey("alice", "pub", x.spec.OID), strings.NewReader(string(x.data)), x.spec.Size); err != nil {

@@ -98,7 +98,9 @@ type fixture struct {
 	tokens tokens
 }
 
-func newFixture(t *testing.T, st objstore.Store, limits Limits) *fixture {
+// newFixture builds a fixture with limits; each set adjusts the Config
+// before the server is built.
+func newFixture(t *testing.T, st objstore.Store, limits Limits, set ...func(*Config)) *fixture {
 	t.Helper()
 	if st == nil {
 		st = memstore.New()
@@ -123,7 +125,11 @@ func newFixture(t *testing.T, st objstore.Store, limits Limits) *fixture {
 	tk := tokens{"alice": user("alice"), "bob": user("bob"), "carol": user("carol"), "rea": user("rea"),
 		"alice-read":  {Owner: "alice", Authenticated: true, ReadOnly: true},
 		"alice-other": {Owner: "alice", Authenticated: true, Repos: []string{"alice/other"}}}
-	srv, err := New(Config{Gate: gate, Auth: tk, Store: st, Locks: locks, Secret: "a test peer secret", Limits: limits})
+	cfg := Config{Gate: gate, Auth: tk, Store: st, Locks: locks, Secret: "a test peer secret", Limits: limits}
+	for _, f := range set {
+		f(&cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,7 @@ func TestBrowserBlame(t *testing.T) {
 	token := srv.AddToken(t, "alice")
 	srv.CreateRepo(t, "alice/blame")
 	srv.Admin(t, "set-visibility", "alice/blame", "public")
-	wt := t.TempDir()
-	env.Run(t, wt, "init", "-q")
+	wt := env.Scratch(t)
 	work := &gitrun.Repo{T: t, Dir: wt}
 	var team []string
 	write := func(author, msg, file string, lines []string) string {

@@ -69,8 +69,7 @@ func filesRepo(t *testing.T, s *site) (head string, lfsData []byte) {
 	env.Run(t, "", "lfs", "install", "--skip-repo")
 	s.srv.CreateRepo(t, "alice/files")
 	s.srv.Admin(t, "set-visibility", "alice/files", "public")
-	wt := t.TempDir()
-	env.Run(t, wt, "init", "-q", "-b", "main")
+	wt := env.Scratch(t)
 	env.Run(t, wt, "lfs", "track", "*.bin")
 	env.Commit(t, wt, "first", map[string]string{
 		"README.md":                              "# Files\n",

@@ -22,8 +22,7 @@ func newNamesRepo(t *testing.T, s *site) *namesRepo {
 	env := s.env
 	s.srv.CreateRepo(t, "alice/names")
 	s.srv.Admin(t, "set-visibility", "alice/names", "public")
-	wt := t.TempDir()
-	env.Run(t, wt, "init", "-q", "-b", "main")
+	wt := env.Scratch(t)
 	n := &namesRepo{ahead: map[string]string{}, behind: map[string]string{}}
 	n.first = env.Commit(t, wt, "first on main", map[string]string{"README.md": "# names\n", "src/a.go": "package a\n"})
 	n.main = env.Commit(t, wt, "second on main", map[string]string{"src/b.go": "package b\n"})

@@ -26,8 +26,7 @@ func TestBrowserSearch(t *testing.T) {
 	push := func(repo string, files map[string]string) {
 		srv.CreateRepo(t, repo)
 		srv.Admin(t, "set-visibility", repo, "public")
-		wt := t.TempDir()
-		env.Run(t, wt, "init", "-q", "-b", "main")
+		wt := env.Scratch(t)
 		env.Commit(t, wt, "files", files)
 		env.Run(t, wt, "push", "-q", srv.HTTPURL(tok, repo), "main")
 	}

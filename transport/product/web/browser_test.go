@@ -185,8 +185,7 @@ func newSite(t *testing.T) *site {
 
 	srv.CreateRepo(t, "alice/hostile")
 	srv.Admin(t, "set-visibility", "alice/hostile", "public")
-	wt := t.TempDir()
-	env.Run(t, wt, "init", "-q")
+	wt := env.Scratch(t)
 	env.Commit(t, wt, "first <script>"+pwn+"</script>", map[string]string{"src/main.go": "package main\n"})
 	env.Commit(t, wt, `second "><img src=x onerror="`+pwn+`">`+"\n\n<svg onload=\""+pwn+"\"></svg> body", hostileFiles)
 	env.Run(t, wt, "branch", `x"><svg/onload=`+pwn+`>`)
@@ -195,8 +194,7 @@ func newSite(t *testing.T) *site {
 	env.Run(t, wt, "push", "-q", srv.HTTPURL(s.aliceToken, "alice/hostile"), "--tags")
 
 	srv.CreateRepo(t, "alice/secret")
-	sec := t.TempDir()
-	env.Run(t, sec, "init", "-q")
+	sec := env.Scratch(t)
 	env.Commit(t, sec, "secret", map[string]string{"secret.txt": "nobody else\n"})
 	env.Run(t, sec, "push", "-q", srv.HTTPURL(s.aliceToken, "alice/secret"), "HEAD:refs/heads/main")
 	return s

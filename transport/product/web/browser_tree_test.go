@@ -21,7 +21,7 @@ func treeRepo(t *testing.T, srv *gitenv.Server, env *gitenv.Env) string {
 	tok := srv.AddToken(t, "alice")
 	srv.CreateRepo(t, "alice/meta")
 	srv.Admin(t, "set-visibility", "alice/meta", "public")
-	wt := t.TempDir()
+	wt := env.Scratch(t)
 	at := 1700000000
 	commit := func(msg string, files map[string]string) {
 		at += 60
@@ -38,7 +38,6 @@ func treeRepo(t *testing.T, srv *gitenv.Server, env *gitenv.Env) string {
 		env.Run(t, wt, "add", "-A")
 		env.RunEnv(t, wt, []string{date, "GIT_COMMITTER_DATE" + strings.TrimPrefix(date, "GIT_AUTHOR_DATE")}, "commit", "-q", "-m", msg)
 	}
-	env.Run(t, wt, "init", "-q", "-b", "main")
 	commit("start the project", map[string]string{"README.md": "# meta\n", "zz.txt": "z\n", "docs/guide.md": "g\n", "src/main.go": "package main\n"})
 	commit("write the guide", map[string]string{"docs/guide.md": "guide\n"})
 	env.Run(t, wt, "checkout", "-q", "-b", "feature")

@@ -81,8 +81,7 @@ func TestPageOverReadAPI(t *testing.T) {
 func TestLogPagingOverReadAPI(t *testing.T) {
 	s := newSite(t)
 	s.srv.CreateRepo(t, "alice/long")
-	wt := t.TempDir()
-	s.env.Run(t, wt, "init", "-q")
+	wt := s.env.Scratch(t)
 	var ids []string
 	for i := range 55 {
 		ids = append(ids, s.env.Commit(t, wt, fmt.Sprintf("commit %d", i), nil))
