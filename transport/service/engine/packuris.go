@@ -56,7 +56,7 @@ const (
 // planPackURI answers a fetch that accepts pack URIs with the stored
 // packs that pay as URIs and the rest inline. With no URI to offer it
 // returns the plain plan of the objects it computed, or nil (and no
-// error) when it computed none: the fetch is then answered as usual.
+// error): the fetch is then answered as usual.
 func (b *backend) planPackURI(ctx context.Context, req *gitproto.FetchRequest) (gitproto.FetchPlan, error) {
 	u := b.e.PackURIs
 	if u == nil || !fetchpack.URIFetch(req) {
@@ -71,7 +71,12 @@ func (b *backend) planPackURI(ctx context.Context, req *gitproto.FetchRequest) (
 	if err != nil {
 		return nil, err
 	}
-	usual := &plan{b: b, req: *req, res: res}
+	// Declined, the objects computed answer, except for a clone the
+	// clone-pack cache may answer: it walks again only on a miss.
+	var usual gitproto.FetchPlan = &plan{b: b, req: *req, res: res}
+	if b.e.ClonePacks != nil && fetchpack.Cacheable(req) {
+		usual = nil
+	}
 	packs, cands, err := fetchpack.URICandidates(b.snap.Objects(), stack, res, fetchpack.Cacheable(req), u.MinBytes)
 	if err != nil {
 		b.log().Warn("pack URI: candidates unknown, sending the whole pack", zap.Error(err))
