@@ -95,12 +95,13 @@ type lastCommitWalk struct {
 	// directory at sub below it (zero: none). Most commits change a few
 	// files: the subtree one level down is often one seen already, so a
 	// commit costs one tree read, not one per level.
-	dirs  []map[object.ID]object.ID
-	queue lcQueue
-	seq   int
-	names []string
-	found []object.ID // by entry; zero: not yet
-	left  int         // entries not found yet
+	dirs    []map[object.ID]object.ID
+	decoded map[object.ID]map[string]lcEntry // see dirEntries
+	queue   lcQueue
+	seq     int
+	names   []string
+	found   []object.ID // by entry; zero: not yet
+	left    int         // entries not found yet
 }
 
 // lastCommits answers lastcommit for the directory sub of id: one walk
@@ -135,7 +136,8 @@ func (rd reader) lastCommits(id object.ID, sub []string, timeout time.Duration) 
 	}
 	deadline := time.Now().Add(timeout)
 	w := &lastCommitWalk{rd: rd, sub: sub, seen: map[object.ID]*lcCommit{}, dirs: make([]map[object.ID]object.ID, len(sub)),
-		names: make([]string, 0, n), found: make([]object.ID, n), left: n}
+		decoded: map[object.ID]map[string]lcEntry{},
+		names:   make([]string, 0, n), found: make([]object.ID, n), left: n}
 	all := make([]int32, 0, n)
 	it := object.NewTreeIter(data)
 	for e, ok := it.Next(); ok; e, ok = it.Next() {
@@ -225,18 +227,22 @@ func (w *lastCommitWalk) step(c *lcCommit, pending []int32) error {
 		w.pass(parents[0], pending)
 		return nil
 	}
-	changed := make([]map[string]bool, len(parents))
+	cur, err := w.dirEntries(c.dir)
+	if err != nil {
+		return err
+	}
+	dirs := make([]map[string]lcEntry, len(parents))
 	for i, p := range parents {
-		var err error
-		if changed[i], err = w.changedNames(p.dir, c.dir); err != nil {
+		if dirs[i], err = w.dirEntries(p.dir); err != nil {
 			return err
 		}
 	}
 	passed := make([][]int32, len(parents))
 next:
 	for _, e := range pending {
+		ce, inC := cur[w.names[e]]
 		for i := range parents {
-			if !changed[i][w.names[e]] {
+			if pe, inP := dirs[i][w.names[e]]; inP == inC && pe == ce {
 				passed[i] = append(passed[i], e)
 				continue next
 			}
@@ -356,21 +362,46 @@ func (w *lastCommitWalk) dirAt(root object.ID) (object.ID, error) {
 	return dir, nil
 }
 
-// changedNames are the names whose entry (id or mode) differs between
-// directories a and b (zero: none), or that only one of them has.
-func (w *lastCommitWalk) changedNames(a, b object.ID) (map[string]bool, error) {
-	if a == b {
+// lcEntry is a directory entry as the walk compares it: an entry is the
+// same when its id and mode are.
+type lcEntry struct {
+	id   object.ID
+	mode uint32
+}
+
+// maxDecodedDirs bounds the directories a walk keeps decoded: a commit's
+// directory is usually its child's parent directory, compared one step
+// before, so a few suffice, and memory stays a few listings.
+const maxDecodedDirs = 16
+
+// dirEntries is directory id's entries by name (none for zero), decoded
+// once while it stays among the last maxDecodedDirs: each step compares
+// only the entries still pending, not whole listings.
+func (w *lastCommitWalk) dirEntries(id object.ID) (map[string]lcEntry, error) {
+	if id.IsZero() {
 		return nil, nil
 	}
-	out := map[string]bool{}
-	err := w.rd.pairEntries(a, b, func(ea, eb *object.TreeEntry) error {
-		switch {
-		case ea == nil:
-			out[string(eb.Name)] = true
-		case eb == nil || ea.ID != eb.ID || ea.Mode != eb.Mode:
-			out[string(ea.Name)] = true
+	if m, ok := w.decoded[id]; ok {
+		return m, nil
+	}
+	_, data, err := w.rd.peelTo(id, object.Tree)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]lcEntry{}
+	it := object.NewTreeIter(data)
+	for e, ok := it.Next(); ok; e, ok = it.Next() {
+		if err := w.rd.w.visit(1); err != nil {
+			return nil, err
 		}
-		return nil
-	})
-	return out, err
+		m[string(e.Name)] = lcEntry{e.ID, e.Mode}
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("tree %s: %w", id, err)
+	}
+	if len(w.decoded) >= maxDecodedDirs {
+		clear(w.decoded)
+	}
+	w.decoded[id] = m
+	return m, nil
 }

@@ -55,7 +55,9 @@ func TestPageOverReadAPI(t *testing.T) {
 		// Hostile paths and ids: 4xx pages, never a 500.
 		{"/alice/hostile/tree/" + head + "/no/such/dir", "", 404, "not found"},
 		{"/alice/hostile/tree/" + head + "/src/main.go", "", 404, ""},
-		{"/alice/hostile/blob/" + head + "/src", "", 404, ""},
+		// A directory's blob URL (a Markdown link without the "/")
+		// goes to its tree.
+		{"/alice/hostile/blob/" + head + "/src", "", 302, ""},
 		{"/alice/hostile/tree/" + head + "/%2e%2e/x", "", 0, ""},
 		{"/alice/hostile/tree/" + head + "/a%5cb", "", 0, ""},
 		{"/alice/hostile/tree/" + strings.Repeat("0", 40), "", 404, ""},

@@ -36,7 +36,7 @@ const maxCharLit = 12
 type langSpec struct {
 	line         []string // line comment openers
 	block        [2]string
-	nested       bool // block comments nest (Rust, Swift, Kotlin, Scala)
+	nested       bool // block comments nest (Rust)
 	hashAfterGap bool // "#" opens a comment only at a word's start (shell, YAML)
 	quotes       map[byte]quoteRule
 	triple       bool // """ and ''' strings (Python)
@@ -122,13 +122,12 @@ var (
 		words:  words(nil, chroma.KeywordConstant, "true false null yes no on off True False Null")}
 )
 
-// fastLangs maps a file's extension (or, for extensionless files, its
-// name) to its rules.
+// fastLangs maps a file's extension (lower case) to its rules.
 var fastLangs = map[string]*langSpec{
 	".go": goLang,
 	".c":  cLang, ".h": cLang, ".cc": cLang, ".cpp": cLang, ".cxx": cLang, ".hh": cLang, ".hpp": cLang, ".hxx": cLang,
-	".java": javaLang, ".kt": javaLang, ".scala": javaLang, ".cs": javaLang, ".swift": javaLang,
-	".js": jsLang, ".mjs": jsLang, ".cjs": jsLang, ".jsx": jsLang, ".ts": jsLang, ".tsx": jsLang,
+	".java": javaLang,
+	".js":   jsLang, ".mjs": jsLang, ".cjs": jsLang, ".jsx": jsLang, ".ts": jsLang, ".tsx": jsLang,
 	".rs": rustLang,
 	".py": pyLang,
 	".sh": shLang, ".bash": shLang, ".zsh": shLang,

@@ -643,6 +643,13 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 	oid, path := q.at.Commit, q.at.Path
 	var b Blob
 	_, err := getJSON(r.Context(), h.api, apiPath(q.owner, q.name, "blob", oid, path), q.token, &b)
+	if statusOf(err) == http.StatusNotFound && path != "" &&
+		headOK(r.Context(), h.api, apiPath(q.owner, q.name, "tree", oid, path), q.token) == nil {
+		// A directory: Markdown links one without its trailing "/"
+		// (docs), which resolveLink cannot tell from a file's link.
+		http.Redirect(w, r, q.link("tree", path), http.StatusFound)
+		return
+	}
 	if err != nil {
 		h.fail(w, r, err, 0, "")
 		return

@@ -407,3 +407,17 @@ func TestHighlightOutOfTime(t *testing.T) {
 		t.Error("in time: Perl source was not highlighted")
 	}
 }
+
+// TestBlobOfDirectoryRedirects: a blob URL naming a directory (as a
+// Markdown link without its trailing "/" resolves) is sent to the tree;
+// one naming nothing stays a 404.
+func TestBlobOfDirectoryRedirects(t *testing.T) {
+	h := newPage(t)
+	resp, _ := get(t, h, "/alice/demo/blob/"+oidC2+"/src", "")
+	if want := "/alice/demo/tree/" + oidC2 + "/src"; resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != want {
+		t.Errorf("blob of a directory: %d to %q, want 302 to %q", resp.StatusCode, resp.Header.Get("Location"), want)
+	}
+	if resp, _ := get(t, h, "/alice/demo/blob/"+oidC2+"/nothing", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("blob of a missing path: %d, want 404", resp.StatusCode)
+	}
+}
