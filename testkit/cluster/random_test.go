@@ -41,7 +41,9 @@ const livenessBound = rc.TTL + rc.RenewEvery
 // repository under the same lease epoch. Each seed is
 // one run in fake time, and runs the same way every time (see
 // TestRandomizedReplay). RGIT_CLUSTER_SEEDS sets the seed count (default
-// defaultSeeds: 200, or 50 under -race); RGIT_CLUSTER_SEED=N runs seed N
+// defaultSeeds: 200, or 50 under -race), RGIT_CLUSTER_FIRST_SEED the first
+// (default 0: a sweep split in parts covers seeds the whole would);
+// RGIT_CLUSTER_SEED=N runs seed N
 // alone and logs its trace (operations, chaos, node logs at debug level).
 // A failing seed logs its trace.
 func TestRandomized(t *testing.T) {
@@ -54,8 +56,9 @@ func TestRandomized(t *testing.T) {
 		return
 	}
 	seeds := scale.Count(t, "RGIT_CLUSTER_SEEDS", defaultSeeds)
+	first := scale.Count(t, "RGIT_CLUSTER_FIRST_SEED", 0)
 	start := time.Now()
-	for seed := range seeds {
+	for seed := first; seed < first+seeds; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) { randomRun(t, uint64(seed), runOpts{}) })
 		})
