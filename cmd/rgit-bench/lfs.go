@@ -33,7 +33,9 @@ package main
 // sides. control_ms is the mean time per object of the requests to
 // rgit that move no content (the batch, and the verify for uploads),
 // summed over workers: what LFS adds to a transfer that the store does
-// at its own speed, mostly hidden behind other workers' transfers.
+// at its own speed. Other workers' transfers hide it only when there are
+// more objects than workers; otherwise the batch and the slowest
+// upload's verify are on the clock in full, as for git-lfs.
 // node_io_mb is what the rgit process read and wrote through system
 // calls (sockets and files, /proc/<pid>/io rchar+wchar) during the rgit
 // side's transfers: on S3 a few requests' worth, on the file store a
