@@ -3,7 +3,7 @@ package main
 // rgit-bench lfs: Git LFS transfers through a node against the store's
 // own speed, one line per store and direction:
 //
-//	lfs op=upload store=s3 objects=5 object_mb=20 rounds=3 rgit_s=… direct_s=… ratio=… rgit_mbps=… direct_mbps=… payload_mb=300 node_io_mb=… control_ms=… rgit=lfs-presigned ref=presigned-direct
+//	lfs op=upload store=s3 objects=5 object_mb=20 rounds=3 concurrency=8 rgit_s=… direct_s=… ratio=… rgit_mbps=… direct_mbps=… payload_mb=300 node_io_mb=… control_ms=… rgit=lfs-presigned ref=presigned-direct
 //	lfs op=upload store=file … rgit_s=… cp_sync_s=… ratio=… cp_s=… rgit_mbps=… cp_sync_mbps=… … rgit=lfs-node-served ref=cp-sync
 //	lfs op=download store=file … rgit_s=… cp_s=… ratio=… … rgit=lfs-node-served ref=cp
 //
@@ -13,23 +13,29 @@ package main
 //
 // The rgit side is what git-lfs does, from a Go client so that only the
 // server is measured: one batch request per operation for a round's
-// objects (git-lfs asks for up to 100 at a time), the transfer each
-// action names, and for uploads the verify. Object ids are computed
+// objects (git-lfs asks for up to 100 at a time), then the transfers
+// each action names on -concurrency workers (git-lfs's
+// lfs.concurrenttransfers, 8 by default), each upload followed by its
+// verify as it finishes. The clock of a side runs from its first request
+// to its last answer. Object ids are computed
 // before either side's clock starts (git-lfs hashes a file when it is
 // added, not when it is pushed), and the round's setup is synced to disk
 // before them too (its write-back would land on the first transfers). On S3 (versitygw) the transfer is a
 // presigned URL of the store, and the baseline is a presigned PUT or GET
-// of the same bytes that the bench signs itself; on the file store the
+// of the same bytes that the bench signs itself, on as many workers; on the file store the
 // node serves the transfer (hashing the upload and writing it durably:
 // temp file, fsync, link), and the reference is `cp` of the same bytes
 // on the same file system followed by `sync` of the copy for uploads
 // (cp_s, without the sync, is printed beside it), `cp` to /dev/null for
-// downloads. The two
-// sides alternate object by object (and which goes first, and which
-// starts a round), so both see the same load; on S3 the same Go client moves the bytes on both
-// sides. control_ms is the mean time per object of the requests
-// to rgit that move no content (batch, and verify for uploads): what
-// LFS adds to a transfer that the store does at its own speed.
+// downloads, as many at once. The
+// sides run one after the other, each synced and warmed before, and
+// take turns at starting an operation; on S3 the same Go client moves the bytes on both
+// sides. control_ms is the mean time per object of the requests to
+// rgit that move no content (the batch, and the verify for uploads),
+// summed over workers: what LFS adds to a transfer that the store does
+// at its own speed. Other workers' transfers hide it only when there are
+// more objects than workers; otherwise the batch and the slowest
+// upload's verify are on the clock in full, as for git-lfs.
 // node_io_mb is what the rgit process read and wrote through system
 // calls (sockets and files, /proc/<pid>/io rchar+wchar) during the rgit
 // side's transfers: on S3 a few requests' worth, on the file store a
@@ -56,16 +62,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/rgit/rgit/storage/objstore/s3store"
 	"github.com/rgit/rgit/testkit/fixture"
+	"golang.org/x/sync/errgroup"
 )
 
 type lfsFlags struct {
 	dir, stores, rgitBin string
 	objects, mb, rounds  int
+	concurrency          int
 	trace                bool
 }
 
@@ -78,8 +87,12 @@ func runLFS(ctx context.Context, args []string) error {
 	fs.IntVar(&c.objects, "objects", 5, "objects per round")
 	fs.IntVar(&c.mb, "mb", 20, "size of each object in MB")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds (each uploads and downloads new objects)")
+	fs.IntVar(&c.concurrency, "concurrency", 8, "transfers at once on each side (git-lfs's lfs.concurrenttransfers, 8 by default)")
 	fs.BoolVar(&c.trace, "trace", false, "print every request's phases to stderr (connection reused, body written, first answer byte, done)")
 	fs.Parse(args)
+	if c.concurrency < 1 || c.objects < 1 {
+		return fmt.Errorf("-concurrency and -objects must be at least 1")
+	}
 	lfsTrace = c.trace
 	bin, err := rgitBinary(c.rgitBin)
 	if err != nil {
@@ -142,41 +155,18 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 
 	var rg, base, baseSync lfsSide
 	size := int64(c.mb) * 1e6
-	// both runs the rgit side and the baseline of one object, the rgit
-	// side first when n (the round plus the object's index) is even and
-	// second when odd, so neither side always meets the store's
-	// write-back of the other, and rounds start with each side in turn
-	// whatever the number of objects.
-	both := func(n int, rgit, baseline func() error) error {
-		if n%2 == 1 {
-			if err := baseline(); err != nil {
-				return fmt.Errorf("baseline: %w", err)
-			}
-		}
-		if err := rgit(); err != nil {
-			return fmt.Errorf("rgit: %w", err)
-		}
-		if n%2 == 0 {
-			if err := baseline(); err != nil {
-				return fmt.Errorf("baseline: %w", err)
-			}
-		}
-		return nil
-	}
-	// rgitIO runs f, a request to rgit or a transfer it answered, adding
-	// its time to *d and the node's I/O to *io.
-	rgitIO := func(d *time.Duration, io *int64, f func() error) error {
+	// timedIO runs f, the rgit side of one operation, adding its time to
+	// *d and the node's I/O to *io.
+	timedIO := func(d *time.Duration, io *int64, f func() error) error {
 		io0 := procIO(pid)
-		t, err := timed(f)
-		*d += t
+		err := c.timed(d, f)
 		*io += procIO(pid) - io0
 		return err
 	}
 	// warm moves one object to and from the store outside both clocks
-	// (data: a PUT of it; nil: a GET of the last one): the first transfer
-	// after the round's setup was 2 to 4 times slower than the rest
-	// (-trace), whichever side made it, and the rgit side made it in two
-	// rounds of three. Nothing to warm on the file store (cp).
+	// (data: a PUT of it; nil: a GET of it): the first transfer after a
+	// round's setup was 2 to 4 times slower than the rest (-trace),
+	// whichever side made it. Nothing to warm on the file store (cp).
 	warm := func(data []byte) error {
 		switch {
 		case direct == nil:
@@ -202,77 +192,95 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 				}
 			}
 		}
-		// The round's setup (and the last round's transfers) leave dirty
-		// pages that the kernel writes back while the clocks run, slowing
-		// whichever transfer meets it: the first of a round, always the
-		// same side before. Write them now, outside both clocks.
-		syscall.Sync()
-		runtime.GC()
-		if err := warm(objs[0].data); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
+		directKey := func(i int) string { return fmt.Sprintf("direct/%d-%d", round, i) }
+		cp := func(i int, sync bool) error {
+			name := fmt.Sprintf("cp-%d.bin", i)
+			script := `cp "$1" "$2"`
+			if sync {
+				name, script = fmt.Sprintf("cp-sync-%d.bin", i), script+` && sync "$2"`
+			}
+			return exec.CommandContext(ctx, "sh", "-c", script, "sh", objs[i].src, filepath.Join(work, name)).Run()
 		}
-		// One batch per operation for the round's objects, as git-lfs
-		// asks (up to 100 objects at a time).
-		var acts []map[string]lfsAction
-		if err := rgitIO(&rg.up, &rg.io[0], func() (err error) { acts, err = cl.batch(ctx, "upload", objs); return err }); err != nil {
-			return fmt.Errorf("upload batch: %w", err)
-		}
-		for i, o := range objs {
-			key := fmt.Sprintf("direct/%d-%d", round, i)
-			rgit := func() error { return rgitIO(&rg.up, &rg.io[0], func() error { return cl.upload(ctx, acts[i], o) }) }
-			baseline := func() error {
-				if store == "s3" {
-					d, err := timed(func() error { return presignedPut(ctx, direct, key, o.sum, o.data) })
-					base.up += d
-					return err
-				}
-				d, err := timed(func() error { return exec.CommandContext(ctx, "cp", o.src, filepath.Join(work, "cp.bin")).Run() })
-				base.up += d
-				if err != nil {
-					return err
-				}
-				d, err = timed(func() error {
-					return exec.CommandContext(ctx, "sh", "-c", `cp "$1" "$2" && sync "$2"`, "sh", o.src, filepath.Join(work, "cp-sync.bin")).Run()
+		// Each operation's sides, rgit's first: what git-lfs does (one
+		// batch for the round's objects, then the transfers, each
+		// upload followed by its verify as it finishes), and the same
+		// transfers straight to the store, on as many workers.
+		// rgitSide is rgit's side of operation k (0 upload, 1 download):
+		// the batch, then transfer of each object with its actions.
+		rgitSide := func(k int, d *time.Duration, transfer func(acts map[string]lfsAction, o lfsObject) error) func() error {
+			return func() error {
+				return timedIO(d, &rg.io[k], func() error {
+					acts, err := cl.batch(ctx, []string{"upload", "download"}[k], objs)
+					if err != nil {
+						return fmt.Errorf("batch: %w", err)
+					}
+					return c.each(func(i int) error { return transfer(acts[i], objs[i]) })
 				})
-				baseSync.up += d
-				return err
-			}
-			if err := both(round+i, rgit, baseline); err != nil {
-				return fmt.Errorf("upload: %w", err)
 			}
 		}
-		syscall.Sync() // the uploads' pages, as at the round's start
-		if err := warm(nil); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
+		upload := []func() error{rgitSide(0, &rg.up, func(acts map[string]lfsAction, o lfsObject) error { return cl.upload(ctx, acts, o) })}
+		download := []func() error{rgitSide(1, &rg.down, func(acts map[string]lfsAction, _ lfsObject) error {
+			return getWhole(ctx, acts["download"].Href, acts["download"].Header, size)
+		})}
+		if store == "s3" {
+			upload = append(upload, func() error {
+				return c.timed(&base.up, func() error {
+					return c.each(func(i int) error { return presignedPut(ctx, direct, directKey(i), objs[i].sum, objs[i].data) })
+				})
+			})
+			download = append(download, func() error {
+				return c.timed(&base.down, func() error {
+					return c.each(func(i int) error { return presignedGet(ctx, direct, directKey(i), size) })
+				})
+			})
+		} else {
+			upload = append(upload,
+				func() error {
+					return c.timed(&baseSync.up, func() error { return c.each(func(i int) error { return cp(i, true) }) })
+				},
+				func() error {
+					return c.timed(&base.up, func() error { return c.each(func(i int) error { return cp(i, false) }) })
+				})
+			download = append(download, func() error {
+				return c.timed(&base.down, func() error {
+					return c.each(func(i int) error {
+						stored := filepath.Join(work, "store", "objects", benchOwner, "lfs", "lfs", objs[i].oid)
+						return exec.CommandContext(ctx, "cp", stored, "/dev/null").Run()
+					})
+				})
+			})
 		}
-		if err := rgitIO(&rg.down, &rg.io[1], func() (err error) { acts, err = cl.batch(ctx, "download", objs); return err }); err != nil {
-			return fmt.Errorf("download batch: %w", err)
-		}
-		for i, o := range objs {
-			rgit := func() error {
-				return rgitIO(&rg.down, &rg.io[1], func() error { return getWhole(ctx, acts[i]["download"].Href, acts[i]["download"].Header, size) })
+		// The sides run one after the other, each on its own clock, rgit
+		// first in even rounds' uploads and odd rounds' downloads and
+		// last in the others, so neither side always starts a round.
+		// Before each, the dirty pages left by the round's setup or the
+		// side before are written (the kernel would write them back
+		// under the next side's transfers) and the store is warmed.
+		for k, sides := range [][]func() error{upload, download} {
+			if (round+k)%2 == 1 {
+				slices.Reverse(sides)
 			}
-			baseline := func() error {
-				var d time.Duration
-				var err error
-				if store == "s3" {
-					d, err = timed(func() error { return presignedGet(ctx, direct, fmt.Sprintf("direct/%d-%d", round, i), size) })
-				} else {
-					stored := filepath.Join(work, "store", "objects", benchOwner, "lfs", "lfs", o.oid)
-					d, err = timed(func() error { return exec.CommandContext(ctx, "cp", stored, "/dev/null").Run() })
+			op := []string{"upload", "download"}[k]
+			for _, side := range sides {
+				syscall.Sync()
+				runtime.GC()
+				w := objs[0].data
+				if k == 1 {
+					w = nil
 				}
-				base.down += d
-				return err
-			}
-			if err := both(round+i, rgit, baseline); err != nil {
-				return fmt.Errorf("download: %w", err)
+				if err := warm(w); err != nil {
+					return fmt.Errorf("warm-up: %w", err)
+				}
+				if err := side(); err != nil {
+					return fmt.Errorf("%s: %w", op, err)
+				}
 			}
 		}
 	}
 	n := c.rounds * c.objects
 	for k, op := range []string{"upload", "download"} {
-		r := lfsResult{op: op, store: store, objects: c.objects, mb: c.mb, rounds: c.rounds,
-			payloadMB: float64(int64(n)*size) / 1e6, nodeIO: rg.io[k], control: cl.control[k] / time.Duration(n)}
+		r := lfsResult{op: op, store: store, objects: c.objects, mb: c.mb, rounds: c.rounds, concurrency: c.concurrency,
+			payloadMB: float64(int64(n)*size) / 1e6, nodeIO: rg.io[k], control: time.Duration(cl.control[k].Load()) / time.Duration(n)}
 		switch {
 		case op == "upload" && store == "s3":
 			r.rgit, r.ref, r.cmp = rg.up, base.up, lfsPresigned
@@ -302,6 +310,7 @@ var (
 type lfsResult struct {
 	op, store           string
 	objects, mb, rounds int
+	concurrency         int
 	payloadMB           float64
 	rgit, ref           time.Duration
 	noSync              time.Duration // uploads to the file store: cp without sync
@@ -317,7 +326,7 @@ type lfsResult struct {
 //	lfs op=<op> store=<s> objects=<n> object_mb=<m> rounds=<r> rgit_s=<X> <ref>_s=<Y> ratio=<X/Y> [cp_s=<Z>] rgit_mbps=… <ref>_mbps=… payload_mb=… node_io_mb=… control_ms=… rgit=<how> ref=<what>
 func (r lfsResult) line() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "lfs op=%s store=%s objects=%d object_mb=%d rounds=%d", r.op, r.store, r.objects, r.mb, r.rounds)
+	fmt.Fprintf(&b, "lfs op=%s store=%s objects=%d object_mb=%d rounds=%d concurrency=%d", r.op, r.store, r.objects, r.mb, r.rounds, r.concurrency)
 	rg, ref := r.rgit.Seconds(), r.ref.Seconds()
 	ratio := 0.0
 	if ref > 0 {
@@ -339,10 +348,24 @@ func (r lfsResult) line() string {
 	return b.String()
 }
 
-func timed(f func() error) (time.Duration, error) {
+// timed runs f, adding its time to *d.
+func (c *lfsFlags) timed(d *time.Duration, f func() error) error {
 	start := time.Now()
 	err := f()
-	return time.Since(start), err
+	*d += time.Since(start)
+	return err
+}
+
+// each runs f for every object of a round on -concurrency workers, as
+// git-lfs's transfer queue runs lfs.concurrenttransfers at once: a
+// worker takes the next object as it finishes one.
+func (c *lfsFlags) each(f func(i int) error) error {
+	var g errgroup.Group
+	g.SetLimit(c.concurrency)
+	for i := range c.objects {
+		g.Go(func() error { return f(i) })
+	}
+	return g.Wait()
 }
 
 // procIO is what process pid read and wrote through system calls so far
@@ -368,7 +391,8 @@ type lfsClient struct {
 	base, token string
 	// control is the time spent in the requests to rgit itself (batch,
 	// verify) rather than in transfers: uploads, downloads.
-	control [2]time.Duration
+	// Workers add to it at once.
+	control [2]atomic.Int64 // nanoseconds
 }
 
 type lfsAction struct {
@@ -401,9 +425,9 @@ func (c *lfsClient) batch(ctx context.Context, op string, objs []lfsObject) ([]m
 	start := time.Now()
 	code, err := c.do(ctx, http.MethodPost, c.base+"/objects/batch", map[string]string{"Content-Type": "application/vnd.git-lfs+json"}, body, &ans)
 	if op == "upload" {
-		c.control[0] += time.Since(start)
+		c.control[0].Add(int64(time.Since(start)))
 	} else {
-		c.control[1] += time.Since(start)
+		c.control[1].Add(int64(time.Since(start)))
 	}
 	switch {
 	case err != nil:
@@ -434,7 +458,7 @@ func (c *lfsClient) upload(ctx context.Context, acts map[string]lfsAction, o lfs
 	body, _ := json.Marshal(map[string]any{"oid": o.oid, "size": len(o.data)})
 	start := time.Now()
 	code, err := c.do(ctx, http.MethodPost, verify.Href, verify.Header, body, nil)
-	c.control[0] += time.Since(start)
+	c.control[0].Add(int64(time.Since(start)))
 	if err != nil || code != http.StatusOK {
 		return fmt.Errorf("verify: status %d, %v", code, err)
 	}
@@ -544,13 +568,22 @@ func procCPU(pid string) int64 {
 	return u + s
 }
 
-// lfsSend sends req with the default client; with -trace it prints, when
+// lfsHTTP is the client of both sides: the default one keeps 2 idle
+// connections per host, and -concurrency workers would dial again for
+// most transfers, where git-lfs keeps one connection per worker.
+var lfsHTTP = func() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 256
+	return &http.Client{Transport: t}
+}()
+
+// lfsSend sends req with lfsHTTP; with -trace it prints, when
 // the answer's body is closed, the request's phases in milliseconds from
 // its start: connection got (and whether reused), headers and body
 // written, first answer byte, body read and closed, and the headers sent.
 func lfsSend(req *http.Request) (*http.Response, error) {
 	if !lfsTrace {
-		return http.DefaultClient.Do(req)
+		return lfsHTTP.Do(req)
 	}
 	start := time.Now()
 	var b strings.Builder
@@ -564,7 +597,7 @@ func lfsSend(req *http.Request) (*http.Response, error) {
 		WroteRequest:         func(httptrace.WroteRequestInfo) { mark("sent") },
 		GotFirstResponseByte: func() { mark("answer") },
 	}))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := lfsHTTP.Do(req)
 	if err != nil {
 		return nil, err
 	}
