@@ -15,7 +15,8 @@ type Stager interface {
 	// Stage sends the size bytes of r that will be stored under key and
 	// returns once the store holds them all; nothing is visible under key
 	// until Commit. A failed Stage leaves nothing behind. r is read
-	// concurrently (ReadAt), never past size.
+	// concurrently (ReadAt), never past size, until Commit or Abort
+	// returns (a small body may be sent whole at Commit).
 	Stage(ctx context.Context, key string, r io.ReaderAt, size int64) (Staged, error)
 }
 
@@ -30,5 +31,12 @@ type Staged interface {
 }
 
 // StagerOf returns the Stager behind s, looking through wrappers such as
-// WithTimeout, or false when the store has none.
-func StagerOf(s Store) (Stager, bool) { return capabilityOf[Stager](s) }
+// WithTimeout, or false when the store has none. A wrapper that has Stage
+// whatever it wraps says with CanStage whether it can (guard.Store).
+func StagerOf(s Store) (Stager, bool) {
+	st, ok := capabilityOf[Stager](s)
+	if c, wraps := st.(interface{ CanStage() bool }); ok && wraps && !c.CanStage() {
+		return nil, false
+	}
+	return st, ok
+}

@@ -32,6 +32,7 @@ type PackUpload struct {
 
 	// Set by Start; read once done is closed.
 	done      chan struct{}
+	f         *os.File // the sealed pack, read until Commit or Abort
 	sum       object.ID
 	size      int64
 	staged    objstore.Staged
@@ -52,15 +53,14 @@ func NewPackUpload(ctx context.Context, d Deps, r names.Repo) *PackUpload {
 }
 
 // Start begins sending f, the sealed pack of size bytes with checksum sum,
-// in the background; it closes f when done. It is the
+// in the background; Abort closes f. It is the
 // pack.IndexOptions.Sealed callback and is called at most once.
 func (u *PackUpload) Start(f *os.File, size int64, sum object.ID) {
-	u.sum, u.size = sum, size
+	u.f, u.sum, u.size = f, sum, size
 	u.done = make(chan struct{})
 	key, _ := PackKeys(u.r, "pack-"+sum.String())
 	go func() {
 		defer close(u.done)
-		defer f.Close()
 		u.staged, u.err = u.st.Stage(u.ctx, key, f, size)
 	}()
 }
@@ -92,8 +92,8 @@ func (u *PackUpload) Stage(ctx context.Context, ix *pack.Indexed) (PackInfo, err
 }
 
 // Abort ends the upload unless Stage committed it: the parts sent are
-// discarded. It waits for the upload's goroutine, and may be deferred
-// on a nil *PackUpload.
+// discarded. It waits for the upload's goroutine and closes the pack
+// file; it is deferred by every push, and may be on a nil *PackUpload.
 func (u *PackUpload) Abort() {
 	if u == nil {
 		return
@@ -106,6 +106,7 @@ func (u *PackUpload) Abort() {
 	if u.staged != nil && !u.committed {
 		u.staged.Abort(u.ctx)
 	}
+	u.f.Close()
 }
 
 // unavailable marks a failed upload as the store's failure (the push is
