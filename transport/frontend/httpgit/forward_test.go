@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/service/gitserve/gitservetest"
 	"github.com/rgit/rgit/transport/wire/gitproto"
@@ -24,18 +26,18 @@ type movingResolver struct {
 	local atomic.Bool
 }
 
-func (m *movingResolver) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
+func (m *movingResolver) Lookup(ctx context.Context, r names.Repo) (auth.RepoInfo, error) {
 	if !m.local.Load() {
-		return gitserve.RepoInfo{}, &gitserve.ForwardError{Node: m.owner, Owner: owner, Name: name}
+		return auth.RepoInfo{}, &gitserve.ForwardError{Node: m.owner, Repo: r}
 	}
-	return m.Resolver.Lookup(ctx, owner, name)
+	return m.Resolver.Lookup(ctx, r)
 }
 
-func (m *movingResolver) Session(ctx context.Context, owner, name string, w bool) (gitproto.Backend, func(), error) {
+func (m *movingResolver) Session(ctx context.Context, r names.Repo, w bool) (gitproto.Backend, func(), error) {
 	if !m.local.Load() {
-		return nil, nil, &gitserve.ForwardError{Node: m.owner, Owner: owner, Name: name}
+		return nil, nil, &gitserve.ForwardError{Node: m.owner, Repo: r}
 	}
-	return m.Resolver.Session(ctx, owner, name, w)
+	return m.Resolver.Session(ctx, r, w)
 }
 
 // fakeForwarder answers for live nodes and fails to connect to dead ones.
@@ -63,7 +65,7 @@ type localRerouter struct {
 	calls atomic.Int32
 }
 
-func (l *localRerouter) ConnectFailed(_ context.Context, _, _, _, _ string) (actors.Route, error) {
+func (l *localRerouter) ConnectFailed(_ context.Context, _ names.Repo, _, _ string) (actors.Route, error) {
 	l.calls.Add(1)
 	l.res.local.Store(true)
 	return actors.Route{Local: true}, nil
@@ -157,8 +159,8 @@ type releasedResolver struct{ *gitservetest.Resolver }
 // released.
 var errReleased = fmt.Errorf("released: %w", gitserve.ErrMoved)
 
-func (releasedResolver) Lookup(context.Context, string, string) (gitserve.RepoInfo, error) {
-	return gitserve.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, errReleased)
+func (releasedResolver) Lookup(context.Context, names.Repo) (auth.RepoInfo, error) {
+	return auth.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, errReleased)
 }
 
 // TestMovedAnswer: a request forwarded to a node that released the

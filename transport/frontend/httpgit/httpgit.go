@@ -361,16 +361,21 @@ func (h *handler) identity(r *http.Request) (auth.Identity, error) {
 // open authenticates the caller and opens a session for svc on the
 // request's repository. On failure it has already answered and returns nil.
 func (h *handler) open(q *request, svc gitserve.Service) *gitserve.AuthorizedSession {
-	owner, repo := q.r.PathValue("owner"), q.r.PathValue("repo")
+	owner, rawName := q.r.PathValue("owner"), q.r.PathValue("repo")
 	id, err := h.identity(q.r)
 	if errors.Is(err, auth.ErrBadCredentials) {
-		err = &gitserve.DeniedError{Decision: auth.Unauthorized, Service: svc, Owner: owner, Name: repo, Err: err}
+		err = &gitserve.DeniedError{Decision: auth.Unauthorized, Service: svc, Owner: owner, Name: rawName, Err: err}
 	}
 	if err != nil {
 		q.finish(err)
 		return nil
 	}
-	sess, err := h.gate.Open(q.r.Context(), svc, owner, repo, id)
+	repo, err := gitserve.ParseRepo(owner, rawName)
+	if err != nil {
+		q.finish(gitserve.BadPath(svc, owner+"/"+rawName, id, err))
+		return nil
+	}
+	sess, err := h.gate.Open(q.r.Context(), svc, repo, id)
 	if fe, ok := gitserve.AsForward(err); ok && h.forward != nil && !noForward(q.r.Context()) {
 		if err := h.forwardTo(q, fe, svc); !errors.Is(err, errServedLocally) {
 			q.finish(err)

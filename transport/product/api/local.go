@@ -69,7 +69,7 @@ func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id 
 		return nil
 	}
 	r = r.WithContext(ctx)
-	sess, err := l.Gate.Open(ctx, gitserve.UploadPack, q.Repo.Owner(), q.Repo.Name(), id)
+	sess, err := l.Gate.Open(ctx, gitserve.UploadPack, q.Repo, id)
 	if fe, ok := gitserve.AsForward(err); ok {
 		return l.forward(w, r, q, id, fe)
 	}
@@ -92,7 +92,7 @@ func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id 
 	if a, ok := b.(gitserve.Authoritative); ok {
 		public = a.RepoInfo().Public
 	}
-	s := &serving{l: l, w: w, r: r, q: q, owner: sess.Owner, name: sess.Name, public: public, rd: newReader(ctx, objs.Objects(), l.Limits)}
+	s := &serving{l: l, w: w, r: r, q: q, owner: sess.Repo.Owner(), name: sess.Repo.Name(), public: public, rd: newReader(ctx, objs.Objects(), l.Limits)}
 	defer l.Metrics.done(q.Endpoint, s.rd.w)
 	if q.Immutable() {
 		if err := reachable(ctx, objs, q); err != nil {

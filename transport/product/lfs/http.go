@@ -32,11 +32,11 @@ import (
 // storage/repo's lock sentinels and *repo.LockedError, or
 // gitserve.ErrUnavailable when the repository cannot be reached now.
 type Locks interface {
-	CreateLock(ctx context.Context, owner, name, path, holder string) (repo.Lock, error)
+	CreateLock(ctx context.Context, r names.Repo, path, holder string) (repo.Lock, error)
 	// DeleteLock removes lock id if holder took it, any lock when holder
 	// is "" (an administrator's forced unlock), and returns it.
-	DeleteLock(ctx context.Context, owner, name, id, holder string) (repo.Lock, error)
-	Locks(ctx context.Context, owner, name string) ([]repo.Lock, error)
+	DeleteLock(ctx context.Context, r names.Repo, id, holder string) (repo.Lock, error)
+	Locks(ctx context.Context, r names.Repo) ([]repo.Lock, error)
 }
 
 // Config configures the LFS front end of one listener.
@@ -335,15 +335,19 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request, svc gitserve.Ser
 	if err != nil {
 		return s.fail(w, r, err)
 	}
-	return s.serveRouted(w, r.WithContext(ctx), svc, id, body, method, serve)
+	rp, err := gitserve.ParseRepo(r.PathValue("owner"), r.PathValue("repo"))
+	if err != nil {
+		return s.fail(w, r, gitserve.BadPath(svc, r.PathValue("owner")+"/"+r.PathValue("repo"), id, err))
+	}
+	return s.serveRouted(w, r.WithContext(ctx), svc, rp, id, body, method, serve)
 }
 
-func (s *Server) serveRouted(w http.ResponseWriter, r *http.Request, svc gitserve.Service, id auth.Identity, body []byte, method string,
+func (s *Server) serveRouted(w http.ResponseWriter, r *http.Request, svc gitserve.Service, rp names.Repo, id auth.Identity, body []byte, method string,
 	serve func(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession) int) int {
-	sess, err := s.gate.Open(r.Context(), svc, r.PathValue("owner"), r.PathValue("repo"), id)
+	sess, err := s.gate.Open(r.Context(), svc, rp, id)
 	if fe, ok := gitserve.AsForward(err); ok {
 		return s.forward(w, r, fe, body, method, func(w http.ResponseWriter, r *http.Request) int {
-			return s.serveRouted(w, r, svc, id, body, method, serve)
+			return s.serveRouted(w, r, svc, rp, id, body, method, serve)
 		})
 	}
 	if err != nil && gitserve.Hops(r.Context()) > 0 && gitserve.IsMoved(err) {
@@ -361,7 +365,7 @@ func (s *Server) serveRouted(w http.ResponseWriter, r *http.Request, svc gitserv
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, fe *gitserve.ForwardError, body []byte, method string,
 	local func(w http.ResponseWriter, r *http.Request) int) int {
 	if s.fwd == nil || r.Context().Value(noForwardKey{}) != nil {
-		return s.fail(w, r, fmt.Errorf("%s/%s is owned by %s: %w", fe.Owner, fe.Name, fe.Node, gitserve.ErrUnavailable))
+		return s.fail(w, r, fmt.Errorf("%s is owned by %s: %w", fe.Repo, fe.Node, gitserve.ErrUnavailable))
 	}
 	r.Header.Set(HeaderBase, s.base(r))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
@@ -453,7 +457,7 @@ func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request, op *string)
 // the per-address cap.
 func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession, req *batchRequest, transfer string, anon bool) int {
 	ctx := r.Context()
-	owner, name := sess.Owner, sess.Name
+	owner, name := sess.Repo.Owner(), sess.Repo.Name()
 	resp := batchResponse{Transfer: transfer, HashAlgo: "sha256", Objects: make([]objectAnswer, len(req.Objects))}
 	present := make([]bool, len(req.Objects))
 	errs := make([]error, len(req.Objects))
@@ -550,8 +554,8 @@ func (s *Server) objectTicket(r *http.Request, op string) (ticket, error) {
 	if err != nil {
 		return ticket{}, err
 	}
-	owner, name, err := gitserve.CleanRepo(r.PathValue("owner"), r.PathValue("repo"))
-	if err != nil || t.Op != op || !names.Same(owner, t.Owner) || !names.Same(name, t.Name) {
+	rp, err := gitserve.ParseRepo(r.PathValue("owner"), r.PathValue("repo"))
+	if err != nil || t.Op != op || !names.Same(rp.Owner(), t.Owner) || !names.Same(rp.Name(), t.Name) {
 		return ticket{}, errBadTicket
 	}
 	if oid := r.PathValue("oid"); oid != "" && oid != t.OID {

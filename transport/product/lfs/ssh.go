@@ -96,24 +96,24 @@ func (x *SSH) ServeSSH(ctx context.Context, c sshgit.Command) error {
 		return err
 	}
 	*c.Op = strings.TrimPrefix(verb, "git-") + "-" + op
-	rawOwner, rawName, err := gitserve.ParsePath(path)
-	if err != nil {
-		return &gitserve.DeniedError{Decision: auth.NotFound, Name: path, Identity: c.Identity, Err: err}
-	}
 	svc := gitserve.UploadPack
 	if op == opUpload {
 		svc = gitserve.ReceivePack
 	}
+	rp, err := gitserve.ParsePath(path)
+	if err != nil {
+		return gitserve.BadPath(svc, path, c.Identity, err)
+	}
 	// Access is decided here, before anything is answered; the owner
 	// decides again for every batch and lock request.
 	var owner, name string
-	sess, err := s.gate.Open(ctx, svc, rawOwner, rawName, c.Identity)
+	sess, err := s.gate.Open(ctx, svc, rp, c.Identity)
 	if fe, ok := gitserve.AsForward(err); ok {
-		owner, name = fe.Owner, fe.Name
+		owner, name = fe.Repo.Owner(), fe.Repo.Name()
 	} else if err != nil {
 		return err
 	} else {
-		owner, name = sess.Owner, sess.Name
+		owner, name = sess.Repo.Owner(), sess.Repo.Name()
 		sess.Close()
 	}
 	id := narrow(c.Identity, owner, name, op)

@@ -79,15 +79,12 @@ var (
 // private one: when cold, one GET, and beside it the database listing
 // the open would start with (Deps.Ahead; not waited for), unless the
 // repository is open here or owned by another node; none when cached.
-func (e *NodeResolver) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
-	r, err := names.New(owner, name)
-	if err != nil {
-		return gitserve.RepoInfo{}, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
-	}
-	var m auth.RepoInfo
+func (e *NodeResolver) Lookup(ctx context.Context, r names.Repo) (auth.RepoInfo, error) {
 	if !e.Deps.Meta.Cached(r) && !e.Node.OwnedElsewhere(r) {
 		e.Deps.Ahead.Start(r)
 	}
+	var m auth.RepoInfo
+	var err error
 	if e.Deps.Meta != nil {
 		m, err = e.Deps.Meta.Lookup(ctx, r)
 	} else {
@@ -100,24 +97,20 @@ func (e *NodeResolver) Lookup(ctx context.Context, owner, name string) (gitserve
 	}
 	switch {
 	case errors.Is(err, repo.ErrNotFound), errors.Is(err, repo.ErrInvalidName):
-		return gitserve.RepoInfo{}, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
+		return auth.RepoInfo{}, fmt.Errorf("%s: %w", r, auth.ErrRepoNotFound)
 	case err != nil:
-		return gitserve.RepoInfo{}, fmt.Errorf("look up %s/%s: %w: %w", owner, name, gitserve.ErrUnavailable, err)
+		return auth.RepoInfo{}, fmt.Errorf("look up %s: %w: %w", r, gitserve.ErrUnavailable, err)
 	}
 	return m, nil
 }
 
 // Denied drops the database listing Lookup started: a caller denied
 // causes no open.
-func (e *NodeResolver) Denied(owner, name string) {
-	if r, err := names.New(owner, name); err == nil {
-		e.Deps.Ahead.Discard(r)
-	}
-}
+func (e *NodeResolver) Denied(r names.Repo) { e.Deps.Ahead.Discard(r) }
 
 // Session opens a git session on the repository.
-func (e *NodeResolver) Session(ctx context.Context, owner, name string, write bool) (gitproto.Backend, func(), error) {
-	s, err := e.session(ctx, owner, name)
+func (e *NodeResolver) Session(ctx context.Context, r names.Repo, write bool) (gitproto.Backend, func(), error) {
+	s, err := e.session(ctx, r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -140,13 +133,10 @@ func (e *NodeResolver) BeginSession(ctx context.Context, kind string) (context.C
 // actor when the front end began one, mapping errors to the front ends'
 // sentinels; a repository owned by another node is a
 // *gitserve.ForwardError.
-func (e *NodeResolver) session(ctx context.Context, owner, name string) (*actors.RepoSession, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return nil, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
-	}
+func (e *NodeResolver) session(ctx context.Context, key names.Repo) (*actors.RepoSession, error) {
 	var s *actors.RepoSession
 	var r actors.Route
+	var err error
 	resolve := func() {
 		if g := actors.GitSessionOf(ctx); g != nil {
 			s, r, err = g.Resolve(ctx, key)
@@ -164,7 +154,7 @@ func (e *NodeResolver) session(ctx context.Context, owner, name string) (*actors
 		resolve()
 	}
 	if err == nil && !r.Local {
-		return nil, &gitserve.ForwardError{Node: r.Node, Owner: owner, Name: name}
+		return nil, &gitserve.ForwardError{Node: r.Node, Repo: key}
 	}
 	var notOwner *actors.NotOwnerError
 	var moved *actors.MovedError
@@ -173,16 +163,16 @@ func (e *NodeResolver) session(ctx context.Context, owner, name string) (*actors
 		return s, nil
 	case errors.As(err, &moved):
 		// Draining and no longer the owner: the forwarder routes again.
-		return nil, fmt.Errorf("%s/%s: %w: %w", owner, name, gitserve.ErrMoved, err)
+		return nil, fmt.Errorf("%s: %w: %w", key, gitserve.ErrMoved, err)
 	case errors.As(err, &notOwner):
 		// The lease moved between Route and Session.
-		return nil, &gitserve.ForwardError{Node: notOwner.Node, Owner: owner, Name: name}
+		return nil, &gitserve.ForwardError{Node: notOwner.Node, Repo: key}
 	case errors.Is(err, repo.ErrNotFound), errors.Is(err, repo.ErrInvalidName):
-		return nil, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
+		return nil, fmt.Errorf("%s: %w", key, auth.ErrRepoNotFound)
 	case notNow(err):
-		return nil, fmt.Errorf("%s/%s: %w: %w", owner, name, gitserve.ErrUnavailable, err)
+		return nil, fmt.Errorf("%s: %w: %w", key, gitserve.ErrUnavailable, err)
 	}
-	return nil, fmt.Errorf("open %s/%s: %w", owner, name, err)
+	return nil, fmt.Errorf("open %s: %w", key, err)
 }
 
 // notNow reports the actor layer's errors that mean "try again later"
@@ -193,37 +183,17 @@ func notNow(err error) bool {
 }
 
 // Moved implements gitserve.Mover: node answered that it no longer owns
-// owner/name (it is draining); route again once the map has moved on.
-func (e *NodeResolver) Moved(ctx context.Context, owner, name, node string) (actors.Route, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return actors.Route{}, err
-	}
-	r, err := e.Node.Moved(ctx, key, node)
-	if err != nil {
-		return actors.Route{}, err
-	}
-	return actors.Route{Local: r.Local, Node: r.Node}, nil
+// r (it is draining); route again once the map has moved on.
+func (e *NodeResolver) Moved(ctx context.Context, r names.Repo, node string) (actors.Route, error) {
+	return e.Node.Moved(ctx, r, node)
 }
 
 // Connected implements gitserve.ConnectReporter.
-func (e *NodeResolver) Connected(owner, name, node string) {
-	if key, err := names.New(owner, name); err == nil {
-		e.Node.ConnectSucceeded(key, node)
-	}
-}
+func (e *NodeResolver) Connected(r names.Repo, node string) { e.Node.ConnectSucceeded(r, node) }
 
 // ConnectFailed implements gitserve.Rerouter: a forwarder could not
-// connect to node, the owner of owner/name. The node's failover rules say
-// where the request goes now.
-func (e *NodeResolver) ConnectFailed(ctx context.Context, owner, name, node, method string) (actors.Route, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return actors.Route{}, err
-	}
-	r, err := e.Node.ConnectFailed(ctx, key, node, method)
-	if err != nil {
-		return actors.Route{}, err
-	}
-	return actors.Route{Local: r.Local, Node: r.Node}, nil
+// connect to node, the owner of r. The node's failover rules say where
+// the request goes now.
+func (e *NodeResolver) ConnectFailed(ctx context.Context, r names.Repo, node, method string) (actors.Route, error) {
+	return e.Node.ConnectFailed(ctx, r, node, method)
 }

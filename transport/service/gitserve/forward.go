@@ -9,6 +9,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
@@ -21,12 +22,12 @@ import (
 // must be forwarded to Node. Resolvers return it (possibly wrapped) from
 // Lookup and Session; it never reaches a client.
 type ForwardError struct {
-	Node        string
-	Owner, Name string
+	Node string
+	Repo names.Repo
 }
 
 func (e *ForwardError) Error() string {
-	return fmt.Sprintf("%s/%s is owned by node %s", e.Owner, e.Name, e.Node)
+	return fmt.Sprintf("%s is owned by node %s", e.Repo, e.Node)
 }
 
 // AsForward returns the *ForwardError in err's chain, if any.
@@ -96,7 +97,7 @@ func NextHop(ctx context.Context) (int, error) {
 // failover rules (re-read the map, force-grant a dead owner's GET traffic)
 // and says where to go now. Errors mean give up (503).
 type Rerouter interface {
-	ConnectFailed(ctx context.Context, owner, name, node, method string) (actors.Route, error)
+	ConnectFailed(ctx context.Context, r names.Repo, node, method string) (actors.Route, error)
 }
 
 // ConnectReporter is implemented by a Rerouter that wants to hear that a
@@ -104,15 +105,15 @@ type Rerouter interface {
 // request: the suspicion of that owner ends there, so one dropped connect
 // never counts towards moving the repository later.
 type ConnectReporter interface {
-	Connected(owner, name, node string)
+	Connected(r names.Repo, node string)
 }
 
 // Mover is the cluster's answer to a "moved" reply: the node named node,
-// to which owner/name was forwarded, said it does not hold it. The mover
+// to which r was forwarded, said it does not hold it. The mover
 // brings the local view up to date (waiting, briefly, for the released
 // entry to expire) and says where to go now. Errors mean give up (503).
 type Mover interface {
-	Moved(ctx context.Context, owner, name, node string) (actors.Route, error)
+	Moved(ctx context.Context, r names.Repo, node string) (actors.Route, error)
 }
 
 // MoverOf returns the Mover among candidates (the forwarder, the
@@ -184,7 +185,7 @@ func FollowForward(ctx context.Context, rr Rerouter, mv Mover, fe *ForwardError,
 	for {
 		err := forward(node)
 		if cr, ok := rr.(ConnectReporter); ok && fails > 0 && !errors.Is(err, ErrPeerConnect) {
-			cr.Connected(fe.Owner, fe.Name, node)
+			cr.Connected(fe.Repo, node)
 		}
 		var r actors.Route
 		var rerr error
@@ -193,18 +194,18 @@ func FollowForward(ctx context.Context, rr Rerouter, mv Mover, fe *ForwardError,
 			return nil
 		case errors.Is(err, ErrMoved):
 			if mv == nil || moves == maxMoves {
-				return fmt.Errorf("forward %s/%s to %s: %w", fe.Owner, fe.Name, node, err)
+				return fmt.Errorf("forward %s to %s: %w", fe.Repo, node, err)
 			}
 			moves++
-			if r, rerr = mv.Moved(ctx, fe.Owner, fe.Name, node); rerr != nil {
-				return fmt.Errorf("reroute %s/%s after %s released it: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, rerr)
+			if r, rerr = mv.Moved(ctx, fe.Repo, node); rerr != nil {
+				return fmt.Errorf("reroute %s after %s released it: %w: %w", fe.Repo, node, ErrUnavailable, rerr)
 			}
 		case errors.Is(err, ErrPeerConnect):
 			if fails++; rr == nil || fails == maxAttempts {
-				return fmt.Errorf("forward %s/%s to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, err)
+				return fmt.Errorf("forward %s to %s: %w: %w", fe.Repo, node, ErrUnavailable, err)
 			}
-			if r, rerr = rr.ConnectFailed(ctx, fe.Owner, fe.Name, node, method); rerr != nil {
-				return fmt.Errorf("reroute %s/%s after connect failure to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, rerr)
+			if r, rerr = rr.ConnectFailed(ctx, fe.Repo, node, method); rerr != nil {
+				return fmt.Errorf("reroute %s after connect failure to %s: %w: %w", fe.Repo, node, ErrUnavailable, rerr)
 			}
 		default:
 			return err
@@ -220,10 +221,10 @@ func FollowForward(ctx context.Context, rr Rerouter, mv Mover, fe *ForwardError,
 // owner needs to apply the access rules without seeing the client's
 // credentials (SSH keys cannot be re-checked elsewhere).
 type SessionRequest struct {
-	Service     Service
-	Owner, Name string // as the client wrote them (CleanRepo runs on the owner)
-	Identity    auth.Identity
-	Protocol    int // git protocol version the client asked for
+	Service  Service
+	Repo     names.Repo // validated on this node; the owner's peer port checks its own copy
+	Identity auth.Identity
+	Protocol int // git protocol version the client asked for
 }
 
 // SessionForwarder runs a git session on another node, piping in and out.
@@ -252,7 +253,7 @@ func (e *RemoteError) Error() string {
 // node. fwd nil serves locally only.
 func (g *Gate) ServeRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter, req SessionRequest,
 	in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
-	sess, err := g.Open(ctx, req.Service, req.Owner, req.Name, req.Identity)
+	sess, err := g.Open(ctx, req.Service, req.Repo, req.Identity)
 	return g.RunRouted(ctx, fwd, rr, req, sess, err, in, out, opt)
 }
 
@@ -286,7 +287,7 @@ func (g *Gate) RunRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter,
 		},
 		func() error {
 			var lerr error
-			st, lerr = g.Serve(ctx, req.Service, req.Owner, req.Name, req.Identity, in, out, opt)
+			st, lerr = g.Serve(ctx, req.Service, req.Repo, req.Identity, in, out, opt)
 			return lerr
 		})
 	return st, err

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/names"
 )
 
 type fakeRerouter struct {
@@ -17,8 +18,8 @@ type fakeRerouter struct {
 	err    error
 }
 
-func (f *fakeRerouter) ConnectFailed(_ context.Context, owner, name, node, method string) (actors.Route, error) {
-	f.calls = append(f.calls, fmt.Sprintf("%s/%s %s %s", owner, name, node, method))
+func (f *fakeRerouter) ConnectFailed(_ context.Context, repo names.Repo, node, method string) (actors.Route, error) {
+	f.calls = append(f.calls, fmt.Sprintf("%s %s %s", repo, node, method))
 	if f.err != nil {
 		return actors.Route{}, f.err
 	}
@@ -30,7 +31,7 @@ func (f *fakeRerouter) ConnectFailed(_ context.Context, owner, name, node, metho
 var errDown = fmt.Errorf("dial: %w", ErrPeerConnect)
 
 func TestFollowForward(t *testing.T) {
-	fe := &ForwardError{Node: "rgit-1", Owner: "a", Name: "b"}
+	fe := &ForwardError{Node: "rgit-1", Repo: names.MustParse("a/b")}
 	ctx := context.Background()
 	type result struct {
 		tried   []string
@@ -99,8 +100,8 @@ type fakeMover struct {
 	calls  []string
 }
 
-func (f *fakeMover) Moved(_ context.Context, owner, name, node string) (actors.Route, error) {
-	f.calls = append(f.calls, fmt.Sprintf("%s/%s %s", owner, name, node))
+func (f *fakeMover) Moved(_ context.Context, repo names.Repo, node string) (actors.Route, error) {
+	f.calls = append(f.calls, fmt.Sprintf("%s %s", repo, node))
 	if len(f.routes) == 0 {
 		return actors.Route{}, errors.New("no route")
 	}
@@ -113,7 +114,7 @@ func (f *fakeMover) Moved(_ context.Context, owner, name, node string) (actors.R
 // followed through the Mover, for any method (the forwarder reports moved
 // only for requests it can send again), a bounded number of times.
 func TestFollowForwardMoved(t *testing.T) {
-	fe := &ForwardError{Node: "rgit-1", Owner: "a", Name: "b"}
+	fe := &ForwardError{Node: "rgit-1", Repo: names.MustParse("a/b")}
 	errMovedHere := fmt.Errorf("peer said: %w", ErrMoved)
 	run := func(mv Mover, method string, moved map[string]bool) (tried []string, local bool, class Class) {
 		err := FollowForward(context.Background(), nil, mv, fe, method,
