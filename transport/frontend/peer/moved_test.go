@@ -17,7 +17,6 @@ import (
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/service/gitserve"
-	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
 // TestHTTPForwarderMoved: an owner answering the moved signal makes
@@ -111,8 +110,8 @@ func (movedRepo) Lookup(context.Context, names.Repo) (auth.RepoInfo, error) {
 	return auth.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, errReleased)
 }
 
-func (movedRepo) Session(context.Context, names.Repo, bool) (gitproto.Backend, func(), error) {
-	return nil, nil, errReleased
+func (movedRepo) Session(context.Context, names.Repo, bool) (gitserve.Resolved, error) {
+	return gitserve.Resolved{}, errReleased
 }
 
 // TestSessionMoved: a forwarded session for a repository the owner

@@ -345,9 +345,9 @@ func (oneRepo) Lookup(_ context.Context, r names.Repo) (auth.RepoInfo, error) {
 	return auth.RepoInfo{Repo: names.MustParse("a/private")}, nil
 }
 
-func (o oneRepo) Session(ctx context.Context, r names.Repo, _ bool) (gitproto.Backend, func(), error) {
+func (o oneRepo) Session(ctx context.Context, r names.Repo, _ bool) (gitserve.Resolved, error) {
 	_, err := o.Lookup(ctx, r)
-	return nil, func() {}, err
+	return gitserve.Resolved{Backend: struct{ gitproto.Backend }{}}, err
 }
 
 func sessionServer(t *testing.T) *Directory {

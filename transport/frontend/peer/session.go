@@ -370,15 +370,15 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Open before the upgrade: a repository this draining node no longer
 	// holds is answered with the moved signal while the caller can still
 	// send the session elsewhere (it has read nothing of the client yet).
-	sess, openErr := h.Gate.Open(ctx, svc, repo, id)
+	rt, openErr := h.Gate.Route(ctx, svc, repo, id)
 	if gitserve.IsMoved(openErr) {
 		log.Info("peer session for a repository this node released; answered moved",
 			zap.Stringer("repo", repo), zap.Error(openErr))
 		gitserve.WriteMoved(w)
 		return
 	}
-	if openErr == nil {
-		defer sess.Close()
+	if rt.Session != nil {
+		defer rt.Session.Close()
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
@@ -402,7 +402,10 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// the forwarding node's own front end would.
 	opt := gitproto.Options{Protocol: proto, Agent: h.Agent, Input: conn}
 	// brw.Reader holds whatever of stdin arrived with the request.
-	_, err = h.Gate.RunRouted(ctx, h.Forward, h.Rerouter, req, sess, openErr, brw.Reader, fw, opt)
+	err = openErr
+	if err == nil {
+		_, err = h.Gate.RunRouted(ctx, h.Forward, h.Rerouter, req, rt, brw.Reader, fw, opt)
+	}
 	class := gitserve.Classify(err)
 	s := status{Class: class.String()}
 	if err != nil {

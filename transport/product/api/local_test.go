@@ -135,8 +135,8 @@ func (o oneRepo) Lookup(_ context.Context, r names.Repo) (auth.RepoInfo, error) 
 	return o.b.RepoInfo(), nil
 }
 
-func (o oneRepo) Session(context.Context, names.Repo, bool) (gitproto.Backend, func(), error) {
-	return o.b, func() {}, nil
+func (o oneRepo) Session(context.Context, names.Repo, bool) (gitserve.Resolved, error) {
+	return gitserve.Resolved{Backend: o.b}, nil
 }
 
 func newLocal(t *testing.T, b *browseBackend) *Local {

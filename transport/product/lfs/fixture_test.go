@@ -45,13 +45,14 @@ func (s settings) RepoInfo() auth.RepoInfo { return s.info }
 // resolver is gitservetest's with Authoritative backends.
 type resolver struct{ *gitservetest.Resolver }
 
-func (r resolver) Session(ctx context.Context, n names.Repo, write bool) (gitproto.Backend, func(), error) {
-	b, release, err := r.Resolver.Session(ctx, n, write)
+func (r resolver) Session(ctx context.Context, n names.Repo, write bool) (gitserve.Resolved, error) {
+	res, err := r.Resolver.Session(ctx, n, write)
 	if err != nil {
-		return nil, nil, err
+		return gitserve.Resolved{}, err
 	}
 	info, _ := r.Lookup(ctx, n)
-	return settings{Backend: b, info: info}, release, nil
+	res.Backend = settings{Backend: res.Backend, info: info}
+	return res, nil
 }
 
 // repoLocks keeps the locks of every repository in its own storage/repo

@@ -319,8 +319,6 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, v any) ([]byt
 	return body, nil
 }
 
-type noForwardKey struct{}
-
 // routed runs serve on the request's repository once access is decided
 // (svc's: upload-pack for reads, receive-pack for writes), here when this
 // node owns it, else on its owner: the request is forwarded with its
@@ -344,11 +342,15 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request, svc gitserve.Ser
 
 func (s *Server) serveRouted(w http.ResponseWriter, r *http.Request, svc gitserve.Service, rp names.Repo, id auth.Identity, body []byte, method string,
 	serve func(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession) int) int {
-	sess, err := s.gate.Open(r.Context(), svc, rp, id)
-	if fe, ok := gitserve.AsForward(err); ok {
-		return s.forward(w, r, fe, body, method, func(w http.ResponseWriter, r *http.Request) int {
-			return s.serveRouted(w, r, svc, rp, id, body, method, serve)
-		})
+	rt, err := s.gate.Route(r.Context(), svc, rp, id)
+	if err == nil && rt.Session == nil {
+		status, local := s.forward(w, r, rt, body, method)
+		if !local {
+			return status
+		}
+		// The failover moved the repository here: this node's answer
+		// is final (Open forwards nothing).
+		rt.Session, err = s.gate.Open(r.Context(), svc, rt.Repo, id)
 	}
 	if err != nil && gitserve.Hops(r.Context()) > 0 && gitserve.IsMoved(err) {
 		gitserve.WriteMoved(w)
@@ -357,35 +359,33 @@ func (s *Server) serveRouted(w http.ResponseWriter, r *http.Request, svc gitserv
 	if err != nil {
 		return s.fail(w, r, err)
 	}
-	defer sess.Close()
-	return serve(w, r, sess)
+	defer rt.Session.Close()
+	return serve(w, r, rt.Session)
 }
 
-// forward carries the request to the owner fe names; see routed.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, fe *gitserve.ForwardError, body []byte, method string,
-	local func(w http.ResponseWriter, r *http.Request) int) int {
-	if s.fwd == nil || r.Context().Value(noForwardKey{}) != nil {
-		return s.fail(w, r, fmt.Errorf("%s is owned by %s: %w", fe.Repo, fe.Node, gitserve.ErrUnavailable))
+// forward carries the request to the node rt names; see routed. local
+// reports that the repository moved here instead (nothing was answered).
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, rt gitserve.Routed, body []byte, method string) (status int, local bool) {
+	if s.fwd == nil {
+		return s.fail(w, r, gitserve.NotHere(rt)), false
 	}
 	r.Header.Set(HeaderBase, s.base(r))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	r.Body, _ = r.GetBody()
 	r.ContentLength, r.TransferEncoding = int64(len(body)), nil
 	tw := &httpmetrics.StatusWriter{ResponseWriter: w}
-	status := forwarded
-	err := gitserve.FollowForward(r.Context(), s.rr, gitserve.MoverOf(s.fwd, s.rr), fe, method,
-		func(node string) error { return s.fwd.Forward(tw, r, node) },
-		func() error {
-			status = local(tw, r.WithContext(context.WithValue(r.Context(), noForwardKey{}, true)))
-			return nil
-		})
+	local, err := gitserve.FollowForward(r.Context(), s.rr, gitserve.MoverOf(s.fwd, s.rr), rt, method,
+		func(node string) error { return s.fwd.Forward(tw, r, node) })
 	switch {
+	case local:
+		r.Body, _ = r.GetBody() // nothing of it was sent
+		return 0, true
 	case err != nil && tw.Status == 0:
-		return s.fail(w, r, err)
+		return s.fail(w, r, err), false
 	case err != nil:
 		s.log.Warn("git lfs: forwarded answer failed", zap.String("path", r.URL.Path), zap.Error(err), reqid.Field(r.Context()))
 	}
-	return status
+	return forwarded, false
 }
 
 // forwarded is the status routed reports for an answer another node

@@ -107,15 +107,14 @@ func (x *SSH) ServeSSH(ctx context.Context, c sshgit.Command) error {
 	// Access is decided here, before anything is answered; the owner
 	// decides again for every batch and lock request.
 	var owner, name string
-	sess, err := s.gate.Open(ctx, svc, rp, c.Identity)
-	if fe, ok := gitserve.AsForward(err); ok {
-		owner, name = fe.Repo.Owner(), fe.Repo.Name()
-	} else if err != nil {
+	rt, err := s.gate.Route(ctx, svc, rp, c.Identity)
+	if err != nil {
 		return err
-	} else {
-		owner, name = sess.Repo.Owner(), sess.Repo.Name()
-		sess.Close()
 	}
+	if rt.Session != nil {
+		rt.Session.Close()
+	}
+	owner, name = rt.Repo.Owner(), rt.Repo.Name()
 	id := narrow(c.Identity, owner, name, op)
 	if verb == cmdAuthenticate {
 		return x.authenticate(c, owner, name, id)

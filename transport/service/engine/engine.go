@@ -22,7 +22,6 @@ import (
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/service/admission"
 	"github.com/rgit/rgit/transport/service/gitserve"
-	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
 // NodeResolver is the gitserve.Resolver of one node: it serves git sessions
@@ -109,13 +108,13 @@ func (e *NodeResolver) Lookup(ctx context.Context, r names.Repo) (auth.RepoInfo,
 func (e *NodeResolver) Denied(r names.Repo) { e.Deps.Ahead.Discard(r) }
 
 // Session opens a git session on the repository.
-func (e *NodeResolver) Session(ctx context.Context, r names.Repo, write bool) (gitproto.Backend, func(), error) {
-	s, err := e.session(ctx, r)
-	if err != nil {
-		return nil, nil, err
+func (e *NodeResolver) Session(ctx context.Context, r names.Repo, write bool) (gitserve.Resolved, error) {
+	s, node, err := e.session(ctx, r)
+	if err != nil || node != "" {
+		return gitserve.Resolved{Node: node}, err
 	}
 	b := newBackend(e, s)
-	return b, b.close, nil
+	return gitserve.Resolved{Backend: b, Release: b.close}, nil
 }
 
 // BeginSession implements gitserve.SessionTracker: the session is an
@@ -131,9 +130,9 @@ func (e *NodeResolver) BeginSession(ctx context.Context, kind string) (context.C
 // session routes the repository (cluster mode: one local map read, or a
 // claim) and opens an actor session on it here, through the git session's
 // actor when the front end began one, mapping errors to the front ends'
-// sentinels; a repository owned by another node is a
-// *gitserve.ForwardError.
-func (e *NodeResolver) session(ctx context.Context, key names.Repo) (*actors.RepoSession, error) {
+// sentinels; for a repository owned by another node it returns that
+// node.
+func (e *NodeResolver) session(ctx context.Context, key names.Repo) (*actors.RepoSession, string, error) {
 	var s *actors.RepoSession
 	var r actors.Route
 	var err error
@@ -154,25 +153,25 @@ func (e *NodeResolver) session(ctx context.Context, key names.Repo) (*actors.Rep
 		resolve()
 	}
 	if err == nil && !r.Local {
-		return nil, &gitserve.ForwardError{Node: r.Node, Repo: key}
+		return nil, r.Node, nil
 	}
 	var notOwner *actors.NotOwnerError
 	var moved *actors.MovedError
 	switch {
 	case err == nil:
-		return s, nil
+		return s, "", nil
 	case errors.As(err, &moved):
 		// Draining and no longer the owner: the forwarder routes again.
-		return nil, fmt.Errorf("%s: %w: %w", key, gitserve.ErrMoved, err)
+		return nil, "", fmt.Errorf("%s: %w: %w", key, gitserve.ErrMoved, err)
 	case errors.As(err, &notOwner):
 		// The lease moved between Route and Session.
-		return nil, &gitserve.ForwardError{Node: notOwner.Node, Repo: key}
+		return nil, notOwner.Node, nil
 	case errors.Is(err, repo.ErrNotFound), errors.Is(err, repo.ErrInvalidName):
-		return nil, fmt.Errorf("%s: %w", key, auth.ErrRepoNotFound)
+		return nil, "", fmt.Errorf("%s: %w", key, auth.ErrRepoNotFound)
 	case notNow(err):
-		return nil, fmt.Errorf("%s: %w: %w", key, gitserve.ErrUnavailable, err)
+		return nil, "", fmt.Errorf("%s: %w: %w", key, gitserve.ErrUnavailable, err)
 	}
-	return nil, fmt.Errorf("open %s: %w", key, err)
+	return nil, "", fmt.Errorf("open %s: %w", key, err)
 }
 
 // notNow reports the actor layer's errors that mean "try again later"

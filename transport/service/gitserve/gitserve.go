@@ -23,11 +23,21 @@ type Resolver interface {
 	// validated where the request entered (ParsePath): nothing below the
 	// front ends validates a name again.
 	Lookup(ctx context.Context, r names.Repo) (auth.RepoInfo, error)
-	// Session opens the repo for one git session (routes to its repo
-	// actor); the caller calls release when done. Errors wrapping
+	// Session routes the repository once and, when this node serves it,
+	// opens it for one git session (its repo actor); the caller calls
+	// Release when done. A repository another node serves is answered
+	// as a value (Resolved.Node), not an error. Errors wrapping
 	// auth.ErrRepoNotFound mean the repo vanished since Lookup; errors
 	// wrapping ErrUnavailable mean "try again later" (503).
-	Session(ctx context.Context, r names.Repo, write bool) (b gitproto.Backend, release func(), err error)
+	Session(ctx context.Context, r names.Repo, write bool) (Resolved, error)
+}
+
+// Resolved is a Resolver's routing decision for one session: served
+// here over Backend (Release when done), or by the node Node names.
+type Resolved struct {
+	Backend gitproto.Backend
+	Release func()
+	Node    string // another node serves it; Backend is nil
 }
 
 // SessionTracker is implemented by resolvers that keep every git session
@@ -220,23 +230,32 @@ type AuthorizedSession struct {
 	release func()
 }
 
-// Open looks the repository up (metadata only: nothing is opened for a
+// Routed is the gate's routing decision for one authorized request,
+// made once (Gate.Route): serve it here on Session, or forward it to
+// Node. Repo is the repository's canonical spelling.
+type Routed struct {
+	Session *AuthorizedSession // nil: forward to Node
+	Node    string
+	Repo    names.Repo
+}
+
+// Route looks the repository up (metadata only: nothing is opened for a
 // caller who may not proceed, and a private repository costs what a
-// missing one does), applies auth.Decide for id and, if allowed, opens a
-// session on the canonical spelling, deciding again against the backend's
-// own settings when it is Authoritative. It never reads request bodies,
-// so a front end can answer a denial before the client sends one.
-// Denials are *DeniedError.
-func (g *Gate) Open(ctx context.Context, svc Service, r names.Repo, id auth.Identity) (*AuthorizedSession, error) {
+// missing one does), applies auth.Decide for id and, if allowed, routes
+// it once: a session here on the canonical spelling (deciding again
+// against the backend's own settings when it is Authoritative), or the
+// node that serves it. It never reads request bodies, so a front end can
+// answer a denial before the client sends one. Denials are *DeniedError.
+func (g *Gate) Route(ctx context.Context, svc Service, r names.Repo, id auth.Identity) (Routed, error) {
 	info, err := g.resolver.Lookup(ctx, r)
 	found := err == nil
 	if err != nil && !errors.Is(err, auth.ErrRepoNotFound) {
-		return nil, fmt.Errorf("lookup %s: %w", r, err)
+		return Routed{}, fmt.Errorf("lookup %s: %w", r, err)
 	}
 	if found && !info.Repo.Same(r) {
 		// A resolver answering for another repo is a bug; refuse rather
 		// than apply that repo's visibility to this one.
-		return nil, fmt.Errorf("lookup %s: resolver returned %s", r, info.Repo)
+		return Routed{}, fmt.Errorf("lookup %s: resolver returned %s", r, info.Repo)
 	}
 	if found {
 		// Any spelling reaches the repository under its canonical one.
@@ -253,26 +272,55 @@ func (g *Gate) Open(ctx context.Context, svc Service, r names.Repo, id auth.Iden
 		if !found {
 			cause = auth.ErrRepoNotFound
 		}
-		return nil, denied(d, cause)
+		return Routed{}, denied(d, cause)
 	}
-	b, release, err := g.resolver.Session(ctx, r, svc == ReceivePack)
+	res, err := g.resolver.Session(ctx, r, svc == ReceivePack)
 	if errors.Is(err, auth.ErrRepoNotFound) {
 		// Deleted between Lookup and Session: answer as Decide would now.
-		return nil, denied(auth.Decide(id, auth.RepoInfo{}, false, svc.Access()), err)
+		return Routed{}, denied(auth.Decide(id, auth.RepoInfo{}, false, svc.Access()), err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open session %s: %w", r, err)
+		return Routed{}, fmt.Errorf("open session %s: %w", r, err)
 	}
+	if res.Backend == nil {
+		if res.Node == "" {
+			return Routed{}, fmt.Errorf("open session %s: resolver named neither a backend nor a node", r)
+		}
+		// Served by another node, which decides access again itself.
+		return Routed{Node: res.Node, Repo: r}, nil
+	}
+	release := res.Release
 	if release == nil {
 		release = func() {}
 	}
-	if a, ok := b.(Authoritative); ok {
+	if a, ok := res.Backend.(Authoritative); ok {
 		if d := auth.Decide(id, a.RepoInfo(), true, svc.Access()); d != auth.Allow {
 			release()
-			return nil, denied(d, nil)
+			return Routed{}, denied(d, nil)
 		}
 	}
-	return &AuthorizedSession{Service: svc, Repo: r, id: id, gate: g, backend: b, release: release}, nil
+	sess := &AuthorizedSession{Service: svc, Repo: r, id: id, gate: g, backend: res.Backend, release: release}
+	return Routed{Session: sess, Repo: r}, nil
+}
+
+// Open is Route for a request that is served here or not at all: a
+// front end without a forwarder, or one the failover sent back here (its
+// answer is final). A repository another node serves is ErrUnavailable.
+func (g *Gate) Open(ctx context.Context, svc Service, r names.Repo, id auth.Identity) (*AuthorizedSession, error) {
+	rt, err := g.Route(ctx, svc, r, id)
+	if err != nil {
+		return nil, err
+	}
+	if rt.Session == nil {
+		return nil, NotHere(rt)
+	}
+	return rt.Session, nil
+}
+
+// NotHere is the error of a request for a repository another node serves
+// that this node cannot forward (503: the client retries).
+func NotHere(rt Routed) error {
+	return fmt.Errorf("%s is served by node %s: %w", rt.Repo, rt.Node, ErrUnavailable)
 }
 
 // Stats counts a session's traffic.

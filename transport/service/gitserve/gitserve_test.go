@@ -68,12 +68,12 @@ func (r *stubResolver) Lookup(_ context.Context, n names.Repo) (auth.RepoInfo, e
 	return r.info, nil
 }
 
-func (r *stubResolver) Session(context.Context, names.Repo, bool) (gitproto.Backend, func(), error) {
+func (r *stubResolver) Session(context.Context, names.Repo, bool) (Resolved, error) {
 	if r.sessionErr != nil {
-		return nil, nil, r.sessionErr
+		return Resolved{}, r.sessionErr
 	}
 	r.sessions++
-	return stubBackend{}, func() { r.released++ }, nil
+	return Resolved{Backend: stubBackend{}, Release: func() { r.released++ }}, nil
 }
 
 // echoEngine copies in to out, prefixed with the service and options.

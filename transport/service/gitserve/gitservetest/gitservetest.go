@@ -28,6 +28,7 @@ import (
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/testkit/gitrun"
 	"github.com/rgit/rgit/testkit/need"
+	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
@@ -78,17 +79,17 @@ func (r *Resolver) Lookup(_ context.Context, n names.Repo) (auth.RepoInfo, error
 }
 
 // Session implements gitserve.Resolver.
-func (r *Resolver) Session(_ context.Context, n names.Repo, _ bool) (gitproto.Backend, func(), error) {
+func (r *Resolver) Session(_ context.Context, n names.Repo, _ bool) (gitserve.Resolved, error) {
 	r.Sessions.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rp, ok := r.repos[n.String()]
 	if !ok {
-		return nil, nil, fmt.Errorf("%s: %w", n, auth.ErrRepoNotFound)
+		return gitserve.Resolved{}, fmt.Errorf("%s: %w", n, auth.ErrRepoNotFound)
 	}
 	r.Open.Add(1)
 	var once sync.Once
-	return &Backend{Dir: rp.dir}, func() { once.Do(func() { r.Open.Add(-1) }) }, nil
+	return gitserve.Resolved{Backend: &Backend{Dir: rp.dir}, Release: func() { once.Do(func() { r.Open.Add(-1) }) }}, nil
 }
 
 // ExecProtocol runs git's own upload-pack/receive-pack on Backend.Dir, the
