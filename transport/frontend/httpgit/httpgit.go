@@ -26,6 +26,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/clientlimit"
@@ -53,9 +54,9 @@ type Config struct {
 	// Metrics records each request; nil means none. Use
 	// (*gitserve.PromMetrics).For("http").
 	Metrics gitserve.Metrics
-	// SessionKind names this front end's git sessions (gitserve.KindHTTP
-	// when empty; the peer port's are gitserve.KindForwarded).
-	SessionKind string
+	// SessionKind names this front end's git sessions (actors.KindHTTP
+	// when empty; the peer port's are actors.KindForwarded).
+	SessionKind actors.SessionKind
 	// FromPeers says every request comes from a peer node (the peer HTTP
 	// port, behind the peer secret): its request ids are the forwarding
 	// node's and are kept. Otherwise each request gets a new id and the
@@ -87,8 +88,8 @@ type handler struct {
 	metrics  gitserve.Metrics
 	forward  gitserve.Forwarder
 	rerouter gitserve.Rerouter
-	kind     string // gitserve session kind
-	peers    bool   // Config.FromPeers
+	kind     actors.SessionKind
+	peers    bool // Config.FromPeers
 	anon     *clientlimit.PerAddr
 }
 
@@ -206,7 +207,7 @@ func newHandler(cfg Config) (*handler, error) {
 		return nil, fmt.Errorf("httpgit: %w", err)
 	}
 	h := &handler{gate: gate, auth: cfg.Auth, maxBody: cfg.MaxBody, log: cfg.Logger, metrics: cfg.Metrics,
-		forward: cfg.Forward, rerouter: cfg.Rerouter, kind: cmp.Or(cfg.SessionKind, gitserve.KindHTTP), peers: cfg.FromPeers, anon: cfg.Unauthenticated}
+		forward: cfg.Forward, rerouter: cfg.Rerouter, kind: cmp.Or(cfg.SessionKind, actors.KindHTTP), peers: cfg.FromPeers, anon: cfg.Unauthenticated}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBody
 	}

@@ -360,7 +360,7 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := gitserve.WithHops(context.WithoutCancel(r.Context()), hop)
 	ctx = reqid.With(ctx, reqid.Accept(r.Header.Get(reqid.Header)))
 	log = log.With(reqid.Field(ctx))
-	ctx, end, err := h.Gate.Begin(ctx, gitserve.KindForwarded)
+	ctx, end, err := h.Gate.Begin(ctx, actors.KindForwarded)
 	defer end()
 	if err != nil {
 		log.Warn("peer session refused: no session", zap.Error(err))

@@ -42,6 +42,7 @@ import (
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/clientlimit"
@@ -360,7 +361,7 @@ func (s *Server) serve(ctx context.Context, sess ssh.Session, op *string, stats 
 	}
 	opt := gitproto.Options{Protocol: gitproto.ParseProtocol(envValue(sess.Environ(), "GIT_PROTOCOL"))}
 	req := gitserve.SessionRequest{Service: svc, Repo: repo, Identity: id, Protocol: opt.Protocol}
-	ctx, end, err := s.gate.Begin(ctx, gitserve.KindSSH)
+	ctx, end, err := s.gate.Begin(ctx, actors.KindSSH)
 	defer end()
 	if err != nil {
 		return err

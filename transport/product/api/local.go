@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/object"
@@ -60,7 +61,7 @@ type Local struct {
 
 // ServeAPI implements Origin.
 func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity) error {
-	ctx, end, err := l.Gate.Begin(r.Context(), gitserve.KindAPI)
+	ctx, end, err := l.Gate.Begin(r.Context(), actors.KindAPI)
 	defer end()
 	if err != nil {
 		l.fail(w, r, err)

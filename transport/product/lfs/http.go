@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
@@ -73,8 +74,8 @@ type Config struct {
 	// by another node, which says in HeaderBase where the client is.
 	Peer bool
 	// SessionKind names the git sessions of batch and lock requests
-	// (gitserve.KindHTTP when empty).
-	SessionKind string
+	// (actors.KindHTTP when empty).
+	SessionKind actors.SessionKind
 	Metrics     *Metrics
 	Log         *zap.Logger
 }
@@ -98,7 +99,7 @@ type Server struct {
 	anon      *clientlimit.PerAddr
 	publicURL string
 	peer      bool
-	kind      string
+	kind      actors.SessionKind
 	metrics   *Metrics
 	log       *zap.Logger
 	now       func() time.Time
@@ -119,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 		fwd: cfg.Forward, rr: cfg.Rerouter, limits: cfg.Limits.withDefaults(), anon: cfg.Unauthenticated, publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 		peer: cfg.Peer, kind: cfg.SessionKind, metrics: cfg.Metrics, log: cfg.Log, now: time.Now}
 	if s.kind == "" {
-		s.kind = gitserve.KindHTTP
+		s.kind = actors.KindHTTP
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()

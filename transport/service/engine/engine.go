@@ -119,8 +119,8 @@ func (e *NodeResolver) Session(ctx context.Context, r names.Repo, write bool) (g
 
 // BeginSession implements gitserve.SessionTracker: the session is an
 // actor under the node's transport supervisor until end.
-func (e *NodeResolver) BeginSession(ctx context.Context, kind string) (context.Context, func(), error) {
-	g, err := e.Node.BeginSession(ctx, actors.SessionKind(kind))
+func (e *NodeResolver) BeginSession(ctx context.Context, kind actors.SessionKind) (context.Context, func(), error) {
+	g, err := e.Node.BeginSession(ctx, kind)
 	if err != nil {
 		return ctx, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/wire/gitproto"
@@ -45,7 +46,7 @@ type Resolved struct {
 // front end begins the session before anything else and ends it when the
 // session is over, local or forwarded; ctx carries it down to Session.
 type SessionTracker interface {
-	BeginSession(ctx context.Context, kind string) (context.Context, func(), error)
+	BeginSession(ctx context.Context, kind actors.SessionKind) (context.Context, func(), error)
 }
 
 // DenialObserver is implemented by resolvers whose Lookup starts work
@@ -55,14 +56,6 @@ type SessionTracker interface {
 type DenialObserver interface {
 	Denied(r names.Repo)
 }
-
-// Session kinds, as front ends name them to Begin.
-const (
-	KindHTTP      = "http"
-	KindSSH       = "ssh"
-	KindForwarded = "forwarded"
-	KindAPI       = "api"
-)
 
 // Authoritative is implemented by backends that know the repository's
 // settings as its writer holds them. Lookup's metadata may lag a
@@ -207,7 +200,7 @@ func NewGate(r Resolver, engine Protocol, agent string) (*Gate, error) {
 // Begin starts a git session of kind through the resolver's SessionTracker
 // (a no-op for resolvers without one) and returns the context to serve it
 // under and the function that ends it. A failure is ErrUnavailable.
-func (g *Gate) Begin(ctx context.Context, kind string) (context.Context, func(), error) {
+func (g *Gate) Begin(ctx context.Context, kind actors.SessionKind) (context.Context, func(), error) {
 	t, ok := g.resolver.(SessionTracker)
 	if !ok {
 		return ctx, func() {}, nil
