@@ -540,7 +540,7 @@ func (s *Server) clusterFrontEnds(w *wiring, fe *frontEnds, public, adminMux *ht
 
 	peerCfg := httpCfg
 	peerCfg.Metrics = w.pm.For("peer")
-	peerCfg.SessionKind, peerCfg.FromPeers = gitserve.KindForwarded, true
+	peerCfg.SessionKind, peerCfg.FromPeers = actors.KindForwarded, true
 	peerCfg.Unauthenticated = nil // every request comes from a peer node
 	peerGit, err := httpgit.New(peerCfg)
 	if err != nil {
@@ -598,7 +598,7 @@ func (s *Server) newLFS(w *wiring) error {
 	if w.lfsPublic, err = lfs.New(c); err != nil {
 		return err
 	}
-	c.Peer, c.SessionKind, c.Unauthenticated = true, gitserve.KindForwarded, nil
+	c.Peer, c.SessionKind, c.Unauthenticated = true, actors.KindForwarded, nil
 	if w.lfsPeer, err = lfs.New(c); err != nil {
 		return err
 	}

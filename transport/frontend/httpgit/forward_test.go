@@ -11,9 +11,10 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/service/gitserve/gitservetest"
-	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
 // movingResolver says another node (owner) owns every repository until
@@ -24,18 +25,11 @@ type movingResolver struct {
 	local atomic.Bool
 }
 
-func (m *movingResolver) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
+func (m *movingResolver) Session(ctx context.Context, r names.Repo, w bool) (gitserve.Resolved, error) {
 	if !m.local.Load() {
-		return gitserve.RepoInfo{}, &gitserve.ForwardError{Node: m.owner, Owner: owner, Name: name}
+		return gitserve.Resolved{Node: m.owner}, nil
 	}
-	return m.Resolver.Lookup(ctx, owner, name)
-}
-
-func (m *movingResolver) Session(ctx context.Context, owner, name string, w bool) (gitproto.Backend, func(), error) {
-	if !m.local.Load() {
-		return nil, nil, &gitserve.ForwardError{Node: m.owner, Owner: owner, Name: name}
-	}
-	return m.Resolver.Session(ctx, owner, name, w)
+	return m.Resolver.Session(ctx, r, w)
 }
 
 // fakeForwarder answers for live nodes and fails to connect to dead ones.
@@ -63,7 +57,7 @@ type localRerouter struct {
 	calls atomic.Int32
 }
 
-func (l *localRerouter) ConnectFailed(_ context.Context, _, _, _, _ string) (actors.Route, error) {
+func (l *localRerouter) ConnectFailed(_ context.Context, _ names.Repo, _, _ string) (actors.Route, error) {
 	l.calls.Add(1)
 	l.res.local.Store(true)
 	return actors.Route{Local: true}, nil
@@ -122,12 +116,14 @@ func TestForwarding(t *testing.T) {
 	}
 
 	// Owner dead, receive-pack POST: nothing of the body was sent, so it
-	// fails over too and the same request runs here (anonymous, so the
-	// local run refuses the push: 401, not the 503 of a failed forward).
+	// fails over too and the same request runs here (the engine answers
+	// the flush-only push: 200, not the 503 of a failed forward).
 	srv, _, rr, _ = setup("rgit-1", true, true)
-	r = do(t, mustReq(t, "POST", srv.URL+"/alice/pub.git/git-receive-pack", "0000",
-		map[string]string{"Content-Type": "application/x-git-receive-pack-request"}))
-	if r.status != http.StatusUnauthorized || rr.calls.Load() != 1 {
+	push := mustReq(t, "POST", srv.URL+"/alice/pub.git/git-receive-pack", "0000",
+		map[string]string{"Content-Type": "application/x-git-receive-pack-request"})
+	push.SetBasicAuth("x", aliceTok) // a push is decided before it is forwarded
+	r = do(t, push)
+	if r.status != http.StatusOK || rr.calls.Load() != 1 {
 		t.Fatalf("receive-pack POST to a dead owner: %d %q, reroutes %d", r.status, r.body, rr.calls.Load())
 	}
 
@@ -157,8 +153,8 @@ type releasedResolver struct{ *gitservetest.Resolver }
 // released.
 var errReleased = fmt.Errorf("released: %w", gitserve.ErrMoved)
 
-func (releasedResolver) Lookup(context.Context, string, string) (gitserve.RepoInfo, error) {
-	return gitserve.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, errReleased)
+func (releasedResolver) Lookup(context.Context, names.Repo) (auth.RepoInfo, error) {
+	return auth.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, errReleased)
 }
 
 // TestMovedAnswer: a request forwarded to a node that released the

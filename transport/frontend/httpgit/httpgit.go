@@ -15,7 +15,6 @@ import (
 	"bytes"
 	"cmp"
 	"compress/gzip"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +26,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/clientlimit"
@@ -54,9 +54,9 @@ type Config struct {
 	// Metrics records each request; nil means none. Use
 	// (*gitserve.PromMetrics).For("http").
 	Metrics gitserve.Metrics
-	// SessionKind names this front end's git sessions (gitserve.KindHTTP
-	// when empty; the peer port's are gitserve.KindForwarded).
-	SessionKind string
+	// SessionKind names this front end's git sessions (actors.KindHTTP
+	// when empty; the peer port's are actors.KindForwarded).
+	SessionKind actors.SessionKind
 	// FromPeers says every request comes from a peer node (the peer HTTP
 	// port, behind the peer secret): its request ids are the forwarding
 	// node's and are kept. Otherwise each request gets a new id and the
@@ -88,8 +88,8 @@ type handler struct {
 	metrics  gitserve.Metrics
 	forward  gitserve.Forwarder
 	rerouter gitserve.Rerouter
-	kind     string // gitserve session kind
-	peers    bool   // Config.FromPeers
+	kind     actors.SessionKind
+	peers    bool // Config.FromPeers
 	anon     *clientlimit.PerAddr
 }
 
@@ -207,7 +207,7 @@ func newHandler(cfg Config) (*handler, error) {
 		return nil, fmt.Errorf("httpgit: %w", err)
 	}
 	h := &handler{gate: gate, auth: cfg.Auth, maxBody: cfg.MaxBody, log: cfg.Logger, metrics: cfg.Metrics,
-		forward: cfg.Forward, rerouter: cfg.Rerouter, kind: cmp.Or(cfg.SessionKind, gitserve.KindHTTP), peers: cfg.FromPeers, anon: cfg.Unauthenticated}
+		forward: cfg.Forward, rerouter: cfg.Rerouter, kind: cmp.Or(cfg.SessionKind, actors.KindHTTP), peers: cfg.FromPeers, anon: cfg.Unauthenticated}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBody
 	}
@@ -233,9 +233,6 @@ type request struct {
 	// proxied is the response writer handed to the forwarder, if the
 	// request was forwarded.
 	proxied *trackingWriter
-	// rerun serves the request again from the start (after a failover
-	// moved the repository here).
-	rerun http.HandlerFunc
 }
 
 func (h *handler) begin(w http.ResponseWriter, r *http.Request, op string) *request {
@@ -361,21 +358,38 @@ func (h *handler) identity(r *http.Request) (auth.Identity, error) {
 // open authenticates the caller and opens a session for svc on the
 // request's repository. On failure it has already answered and returns nil.
 func (h *handler) open(q *request, svc gitserve.Service) *gitserve.AuthorizedSession {
-	owner, repo := q.r.PathValue("owner"), q.r.PathValue("repo")
+	owner, rawName := q.r.PathValue("owner"), q.r.PathValue("repo")
 	id, err := h.identity(q.r)
 	if errors.Is(err, auth.ErrBadCredentials) {
-		err = &gitserve.DeniedError{Decision: auth.Unauthorized, Service: svc, Owner: owner, Name: repo, Err: err}
+		err = &gitserve.DeniedError{Decision: auth.Unauthorized, Service: svc, Owner: owner, Name: rawName, Err: err}
 	}
 	if err != nil {
 		q.finish(err)
 		return nil
 	}
-	sess, err := h.gate.Open(q.r.Context(), svc, owner, repo, id)
-	if fe, ok := gitserve.AsForward(err); ok && h.forward != nil && !noForward(q.r.Context()) {
-		if err := h.forwardTo(q, fe, svc); !errors.Is(err, errServedLocally) {
-			q.finish(err)
-		}
+	repo, err := gitserve.ParseRepo(owner, rawName)
+	if err != nil {
+		q.finish(gitserve.BadPath(svc, owner+"/"+rawName, id, err))
 		return nil
+	}
+	rt, err := h.gate.Route(q.r.Context(), svc, repo, id)
+	if err == nil && rt.Session == nil {
+		if h.forward == nil {
+			q.finish(gitserve.NotHere(rt))
+			return nil
+		}
+		local, err := h.forwardTo(q, rt, svc)
+		if !local {
+			q.finish(err)
+			return nil
+		}
+		// The failover moved the repository here: serve it here, and
+		// that answer is final (Open forwards nothing).
+		rt.Session, err = h.gate.Open(q.r.Context(), svc, rt.Repo, id)
+		if err != nil {
+			q.finish(err)
+			return nil
+		}
 	}
 	if gitserve.Hops(q.r.Context()) > 0 && gitserve.IsMoved(err) {
 		// Forwarded here by a node whose view still names this draining
@@ -387,7 +401,7 @@ func (h *handler) open(q *request, svc gitserve.Service) *gitserve.AuthorizedSes
 		q.finish(err)
 		return nil
 	}
-	return sess
+	return rt.Session
 }
 
 // moved answers a forwarded request with the moved signal and records it.
@@ -404,41 +418,44 @@ func (q *request) moved(err error) {
 // and gets a second chance only while none of it was sent.
 const maxReplayBody = 1 << 20
 
-// forwardTo carries the request to the owner fe names, following connect
+// forwardTo carries the request to the node rt names, following connect
 // failures to wherever the node's failover sends it and moved answers to
 // wherever the node routes next. Upload-pack POSTs whose body fits
 // maxReplayBody are kept in memory to be sent again; other bodies (pushes)
 // stream once, so they follow only while none of them was sent (the
-// forwarder reports nothing else as a connect failure or a move). When the
-// repository moved here, the request is served again from the start on
-// this node, forbidding a further forward so that a flapping map cannot
-// recurse.
-func (h *handler) forwardTo(q *request, fe *gitserve.ForwardError, svc gitserve.Service) error {
+// forwarder reports nothing else as a connect failure or a move). It
+// returns local true when the repository moved here instead, with the
+// request as it arrived (its body rewound) for the caller to serve.
+func (h *handler) forwardTo(q *request, rt gitserve.Routed, svc gitserve.Service) (local bool, err error) {
+	op := q.op
 	q.op += "-forward"
 	q.proxied = &trackingWriter{ResponseWriter: q.w}
 	method := q.r.Method
 	if method == http.MethodPost && svc == gitserve.UploadPack {
 		replayable, err := bufferBody(q.r, maxReplayBody)
 		if err != nil {
-			return bodyError("read upload-pack request", err)
+			return false, bodyError("read upload-pack request", err)
 		}
 		if replayable {
 			method = http.MethodGet // a read that can be sent again
 		}
 	}
-	return gitserve.FollowForward(q.r.Context(), h.rerouter, gitserve.MoverOf(h.forward, h.rerouter), fe, method,
-		func(node string) error { return h.forward.Forward(q.proxied, q.r, node) },
-		func() error {
-			if q.r.GetBody != nil {
-				body, err := q.r.GetBody()
-				if err != nil {
-					return err
-				}
-				q.r.Body = body
-			}
-			q.rerun(q.w, q.r.WithContext(context.WithValue(q.r.Context(), noForwardKey{}, true)))
-			return errServedLocally
-		})
+	local, err = gitserve.FollowForward(q.r.Context(), h.rerouter, gitserve.MoverOf(h.forward, h.rerouter), rt, method,
+		func(node string) error { return h.forward.Forward(q.proxied, q.r, node) })
+	if !local || err != nil {
+		return false, err
+	}
+	// Nothing was sent anywhere that consumed the request: it is served
+	// here as if it had never been forwarded.
+	q.op, q.proxied = op, nil
+	if q.r.GetBody != nil {
+		body, err := q.r.GetBody()
+		if err != nil {
+			return false, fmt.Errorf("rewind the request body: %w", err)
+		}
+		q.r.Body = body
+	}
+	return true, nil
 }
 
 // bufferBody reads r's body into memory if it is at most limit bytes and
@@ -468,14 +485,6 @@ func bufferBody(r *http.Request, limit int64) (bool, error) {
 	r.ContentLength, r.TransferEncoding = int64(len(buf)), nil
 	return true, nil
 }
-
-// errServedLocally: after a failover the request was served (and
-// recorded) by a local run of the handler.
-var errServedLocally = errors.New("served locally after failover")
-
-type noForwardKey struct{}
-
-func noForward(ctx context.Context) bool { return ctx.Value(noForwardKey{}) != nil }
 
 // trackingWriter records whether the forwarded answer has started, so a
 // failed forward is answered only when nothing was written yet.
@@ -513,7 +522,6 @@ func noCache(h http.Header) {
 func (h *handler) infoRefs(w http.ResponseWriter, r *http.Request) {
 	svcName := r.URL.Query().Get("service")
 	q := h.begin(w, r, "info-refs")
-	q.rerun = h.infoRefs
 	if svcName == "" {
 		q.refuse(http.StatusForbidden, "dumb HTTP is not supported: use a git client that speaks smart HTTP")
 		return
@@ -553,7 +561,6 @@ func writePreamble(w io.Writer, svcName string) error {
 
 func (h *handler) rpc(w http.ResponseWriter, r *http.Request, svc gitserve.Service) {
 	q := h.begin(w, r, strings.TrimPrefix(svc.String(), "git-"))
-	q.rerun = func(w http.ResponseWriter, r *http.Request) { h.rpc(w, r, svc) }
 	// Cheap checks first, all before authentication and before anything
 	// reads the body: a too-large body is refused without resolving the
 	// repository, and with Expect: 100-continue the client never sends it.

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/peertls"
 	"github.com/rgit/rgit/transport/wire/reqid"
@@ -45,16 +46,16 @@ type HTTPForwarder struct {
 var _ gitserve.Mover = (*HTTPForwarder)(nil)
 
 // Moved implements gitserve.Mover with f.Mover.
-func (f *HTTPForwarder) Moved(ctx context.Context, owner, name, node string) (actors.Route, error) {
-	return moved(ctx, f.Mover, owner, name, node)
+func (f *HTTPForwarder) Moved(ctx context.Context, r names.Repo, node string) (actors.Route, error) {
+	return moved(ctx, f.Mover, r, node)
 }
 
 // moved delegates to m, which may be unset.
-func moved(ctx context.Context, m gitserve.Mover, owner, name, node string) (actors.Route, error) {
+func moved(ctx context.Context, m gitserve.Mover, r names.Repo, node string) (actors.Route, error) {
 	if m == nil {
-		return actors.Route{}, fmt.Errorf("%s/%s moved from %s: no mover configured: %w", owner, name, node, gitserve.ErrUnavailable)
+		return actors.Route{}, fmt.Errorf("%s moved from %s: no mover configured: %w", r, node, gitserve.ErrUnavailable)
 	}
-	return m.Moved(ctx, owner, name, node)
+	return m.Moved(ctx, r, node)
 }
 
 // errMovedAnswer is what ModifyResponse fails with on the moved signal, so

@@ -14,8 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/service/gitserve"
-	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
 // TestHTTPForwarderMoved: an owner answering the moved signal makes
@@ -105,12 +106,12 @@ type movedRepo struct{}
 // released.
 var errReleased = fmt.Errorf("released: %w", gitserve.ErrMoved)
 
-func (movedRepo) Lookup(context.Context, string, string) (gitserve.RepoInfo, error) {
-	return gitserve.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, errReleased)
+func (movedRepo) Lookup(context.Context, names.Repo) (auth.RepoInfo, error) {
+	return auth.RepoInfo{}, fmt.Errorf("route: %w: %w", gitserve.ErrUnavailable, errReleased)
 }
 
-func (movedRepo) Session(context.Context, string, string, bool) (gitproto.Backend, func(), error) {
-	return nil, nil, errReleased
+func (movedRepo) Session(context.Context, names.Repo, bool) (gitserve.Resolved, error) {
+	return gitserve.Resolved{}, errReleased
 }
 
 // TestSessionMoved: a forwarded session for a repository the owner
@@ -130,7 +131,7 @@ func TestSessionMoved(t *testing.T) {
 	in := strings.NewReader("untouched")
 	for _, svc := range []gitserve.Service{gitserve.UploadPack, gitserve.ReceivePack} {
 		_, err := NewSessionClient(dir, secret).ForwardSession(context.Background(), "rgit-1",
-			gitserve.SessionRequest{Service: svc, Owner: "a", Name: "b"}, in, io.Discard)
+			gitserve.SessionRequest{Service: svc, Repo: names.MustParse("a/b")}, in, io.Discard)
 		if !errors.Is(err, gitserve.ErrMoved) {
 			t.Fatalf("%s: %v", svc, err)
 		}
@@ -199,7 +200,7 @@ func TestSessionLostBeforeAnswer(t *testing.T) {
 	in := strings.NewReader("untouched")
 	for _, svc := range []gitserve.Service{gitserve.UploadPack, gitserve.ReceivePack} {
 		_, err := NewSessionClient(dir, secret).ForwardSession(context.Background(), "rgit-1",
-			gitserve.SessionRequest{Service: svc, Owner: "a", Name: "b"}, in, io.Discard)
+			gitserve.SessionRequest{Service: svc, Repo: names.MustParse("a/b")}, in, io.Discard)
 		if !errors.Is(err, gitserve.ErrPeerConnect) {
 			t.Fatalf("%s: %v, want a connect failure", svc, err)
 		}

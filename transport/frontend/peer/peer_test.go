@@ -338,16 +338,16 @@ func (e echoEngine) ReceivePack(ctx context.Context, b gitproto.Backend, in io.R
 // oneRepo resolves a/private (owned by alice) and nothing else.
 type oneRepo struct{}
 
-func (oneRepo) Lookup(_ context.Context, owner, name string) (gitserve.RepoInfo, error) {
-	if owner+"/"+name != "a/private" {
-		return gitserve.RepoInfo{}, auth.ErrRepoNotFound
+func (oneRepo) Lookup(_ context.Context, r names.Repo) (auth.RepoInfo, error) {
+	if r.String() != "a/private" {
+		return auth.RepoInfo{}, auth.ErrRepoNotFound
 	}
-	return gitserve.RepoInfo{Repo: names.MustParse("a/private")}, nil
+	return auth.RepoInfo{Repo: names.MustParse("a/private")}, nil
 }
 
-func (r oneRepo) Session(ctx context.Context, owner, name string, _ bool) (gitproto.Backend, func(), error) {
-	_, err := r.Lookup(ctx, owner, name)
-	return nil, func() {}, err
+func (o oneRepo) Session(ctx context.Context, r names.Repo, _ bool) (gitserve.Resolved, error) {
+	_, err := o.Lookup(ctx, r)
+	return gitserve.Resolved{Backend: struct{ gitproto.Backend }{}}, err
 }
 
 func sessionServer(t *testing.T) *Directory {
@@ -375,7 +375,7 @@ func TestSessionForwarding(t *testing.T) {
 	ctx := context.Background()
 	alice := auth.Identity{Owner: "a", Authenticated: true}
 	var out bytes.Buffer
-	st, err := c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "private.git", Identity: alice, Protocol: 2},
+	st, err := c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: gitserve.UploadPack, Repo: names.MustParse("a/private.git"), Identity: alice, Protocol: 2},
 		strings.NewReader("hello"), &out)
 	if err != nil {
 		t.Fatalf("ForwardSession: %v", err)
@@ -387,7 +387,7 @@ func TestSessionForwarding(t *testing.T) {
 
 	// The owner applies the access rules to the forwarded identity.
 	out.Reset()
-	_, err = c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "private"},
+	_, err = c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: gitserve.UploadPack, Repo: names.MustParse("a/private")},
 		strings.NewReader("x"), &out)
 	if gitserve.Classify(err) != gitserve.Unauthorized || out.Len() != 0 {
 		t.Errorf("anonymous on a private repo: class %v (%v), %d bytes", gitserve.Classify(err), err, out.Len())
@@ -406,21 +406,21 @@ func TestSessionForwarding(t *testing.T) {
 		{auth.Identity{DeployKey: "SHA256:k", Authenticated: true, Repos: []string{"a/private"}}, gitserve.ReceivePack, gitserve.OK},
 	} {
 		out.Reset()
-		_, err = c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: tc.svc, Owner: "a", Name: "private", Identity: tc.id},
+		_, err = c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: tc.svc, Repo: names.MustParse("a/private"), Identity: tc.id},
 			strings.NewReader("x"), &out)
 		if gitserve.Classify(err) != tc.want {
 			t.Errorf("%+v %s: class %v (%v), want %v", tc.id, tc.svc, gitserve.Classify(err), err, tc.want)
 		}
 	}
 	// Remote protocol errors keep their class.
-	_, err = c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "private", Identity: alice},
+	_, err = c.ForwardSession(ctx, "rgit-1", gitserve.SessionRequest{Service: gitserve.UploadPack, Repo: names.MustParse("a/private"), Identity: alice},
 		strings.NewReader("fail"), &out)
 	if gitserve.Classify(err) != gitserve.BadRequest {
 		t.Errorf("remote protocol error: class %v (%v)", gitserve.Classify(err), err)
 	}
 	// Wrong secret: refused before any session runs.
 	_, err = NewSessionClient(dir, "wrong-secret-0123456").ForwardSession(ctx, "rgit-1",
-		gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "private", Identity: alice}, strings.NewReader("x"), &out)
+		gitserve.SessionRequest{Service: gitserve.UploadPack, Repo: names.MustParse("a/private"), Identity: alice}, strings.NewReader("x"), &out)
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("wrong secret: %v", err)
 	}
@@ -435,7 +435,7 @@ func TestSessionConnectFailure(t *testing.T) {
 	dir, _ := StaticDirectory(map[string]string{"rgit-1": net.JoinHostPort(host, fmt.Sprint(p-1))})
 	in := strings.NewReader("untouched")
 	_, err := NewSessionClient(dir, secret).ForwardSession(context.Background(), "rgit-1",
-		gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "b"}, in, io.Discard)
+		gitserve.SessionRequest{Service: gitserve.UploadPack, Repo: names.MustParse("a/b")}, in, io.Discard)
 	if !errors.Is(err, gitserve.ErrPeerConnect) {
 		t.Fatalf("dead node: %v", err)
 	}

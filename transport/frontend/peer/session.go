@@ -21,6 +21,7 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 	"github.com/rgit/rgit/transport/wire/peertls"
@@ -79,8 +80,8 @@ type SessionClient struct {
 var _ gitserve.Mover = (*SessionClient)(nil)
 
 // Moved implements gitserve.Mover with c.Mover.
-func (c *SessionClient) Moved(ctx context.Context, owner, name, node string) (actors.Route, error) {
-	return moved(ctx, c.Mover, owner, name, node)
+func (c *SessionClient) Moved(ctx context.Context, r names.Repo, node string) (actors.Route, error) {
+	return moved(ctx, c.Mover, r, node)
 }
 
 // WithTLS makes c speak peer TLS (tc nil: plaintext); call before use.
@@ -146,7 +147,7 @@ func (c *SessionClient) ForwardSession(ctx context.Context, node string, req git
 	h.Set("Upgrade", upgradeProto)
 	h.Set(HeaderHop, strconv.Itoa(hop))
 	h.Set(hdrService, req.Service.String())
-	h.Set(hdrRepo, req.Owner+"/"+req.Name)
+	h.Set(hdrRepo, req.Repo.String())
 	if req.Identity.Authenticated {
 		b, err := json.Marshal(req.Identity)
 		if err != nil {
@@ -337,7 +338,7 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad "+hdrService, http.StatusBadRequest)
 		return
 	}
-	owner, name, err := gitserve.ParsePath(r.Header.Get(hdrRepo))
+	repo, err := gitserve.ParsePath(r.Header.Get(hdrRepo))
 	if err != nil {
 		http.Error(w, "bad "+hdrRepo, http.StatusBadRequest)
 		return
@@ -359,7 +360,7 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := gitserve.WithHops(context.WithoutCancel(r.Context()), hop)
 	ctx = reqid.With(ctx, reqid.Accept(r.Header.Get(reqid.Header)))
 	log = log.With(reqid.Field(ctx))
-	ctx, end, err := h.Gate.Begin(ctx, gitserve.KindForwarded)
+	ctx, end, err := h.Gate.Begin(ctx, actors.KindForwarded)
 	defer end()
 	if err != nil {
 		log.Warn("peer session refused: no session", zap.Error(err))
@@ -369,15 +370,15 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Open before the upgrade: a repository this draining node no longer
 	// holds is answered with the moved signal while the caller can still
 	// send the session elsewhere (it has read nothing of the client yet).
-	sess, openErr := h.Gate.Open(ctx, svc, owner, name, id)
+	rt, openErr := h.Gate.Route(ctx, svc, repo, id)
 	if gitserve.IsMoved(openErr) {
 		log.Info("peer session for a repository this node released; answered moved",
-			zap.String("repo", owner+"/"+name), zap.Error(openErr))
+			zap.Stringer("repo", repo), zap.Error(openErr))
 		gitserve.WriteMoved(w)
 		return
 	}
-	if openErr == nil {
-		defer sess.Close()
+	if rt.Session != nil {
+		defer rt.Session.Close()
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
@@ -396,20 +397,23 @@ func (h *SessionHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fw := &frameWriter{conn: conn}
-	req := gitserve.SessionRequest{Service: svc, Owner: owner, Name: name, Identity: id, Protocol: proto}
+	req := gitserve.SessionRequest{Service: svc, Repo: repo, Identity: id, Protocol: proto}
 	// The connection's read deadline bounds each whole fetch request, as
 	// the forwarding node's own front end would.
 	opt := gitproto.Options{Protocol: proto, Agent: h.Agent, Input: conn}
 	// brw.Reader holds whatever of stdin arrived with the request.
-	_, err = h.Gate.RunRouted(ctx, h.Forward, h.Rerouter, req, sess, openErr, brw.Reader, fw, opt)
+	err = openErr
+	if err == nil {
+		_, err = h.Gate.RunRouted(ctx, h.Forward, h.Rerouter, req, rt, brw.Reader, fw, opt)
+	}
 	class := gitserve.Classify(err)
 	s := status{Class: class.String()}
 	if err != nil {
 		s.Msg = err.Error()
 		log.Info("peer session ended with an error", zap.String("service", svc.String()),
-			zap.String("repo", owner+"/"+name), zap.String("class", class.String()), zap.Error(err))
+			zap.Stringer("repo", repo), zap.String("class", class.String()), zap.Error(err))
 	} else {
-		log.Debug("peer session", zap.String("service", svc.String()), zap.String("repo", owner+"/"+name))
+		log.Debug("peer session", zap.String("service", svc.String()), zap.Stringer("repo", repo))
 	}
 	if err := fw.status(s); err != nil {
 		log.Debug("peer session: write status", zap.Error(err))

@@ -64,7 +64,7 @@ func TestSessionOverTLS(t *testing.T) {
 	}
 	dir, _ := tlsServer(t, tc, RequireBearer(secret, nil, &SessionHandler{Gate: gate}))
 	alice := auth.Identity{Owner: "a", Authenticated: true}
-	req := gitserve.SessionRequest{Service: gitserve.UploadPack, Owner: "a", Name: "private", Identity: alice, Protocol: 2}
+	req := gitserve.SessionRequest{Service: gitserve.UploadPack, Repo: names.MustParse("a/private"), Identity: alice, Protocol: 2}
 	var out bytes.Buffer
 	if _, err := NewSessionClient(dir, secret).WithTLS(tc).ForwardSession(context.Background(), "rgit-1", req,
 		strings.NewReader("hello"), &out); err != nil {

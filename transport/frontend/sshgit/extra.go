@@ -8,8 +8,8 @@ import (
 
 	"github.com/gliderlabs/ssh"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
-	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/clientlimit"
 )
 
@@ -51,7 +51,7 @@ func (s *Server) serveExtra(ctx context.Context, sess ssh.Session, raw string, o
 	if err != nil {
 		return err
 	}
-	ctx, end, err := s.gate.Begin(ctx, gitserve.KindSSH)
+	ctx, end, err := s.gate.Begin(ctx, actors.KindSSH)
 	defer end()
 	if err != nil {
 		return err

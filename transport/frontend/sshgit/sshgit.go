@@ -42,6 +42,7 @@ import (
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/clientlimit"
@@ -350,17 +351,17 @@ func (s *Server) serve(ctx context.Context, sess ssh.Session, op *string, stats 
 		return err
 	}
 	*op = strings.TrimPrefix(svc.String(), "git-")
-	owner, name, err := gitserve.ParsePath(path)
+	repo, err := gitserve.ParsePath(path)
 	if err != nil {
-		return &gitserve.DeniedError{Decision: auth.NotFound, Service: svc, Name: path, Err: err}
+		return gitserve.BadPath(svc, path, auth.Anonymous, err)
 	}
 	id, err := s.identity(sess)
 	if err != nil {
 		return err
 	}
 	opt := gitproto.Options{Protocol: gitproto.ParseProtocol(envValue(sess.Environ(), "GIT_PROTOCOL"))}
-	req := gitserve.SessionRequest{Service: svc, Owner: owner, Name: name, Identity: id, Protocol: opt.Protocol}
-	ctx, end, err := s.gate.Begin(ctx, gitserve.KindSSH)
+	req := gitserve.SessionRequest{Service: svc, Repo: repo, Identity: id, Protocol: opt.Protocol}
+	ctx, end, err := s.gate.Begin(ctx, actors.KindSSH)
 	defer end()
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/object"
@@ -58,20 +59,27 @@ type Local struct {
 	Log *zap.Logger
 }
 
-type noForwardKey struct{}
-
 // ServeAPI implements Origin.
 func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity) error {
-	ctx, end, err := l.Gate.Begin(r.Context(), gitserve.KindAPI)
+	ctx, end, err := l.Gate.Begin(r.Context(), actors.KindAPI)
 	defer end()
 	if err != nil {
 		l.fail(w, r, err)
 		return nil
 	}
 	r = r.WithContext(ctx)
-	sess, err := l.Gate.Open(ctx, gitserve.UploadPack, q.Repo.Owner(), q.Repo.Name(), id)
-	if fe, ok := gitserve.AsForward(err); ok {
-		return l.forward(w, r, q, id, fe)
+	rt, err := l.Gate.Route(ctx, gitserve.UploadPack, q.Repo, id)
+	if err == nil && rt.Session == nil {
+		local, err := l.forward(w, r, rt)
+		if !local {
+			return err
+		}
+		// The failover moved the repository here: this node's answer
+		// is final (Open forwards nothing).
+		if rt.Session, err = l.Gate.Open(ctx, gitserve.UploadPack, rt.Repo, id); err != nil {
+			l.fail(w, r, err)
+			return nil
+		}
 	}
 	if err != nil && gitserve.Hops(ctx) > 0 && gitserve.IsMoved(err) {
 		gitserve.WriteMoved(w)
@@ -81,6 +89,7 @@ func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id 
 		l.fail(w, r, err)
 		return nil
 	}
+	sess := rt.Session
 	defer sess.Close()
 	b := sess.Backend()
 	objs, ok := b.(browsable)
@@ -92,7 +101,7 @@ func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id 
 	if a, ok := b.(gitserve.Authoritative); ok {
 		public = a.RepoInfo().Public
 	}
-	s := &serving{l: l, w: w, r: r, q: q, owner: sess.Owner, name: sess.Name, public: public, rd: newReader(ctx, objs.Objects(), l.Limits)}
+	s := &serving{l: l, w: w, r: r, q: q, owner: sess.Repo.Owner(), name: sess.Repo.Name(), public: public, rd: newReader(ctx, objs.Objects(), l.Limits)}
 	defer l.Metrics.done(q.Endpoint, s.rd.w)
 	if q.Immutable() {
 		if err := reachable(ctx, objs, q); err != nil {
@@ -133,28 +142,28 @@ func reachable(ctx context.Context, b browsable, q *Request) error {
 	return nil
 }
 
-// forward carries the request to the owner, following failover and moved
-// answers; a repository that moved here is served here. Its error is an
+// forward carries the request to the node rt names, following failover
+// and moved answers; local reports that the repository moved here
+// instead (nothing was answered: the caller serves it). Its error is an
 // answer cut short, as ServeAPI's.
-func (l *Local) forward(w http.ResponseWriter, r *http.Request, q *Request, id auth.Identity, fe *gitserve.ForwardError) error {
-	if l.Forward == nil || r.Context().Value(noForwardKey{}) != nil {
-		l.fail(w, r, fmt.Errorf("%s is owned by %s: %w", q.Repo, fe.Node, gitserve.ErrUnavailable))
-		return nil
+func (l *Local) forward(w http.ResponseWriter, r *http.Request, rt gitserve.Routed) (local bool, _ error) {
+	if l.Forward == nil {
+		l.fail(w, r, gitserve.NotHere(rt))
+		return false, nil
 	}
 	tw := &startedWriter{ResponseWriter: w}
-	err := gitserve.FollowForward(r.Context(), l.Rerouter, gitserve.MoverOf(l.Forward, l.Rerouter), fe, http.MethodGet,
-		func(node string) error { return l.Forward.Forward(tw, r, node) },
-		func() error {
-			return l.ServeAPI(tw, r.WithContext(context.WithValue(r.Context(), noForwardKey{}, true)), q, id)
-		})
+	local, err := gitserve.FollowForward(r.Context(), l.Rerouter, gitserve.MoverOf(l.Forward, l.Rerouter), rt, http.MethodGet,
+		func(node string) error { return l.Forward.Forward(tw, r, node) })
 	switch {
+	case local:
+		return true, nil
 	case err != nil && !tw.started:
 		l.fail(w, r, err)
 	case err != nil:
 		l.logger().Warn("read API: forwarded answer failed", zap.String("path", r.URL.Path), zap.Error(err))
-		return err
+		return false, err
 	}
-	return nil
+	return false, nil
 }
 
 // fail answers err as a JSON error: denials as gitserve decided them

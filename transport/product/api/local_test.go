@@ -127,15 +127,15 @@ func (b *browseBackend) RepoInfo() auth.RepoInfo {
 // oneRepo resolves alice/site to b and nothing else.
 type oneRepo struct{ b *browseBackend }
 
-func (o oneRepo) Lookup(_ context.Context, owner, name string) (auth.RepoInfo, error) {
-	if RepoKey(owner, name) != "alice/site" {
+func (o oneRepo) Lookup(_ context.Context, r names.Repo) (auth.RepoInfo, error) {
+	if r.Key() != "alice/site" {
 		return auth.RepoInfo{}, auth.ErrRepoNotFound
 	}
 	return o.b.RepoInfo(), nil
 }
 
-func (o oneRepo) Session(context.Context, string, string, bool) (gitproto.Backend, func(), error) {
-	return o.b, func() {}, nil
+func (o oneRepo) Session(context.Context, names.Repo, bool) (gitserve.Resolved, error) {
+	return gitserve.Resolved{Backend: o.b}, nil
 }
 
 func newLocal(t *testing.T, b *browseBackend) *Local {

@@ -45,13 +45,14 @@ func (s settings) RepoInfo() auth.RepoInfo { return s.info }
 // resolver is gitservetest's with Authoritative backends.
 type resolver struct{ *gitservetest.Resolver }
 
-func (r resolver) Session(ctx context.Context, owner, name string, write bool) (gitproto.Backend, func(), error) {
-	b, release, err := r.Resolver.Session(ctx, owner, name, write)
+func (r resolver) Session(ctx context.Context, n names.Repo, write bool) (gitserve.Resolved, error) {
+	res, err := r.Resolver.Session(ctx, n, write)
 	if err != nil {
-		return nil, nil, err
+		return gitserve.Resolved{}, err
 	}
-	info, _ := r.Lookup(ctx, owner, name)
-	return settings{Backend: b, info: info}, release, nil
+	info, _ := r.Lookup(ctx, n)
+	res.Backend = settings{Backend: res.Backend, info: info}
+	return res, nil
 }
 
 // repoLocks keeps the locks of every repository in its own storage/repo
@@ -73,16 +74,16 @@ func (l *repoLocks) open(t *testing.T, owner, name string) {
 	l.repos[owner+"/"+name] = r
 }
 
-func (l *repoLocks) CreateLock(ctx context.Context, owner, name, path, holder string) (repo.Lock, error) {
-	return l.repos[owner+"/"+name].CreateLock(ctx, path, holder)
+func (l *repoLocks) CreateLock(ctx context.Context, r names.Repo, path, holder string) (repo.Lock, error) {
+	return l.repos[r.String()].CreateLock(ctx, path, holder)
 }
 
-func (l *repoLocks) DeleteLock(ctx context.Context, owner, name, id, holder string) (repo.Lock, error) {
-	return l.repos[owner+"/"+name].DeleteLock(ctx, id, holder)
+func (l *repoLocks) DeleteLock(ctx context.Context, r names.Repo, id, holder string) (repo.Lock, error) {
+	return l.repos[r.String()].DeleteLock(ctx, id, holder)
 }
 
-func (l *repoLocks) Locks(_ context.Context, owner, name string) ([]repo.Lock, error) {
-	return l.repos[owner+"/"+name].Locks()
+func (l *repoLocks) Locks(_ context.Context, r names.Repo) ([]repo.Lock, error) {
+	return l.repos[r.String()].Locks()
 }
 
 // fixture is one LFS front end over a memory store (or the given one),

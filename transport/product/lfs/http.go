@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
@@ -32,11 +33,11 @@ import (
 // storage/repo's lock sentinels and *repo.LockedError, or
 // gitserve.ErrUnavailable when the repository cannot be reached now.
 type Locks interface {
-	CreateLock(ctx context.Context, owner, name, path, holder string) (repo.Lock, error)
+	CreateLock(ctx context.Context, r names.Repo, path, holder string) (repo.Lock, error)
 	// DeleteLock removes lock id if holder took it, any lock when holder
 	// is "" (an administrator's forced unlock), and returns it.
-	DeleteLock(ctx context.Context, owner, name, id, holder string) (repo.Lock, error)
-	Locks(ctx context.Context, owner, name string) ([]repo.Lock, error)
+	DeleteLock(ctx context.Context, r names.Repo, id, holder string) (repo.Lock, error)
+	Locks(ctx context.Context, r names.Repo) ([]repo.Lock, error)
 }
 
 // Config configures the LFS front end of one listener.
@@ -73,8 +74,8 @@ type Config struct {
 	// by another node, which says in HeaderBase where the client is.
 	Peer bool
 	// SessionKind names the git sessions of batch and lock requests
-	// (gitserve.KindHTTP when empty).
-	SessionKind string
+	// (actors.KindHTTP when empty).
+	SessionKind actors.SessionKind
 	Metrics     *Metrics
 	Log         *zap.Logger
 }
@@ -98,7 +99,7 @@ type Server struct {
 	anon      *clientlimit.PerAddr
 	publicURL string
 	peer      bool
-	kind      string
+	kind      actors.SessionKind
 	metrics   *Metrics
 	log       *zap.Logger
 	now       func() time.Time
@@ -119,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 		fwd: cfg.Forward, rr: cfg.Rerouter, limits: cfg.Limits.withDefaults(), anon: cfg.Unauthenticated, publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 		peer: cfg.Peer, kind: cfg.SessionKind, metrics: cfg.Metrics, log: cfg.Log, now: time.Now}
 	if s.kind == "" {
-		s.kind = gitserve.KindHTTP
+		s.kind = actors.KindHTTP
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -319,8 +320,6 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, v any) ([]byt
 	return body, nil
 }
 
-type noForwardKey struct{}
-
 // routed runs serve on the request's repository once access is decided
 // (svc's: upload-pack for reads, receive-pack for writes), here when this
 // node owns it, else on its owner: the request is forwarded with its
@@ -335,16 +334,24 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request, svc gitserve.Ser
 	if err != nil {
 		return s.fail(w, r, err)
 	}
-	return s.serveRouted(w, r.WithContext(ctx), svc, id, body, method, serve)
+	rp, err := gitserve.ParseRepo(r.PathValue("owner"), r.PathValue("repo"))
+	if err != nil {
+		return s.fail(w, r, gitserve.BadPath(svc, r.PathValue("owner")+"/"+r.PathValue("repo"), id, err))
+	}
+	return s.serveRouted(w, r.WithContext(ctx), svc, rp, id, body, method, serve)
 }
 
-func (s *Server) serveRouted(w http.ResponseWriter, r *http.Request, svc gitserve.Service, id auth.Identity, body []byte, method string,
+func (s *Server) serveRouted(w http.ResponseWriter, r *http.Request, svc gitserve.Service, rp names.Repo, id auth.Identity, body []byte, method string,
 	serve func(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession) int) int {
-	sess, err := s.gate.Open(r.Context(), svc, r.PathValue("owner"), r.PathValue("repo"), id)
-	if fe, ok := gitserve.AsForward(err); ok {
-		return s.forward(w, r, fe, body, method, func(w http.ResponseWriter, r *http.Request) int {
-			return s.serveRouted(w, r, svc, id, body, method, serve)
-		})
+	rt, err := s.gate.Route(r.Context(), svc, rp, id)
+	if err == nil && rt.Session == nil {
+		status, local := s.forward(w, r, rt, body, method)
+		if !local {
+			return status
+		}
+		// The failover moved the repository here: this node's answer
+		// is final (Open forwards nothing).
+		rt.Session, err = s.gate.Open(r.Context(), svc, rt.Repo, id)
 	}
 	if err != nil && gitserve.Hops(r.Context()) > 0 && gitserve.IsMoved(err) {
 		gitserve.WriteMoved(w)
@@ -353,35 +360,33 @@ func (s *Server) serveRouted(w http.ResponseWriter, r *http.Request, svc gitserv
 	if err != nil {
 		return s.fail(w, r, err)
 	}
-	defer sess.Close()
-	return serve(w, r, sess)
+	defer rt.Session.Close()
+	return serve(w, r, rt.Session)
 }
 
-// forward carries the request to the owner fe names; see routed.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, fe *gitserve.ForwardError, body []byte, method string,
-	local func(w http.ResponseWriter, r *http.Request) int) int {
-	if s.fwd == nil || r.Context().Value(noForwardKey{}) != nil {
-		return s.fail(w, r, fmt.Errorf("%s/%s is owned by %s: %w", fe.Owner, fe.Name, fe.Node, gitserve.ErrUnavailable))
+// forward carries the request to the node rt names; see routed. local
+// reports that the repository moved here instead (nothing was answered).
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, rt gitserve.Routed, body []byte, method string) (status int, local bool) {
+	if s.fwd == nil {
+		return s.fail(w, r, gitserve.NotHere(rt)), false
 	}
 	r.Header.Set(HeaderBase, s.base(r))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	r.Body, _ = r.GetBody()
 	r.ContentLength, r.TransferEncoding = int64(len(body)), nil
 	tw := &httpmetrics.StatusWriter{ResponseWriter: w}
-	status := forwarded
-	err := gitserve.FollowForward(r.Context(), s.rr, gitserve.MoverOf(s.fwd, s.rr), fe, method,
-		func(node string) error { return s.fwd.Forward(tw, r, node) },
-		func() error {
-			status = local(tw, r.WithContext(context.WithValue(r.Context(), noForwardKey{}, true)))
-			return nil
-		})
+	local, err := gitserve.FollowForward(r.Context(), s.rr, gitserve.MoverOf(s.fwd, s.rr), rt, method,
+		func(node string) error { return s.fwd.Forward(tw, r, node) })
 	switch {
+	case local:
+		r.Body, _ = r.GetBody() // nothing of it was sent
+		return 0, true
 	case err != nil && tw.Status == 0:
-		return s.fail(w, r, err)
+		return s.fail(w, r, err), false
 	case err != nil:
 		s.log.Warn("git lfs: forwarded answer failed", zap.String("path", r.URL.Path), zap.Error(err), reqid.Field(r.Context()))
 	}
-	return status
+	return forwarded, false
 }
 
 // forwarded is the status routed reports for an answer another node
@@ -453,7 +458,7 @@ func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request, op *string)
 // the per-address cap.
 func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession, req *batchRequest, transfer string, anon bool) int {
 	ctx := r.Context()
-	owner, name := sess.Owner, sess.Name
+	owner, name := sess.Repo.Owner(), sess.Repo.Name()
 	resp := batchResponse{Transfer: transfer, HashAlgo: "sha256", Objects: make([]objectAnswer, len(req.Objects))}
 	present := make([]bool, len(req.Objects))
 	errs := make([]error, len(req.Objects))
@@ -550,8 +555,8 @@ func (s *Server) objectTicket(r *http.Request, op string) (ticket, error) {
 	if err != nil {
 		return ticket{}, err
 	}
-	owner, name, err := gitserve.CleanRepo(r.PathValue("owner"), r.PathValue("repo"))
-	if err != nil || t.Op != op || !names.Same(owner, t.Owner) || !names.Same(name, t.Name) {
+	rp, err := gitserve.ParseRepo(r.PathValue("owner"), r.PathValue("repo"))
+	if err != nil || t.Op != op || !names.Same(rp.Owner(), t.Owner) || !names.Same(rp.Name(), t.Name) {
 		return ticket{}, errBadTicket
 	}
 	if oid := r.PathValue("oid"); oid != "" && oid != t.OID {

@@ -160,7 +160,7 @@ func (s *Server) lockRequest(w http.ResponseWriter, r *http.Request, name string
 func (s *Server) createLock(w http.ResponseWriter, r *http.Request) {
 	var req createLockRequest
 	s.lockRequest(w, r, "create", gitserve.ReceivePack, http.MethodPost, &req, func(w http.ResponseWriter, r *http.Request, id auth.Identity, sess *gitserve.AuthorizedSession) int {
-		l, err := s.locks.CreateLock(r.Context(), sess.Owner, sess.Name, req.Path, holder(id))
+		l, err := s.locks.CreateLock(r.Context(), sess.Repo, req.Path, holder(id))
 		if err != nil {
 			return s.lockStatus(w, r, err)
 		}
@@ -179,7 +179,7 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return s.fail(w, r, err)
 		}
-		all, err := s.locks.Locks(r.Context(), sess.Owner, sess.Name)
+		all, err := s.locks.Locks(r.Context(), sess.Repo)
 		if err != nil {
 			return s.fail(w, r, err)
 		}
@@ -201,7 +201,7 @@ func (s *Server) verifyLocks(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return s.fail(w, r, err)
 		}
-		all, err := s.locks.Locks(r.Context(), sess.Owner, sess.Name)
+		all, err := s.locks.Locks(r.Context(), sess.Repo)
 		if err != nil {
 			return s.fail(w, r, err)
 		}
@@ -230,7 +230,7 @@ func (s *Server) unlock(w http.ResponseWriter, r *http.Request) {
 		if req.Force && mayForceUnlock(id, sess) {
 			only = ""
 		}
-		l, err := s.locks.DeleteLock(r.Context(), sess.Owner, sess.Name, r.PathValue("id"), only)
+		l, err := s.locks.DeleteLock(r.Context(), sess.Repo, r.PathValue("id"), only)
 		if err != nil {
 			return s.lockStatus(w, r, err)
 		}

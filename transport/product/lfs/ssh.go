@@ -96,26 +96,25 @@ func (x *SSH) ServeSSH(ctx context.Context, c sshgit.Command) error {
 		return err
 	}
 	*c.Op = strings.TrimPrefix(verb, "git-") + "-" + op
-	rawOwner, rawName, err := gitserve.ParsePath(path)
-	if err != nil {
-		return &gitserve.DeniedError{Decision: auth.NotFound, Name: path, Identity: c.Identity, Err: err}
-	}
 	svc := gitserve.UploadPack
 	if op == opUpload {
 		svc = gitserve.ReceivePack
 	}
+	rp, err := gitserve.ParsePath(path)
+	if err != nil {
+		return gitserve.BadPath(svc, path, c.Identity, err)
+	}
 	// Access is decided here, before anything is answered; the owner
 	// decides again for every batch and lock request.
 	var owner, name string
-	sess, err := s.gate.Open(ctx, svc, rawOwner, rawName, c.Identity)
-	if fe, ok := gitserve.AsForward(err); ok {
-		owner, name = fe.Owner, fe.Name
-	} else if err != nil {
+	rt, err := s.gate.Route(ctx, svc, rp, c.Identity)
+	if err != nil {
 		return err
-	} else {
-		owner, name = sess.Owner, sess.Name
-		sess.Close()
 	}
+	if rt.Session != nil {
+		rt.Session.Close()
+	}
+	owner, name = rt.Repo.Owner(), rt.Repo.Name()
 	id := narrow(c.Identity, owner, name, op)
 	if verb == cmdAuthenticate {
 		return x.authenticate(c, owner, name, id)

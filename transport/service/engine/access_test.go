@@ -38,7 +38,7 @@ func TestAccessBeforeOpen(t *testing.T) {
 		for i, name := range []string{"priv", "missing"} {
 			for pass := range 2 { // cold, then cached
 				fs.ResetCounts()
-				_, err := gate.Open(ctx, gitserve.UploadPack, "alice", name, tc.id)
+				_, err := gate.Open(ctx, gitserve.UploadPack, names.MustParse("alice/"+name), tc.id)
 				var de *gitserve.DeniedError
 				if !errors.As(err, &de) || de.Decision != tc.want {
 					t.Fatalf("%+v on alice/%s: %v, want %s", tc.id, name, err, tc.want)
@@ -58,13 +58,13 @@ func TestAccessBeforeOpen(t *testing.T) {
 
 	fs.RemoveRule(rule)
 	alice := auth.Identity{Owner: "ALICE", Authenticated: true}
-	sess, err := gate.Open(ctx, gitserve.UploadPack, "Alice", "PRIV.git", alice)
+	sess, err := gate.Open(ctx, gitserve.UploadPack, names.MustParse("Alice/PRIV.git"), alice)
 	if err != nil {
 		t.Fatalf("alice opening Alice/PRIV.git: %v", err)
 	}
 	defer sess.Close()
-	if sess.Owner != "alice" || sess.Name != "priv" {
-		t.Fatalf("session on %s/%s, want the canonical alice/priv", sess.Owner, sess.Name)
+	if sess.Repo.String() != "alice/priv" {
+		t.Fatalf("session on %s, want the canonical alice/priv", sess.Repo)
 	}
 }
 

@@ -26,7 +26,7 @@ func TestColdOpenRoundTrips(t *testing.T) {
 	deps.Meta.Forget(names.MustParse("alice/cold")) // cold: Create just wrote it
 	slow.AddRule(faultstore.Rule{Latency: 50 * time.Millisecond})
 	tr.Reset()
-	sess, err := gate.Open(ctx, gitserve.UploadPack, "alice", "cold", auth.Identity{Owner: "alice", Authenticated: true})
+	sess, err := gate.Open(ctx, gitserve.UploadPack, names.MustParse("alice/cold"), auth.Identity{Owner: "alice", Authenticated: true})
 	// Calls that ended by now belong to the open; the database's
 	// background fence check (a LIST started as it opened) ends L later.
 	spans := tr.EndedBy(time.Now())
@@ -46,7 +46,7 @@ func TestColdOpenRoundTrips(t *testing.T) {
 	// listing started ahead.
 	sess.Close()
 	warm := time.Now()
-	sess2, err := gate.Open(ctx, gitserve.UploadPack, "alice", "cold", auth.Identity{Owner: "alice", Authenticated: true})
+	sess2, err := gate.Open(ctx, gitserve.UploadPack, names.MustParse("alice/cold"), auth.Identity{Owner: "alice", Authenticated: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/service/admission"
 	"github.com/rgit/rgit/transport/service/gitserve"
-	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
 // NodeResolver is the gitserve.Resolver of one node: it serves git sessions
@@ -79,15 +78,12 @@ var (
 // private one: when cold, one GET, and beside it the database listing
 // the open would start with (Deps.Ahead; not waited for), unless the
 // repository is open here or owned by another node; none when cached.
-func (e *NodeResolver) Lookup(ctx context.Context, owner, name string) (gitserve.RepoInfo, error) {
-	r, err := names.New(owner, name)
-	if err != nil {
-		return gitserve.RepoInfo{}, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
-	}
-	var m auth.RepoInfo
+func (e *NodeResolver) Lookup(ctx context.Context, r names.Repo) (auth.RepoInfo, error) {
 	if !e.Deps.Meta.Cached(r) && !e.Node.OwnedElsewhere(r) {
 		e.Deps.Ahead.Start(r)
 	}
+	var m auth.RepoInfo
+	var err error
 	if e.Deps.Meta != nil {
 		m, err = e.Deps.Meta.Lookup(ctx, r)
 	} else {
@@ -100,35 +96,31 @@ func (e *NodeResolver) Lookup(ctx context.Context, owner, name string) (gitserve
 	}
 	switch {
 	case errors.Is(err, repo.ErrNotFound), errors.Is(err, repo.ErrInvalidName):
-		return gitserve.RepoInfo{}, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
+		return auth.RepoInfo{}, fmt.Errorf("%s: %w", r, auth.ErrRepoNotFound)
 	case err != nil:
-		return gitserve.RepoInfo{}, fmt.Errorf("look up %s/%s: %w: %w", owner, name, gitserve.ErrUnavailable, err)
+		return auth.RepoInfo{}, fmt.Errorf("look up %s: %w: %w", r, gitserve.ErrUnavailable, err)
 	}
 	return m, nil
 }
 
 // Denied drops the database listing Lookup started: a caller denied
 // causes no open.
-func (e *NodeResolver) Denied(owner, name string) {
-	if r, err := names.New(owner, name); err == nil {
-		e.Deps.Ahead.Discard(r)
-	}
-}
+func (e *NodeResolver) Denied(r names.Repo) { e.Deps.Ahead.Discard(r) }
 
 // Session opens a git session on the repository.
-func (e *NodeResolver) Session(ctx context.Context, owner, name string, write bool) (gitproto.Backend, func(), error) {
-	s, err := e.session(ctx, owner, name)
-	if err != nil {
-		return nil, nil, err
+func (e *NodeResolver) Session(ctx context.Context, r names.Repo, write bool) (gitserve.Resolved, error) {
+	s, node, err := e.session(ctx, r)
+	if err != nil || node != "" {
+		return gitserve.Resolved{Node: node}, err
 	}
 	b := newBackend(e, s)
-	return b, b.close, nil
+	return gitserve.Resolved{Backend: b, Release: b.close}, nil
 }
 
 // BeginSession implements gitserve.SessionTracker: the session is an
 // actor under the node's transport supervisor until end.
-func (e *NodeResolver) BeginSession(ctx context.Context, kind string) (context.Context, func(), error) {
-	g, err := e.Node.BeginSession(ctx, actors.SessionKind(kind))
+func (e *NodeResolver) BeginSession(ctx context.Context, kind actors.SessionKind) (context.Context, func(), error) {
+	g, err := e.Node.BeginSession(ctx, kind)
 	if err != nil {
 		return ctx, nil, err
 	}
@@ -138,15 +130,12 @@ func (e *NodeResolver) BeginSession(ctx context.Context, kind string) (context.C
 // session routes the repository (cluster mode: one local map read, or a
 // claim) and opens an actor session on it here, through the git session's
 // actor when the front end began one, mapping errors to the front ends'
-// sentinels; a repository owned by another node is a
-// *gitserve.ForwardError.
-func (e *NodeResolver) session(ctx context.Context, owner, name string) (*actors.RepoSession, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return nil, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
-	}
+// sentinels; for a repository owned by another node it returns that
+// node.
+func (e *NodeResolver) session(ctx context.Context, key names.Repo) (*actors.RepoSession, string, error) {
 	var s *actors.RepoSession
 	var r actors.Route
+	var err error
 	resolve := func() {
 		if g := actors.GitSessionOf(ctx); g != nil {
 			s, r, err = g.Resolve(ctx, key)
@@ -164,25 +153,25 @@ func (e *NodeResolver) session(ctx context.Context, owner, name string) (*actors
 		resolve()
 	}
 	if err == nil && !r.Local {
-		return nil, &gitserve.ForwardError{Node: r.Node, Owner: owner, Name: name}
+		return nil, r.Node, nil
 	}
 	var notOwner *actors.NotOwnerError
 	var moved *actors.MovedError
 	switch {
 	case err == nil:
-		return s, nil
+		return s, "", nil
 	case errors.As(err, &moved):
 		// Draining and no longer the owner: the forwarder routes again.
-		return nil, fmt.Errorf("%s/%s: %w: %w", owner, name, gitserve.ErrMoved, err)
+		return nil, "", fmt.Errorf("%s: %w: %w", key, gitserve.ErrMoved, err)
 	case errors.As(err, &notOwner):
 		// The lease moved between Route and Session.
-		return nil, &gitserve.ForwardError{Node: notOwner.Node, Owner: owner, Name: name}
+		return nil, notOwner.Node, nil
 	case errors.Is(err, repo.ErrNotFound), errors.Is(err, repo.ErrInvalidName):
-		return nil, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
+		return nil, "", fmt.Errorf("%s: %w", key, auth.ErrRepoNotFound)
 	case notNow(err):
-		return nil, fmt.Errorf("%s/%s: %w: %w", owner, name, gitserve.ErrUnavailable, err)
+		return nil, "", fmt.Errorf("%s: %w: %w", key, gitserve.ErrUnavailable, err)
 	}
-	return nil, fmt.Errorf("open %s/%s: %w", owner, name, err)
+	return nil, "", fmt.Errorf("open %s: %w", key, err)
 }
 
 // notNow reports the actor layer's errors that mean "try again later"
@@ -193,37 +182,17 @@ func notNow(err error) bool {
 }
 
 // Moved implements gitserve.Mover: node answered that it no longer owns
-// owner/name (it is draining); route again once the map has moved on.
-func (e *NodeResolver) Moved(ctx context.Context, owner, name, node string) (actors.Route, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return actors.Route{}, err
-	}
-	r, err := e.Node.Moved(ctx, key, node)
-	if err != nil {
-		return actors.Route{}, err
-	}
-	return actors.Route{Local: r.Local, Node: r.Node}, nil
+// r (it is draining); route again once the map has moved on.
+func (e *NodeResolver) Moved(ctx context.Context, r names.Repo, node string) (actors.Route, error) {
+	return e.Node.Moved(ctx, r, node)
 }
 
 // Connected implements gitserve.ConnectReporter.
-func (e *NodeResolver) Connected(owner, name, node string) {
-	if key, err := names.New(owner, name); err == nil {
-		e.Node.ConnectSucceeded(key, node)
-	}
-}
+func (e *NodeResolver) Connected(r names.Repo, node string) { e.Node.ConnectSucceeded(r, node) }
 
 // ConnectFailed implements gitserve.Rerouter: a forwarder could not
-// connect to node, the owner of owner/name. The node's failover rules say
-// where the request goes now.
-func (e *NodeResolver) ConnectFailed(ctx context.Context, owner, name, node, method string) (actors.Route, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return actors.Route{}, err
-	}
-	r, err := e.Node.ConnectFailed(ctx, key, node, method)
-	if err != nil {
-		return actors.Route{}, err
-	}
-	return actors.Route{Local: r.Local, Node: r.Node}, nil
+// connect to node, the owner of r. The node's failover rules say where
+// the request goes now.
+func (e *NodeResolver) ConnectFailed(ctx context.Context, r names.Repo, node, method string) (actors.Route, error) {
+	return e.Node.ConnectFailed(ctx, r, node, method)
 }

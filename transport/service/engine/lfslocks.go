@@ -13,32 +13,20 @@ import (
 // this node, which owns it (the lock endpoints are routed like git).
 
 // CreateLock implements lfs.Locks.
-func (e *NodeResolver) CreateLock(ctx context.Context, owner, name, path, holder string) (repo.Lock, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return repo.Lock{}, err
-	}
-	l, err := e.Node.CreateLock(ctx, key, path, holder)
+func (e *NodeResolver) CreateLock(ctx context.Context, r names.Repo, path, holder string) (repo.Lock, error) {
+	l, err := e.Node.CreateLock(ctx, r, path, holder)
 	return l, lockErr(err)
 }
 
 // DeleteLock implements lfs.Locks.
-func (e *NodeResolver) DeleteLock(ctx context.Context, owner, name, id, holder string) (repo.Lock, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return repo.Lock{}, err
-	}
-	l, err := e.Node.DeleteLock(ctx, key, id, holder)
+func (e *NodeResolver) DeleteLock(ctx context.Context, r names.Repo, id, holder string) (repo.Lock, error) {
+	l, err := e.Node.DeleteLock(ctx, r, id, holder)
 	return l, lockErr(err)
 }
 
 // Locks implements lfs.Locks.
-func (e *NodeResolver) Locks(ctx context.Context, owner, name string) ([]repo.Lock, error) {
-	key, err := names.New(owner, name)
-	if err != nil {
-		return nil, err
-	}
-	ls, err := e.Node.Locks(ctx, key)
+func (e *NodeResolver) Locks(ctx context.Context, r names.Repo) ([]repo.Lock, error) {
+	ls, err := e.Node.Locks(ctx, r)
 	return ls, lockErr(err)
 }
 

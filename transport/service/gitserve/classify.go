@@ -49,15 +49,11 @@ func Classify(err error) Class {
 	var denied *DeniedError
 	var tooLarge *http.MaxBytesError
 	var remote *RemoteError
-	var fwd *ForwardError
 	switch {
 	case err == nil:
 		return OK
 	case errors.As(err, &remote):
 		return remote.Class
-	case errors.As(err, &fwd):
-		// Owned elsewhere and not forwarded (no forwarder configured).
-		return Unavailable
 	case errors.As(err, &denied):
 		switch denied.Decision {
 		case auth.Unauthorized:

@@ -9,32 +9,15 @@ import (
 
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
-// Cluster routing as the front ends see it. A Resolver in cluster mode
-// answers Lookup/Session for a repository owned by another node with a
-// *ForwardError; the front end then carries the request to that node
-// through its forwarder (transport/frontend/peer) instead of serving it.
-
-// ForwardError reports that another node owns the repository: the request
-// must be forwarded to Node. Resolvers return it (possibly wrapped) from
-// Lookup and Session; it never reaches a client.
-type ForwardError struct {
-	Node        string
-	Owner, Name string
-}
-
-func (e *ForwardError) Error() string {
-	return fmt.Sprintf("%s/%s is owned by node %s", e.Owner, e.Name, e.Node)
-}
-
-// AsForward returns the *ForwardError in err's chain, if any.
-func AsForward(err error) (*ForwardError, bool) {
-	var fe *ForwardError
-	ok := errors.As(err, &fe)
-	return fe, ok
-}
+// Cluster routing as the front ends see it. Gate.Route decides once
+// where a request is served and returns it as a value (Routed): a
+// session here, or the node to forward it to. The front end then carries
+// the request there through its forwarder (transport/frontend/peer) and
+// FollowForward, instead of serving it.
 
 var (
 	// ErrPeerConnect: a forwarder could not connect to the owning node.
@@ -96,7 +79,7 @@ func NextHop(ctx context.Context) (int, error) {
 // failover rules (re-read the map, force-grant a dead owner's GET traffic)
 // and says where to go now. Errors mean give up (503).
 type Rerouter interface {
-	ConnectFailed(ctx context.Context, owner, name, node, method string) (actors.Route, error)
+	ConnectFailed(ctx context.Context, r names.Repo, node, method string) (actors.Route, error)
 }
 
 // ConnectReporter is implemented by a Rerouter that wants to hear that a
@@ -104,15 +87,15 @@ type Rerouter interface {
 // request: the suspicion of that owner ends there, so one dropped connect
 // never counts towards moving the repository later.
 type ConnectReporter interface {
-	Connected(owner, name, node string)
+	Connected(r names.Repo, node string)
 }
 
 // Mover is the cluster's answer to a "moved" reply: the node named node,
-// to which owner/name was forwarded, said it does not hold it. The mover
+// to which r was forwarded, said it does not hold it. The mover
 // brings the local view up to date (waiting, briefly, for the released
 // entry to expire) and says where to go now. Errors mean give up (503).
 type Mover interface {
-	Moved(ctx context.Context, owner, name, node string) (actors.Route, error)
+	Moved(ctx context.Context, r names.Repo, node string) (actors.Route, error)
 }
 
 // MoverOf returns the Mover among candidates (the forwarder, the
@@ -166,51 +149,53 @@ const maxMoves = 2
 // node the force-grant chose.
 const maxAttempts = 3
 
-// FollowForward carries one request to fe.Node with forward. When that
-// fails to connect it asks rr where to go and retries there, a bounded
-// number of times; when the node answers that the repository moved
-// (ErrMoved) it asks mv and retries likewise. Forwarders report either
-// only while nothing of the request was consumed, so every request, a
-// push too, may follow them (a dead owner's repository moves to where the
-// same request is then served). local runs the request here when the
-// repository moved to this node. method names the request for the
-// rerouter (SSH upload-pack, and HTTP upload-pack with a replayable body,
-// count as GET). With rr nil a connect failure is final; with mv nil a
-// moved answer is.
-func FollowForward(ctx context.Context, rr Rerouter, mv Mover, fe *ForwardError, method string,
-	forward func(node string) error, local func() error) error {
-	node := fe.Node
+// FollowForward carries one request routed to another node (rt.Node)
+// there with forward. When that fails to connect it asks rr where to go
+// and retries there, a bounded number of times; when the node answers
+// that the repository moved (ErrMoved) it asks mv and retries likewise.
+// Forwarders report either only while nothing of the request was
+// consumed, so every request, a push too, may follow them (a dead owner's
+// repository moves to where the same request is then served). It
+// returns local true, with nothing of the request consumed, when the
+// repository moved to this node: the caller serves it here (Gate.Open),
+// and that answer is final. method names the request for the rerouter
+// (SSH upload-pack, and HTTP upload-pack with a replayable body, count as
+// GET). With rr nil a connect failure is final; with mv nil a moved
+// answer is.
+func FollowForward(ctx context.Context, rr Rerouter, mv Mover, rt Routed, method string,
+	forward func(node string) error) (local bool, err error) {
+	node, repo := rt.Node, rt.Repo
 	fails, moves := 0, 0
 	for {
 		err := forward(node)
 		if cr, ok := rr.(ConnectReporter); ok && fails > 0 && !errors.Is(err, ErrPeerConnect) {
-			cr.Connected(fe.Owner, fe.Name, node)
+			cr.Connected(repo, node)
 		}
 		var r actors.Route
 		var rerr error
 		switch {
 		case err == nil:
-			return nil
+			return false, nil
 		case errors.Is(err, ErrMoved):
 			if mv == nil || moves == maxMoves {
-				return fmt.Errorf("forward %s/%s to %s: %w", fe.Owner, fe.Name, node, err)
+				return false, fmt.Errorf("forward %s to %s: %w", repo, node, err)
 			}
 			moves++
-			if r, rerr = mv.Moved(ctx, fe.Owner, fe.Name, node); rerr != nil {
-				return fmt.Errorf("reroute %s/%s after %s released it: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, rerr)
+			if r, rerr = mv.Moved(ctx, repo, node); rerr != nil {
+				return false, fmt.Errorf("reroute %s after %s released it: %w: %w", repo, node, ErrUnavailable, rerr)
 			}
 		case errors.Is(err, ErrPeerConnect):
 			if fails++; rr == nil || fails == maxAttempts {
-				return fmt.Errorf("forward %s/%s to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, err)
+				return false, fmt.Errorf("forward %s to %s: %w: %w", repo, node, ErrUnavailable, err)
 			}
-			if r, rerr = rr.ConnectFailed(ctx, fe.Owner, fe.Name, node, method); rerr != nil {
-				return fmt.Errorf("reroute %s/%s after connect failure to %s: %w: %w", fe.Owner, fe.Name, node, ErrUnavailable, rerr)
+			if r, rerr = rr.ConnectFailed(ctx, repo, node, method); rerr != nil {
+				return false, fmt.Errorf("reroute %s after connect failure to %s: %w: %w", repo, node, ErrUnavailable, rerr)
 			}
 		default:
-			return err
+			return false, err
 		}
 		if r.Local {
-			return local()
+			return true, nil
 		}
 		node = r.Node
 	}
@@ -220,10 +205,10 @@ func FollowForward(ctx context.Context, rr Rerouter, mv Mover, fe *ForwardError,
 // owner needs to apply the access rules without seeing the client's
 // credentials (SSH keys cannot be re-checked elsewhere).
 type SessionRequest struct {
-	Service     Service
-	Owner, Name string // as the client wrote them (CleanRepo runs on the owner)
-	Identity    auth.Identity
-	Protocol    int // git protocol version the client asked for
+	Service  Service
+	Repo     names.Repo // validated on this node; the owner's peer port checks its own copy
+	Identity auth.Identity
+	Protocol int // git protocol version the client asked for
 }
 
 // SessionForwarder runs a git session on another node, piping in and out.
@@ -245,30 +230,32 @@ func (e *RemoteError) Error() string {
 	return fmt.Sprintf("on node %s: %s: %s", e.Node, e.Class, e.Msg)
 }
 
-// ServeRouted is Serve for a cluster: when the repository is owned by
-// another node it carries the session there with fwd (following connect
-// failures through rr and moved answers through the Mover among fwd and
-// rr), and runs it here if the failover moved the repository to this
-// node. fwd nil serves locally only.
+// ServeRouted is Serve for a cluster: Route, then RunRouted.
 func (g *Gate) ServeRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter, req SessionRequest,
 	in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
-	sess, err := g.Open(ctx, req.Service, req.Owner, req.Name, req.Identity)
-	return g.RunRouted(ctx, fwd, rr, req, sess, err, in, out, opt)
+	rt, err := g.Route(ctx, req.Service, req.Repo, req.Identity)
+	if err != nil {
+		return Stats{}, err
+	}
+	return g.RunRouted(ctx, fwd, rr, req, rt, in, out, opt)
 }
 
-// RunRouted is ServeRouted after the Open: sess and openErr are what Open
-// returned for req. A front end that must answer before starting the
-// session (the peer stream port answers a moved repository before its
-// upgrade) opens first and then continues here.
+// RunRouted runs req as Route decided (rt): here on its session, or on
+// the node that serves it, carried there with fwd (following connect
+// failures through rr and moved answers through the Mover among fwd and
+// rr), and here after all if the failover moved the repository to this
+// node (Gate.Serve: this node's answer is final). fwd nil: a request for
+// another node's repository is NotHere. A front end that must answer
+// before starting the session (the peer stream port answers a moved
+// repository before its upgrade) routes first and then continues here.
 func (g *Gate) RunRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter, req SessionRequest,
-	sess *AuthorizedSession, openErr error, in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
-	if openErr == nil {
-		defer sess.Close()
-		return sess.Run(ctx, in, out, opt)
+	rt Routed, in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
+	if rt.Session != nil {
+		defer rt.Session.Close()
+		return rt.Session.Run(ctx, in, out, opt)
 	}
-	fe, ok := AsForward(openErr)
-	if !ok || fwd == nil {
-		return Stats{}, openErr
+	if fwd == nil {
+		return Stats{}, NotHere(rt)
 	}
 	method := http.MethodGet
 	if req.Service == ReceivePack {
@@ -278,16 +265,13 @@ func (g *Gate) RunRouted(ctx context.Context, fwd SessionForwarder, rr Rerouter,
 	// A forwarded session reports ErrMoved before its upgrade and
 	// ErrPeerConnect before connecting, when nothing of in was read:
 	// receive-pack may follow both.
-	err := FollowForward(ctx, rr, MoverOf(fwd, rr), fe, method,
-		func(node string) error {
-			var ferr error
-			st, ferr = fwd.ForwardSession(ctx, node, req, in, out)
-			return ferr
-		},
-		func() error {
-			var lerr error
-			st, lerr = g.Serve(ctx, req.Service, req.Owner, req.Name, req.Identity, in, out, opt)
-			return lerr
-		})
-	return st, err
+	local, err := FollowForward(ctx, rr, MoverOf(fwd, rr), rt, method, func(node string) error {
+		var ferr error
+		st, ferr = fwd.ForwardSession(ctx, node, req, in, out)
+		return ferr
+	})
+	if err != nil || !local {
+		return st, err
+	}
+	return g.Serve(ctx, req.Service, rt.Repo, req.Identity, in, out, opt)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/names"
 )
 
 type fakeRerouter struct {
@@ -17,8 +18,8 @@ type fakeRerouter struct {
 	err    error
 }
 
-func (f *fakeRerouter) ConnectFailed(_ context.Context, owner, name, node, method string) (actors.Route, error) {
-	f.calls = append(f.calls, fmt.Sprintf("%s/%s %s %s", owner, name, node, method))
+func (f *fakeRerouter) ConnectFailed(_ context.Context, repo names.Repo, node, method string) (actors.Route, error) {
+	f.calls = append(f.calls, fmt.Sprintf("%s %s %s", repo, node, method))
 	if f.err != nil {
 		return actors.Route{}, f.err
 	}
@@ -30,7 +31,7 @@ func (f *fakeRerouter) ConnectFailed(_ context.Context, owner, name, node, metho
 var errDown = fmt.Errorf("dial: %w", ErrPeerConnect)
 
 func TestFollowForward(t *testing.T) {
-	fe := &ForwardError{Node: "rgit-1", Owner: "a", Name: "b"}
+	rt := Routed{Node: "rgit-1", Repo: names.MustParse("a/b")}
 	ctx := context.Background()
 	type result struct {
 		tried   []string
@@ -44,15 +45,15 @@ func TestFollowForward(t *testing.T) {
 		if rr != nil {
 			rrI = rr
 		}
-		err := FollowForward(ctx, rrI, nil, fe, method,
+		local, err := FollowForward(ctx, rrI, nil, rt, method,
 			func(node string) error {
 				res.tried = append(res.tried, node)
 				if down[node] {
 					return errDown
 				}
 				return nil
-			},
-			func() error { res.local = true; return nil })
+			})
+		res.local = local
 		res.class = Classify(err)
 		if rr != nil {
 			res.reroute = rr.calls
@@ -99,8 +100,8 @@ type fakeMover struct {
 	calls  []string
 }
 
-func (f *fakeMover) Moved(_ context.Context, owner, name, node string) (actors.Route, error) {
-	f.calls = append(f.calls, fmt.Sprintf("%s/%s %s", owner, name, node))
+func (f *fakeMover) Moved(_ context.Context, repo names.Repo, node string) (actors.Route, error) {
+	f.calls = append(f.calls, fmt.Sprintf("%s %s", repo, node))
 	if len(f.routes) == 0 {
 		return actors.Route{}, errors.New("no route")
 	}
@@ -113,18 +114,17 @@ func (f *fakeMover) Moved(_ context.Context, owner, name, node string) (actors.R
 // followed through the Mover, for any method (the forwarder reports moved
 // only for requests it can send again), a bounded number of times.
 func TestFollowForwardMoved(t *testing.T) {
-	fe := &ForwardError{Node: "rgit-1", Owner: "a", Name: "b"}
+	rt := Routed{Node: "rgit-1", Repo: names.MustParse("a/b")}
 	errMovedHere := fmt.Errorf("peer said: %w", ErrMoved)
 	run := func(mv Mover, method string, moved map[string]bool) (tried []string, local bool, class Class) {
-		err := FollowForward(context.Background(), nil, mv, fe, method,
+		local, err := FollowForward(context.Background(), nil, mv, rt, method,
 			func(node string) error {
 				tried = append(tried, node)
 				if moved[node] {
 					return errMovedHere
 				}
 				return nil
-			},
-			func() error { local = true; return nil })
+			})
 		return tried, local, Classify(err)
 	}
 	mv := &fakeMover{routes: []actors.Route{{Node: "rgit-2"}}}
@@ -182,7 +182,7 @@ func TestClassifyForwarding(t *testing.T) {
 	if c := Classify(fmt.Errorf("x: %w", &RemoteError{Node: "rgit-1", Class: Forbidden})); c != Forbidden {
 		t.Errorf("remote class: %v", c)
 	}
-	if c := Classify(&ForwardError{Node: "rgit-1"}); c != Unavailable {
+	if c := Classify(NotHere(Routed{Node: "rgit-1", Repo: names.MustParse("a/b")})); c != Unavailable {
 		t.Errorf("unforwarded: %v", c)
 	}
 	for c := OK; c <= Internal; c++ {

@@ -8,28 +8,37 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
-
-// RepoInfo is the repository metadata the access rules need.
-type RepoInfo = auth.RepoInfo
 
 // Resolver finds repositories and opens git sessions on them. It is
 // implemented by the actor layer (routing to the owning repo actor).
 type Resolver interface {
 	// Lookup returns repo metadata without opening it for a session, at
 	// the same cost whether the repository is missing or private; an
-	// error wrapping auth.ErrRepoNotFound if absent. owner and name may
-	// be spelled in any letter case; the answer has the canonical
-	// spelling.
-	Lookup(ctx context.Context, owner, name string) (RepoInfo, error)
-	// Session opens the repo for one git session (routes to its repo
-	// actor); the caller calls release when done. Errors wrapping
+	// error wrapping auth.ErrRepoNotFound if absent. r may be spelled in
+	// any letter case; the answer has the canonical spelling. r was
+	// validated where the request entered (ParsePath): nothing below the
+	// front ends validates a name again.
+	Lookup(ctx context.Context, r names.Repo) (auth.RepoInfo, error)
+	// Session routes the repository once and, when this node serves it,
+	// opens it for one git session (its repo actor); the caller calls
+	// Release when done. A repository another node serves is answered
+	// as a value (Resolved.Node), not an error. Errors wrapping
 	// auth.ErrRepoNotFound mean the repo vanished since Lookup; errors
 	// wrapping ErrUnavailable mean "try again later" (503).
-	Session(ctx context.Context, owner, name string, write bool) (b gitproto.Backend, release func(), err error)
+	Session(ctx context.Context, r names.Repo, write bool) (Resolved, error)
+}
+
+// Resolved is a Resolver's routing decision for one session: served
+// here over Backend (Release when done), or by the node Node names.
+type Resolved struct {
+	Backend gitproto.Backend
+	Release func()
+	Node    string // another node serves it; Backend is nil
 }
 
 // SessionTracker is implemented by resolvers that keep every git session
@@ -37,7 +46,7 @@ type Resolver interface {
 // front end begins the session before anything else and ends it when the
 // session is over, local or forwarded; ctx carries it down to Session.
 type SessionTracker interface {
-	BeginSession(ctx context.Context, kind string) (context.Context, func(), error)
+	BeginSession(ctx context.Context, kind actors.SessionKind) (context.Context, func(), error)
 }
 
 // DenialObserver is implemented by resolvers whose Lookup starts work
@@ -45,23 +54,15 @@ type SessionTracker interface {
 // would read): Gate.Open tells them of each denial, so that such work is
 // dropped, never used.
 type DenialObserver interface {
-	Denied(owner, name string)
+	Denied(r names.Repo)
 }
-
-// Session kinds, as front ends name them to Begin.
-const (
-	KindHTTP      = "http"
-	KindSSH       = "ssh"
-	KindForwarded = "forwarded"
-	KindAPI       = "api"
-)
 
 // Authoritative is implemented by backends that know the repository's
 // settings as its writer holds them. Lookup's metadata may lag a
 // visibility change made on another node by a cache TTL; the owner checks
 // access again against these before serving (defence in depth).
 type Authoritative interface {
-	RepoInfo() RepoInfo
+	RepoInfo() auth.RepoInfo
 }
 
 // Protocol runs one git service over a byte stream. The production one is
@@ -119,25 +120,35 @@ func ParseService(name string) (Service, bool) {
 	return 0, false
 }
 
-// ParsePath splits "/owner/name[.git]" (leading slash optional) into owner
-// and raw name. It checks only the shape; Open validates the names.
-func ParsePath(p string) (owner, rawName string, err error) {
-	p = strings.TrimPrefix(p, "/")
-	owner, rawName, ok := strings.Cut(p, "/")
-	if !ok || owner == "" || rawName == "" || strings.Contains(rawName, "/") {
-		return "", "", fmt.Errorf("%w: %q", ErrBadPath, p)
+// ParsePath reads a repository path as a front end receives it,
+// "/owner/name[.git]" (the leading slash optional, one ".git" suffix
+// stripped), and validates it (storage/names): the one check of the name
+// on this node, made where the request enters. The layers below (the
+// gate, the engine, the actors) take the names.Repo and never check
+// again. An invalid path is ErrBadPath.
+func ParsePath(p string) (names.Repo, error) {
+	r, err := names.Parse(strings.TrimPrefix(p, "/"))
+	if err != nil {
+		return names.Repo{}, fmt.Errorf("%w: %w", ErrBadPath, err)
 	}
-	return owner, rawName, nil
+	return r, nil
 }
 
-// CleanRepo validates owner and a raw repository name from a URL or SSH
-// command (storage/names.Clean: one optional ".git" suffix is stripped).
-func CleanRepo(owner, rawName string) (string, string, error) {
+// ParseRepo is ParsePath for a path already split into owner and raw
+// name (an HTTP route's path values).
+func ParseRepo(owner, rawName string) (names.Repo, error) {
 	r, err := names.Clean(owner, rawName)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %w", ErrBadPath, err)
+		return names.Repo{}, fmt.Errorf("%w: %w", ErrBadPath, err)
 	}
-	return r.Owner(), r.Name(), nil
+	return r, nil
+}
+
+// BadPath is the denial of a request whose path names no possible
+// repository (err from ParsePath or ParseRepo): it is answered like a
+// missing repository, since nothing can exist there.
+func BadPath(svc Service, path string, id auth.Identity, err error) *DeniedError {
+	return &DeniedError{Decision: auth.NotFound, Service: svc, Name: path, Identity: id, Err: err}
 }
 
 // DeniedError is returned when the access rules refuse a request.
@@ -154,7 +165,11 @@ type DeniedError struct {
 }
 
 func (e *DeniedError) Error() string {
-	s := fmt.Sprintf("%s %s/%s: %s", e.Service, e.Owner, e.Name, e.Decision)
+	repo := e.Name // a bad path (BadPath) has no owner
+	if e.Owner != "" {
+		repo = e.Owner + "/" + e.Name
+	}
+	s := fmt.Sprintf("%s %s: %s", e.Service, repo, e.Decision)
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}
@@ -185,7 +200,7 @@ func NewGate(r Resolver, engine Protocol, agent string) (*Gate, error) {
 // Begin starts a git session of kind through the resolver's SessionTracker
 // (a no-op for resolvers without one) and returns the context to serve it
 // under and the function that ends it. A failure is ErrUnavailable.
-func (g *Gate) Begin(ctx context.Context, kind string) (context.Context, func(), error) {
+func (g *Gate) Begin(ctx context.Context, kind actors.SessionKind) (context.Context, func(), error) {
 	t, ok := g.resolver.(SessionTracker)
 	if !ok {
 		return ctx, func() {}, nil
@@ -199,70 +214,106 @@ func (g *Gate) Begin(ctx context.Context, kind string) (context.Context, func(),
 
 // AuthorizedSession is one authorised git session; Close it when done.
 type AuthorizedSession struct {
-	Service     Service
-	Owner, Name string
-	id          auth.Identity
-	gate        *Gate
-	backend     gitproto.Backend
-	release     func()
+	Service Service
+	// Repo is the repository in its canonical spelling.
+	Repo    names.Repo
+	id      auth.Identity
+	gate    *Gate
+	backend gitproto.Backend
+	release func()
 }
 
-// Open validates the repository name, looks it up (metadata only: nothing
-// is opened for a caller who may not proceed, and a private repository
-// costs what a missing one does), applies auth.Decide for id and, if
-// allowed, opens a session on the canonical spelling, deciding again
-// against the backend's own settings when it is Authoritative. It never reads request bodies, so a
-// front end can answer a denial before the client sends one. Denials are
-// *DeniedError; ErrBadPath paths are NotFound (no repository can exist
-// there, so nothing is revealed by a 404).
-func (g *Gate) Open(ctx context.Context, svc Service, owner, rawName string, id auth.Identity) (*AuthorizedSession, error) {
-	owner, name, err := CleanRepo(owner, rawName)
-	if err != nil {
-		return nil, &DeniedError{Decision: auth.NotFound, Service: svc, Owner: owner, Name: rawName, Identity: id, Err: err}
-	}
-	info, err := g.resolver.Lookup(ctx, owner, name)
+// Routed is the gate's routing decision for one authorized request,
+// made once (Gate.Route): serve it here on Session, or forward it to
+// Node. Repo is the repository's canonical spelling.
+type Routed struct {
+	Session *AuthorizedSession // nil: forward to Node
+	Node    string
+	Repo    names.Repo
+}
+
+// Route looks the repository up (metadata only: nothing is opened for a
+// caller who may not proceed, and a private repository costs what a
+// missing one does), applies auth.Decide for id and, if allowed, routes
+// it once: a session here on the canonical spelling (deciding again
+// against the backend's own settings when it is Authoritative), or the
+// node that serves it. It never reads request bodies, so a front end can
+// answer a denial before the client sends one. Denials are *DeniedError.
+func (g *Gate) Route(ctx context.Context, svc Service, r names.Repo, id auth.Identity) (Routed, error) {
+	info, err := g.resolver.Lookup(ctx, r)
 	found := err == nil
 	if err != nil && !errors.Is(err, auth.ErrRepoNotFound) {
-		return nil, fmt.Errorf("lookup %s/%s: %w", owner, name, err)
+		return Routed{}, fmt.Errorf("lookup %s: %w", r, err)
 	}
-	if found && (!names.Same(info.Repo.Owner(), owner) || !names.Same(info.Repo.Name(), name)) {
+	if found && !info.Repo.Same(r) {
 		// A resolver answering for another repo is a bug; refuse rather
 		// than apply that repo's visibility to this one.
-		return nil, fmt.Errorf("lookup %s/%s: resolver returned %s", owner, name, info.Repo)
+		return Routed{}, fmt.Errorf("lookup %s: resolver returned %s", r, info.Repo)
 	}
 	if found {
 		// Any spelling reaches the repository under its canonical one.
-		owner, name = info.Repo.Owner(), info.Repo.Name()
+		r = info.Repo
+	}
+	denied := func(d auth.Decision, cause error) *DeniedError {
+		return &DeniedError{Decision: d, Service: svc, Owner: r.Owner(), Name: r.Name(), Identity: id, Err: cause}
 	}
 	if d := auth.Decide(id, info, found, svc.Access()); d != auth.Allow {
 		if o, ok := g.resolver.(DenialObserver); ok {
-			o.Denied(owner, name)
+			o.Denied(r)
 		}
 		var cause error
 		if !found {
 			cause = auth.ErrRepoNotFound
 		}
-		return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name, Identity: id, Err: cause}
+		return Routed{}, denied(d, cause)
 	}
-	b, release, err := g.resolver.Session(ctx, owner, name, svc == ReceivePack)
+	res, err := g.resolver.Session(ctx, r, svc == ReceivePack)
 	if errors.Is(err, auth.ErrRepoNotFound) {
 		// Deleted between Lookup and Session: answer as Decide would now.
-		d := auth.Decide(id, RepoInfo{}, false, svc.Access())
-		return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name, Identity: id, Err: err}
+		return Routed{}, denied(auth.Decide(id, auth.RepoInfo{}, false, svc.Access()), err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open session %s/%s: %w", owner, name, err)
+		return Routed{}, fmt.Errorf("open session %s: %w", r, err)
 	}
+	if res.Backend == nil {
+		if res.Node == "" {
+			return Routed{}, fmt.Errorf("open session %s: resolver named neither a backend nor a node", r)
+		}
+		// Served by another node, which decides access again itself.
+		return Routed{Node: res.Node, Repo: r}, nil
+	}
+	release := res.Release
 	if release == nil {
 		release = func() {}
 	}
-	if a, ok := b.(Authoritative); ok {
+	if a, ok := res.Backend.(Authoritative); ok {
 		if d := auth.Decide(id, a.RepoInfo(), true, svc.Access()); d != auth.Allow {
 			release()
-			return nil, &DeniedError{Decision: d, Service: svc, Owner: owner, Name: name, Identity: id}
+			return Routed{}, denied(d, nil)
 		}
 	}
-	return &AuthorizedSession{Service: svc, Owner: owner, Name: name, id: id, gate: g, backend: b, release: release}, nil
+	sess := &AuthorizedSession{Service: svc, Repo: r, id: id, gate: g, backend: res.Backend, release: release}
+	return Routed{Session: sess, Repo: r}, nil
+}
+
+// Open is Route for a request that is served here or not at all: a
+// front end without a forwarder, or one the failover sent back here (its
+// answer is final). A repository another node serves is ErrUnavailable.
+func (g *Gate) Open(ctx context.Context, svc Service, r names.Repo, id auth.Identity) (*AuthorizedSession, error) {
+	rt, err := g.Route(ctx, svc, r, id)
+	if err != nil {
+		return nil, err
+	}
+	if rt.Session == nil {
+		return nil, NotHere(rt)
+	}
+	return rt.Session, nil
+}
+
+// NotHere is the error of a request for a repository another node serves
+// that this node cannot forward (503: the client retries).
+func NotHere(rt Routed) error {
+	return fmt.Errorf("%s is served by node %s: %w", rt.Repo, rt.Node, ErrUnavailable)
 }
 
 // Stats counts a session's traffic.
@@ -293,7 +344,7 @@ func (s *AuthorizedSession) Run(ctx context.Context, in io.Reader, out io.Writer
 	}
 	st := Stats{BytesIn: cin.n.Load(), BytesOut: cout.n.Load()}
 	if err != nil {
-		return st, fmt.Errorf("%s %s/%s: %w", s.Service, s.Owner, s.Name, err)
+		return st, fmt.Errorf("%s %s: %w", s.Service, s.Repo, err)
 	}
 	return st, nil
 }
@@ -313,8 +364,8 @@ func (s *AuthorizedSession) Close() {
 
 // Serve is Open + Run + Close for front ends with nothing to do between
 // the decision and the stream (SSH).
-func (g *Gate) Serve(ctx context.Context, svc Service, owner, rawName string, id auth.Identity, in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
-	sess, err := g.Open(ctx, svc, owner, rawName, id)
+func (g *Gate) Serve(ctx context.Context, svc Service, r names.Repo, id auth.Identity, in io.Reader, out io.Writer, opt gitproto.Options) (Stats, error) {
+	sess, err := g.Open(ctx, svc, r, id)
 	if err != nil {
 		return Stats{}, err
 	}

@@ -17,30 +17,31 @@ import (
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
-func TestParsePathAndCleanRepo(t *testing.T) {
+func TestParsePathAndParseRepo(t *testing.T) {
 	good := []struct{ in, owner, name string }{
 		{"/alice/repo.git", "alice", "repo"},
 		{"alice/repo", "alice", "repo"},
 		{"/a-b_c.d/r.x.git", "a-b_c.d", "r.x"},
 	}
 	for _, c := range good {
-		o, raw, err := ParsePath(c.in)
-		if err != nil {
-			t.Fatalf("ParsePath(%q): %v", c.in, err)
-		}
-		o, n, err := CleanRepo(o, raw)
-		if err != nil || o != c.owner || n != c.name {
-			t.Errorf("%q -> %q %q %v, want %q %q", c.in, o, n, err, c.owner, c.name)
+		r, err := ParsePath(c.in)
+		if err != nil || r.Owner() != c.owner || r.Name() != c.name {
+			t.Errorf("ParsePath(%q) = %v %v, want %s/%s", c.in, r, err, c.owner, c.name)
 		}
 	}
-	for _, in := range []string{"", "/", "alice", "/alice/", "alice/r/x", "//r", "/alice//r"} {
-		if _, _, err := ParsePath(in); !errors.Is(err, ErrBadPath) {
+	for _, in := range []string{"", "/", "alice", "/alice/", "alice/r/x", "//r", "/alice//r", "/api/r", "alice/r.git.git"} {
+		if _, err := ParsePath(in); !errors.Is(err, ErrBadPath) {
 			t.Errorf("ParsePath(%q) err = %v", in, err)
 		}
 	}
 	for _, c := range [][2]string{{"api", "r"}, {"API", "r"}, {"alice", ".git"}, {"alice", ".."}, {"..", "r"}, {"alice", "a b"}, {"alice", "é"}, {"alice", "r.git.git"}} {
-		if _, _, err := CleanRepo(c[0], c[1]); !errors.Is(err, ErrBadPath) {
-			t.Errorf("CleanRepo(%q, %q) err = %v", c[0], c[1], err)
+		_, err := ParseRepo(c[0], c[1])
+		if !errors.Is(err, ErrBadPath) {
+			t.Errorf("ParseRepo(%q, %q) err = %v", c[0], c[1], err)
+		}
+		// A bad path is answered like a missing repository.
+		if got := Classify(BadPath(UploadPack, c[0]+"/"+c[1], auth.Anonymous, err)); got != NotFound {
+			t.Errorf("BadPath(%q, %q) class %v, want %v", c[0], c[1], got, NotFound)
 		}
 	}
 }
@@ -49,7 +50,7 @@ type stubBackend struct{ gitproto.Backend }
 
 // stubResolver answers from fields; counts sessions.
 type stubResolver struct {
-	info       RepoInfo
+	info       auth.RepoInfo
 	mismatch   bool // info names another repository than the one asked for
 	lookupErr  error
 	sessionErr error
@@ -57,22 +58,22 @@ type stubResolver struct {
 	released   int
 }
 
-func (r *stubResolver) Lookup(_ context.Context, owner, name string) (RepoInfo, error) {
+func (r *stubResolver) Lookup(_ context.Context, n names.Repo) (auth.RepoInfo, error) {
 	if r.lookupErr != nil {
-		return RepoInfo{}, r.lookupErr
+		return auth.RepoInfo{}, r.lookupErr
 	}
-	if owner+"/"+name != r.info.Repo.String() && !r.mismatch {
-		return RepoInfo{}, auth.ErrRepoNotFound
+	if n != r.info.Repo && !r.mismatch {
+		return auth.RepoInfo{}, auth.ErrRepoNotFound
 	}
 	return r.info, nil
 }
 
-func (r *stubResolver) Session(context.Context, string, string, bool) (gitproto.Backend, func(), error) {
+func (r *stubResolver) Session(context.Context, names.Repo, bool) (Resolved, error) {
 	if r.sessionErr != nil {
-		return nil, nil, r.sessionErr
+		return Resolved{}, r.sessionErr
 	}
 	r.sessions++
-	return stubBackend{}, func() { r.released++ }, nil
+	return Resolved{Backend: stubBackend{}, Release: func() { r.released++ }}, nil
 }
 
 // echoEngine copies in to out, prefixed with the service and options.
@@ -95,13 +96,13 @@ func (e echoEngine) run(svc string, in io.Reader, out io.Writer, o gitproto.Opti
 func TestGateServe(t *testing.T) {
 	ctx := context.Background()
 	alice := auth.Identity{Owner: "alice", Authenticated: true}
-	res := &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r")}}
+	res := &stubResolver{info: auth.RepoInfo{Repo: names.MustParse("alice/r")}}
 	g, err := NewGate(res, echoEngine{}, "test/1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	st, err := g.Serve(ctx, ReceivePack, "alice", "r.git", alice, strings.NewReader("body"), &out, gitproto.Options{Protocol: 1})
+	st, err := g.Serve(ctx, ReceivePack, names.MustParse("alice/r.git"), alice, strings.NewReader("body"), &out, gitproto.Options{Protocol: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestGateServe(t *testing.T) {
 	}
 	// A nil input reads as empty.
 	out.Reset()
-	if _, err := g.Serve(ctx, UploadPack, "alice", "r", alice, nil, &out, gitproto.Options{}); err != nil || out.String() != "upload v0 agent=test/1:" {
+	if _, err := g.Serve(ctx, UploadPack, names.MustParse("alice/r"), alice, nil, &out, gitproto.Options{}); err != nil || out.String() != "upload v0 agent=test/1:" {
 		t.Errorf("nil input: %q %v", out.String(), err)
 	}
 }
@@ -134,21 +135,20 @@ func TestGateOpenErrors(t *testing.T) {
 		owner string
 		want  Class
 	}{
-		{"bad path", &stubResolver{}, alice, UploadPack, "api", NotFound},
-		{"missing anon", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/x")}}, auth.Anonymous, UploadPack, "alice", Unauthorized},
-		{"private other", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r")}}, bob, UploadPack, "alice", NotFound},
-		{"public other push", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r"), Public: true}}, bob, ReceivePack, "alice", Forbidden},
+		{"missing anon", &stubResolver{info: auth.RepoInfo{Repo: names.MustParse("alice/x")}}, auth.Anonymous, UploadPack, "alice", Unauthorized},
+		{"private other", &stubResolver{info: auth.RepoInfo{Repo: names.MustParse("alice/r")}}, bob, UploadPack, "alice", NotFound},
+		{"public other push", &stubResolver{info: auth.RepoInfo{Repo: names.MustParse("alice/r"), Public: true}}, bob, ReceivePack, "alice", Forbidden},
 		{"lookup failure", &stubResolver{lookupErr: storeDown}, alice, UploadPack, "alice", Internal},
 		{"lookup unavailable", &stubResolver{lookupErr: fmt.Errorf("claim: %w", ErrUnavailable)}, alice, UploadPack, "alice", Unavailable},
-		{"vanished", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r")}, sessionErr: auth.ErrRepoNotFound}, alice, UploadPack, "alice", NotFound},
-		{"vanished anon", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r"), Public: true}, sessionErr: auth.ErrRepoNotFound}, auth.Anonymous, UploadPack, "alice", Unauthorized},
-		{"session unavailable", &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/r")}, sessionErr: ErrUnavailable}, alice, UploadPack, "alice", Unavailable},
-		{"resolver mismatch", &stubResolver{info: RepoInfo{Repo: names.MustParse("bob/other"), Public: true}, mismatch: true}, alice, UploadPack, "alice", Internal},
+		{"vanished", &stubResolver{info: auth.RepoInfo{Repo: names.MustParse("alice/r")}, sessionErr: auth.ErrRepoNotFound}, alice, UploadPack, "alice", NotFound},
+		{"vanished anon", &stubResolver{info: auth.RepoInfo{Repo: names.MustParse("alice/r"), Public: true}, sessionErr: auth.ErrRepoNotFound}, auth.Anonymous, UploadPack, "alice", Unauthorized},
+		{"session unavailable", &stubResolver{info: auth.RepoInfo{Repo: names.MustParse("alice/r")}, sessionErr: ErrUnavailable}, alice, UploadPack, "alice", Unavailable},
+		{"resolver mismatch", &stubResolver{info: auth.RepoInfo{Repo: names.MustParse("bob/other"), Public: true}, mismatch: true}, alice, UploadPack, "alice", Internal},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			g, _ := NewGate(c.res, echoEngine{}, "")
-			_, err := g.Open(ctx, c.svc, c.owner, "r", c.id)
+			_, err := g.Open(ctx, c.svc, names.MustParse(c.owner+"/r"), c.id)
 			if got := Classify(err); got != c.want {
 				t.Fatalf("class %v (%v), want %v", got, err, c.want)
 			}
@@ -238,7 +238,7 @@ func TestPromMetrics(t *testing.T) {
 // rights of a deploy key that cannot push) and nothing more: a missing or
 // hidden repository reads the same for everyone.
 func TestClientMessage(t *testing.T) {
-	r := &stubResolver{info: RepoInfo{Repo: names.MustParse("alice/web"), Public: true,
+	r := &stubResolver{info: auth.RepoInfo{Repo: names.MustParse("alice/web"), Public: true,
 		Grants: []auth.Grant{{User: "rea", Role: auth.RoleRead}}}}
 	g, err := NewGate(r, echoEngine{}, "")
 	if err != nil {
@@ -263,7 +263,7 @@ func TestClientMessage(t *testing.T) {
 		{"anonymous pushes", auth.Anonymous, "web", notFound},
 	}
 	for _, c := range open {
-		_, err := g.Open(context.Background(), ReceivePack, "alice", c.repo, c.id)
+		_, err := g.Open(context.Background(), ReceivePack, names.MustParse("alice/"+c.repo), c.id)
 		if got := ClientMessage(err); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}

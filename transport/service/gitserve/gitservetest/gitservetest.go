@@ -25,8 +25,10 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/testkit/gitrun"
 	"github.com/rgit/rgit/testkit/need"
+	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
@@ -65,29 +67,29 @@ func (r *Resolver) Add(info auth.RepoInfo, dir string) {
 }
 
 // Lookup implements gitserve.Resolver.
-func (r *Resolver) Lookup(_ context.Context, owner, name string) (auth.RepoInfo, error) {
+func (r *Resolver) Lookup(_ context.Context, n names.Repo) (auth.RepoInfo, error) {
 	r.Lookups.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rp, ok := r.repos[owner+"/"+name]
+	rp, ok := r.repos[n.String()]
 	if !ok {
-		return auth.RepoInfo{}, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
+		return auth.RepoInfo{}, fmt.Errorf("%s: %w", n, auth.ErrRepoNotFound)
 	}
 	return rp.info, nil
 }
 
 // Session implements gitserve.Resolver.
-func (r *Resolver) Session(_ context.Context, owner, name string, _ bool) (gitproto.Backend, func(), error) {
+func (r *Resolver) Session(_ context.Context, n names.Repo, _ bool) (gitserve.Resolved, error) {
 	r.Sessions.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rp, ok := r.repos[owner+"/"+name]
+	rp, ok := r.repos[n.String()]
 	if !ok {
-		return nil, nil, fmt.Errorf("%s/%s: %w", owner, name, auth.ErrRepoNotFound)
+		return gitserve.Resolved{}, fmt.Errorf("%s: %w", n, auth.ErrRepoNotFound)
 	}
 	r.Open.Add(1)
 	var once sync.Once
-	return &Backend{Dir: rp.dir}, func() { once.Do(func() { r.Open.Add(-1) }) }, nil
+	return gitserve.Resolved{Backend: &Backend{Dir: rp.dir}, Release: func() { once.Do(func() { r.Open.Add(-1) }) }}, nil
 }
 
 // ExecProtocol runs git's own upload-pack/receive-pack on Backend.Dir, the
