@@ -187,10 +187,25 @@ func (n *Node) force(ctx context.Context, key names.Repo, dead string) (Route, e
 		// session, which it may still be serving under, has not lapsed
 		// yet. Wait that out once; a session renewed meanwhile means the
 		// owner is alive, and the request fails as unreachable.
-		if err := sleepUntil(ctx, cluster.ForceAt(d.Entry, n.cl.cfg.Timings.QuietPeriod)); err != nil {
+		if err := sleepUntil(ctx, inPhase(cluster.ForceAt(d.Entry, n.cl.cfg.Timings.QuietPeriod), time.Now())); err != nil {
 			return Route{}, err
 		}
 	}
+}
+
+// inPhase returns the first instant at or after at whose offset within
+// its millisecond is now's. Requests that wait for one deadline (the
+// owner's lapse, which every survivor reads from the same entry) then
+// resume one after another in the order they came, instead of all at one
+// instant where the scheduler would pick the order (and a seed of
+// testkit/cluster's randomized run would not replay). It costs under a
+// millisecond.
+func inPhase(at, now time.Time) time.Time {
+	next := at.Truncate(time.Millisecond).Add(now.Sub(now.Truncate(time.Millisecond)))
+	if next.Before(at) {
+		next = next.Add(time.Millisecond)
+	}
+	return next
 }
 
 // errRouteAgain: a force-grant that waited for the leader found the
