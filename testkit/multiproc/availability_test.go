@@ -407,11 +407,17 @@ func TestClusterKillNineAvailability(t *testing.T) {
 	}
 }
 
-// cutAtKill reports whether o is a push whose forwarded body the killed
-// owner was reading: it failed mid-stream (git: the remote hung up, or the
-// entry node's 502) and ended just after a kill.
+// cutAtKill reports whether o is a push the killed owner was serving: it
+// failed mid-stream and ended just after a kill. Where the stream broke
+// decides what git says: the entry node's 502 (before the owner answered),
+// the remote hanging up (while the owner read the body), or curl 18 (the
+// owner's answer was being relayed, its status already sent).
 func cutAtKill(o op, killed []time.Time) bool {
-	if !o.push || !strings.Contains(o.msg, "502") && !strings.Contains(o.msg, "unexpected disconnect") {
+	midStream := false
+	for _, m := range []string{"502", "unexpected disconnect", "curl 18 transfer closed with outstanding read data remaining"} {
+		midStream = midStream || strings.Contains(o.msg, m)
+	}
+	if !o.push || !midStream {
 		return false
 	}
 	for _, k := range killed {
