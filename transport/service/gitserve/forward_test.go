@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
 type fakeRerouter struct {
@@ -189,5 +193,60 @@ func TestClassifyForwarding(t *testing.T) {
 		if ParseClass(c.String()) != c {
 			t.Errorf("ParseClass(%q) != %v", c.String(), c)
 		}
+	}
+}
+
+// downForwarder fails every forward before connecting.
+type downForwarder struct{ tried []string }
+
+func (f *downForwarder) ForwardSession(_ context.Context, node string, _ SessionRequest, _ io.Reader, _ io.Writer) (Stats, error) {
+	f.tried = append(f.tried, node)
+	return Stats{}, errDown
+}
+
+// The failover's "it is yours now" is final only while this node's own
+// routing agrees: RunRouted serves the request here through Gate.Serve,
+// which routes once more, and a repository that moved on meanwhile is a
+// 503 (the client retries), never a second round of forwarding or a
+// session on a repository this node does not hold.
+func TestRunRoutedLocalAfterFailover(t *testing.T) {
+	ctx := context.Background()
+	alice := auth.Identity{Owner: "alice", Authenticated: true}
+	repo := names.MustParse("alice/r")
+	for _, c := range []struct {
+		name      string
+		nowOn     string // where this node's routing sends the repository after the failover
+		wantClass Class
+		wantOut   string
+		sessions  int
+	}{
+		{"served here", "", OK, "upload v2 agent=test/1:want", 1},
+		{"moved on meanwhile", "rgit-3", Unavailable, "", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			res := &stubResolver{info: auth.RepoInfo{Repo: repo}, node: c.nowOn}
+			g, err := NewGate(res, echoEngine{}, "test/1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fwd := &downForwarder{}
+			rr := &fakeRerouter{routes: []actors.Route{{Local: true}}}
+			req := SessionRequest{Service: UploadPack, Repo: repo, Identity: alice, Protocol: 2}
+			var out strings.Builder
+			_, err = g.RunRouted(ctx, fwd, rr, req, Routed{Node: "rgit-1", Repo: repo},
+				strings.NewReader("want"), &out, gitproto.Options{Protocol: 2})
+			if got := Classify(err); got != c.wantClass {
+				t.Fatalf("class %v (%v), want %v", got, err, c.wantClass)
+			}
+			if out.String() != c.wantOut {
+				t.Errorf("output %q, want %q", out.String(), c.wantOut)
+			}
+			if len(fwd.tried) != 1 || fwd.tried[0] != "rgit-1" {
+				t.Errorf("forwarded to %v, want once to rgit-1", fwd.tried)
+			}
+			if res.sessions != c.sessions || res.released != c.sessions {
+				t.Errorf("sessions %d released %d, want %d", res.sessions, res.released, c.sessions)
+			}
+		})
 	}
 }

@@ -54,6 +54,7 @@ type stubResolver struct {
 	mismatch   bool // info names another repository than the one asked for
 	lookupErr  error
 	sessionErr error
+	node       string // another node serves it now
 	sessions   int
 	released   int
 }
@@ -71,6 +72,9 @@ func (r *stubResolver) Lookup(_ context.Context, n names.Repo) (auth.RepoInfo, e
 func (r *stubResolver) Session(context.Context, names.Repo, bool) (Resolved, error) {
 	if r.sessionErr != nil {
 		return Resolved{}, r.sessionErr
+	}
+	if r.node != "" {
+		return Resolved{Node: r.node}, nil
 	}
 	r.sessions++
 	return Resolved{Backend: stubBackend{}, Release: func() { r.released++ }}, nil
