@@ -39,7 +39,7 @@ func (n *Node) CollectGarbage(ctx context.Context, key names.Repo, minAge time.D
 	}
 	st, err := repo.Collect(ctx, n.cfg.Deps, plan)
 	if st.DeletedPacks > 0 && n.cfg.Cache != nil {
-		if perr := n.cfg.Cache.Purge(ctx, key.Owner(), key.Name()); perr != nil {
+		if perr := n.cfg.Cache.Purge(ctx, key); perr != nil {
 			err = errors.Join(err, fmt.Errorf("gc %s deleted %d packs, but %w", key, st.DeletedPacks, perr))
 		}
 	}

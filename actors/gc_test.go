@@ -69,10 +69,10 @@ type purges struct {
 	fail  error
 }
 
-func (p *purges) Purge(_ context.Context, owner, name string) error {
+func (p *purges) Purge(_ context.Context, r names.Repo) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.repos = append(p.repos, owner+"/"+name)
+	p.repos = append(p.repos, r.String())
 	return p.fail
 }
 

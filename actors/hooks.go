@@ -141,7 +141,7 @@ func (a *repoActor) wakeHooks(ctx actor.Context) {
 	if !a.deliveriesWaiting() {
 		return
 	}
-	a.hooks = a.node.cfg.Hooks.Start(&HookQueue{node: a.node, pid: ctx.Self(), Owner: a.key.Owner(), Name: a.key.Name()})
+	a.hooks = a.node.cfg.Hooks.Start(&HookQueue{node: a.node, pid: ctx.Self(), Repo: a.key})
 }
 
 // deliveriesWaiting reports whether the open repository's outbox has
@@ -170,9 +170,9 @@ func (a *repoActor) stopHooks() {
 // it has closed. Each returns when ctx ends (the worker stops) without
 // waiting for an actor that will not answer.
 type HookQueue struct {
-	node        *Node
-	pid         *actor.PID
-	Owner, Name string
+	node *Node
+	pid  *actor.PID
+	Repo names.Repo
 }
 
 // queueRequest sends msg to q's actor and waits for its answer, ctx or

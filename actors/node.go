@@ -94,7 +94,7 @@ type Config struct {
 // unreachable (transport/product/api.Cache bumps its generation). Its error says
 // what to run to retry.
 type CachePurger interface {
-	Purge(ctx context.Context, owner, name string) error
+	Purge(ctx context.Context, r names.Repo) error
 }
 
 // Node is one rgit node's actor system: the supervisor and its repo actors.

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/outbox"
@@ -107,9 +108,9 @@ func (r *Repo) commitEvents(ctx context.Context, what string, txn refdb.Txn, eve
 // newer writer's marker.
 const prefixPendingMarker = "hooks/pending/"
 
-func pendingMarkers(owner, name string) string { return prefixPendingMarker + owner + "/" + name + "/" }
+func pendingMarkers(r names.Repo) string { return prefixPendingMarker + r.String() + "/" }
 
-func (r *Repo) markerKey() string { return pendingMarkers(r.name.Owner(), r.name.Name()) + r.writerID }
+func (r *Repo) markerKey() string { return pendingMarkers(r.name) + r.writerID }
 
 // commitMarked commits txn; when it queues deliveries (queued) and this
 // writer's marker is not written yet, the marker is written alongside,
@@ -145,7 +146,7 @@ func (r *Repo) SweepMarkers(ctx context.Context) (waiting bool, err error) {
 	if err != nil || n > 0 {
 		return n > 0, err
 	}
-	keys, err := listMarkers(ctx, r.d, r.name.Owner(), r.name.Name())
+	keys, err := listMarkers(ctx, r.d, r.name)
 	if err != nil {
 		return false, err
 	}
@@ -174,24 +175,24 @@ func (r *Repo) closeMarker(ctx context.Context) {
 	}
 }
 
-// ClearMarkers removes every pending-delivery marker of owner/name (a
-// repository that no longer exists).
-func ClearMarkers(ctx context.Context, d Deps, owner, name string) error {
-	keys, err := listMarkers(ctx, d, owner, name)
+// ClearMarkers removes every pending-delivery marker of r (a repository
+// that no longer exists).
+func ClearMarkers(ctx context.Context, d Deps, r names.Repo) error {
+	keys, err := listMarkers(ctx, d, r)
 	if err != nil {
 		return err
 	}
 	if err := deleteMarkers(ctx, d, keys); err != nil {
-		return fmt.Errorf("%s/%s: %w", owner, name, err)
+		return fmt.Errorf("%s: %w", r, err)
 	}
 	return nil
 }
 
-func listMarkers(ctx context.Context, d Deps, owner, name string) ([]string, error) {
+func listMarkers(ctx context.Context, d Deps, r names.Repo) ([]string, error) {
 	var keys []string
-	for info, err := range d.Store.List(ctx, pendingMarkers(owner, name), "") {
+	for info, err := range d.Store.List(ctx, pendingMarkers(r), "") {
 		if err != nil {
-			return nil, fmt.Errorf("list pending-delivery markers of %s/%s: %w", owner, name, err)
+			return nil, fmt.Errorf("list pending-delivery markers of %s: %w", r, err)
 		}
 		keys = append(keys, info.Key)
 	}

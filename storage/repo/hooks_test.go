@@ -128,7 +128,7 @@ func TestSettingsEvents(t *testing.T) {
 func markers(t *testing.T, d Deps) []string {
 	t.Helper()
 	var out []string
-	for info, err := range d.Store.List(ctx, pendingMarkers("alice", "r"), "") {
+	for info, err := range d.Store.List(ctx, pendingMarkers(names.MustParse("alice/r")), "") {
 		if err != nil {
 			t.Fatal(err)
 		}

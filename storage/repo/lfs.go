@@ -3,6 +3,8 @@ package repo
 import (
 	"context"
 	"fmt"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // Git LFS objects live under the repository's own objects prefix, like
@@ -34,19 +36,17 @@ func ValidLFSOID(oid string) bool {
 	return true
 }
 
-// LFSPrefix is where owner/name's Git LFS objects are stored.
-func LFSPrefix(owner, name string) string { return "objects/" + owner + "/" + name + "/lfs/" }
+// LFSPrefix is where r's Git LFS objects are stored.
+func LFSPrefix(r names.Repo) string { return "objects/" + r.String() + "/lfs/" }
 
-// LFSKey is the store key of owner/name's Git LFS object oid, which must
-// be valid (ValidLFSOID).
-func LFSKey(owner, name, oid string) string {
-	return LFSPrefix(owner, name) + oid
-}
+// LFSKey is the store key of r's Git LFS object oid, which must be valid
+// (ValidLFSOID).
+func LFSKey(r names.Repo, oid string) string { return LFSPrefix(r) + oid }
 
 // copyLFS copies every Git LFS object of src to dst inside the store
 // (server-side on S3) and returns how many it copied.
-func copyLFS(ctx context.Context, d Deps, srcOwner, srcName, dstOwner, dstName string) (int, error) {
-	src, dst := LFSPrefix(srcOwner, srcName), LFSPrefix(dstOwner, dstName)
+func copyLFS(ctx context.Context, d Deps, from, to names.Repo) (int, error) {
+	src, dst := LFSPrefix(from), LFSPrefix(to)
 	var keys []string
 	for info, err := range d.Store.List(ctx, src, "") {
 		if err != nil {

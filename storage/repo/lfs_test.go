@@ -17,11 +17,11 @@ import (
 	"github.com/rgit/rgit/storage/objstore/memstore"
 )
 
-func putLFS(t *testing.T, st objstore.Store, owner, name string, data []byte) string {
+func putLFS(t *testing.T, st objstore.Store, r names.Repo, data []byte) string {
 	t.Helper()
 	sum := sha256.Sum256(data)
 	oid := hex.EncodeToString(sum[:])
-	if err := st.Put(ctx, LFSKey(owner, name, oid), bytes.NewReader(data), int64(len(data))); err != nil {
+	if err := st.Put(ctx, LFSKey(r, oid), bytes.NewReader(data), int64(len(data))); err != nil {
 		t.Fatal(err)
 	}
 	return oid
@@ -34,8 +34,8 @@ func TestForkCopiesLFSObjectsAndDeleteRemovesThem(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st objstore.Store) {
 		d := newDeps(t, st)
 		src := create(t, d, names.MustParse("o/src"))
-		a := putLFS(t, st, "o", "src", []byte("first large file"))
-		b := putLFS(t, st, "o", "src", []byte("second large file"))
+		a := putLFS(t, st, names.MustParse("o/src"), []byte("first large file"))
+		b := putLFS(t, st, names.MustParse("o/src"), []byte("second large file"))
 		if err := Fork(ctx, d, snapshot(t, src), names.MustParse("p/fork")); err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestForkCopiesLFSObjectsAndDeleteRemovesThem(t *testing.T) {
 			t.Fatalf("delete left %v", keys)
 		}
 		for oid, want := range map[string]string{a: "first large file", b: "second large file"} {
-			rc, _, err := st.Get(ctx, LFSKey("p", "fork", oid))
+			rc, _, err := st.Get(ctx, LFSKey(names.MustParse("p/fork"), oid))
 			if err != nil {
 				t.Fatalf("fork's copy of %s: %v", oid, err)
 			}

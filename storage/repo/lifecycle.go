@@ -38,7 +38,7 @@ func Delete(ctx context.Context, d Deps, r names.Repo) error {
 		return fmt.Errorf("delete %s: %w", r, err)
 	}
 	// Its webhook deliveries went with the database.
-	if err := ClearMarkers(ctx, d, r.Owner(), r.Name()); err != nil {
+	if err := ClearMarkers(ctx, d, r); err != nil {
 		return fmt.Errorf("delete %s: %w", r, err)
 	}
 	indexed, err := deleteMeta(ctx, d, r)
@@ -132,7 +132,7 @@ func Fork(ctx context.Context, d Deps, src *Snapshot, dst names.Repo) error {
 	// Git LFS objects too: the fork shares no storage with its source.
 	// Objects uploaded to the source while this runs may be left out,
 	// as pushes that land meanwhile are.
-	n, err := copyLFS(ctx, d, src.Repo.Owner(), src.Repo.Name(), dst.Owner(), dst.Name())
+	n, err := copyLFS(ctx, d, src.Repo, dst)
 	if err != nil {
 		return fmt.Errorf("fork %s to %s: %w", src.Repo, dst, err)
 	}

@@ -146,7 +146,6 @@ func (s *Server) actingAs(ctx context.Context, command, arg, as string) (string,
 	if err != nil {
 		return "", err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	info, err := s.Node.Settings(ctx, rp)
 	if err != nil {
 		return "", err
@@ -157,12 +156,12 @@ func (s *Server) actingAs(ctx context.Context, command, arg, as string) (string,
 	}
 	id := auth.Identity{Owner: as, Authenticated: true}
 	if d := auth.Decide(id, info, true, need); d != auth.Allow {
-		s.audit(as, command, zap.String("repo", owner+"/"+name), zap.String("refused", d.String()))
+		s.audit(as, command, zap.String("repo", rp.String()), zap.String("refused", d.String()))
 		if d == auth.NotFound {
 			// As over git: a repository the user may not read is missing.
-			return "", fmt.Errorf("%s/%s: %w (as %s)", owner, name, repo.ErrNotFound, as)
+			return "", fmt.Errorf("%s: %w (as %s)", rp, repo.ErrNotFound, as)
 		}
-		return "", fmt.Errorf("%s may not %s %s/%s: needs the %s role: %w", as, command, owner, name, need, errForbidden)
+		return "", fmt.Errorf("%s may not %s %s: needs the %s role: %w", as, command, rp, need, errForbidden)
 	}
 	return as, nil
 }
@@ -189,7 +188,6 @@ func (s *Server) grant(ctx context.Context, m Grant) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	role, err := auth.ParseRole(m.Role)
 	if err != nil {
 		return Message{}, fmt.Errorf("%w: %w", ErrUsage, err)
@@ -210,7 +208,7 @@ func (s *Server) grant(ctx context.Context, m Grant) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	r := owner + "/" + name
+	r := rp.String()
 	s.audit(who, "grant", zap.String("repo", r), zap.String("user", user), zap.Stringer("role", role), zap.Stringer("previous", old),
 		zap.Bool("new_user", isNew))
 	summary := fmt.Sprintf("%s has %s on %s", user, role, r)
@@ -225,12 +223,11 @@ func (s *Server) revoke(ctx context.Context, m Revoke) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	old, err := s.Node.Revoke(ctx, rp, m.User)
 	if err != nil {
 		return Message{}, err
 	}
-	r := owner + "/" + name
+	r := rp.String()
 	s.audit(who, "revoke", zap.String("repo", r), zap.String("user", m.User), zap.Stringer("previous", old))
 	return Message{Summary: fmt.Sprintf("revoked %s's %s on %s", m.User, old, r)}, nil
 }
@@ -240,12 +237,11 @@ func (s *Server) listAccess(ctx context.Context, m ListAccess) (AccessList, erro
 	if err != nil {
 		return AccessList{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	info, err := s.Node.Settings(ctx, rp)
 	if err != nil {
 		return AccessList{}, err
 	}
-	return AccessList{Repo: owner + "/" + name, Public: info.Public, Grants: nonNil(info.Grants), Protections: nonNil(info.Protections)}, nil
+	return AccessList{Repo: rp.String(), Public: info.Public, Grants: nonNil(info.Grants), Protections: nonNil(info.Protections)}, nil
 }
 
 func (s *Server) protect(ctx context.Context, m Protect) (Message, error) {
@@ -253,7 +249,6 @@ func (s *Server) protect(ctx context.Context, m Protect) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	p := auth.Protection{Pattern: m.Pattern, NoForcePush: m.NoForcePush, NoDelete: m.NoDelete, CreatedBy: who, Created: time.Now().UTC()}
 	if !p.NoForcePush && !p.NoDelete {
 		// A protection that refuses nothing is no protection: a pattern
@@ -263,7 +258,7 @@ func (s *Server) protect(ctx context.Context, m Protect) (Message, error) {
 	if err := s.Node.Protect(ctx, rp, p); err != nil {
 		return Message{}, err
 	}
-	r := owner + "/" + name
+	r := rp.String()
 	s.audit(who, "protect", zap.String("repo", r), zap.String("pattern", p.Pattern),
 		zap.Bool("no_force_push", p.NoForcePush), zap.Bool("no_delete", p.NoDelete))
 	return Message{Summary: fmt.Sprintf("%s protected on %s:%s", p.Pattern, r, protectionFlags(p)), Protection: &p}, nil
@@ -274,12 +269,11 @@ func (s *Server) unprotect(ctx context.Context, m Unprotect) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	p, err := s.Node.Unprotect(ctx, rp, m.Pattern)
 	if err != nil {
 		return Message{}, err
 	}
-	r := owner + "/" + name
+	r := rp.String()
 	s.audit(who, "unprotect", zap.String("repo", r), zap.String("pattern", p.Pattern))
 	return Message{Summary: fmt.Sprintf("%s no longer protected on %s", p.Pattern, r), Protection: &p}, nil
 }
@@ -298,8 +292,7 @@ func (s *Server) addToken(ctx context.Context, m AddToken) (Message, error) {
 		if err != nil {
 			return Message{}, fmt.Errorf("--repo %s: %w", r, err)
 		}
-		ro, rn := rr.Owner(), rr.Name()
-		o.Repos[i] = ro + "/" + rn
+		o.Repos[i] = rr.String()
 	}
 	secret, t, err := s.Auth.IssueToken(ctx, m.Owner, o)
 	if err != nil {
@@ -353,8 +346,7 @@ func (s *Server) addDeployKey(ctx context.Context, m AddDeployKey) (Message, err
 	if err != nil {
 		return Message{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
-	k, err := s.Auth.RegisterKey(ctx, owner, []byte(m.Key), auth.KeyOptions{Repo: owner + "/" + name, Write: m.Write, CreatedBy: operator})
+	k, err := s.Auth.RegisterKey(ctx, rp.Owner(), []byte(m.Key), auth.KeyOptions{Repo: rp.String(), Write: m.Write, CreatedBy: operator})
 	if err != nil {
 		return Message{}, err
 	}

@@ -205,7 +205,6 @@ func (s *Server) addHook(ctx context.Context, m AddHook) (HookAdded, error) {
 	if err != nil {
 		return HookAdded{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	h, generated, err := hooks.NewHook(m.URL, m.Secret, m.Events, who, time.Now())
 	if err != nil {
 		return HookAdded{}, fmt.Errorf("%w: %w", ErrUsage, err)
@@ -213,7 +212,7 @@ func (s *Server) addHook(ctx context.Context, m AddHook) (HookAdded, error) {
 	if err := s.Node.AddHook(ctx, rp, h); err != nil {
 		return HookAdded{}, err
 	}
-	r := owner + "/" + name
+	r := rp.String()
 	s.audit(who, "add-hook", zap.String("repo", r), zap.String("hook", h.ID), zap.String("url", h.URL), zap.Strings("events", h.Events))
 	a := HookAdded{Repo: r, Hook: HookInfo{ID: h.ID, URL: h.URL, Events: h.Events, CreatedBy: h.CreatedBy, Created: h.Created}}
 	if generated {
@@ -227,7 +226,6 @@ func (s *Server) listHooks(ctx context.Context, m ListHooks) (HookList, error) {
 	if err != nil {
 		return HookList{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	v, err := s.Node.Outbox(ctx, rp)
 	if err != nil {
 		return HookList{}, err
@@ -236,7 +234,7 @@ func (s *Server) listHooks(ctx context.Context, m ListHooks) (HookList, error) {
 	if err != nil {
 		return HookList{}, err
 	}
-	l := HookList{Repo: owner + "/" + name, Hooks: []HookInfo{}}
+	l := HookList{Repo: rp.String(), Hooks: []HookInfo{}}
 	for _, h := range hs {
 		info, err := hookInfo(v, h)
 		if err != nil {
@@ -252,7 +250,6 @@ func (s *Server) removeHook(ctx context.Context, m RemoveHook) (Message, error) 
 	if err != nil {
 		return Message{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	if err := checkHookID(m.ID); err != nil {
 		return Message{}, err
 	}
@@ -260,7 +257,7 @@ func (s *Server) removeHook(ctx context.Context, m RemoveHook) (Message, error) 
 	if err != nil {
 		return Message{}, err
 	}
-	r := owner + "/" + name
+	r := rp.String()
 	s.audit(who, "remove-hook", zap.String("repo", r), zap.String("hook", h.ID), zap.String("url", h.URL))
 	return Message{Summary: fmt.Sprintf("removed hook %s (%s) of %s, with its waiting deliveries and its log", h.ID, h.URL, r)}, nil
 }
@@ -270,7 +267,6 @@ func (s *Server) testHook(ctx context.Context, m TestHook) (HookTested, error) {
 	if err != nil {
 		return HookTested{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	if err := checkHookID(m.ID); err != nil {
 		return HookTested{}, err
 	}
@@ -286,9 +282,9 @@ func (s *Server) testHook(ctx context.Context, m TestHook) (HookTested, error) {
 		return HookTested{}, err
 	}
 	if !ok {
-		return HookTested{}, fmt.Errorf("%s/%s: hook %s: %w", owner, name, m.ID, outbox.ErrNoHook)
+		return HookTested{}, fmt.Errorf("%s: hook %s: %w", rp, m.ID, outbox.ErrNoHook)
 	}
-	a, id, err := s.Hooks.Ping(ctx, owner, name, h)
+	a, id, err := s.Hooks.Ping(ctx, rp, h)
 	if err != nil {
 		return HookTested{}, err
 	}
@@ -300,7 +296,6 @@ func (s *Server) listDeliveries(ctx context.Context, m ListDeliveries) (Delivery
 	if err != nil {
 		return DeliveryList{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	if m.Hook != "" {
 		if err := checkHookID(m.Hook); err != nil {
 			return DeliveryList{}, err
@@ -336,7 +331,7 @@ func (s *Server) listDeliveries(ctx context.Context, m ListDeliveries) (Delivery
 		}
 	}
 	if !found {
-		return DeliveryList{}, fmt.Errorf("%s/%s: hook %s: %w", owner, name, m.Hook, outbox.ErrNoHook)
+		return DeliveryList{}, fmt.Errorf("%s: hook %s: %w", rp, m.Hook, outbox.ErrNoHook)
 	}
 	// Newest first: by when queued, the sequence breaking ties.
 	slices.SortFunc(ds, func(a, b outbox.Delivery) int {
@@ -345,7 +340,7 @@ func (s *Server) listDeliveries(ctx context.Context, m ListDeliveries) (Delivery
 		}
 		return cmp.Compare(b.Seq, a.Seq)
 	})
-	l := DeliveryList{Repo: owner + "/" + name, Deliveries: make([]DeliveryInfo, len(ds))}
+	l := DeliveryList{Repo: rp.String(), Deliveries: make([]DeliveryInfo, len(ds))}
 	for i, d := range ds {
 		l.Deliveries[i] = deliveryInfo(d)
 	}
@@ -367,12 +362,11 @@ func (s *Server) redeliver(ctx context.Context, m Redeliver) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	d, err := s.Node.Redeliver(ctx, rp, m.ID)
 	if err != nil {
 		return Message{}, err
 	}
-	r := owner + "/" + name
+	r := rp.String()
 	s.audit(who, "redeliver", zap.String("repo", r), zap.String("hook", d.Hook), zap.String("delivery", d.ID))
 	return Message{Summary: fmt.Sprintf("delivery %s (%s) of %s queued again for hook %s", d.ID, d.Event.Kind, r, d.Hook)}, nil
 }

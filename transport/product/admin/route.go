@@ -32,10 +32,9 @@ func (s *Server) relay(ctx context.Context, m Msg, out any, progress func(string
 	if err != nil {
 		return false, nil // the handler answers the usage or not-found error
 	}
-	owner, name := rp.Owner(), rp.Name()
 	route, err := s.Node.Route(ctx, rp)
 	if err != nil {
-		return true, s.relayFailed(m, fmt.Errorf("route %s/%s: %w", owner, name, err))
+		return true, s.relayFailed(m, fmt.Errorf("route %s: %w", rp, err))
 	}
 	if route.Local {
 		return false, nil
@@ -45,7 +44,7 @@ func (s *Server) relay(ctx context.Context, m Msg, out any, progress func(string
 	// a repository go public within the cache TTL (going private takes
 	// effect at once: the owner re-checks every session).
 	defer s.Deps.Meta.Forget(rp)
-	return true, s.toOwner(ctx, route.Node, owner+"/"+name, m, out, progress)
+	return true, s.toOwner(ctx, route.Node, rp.String(), m, out, progress)
 }
 
 // toOwner sends m to node, the owner of repository r, with the next hop

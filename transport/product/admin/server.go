@@ -59,11 +59,11 @@ type Server struct {
 // purge runs after a change that must not stay visible through the cache
 // (visibility flip, delete, purge-cache). It fails loudly: the change
 // itself stays done, and the error names purge-cache as the retry.
-func (s *Server) purge(ctx context.Context, owner, name, did string) (Done, error) {
+func (s *Server) purge(ctx context.Context, r names.Repo, did string) (Done, error) {
 	if s.Cache == nil {
 		return Done{Output: did}, nil
 	}
-	if err := s.Cache.Purge(ctx, owner, name); err != nil {
+	if err := s.Cache.Purge(ctx, r); err != nil {
 		return Done{}, fmt.Errorf("%s, but %w", did, err)
 	}
 	return Done{Output: did + "; cached answers purged"}, nil
@@ -204,17 +204,16 @@ func (s *Server) createRepo(ctx context.Context, m CreateRepo) (Done, error) {
 	if err != nil {
 		return Done{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	if err := repo.Create(ctx, s.Deps, rp); err != nil {
 		return Done{}, err
 	}
-	if _, raw, _ := strings.Cut(m.Repo, "/"); raw != name {
+	if _, raw, _ := strings.Cut(m.Repo, "/"); raw != rp.Name() {
 		// names.Parse dropped a .git suffix: say so, the operator typed
 		// another name.
-		return done("created %s/%s (without %q: repository names never end in .git; clone URLs may add it)",
-			owner, name, strings.TrimPrefix(raw, name)), nil
+		return done("created %s (without %q: repository names never end in .git; clone URLs may add it)",
+			rp, strings.TrimPrefix(raw, rp.Name())), nil
 	}
-	return done("created %s/%s", owner, name), nil
+	return done("created %s", rp), nil
 }
 
 func (s *Server) deleteRepo(ctx context.Context, m DeleteRepo) (Done, error) {
@@ -222,7 +221,6 @@ func (s *Server) deleteRepo(ctx context.Context, m DeleteRepo) (Done, error) {
 	if err != nil {
 		return Done{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	if err := s.Node.CloseRepo(ctx, rp); err != nil {
 		return Done{}, err
 	}
@@ -234,9 +232,9 @@ func (s *Server) deleteRepo(ctx context.Context, m DeleteRepo) (Done, error) {
 		s.audit(operator, "remove-key", zap.String("repo", k.Repo), zap.String("fingerprint", k.Fingerprint), zap.String("why", "delete-repo"))
 	}
 	if err != nil {
-		return Done{}, fmt.Errorf("deleted %s/%s, but not all its deploy keys (list-keys, remove-key): %w", owner, name, err)
+		return Done{}, fmt.Errorf("deleted %s, but not all its deploy keys (list-keys, remove-key): %w", rp, err)
 	}
-	return s.purge(ctx, owner, name, "deleted "+owner+"/"+name)
+	return s.purge(ctx, rp, "deleted "+rp.String())
 }
 
 func (s *Server) fork(ctx context.Context, m Fork) (Done, error) {
@@ -244,12 +242,10 @@ func (s *Server) fork(ctx context.Context, m Fork) (Done, error) {
 	if err != nil {
 		return Done{}, err
 	}
-	so, sn := src.Owner(), src.Name()
 	dst, err := s.newName(ctx, m.To)
 	if err != nil {
 		return Done{}, err
 	}
-	do, dn := dst.Owner(), dst.Name()
 	sess, err := s.Node.Session(ctx, src)
 	if err != nil {
 		return Done{}, err
@@ -258,7 +254,7 @@ func (s *Server) fork(ctx context.Context, m Fork) (Done, error) {
 	if err := repo.Fork(ctx, s.Deps, sess.Snapshot, dst); err != nil {
 		return Done{}, err
 	}
-	return done("forked %s/%s to %s/%s", so, sn, do, dn), nil
+	return done("forked %s to %s", src, dst), nil
 }
 
 func (s *Server) repack(ctx context.Context, m Repack, progress pack.ProgressFunc) (Done, error) {
@@ -266,15 +262,14 @@ func (s *Server) repack(ctx context.Context, m Repack, progress pack.ProgressFun
 	if err != nil {
 		return Done{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	p, err := s.Node.Repack(ctx, rp, progress)
 	if err != nil {
 		return Done{}, err
 	}
 	if p.Name == "" {
-		return done("%s/%s has nothing to repack", owner, name), nil
+		return done("%s has nothing to repack", rp), nil
 	}
-	return done("repacked %s/%s into %s (%d objects)", owner, name, p.Name, p.Objects), nil
+	return done("repacked %s into %s (%d objects)", rp, p.Name, p.Objects), nil
 }
 
 func (s *Server) gc(ctx context.Context, m GC) (Done, error) {
@@ -282,12 +277,11 @@ func (s *Server) gc(ctx context.Context, m GC) (Done, error) {
 	if err != nil {
 		return Done{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	st, err := s.Node.CollectGarbage(ctx, rp, s.GCMinAge)
 	if err != nil {
 		return Done{}, err
 	}
-	return done("gc %s/%s: %+v", owner, name, st), nil
+	return done("gc %s: %+v", rp, st), nil
 }
 
 func (s *Server) setVisibility(ctx context.Context, m SetVisibility) (Done, error) {
@@ -303,11 +297,10 @@ func (s *Server) setVisibility(ctx context.Context, m SetVisibility) (Done, erro
 	if err != nil {
 		return Done{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	if err := s.Node.SetVisibility(ctx, rp, v == "public"); err != nil {
 		return Done{}, err
 	}
-	d, err := s.purge(ctx, owner, name, owner+"/"+name+" is "+v)
+	d, err := s.purge(ctx, rp, rp.String()+" is "+v)
 	if err == nil {
 		s.audit(who, "set-visibility", zap.String("repo", m.Repo), zap.String("visibility", v))
 	}
@@ -319,11 +312,10 @@ func (s *Server) purgeCache(ctx context.Context, m PurgeCache) (Done, error) {
 	if err != nil {
 		return Done{}, err
 	}
-	owner, name := r.Owner(), r.Name()
 	if s.Cache == nil {
 		return Done{}, errors.New("purge-cache: this node has no read-API cache (RGIT_REDIS_URL is unset)")
 	}
-	return s.purge(ctx, owner, name, "purge-cache "+owner+"/"+name)
+	return s.purge(ctx, r, "purge-cache "+r.String())
 }
 
 func (s *Server) setHead(ctx context.Context, m SetHead) (Done, error) {
@@ -331,11 +323,10 @@ func (s *Server) setHead(ctx context.Context, m SetHead) (Done, error) {
 	if err != nil {
 		return Done{}, err
 	}
-	owner, name := rp.Owner(), rp.Name()
 	if err := s.Node.SetHead(ctx, rp, m.Ref); err != nil {
 		return Done{}, err
 	}
-	return done("HEAD of %s/%s is %s", owner, name, m.Ref), nil
+	return done("HEAD of %s is %s", rp, m.Ref), nil
 }
 
 func (s *Server) version(context.Context, Version) (Done, error) { return Done{Output: s.Version}, nil }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/storage/names"
 )
 
 // Cache defaults (the numbers).
@@ -151,8 +153,8 @@ func (c *Cache) Put(ctx context.Context, gen int64, repoKey, suffix string, e *e
 
 // RefsChanged drops the repository's refs answer (after a push). Best
 // effort: the 5 s TTL heals a failure.
-func (c *Cache) RefsChanged(ctx context.Context, owner, name string) error {
-	repoKey := RepoKey(owner, name)
+func (c *Cache) RefsChanged(ctx context.Context, r names.Repo) error {
+	repoKey := r.Key()
 	gen, err := c.Generation(ctx, repoKey)
 	if err != nil {
 		return err
@@ -173,12 +175,12 @@ var ErrPurge = errors.New("cached answers were not purged")
 // Purge bumps the repository's generation, making every cached answer of
 // it unreachable at once (visibility flip, delete, purge-cache). It must
 // not fail quietly: callers report its error.
-func (c *Cache) Purge(ctx context.Context, owner, name string) error {
-	repoKey := RepoKey(owner, name)
+func (c *Cache) Purge(ctx context.Context, r names.Repo) error {
+	repoKey := r.Key()
 	ctx, cancel := context.WithTimeout(ctx, 5*opTimeout)
 	defer cancel()
 	if err := c.rdb.Incr(ctx, genKey(repoKey)).Err(); err != nil {
-		return fmt.Errorf("%w for %s (run rgit-admin purge-cache %s/%s to retry): %w", ErrPurge, repoKey, owner, name, err)
+		return fmt.Errorf("%w for %s (run rgit-admin purge-cache %s to retry): %w", ErrPurge, repoKey, r, err)
 	}
 	return nil
 }

@@ -161,7 +161,7 @@ func TestCacheHit(t *testing.T) {
 	if x, body := fetch(t, srv, treePath); x != "miss" || body != `{"call":1}` {
 		t.Fatalf("first: %q %s", x, body)
 	}
-	if n, err := peek.Exists(ctx, entryKey(0, RepoKey("alice", "site"), "tree/"+oidA)).Result(); err != nil || n != 1 {
+	if n, err := peek.Exists(ctx, entryKey(0, names.MustParse("alice/site").Key(), "tree/"+oidA)).Result(); err != nil || n != 1 {
 		t.Fatalf("the answer was not in Redis when the client had it: %d %v", n, err)
 	}
 	if x, body := fetch(t, srv, treePath); x != "hit" || body != `{"call":1}` || o.calls.Load() != 1 {
@@ -186,7 +186,7 @@ func TestPurgeRacingMiss(t *testing.T) {
 		done <- body
 	}()
 	<-o.entered
-	if err := c.Purge(context.Background(), "alice", "site"); err != nil {
+	if err := c.Purge(context.Background(), names.MustParse("alice/site")); err != nil {
 		t.Fatal(err)
 	}
 	close(o.gate)
@@ -234,7 +234,7 @@ func TestCacheTTLs(t *testing.T) {
 	srv := newTestHandler(t, c, o)
 	fetch(t, srv, "/api/alice/site/refs")
 	fetch(t, srv, treePath)
-	if err := c.Purge(context.Background(), "alice", "site"); err != nil {
+	if err := c.Purge(context.Background(), names.MustParse("alice/site")); err != nil {
 		t.Fatal(err)
 	}
 	fetch(t, srv, "/api/alice/site/refs")
@@ -276,7 +276,7 @@ func TestEvictionKeepsCounters(t *testing.T) {
 	const repos = 200
 	for i := range repos {
 		for range i%3 + 1 {
-			if err := c.Purge(ctx, "o", "r"+strconv.Itoa(i)); err != nil {
+			if err := c.Purge(ctx, names.MustParse("o/r"+strconv.Itoa(i))); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/rgit/rgit/actors"
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/bitmap"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/transport/frontend/httpgit"
@@ -101,7 +102,7 @@ func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id 
 	if a, ok := b.(gitserve.Authoritative); ok {
 		public = a.RepoInfo().Public
 	}
-	s := &serving{l: l, w: w, r: r, q: q, owner: sess.Repo.Owner(), name: sess.Repo.Name(), public: public, rd: newReader(ctx, objs.Objects(), l.Limits)}
+	s := &serving{l: l, w: w, r: r, q: q, repo: sess.Repo, public: public, rd: newReader(ctx, objs.Objects(), l.Limits)}
 	defer l.Metrics.done(q.Endpoint, s.rd.w)
 	if q.Immutable() {
 		if err := reachable(ctx, objs, q); err != nil {
@@ -234,8 +235,8 @@ type serving struct {
 	rd     reader
 	// cut is set when an answer was cut short after it started.
 	cut error
-	// owner and name are the repository's canonical spelling.
-	owner, name string
+	// repo is the repository in its canonical spelling.
+	repo names.Repo
 }
 
 // headers sets the caching headers: immutable and public for object-id
@@ -505,7 +506,7 @@ func (s *serving) lfsRaw(blob []byte, size int64) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	served, err := s.l.LFS.ServeRaw(s.w, s.r, s.owner, s.name, p, rawType)
+	served, err := s.l.LFS.ServeRaw(s.w, s.r, s.repo, p, rawType)
 	if !served && err == nil {
 		s.w.Header().Set("Cache-Control", ccPrivate)
 	}

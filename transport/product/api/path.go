@@ -317,11 +317,6 @@ func (q *Request) Query() string {
 	return v.Encode()
 }
 
-// RepoKey is the repository's identity in cache keys: names compare
-// case-insensitively, so every spelling shares one entry and one
-// generation.
-func RepoKey(owner, name string) string { return names.Fold(owner) + "/" + names.Fold(name) }
-
 // CacheSuffix names the answer within its repository and generation. It
 // is the canonical path after the repository, so two requests share an
 // entry exactly when they ask the same thing.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/outbox"
 	"github.com/rgit/rgit/storage/repo"
@@ -36,6 +37,10 @@ type Repository struct {
 	Owner    string `json:"owner"`
 	Name     string `json:"name"`
 	FullName string `json:"full_name"`
+}
+
+func repository(r names.Repo) Repository {
+	return Repository{Owner: r.Owner(), Name: r.Name(), FullName: r.String()}
 }
 
 // Payload is the JSON body of a delivery: the fields common to every
@@ -85,13 +90,12 @@ type snapshotter interface {
 	Snapshot(ctx context.Context) (*repo.Snapshot, func(), error)
 }
 
-// body is d's payload for repository owner/name. A push event's commits
-// and forced flag are walked here (through walks, from a snapshot that
-// src takes); the other events need nothing but the outbox record.
-func body(ctx context.Context, src snapshotter, walks *walkCache, owner, name string, d outbox.Delivery) ([]byte, error) {
+// body is d's payload for repository r. A push event's commits and forced
+// flag are walked here (through walks, from a snapshot that src takes);
+// the other events need nothing but the outbox record.
+func body(ctx context.Context, src snapshotter, walks *walkCache, r names.Repo, d outbox.Delivery) ([]byte, error) {
 	e := d.Event
-	p := Payload{Event: e.Kind, Delivery: d.ID, Hook: d.Hook, Time: e.Time,
-		Repository: Repository{Owner: owner, Name: name, FullName: owner + "/" + name}}
+	p := Payload{Event: e.Kind, Delivery: d.ID, Hook: d.Hook, Time: e.Time, Repository: repository(r)}
 	actor := e.Actor
 	switch e.Kind {
 	case outbox.KindPush, outbox.KindCreate, outbox.KindDelete, outbox.KindTag:
@@ -238,8 +242,8 @@ func walkPush(ctx context.Context, src snapshotter, e outbox.Event) (pushWalk, e
 }
 
 // pingBody is the payload test-hook sends.
-func pingBody(owner, name string, h outbox.Hook, id string, now time.Time) ([]byte, error) {
+func pingBody(r names.Repo, h outbox.Hook, id string, now time.Time) ([]byte, error) {
 	return json.Marshal(Payload{Event: outbox.KindPing, Delivery: id, Hook: h.ID, Time: now.UTC(),
-		Repository: Repository{Owner: owner, Name: name, FullName: owner + "/" + name},
+		Repository: repository(r),
 		Zen:        "rgit announces what changed, at least once"})
 }

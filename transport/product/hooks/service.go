@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/rgit/rgit/actors"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/outbox"
 )
 
@@ -86,7 +87,7 @@ func New(cfg Config) *Service {
 func (s *Service) Start(q *actors.HookQueue) actors.HookWorker {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &worker{s: s, q: q, wake: make(chan struct{}, 1), cancel: cancel,
-		log: s.cfg.Log.With(zap.String("repo", q.Owner+"/"+q.Name))}
+		log: s.cfg.Log.With(zap.Stringer("repo", q.Repo))}
 	s.mu.Lock()
 	s.workers[w] = struct{}{}
 	s.mu.Unlock()
@@ -131,11 +132,11 @@ func (s *Service) slot(ctx context.Context) (release func(), err error) {
 // jitter is a draw in [0, 1) for the backoff.
 func jitter() float64 { return rand.Float64() }
 
-// Ping sends test-hook's ping to h for repository owner/name now, outside
-// the outbox, and returns the attempt.
-func (s *Service) Ping(ctx context.Context, owner, name string, h outbox.Hook) (outbox.Attempt, string, error) {
+// Ping sends test-hook's ping to h for repository r now, outside the
+// outbox, and returns the attempt.
+func (s *Service) Ping(ctx context.Context, r names.Repo, h outbox.Hook) (outbox.Attempt, string, error) {
 	id := "ping-" + outbox.NewHookID()
-	b, err := pingBody(owner, name, h, id, time.Now())
+	b, err := pingBody(r, h, id, time.Now())
 	if err != nil {
 		return outbox.Attempt{}, id, err
 	}

@@ -62,7 +62,7 @@ func sweepOnce(ctx context.Context, node *actors.Node, d repo.Deps, log *zap.Log
 		switch {
 		case err == nil, errors.Is(err, actors.ErrNotOwner):
 		case errors.Is(err, repo.ErrNotFound):
-			err = repo.ClearMarkers(vctx, d, owner, name)
+			err = repo.ClearMarkers(vctx, d, rp)
 		}
 		cancel()
 		if err != nil && !errors.Is(err, actors.ErrNotOwner) {

@@ -194,7 +194,7 @@ func (w *worker) attempt(ctx context.Context, h outbox.Hook, d outbox.Delivery) 
 	if err != nil {
 		return attemptDone{hook: h.ID} // stopping: nothing to record
 	}
-	b, err := body(ctx, w.q, &w.walks, w.q.Owner, w.q.Name, d)
+	b, err := body(ctx, w.q, &w.walks, w.q.Repo, d)
 	switch {
 	case errors.Is(err, actors.ErrBusy):
 		// The repository is closing or busy: not an attempt.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
@@ -80,7 +81,7 @@ func TestAnonymousPerAddressCap(t *testing.T) {
 	f, fs := newCountedFixture(t, Limits{}, func(c *Config) { c.Unauthenticated = anon })
 	o, p := newObject("stored"), newObject("another")
 	for _, x := range []object{o, p} {
-		if err := f.store.Put(context.Background(), repo.LFSKey("alice", "pub", x.spec.OID), strings.NewReader(string(x.data)), x.spec.Size); err != nil {
+		if err := f.store.Put(context.Background(), repo.LFSKey(names.MustParse("alice/pub"), x.spec.OID), strings.NewReader(string(x.data)), x.spec.Size); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +100,7 @@ func TestAnonymousPerAddressCap(t *testing.T) {
 
 	// An anonymous batch parked in its store lookup holds the address's
 	// one unit: every other anonymous request is refused meanwhile.
-	gate := fs.Hold(faultstore.OpHead, repo.LFSKey("alice", "pub", o.spec.OID))
+	gate := fs.Hold(faultstore.OpHead, repo.LFSKey(names.MustParse("alice/pub"), o.spec.OID))
 	t.Cleanup(gate.Release) // before the server closes, should the test fail first
 	done := make(chan int)
 	go func() {

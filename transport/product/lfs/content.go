@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -40,14 +41,14 @@ func NewContent(st objstore.Store, m *Metrics, log *zap.Logger) *Content {
 // streamed, with the content type typeOf gives their head. It returns
 // false, having written nothing, when the store does not hold the object
 // whole (not uploaded yet): the caller serves the pointer instead.
-func (c *Content) ServeRaw(w http.ResponseWriter, r *http.Request, owner, name string, p Pointer, typeOf func(head []byte) string) (bool, error) {
-	ok, err := c.objects.present(r.Context(), owner, name, p.OID, p.Size)
+func (c *Content) ServeRaw(w http.ResponseWriter, r *http.Request, rp names.Repo, p Pointer, typeOf func(head []byte) string) (bool, error) {
+	ok, err := c.objects.present(r.Context(), rp, p.OID, p.Size)
 	if err != nil || !ok {
 		return false, err
 	}
 	h := w.Header()
 	if c.objects.pre != nil {
-		u, err := c.objects.pre.PresignGet(r.Context(), repo.LFSKey(owner, name, p.OID), ContentTTL)
+		u, err := c.objects.pre.PresignGet(r.Context(), repo.LFSKey(rp, p.OID), ContentTTL)
 		if err != nil {
 			return false, err
 		}
@@ -56,7 +57,7 @@ func (c *Content) ServeRaw(w http.ResponseWriter, r *http.Request, owner, name s
 		http.Redirect(w, r, u.URL, http.StatusFound)
 		return true, nil
 	}
-	rc, size, err := c.objects.open(r.Context(), owner, name, p.OID, 0)
+	rc, size, err := c.objects.open(r.Context(), rp, p.OID, 0)
 	if errors.Is(err, ErrMissing) {
 		return false, nil
 	}

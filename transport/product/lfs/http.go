@@ -410,9 +410,9 @@ func (s *Server) base(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-// repoURL is the LFS endpoint of owner/name under base.
-func repoURL(base, owner, name string) string {
-	return base + "/" + owner + "/" + name + ".git/info/lfs"
+// repoURL is the LFS endpoint of r under base.
+func repoURL(base string, r names.Repo) string {
+	return base + "/" + r.String() + ".git/info/lfs"
 }
 
 // statParallel bounds the store lookups one batch runs at once.
@@ -458,7 +458,7 @@ func (s *Server) batchStatus(w http.ResponseWriter, r *http.Request, op *string)
 // the per-address cap.
 func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitserve.AuthorizedSession, req *batchRequest, transfer string, anon bool) int {
 	ctx := r.Context()
-	owner, name := sess.Repo.Owner(), sess.Repo.Name()
+	rp := sess.Repo
 	resp := batchResponse{Transfer: transfer, HashAlgo: "sha256", Objects: make([]objectAnswer, len(req.Objects))}
 	present := make([]bool, len(req.Objects))
 	errs := make([]error, len(req.Objects))
@@ -472,12 +472,12 @@ func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitse
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			present[i], errs[i] = s.objects.present(ctx, owner, name, o.OID, o.Size)
+			present[i], errs[i] = s.objects.present(ctx, rp, o.OID, o.Size)
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return s.fail(w, r, fmt.Errorf("look up objects of %s/%s: %w: %w", owner, name, gitserve.ErrUnavailable, err))
+		return s.fail(w, r, fmt.Errorf("look up objects of %s: %w: %w", rp, gitserve.ErrUnavailable, err))
 	}
 	base := s.base(r)
 	for i := range resp.Objects {
@@ -498,7 +498,7 @@ func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitse
 		a.Authenticated = true
 		a.Actions = map[string]action{}
 		for _, kind := range acts {
-			act, err := s.action(ctx, base, owner, name, kind, transfer, objectSpec{OID: a.OID, Size: a.Size}, anon)
+			act, err := s.action(ctx, base, rp, kind, transfer, objectSpec{OID: a.OID, Size: a.Size}, anon)
 			if err != nil {
 				return s.fail(w, r, err)
 			}
@@ -513,20 +513,20 @@ func (s *Server) answerBatch(w http.ResponseWriter, r *http.Request, sess *gitse
 // action is one action of a batch answer: on a presigning store the
 // store's own URL for the transfer, else the node's signed path; verify
 // is always the node's (it reads what the store recorded).
-func (s *Server) action(ctx context.Context, base, owner, name, kind, transfer string, o objectSpec, anon bool) (action, error) {
+func (s *Server) action(ctx context.Context, base string, rp names.Repo, kind, transfer string, o objectSpec, anon bool) (action, error) {
 	ttl := ActionTTL
 	a := action{ExpiresIn: int(ttl / time.Second)}
 	if transfer == transferSSH {
 		return a, nil // the bytes go over the SSH connection
 	}
-	t := ticket{Op: kind, Owner: owner, Name: name, OID: o.OID, Size: o.Size, Exp: s.now().Add(ttl).Unix(), Anon: anon}
-	key := repo.LFSKey(owner, name, o.OID)
+	t := ticket{Op: kind, Owner: rp.Owner(), Name: rp.Name(), OID: o.OID, Size: o.Size, Exp: s.now().Add(ttl).Unix(), Anon: anon}
+	key := repo.LFSKey(rp, o.OID)
 	switch {
 	case kind == opVerify:
-		a.Href = repoURL(base, owner, name) + "/verify?t=" + s.sign.sign(t)
+		a.Href = repoURL(base, rp) + "/verify?t=" + s.sign.sign(t)
 		return a, nil
 	case s.objects.pre == nil:
-		a.Href = repoURL(base, owner, name) + "/objects/" + o.OID + "?t=" + s.sign.sign(t)
+		a.Href = repoURL(base, rp) + "/objects/" + o.OID + "?t=" + s.sign.sign(t)
 		return a, nil
 	}
 	var p objstore.Presigned
@@ -549,26 +549,28 @@ func (s *Server) action(ctx context.Context, base, owner, name, kind, transfer s
 }
 
 // objectTicket is the ticket of a transfer or verify request, checked
-// against op and the path's repository and object.
-func (s *Server) objectTicket(r *http.Request, op string) (ticket, error) {
+// against op and the path's repository and object, and the repository it
+// names (in its canonical spelling, which the store keys use).
+func (s *Server) objectTicket(r *http.Request, op string) (ticket, names.Repo, error) {
 	t, err := s.sign.open(r.URL.Query().Get("t"), s.now())
 	if err != nil {
-		return ticket{}, err
+		return ticket{}, names.Repo{}, err
 	}
+	tr, terr := names.New(t.Owner, t.Name)
 	rp, err := gitserve.ParseRepo(r.PathValue("owner"), r.PathValue("repo"))
-	if err != nil || t.Op != op || !names.Same(rp.Owner(), t.Owner) || !names.Same(rp.Name(), t.Name) {
-		return ticket{}, errBadTicket
+	if err != nil || terr != nil || t.Op != op || !rp.Same(tr) {
+		return ticket{}, names.Repo{}, errBadTicket
 	}
 	if oid := r.PathValue("oid"); oid != "" && oid != t.OID {
-		return ticket{}, errBadTicket
+		return ticket{}, names.Repo{}, errBadTicket
 	}
-	return t, nil
+	return t, tr, nil
 }
 
 // download serves GET …/info/lfs/objects/{oid}: the node-served download,
 // streamed, resumable with a Range from an offset to the end.
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
-	t, err := s.objectTicket(r, opDownload)
+	t, rp, err := s.objectTicket(r, opDownload)
 	release := func() {}
 	if err == nil && t.Anon {
 		release, err = s.holdAnon(r)
@@ -587,7 +589,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusRequestedRangeNotSatisfiable, message{Message: "range starts past the object's end"})
 		return
 	}
-	rc, size, err := s.objects.open(r.Context(), t.Owner, t.Name, t.OID, off)
+	rc, size, err := s.objects.open(r.Context(), rp, t.OID, off)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -635,7 +637,7 @@ func rangeStart(h string, size int64) (int64, bool) {
 // upload serves PUT …/info/lfs/objects/{oid}: the node-served upload,
 // streamed into the store and checked on the way (objects.put).
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	t, err := s.objectTicket(r, opUpload)
+	t, rp, err := s.objectTicket(r, opUpload)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -644,7 +646,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("body of %d bytes for an object of %d: %w", r.ContentLength, t.Size, ErrSizeMismatch))
 		return
 	}
-	n, err := s.objects.put(r.Context(), t.Owner, t.Name, t.OID, t.Size, r.Body)
+	n, err := s.objects.put(r.Context(), rp, t.OID, t.Size, r.Body)
 	s.metrics.nodeBytes(opUpload, n)
 	if err != nil {
 		s.fail(w, r, err)
@@ -656,7 +658,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 // verify serves POST …/info/lfs/verify: the object must be in the store
 // whole, its size and SHA-256 confirmed (objects.verify).
 func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
-	t, err := s.objectTicket(r, opVerify)
+	t, rp, err := s.objectTicket(r, opVerify)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -670,7 +672,7 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: verify names %s of %d bytes, the link %s of %d", errBadRequest, o.OID, o.Size, t.OID, t.Size))
 		return
 	}
-	if err := s.objects.verify(r.Context(), t.Owner, t.Name, t.OID, t.Size, false); err != nil {
+	if err := s.objects.verify(r.Context(), rp, t.OID, t.Size, false); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 )
 
 // present reports whether the fixture's store holds o for alice/repoName.
 func (f *fixture) present(t *testing.T, repoName string, o object) bool {
 	t.Helper()
-	ok, err := newObjects(f.store).present(t.Context(), "alice", repoName, o.spec.OID, o.spec.Size)
+	ok, err := newObjects(f.store).present(t.Context(), names.MustParse("alice/"+repoName), o.spec.OID, o.spec.Size)
 	if err != nil {
 		t.Fatal(err)
 	}

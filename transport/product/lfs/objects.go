@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/repo"
 )
@@ -41,8 +42,8 @@ func newObjects(st objstore.Store) objects {
 // present reports whether owner/name holds oid with size bytes, from
 // metadata alone: the size, and on a store that records SHA-256
 // checksums the checksum too. A present object is never uploaded again.
-func (o objects) present(ctx context.Context, owner, name, oid string, size int64) (bool, error) {
-	key := repo.LFSKey(owner, name, oid)
+func (o objects) present(ctx context.Context, r names.Repo, oid string, size int64) (bool, error) {
+	key := repo.LFSKey(r, oid)
 	if o.pre == nil {
 		info, err := o.store.Head(ctx, key)
 		if errors.Is(err, objstore.ErrNotFound) {
@@ -66,8 +67,8 @@ func (o objects) present(ctx context.Context, owner, name, oid string, size int6
 // itself, checking it as it went: every object on a store without a
 // Presigner, and the SSH transfer's uploads). An object that fails is
 // deleted, so it never counts as present.
-func (o objects) verify(ctx context.Context, owner, name, oid string, size int64, trusted bool) error {
-	key := repo.LFSKey(owner, name, oid)
+func (o objects) verify(ctx context.Context, r names.Repo, oid string, size int64, trusted bool) error {
+	key := repo.LFSKey(r, oid)
 	var info objstore.ObjectInfo
 	var sum [32]byte
 	known := false
@@ -119,18 +120,18 @@ func (o objects) refuse(ctx context.Context, key string, why error) error {
 	return why
 }
 
-// put stores r as oid, checking as it streams that it is exactly size
+// put stores what r reads as rp's object oid, checking as it streams that it is exactly size
 // bytes with that SHA-256: the object appears only when both hold (the
 // store publishes nothing whose reader failed), and an object stored
 // already is left as it is. Memory is the store's streaming buffer.
-func (o objects) put(ctx context.Context, owner, name, oid string, size int64, r io.Reader) (int64, error) {
+func (o objects) put(ctx context.Context, rp names.Repo, oid string, size int64, r io.Reader) (int64, error) {
 	want, err := hex.DecodeString(oid)
 	if err != nil || len(want) != sha256.Size {
 		return 0, fmt.Errorf("object id %q: %w", oid, ErrHashMismatch)
 	}
 	body := &checkedBody{r: r, size: size, h: sha256.New()}
 	copy(body.want[:], want)
-	err = o.store.PutIfAbsent(ctx, repo.LFSKey(owner, name, oid), body, size)
+	err = o.store.PutIfAbsent(ctx, repo.LFSKey(rp, oid), body, size)
 	if errors.Is(err, objstore.ErrExists) {
 		// Someone stored it first; the rest of this body is not needed.
 		return body.n, nil
@@ -142,8 +143,8 @@ func (o objects) put(ctx context.Context, owner, name, oid string, size int64, r
 }
 
 // open reads oid from byte off on.
-func (o objects) open(ctx context.Context, owner, name, oid string, off int64) (io.ReadCloser, int64, error) {
-	key := repo.LFSKey(owner, name, oid)
+func (o objects) open(ctx context.Context, r names.Repo, oid string, off int64) (io.ReadCloser, int64, error) {
+	key := repo.LFSKey(r, oid)
 	info, err := o.store.Head(ctx, key)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return nil, 0, fmt.Errorf("%s: %w", oid, ErrMissing)

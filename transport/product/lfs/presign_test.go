@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/s3store"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/s3local"
@@ -72,7 +73,7 @@ func TestPresignedActionsOnS3(t *testing.T) {
 
 	// The same id with other bytes, as a store that checks no checksum
 	// would have let in: verify reads it, refuses it, deletes it.
-	key := repo.LFSKey("alice", "priv", o.spec.OID)
+	key := repo.LFSKey(names.MustParse("alice/priv"), o.spec.OID)
 	forged := bytes.ToUpper(o.data)
 	if err := st.Put(t.Context(), key, bytes.NewReader(forged), int64(len(forged))); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/storage/auth"
+	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/transport/frontend/sshgit"
 	"github.com/rgit/rgit/transport/service/gitserve"
@@ -106,7 +107,6 @@ func (x *SSH) ServeSSH(ctx context.Context, c sshgit.Command) error {
 	}
 	// Access is decided here, before anything is answered; the owner
 	// decides again for every batch and lock request.
-	var owner, name string
 	rt, err := s.gate.Route(ctx, svc, rp, c.Identity)
 	if err != nil {
 		return err
@@ -114,21 +114,20 @@ func (x *SSH) ServeSSH(ctx context.Context, c sshgit.Command) error {
 	if rt.Session != nil {
 		rt.Session.Close()
 	}
-	owner, name = rt.Repo.Owner(), rt.Repo.Name()
-	id := narrow(c.Identity, owner, name, op)
+	id := narrow(c.Identity, rt.Repo, op)
 	if verb == cmdAuthenticate {
-		return x.authenticate(c, owner, name, id)
+		return x.authenticate(c, rt.Repo, id)
 	}
-	t := &transferSession{s: s, ctx: ctx, owner: owner, name: name, op: op, id: id, written: map[string]bool{},
+	t := &transferSession{s: s, ctx: ctx, repo: rt.Repo, op: op, id: id, written: map[string]bool{},
 		r: pktline.NewReader(bufio.NewReader(c.In)), bw: bufio.NewWriterSize(c.Out, 64<<10)}
 	t.w = pktline.NewWriter(t.bw)
 	return t.run()
 }
 
-// narrow is id limited to owner/name, and to reading for a download: what
-// the tickets of an SSH session carry.
-func narrow(id auth.Identity, owner, name, op string) auth.Identity {
-	id.Repos = []string{owner + "/" + name}
+// narrow is id limited to r, and to reading for a download: what the
+// tickets of an SSH session carry.
+func narrow(id auth.Identity, r names.Repo, op string) auth.Identity {
+	id.Repos = []string{r.String()}
 	if op == opDownload {
 		id.ReadOnly = true
 	}
@@ -137,14 +136,14 @@ func narrow(id auth.Identity, owner, name, op string) auth.Identity {
 
 // authenticate answers git-lfs-authenticate: the HTTP endpoint and a
 // header that authenticates as the key's identity there.
-func (x *SSH) authenticate(c sshgit.Command, owner, name string, id auth.Identity) error {
+func (x *SSH) authenticate(c sshgit.Command, r names.Repo, id auth.Identity) error {
 	s := x.s
-	t := ticket{Op: opAuth, Owner: owner, Name: name, Exp: s.now().Add(AuthTTL).Unix(), ID: &id}
+	t := ticket{Op: opAuth, Owner: r.Owner(), Name: r.Name(), Exp: s.now().Add(AuthTTL).Unix(), ID: &id}
 	ans := struct {
 		Href      string            `json:"href"`
 		Header    map[string]string `json:"header"`
 		ExpiresIn int               `json:"expires_in"`
-	}{repoURL(x.base(c.LocalAddr), owner, name), map[string]string{"Authorization": "RemoteAuth " + s.sign.sign(t)}, int(AuthTTL / time.Second)}
+	}{repoURL(x.base(c.LocalAddr), r), map[string]string{"Authorization": "RemoteAuth " + s.sign.sign(t)}, int(AuthTTL / time.Second)}
 	b, _ := json.Marshal(ans) // cannot fail: plain fields only
 	_, err := c.Out.Write(append(b, '\n'))
 	return err
@@ -167,11 +166,11 @@ func (x *SSH) base(local net.Addr) string {
 
 // transferSession is one git-lfs-transfer connection.
 type transferSession struct {
-	s           *Server
-	ctx         context.Context
-	owner, name string
-	op          string
-	id          auth.Identity
+	s    *Server
+	ctx  context.Context
+	repo names.Repo
+	op   string
+	id   auth.Identity
 	// written are the objects this session uploaded, checked as they
 	// streamed: verify-object needs no second read of them.
 	written map[string]bool
@@ -312,7 +311,7 @@ func (t *transferSession) fail(code int, msg string) error {
 // failErr answers err with the status and message the HTTP API would.
 func (t *transferSession) failErr(err error) error {
 	rec := &recorder{header: http.Header{}}
-	code := t.s.fail(rec, (&http.Request{Method: "SSH", URL: &url.URL{Path: t.owner + "/" + t.name}}).WithContext(t.ctx), err)
+	code := t.s.fail(rec, (&http.Request{Method: "SSH", URL: &url.URL{Path: t.repo.String()}}).WithContext(t.ctx), err)
 	var m message
 	_ = json.Unmarshal(rec.body.Bytes(), &m)
 	return t.fail(code, m.Message)
@@ -398,12 +397,12 @@ func (t *transferSession) call(method, path string, body any) (int, []byte) {
 		b, _ := json.Marshal(body) // cannot fail: plain fields only
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(t.ctx, method, "http://rgit.invalid/"+t.owner+"/"+t.name+".git/info/lfs/"+path, rd)
+	req, err := http.NewRequestWithContext(t.ctx, method, "http://rgit.invalid/"+t.repo.String()+".git/info/lfs/"+path, rd)
 	if err != nil {
 		return http.StatusInternalServerError, []byte(`{"message":"internal error"}`)
 	}
 	id := t.id
-	tk := ticket{Op: opAuth, Owner: t.owner, Name: t.name, Exp: t.s.now().Add(time.Minute).Unix(), ID: &id}
+	tk := ticket{Op: opAuth, Owner: t.repo.Owner(), Name: t.repo.Name(), Exp: t.s.now().Add(time.Minute).Unix(), ID: &id}
 	req.Header.Set("Authorization", "RemoteAuth "+t.s.sign.sign(tk))
 	req.Header.Set("Content-Type", contentType)
 	req.RemoteAddr = "ssh"
@@ -493,7 +492,7 @@ func (t *transferSession) getObject(oid string) error {
 	if !repo.ValidLFSOID(oid) {
 		return t.fail(http.StatusUnprocessableEntity, "invalid object id")
 	}
-	rc, size, err := t.s.objects.open(t.ctx, t.owner, t.name, oid, 0)
+	rc, size, err := t.s.objects.open(t.ctx, t.repo, oid, 0)
 	if err != nil {
 		return t.failErr(err)
 	}
@@ -568,7 +567,7 @@ func (t *transferSession) putObject(oid string, q request) error {
 		}
 		return t.failErr(err)
 	}
-	n, err := t.s.objects.put(t.ctx, t.owner, t.name, oid, size, d)
+	n, err := t.s.objects.put(t.ctx, t.repo, oid, size, d)
 	t.s.metrics.nodeBytes(opUpload, n)
 	// A refused body was not read to its end.
 	if derr := d.drain(maxDrain); derr != nil {
@@ -593,7 +592,7 @@ func (t *transferSession) verifyObject(oid string, q request) error {
 	}
 	size, err := objectArgs(oid, q)
 	if err == nil {
-		err = t.s.objects.verify(t.ctx, t.owner, t.name, oid, size, t.written[oid])
+		err = t.s.objects.verify(t.ctx, t.repo, oid, size, t.written[oid])
 	}
 	if err != nil {
 		return t.failErr(err)

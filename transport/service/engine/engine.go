@@ -63,7 +63,7 @@ type NodeResolver struct {
 
 // RefsWatcher is told that a repository's refs changed.
 type RefsWatcher interface {
-	RefsChanged(ctx context.Context, owner, name string) error
+	RefsChanged(ctx context.Context, r names.Repo) error
 }
 
 var (

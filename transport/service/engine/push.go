@@ -358,7 +358,7 @@ func (b *backend) update(ctx context.Context, req gitproto.PushRequest, staged *
 	if b.e.RefsWatch != nil && anyOK(results) {
 		// The read API's cached refs answer is stale now. Best effort: its
 		// 5 s TTL heals a failure, which is only logged.
-		if err := b.e.RefsWatch.RefsChanged(ctx, b.snap.Repo.Owner(), b.snap.Repo.Name()); err != nil {
+		if err := b.e.RefsWatch.RefsChanged(ctx, b.snap.Repo); err != nil {
 			b.log().Warn("push: cached refs answer not dropped (expires within seconds)", zap.Error(err))
 		}
 	}
