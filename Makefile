@@ -111,7 +111,7 @@ bench-smoke: build
 	$(SMOKE) cold -fixtures small -runs 1 -latency 1ms
 	$(SMOKE) cold-open -repos 20,40 -duration 1s -serial 5 -max-warm 8 -clients 4
 	$(SMOKE) memory -rgit $(BIN)/rgit -fixtures small -idle 1s
-	$(SMOKE) outage -duration 3s -op-timeout 1s
+	$(SMOKE) outage -duration 3s -op-timeout 1s -slow-delay 300ms
 	$(SMOKE) hostile -rgit $(BIN)/rgit -quick -check
 	$(SMOKE) lfs -rgit $(BIN)/rgit -objects 2 -mb 1 -rounds 1
 	$(SMOKE) web -rgit $(BIN)/rgit -fixtures small -n 2 -warmup 1
@@ -165,8 +165,9 @@ bench-memory: build
 	$(GO) run ./cmd/rgit-bench memory
 
 ## bench-outage: the object store (versitygw) hangs (SIGSTOP), then refuses
-## (killed), for 60 s each under one node: reads served, push time to fail,
-## store requests during the outage, time to recover.
+## (killed), then answers every request after 2 s, for 60 s each under one
+## node: reads served, push time to fail, store requests during the outage,
+## time to recover.
 bench-outage: tools
 	$(GO) run ./cmd/rgit-bench outage -duration 60s
 

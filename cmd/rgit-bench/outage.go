@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/s3store"
 	"github.com/rgit/rgit/testkit/gitrun"
 	"github.com/rgit/rgit/testkit/outage"
@@ -22,7 +23,10 @@ import (
 //
 // The store is a real S3-compatible server (versitygw, testkit/s3local);
 // case hang stops it with SIGSTOP (connections accepted, nothing
-// answered), case refuse kills it (connections refused) and restarts it.
+// answered), case refuse kills it (connections refused) and restarts it,
+// case slow holds every request -slow-delay before answering it (not an
+// outage: everything is served, push_fail_s is then the accepted push's
+// time, cold_status 200).
 // served/failed count warm reads (ls-remote, fetch, clone) during the
 // outage; push_fail_s is how long a push made as the outage began took to
 // be rejected; cold_s how long a cold repository took to answer (503
@@ -33,8 +37,9 @@ import (
 func runOutage(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("outage", flag.ExitOnError)
 	duration := fs.Duration("duration", 60*time.Second, "how long the store is out in each case")
-	opTimeout := fs.Duration("op-timeout", 2*time.Second, "the node's RGIT_STORE_OP_TIMEOUT_MS")
-	cases := fs.String("cases", "hang,refuse", "comma-separated cases: hang (SIGSTOP), refuse (killed)")
+	opTimeout := fs.Duration("op-timeout", 5*time.Second, "the node's RGIT_STORE_OP_TIMEOUT_MS")
+	cases := fs.String("cases", "hang,refuse,slow", "comma-separated cases: hang (SIGSTOP), refuse (killed), slow (every request held -slow-delay)")
+	slowDelay := fs.Duration("slow-delay", 2*time.Second, "case slow: how long the store takes to answer each request (under -op-timeout)")
 	fs.Parse(args)
 
 	work, err := os.MkdirTemp("", "rgit-bench-outage-")
@@ -47,9 +52,38 @@ func runOutage(ctx context.Context, args []string) error {
 		return err
 	}
 	defer s3srv.Close()
-	st, err := s3store.New(ctx, s3srv.Config("outage"))
+	if strings.Contains(*cases, "slow") && *slowDelay >= *opTimeout {
+		return fmt.Errorf("-slow-delay %v must be under -op-timeout %v (slower is a hang)", *slowDelay, *opTimeout)
+	}
+	direct, err := s3store.New(ctx, s3srv.Config("outage"))
 	if err != nil {
 		return err
+	}
+	// Case slow's node reaches the store through a proxy that holds every
+	// request; the others' reach it directly, so that refused is refused.
+	proxy, err := s3srv.StartSlowProxy()
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+	cfg := s3srv.Config("outage")
+	cfg.Endpoint = proxy.URL
+	slowStore, err := s3store.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	faults := map[string]outage.Fault{
+		"hang":   {Name: "hang", Begin: s3srv.Pause, End: s3srv.Resume},
+		"refuse": {Name: "refuse", Begin: s3srv.Kill, End: s3srv.Restart},
+		"slow": {Name: "slow",
+			Begin: func() error { proxy.SetDelay(*slowDelay); return nil },
+			End:   func() error { proxy.SetDelay(0); return nil }},
+	}
+	names := strings.Split(*cases, ",")
+	for _, c := range names {
+		if _, ok := faults[c]; !ok {
+			return fmt.Errorf("-cases: unknown case %q (want hang, refuse or slow)", c)
+		}
 	}
 	git := gitrun.Env{Home: filepath.Join(work, "home"), Ident: gitrun.Fixed("Bench", "bench@example.com", "1700000000 +0000")}
 	if err := os.MkdirAll(git.Home, 0o755); err != nil {
@@ -57,7 +91,7 @@ func runOutage(ctx context.Context, args []string) error {
 	}
 	cacheDir := filepath.Join(work, "node", "cache")
 	opMs := "RGIT_STORE_OP_TIMEOUT_MS=" + strconv.FormatInt(opTimeout.Milliseconds(), 10)
-	node, err := startInProcess(ctx, st, cacheDir, opMs)
+	node, err := startInProcess(ctx, direct, cacheDir, opMs)
 	if err != nil {
 		return err
 	}
@@ -66,7 +100,6 @@ func runOutage(ctx context.Context, args []string) error {
 		node.shutdown()
 		return err
 	}
-	names := strings.Split(*cases, ",")
 	seed := filepath.Join(work, "seed")
 	if err := seedRepo(ctx, git, seed); err != nil {
 		node.shutdown()
@@ -86,30 +119,15 @@ func runOutage(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	// A fresh node on the same cache: nothing is open until the warm
-	// repository is read.
 	if err := node.shutdown(); err != nil {
 		return err
 	}
-	if node, err = startInProcess(ctx, st, cacheDir, opMs); err != nil {
-		return err
-	}
-	defer node.shutdown()
-	if _, err := git.Output(ctx, "", nil, "clone", "-q", "--bare", node.url(token, "warm"), filepath.Join(work, "warm-clone")); err != nil {
-		return err
-	}
-	faults := map[string]outage.Fault{
-		"hang":   {Name: "hang", Begin: s3srv.Pause, End: s3srv.Resume},
-		"refuse": {Name: "refuse", Begin: s3srv.Kill, End: s3srv.Restart},
-	}
 	for _, c := range names {
-		f, ok := faults[c]
-		if !ok {
-			return fmt.Errorf("-cases: unknown case %q (want hang or refuse)", c)
+		st := direct
+		if c == "slow" {
+			st = slowStore
 		}
-		res, err := outage.Run(ctx, outage.Node{HTTPAddr: node.srv.HTTPAddr, MetricsAddr: node.srv.MetricsAddr, Token: token,
-			Warm: benchOwner + "/warm", Cold: benchOwner + "/cold-" + c}, f,
-			outage.Options{Duration: *duration, Git: git, Work: work})
+		res, err := outageCase(ctx, st, cacheDir, opMs, token, git, work, faults[c], *duration)
 		fmt.Println(res.Line())
 		if err != nil {
 			return fmt.Errorf("case %s: %w", c, err)
@@ -119,6 +137,24 @@ func runOutage(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
+}
+
+// outageCase runs one case on a fresh node over st and the shared cache:
+// nothing is open until the warm repository is read.
+func outageCase(ctx context.Context, st objstore.Store, cacheDir, opMs, token string, git gitrun.Env, work string,
+	f outage.Fault, d time.Duration) (outage.Result, error) {
+	node, err := startInProcess(ctx, st, cacheDir, opMs)
+	if err != nil {
+		return outage.Result{Case: f.Name}, err
+	}
+	defer node.shutdown()
+	clone := filepath.Join(work, "warm-clone-"+f.Name)
+	if _, err := git.Output(ctx, "", nil, "clone", "-q", "--bare", node.url(token, "warm"), clone); err != nil {
+		return outage.Result{Case: f.Name}, err
+	}
+	return outage.Run(ctx, outage.Node{HTTPAddr: node.srv.HTTPAddr, MetricsAddr: node.srv.MetricsAddr, Token: token,
+		Warm: benchOwner + "/warm", Cold: benchOwner + "/cold-" + f.Name}, f,
+		outage.Options{Duration: d, Git: git, Work: work})
 }
 
 // seedRepo makes a repository of one commit at dir.

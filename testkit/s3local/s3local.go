@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -332,11 +333,10 @@ func (s *Server) Close() error {
 // place of Endpoint. The proxy stops with the test.
 func (s *Server) FaultProxy(t testing.TB, fail func(*http.Request) bool) string {
 	t.Helper()
-	target, err := url.Parse(s.Endpoint)
+	rp, err := s.reverseProxy()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := httputil.NewSingleHostReverseProxy(target)
 	ps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if fail(r) {
 			io.Copy(io.Discard, r.Body)
@@ -348,3 +348,49 @@ func (s *Server) FaultProxy(t testing.TB, fail func(*http.Request) bool) string 
 	t.Cleanup(ps.Close)
 	return ps.URL
 }
+
+func (s *Server) reverseProxy() (*httputil.ReverseProxy, error) {
+	target, err := url.Parse(s.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("s3local endpoint: %w", err)
+	}
+	return httputil.NewSingleHostReverseProxy(target), nil
+}
+
+// SlowProxy is a proxy in front of a Server that holds every request for
+// its current delay before forwarding it: a store that answers, slowly.
+// Its URL replaces Endpoint (AWS_ENDPOINT).
+type SlowProxy struct {
+	URL   string
+	delay atomic.Int64
+	srv   *httptest.Server
+}
+
+// StartSlowProxy starts a SlowProxy with no delay; Close stops it.
+func (s *Server) StartSlowProxy() (*SlowProxy, error) {
+	rp, err := s.reverseProxy()
+	if err != nil {
+		return nil, err
+	}
+	p := &SlowProxy{}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := time.Duration(p.delay.Load()); d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				return // the client gave up waiting
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	p.URL = p.srv.URL
+	return p, nil
+}
+
+// SetDelay sets the delay of every request that arrives from now on.
+func (p *SlowProxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// Close stops the proxy.
+func (p *SlowProxy) Close() { p.srv.Close() }

@@ -131,3 +131,60 @@ func TestPushUnconfirmedByStore(t *testing.T) {
 		t.Errorf("main after the retry = %v, want %s", got, two)
 	}
 }
+
+// TestSlowStore: the store answers every request, but only after 2 s
+// (under the node's operation deadline). That is not an outage: warm
+// reads keep being served, a push is accepted (slowly), a cold
+// repository opens, and the node does not call the store down, fail
+// requests fast or lose anything.
+func TestSlowStore(t *testing.T) {
+	const delay = 2 * time.Second
+	s3srv := s3local.Start(t)
+	proxy, err := s3srv.StartSlowProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	env := gitenv.New(t)
+	srv := gitenv.StartServer(t, gitenv.Store{Name: "s3", URL: "s3://" + s3srv.Bucket + "/slow", Env: append(s3srv.Env(), "AWS_ENDPOINT="+proxy.URL)},
+		"RGIT_STORE_OP_TIMEOUT_MS="+strconv.Itoa(int(3*delay/time.Millisecond)))
+	tok := srv.AddToken(t, "alice")
+	work := env.Scratch(t)
+	env.Commit(t, work, "one", map[string]string{"a.txt": "a\n"})
+	for _, repo := range []string{"alice/warm", "alice/cold-slow"} {
+		srv.CreateRepo(t, repo)
+		env.Run(t, work, "push", "-q", srv.HTTPURL(tok, repo), "main")
+	}
+	srv.Restart(t)
+	env.Run(t, "", "clone", "-q", "--bare", srv.HTTPURL(tok, "alice/warm"), filepath.Join(t.TempDir(), "c"))
+
+	slow := outage.Fault{Name: "slow",
+		Begin: func() error { proxy.SetDelay(delay); return nil },
+		End:   func() error { proxy.SetDelay(0); return nil }}
+	res, err := outage.Run(t.Context(), outage.Node{HTTPAddr: srv.HTTPAddr, MetricsAddr: srv.MetricsAddr, Token: tok,
+		Warm: "alice/warm", Cold: "alice/cold-slow"}, slow,
+		outage.Options{Duration: 4 * delay, Git: gitrun.Env{Home: env.Home}, Work: t.TempDir()})
+	t.Log(res.Line())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Served == 0 || res.Failed > 0 {
+		t.Errorf("warm reads on a slow store: %d served, %d failed %q", res.Served, res.Failed, res.FailedOps)
+	}
+	if !res.PushOK {
+		t.Errorf("push on a slow store refused after %v: %q", res.PushFail, res.PushMessage)
+	}
+	if res.ColdStatus != http.StatusOK {
+		t.Errorf("cold repository on a slow store: %d", res.ColdStatus)
+	}
+	if res.HealthzCode != http.StatusOK || res.ReadyCode != http.StatusOK || strings.Contains(res.ReadyBody, "store down") || res.StatusStore == "down" {
+		t.Errorf("health on a slow store: /healthz %d, /ready %d %q, /status store %q; want up",
+			res.HealthzCode, res.ReadyCode, res.ReadyBody, res.StatusStore)
+	}
+	if res.StoreRequests == 0 || res.FailedFast > 0 || res.ByResult["timeout"] > 0 {
+		t.Errorf("store requests on a slow store: %v; want some, none timed out or failed fast", res.ByResult)
+	}
+	if !res.ColdOK || res.Lost != 0 {
+		t.Errorf("after: cold clone ok=%v, %d acknowledged pushes lost", res.ColdOK, res.Lost)
+	}
+}
