@@ -67,8 +67,8 @@ func RepoOfKey(key string) (names.Repo, error) {
 	if !ok {
 		return names.Repo{}, fmt.Errorf("key %q lacks prefix %q: %w", key, KeyPrefix, ErrInvalidName)
 	}
-	var repo names.Repo
-	if err := repo.UnmarshalText([]byte(s)); err != nil {
+	repo, err := names.ParseExact(s)
+	if err != nil {
 		return names.Repo{}, fmt.Errorf("key %q: %w: %w", key, ErrInvalidName, err)
 	}
 	return repo, nil

@@ -50,10 +50,10 @@ func ValidateOwner(owner string) error {
 }
 
 // Repo names a repository by a name that passed the naming rule: only
-// New, Clean, Parse and UnmarshalText make one (each through Validate),
-// so a Repo is valid by construction and the layers below the entry
-// points (the gate, the engine, the actors, the cluster) never validate
-// again. It is comparable: two values are == when spelled alike. Key is
+// New, Clean, Parse, ParseExact and UnmarshalText make one (each through
+// Validate), so a Repo is valid by construction and the layers below the
+// entry points (the gate, the engine, the actors, the cluster) never
+// validate again. It is comparable: two values are == when spelled alike. Key is
 // its identity (spellings differing in letter case are one repository);
 // String is "owner/name" as spelled. The zero value names nothing.
 type Repo struct{ owner, name string }
@@ -125,20 +125,26 @@ func (r Repo) MarshalText() ([]byte, error) {
 	return []byte(r.String()), nil
 }
 
-// UnmarshalText reads String's form exactly ("owner/name", no ".git"
-// stripped) and validates it: a Repo decoded from a message or a stored
-// key is as valid as one made at an entry point.
+// UnmarshalText is ParseExact of b.
 func (r *Repo) UnmarshalText(b []byte) error {
-	owner, name, ok := strings.Cut(string(b), "/")
-	if !ok {
-		return fmt.Errorf("%w: %q is not <owner>/<name>", ErrInvalid, b)
-	}
-	v, err := New(owner, name)
+	v, err := ParseExact(string(b))
 	if err != nil {
 		return err
 	}
 	*r = v
 	return nil
+}
+
+// ParseExact reads String's form exactly ("owner/name", no ".git"
+// stripped) and validates it: a Repo decoded from a message or a stored
+// key is as valid as one made at an entry point. The Repo shares s's
+// bytes (a million map keys are read this way at a leader's start).
+func ParseExact(s string) (Repo, error) {
+	owner, name, ok := strings.Cut(s, "/")
+	if !ok {
+		return Repo{}, fmt.Errorf("%w: %q is not <owner>/<name>", ErrInvalid, s)
+	}
+	return New(owner, name)
 }
 
 // Fold is the identity of a name: two spellings that differ only in
