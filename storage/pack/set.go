@@ -83,6 +83,16 @@ func (s *Set) ReadObject(id object.ID) (object.Type, []byte, error) {
 	return s.packs[pi].ReadObject(id)
 }
 
+// ReadShared is Pack.ReadShared on the pack holding id: the returned
+// slice is shared and must not be modified.
+func (s *Set) ReadShared(id object.ID) (object.Type, []byte, error) {
+	pi, _, ok := s.find(id)
+	if !ok {
+		return object.Invalid, nil, fmt.Errorf("%s: %w", id, object.ErrNotFound)
+	}
+	return s.packs[pi].ReadShared(id)
+}
+
 // ReadHeader returns the type and size of id.
 func (s *Set) ReadHeader(id object.ID) (object.Type, int64, error) {
 	pi, _, ok := s.find(id)

@@ -308,7 +308,7 @@ func (w *lastCommitWalk) commit(id object.ID) (*lcCommit, error) {
 	if c, ok := w.seen[id]; ok {
 		return c, nil
 	}
-	_, data, err := w.rd.read(id)
+	_, data, err := w.rd.readShared(id)
 	if err != nil {
 		return nil, err
 	}
@@ -384,9 +384,12 @@ func (w *lastCommitWalk) dirEntries(id object.ID) (map[string]lcEntry, error) {
 	if m, ok := w.decoded[id]; ok {
 		return m, nil
 	}
-	_, data, err := w.rd.peelTo(id, object.Tree)
+	t, data, err := w.rd.readShared(id)
 	if err != nil {
 		return nil, err
+	}
+	if t != object.Tree {
+		return nil, notFound("%s is a %s, not a tree", id, t)
 	}
 	m := map[string]lcEntry{}
 	it := object.NewTreeIter(data)
