@@ -103,7 +103,9 @@ func (rd reader) aheadBehind(base object.ID, heads []object.ID, budget int) (ahe
 	if len(heads) == 0 || len(heads) > MaxAheadBehindHeads {
 		return aheadBehindAnswer{}, fmt.Errorf("ahead-behind of %d heads (1 to %d)", len(heads), MaxAheadBehindHeads)
 	}
-	w := abWalk{rd: rd, commits: map[object.ID]*abCommit{}, all: 1<<(len(heads)+1) - 1,
+	facts, done := rd.facts(noPath)
+	defer done()
+	w := abWalk{rd: rd, commits: map[object.ID]*abCommit{}, facts: facts, all: 1<<(len(heads)+1) - 1,
 		ahead: make([]int, len(heads)), behind: make([]int, len(heads))}
 	out := aheadBehindAnswer{Heads: make([]headCounts, len(heads))}
 	for i, tip := range append([]object.ID{base}, heads...) {
@@ -144,6 +146,7 @@ func (rd reader) aheadBehind(base object.ID, heads []object.ID, budget int) (ahe
 type abWalk struct {
 	rd            reader
 	commits       map[object.ID]*abCommit
+	facts         map[object.ID]commitFacts // walkmemo.go
 	q             abQueue
 	all           uint64 // every tip's mark
 	active        int
@@ -163,8 +166,9 @@ type abCommit struct {
 	seq            int // queueing order: equal times go first in, first out, as git's walk does
 }
 
-// commit reads id once; a missing commit (a shallow boundary) has no
-// parents and ends its line.
+// commit reads id once, unless a walk learnt its parents and time
+// before; a missing commit (a shallow boundary) has no parents and ends
+// its line.
 func (w *abWalk) commit(id object.ID) (*abCommit, error) {
 	if c, ok := w.commits[id]; ok {
 		return c, nil
@@ -172,6 +176,10 @@ func (w *abWalk) commit(id object.ID) (*abCommit, error) {
 	c := &abCommit{id: id}
 	w.commits[id] = c
 	w.reads++
+	if f, ok := w.facts[id]; ok {
+		c.when, c.parents = f.time, f.parents
+		return c, nil
+	}
 	t, data, err := w.rd.readShared(id)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -186,6 +194,7 @@ func (w *abWalk) commit(id object.ID) (*abCommit, error) {
 		return nil, fmt.Errorf("commit %s: %w", id, err)
 	}
 	c.when, c.parents = info.CommitterTime, info.Parents
+	w.facts[id] = commitFacts{parents: c.parents, time: c.when}
 	return c, nil
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -135,5 +136,24 @@ func TestTagAnswer(t *testing.T) {
 	}
 	if _, err := rd.tag(object.MustID(g.Run("rev-parse", "main"))); err == nil {
 		t.Error("a commit read as a tag")
+	}
+}
+
+// TestAheadBehindServed: several heads answer in the order asked, each
+// id checked as the first is: a head the refs do not reach (a deleted
+// branch's commit) is a 404 wherever it stands in the list.
+func TestAheadBehindServed(t *testing.T) {
+	r := newLocalRepo(t)
+	srv := newTestHandler(t, nil, newLocal(t, r.open(t)))
+	main := r.main.String()
+	code, _, body := get(t, srv, "/api/alice/site/ahead-behind/"+main+"..."+main+","+main)
+	want := `"heads":[{"head":"` + main + `","ahead":0,"behind":0,"complete":true},{"head":"` + main + `","ahead":0,"behind":0,"complete":true}]`
+	if code != http.StatusOK || !strings.Contains(body, want) {
+		t.Errorf("two heads: %d %s", code, body)
+	}
+	for _, heads := range []string{r.gone.String() + "," + main, main + "," + r.gone.String()} {
+		if code, _, body := get(t, srv, "/api/alice/site/ahead-behind/"+main+"..."+heads); code != http.StatusNotFound {
+			t.Errorf("heads %s: %d %s, want 404", heads, code, body)
+		}
 	}
 }
