@@ -99,6 +99,7 @@ type webFlags struct {
 	views   string
 	n       int
 	warmup  int
+	profile string
 }
 
 func runWeb(ctx context.Context, args []string) error {
@@ -110,6 +111,7 @@ func runWeb(ctx context.Context, args []string) error {
 	fs.StringVar(&c.views, "views", strings.Join(defaultWebViews, ","), "views to measure (of "+strings.Join(webViews, ",")+")")
 	fs.IntVar(&c.n, "n", 100, "timed requests per view and side (p50 and p99 are reported)")
 	fs.IntVar(&c.warmup, "warmup", 5, "untimed requests per view and side first")
+	fs.StringVar(&c.profile, "cpuprofile", "", "directory for a CPU profile of the node per view (<fixture>-<view>.pprof, rgit alone for a few seconds after the view's line; empty: none)")
 	fs.Parse(args)
 	views := strings.Split(c.views, ",")
 	for _, v := range views {
@@ -174,6 +176,15 @@ func benchWebOn(ctx context.Context, f *fixture.Fixture, c webFlags, bin, work s
 			return fmt.Errorf("view %s: %w", name, err)
 		}
 		fmt.Println(line)
+		if c.profile != "" {
+			prof := filepath.Join(c.profile, f.Name+"-"+name+".pprof")
+			if err := srv.profileFetches(ctx, prof, func() error {
+				_, _, err := webGet(ctx, client, "http://"+srv.httpAddr+v.rgit)
+				return err
+			}); err != nil {
+				return fmt.Errorf("view %s: profile: %w", name, err)
+			}
+		}
 	}
 	return nil
 }

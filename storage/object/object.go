@@ -133,21 +133,30 @@ func ParseHex[T string | []byte](s T) (ID, bool) {
 	if len(s) != 2*IDSize {
 		return id, false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		var v byte
-		switch {
-		case c >= '0' && c <= '9':
-			v = c - '0'
-		case c >= 'a' && c <= 'f':
-			v = c - 'a' + 10
-		default:
+	for i := range IDSize {
+		hi, lo := hexDigit[s[2*i]], hexDigit[s[2*i+1]]
+		if hi|lo > 0xf {
 			return ID{}, false
 		}
-		id[i/2] |= v << (4 * (1 - i%2))
+		id[i] = hi<<4 | lo
 	}
 	return id, true
 }
+
+// hexDigit is the value of each lowercase hex digit, 0xff for any other
+// byte: a table, as walks parse a commit's ids by the hundred thousand.
+var hexDigit = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c - 'a' + 10)
+	}
+	return t
+}()
 
 // hexID parses exactly 40 hex digits at the start of b.
 func hexID(b []byte) (ID, bool) {

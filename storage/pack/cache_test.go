@@ -2,6 +2,7 @@ package pack
 
 import (
 	"bytes"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -38,6 +39,35 @@ func TestBaseCacheSharedAcrossPacks(t *testing.T) {
 	wg.Wait()
 	if got := bases.Bytes(); got == 0 || got > limit {
 		t.Fatalf("shared cache holds %d bytes, want some and at most %d", got, limit)
+	}
+}
+
+// TestReadShared: ReadShared reads what ReadObject does, keeps every
+// object it read (within the budget) so that the next read of it is the
+// kept slice itself, and a missing id is ErrNotFound.
+func TestReadShared(t *testing.T) {
+	fx := sharedFixture(t)
+	bases := NewBaseCache(DefaultCacheBytes, time.Hour)
+	p, err := OpenWith(fx.packPath, fx.idxPath, OpenOptions{Bases: bases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	set := NewSet(p)
+	for id, o := range catFileAll(t, fx.dir) {
+		typ, data, err := set.ReadShared(id)
+		if err != nil || typ != o.typ || !bytes.Equal(data, o.data) {
+			t.Fatalf("read %s: %v (type %v, want %v; content equal: %t)", id, err, typ, o.typ, bytes.Equal(data, o.data))
+		}
+		if len(data) == 0 {
+			continue
+		}
+		if _, again, err := set.ReadShared(id); err != nil || &again[0] != &data[0] {
+			t.Fatalf("read %s again: %v; the kept slice: %t", id, err, err == nil && &again[0] == &data[0])
+		}
+	}
+	if _, _, err := set.ReadShared(object.ID{1}); !errors.Is(err, object.ErrNotFound) {
+		t.Errorf("a missing id: %v", err)
 	}
 }
 

@@ -256,6 +256,29 @@ func (p *Pack) ReadObject(id object.ID) (object.Type, []byte, error) {
 	return t, data, nil
 }
 
+// ReadShared is ReadObject for the small objects history walks read
+// again and again (commits and the trees along a path): the object is
+// kept in the pack's delta base cache under its own offset, so the next
+// read of it, by this request or a later one on the same pack, costs a
+// lookup, not an inflate. The cache's byte budget and idle expiry bound
+// what it holds. The returned slice is shared: it must not be modified.
+func (p *Pack) ReadShared(id object.ID) (object.Type, []byte, error) {
+	off, ok := p.idx.Lookup(id)
+	if !ok {
+		return object.Invalid, nil, fmt.Errorf("%s: %w", id, object.ErrNotFound)
+	}
+	k := baseKey{p.id, off}
+	if t, data, ok := p.cache.get(k); ok {
+		return t, data, nil
+	}
+	t, data, err := p.readAt(off)
+	if err != nil {
+		return object.Invalid, nil, fmt.Errorf("read %s from %s: %w", id, p.name, err)
+	}
+	p.cache.put(k, t, data)
+	return t, data, nil
+}
+
 // ReadHeader returns the type and size of id without inflating whole
 // objects; for deltas it inflates only the delta header and walks the chain
 // headers to find the type. A pack from OpenIndexed answers from memory.

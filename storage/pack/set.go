@@ -15,6 +15,7 @@ import (
 // Safe for concurrent use.
 type Set struct {
 	packs []*Pack
+	id    uint64
 
 	lookups   atomic.Int64
 	multiAt   int64 // lookups before the multi-index is built
@@ -25,7 +26,7 @@ type Set struct {
 // NewSet returns a Set over packs. The Set does not own them: closing
 // remains the caller's job.
 func NewSet(packs ...*Pack) *Set {
-	s := &Set{packs: append([]*Pack(nil), packs...)}
+	s := &Set{packs: append([]*Pack(nil), packs...), id: setIDs.Add(1)}
 	objects := 0
 	for _, p := range s.packs {
 		objects += p.idx.Count()
@@ -33,6 +34,13 @@ func NewSet(packs ...*Pack) *Set {
 	s.multiAt = multiIndexAfter(objects)
 	return s
 }
+
+// setIDs numbers the Sets of the process.
+var setIDs atomic.Uint64
+
+// ID is a number no other Set of the process has: a key for what is
+// learnt from its objects that holds no reference to it.
+func (s *Set) ID() uint64 { return s.id }
 
 // Packs returns the packs of the set.
 func (s *Set) Packs() []*Pack { return append([]*Pack(nil), s.packs...) }
@@ -81,6 +89,16 @@ func (s *Set) ReadObject(id object.ID) (object.Type, []byte, error) {
 		return object.Invalid, nil, fmt.Errorf("%s: %w", id, object.ErrNotFound)
 	}
 	return s.packs[pi].ReadObject(id)
+}
+
+// ReadShared is Pack.ReadShared on the pack holding id: the returned
+// slice is shared and must not be modified.
+func (s *Set) ReadShared(id object.ID) (object.Type, []byte, error) {
+	pi, _, ok := s.find(id)
+	if !ok {
+		return object.Invalid, nil, fmt.Errorf("%s: %w", id, object.ErrNotFound)
+	}
+	return s.packs[pi].ReadShared(id)
 }
 
 // ReadHeader returns the type and size of id.

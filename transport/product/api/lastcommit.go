@@ -91,6 +91,9 @@ type lastCommitWalk struct {
 	rd   reader
 	sub  []string
 	seen map[object.ID]*lcCommit
+	// facts are what walks of this path learnt of commits (walkmemo.go),
+	// this one's included.
+	facts map[object.ID]commitFacts
 	// dirs[k] maps a tree at depth k of the path (0: the root) to the
 	// directory at sub below it (zero: none). Most commits change a few
 	// files: the subtree one level down is often one seen already, so a
@@ -135,7 +138,9 @@ func (rd reader) lastCommits(id object.ID, sub []string, timeout time.Duration) 
 		timeout = lim.LastCommitTimeout
 	}
 	deadline := time.Now().Add(timeout)
-	w := &lastCommitWalk{rd: rd, sub: sub, seen: map[object.ID]*lcCommit{}, dirs: make([]map[object.ID]object.ID, len(sub)),
+	facts, done := rd.facts(strings.Join(sub, "/"))
+	defer done()
+	w := &lastCommitWalk{rd: rd, sub: sub, seen: map[object.ID]*lcCommit{}, facts: facts, dirs: make([]map[object.ID]object.ID, len(sub)),
 		decoded: map[object.ID]map[string]lcEntry{},
 		names:   make([]string, 0, n), found: make([]object.ID, n), left: n}
 	all := make([]int32, 0, n)
@@ -303,24 +308,30 @@ func union(a, b []int32) []int32 {
 	return out
 }
 
-// commit reads id once: its parents, time and directory at sub.
+// commit reads id once: its parents, time and directory at sub, unless
+// a walk of sub learnt them before.
 func (w *lastCommitWalk) commit(id object.ID) (*lcCommit, error) {
 	if c, ok := w.seen[id]; ok {
 		return c, nil
 	}
-	_, data, err := w.rd.read(id)
-	if err != nil {
-		return nil, err
+	f, ok := w.facts[id]
+	if !ok {
+		_, data, err := w.rd.readShared(id)
+		if err != nil {
+			return nil, err
+		}
+		info, err := object.ParseCommit(data)
+		if err != nil {
+			return nil, fmt.Errorf("commit %s: %w", id, err)
+		}
+		dir, err := w.dirAt(info.Tree)
+		if err != nil {
+			return nil, err
+		}
+		f = commitFacts{parents: info.Parents, time: info.CommitterTime, dir: dir}
+		w.facts[id] = f
 	}
-	info, err := object.ParseCommit(data)
-	if err != nil {
-		return nil, fmt.Errorf("commit %s: %w", id, err)
-	}
-	dir, err := w.dirAt(info.Tree)
-	if err != nil {
-		return nil, err
-	}
-	c := &lcCommit{id: id, parents: info.Parents, time: info.CommitterTime, dir: dir}
+	c := &lcCommit{id: id, parents: f.parents, time: f.time, dir: f.dir}
 	w.seen[id] = c
 	return c, nil
 }
@@ -384,9 +395,12 @@ func (w *lastCommitWalk) dirEntries(id object.ID) (map[string]lcEntry, error) {
 	if m, ok := w.decoded[id]; ok {
 		return m, nil
 	}
-	_, data, err := w.rd.peelTo(id, object.Tree)
+	t, data, err := w.rd.readShared(id)
 	if err != nil {
 		return nil, err
+	}
+	if t != object.Tree {
+		return nil, notFound("%s is a %s, not a tree", id, t)
 	}
 	m := map[string]lcEntry{}
 	it := object.NewTreeIter(data)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
 	"github.com/rgit/rgit/testkit/gitrun"
 )
 
@@ -169,6 +170,93 @@ func TestLastCommitBudget(t *testing.T) {
 	}
 	if !a.Truncated || !a.timedOut || !strings.Contains(a.TruncatedReason, "set "+SettingLastCommitTimeout) || len(a.Entries) == 0 {
 		t.Errorf("time budget: truncated %v (%q), timed out %v, %d entries", a.Truncated, a.TruncatedReason, a.timedOut, len(a.Entries))
+	}
+}
+
+// TestLastCommitWideDeep: a directory of 1,000 entries that every one of
+// 300 commits changes, one entry untouched since the first (so the walk
+// goes to the root), read with a 1 MiB object cache: the walk keeps to
+// its commit and entry budgets, the cache to its bytes (the trees it
+// reads are 10 MB), and a warm cache changes no answer.
+func TestLastCommitWideDeep(t *testing.T) {
+	const width, depth = 1000, 300
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
+	var s strings.Builder
+	for c := range depth {
+		fmt.Fprintf(&s, "commit refs/heads/main\ncommitter T <t@x> %d +0000\ndata 2\nc\n", 1700000000+60*c)
+		if c == 0 {
+			s.WriteString("M 100644 inline wide/old.txt\ndata 4\nold\n")
+			for i := range width {
+				fmt.Fprintf(&s, "M 100644 inline wide/f%04d\ndata 2\n0\n", i)
+			}
+			continue
+		}
+		content := strconv.Itoa(c)
+		fmt.Fprintf(&s, "M 100644 inline wide/f%04d\ndata %d\n%s\n", c*7919%width, len(content), content)
+	}
+	g.Output([]byte(s.String()), "fast-import", "--quiet")
+	g.Run("repack", "-adq")
+	packs, _ := filepath.Glob(filepath.Join(g.Dir, ".git", "objects", "pack", "*.pack"))
+	if len(packs) != 1 {
+		t.Fatalf("%d packs", len(packs))
+	}
+	bases := pack.NewBaseCache(1<<20, 0)
+	p, err := pack.OpenWith(packs[0], strings.TrimSuffix(packs[0], ".pack")+".idx", pack.OpenOptions{Bases: bases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	objs := pack.NewSet(p)
+	head := object.MustID(g.Run("rev-parse", "main"))
+	wide := []string{"wide"}
+
+	var first lastCommitAnswer
+	for round := range 2 {
+		a, err := newReader(context.Background(), objs, Limits{}).lastCommits(head, wide, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Truncated || a.Examined != depth || len(a.Entries) != width+1 {
+			t.Fatalf("round %d: truncated %v (%s), examined %d, %d entries", round, a.Truncated, a.TruncatedReason, a.Examined, len(a.Entries))
+		}
+		if n := bases.Bytes(); n > 1<<20 {
+			t.Errorf("round %d: the cache holds %d bytes, over its 1 MiB", round, n)
+		}
+		if round == 0 {
+			first = a
+			continue
+		}
+		if fmt.Sprint(a.Entries) != fmt.Sprint(first.Entries) {
+			t.Error("a warm cache changed the answer")
+		}
+	}
+	byName := map[string]string{}
+	for _, e := range first.Entries {
+		byName[e.Name] = e.Commit
+	}
+	for _, name := range []string{"old.txt", "f0000", fmt.Sprintf("f%04d", (depth-1)*7919%width)} {
+		if want := gitLast(g, head, "wide/"+name); byName[name] != want {
+			t.Errorf("%s: %s, git: %s", name, byName[name], want)
+		}
+	}
+
+	for _, c := range []struct {
+		lim     Limits
+		setting string
+	}{
+		{Limits{MaxLastCommitScan: 50}, SettingMaxLastCommitScan},
+		{Limits{MaxEntries: 20 * width}, SettingMaxEntries},
+	} {
+		rd := newReader(context.Background(), objs, c.lim)
+		a, err := rd.lastCommits(head, wide, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim := rd.w.lim
+		if !a.Truncated || !strings.Contains(a.TruncatedReason, c.setting) || a.Examined > lim.MaxLastCommitScan ||
+			rd.w.visited > int64(lim.MaxEntries)+width+1 {
+			t.Errorf("%s: truncated %v (%s), examined %d, visited %d entries", c.setting, a.Truncated, a.TruncatedReason, a.Examined, rd.w.visited)
+		}
 	}
 }
 

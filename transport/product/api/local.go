@@ -135,7 +135,7 @@ func reachable(ctx context.Context, b browsable, q *Request) error {
 	if err != nil {
 		return err
 	}
-	for _, id := range []object.ID{q.Base, q.OID} {
+	for _, id := range append([]object.ID{q.Base}, q.heads()...) {
 		if !id.IsZero() && !reach.Has(id) {
 			return notFound("no object %s", id)
 		}
@@ -435,7 +435,7 @@ func (s *serving) serve(b gitproto.Backend) error {
 		}
 		return s.json(t)
 	case AheadBehind:
-		ab, err := rd.aheadBehind(q.Base, q.OID, MaxAheadBehindWalk)
+		ab, err := rd.aheadBehind(q.Base, q.heads(), MaxAheadBehindWalk)
 		if err != nil {
 			return err
 		}
@@ -585,8 +585,10 @@ func (s *serving) head() error {
 	case Search:
 		_, _, err = rd.peelTo(q.OID, object.Tree)
 	case Compare, AheadBehind:
-		if _, _, err = rd.commit(q.Base); err == nil {
-			_, _, err = rd.commit(q.OID)
+		for _, id := range append([]object.ID{q.Base}, q.heads()...) {
+			if _, _, err = rd.commit(id); err != nil {
+				break
+			}
 		}
 	case Archive:
 		if _, _, err = rd.openArchive(q.OID); err == nil {

@@ -57,6 +57,9 @@ type Request struct {
 	OID object.ID
 	// Base is compare's and ahead-behind's base.
 	Base object.ID
+	// Heads are ahead-behind's heads after the first (OID), at most
+	// MaxAheadBehindHeads in all.
+	Heads []object.ID
 	// Sub is the path inside the tree (tree, blob, raw, blame) or log's
 	// path filter, as validated segments.
 	Sub []string
@@ -166,8 +169,22 @@ func ParseRequest(escapedPath string, query url.Values) (*Request, error) {
 		if q.Base, err = parseOID(b); err != nil {
 			return nil, err
 		}
-		if q.OID, err = parseOID(h); err != nil {
-			return nil, err
+		heads := []string{h}
+		if q.Endpoint == AheadBehind {
+			if heads = strings.Split(h, ","); len(heads) > MaxAheadBehindHeads {
+				return nil, bad("ahead-behind takes at most %d heads", MaxAheadBehindHeads)
+			}
+		}
+		for i, h := range heads {
+			id, err := parseOID(h)
+			if err != nil {
+				return nil, err
+			}
+			if i == 0 {
+				q.OID = id
+			} else {
+				q.Heads = append(q.Heads, id)
+			}
 		}
 	case Archive:
 		if len(args) != 1 {
@@ -274,6 +291,9 @@ func parseTimeout(s string) (time.Duration, error) {
 	return time.Duration(n) * time.Millisecond, nil
 }
 
+// heads is ahead-behind's heads in the order asked (compare's one head).
+func (q *Request) heads() []object.ID { return append([]object.ID{q.OID}, q.Heads...) }
+
 // Path is the request's canonical escaped path, as sent upstream and as
 // the log cursor links are built.
 func (q *Request) Path() string {
@@ -285,6 +305,9 @@ func (q *Request) Path() string {
 		b.WriteString("/" + q.OID.String())
 	case Compare, AheadBehind:
 		b.WriteString("/" + q.Base.String() + "..." + q.OID.String())
+		for _, h := range q.Heads {
+			b.WriteString("," + h.String())
+		}
 	case Archive:
 		b.WriteString("/" + q.OID.String() + "." + q.Format)
 	}

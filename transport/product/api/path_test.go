@@ -34,6 +34,9 @@ func TestParseRequest(t *testing.T) {
 		{"/api/alice/site/blame/" + oidA + "/src/a%20b.go", "", "blame/" + oidA + "/src/a%20b.go"},
 		{"/api/alice/site/tag/" + oidA, "", "tag/" + oidA},
 		{"/api/alice/site/ahead-behind/" + oidA + "..." + oidB, "", "ahead-behind/" + oidA + "..." + oidB},
+		{"/api/alice/site/ahead-behind/" + oidA + "..." + oidB + "," + oidA, "", "ahead-behind/" + oidA + "..." + oidB + "," + oidA},
+		{"/api/alice/site/ahead-behind/" + oidA + "..." + strings.Repeat(oidB+",", MaxAheadBehindHeads-1) + oidB, "",
+			"ahead-behind/" + oidA + "..." + strings.Repeat(oidB+",", MaxAheadBehindHeads-1) + oidB},
 	}
 	for _, c := range ok {
 		v, _ := url.ParseQuery(c.query)
@@ -62,6 +65,9 @@ func TestParseRequest(t *testing.T) {
 		{"/api/alice/site/tree", ""},
 		{"/api/alice/site/ahead-behind", ""},
 		{"/api/alice/site/ahead-behind/" + oidA, ""},
+		{"/api/alice/site/ahead-behind/" + oidA + "..." + oidB + ",", ""},
+		{"/api/alice/site/ahead-behind/" + oidA + "..." + strings.Repeat(oidB+",", MaxAheadBehindHeads) + oidB, ""},
+		{"/api/alice/site/compare/" + oidA + "..." + oidB + "," + oidA, ""},
 		{"/api/alice/site/tag/" + oidA + "/x", ""},
 		{"/api/alice/site/tree/" + oidA[:39], ""},
 		{"/api/alice/site/tree/" + strings.ToUpper(oidA), ""},

@@ -53,6 +53,30 @@ func (rd reader) read(id object.ID) (object.Type, []byte, error) {
 	return t, data, nil
 }
 
+// sharedReader is an Objects that keeps the objects it is asked for
+// again (pack.Set: in the node's delta base cache, bounded in bytes).
+type sharedReader interface {
+	ReadShared(id object.ID) (object.Type, []byte, error)
+}
+
+// readShared is read for the commits and trees a history walk reads
+// request after request (lastcommit, ahead-behind): kept across
+// requests where objs can keep them. The data must not be modified.
+func (rd reader) readShared(id object.ID) (object.Type, []byte, error) {
+	sr, ok := rd.objs.(sharedReader)
+	if !ok {
+		return rd.read(id)
+	}
+	t, data, err := sr.ReadShared(id)
+	if errors.Is(err, object.ErrNotFound) {
+		return 0, nil, notFound("no object %s", id)
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("read %s: %w", id, err)
+	}
+	return t, data, nil
+}
+
 // peelTo follows tags (and a commit, when want is a tree) until it reaches
 // an object of type want.
 func (rd reader) peelTo(id object.ID, want object.Type) (object.ID, []byte, error) {
@@ -133,17 +157,40 @@ func (rd reader) resolve(id object.ID, sub []string) (object.ID, uint32, error) 
 	return cur, mode, nil
 }
 
+// findEntry finds name among tree's entries, counting the entries it
+// looks at against the answer's budget.
 func (rd reader) findEntry(tree []byte, name string) (object.TreeEntry, bool, error) {
 	it := object.NewTreeIter(tree)
+	n := 0
 	for e, ok := it.Next(); ok; e, ok = it.Next() {
-		if err := rd.w.visit(1); err != nil {
-			return e, false, err
-		}
+		n++
 		if string(e.Name) == name {
-			return e, true, nil
+			return e, true, rd.w.visit(n)
+		}
+		if sortsAfter(e.Name, name) {
+			break
 		}
 	}
+	if err := rd.w.visit(n); err != nil {
+		return object.TreeEntry{}, false, err
+	}
 	return object.TreeEntry{}, false, it.Err()
+}
+
+// sortsAfter reports whether an entry named e comes after any entry
+// named name in git's tree order (bytes, a tree's name compared as if
+// it ended in "/"), so a search for name can stop at it, as git's own
+// lookup (tree-walk.c find_tree_entry) does.
+//
+//	e "netx", name "net"    after: "netx" > "net/", the latest name sorts
+//	e "net.go", name "net"  not: "net.go" < "net/" (a tree net follows)
+//	e "ne", name "net"      not
+func sortsAfter(e []byte, name string) bool {
+	n := min(len(e), len(name))
+	if c := strings.Compare(string(e[:n]), name[:n]); c != 0 {
+		return c > 0
+	}
+	return len(e) > n && e[n] > '/'
 }
 
 // maxTreeListing bounds the entries of one tree listing: its answer is
@@ -491,7 +538,7 @@ func (rd reader) child(id object.ID, mode uint32, name string) (object.ID, uint3
 	if id.IsZero() || mode&0o170000 != object.ModeTree {
 		return object.ID{}, 0, nil
 	}
-	t, data, err := rd.read(id)
+	t, data, err := rd.readShared(id)
 	if errors.Is(err, ErrNotFound) || err == nil && t != object.Tree {
 		return object.ID{}, 0, nil
 	}

@@ -56,3 +56,29 @@ func TestParsePerson(t *testing.T) {
 		}
 	}
 }
+
+// TestSortsAfter: a lookup stops at the first entry past every place
+// the name could be in git's tree order, where a tree's name sorts as if
+// it ended in "/".
+func TestSortsAfter(t *testing.T) {
+	for _, c := range []struct {
+		entry, name string
+		after       bool
+	}{
+		{"netx", "net", true},    // "netx" > "net/"
+		{"net.go", "net", false}, // "net.go" < "net/": a tree net follows
+		{"net-a", "net", false},  // '-' < '/'
+		{"net0", "net", true},    // '0' > '/'
+		{"ne", "net", false},     // a prefix sorts first
+		{"nes", "net", false},    // smaller byte
+		{"o", "net", true},       // larger first byte
+		{"net", "net", false},    // the name itself
+		{"a", "", true},          // anything is after the empty name's places
+		{"README", "src", false}, // upper case sorts first
+		{"src", "README", true},
+	} {
+		if got := sortsAfter([]byte(c.entry), c.name); got != c.after {
+			t.Errorf("sortsAfter(%q, %q) = %v, want %v", c.entry, c.name, got, c.after)
+		}
+	}
+}

@@ -49,63 +49,82 @@ func (rd reader) tag(id object.ID) (tagAnswer, error) {
 	return a, nil
 }
 
-// MaxAheadBehindWalk bounds the commits one ahead-behind answer reads.
-// A branches page asks once per branch shown, so this times the page
-// size is the page's worst case.
-const MaxAheadBehindWalk = 2000
+// MaxAheadBehindWalk bounds the commits one ahead-behind answer reads,
+// however many heads it counts: a branches page asks once for all the
+// branches it shows, so this is the page's worst case.
+const MaxAheadBehindWalk = 10_000
 
-// aheadBehindAnswer is ahead-behind's JSON. Complete is false when the
-// walk stopped at MaxAheadBehindWalk: the counts are then those found
-// so far, a lower bound.
+// MaxAheadBehindHeads is the most heads one ahead-behind answer counts:
+// the walk marks each commit with one bit per tip (the base and the
+// heads) in a uint64.
+const MaxAheadBehindHeads = 63
+
+// aheadBehindAnswer is ahead-behind's JSON: each head's counts against
+// base, in the order asked. Head, Ahead, Behind and Complete repeat the
+// first head's (the whole answer when one head is asked).
 type aheadBehindAnswer struct {
-	Base     string `json:"base"`
+	Base string `json:"base"`
+	headCounts
+	Heads []headCounts `json:"heads"`
+}
+
+// headCounts is one head's divergence from the base. Complete is false
+// when the walk stopped at its budget before this head's counts were
+// settled: they are then those found so far, a lower bound.
+type headCounts struct {
 	Head     string `json:"head"`
 	Ahead    int    `json:"ahead"`
 	Behind   int    `json:"behind"`
 	Complete bool   `json:"complete"`
 }
 
-// Which tips reach a commit.
-const (
-	fromBase uint8 = 1
-	fromHead uint8 = 2
-	fromBoth       = fromBase | fromHead
-)
+// baseMark is the base's bit in a commit's marks; head i has bit i+1.
+const baseMark uint64 = 1
 
-// aheadBehind counts the commits head reaches and base does not (ahead)
-// and the reverse (behind), as git rev-list --count --left-right
-// base...head. It walks from both tips newest first (committer time),
-// marking each commit with the tips that reach it, and stops as soon as
-// every commit still queued is reached by both: nothing below those can
-// count. So two tips close together cost a few reads however long their
-// history. Like git's merge-base walk without a commit-graph it trusts
-// committer times: a commit reached again after it was counted is
-// counted again with its new marks, but one that skew hides below the
-// stop is missed. It reads at most budget commits.
-func (rd reader) aheadBehind(base, head object.ID, budget int) (aheadBehindAnswer, error) {
-	w := abWalk{rd: rd, commits: map[object.ID]*abCommit{}}
-	out := aheadBehindAnswer{}
-	for _, tip := range []struct {
-		id   object.ID
-		mark uint8
-		oid  *string
-	}{{base, fromBase, &out.Base}, {head, fromHead, &out.Head}} {
-		cid, _, err := rd.peelTo(tip.id, object.Commit)
+// aheadBehind counts, for each head, the commits it reaches and base
+// does not (ahead) and the reverse (behind), as git rev-list --count
+// --left-right base...head does for one. It is one walk for every head:
+// newest first (committer time) from all the tips at once, marking each
+// commit with the tips that reach it, so a commit is read once however
+// many heads share it. A commit's marks decide whose counts it adds to:
+//
+//	base among them    behind of each head not among them
+//	base not among     ahead of each head among them
+//
+// The walk stops as soon as every commit still queued is reached by
+// every tip: nothing below those can count. So tips close together cost
+// a few reads however long their history. Like git's merge-base walk
+// without a commit-graph it trusts committer times: a commit reached
+// again after it was counted is counted again with its new marks, but
+// one that skew hides below the stop is missed. It reads at most budget
+// commits; a head whose counts the queue could still change then is not
+// Complete.
+func (rd reader) aheadBehind(base object.ID, heads []object.ID, budget int) (aheadBehindAnswer, error) {
+	if len(heads) == 0 || len(heads) > MaxAheadBehindHeads {
+		return aheadBehindAnswer{}, fmt.Errorf("ahead-behind of %d heads (1 to %d)", len(heads), MaxAheadBehindHeads)
+	}
+	facts, done := rd.facts(noPath)
+	defer done()
+	w := abWalk{rd: rd, commits: map[object.ID]*abCommit{}, facts: facts, all: 1<<(len(heads)+1) - 1,
+		ahead: make([]int, len(heads)), behind: make([]int, len(heads))}
+	out := aheadBehindAnswer{Heads: make([]headCounts, len(heads))}
+	for i, tip := range append([]object.ID{base}, heads...) {
+		cid, _, err := rd.peelTo(tip, object.Commit)
 		if err != nil {
 			return out, err
 		}
-		*tip.oid = cid.String()
+		if i == 0 {
+			out.Base = cid.String()
+		} else {
+			out.Heads[i-1].Head = cid.String()
+		}
 		c, err := w.commit(cid)
 		if err != nil {
 			return out, err
 		}
-		w.mark(c, tip.mark)
+		w.mark(c, 1<<i)
 	}
-	for w.active > 0 {
-		if w.reads >= budget {
-			out.Ahead, out.Behind = w.ahead, w.behind
-			return out, nil
-		}
+	for w.active > 0 && w.reads < budget {
 		if err := rd.w.ctx.Err(); err != nil {
 			return out, err
 		}
@@ -113,19 +132,26 @@ func (rd reader) aheadBehind(base, head object.ID, budget int) (aheadBehindAnswe
 			return out, err
 		}
 	}
-	out.Ahead, out.Behind, out.Complete = w.ahead, w.behind, true
+	open := w.unsettled()
+	for i := range out.Heads {
+		h := &out.Heads[i]
+		h.Ahead, h.Behind, h.Complete = w.ahead[i], w.behind[i], open&(2<<i) == 0
+	}
+	out.headCounts = out.Heads[0]
 	return out, nil
 }
 
 // abWalk is aheadBehind's state: the commits read, the queue (newest
-// first) and how many queued commits are pending.
+// first), how many queued commits are pending, and the counts by head.
 type abWalk struct {
 	rd            reader
 	commits       map[object.ID]*abCommit
+	facts         map[object.ID]commitFacts // walkmemo.go
 	q             abQueue
+	all           uint64 // every tip's mark
 	active        int
 	reads, seq    int
-	ahead, behind int
+	ahead, behind []int
 }
 
 // abCommit is one commit of the walk: its time and parents, the tips
@@ -135,13 +161,14 @@ type abCommit struct {
 	id             object.ID
 	when           int64
 	parents        []object.ID
-	marks, counted uint8
+	marks, counted uint64
 	queued         bool
 	seq            int // queueing order: equal times go first in, first out, as git's walk does
 }
 
-// commit reads id once; a missing commit (a shallow boundary) has no
-// parents and ends its line.
+// commit reads id once, unless a walk learnt its parents and time
+// before; a missing commit (a shallow boundary) has no parents and ends
+// its line.
 func (w *abWalk) commit(id object.ID) (*abCommit, error) {
 	if c, ok := w.commits[id]; ok {
 		return c, nil
@@ -149,12 +176,16 @@ func (w *abWalk) commit(id object.ID) (*abCommit, error) {
 	c := &abCommit{id: id}
 	w.commits[id] = c
 	w.reads++
-	t, data, err := w.rd.objs.ReadObject(id)
+	if f, ok := w.facts[id]; ok {
+		c.when, c.parents = f.time, f.parents
+		return c, nil
+	}
+	t, data, err := w.rd.readShared(id)
 	switch {
-	case errors.Is(err, object.ErrNotFound):
+	case errors.Is(err, ErrNotFound):
 		return c, nil
 	case err != nil:
-		return nil, fmt.Errorf("read %s: %w", id, err)
+		return nil, err
 	case t != object.Commit:
 		return nil, notFound("%s is not a commit", id)
 	}
@@ -163,21 +194,22 @@ func (w *abWalk) commit(id object.ID) (*abCommit, error) {
 		return nil, fmt.Errorf("commit %s: %w", id, err)
 	}
 	c.when, c.parents = info.CommitterTime, info.Parents
+	w.facts[id] = commitFacts{parents: c.parents, time: c.when}
 	return c, nil
 }
 
-// pending says whether a queued commit still matters: it is not yet
-// reached by both tips, or was counted with fewer marks than it has.
-func (c *abCommit) pending() bool {
-	return c.marks != fromBoth || c.counted != 0 && c.counted != c.marks
+// pending says whether a queued commit still matters: some tip does not
+// reach it yet, or it was counted with fewer marks than it has.
+func (w *abWalk) pending(c *abCommit) bool {
+	return c.marks != w.all || c.counted != 0 && c.counted != c.marks
 }
 
 // mark adds m to c's marks, queueing c when they grow.
-func (w *abWalk) mark(c *abCommit, m uint8) {
+func (w *abWalk) mark(c *abCommit, m uint64) {
 	if c.marks|m == c.marks {
 		return
 	}
-	if c.queued && c.pending() {
+	if c.queued && w.pending(c) {
 		w.active--
 	}
 	c.marks |= m
@@ -187,7 +219,7 @@ func (w *abWalk) mark(c *abCommit, m uint8) {
 		c.seq = w.seq
 		heap.Push(&w.q, c)
 	}
-	if c.pending() {
+	if w.pending(c) {
 		w.active++
 	}
 }
@@ -198,7 +230,7 @@ func (w *abWalk) mark(c *abCommit, m uint8) {
 func (w *abWalk) step() error {
 	c := heap.Pop(&w.q).(*abCommit)
 	c.queued = false
-	if c.pending() {
+	if w.pending(c) {
 		w.active--
 	}
 	w.count(c.counted, -1)
@@ -214,13 +246,37 @@ func (w *abWalk) step() error {
 	return nil
 }
 
-func (w *abWalk) count(m uint8, d int) {
-	switch m {
-	case fromHead:
-		w.ahead += d
-	case fromBase:
-		w.behind += d
+// count adds d to the counts a commit with marks m contributes to.
+func (w *abWalk) count(m uint64, d int) {
+	if m == 0 {
+		return
 	}
+	for i := range w.ahead {
+		switch in := m&(2<<i) != 0; {
+		case m&baseMark != 0 && !in:
+			w.behind[i] += d
+		case m&baseMark == 0 && in:
+			w.ahead[i] += d
+		}
+	}
+}
+
+// unsettled is the heads (by their marks) whose counts a queued commit
+// could still change: one that base or the head reaches but not both, or
+// whose count for the head is not yet the one its marks give.
+func (w *abWalk) unsettled() uint64 {
+	var open uint64
+	for _, c := range w.q {
+		b := 0 - c.marks&baseMark // every bit set when base reaches c
+		open |= (c.marks ^ b) & w.all
+		if c.counted != 0 {
+			open |= c.counted ^ c.marks
+			if (c.counted^c.marks)&baseMark != 0 {
+				open |= w.all
+			}
+		}
+	}
+	return open &^ baseMark
 }
 
 // abQueue is a max-heap on committer time.

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -12,9 +13,11 @@ import (
 
 // TestAheadBehindMatchesGit: the counts are git rev-list --left-right
 // --count main...branch for a branch ahead, one behind, one both (with a
-// merge from main), an unrelated history and main itself, with dates
-// that grow and with one date for all; a small budget stops the walk and
-// says so.
+// merge from main), one forked from that and merged with ahead, an
+// unrelated history and main itself, with dates that grow and with one
+// date for all: asked one head at a time and all in one walk. A small
+// budget stops the walk and says which heads it left unsettled: those
+// it settled have git's counts.
 func TestAheadBehindMatchesGit(t *testing.T) {
 	for _, growing := range []bool{true, false} {
 		t.Run(fmt.Sprint("growing dates ", growing), func(t *testing.T) { aheadBehindMatchesGit(t, growing) })
@@ -24,11 +27,14 @@ func TestAheadBehindMatchesGit(t *testing.T) {
 func aheadBehindMatchesGit(t *testing.T, growing bool) {
 	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("T", "t@x", "1700000000 +0000")})
 	n := 0
-	commit := func() {
+	tick := func() {
 		n++
 		if growing {
 			g.At(int64(1700000000 + n*60))
 		}
+	}
+	commit := func() {
+		tick()
 		g.Write(fmt.Sprintf("f%d.txt", n), "x\n")
 		g.Run("add", "-A")
 		g.Run("commit", "-q", "-m", fmt.Sprint(n))
@@ -40,37 +46,74 @@ func aheadBehindMatchesGit(t *testing.T, growing bool) {
 	g.Run("checkout", "-q", "-b", "both", "HEAD~3")
 	commit()
 	commit()
-	n++
-	if growing {
-		g.At(int64(1700000000 + n*60))
-	}
+	tick()
 	g.Run("merge", "-q", "--no-edit", "main~1")
 	commit()
 	g.Run("checkout", "-q", "-b", "ahead", "main")
 	commit()
 	commit()
+	g.Run("checkout", "-q", "-b", "mixed", "both~1")
+	commit()
+	tick()
+	g.Run("merge", "-q", "--no-edit", "ahead")
+	commit()
 	g.Run("checkout", "-q", "--orphan", "other")
 	commit()
 	g.Run("checkout", "-q", "main")
 	commit()
+	tick()
+	g.Run("merge", "-q", "--no-edit", "both")
+	commit()
 	rd := newReader(context.Background(), (&bombRepo{g: g}).objects(t), Limits{})
 	id := func(rev string) object.ID { return object.MustID(g.Run("rev-parse", rev)) }
-	for _, b := range []string{"ahead", "behind", "both", "other", "main"} {
-		got, err := rd.aheadBehind(id("main"), id(b), MaxAheadBehindWalk)
+	branches := []string{"ahead", "behind", "both", "mixed", "other", "main"}
+	want := map[string][2]int{}
+	var heads []object.ID
+	for _, b := range branches {
+		var behind, ahead int
+		if _, err := fmt.Sscan(g.Run("rev-list", "--left-right", "--count", "main..."+b), &behind, &ahead); err != nil {
+			t.Fatal(err)
+		}
+		want[b] = [2]int{ahead, behind}
+		heads = append(heads, id(b))
+	}
+	check := func(what, b string, got headCounts) {
+		t.Helper()
+		if [2]int{got.Ahead, got.Behind} != want[b] || !got.Complete || got.Head != id(b).String() {
+			t.Errorf("%s %s: %+v, git: ahead %d behind %d", what, b, got, want[b][0], want[b][1])
+		}
+	}
+	for _, b := range branches {
+		got, err := rd.aheadBehind(id("main"), []object.ID{id(b)}, MaxAheadBehindWalk)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := strings.Fields(g.Run("rev-list", "--left-right", "--count", "main..."+b))
-		if fmt.Sprint(got.Behind) != want[0] || fmt.Sprint(got.Ahead) != want[1] || !got.Complete {
-			t.Errorf("%s: ahead %d behind %d complete %v, git: behind %s ahead %s", b, got.Ahead, got.Behind, got.Complete, want[0], want[1])
-		}
+		check("alone", b, got.headCounts)
 	}
-	got, err := rd.aheadBehind(id("main"), id("other"), 4)
+	all, err := rd.aheadBehind(id("main"), heads, MaxAheadBehindWalk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Complete || got.Ahead+got.Behind > 4 {
-		t.Errorf("a budget of 4 commits: %+v, want incomplete and at most 4 counted", got)
+	for i, b := range branches {
+		check("together", b, all.Heads[i])
+	}
+	const budget = 6
+	cut, err := rd.aheadBehind(id("main"), heads, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settled := 0
+	for i, b := range branches {
+		h := cut.Heads[i]
+		if h.Complete {
+			settled++
+			check("within a budget", b, h)
+		} else if h.Ahead+h.Behind > budget {
+			t.Errorf("a budget of %d commits: %s counted %+v", budget, b, h)
+		}
+	}
+	if settled == len(branches) || cut.Heads[4].Complete {
+		t.Errorf("a budget of %d commits settled %d of %d heads (other %+v): want the unrelated history cut", budget, settled, len(branches), cut.Heads[4])
 	}
 }
 
@@ -93,5 +136,24 @@ func TestTagAnswer(t *testing.T) {
 	}
 	if _, err := rd.tag(object.MustID(g.Run("rev-parse", "main"))); err == nil {
 		t.Error("a commit read as a tag")
+	}
+}
+
+// TestAheadBehindServed: several heads answer in the order asked, each
+// id checked as the first is: a head the refs do not reach (a deleted
+// branch's commit) is a 404 wherever it stands in the list.
+func TestAheadBehindServed(t *testing.T) {
+	r := newLocalRepo(t)
+	srv := newTestHandler(t, nil, newLocal(t, r.open(t)))
+	main := r.main.String()
+	code, _, body := get(t, srv, "/api/alice/site/ahead-behind/"+main+"..."+main+","+main)
+	want := `"heads":[{"head":"` + main + `","ahead":0,"behind":0,"complete":true},{"head":"` + main + `","ahead":0,"behind":0,"complete":true}]`
+	if code != http.StatusOK || !strings.Contains(body, want) {
+		t.Errorf("two heads: %d %s", code, body)
+	}
+	for _, heads := range []string{r.gone.String() + "," + main, main + "," + r.gone.String()} {
+		if code, _, body := get(t, srv, "/api/alice/site/ahead-behind/"+main+"..."+heads); code != http.StatusNotFound {
+			t.Errorf("heads %s: %d %s, want 404", heads, code, body)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -24,11 +25,14 @@ const refsPerPage = 30
 // maxDated is the most refs a page reads to sort by date.
 const maxDated = 100
 
-// aheadBehind is GET ahead-behind's answer.
+// aheadBehind is GET ahead-behind's answer for several heads: each
+// one's counts against the base, in the order asked.
 type aheadBehind struct {
-	Ahead    int  `json:"ahead"`
-	Behind   int  `json:"behind"`
-	Complete bool `json:"complete"`
+	Heads []struct {
+		Ahead    int  `json:"ahead"`
+		Behind   int  `json:"behind"`
+		Complete bool `json:"complete"`
+	} `json:"heads"`
 }
 
 // tagObject is GET tag's answer: an annotated tag.
@@ -156,23 +160,21 @@ func sortRows(rows []refRow, kind string, byName bool) {
 // readsInFlight bounds the API reads one list page makes at once.
 const readsInFlight = 4
 
-// readRows reads the rows' details (readRow) a few at a time, and with a
-// default branch def, each other branch's divergence from it.
+// readRows reads the rows' details (readRow) a few at a time, then,
+// with a default branch def, every other branch's divergence from it.
 func (h *Handler) readRows(ctx context.Context, q *repoReq, rows []refRow, def Ref) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(readsInFlight)
 	for i := range rows {
-		g.Go(func() error {
-			if err := h.readRow(gctx, q, &rows[i]); err != nil {
-				return err
-			}
-			if def.Name == "" || rows[i].Default {
-				return nil
-			}
-			return h.divergence(gctx, q, def, &rows[i])
-		})
+		g.Go(func() error { return h.readRow(gctx, q, &rows[i]) })
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if def.Name == "" {
+		return nil
+	}
+	return h.divergence(ctx, q, def, rows)
 }
 
 // readRow reads a row's commit (and an annotated tag's object) once. A
@@ -206,16 +208,34 @@ func (h *Handler) readRow(ctx context.Context, q *repoReq, row *refRow) error {
 	return nil
 }
 
-// divergence fills a branch's ahead and behind counts against def.
-func (h *Handler) divergence(ctx context.Context, q *repoReq, def Ref, row *refRow) error {
+// divergence fills the ahead and behind counts against def of the rows
+// with a commit, but def's own: one ahead-behind answer, one walk of
+// history for them all.
+func (h *Handler) divergence(ctx context.Context, q *repoReq, def Ref, rows []refRow) error {
+	var of []*refRow
+	var heads []string
+	for i := range rows {
+		if r := &rows[i]; !r.Default && r.Commit != nil {
+			of, heads = append(of, r), append(heads, r.Ref.Commit())
+		}
+	}
+	if len(of) == 0 {
+		return nil
+	}
 	var ab aheadBehind
-	if _, err := getJSON(ctx, h.api, apiPath(q.owner, q.name, "ahead-behind", def.Commit()+"..."+row.Ref.Commit()), q.token, &ab); err != nil {
+	if _, err := getJSON(ctx, h.api, apiPath(q.owner, q.name, "ahead-behind", def.Commit()+"..."+strings.Join(heads, ",")), q.token, &ab); err != nil {
 		return tolerate(err)
 	}
-	row.Ahead, row.Behind = strconv.Itoa(ab.Ahead), strconv.Itoa(ab.Behind)
-	if !ab.Complete {
-		row.Ahead += "+"
-		row.Behind += "+"
+	if len(ab.Heads) != len(of) {
+		return fmt.Errorf("ahead-behind answered %d heads for %d", len(ab.Heads), len(of))
+	}
+	for i, c := range ab.Heads {
+		r := of[i]
+		r.Ahead, r.Behind = strconv.Itoa(c.Ahead), strconv.Itoa(c.Behind)
+		if !c.Complete {
+			r.Ahead += "+"
+			r.Behind += "+"
+		}
 	}
 	return nil
 }

@@ -101,10 +101,10 @@ func TestRefListsBounded(t *testing.T) {
 		maxReads int
 		byName   bool
 	}{
-		{"branches", 10_000, "", 1 + 2*refsPerPage, true}, // log + ahead-behind per row
-		{"branches", 10_000, "?page=334", 1 + 2*10, true}, // the last page holds 10
-		{"tags", 10_000, "", 1 + 2*refsPerPage, true},     // tag + log per row
-		{"branches", 40, "", 1 + 40 + 2*refsPerPage, false},
+		{"branches", 10_000, "", 1 + refsPerPage + 1, true}, // log per row, one ahead-behind
+		{"branches", 10_000, "?page=334", 1 + 10 + 1, true}, // the last page holds 10
+		{"tags", 10_000, "", 1 + 2*refsPerPage, true},       // tag + log per row
+		{"branches", 40, "", 1 + 40 + 1, false},
 	} {
 		api := &countingAPI{kind: tc.kind, n: tc.n}
 		h, err := New(Config{API: api})
@@ -187,7 +187,18 @@ func (a *countingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "tag":
 		writeJSON(w, tagObject{Object: "c" + parts[1][1:], Type: "commit", Tagger: &Person{Time: when(parts[1])}, Message: "note"})
 	case "ahead-behind":
-		writeJSON(w, aheadBehind{Ahead: 1, Complete: true})
+		_, heads, _ := strings.Cut(parts[1], "...")
+		type counts struct {
+			Ahead    int  `json:"ahead"`
+			Complete bool `json:"complete"`
+		}
+		ab := struct {
+			Heads []counts `json:"heads"`
+		}{}
+		for range strings.Split(heads, ",") {
+			ab.Heads = append(ab.Heads, counts{Ahead: 1, Complete: true})
+		}
+		writeJSON(w, ab)
 	default:
 		writeJSONError(w, 404, "not found")
 	}

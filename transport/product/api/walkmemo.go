@@ -1,0 +1,125 @@
+package api
+
+import (
+	"sync"
+
+	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/pack"
+)
+
+// What history walks learn about a commit (its parents, its time and the
+// directory at the path they follow) is a fact of the commit's id: it
+// never changes. A tree page is asked again and again over the same
+// history, so the walks keep these facts across requests, per object
+// store (a repository's pack set: one repository's facts never answer
+// another's, whose objects may differ) and path, within a byte budget.
+// The walk itself still runs on every request, with every budget; only
+// the reads and parses of what it already saw are saved.
+
+// commitFacts is what a walk keeps of one commit. dir is the tree at the
+// walk's path (zero: none there).
+type commitFacts struct {
+	parents []object.ID
+	time    int64
+	dir     object.ID
+}
+
+// factBytes is about what one commit's facts hold in memory: the map
+// slot, the key, the facts and a parent.
+const factBytes = 160
+
+// memoKey names one walk's facts: the object store (pack.Set.ID) and
+// the path its dir is at.
+type memoKey struct {
+	set  uint64
+	path string
+}
+
+// walkMemo keeps facts by store and path in two generations, an
+// approximation of LRU as walk.Graph's: the facts given go to the
+// current one; when it would pass half the budget it becomes the
+// previous one, and the old previous one is dropped. A walk takes its
+// facts out (take) and gives them back grown (give), so it reads and
+// adds to them without a lock; two walks of the same key at once each
+// start from what was there, and the larger result is kept.
+type walkMemo struct {
+	half int64 // the budget of a generation
+
+	mu        sync.Mutex
+	cur, prev map[memoKey]memoEntry
+	curBytes  int64
+}
+
+type memoEntry struct {
+	facts map[object.ID]commitFacts
+	size  int64
+}
+
+// walkMemoBytes bounds the facts the process keeps: a walk examines at
+// most MaxLastCommitScan (10,000) commits, about 1.6 MB of facts, so
+// this holds a few of the largest and many of the usual.
+const walkMemoBytes = 16 << 20
+
+// walkFacts is the process's walk memo.
+var walkFacts = newWalkMemo(walkMemoBytes)
+
+func newWalkMemo(limit int64) *walkMemo {
+	return &walkMemo{half: limit / 2, cur: map[memoKey]memoEntry{}, prev: map[memoKey]memoEntry{}}
+}
+
+// take removes and returns the facts kept for k (empty when none).
+func (m *walkMemo) take(k memoKey) map[object.ID]commitFacts {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.cur[k]; ok {
+		delete(m.cur, k)
+		m.curBytes -= e.size
+		return e.facts
+	}
+	if e, ok := m.prev[k]; ok {
+		delete(m.prev, k)
+		return e.facts
+	}
+	return map[object.ID]commitFacts{}
+}
+
+// give keeps facts for k, unless a walk of k gave more meanwhile; facts
+// over a generation's budget are not kept.
+func (m *walkMemo) give(k memoKey, facts map[object.ID]commitFacts) {
+	size := int64(len(facts)) * factBytes
+	if size == 0 || size > m.half {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.cur[k]; ok {
+		if e.size >= size {
+			return
+		}
+		delete(m.cur, k)
+		m.curBytes -= e.size
+	}
+	delete(m.prev, k)
+	if m.curBytes+size > m.half {
+		m.prev, m.cur, m.curBytes = m.cur, map[memoKey]memoEntry{}, 0
+	}
+	m.cur[k] = memoEntry{facts: facts, size: size}
+	m.curBytes += size
+}
+
+// noPath is the key path of walks that follow no path (ahead-behind): no
+// path holds a NUL.
+const noPath = "\x00"
+
+// facts returns the facts walks of path over rd's objects learnt, and
+// done, which keeps what this walk adds for the next. Objects other than
+// a pack set (tests' stores) start empty and keep nothing.
+func (rd reader) facts(path string) (facts map[object.ID]commitFacts, done func()) {
+	set, ok := rd.objs.(*pack.Set)
+	if !ok {
+		return map[object.ID]commitFacts{}, func() {}
+	}
+	k := memoKey{set.ID(), path}
+	facts = walkFacts.take(k)
+	return facts, func() { walkFacts.give(k, facts) }
+}
