@@ -480,7 +480,7 @@ func (s *Server) buildFrontEnds(w *wiring) (*frontEnds, error) {
 	// forwarding to their owners). One per node, so one admission of
 	// expensive answers.
 	origin := &api.Local{Gate: w.gate, Log: log, Limits: apiLimits(cfg), Metrics: api.NewMetrics(w.reg), LFS: w.lfsContent,
-		Reads: admission.NewReads(w.admit, apiMaxActive(cfg.APIMaxActive), admission.ReadWait)}
+		Reads: admission.NewReads(w.admit, apiMaxActive(cfg.APIMaxActive), admission.ReadWait), Walks: api.NewWalkMemo(api.WalkMemoBytes)}
 	fe := &frontEnds{}
 	if s.cluster == nil {
 		err = s.singleFrontEnds(w, fe, public, adminMux, origin)

@@ -211,8 +211,11 @@ func TestLastCommitWideDeep(t *testing.T) {
 	wide := []string{"wide"}
 
 	var first lastCommitAnswer
+	memo := NewWalkMemo(WalkMemoBytes)
 	for round := range 2 {
-		a, err := newReader(context.Background(), objs, Limits{}).lastCommits(head, wide, 0)
+		rd := newReader(context.Background(), objs, Limits{})
+		rd.memo = memo
+		a, err := rd.lastCommits(head, wide, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,7 +57,10 @@ type Local struct {
 	// LFS serves the files Git LFS pointers stand for in raw answers;
 	// nil: a pointer's raw answer is the pointer.
 	LFS *lfs.Content
-	Log *zap.Logger
+	// Walks keeps what history walks learn of commits across requests;
+	// nil: every walk reads its commits again.
+	Walks *WalkMemo
+	Log   *zap.Logger
 }
 
 // ServeAPI implements Origin.
@@ -103,6 +106,7 @@ func (l *Local) ServeAPI(w http.ResponseWriter, r *http.Request, q *Request, id 
 		public = a.RepoInfo().Public
 	}
 	s := &serving{l: l, w: w, r: r, q: q, repo: sess.Repo, public: public, rd: newReader(ctx, objs.Objects(), l.Limits)}
+	s.rd.memo = l.Walks
 	defer l.Metrics.done(q.Endpoint, s.rd.w)
 	if q.Immutable() {
 		if err := reachable(ctx, objs, q); err != nil {

@@ -35,6 +35,7 @@ const binarySniff = DefaultBlobCap + utf8.UTFMax
 type reader struct {
 	objs Objects
 	w    *work
+	memo *WalkMemo // nil: walks keep nothing across requests
 }
 
 func newReader(ctx context.Context, objs Objects, lim Limits) reader {

@@ -35,14 +35,14 @@ type memoKey struct {
 	path string
 }
 
-// walkMemo keeps facts by store and path in two generations, an
+// WalkMemo keeps facts by store and path in two generations, an
 // approximation of LRU as walk.Graph's: the facts given go to the
 // current one; when it would pass half the budget it becomes the
 // previous one, and the old previous one is dropped. A walk takes its
 // facts out (take) and gives them back grown (give), so it reads and
 // adds to them without a lock; two walks of the same key at once each
 // start from what was there, and the larger result is kept.
-type walkMemo struct {
+type WalkMemo struct {
 	half int64 // the budget of a generation
 
 	mu        sync.Mutex
@@ -55,20 +55,18 @@ type memoEntry struct {
 	size  int64
 }
 
-// walkMemoBytes bounds the facts the process keeps: a walk examines at
+// WalkMemoBytes is a node's budget for walk facts: a walk examines at
 // most MaxLastCommitScan (10,000) commits, about 1.6 MB of facts, so
 // this holds a few of the largest and many of the usual.
-const walkMemoBytes = 16 << 20
+const WalkMemoBytes = 16 << 20
 
-// walkFacts is the process's walk memo.
-var walkFacts = newWalkMemo(walkMemoBytes)
-
-func newWalkMemo(limit int64) *walkMemo {
-	return &walkMemo{half: limit / 2, cur: map[memoKey]memoEntry{}, prev: map[memoKey]memoEntry{}}
+// NewWalkMemo returns a WalkMemo that keeps at most about limit bytes.
+func NewWalkMemo(limit int64) *WalkMemo {
+	return &WalkMemo{half: limit / 2, cur: map[memoKey]memoEntry{}, prev: map[memoKey]memoEntry{}}
 }
 
 // take removes and returns the facts kept for k (empty when none).
-func (m *walkMemo) take(k memoKey) map[object.ID]commitFacts {
+func (m *WalkMemo) take(k memoKey) map[object.ID]commitFacts {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.cur[k]; ok {
@@ -85,7 +83,7 @@ func (m *walkMemo) take(k memoKey) map[object.ID]commitFacts {
 
 // give keeps facts for k, unless a walk of k gave more meanwhile; facts
 // over a generation's budget are not kept.
-func (m *walkMemo) give(k memoKey, facts map[object.ID]commitFacts) {
+func (m *WalkMemo) give(k memoKey, facts map[object.ID]commitFacts) {
 	size := int64(len(facts)) * factBytes
 	if size == 0 || size > m.half {
 		return
@@ -112,14 +110,15 @@ func (m *walkMemo) give(k memoKey, facts map[object.ID]commitFacts) {
 const noPath = "\x00"
 
 // facts returns the facts walks of path over rd's objects learnt, and
-// done, which keeps what this walk adds for the next. Objects other than
-// a pack set (tests' stores) start empty and keep nothing.
+// done, which keeps what this walk adds for the next. Without a memo, or
+// over objects other than a pack set (tests' stores), a walk starts
+// empty and keeps nothing.
 func (rd reader) facts(path string) (facts map[object.ID]commitFacts, done func()) {
 	set, ok := rd.objs.(*pack.Set)
-	if !ok {
+	if !ok || rd.memo == nil {
 		return map[object.ID]commitFacts{}, func() {}
 	}
 	k := memoKey{set.ID(), path}
-	facts = walkFacts.take(k)
-	return facts, func() { walkFacts.give(k, facts) }
+	facts = rd.memo.take(k)
+	return facts, func() { rd.memo.give(k, facts) }
 }

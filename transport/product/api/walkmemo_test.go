@@ -17,7 +17,7 @@ func TestWalkMemo(t *testing.T) {
 		}
 		return m
 	}
-	m := newWalkMemo(10 * factBytes) // generations of 5 facts
+	m := NewWalkMemo(10 * factBytes) // generations of 5 facts
 	a, b, c := memoKey{1, "a"}, memoKey{1, "b"}, memoKey{2, "a"}
 	take := func(k memoKey, want int, what string) {
 		t.Helper()
