@@ -36,6 +36,11 @@ func TestScaleOutIn(t *testing.T) {
 		l.wg.Add(1)
 		go l.clones(w, env.Scratch(t))
 	}
+	// Every repository is active, held by one of the three, before the
+	// others start: what the new nodes get, they get by moves.
+	for _, r := range l.repos {
+		l.env.Run(t, "", "ls-remote", c.Nodes[0].HTTPURL(l.tok, r))
+	}
 	l.progress(t, 20)
 
 	fresh := c.Nodes[3:]
@@ -63,6 +68,13 @@ func TestScaleOutIn(t *testing.T) {
 	}
 	reached := time.Since(joined)
 	l.progress(t, 20) // the load runs on the new placement
+	moves := map[string]float64{}
+	for _, r := range []string{"started", "handed", "claimed", "abandoned"} {
+		moves[r] = metricValue(t, c.Nodes[0], `rgit_rebalance_moves_total{result="`+r+`"}`)
+	}
+	if moves["handed"]+moves["claimed"] == 0 {
+		t.Errorf("the leader moved no repository (rgit_rebalance_moves_total %v)", moves)
+	}
 
 	scaleIn := time.Now()
 	for _, i := range []int{2, 1} {
@@ -95,8 +107,9 @@ func TestScaleOutIn(t *testing.T) {
 		lostIn[phase(o)]++
 	}
 	lines := []string{
-		fmt.Sprintf("scale op=out nodes=3+2 repos=%d ops=%d failed=%d lost=%d share_new=%.2f seconds_to_share=%.1f",
-			repos, total["out"], len(failed["out"]), lostIn["out"], share, reached.Seconds()),
+		fmt.Sprintf("scale op=out nodes=3+2 repos=%d ops=%d failed=%d lost=%d share_new=%.2f seconds_to_share=%.1f moves=%.0f handed=%.0f claimed=%.0f abandoned=%.0f",
+			repos, total["out"], len(failed["out"]), lostIn["out"], share, reached.Seconds(),
+			moves["started"], moves["handed"], moves["claimed"], moves["abandoned"]),
 		fmt.Sprintf("scale op=in nodes=5-2 ops=%d failed=%d lost=%d seconds_to_leave=%.1f",
 			total["in"], len(failed["in"]), lostIn["in"], left.Seconds()),
 	}
@@ -107,6 +120,11 @@ func TestScaleOutIn(t *testing.T) {
 	for _, p := range []string{"out", "in"} {
 		if len(failed[p]) > 0 {
 			t.Errorf("scale %s: %d operations failed:\n%s", p, len(failed[p]), strings.Join(failed[p], "\n"))
+		}
+	}
+	for _, n := range c.Nodes {
+		if strings.Contains(n.Log(), "fenced") {
+			t.Errorf("%s logged fencing: a move let a second writer open a repository", n.Name)
 		}
 	}
 }
