@@ -76,6 +76,8 @@ func TestScaleOutIn(t *testing.T) {
 		t.Errorf("the leader moved no repository (rgit_rebalance_moves_total %v)", moves)
 	}
 
+	shareEnd := c.servedShare(t, fresh, l.repos)
+
 	scaleIn := time.Now()
 	for _, i := range []int{2, 1} {
 		n := c.Nodes[i]
@@ -107,8 +109,8 @@ func TestScaleOutIn(t *testing.T) {
 		lostIn[phase(o)]++
 	}
 	lines := []string{
-		fmt.Sprintf("scale op=out nodes=3+2 repos=%d ops=%d failed=%d lost=%d share_new=%.2f seconds_to_share=%.1f moves=%.0f handed=%.0f claimed=%.0f abandoned=%.0f",
-			repos, total["out"], len(failed["out"]), lostIn["out"], share, reached.Seconds(),
+		fmt.Sprintf("scale op=out nodes=3+2 repos=%d ops=%d failed=%d lost=%d share_new=%.2f seconds_to_share=%.1f share_end=%.2f moves=%.0f handed=%.0f claimed=%.0f abandoned=%.0f",
+			repos, total["out"], len(failed["out"]), lostIn["out"], share, reached.Seconds(), shareEnd,
 			moves["started"], moves["handed"], moves["claimed"], moves["abandoned"]),
 		fmt.Sprintf("scale op=in nodes=5-2 ops=%d failed=%d lost=%d seconds_to_leave=%.1f",
 			total["in"], len(failed["in"]), lostIn["in"], left.Seconds()),
