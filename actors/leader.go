@@ -218,7 +218,7 @@ func (a *leaderActor) heartbeat(w *leaderWrite, m *cluster.RenewLeases, now time
 	}
 	w.reply.renew = h.Reply
 	if a.rebal != nil && !h.Reply.SessionDeclined {
-		w.reply.renew.Release = a.rebal.Releases(m.Node)
+		w.reply.renew.Prewarm, w.reply.renew.Release = a.rebal.Prewarms(m.Node), a.rebal.Releases(m.Node)
 	}
 	if h.WriteSession {
 		s, _ := a.m.Session(m.Node)

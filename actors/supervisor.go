@@ -353,6 +353,11 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 			ctx.Send(c.pid, &renewAnswer{epoch: epoch, declined: declined[k]})
 		}
 	}
+	if f := cl.cfg.OnGrant; f != nil {
+		for _, k := range m.r.Prewarm {
+			f(k) // a repository about to move here: prewarm it
+		}
+	}
 	s.releaseMoved(ctx, m.r.Release)
 }
 

@@ -38,15 +38,18 @@ type (
 	// in one list. Session is the node's session after the call (the new
 	// one after Open); SessionDeclined: the renewed session is not the
 	// node's current one (a replaced incarnation), so every entry the
-	// node holds under it is lost and Repos are all declined. Release
-	// lists repositories the leader moves elsewhere (Rebalancer): the
-	// node releases each it holds, through the drain, as it would an idle
-	// one; an older node ignores the field and keeps them.
+	// node holds under it is lost and Repos are all declined. The
+	// leader's moves (Rebalancer) ride on the answer: Prewarm lists
+	// repositories about to move to the node, which fetches their packs
+	// into its cache; Release lists repositories it moves elsewhere, and
+	// the node releases each it holds, through the drain, as it would an
+	// idle one. An older node ignores both and keeps what it holds.
 	LeasesRenewed struct {
 		Renewed         []names.Repo `json:"renewed"`
 		Declined        []names.Repo `json:"declined"`
 		Session         uint64       `json:"session,omitempty"`
 		SessionDeclined bool         `json:"session_declined,omitempty"`
+		Prewarm         []names.Repo `json:"prewarm,omitempty"`
 		Release         []names.Repo `json:"release,omitempty"`
 		HostKey         string       `json:"host_key,omitempty"`
 	}

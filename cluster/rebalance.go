@@ -12,7 +12,9 @@ import (
 // so a node that joins would otherwise get nothing that stays warm. The
 // leader therefore moves warm repositories toward their rendezvous winner
 // among the live nodes, a few at a time, with the drain that a release
-// already is: it tells the holder, in the answer to its heartbeat
+// already is: it tells the target, in the answer to its heartbeat
+// (LeasesRenewed.Prewarm), to fetch the repository's packs into its
+// cache, then the holder, in the answer to its own next heartbeat
 // (LeasesRenewed.Release), to release the repository; the holder drains it
 // (serving meanwhile, closing at the end, finishing the sessions still
 // running) and the leader hands the lapsed entry to the target, bound to
@@ -99,6 +101,9 @@ type Move struct {
 	// anyone, ends the move.
 	Epoch   uint64
 	Started time.Time
+	// Warmed: the target was told to prewarm (Rebalancer.Prewarms); only
+	// then is the holder told to release.
+	Warmed bool
 }
 
 func (m Move) String() string {
@@ -305,13 +310,30 @@ func (r *Rebalancer) step(m *Map, repo names.Repo, live LiveSet, now time.Time) 
 	return d, MoveEnd{Move: mv, Verdict: v}, true
 }
 
+// Prewarms lists the repositories moving to node whose target has not
+// been told to prewarm them yet, sorted, and records that it now is: the
+// leader tells node in the answer to its heartbeat. A lost answer costs
+// the target a cold first request, no more.
+func (r *Rebalancer) Prewarms(node string) []names.Repo {
+	var out []names.Repo
+	for _, repo := range sortedMoves(r.moving) {
+		if mv := r.moving[repo]; mv.To == node && !mv.Warmed {
+			mv.Warmed = true
+			r.moving[repo] = mv
+			out = append(out, repo)
+		}
+	}
+	return out
+}
+
 // Releases lists the repositories node is to release now, sorted: the
-// moves from it still under way. Repeating one is harmless: a holder
-// already draining it, or no longer holding it, ignores it.
+// moves from it under way whose target was told to prewarm. Repeating
+// one is harmless: a holder already draining it, or no longer holding
+// it, ignores it.
 func (r *Rebalancer) Releases(node string) []names.Repo {
 	var out []names.Repo
 	for _, repo := range sortedMoves(r.moving) {
-		if r.moving[repo].From == node {
+		if mv := r.moving[repo]; mv.From == node && mv.Warmed {
 			out = append(out, repo)
 		}
 	}

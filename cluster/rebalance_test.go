@@ -130,7 +130,8 @@ func TestStepMove(t *testing.T) {
 }
 
 // TestRebalancerMove follows one move through the map: started by a
-// round, asked of the holder in its heartbeat answers, its release not
+// round, prewarmed by the target, then asked of the holder in its
+// heartbeat answers, its release not
 // taken for the node leaving, handed over once the drain lapsed (bound to
 // the target's session), then on cooldown.
 func TestRebalancerMove(t *testing.T) {
@@ -152,6 +153,15 @@ func TestRebalancerMove(t *testing.T) {
 	want := Move{Repo: repo, From: "rgit-1", To: "rgit-3", Epoch: 1, Started: now}
 	if !reflect.DeepEqual(round.Started, []Move{want}) || len(round.Handed)+len(round.Ended) != 0 {
 		t.Fatalf("first round %+v, want %v started", round, want)
+	}
+	if got := r.Releases("rgit-1"); len(got) != 0 {
+		t.Fatalf("holder told to release %v before the target prewarms", got)
+	}
+	if got := r.Prewarms("rgit-3"); !reflect.DeepEqual(got, []names.Repo{repo}) || len(r.Prewarms("rgit-1")) != 0 {
+		t.Fatalf("prewarms of rgit-3 %v", got)
+	}
+	if got := r.Prewarms("rgit-3"); len(got) != 0 {
+		t.Fatalf("target told to prewarm twice: %v", got)
 	}
 	if got := r.Releases("rgit-1"); !reflect.DeepEqual(got, []names.Repo{repo}) || len(r.Releases("rgit-3")) != 0 {
 		t.Fatalf("releases of rgit-1 %v", got)
