@@ -38,7 +38,8 @@ func (a *leaderActor) rebalance(w *leaderWrite, now time.Time) {
 		return
 	}
 	live := a.live()
-	r := a.rebal.Round(a.m, a.m.Holders(now), live, a.liveness.Weighted(a.m.Members(now)), now)
+	held := func() []cluster.Held { return a.m.Holders(now) }
+	r := a.rebal.Round(a.m, held, live, a.liveness.Weighted(a.m.Members(now)), now)
 	for _, d := range r.Handed {
 		w.decided(d)
 	}

@@ -37,6 +37,11 @@ const (
 	MoveCooldown = 2 * time.Minute
 	// RebalanceEvery is the period of the leader's rebalancing round.
 	RebalanceEvery = time.Second
+	// RescanEvery: a round that found nothing to move looks at the map
+	// again only once the live nodes change, or after this long (a claim
+	// may have placed a repository away from its winner meanwhile), so
+	// that an idle leader does not read a large map every second.
+	RescanEvery = time.Minute
 )
 
 // RebalanceLimits bound the rebalancer's pace.
@@ -232,6 +237,11 @@ type Rebalancer struct {
 	lim    RebalanceLimits
 	moving map[names.Repo]Move
 	ended  map[names.Repo]time.Time
+	// quiet is the last look at the map that found nothing to move.
+	quiet struct {
+		at          time.Time
+		live, known LiveSet
+	}
 }
 
 // NewRebalancer returns a rebalancer with no moves, pacing them by lim.
@@ -256,8 +266,9 @@ type Round struct {
 
 // Round steps every move under way at now (StepMove; hand-overs are
 // granted on m), forgets cooldowns that are over, and starts new moves
-// (NextMoves) among held, Map.Holders at now.
-func (r *Rebalancer) Round(m *Map, held []Held, live, known LiveSet, now time.Time) Round {
+// (NextMoves) among held(), Map.Holders at now, when there is room and
+// the map is worth a look (RescanEvery).
+func (r *Rebalancer) Round(m *Map, held func() []Held, live, known LiveSet, now time.Time) Round {
 	var out Round
 	for _, repo := range sortedMoves(r.moving) {
 		if d, end, ok := r.step(m, repo, live, now); ok {
@@ -272,11 +283,26 @@ func (r *Rebalancer) Round(m *Map, held []Held, live, known LiveSet, now time.Ti
 			delete(r.ended, repo)
 		}
 	}
-	out.Started = NextMoves(held, live, known, r.moving, r.ended, now, r.lim)
+	if len(r.moving) >= r.lim.InFlight || !r.scanDue(live, known, now) {
+		return out
+	}
+	out.Started = NextMoves(held(), live, known, r.moving, r.ended, now, r.lim)
 	for _, mv := range out.Started {
 		r.moving[mv.Repo] = mv
 	}
+	r.quiet.at, r.quiet.live, r.quiet.known = time.Time{}, nil, nil
+	if len(out.Started) == 0 {
+		r.quiet.at, r.quiet.live, r.quiet.known = now, slices.Clone(live), slices.Clone(known)
+	}
 	return out
+}
+
+// scanDue reports whether a round at now looks at the map: always after
+// one that started moves (there may be more), else once the live nodes
+// changed or RescanEvery passed since the last look found nothing.
+func (r *Rebalancer) scanDue(live, known LiveSet, now time.Time) bool {
+	q := r.quiet
+	return q.at.IsZero() || !now.Before(q.at.Add(RescanEvery)) || !slices.Equal(live, q.live) || !slices.Equal(known, q.known)
 }
 
 // Due hands repo over at once if its move is due (the holder's entry

@@ -149,7 +149,7 @@ func TestRebalancerMove(t *testing.T) {
 	}
 	r := NewRebalancer(DefaultRebalanceLimits(4))
 	now := at(time.Second)
-	round := r.Round(m, m.Holders(now), five, five, now)
+	round := r.Round(m, func() []Held { return m.Holders(now) }, five, five, now)
 	want := Move{Repo: repo, From: "rgit-1", To: "rgit-3", Epoch: 1, Started: now}
 	if !reflect.DeepEqual(round.Started, []Move{want}) || len(round.Handed)+len(round.Ended) != 0 {
 		t.Fatalf("first round %+v, want %v started", round, want)
@@ -189,10 +189,32 @@ func TestRebalancerMove(t *testing.T) {
 	if len(r.Releases("rgit-1")) != 0 || r.Moving(repo, "rgit-1") {
 		t.Fatal("move still under way after its hand-over")
 	}
-	// rgit-3 leaves: the repository would go back, but not within the cooldown.
-	later := drained.Add(MoveCooldown - time.Second)
-	if round := r.Round(m, []Held{{Repo: repo, Node: "rgit-3", Epoch: 2}}, three, three, later); len(round.Started) != 0 {
-		t.Fatalf("moved again within the cooldown: %+v", round.Started)
+	// Claimed back on rgit-0 (say rgit-3 went away): the winner among
+	// the three is rgit-1, but the repository just moved. The look finds
+	// nothing, and later rounds skip the map until the live nodes change,
+	// a round started moves, or RescanEvery passed.
+	looked := 0
+	back := func() []Held { looked++; return []Held{{Repo: repo, Node: "rgit-0", Epoch: 2}} }
+	four := LiveSet{{"rgit-0", 1}, {"rgit-1", 1}, {"rgit-2", 1}, {"rgit-4", 1}}
+	after := drained.Add(MoveCooldown)
+	for _, c := range []struct {
+		at           time.Time
+		live         LiveSet
+		looks, moves int
+	}{
+		{after.Add(-time.Second), three, 1, 0}, // within the cooldown
+		{after.Add(-time.Second / 2), three, 1, 0},
+		{after, three, 1, 0}, // the cooldown ended, but nothing says so
+		{after, four, 2, 1},  // the live nodes changed
+		{after.Add(time.Second), four, 3, 0},
+		{after.Add(2 * time.Second), four, 3, 0},
+		{after.Add(time.Second + RescanEvery), four, 4, 0},
+	} {
+		round := r.Round(m, back, c.live, c.live, c.at)
+		if looked != c.looks || len(round.Started) != c.moves {
+			t.Fatalf("round at %v with %v: looked %d times and started %v, want %d looks and %d moves",
+				c.at.Sub(t0), c.live, looked, round.Started, c.looks, c.moves)
+		}
 	}
 }
 
