@@ -211,6 +211,9 @@ func (a *leaderActor) decide(msg any, now time.Time) (*leaderWrite, bool) {
 // plus the entries of the repositories it listed.
 func (a *leaderActor) heartbeat(w *leaderWrite, m *cluster.RenewLeases, now time.Time) {
 	a.liveness.Heard(m.Node, now)
+	if m.Leaving {
+		a.liveness.Left(m.Node)
+	}
 	h, err := a.m.Heartbeat(*m, now)
 	if err != nil {
 		w.reply.err = err

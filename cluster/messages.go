@@ -27,12 +27,17 @@ type (
 	// HostKey, on this message and its answer, is the SSH host key
 	// fingerprint of the sender: nodes that would present different keys
 	// behind one name warn (transport/node). The leader's decisions ignore it.
+	//
+	// Leaving: the node is draining (SIGTERM). The leader takes it out of
+	// placement at once, so that neither steering nor the rebalancer
+	// sends it a repository, even if it holds none to release.
 	RenewLeases struct {
 		Node    string       `json:"node"`
 		Session uint64       `json:"session,omitempty"`
 		Open    bool         `json:"open,omitempty"`
 		Repos   []names.Repo `json:"repos,omitempty"`
 		HostKey string       `json:"host_key,omitempty"`
+		Leaving bool         `json:"leaving,omitempty"`
 	}
 	// LeasesRenewed answers RenewLeases: every repository of the batch is
 	// in one list. Session is the node's session after the call (the new
