@@ -29,7 +29,7 @@ const (
 	// MoveTimeout ends a move whose holder has not let go (a release lost
 	// with its heartbeat answer, sessions lingering after the drain, or a
 	// repository the holder names but never opened). It has done no harm:
-	// the entry still names the holder, which serves on.
+	// the entry still names the holder.
 	MoveTimeout = 30 * time.Second
 	// MoveCooldown keeps a repository where a move (finished or not) left
 	// it, so that no repository ping-pongs between nodes while the live
@@ -47,7 +47,7 @@ const (
 // RebalanceLimits bound the rebalancer's pace.
 type RebalanceLimits struct {
 	// InFlight is how many moves may be under way at once (the pace:
-	// each takes about a heartbeat period and a drain).
+	// each waits for the target's heartbeat, the holder's and a drain).
 	InFlight int
 	Timeout  time.Duration
 	Cooldown time.Duration
