@@ -75,6 +75,10 @@ type ClusterConfig struct {
 	// Weights are placement weights by node name (leader only); missing
 	// nodes weigh 1, a non-positive weight keeps a node out of placement.
 	Weights map[string]float64
+	// Rebalance is how many warm repositories the leader moves toward
+	// their placement at once (cluster.Rebalancer); 0 moves none, and a
+	// joining node then gets only repositories claimed cold.
+	Rebalance int
 	// Joining starts the node joining: Route and force-grants claim
 	// nothing until Serve is called (transport/node's traffic states: a fresh
 	// map view and the start-up prewarm first); a request that needs a
@@ -260,6 +264,9 @@ func (n *Node) startCluster(cfg ClusterConfig) error {
 		}
 		c.service, c.leader, c.leaderDB, c.leaderPID = svc, svc, db, svc.pid
 		go n.pruneLoop(c)
+		if cfg.Rebalance > 0 {
+			go n.rebalanceLoop(c)
+		}
 		return nil
 	}
 	if cfg.Leader == nil {

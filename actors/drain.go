@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/names"
 )
 
@@ -20,6 +23,7 @@ func (n *Node) Drain(ctx context.Context) error {
 		return nil
 	}
 	n.cl.draining.Store(true)
+	n.leaving(ctx)
 	// Background maintenance holds sessions that would keep repositories
 	// past their drain, and its commit would meet the next owner's fence:
 	// it stops first (a half-built pack is garbage for GC).
@@ -58,6 +62,22 @@ func (n *Node) Drain(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// leaving tells the leader, with a heartbeat, that the node drains: it
+// leaves placement before its releases arrive, or without any when it
+// holds nothing. Best effort: without it the releases (or the lapse of
+// its heartbeats) take it out.
+func (n *Node) leaving(ctx context.Context) {
+	id := n.cl.session.Load()
+	if id == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, cluster.RenewEvery)
+	defer cancel()
+	if _, err := n.cl.leader.Renew(ctx, cluster.RenewLeases{Node: n.cl.cfg.Self, Session: id, Leaving: true}); err != nil {
+		n.log.Warn("tell the leader this node is leaving", zap.Error(err))
+	}
 }
 
 // namedHere lists the repositories whose live entry in this node's view

@@ -56,6 +56,8 @@ type leaderActor struct {
 	steer    bool
 	liveness *cluster.Liveness
 	live     func() cluster.LiveSet
+	// rebal moves warm repositories toward their placement; nil: off.
+	rebal *cluster.Rebalancer
 }
 
 // startLeader opens (creating if needed) the map's database, loads it and
@@ -77,6 +79,9 @@ func (n *Node) startLeader(cfg ClusterConfig) (*localLeader, *refdb.DB, error) {
 			liveness: cluster.NewLiveness(cfg.Self, cfg.Timings.TTL, cfg.Weights, time.Now())}
 		if a.live == nil {
 			a.live = func() cluster.LiveSet { return a.liveness.Live(time.Now()) }
+		}
+		if cfg.Rebalance > 0 {
+			a.rebal = cluster.NewRebalancer(cluster.DefaultRebalanceLimits(cfg.Rebalance))
 		}
 		return a
 	})
@@ -154,6 +159,7 @@ func (a *leaderActor) decide(msg any, now time.Time) (*leaderWrite, bool) {
 	switch m := msg.(type) {
 	case *cluster.ClaimLease:
 		a.liveness.Heard(m.Node, now)
+		a.due(w, m.Repo, now)
 		var live cluster.LiveSet
 		opts := a.liveness.Options(a.steer, now)
 		if opts.Steer {
@@ -165,7 +171,12 @@ func (a *leaderActor) decide(msg any, now time.Time) (*leaderWrite, bool) {
 			w.metric, w.n = a.node.metrics.grants, 1
 		}
 	case *cluster.ReleaseLease:
-		a.liveness.Left(m.Node)
+		// A release the rebalancer asked for is no node leaving: taking
+		// it out of placement would make the next round move its other
+		// repositories' neighbours to their second choice.
+		if a.rebal == nil || !a.rebal.Moving(m.Repo, m.Node) {
+			a.liveness.Left(m.Node)
+		}
 		r.d, r.err = a.m.Release(m.Node, m.Repo, now)
 		w.decided(r.d)
 	case *cluster.ForceGrantLease:
@@ -187,6 +198,8 @@ func (a *leaderActor) decide(msg any, now time.Time) (*leaderWrite, bool) {
 		a.heartbeat(w, m, now)
 	case *leaderPrune:
 		a.prune(w, m, now)
+	case *leaderRebalance:
+		a.rebalance(w, now)
 	default:
 		return nil, false
 	}
@@ -198,12 +211,18 @@ func (a *leaderActor) decide(msg any, now time.Time) (*leaderWrite, bool) {
 // plus the entries of the repositories it listed.
 func (a *leaderActor) heartbeat(w *leaderWrite, m *cluster.RenewLeases, now time.Time) {
 	a.liveness.Heard(m.Node, now)
+	if m.Leaving {
+		a.liveness.Left(m.Node)
+	}
 	h, err := a.m.Heartbeat(*m, now)
 	if err != nil {
 		w.reply.err = err
 		return
 	}
 	w.reply.renew = h.Reply
+	if a.rebal != nil && !h.Reply.SessionDeclined {
+		w.reply.renew.Prewarm, w.reply.renew.Release = a.rebal.Prewarms(m.Node), a.rebal.Releases(m.Node)
+	}
 	if h.WriteSession {
 		s, _ := a.m.Session(m.Node)
 		op, err := sessionOp(m.Node, s)

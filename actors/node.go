@@ -124,6 +124,8 @@ type metrics struct {
 	sessions    *prometheus.GaugeVec // live git sessions by kind
 	// The leader's lease decisions (zero on other nodes).
 	grants, renewals, forceGrants prometheus.Counter
+	// rebalanceMoves counts the leader's moves by result (moveResults).
+	rebalanceMoves *prometheus.CounterVec
 }
 
 // ErrBusy reports that a repository could not be reached in time.
@@ -221,12 +223,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rgit_lease_force_grants_total", Help: "Leases the ownership leader moved from an unreachable owner (leader node only)."}),
 		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "rgit_git_sessions", Help: "Live git sessions (session actors) on this node, by kind."}, []string{"kind"}),
+		rebalanceMoves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rgit_rebalance_moves_total",
+			Help: "Repositories the ownership leader moved toward their placement, by result: started, handed (the holder let go and the target was granted it), claimed (a claim placed it on the target first), abandoned (leader node only)."},
+			[]string{"result"}),
 	}
 	for _, k := range sessionKinds {
 		m.sessions.WithLabelValues(string(k)) // exported as 0 before the first
 	}
+	for _, r := range moveResults {
+		m.rebalanceMoves.WithLabelValues(r)
+	}
 	if reg != nil {
-		reg.MustRegister(m.openRepos, m.openLatency, m.fenced, m.leaseEnded, m.sessions, m.grants, m.renewals, m.forceGrants)
+		reg.MustRegister(m.openRepos, m.openLatency, m.fenced, m.leaseEnded, m.sessions, m.grants, m.renewals, m.forceGrants,
+			m.rebalanceMoves)
 	}
 	return m
 }

@@ -353,6 +353,26 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 			ctx.Send(c.pid, &renewAnswer{epoch: epoch, declined: declined[k]})
 		}
 	}
+	if f := cl.cfg.OnGrant; f != nil {
+		for _, k := range m.r.Prewarm {
+			f(k) // a repository about to move here: prewarm it
+		}
+	}
+	s.releaseMoved(ctx, m.r.Release)
+}
+
+// releaseMoved starts the release, through the drain, of the repositories
+// the leader moves elsewhere (cluster.LeasesRenewed.Release) that this
+// node serves; the leader hands each to its target once the entry lapsed.
+// One already draining, lingering or not held is left as it is: the move
+// times out if the holder never lets go.
+func (s *supervisor) releaseMoved(ctx actor.Context, repos []names.Repo) {
+	for _, k := range repos {
+		if c, ok := s.children[k]; ok && c.renews {
+			s.node.log.Info("releasing a repository the leader moves to another node", zap.Stringer("repo", k))
+			ctx.Send(c.pid, &startRelease{})
+		}
+	}
 }
 
 func (s *supervisor) checkDrained() {

@@ -22,6 +22,10 @@
 // nodes: a handed-over repository served by its second-choice node stays
 // there.
 //
+// Steering places a repository only when it is claimed cold; the
+// leader's Rebalancer moves warm ones toward the same placement, through
+// a release and a drain, a few at a time (rebalance.go).
+//
 // Map hygiene: an entry leaves the map when its lease lapsed more than
 // PruneGrace ago, or when it lapsed and its repository was deleted
 // (Map.Prune). Epochs must still never go backwards for a repo: a node

@@ -93,3 +93,12 @@ func (l *Liveness) weight(node string) float64 {
 	}
 	return 1
 }
+
+// Weighted returns nodes with their placement weights.
+func (l *Liveness) Weighted(nodes []string) LiveSet {
+	out := make(LiveSet, len(nodes))
+	for i, n := range nodes {
+		out[i] = NodeWeight{Node: n, Weight: l.weight(n)}
+	}
+	return out
+}

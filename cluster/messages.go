@@ -27,23 +27,35 @@ type (
 	// HostKey, on this message and its answer, is the SSH host key
 	// fingerprint of the sender: nodes that would present different keys
 	// behind one name warn (transport/node). The leader's decisions ignore it.
+	//
+	// Leaving: the node is draining (SIGTERM). The leader takes it out of
+	// placement at once, so that neither steering nor the rebalancer
+	// sends it a repository, even if it holds none to release.
 	RenewLeases struct {
 		Node    string       `json:"node"`
 		Session uint64       `json:"session,omitempty"`
 		Open    bool         `json:"open,omitempty"`
 		Repos   []names.Repo `json:"repos,omitempty"`
 		HostKey string       `json:"host_key,omitempty"`
+		Leaving bool         `json:"leaving,omitempty"`
 	}
 	// LeasesRenewed answers RenewLeases: every repository of the batch is
 	// in one list. Session is the node's session after the call (the new
 	// one after Open); SessionDeclined: the renewed session is not the
 	// node's current one (a replaced incarnation), so every entry the
-	// node holds under it is lost and Repos are all declined.
+	// node holds under it is lost and Repos are all declined. The
+	// leader's moves (Rebalancer) ride on the answer: Prewarm lists
+	// repositories about to move to the node, which fetches their packs
+	// into its cache; Release lists repositories it moves elsewhere, and
+	// the node releases each it holds, through the drain, as it would an
+	// idle one. An older node ignores both and keeps what it holds.
 	LeasesRenewed struct {
 		Renewed         []names.Repo `json:"renewed"`
 		Declined        []names.Repo `json:"declined"`
 		Session         uint64       `json:"session,omitempty"`
 		SessionDeclined bool         `json:"session_declined,omitempty"`
+		Prewarm         []names.Repo `json:"prewarm,omitempty"`
+		Release         []names.Repo `json:"release,omitempty"`
 		HostKey         string       `json:"host_key,omitempty"`
 	}
 	// ReleaseLease shortens Node's lease on Repo to the drain.

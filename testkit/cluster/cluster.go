@@ -63,6 +63,9 @@ type Options struct {
 	// (actors.ClusterConfig).
 	Steer   actors.SteerMode
 	Weights map[string]float64
+	// Rebalance is the leader's moves at once (actors.ClusterConfig);
+	// 0: off.
+	Rebalance int
 }
 
 // Cluster is the in-process cluster.
@@ -143,7 +146,7 @@ func (c *Cluster) Node(name string) *actors.Node {
 func (c *Cluster) Deps() repo.Deps { return repo.Deps{Store: c.Store, Log: c.opts.Log} }
 
 func (c *Cluster) start(name string) error {
-	cfg := &actors.ClusterConfig{Self: name, Steer: c.opts.Steer, Weights: c.opts.Weights}
+	cfg := &actors.ClusterConfig{Self: name, Steer: c.opts.Steer, Weights: c.opts.Weights, Rebalance: c.opts.Rebalance}
 	if name != c.Leader() {
 		cfg.Leader = &peerClient{c: c, from: name}
 	}

@@ -23,10 +23,11 @@ import (
 // written n0, n1, … (rgit-0 is n0, the leader); times print as offsets
 // from the start of the scenario. Commands:
 //
-//	start N [warm=DUR] [steer=on]
+//	start N [warm=DUR] [steer=on] [rebalance=M]
 //	                       start N nodes (idle TTL DUR); placement steering
 //	                       is off unless asked, as scenarios place repos by
-//	                       their entry node
+//	                       their entry node; so is rebalancing (M moves at
+//	                       once)
 //	create R               create repository R in the store
 //	route nX R             Route at nX: local, forward nY, or the error
 //	push nX R REF          set REF to the next value through nX (POST)
@@ -190,6 +191,10 @@ func (w *world) start(a datadriven.Args) (string, error) {
 		case o == "steer=on":
 			opts.Steer = actors.SteerOn
 		case o == "steer=off":
+		case k == "rebalance":
+			if opts.Rebalance, err = strconv.Atoi(v); err != nil {
+				return "", err
+			}
 		default:
 			return "", fmt.Errorf("start: unknown option %q", o)
 		}

@@ -22,7 +22,7 @@ import (
 // the value last read), which fails only by not answering (a CAS refused
 // as stale is an answer).
 type op struct {
-	push         bool
+	push, clone  bool
 	shared       string // "read" or "cas" on sharedRef; "" for the others
 	node, repo   string
 	branch, want string // the branch and the commit pushed (or expected)
@@ -52,11 +52,13 @@ type load struct {
 	stop  chan struct{}
 }
 
-func startLoad(t *testing.T, c *Cluster, env *gitenv.Env, workers, repos int) *load {
+// startLoad creates repos repositories alice/<prefix>-<i> and starts
+// workers on them.
+func startLoad(t *testing.T, c *Cluster, env *gitenv.Env, prefix string, workers, repos int) *load {
 	t.Helper()
 	l := &load{c: c, env: env, lb: newBalancer(c.Nodes), tok: c.token(t, c.Nodes[0], "alice"), stop: make(chan struct{})}
 	for i := range repos {
-		r := fmt.Sprintf("alice/avail-%d", i)
+		r := fmt.Sprintf("alice/%s-%d", prefix, i)
 		c.mustAdmin(t, c.Nodes[0], "create-repo", r)
 		l.repos = append(l.repos, r)
 	}
@@ -254,23 +256,36 @@ func tally(ops []op) (pushes, acked, fetches, fetched int, failed []string) {
 			}
 		}
 		if !o.ok {
-			kind := "fetch"
-			switch {
-			case o.shared != "":
-				kind = o.shared + " of the shared branch"
-			case o.push:
-				kind = "push"
-			}
-			failed = append(failed, fmt.Sprintf("%s %s via %s at %s: %s",
-				kind, o.repo, o.node, o.at.Format("15:04:05.000"), strings.TrimSpace(o.msg)))
+			failed = append(failed, o.String())
 		}
 	}
 	return pushes, acked, fetches, fetched, failed
 }
 
+// what names the operation's kind.
+func (o op) what() string {
+	switch {
+	case o.shared != "":
+		return o.shared + " of the shared branch"
+	case o.push:
+		return "push"
+	case o.clone:
+		return "clone"
+	}
+	return "fetch"
+}
+
+func (o op) String() string {
+	return fmt.Sprintf("%s %s via %s at %s: %s", o.what(), o.repo, o.node, o.at.Format("15:04:05.000"), strings.TrimSpace(o.msg))
+}
+
 // checkAcked verifies every acknowledged push: its branch names its
 // commit in the repository now. It returns how many were lost.
-func (l *load) checkAcked(t *testing.T, ops []op) int {
+func (l *load) checkAcked(t *testing.T, ops []op) int { return len(l.lostPushes(t, ops)) }
+
+// lostPushes returns the acknowledged pushes whose branch does not name
+// their commit in the repository now, reporting each as an error.
+func (l *load) lostPushes(t *testing.T, ops []op) []op {
 	t.Helper()
 	refs := map[string]map[string]string{}
 	for _, r := range l.repos {
@@ -282,10 +297,10 @@ func (l *load) checkAcked(t *testing.T, ops []op) int {
 			}
 		}
 	}
-	lost := 0
+	var lost []op
 	for _, o := range ops {
 		if o.push && o.shared == "" && o.ok && refs[o.repo][o.branch] != o.want {
-			lost++
+			lost = append(lost, o)
 			t.Errorf("acknowledged push of %s to %s (via %s) lost: the server has %q", o.branch, o.repo, o.node, refs[o.repo][o.branch])
 		}
 	}
@@ -302,7 +317,7 @@ func (l *load) checkAcked(t *testing.T, ops []op) int {
 func TestClusterRollingRestartNoFailures(t *testing.T) {
 	c, env := startCluster(t)
 	rounds := scale.Count(t, "RGIT_MULTIPROC_ROUNDS", 2)
-	l := startLoad(t, c, env, 3, 6)
+	l := startLoad(t, c, env, "avail", 3, 6)
 	l.progress(t, 10)
 	for round := range rounds {
 		for _, i := range []int{2, 1, 0} {
@@ -354,7 +369,7 @@ func TestClusterKillNineAvailability(t *testing.T) {
 	c, env := startCluster(t)
 	kills := scale.Count(t, "RGIT_MULTIPROC_KILLS", 6)
 	perKill := scale.Count(t, "RGIT_MULTIPROC_OPS", 100)
-	l := startLoad(t, c, env, workers, 6)
+	l := startLoad(t, c, env, "avail", workers, 6)
 	rng := rand.New(rand.NewPCG(2, 2)) // kills rgit-0, -2, -1, -1, -0, -2
 	l.progress(t, 10)
 	var victims []string

@@ -65,8 +65,8 @@ func startCluster(t *testing.T, env ...string) (*Cluster, *gitenv.Env) {
 	return startClusterWith(t, Options{Env: env})
 }
 
-// startClusterWith starts three nodes with o (Dir and Nodes are filled
-// in, and Bin if empty).
+// startClusterWith starts the nodes of o, three unless o.Nodes says
+// otherwise (Dir is filled in, and Bin if empty).
 func startClusterWith(t *testing.T, o Options) (*Cluster, *gitenv.Env) {
 	t.Helper()
 	if testing.Short() {
@@ -81,7 +81,10 @@ func startClusterWith(t *testing.T, o Options) (*Cluster, *gitenv.Env) {
 	var err error
 	var c *Cluster
 	for attempt := 0; ; attempt++ {
-		o.Bin, o.Dir, o.Nodes = bin, filepath.Join(dir, fmt.Sprint("c", attempt)), 3
+		o.Bin, o.Dir = bin, filepath.Join(dir, fmt.Sprint("c", attempt))
+		if o.Nodes == 0 {
+			o.Nodes = 3
+		}
 		c, err = Start(ctx, o)
 		if err == nil || attempt == 2 {
 			break

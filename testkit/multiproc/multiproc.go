@@ -119,12 +119,17 @@ type Options struct {
 	Bin   string // rgit binary (Build)
 	Dir   string // working directory for store, caches, keys and logs
 	Nodes int
-	Env   []string // extra KEY=value for every node
+	// Running is how many nodes Start launches, the first ones (0: all):
+	// the static map names all Nodes, and the others are started later
+	// (Node.Start), as a fleet scaling out.
+	Running int
+	Env     []string // extra KEY=value for every node
 	// PeerTLS, when set, turns on peer TLS on every node with these files.
 	PeerTLS peertls.Files
 }
 
-// Start launches the nodes and waits until each answers /ready.
+// Start launches the nodes (the first o.Running) and waits until each
+// answers /ready.
 func Start(ctx context.Context, o Options) (*Cluster, error) {
 	c := &Cluster{Secret: "multiproc-secret-0123456789", Dir: o.Dir}
 	var err error
@@ -175,12 +180,18 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			n.env = append(n.env, peertls.EnvCert+"="+o.PeerTLS.Cert, peertls.EnvKey+"="+o.PeerTLS.Key, peertls.EnvCA+"="+o.PeerTLS.CA)
 		}
 		n.env = append(n.env, o.Env...)
+	}
+	running := c.Nodes
+	if o.Running > 0 {
+		running = c.Nodes[:o.Running]
+	}
+	for _, n := range running {
 		if err := n.Start(); err != nil {
 			c.Stop()
 			return nil, err
 		}
 	}
-	for _, n := range c.Nodes {
+	for _, n := range running {
 		if err := n.WaitReady(ctx); err != nil {
 			c.Stop()
 			return nil, err

@@ -213,6 +213,13 @@ func TestDrainPrewarmsSuccessor(t *testing.T) {
 // prewarmBytes reads rgit_prewarm_bytes_total from n's /metrics.
 func prewarmBytes(t *testing.T, n *Node) float64 {
 	t.Helper()
+	return metricValue(t, n, "rgit_prewarm_bytes_total")
+}
+
+// metricValue reads one series (name and labels as /metrics prints them)
+// from n's /metrics.
+func metricValue(t *testing.T, n *Node, series string) float64 {
+	t.Helper()
 	resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -223,14 +230,14 @@ func prewarmBytes(t *testing.T, n *Node) float64 {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "rgit_prewarm_bytes_total "); ok {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				t.Fatalf("rgit_prewarm_bytes_total %q: %v", v, err)
+				t.Fatalf("%s %q: %v", series, v, err)
 			}
 			return f
 		}
 	}
-	t.Fatalf("%s exposes no rgit_prewarm_bytes_total", n.Name)
+	t.Fatalf("%s exposes no %s", n.Name, series)
 	return 0
 }

@@ -86,7 +86,7 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	for i := range c.Nodes {
 		wantRelease(t, fleet, i, true)
 	}
-	l := startLoad(t, c, env, 2, 4)
+	l := startLoad(t, c, env, "avail", 2, 4)
 	l.progress(t, 10)
 	// Before each step the mixed fleet serves operations of its own.
 	fleet.BeforeTerm = func(i int) {

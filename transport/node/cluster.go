@@ -51,6 +51,9 @@ func newClusterSetup(cfg *config.Config, secret string, log *zap.Logger) (*clust
 		sessions: peer.NewSessionClient(dir, secret).WithTLS(cfg.PeerTLS), hostKeys: newFleetHostKeys(log)}
 	cc := &actors.ClusterConfig{Self: cfg.Self, Timings: cluster.DefaultTimings()}
 	cc.Timings.LeaderWait = cfg.LeaderWait
+	if cfg.Rebalance {
+		cc.Rebalance = cfg.RebalanceMoves
+	}
 	if leaderName != cfg.Self {
 		addr, err := dir.StreamAddr(leaderName)
 		if err != nil {

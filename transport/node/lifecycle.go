@@ -377,12 +377,16 @@ func successors(repos []string, self string, nodes []string) map[string][]string
 
 // hintSuccessors tells the nodes that take this draining node's open
 // repositories over to prewarm them now, while the drain still serves
-// them here. Best effort and bounded: a lost hint costs a cold first
-// request.
+// them here. The candidates are the members with a live session in the
+// map view, not the peer list: a static map may name nodes that do not
+// run, and the headless service names none. Best effort and bounded: a
+// lost hint costs a cold first request.
 func (s *Server) hintSuccessors(ctx context.Context) {
-	nodes := s.cluster.dir.Nodes()
-	if len(nodes) == 0 {
-		return // service mode: membership is not known here
+	var nodes []string
+	for _, m := range s.node.Members(time.Now()) {
+		if m.Live {
+			nodes = append(nodes, m.Node)
+		}
 	}
 	open, err := s.node.OpenRepos(ctx)
 	if err != nil || len(open) == 0 {

@@ -1,0 +1,383 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/rgit/rgit/storage/names"
+)
+
+// Rebalancing: steering places a repository only when it is claimed cold,
+// so a node that joins would otherwise get nothing that stays warm. The
+// leader therefore moves warm repositories toward their rendezvous winner
+// among the live nodes, a few at a time, with the drain that a release
+// already is: it tells the target, in the answer to its heartbeat
+// (LeasesRenewed.Prewarm), to fetch the repository's packs into its
+// cache, then the holder, in the answer to its own next heartbeat
+// (LeasesRenewed.Release), to release the repository; the holder drains it
+// (serving meanwhile, closing at the end, finishing the sessions still
+// running) and the leader hands the lapsed entry to the target, bound to
+// the target's session (Map.MoveTo). No step serves from two nodes: the
+// target is granted the repository only once the holder's entry lapsed,
+// exactly as a claim would be, and the fence of the repository's database
+// stops any commit the holder still attempts after that.
+
+// Rebalancing limits: how long a move may wait for its holder to let go,
+// and how long a repository stays put after a move ended.
+const (
+	// MoveTimeout ends a move whose holder has not let go (a release lost
+	// with its heartbeat answer, sessions lingering after the drain, or a
+	// repository the holder names but never opened). It has done no harm:
+	// the entry still names the holder.
+	MoveTimeout = 30 * time.Second
+	// MoveCooldown keeps a repository where a move (finished or not) left
+	// it, so that no repository ping-pongs between nodes while the live
+	// set changes.
+	MoveCooldown = 2 * time.Minute
+	// RebalanceEvery is the period of the leader's rebalancing round.
+	RebalanceEvery = time.Second
+	// RescanEvery: a round that found nothing to move looks at the map
+	// again only once the live nodes change, or after this long (a claim
+	// may have placed a repository away from its winner meanwhile), so
+	// that an idle leader does not read a large map every second.
+	RescanEvery = time.Minute
+)
+
+// RebalanceLimits bound the rebalancer's pace.
+type RebalanceLimits struct {
+	// InFlight is how many moves may be under way at once (the pace:
+	// each waits for the target's heartbeat, the holder's and a drain).
+	InFlight int
+	Timeout  time.Duration
+	Cooldown time.Duration
+}
+
+// DefaultRebalanceLimits returns the production limits with inFlight
+// moves at once.
+func DefaultRebalanceLimits(inFlight int) RebalanceLimits {
+	return RebalanceLimits{InFlight: inFlight, Timeout: MoveTimeout, Cooldown: MoveCooldown}
+}
+
+// Held is one repository's live entry as the rebalancer reads it.
+type Held struct {
+	Repo  names.Repo
+	Node  string
+	Epoch uint64
+}
+
+// Holders lists the repositories whose entry is live at now and bound to
+// a session (a per-repository lease is a steered grant its node never
+// claimed, which lapses within the TTL unless it does), sorted by
+// repository.
+func (m *Map) Holders(now time.Time) []Held {
+	var out []Held
+	m.each(func(r names.Repo, e Entry) bool {
+		if e.Session != 0 {
+			if e = m.bind(e); e.Live(now) {
+				out = append(out, Held{Repo: r, Node: e.Node, Epoch: e.Epoch})
+			}
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b Held) int { return names.Compare(a.Repo, b.Repo) })
+	return out
+}
+
+// Members lists the nodes whose session is live at now, sorted: those
+// that may still hold or place repositories, including any that left
+// placement for a moment or are draining.
+func (m *Map) Members(now time.Time) []string {
+	var out []string
+	for n, s := range m.sessions {
+		if now.Before(s.Expires) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Move is a repository being moved from its holder to its placement.
+type Move struct {
+	Repo     names.Repo
+	From, To string
+	// Epoch is From's grant when the move started: a later grant, to
+	// anyone, ends the move.
+	Epoch   uint64
+	Started time.Time
+	// Warmed: the target was told to prewarm (Rebalancer.Prewarms); only
+	// then is the holder told to release.
+	Warmed bool
+}
+
+func (m Move) String() string {
+	return fmt.Sprintf("%s %s→%s (epoch %d)", m.Repo, m.From, m.To, m.Epoch)
+}
+
+// NextMoves chooses the moves to start at now: repositories held by a
+// live node that is not their rendezvous winner among live, in
+// repository order, as many as lim.InFlight leaves room for beside
+// moving. A repository already moving, or whose last move ended within
+// the cooldown (ended), stays. So does one whose winner would differ
+// among known, the nodes whose session is live (live's superset): a node
+// that left placement for a moment (it released a lease and was not heard
+// since) or is draining must not send its repositories' neighbours to
+// their second choice, only for them to come back. The holder and the
+// target are therefore both live; a draining or lapsed node is neither.
+//
+//	holder live   winner(live)   winner(known)   cooldown/moving   → move
+//	no            any            any             any               → no (drain, lapse: claims place it)
+//	yes           = holder       any             any               → no
+//	yes           ≠ holder       ≠ winner(live)  any               → no (live set unsettled)
+//	yes           ≠ holder       = winner(live)  yes               → no
+//	yes           ≠ holder       = winner(live)  no                → to winner(live)
+func NextMoves(held []Held, live, known LiveSet, moving map[names.Repo]Move, ended map[names.Repo]time.Time, now time.Time, lim RebalanceLimits) []Move {
+	room := lim.InFlight - len(moving)
+	all := append(slices.Clip(live), known...)
+	var out []Move
+	for _, h := range held {
+		if len(out) >= room {
+			break
+		}
+		if _, busy := moving[h.Repo]; busy {
+			continue
+		}
+		if at, ok := ended[h.Repo]; ok && now.Before(at.Add(lim.Cooldown)) {
+			continue
+		}
+		if !live.Has(h.Node) {
+			continue
+		}
+		to := Rendezvous(h.Repo, live)
+		if to == "" || to == h.Node || Rendezvous(h.Repo, all) != to {
+			continue
+		}
+		out = append(out, Move{Repo: h.Repo, From: h.Node, To: to, Epoch: h.Epoch, Started: now})
+	}
+	return out
+}
+
+// MoveVerdict is what becomes of a move under way.
+type MoveVerdict uint8
+
+const (
+	// MoveWait: the holder still holds the repository; it is (again)
+	// told to release it.
+	MoveWait MoveVerdict = iota
+	// MoveHandOver: the holder's entry lapsed; grant it to the target
+	// (Map.MoveTo).
+	MoveHandOver
+	// MoveDone: the repository was granted to the target since (a claim
+	// placed it there).
+	MoveDone
+	// MoveAbandoned: granted to another node since, the target left, or
+	// the holder did not let go within the timeout.
+	MoveAbandoned
+)
+
+var moveVerdictNames = [...]string{MoveWait: "wait", MoveHandOver: "hand-over", MoveDone: "done", MoveAbandoned: "abandoned"}
+
+func (v MoveVerdict) String() string {
+	if int(v) < len(moveVerdictNames) {
+		return moveVerdictNames[v]
+	}
+	return fmt.Sprintf("move(%d)", v)
+}
+
+// StepMove decides for mv at now from repo's entry e (ok false: none, as
+// Map.Get returns it) and the live set.
+//
+//	entry                          target live   started+timeout   → verdict
+//	none                           any           any               → abandoned (pruned: deleted)
+//	other epoch, To                any           any               → done
+//	other epoch, not To            any           any               → abandoned
+//	From's epoch                   no            any               → abandoned
+//	From's epoch, lapsed           yes           any               → hand-over
+//	From's epoch, live             yes           not reached       → wait
+//	From's epoch, live             yes           reached           → abandoned
+func StepMove(mv Move, e Entry, ok bool, live LiveSet, now time.Time, lim RebalanceLimits) MoveVerdict {
+	switch {
+	case !ok:
+		return MoveAbandoned
+	case e.Epoch != mv.Epoch || e.Node != mv.From:
+		if e.Node == mv.To {
+			return MoveDone
+		}
+		return MoveAbandoned
+	case !live.Has(mv.To):
+		return MoveAbandoned
+	case !e.Live(now):
+		return MoveHandOver
+	case !now.Before(mv.Started.Add(lim.Timeout)):
+		return MoveAbandoned
+	}
+	return MoveWait
+}
+
+// MoveTo grants repo to node to, the target of a move, if its entry still
+// names from under epoch and has lapsed at now (released and drained, or
+// its session lapsed): the same grant a claim would then make, bound to
+// to's session (see HandOver: the target serves it even while the leader
+// restarts). ok is false, and nothing changes, otherwise.
+func (m *Map) MoveTo(repo names.Repo, from string, epoch uint64, to string, now time.Time) (Decision, bool) {
+	cur, ok := m.Get(repo)
+	if !ok || cur.Node != from || cur.Epoch != epoch || cur.Live(now) {
+		return Decision{}, false
+	}
+	return m.grant(repo, to, now, true), true
+}
+
+// Rebalancer is the leader's record of the moves under way and of when
+// recent ones ended (the cooldown). It lives in memory only: a new leader
+// starts with none, and a holder told to release by the old one has
+// drained into a lapsed entry, which claims place. Not safe for
+// concurrent use; the leader actor owns it.
+type Rebalancer struct {
+	lim    RebalanceLimits
+	moving map[names.Repo]Move
+	ended  map[names.Repo]time.Time
+	// quiet is the last look at the map that found nothing to move.
+	quiet struct {
+		at          time.Time
+		live, known LiveSet
+	}
+}
+
+// NewRebalancer returns a rebalancer with no moves, pacing them by lim.
+func NewRebalancer(lim RebalanceLimits) *Rebalancer {
+	return &Rebalancer{lim: lim, moving: make(map[names.Repo]Move), ended: make(map[names.Repo]time.Time)}
+}
+
+// MoveEnd is a move that ended in a round, and how.
+type MoveEnd struct {
+	Move
+	Verdict MoveVerdict // MoveHandOver (the grant is in Round.Handed), MoveDone or MoveAbandoned
+}
+
+// Round is what one rebalancing round decided.
+type Round struct {
+	// Handed are the grants of hand-overs, to be persisted (Write) before
+	// anyone acts on them.
+	Handed  []Decision
+	Ended   []MoveEnd
+	Started []Move
+}
+
+// Round steps every move under way at now (StepMove; hand-overs are
+// granted on m), forgets cooldowns that are over, and starts new moves
+// (NextMoves) among held(), Map.Holders at now, when there is room and
+// the map is worth a look (RescanEvery).
+func (r *Rebalancer) Round(m *Map, held func() []Held, live, known LiveSet, now time.Time) Round {
+	var out Round
+	for _, repo := range sortedMoves(r.moving) {
+		if d, end, ok := r.step(m, repo, live, now); ok {
+			if end.Verdict == MoveHandOver {
+				out.Handed = append(out.Handed, d)
+			}
+			out.Ended = append(out.Ended, end)
+		}
+	}
+	for repo, at := range r.ended {
+		if !now.Before(at.Add(r.lim.Cooldown)) {
+			delete(r.ended, repo)
+		}
+	}
+	if len(r.moving) >= r.lim.InFlight || !r.scanDue(live, known, now) {
+		return out
+	}
+	out.Started = NextMoves(held(), live, known, r.moving, r.ended, now, r.lim)
+	for _, mv := range out.Started {
+		r.moving[mv.Repo] = mv
+	}
+	r.quiet.at, r.quiet.live, r.quiet.known = time.Time{}, nil, nil
+	if len(out.Started) == 0 {
+		r.quiet.at, r.quiet.live, r.quiet.known = now, slices.Clone(live), slices.Clone(known)
+	}
+	return out
+}
+
+// scanDue reports whether a round at now looks at the map: always after
+// one that started moves (there may be more), else once the live nodes
+// changed or RescanEvery passed since the last look found nothing.
+func (r *Rebalancer) scanDue(live, known LiveSet, now time.Time) bool {
+	q := r.quiet
+	return q.at.IsZero() || !now.Before(q.at.Add(RescanEvery)) || !slices.Equal(live, q.live) || !slices.Equal(known, q.known)
+}
+
+// Due hands repo over at once if its move is due (the holder's entry
+// lapsed): a claim for it, which the leader decides next, then finds the
+// target's entry instead of granting the lapsed one back to the holder,
+// whose cache is the warm one by Claim's rule. ok reports an ended move.
+func (r *Rebalancer) Due(m *Map, repo names.Repo, live LiveSet, now time.Time) (Decision, MoveEnd, bool) {
+	if _, moving := r.moving[repo]; !moving {
+		return Decision{}, MoveEnd{}, false
+	}
+	return r.step(m, repo, live, now)
+}
+
+// step applies StepMove to repo's move; ok reports that it ended.
+func (r *Rebalancer) step(m *Map, repo names.Repo, live LiveSet, now time.Time) (Decision, MoveEnd, bool) {
+	mv := r.moving[repo]
+	e, found := m.Get(repo)
+	v := StepMove(mv, e, found, live, now, r.lim)
+	var d Decision
+	switch v {
+	case MoveWait:
+		return Decision{}, MoveEnd{}, false
+	case MoveHandOver:
+		var handed bool
+		if d, handed = m.MoveTo(repo, mv.From, mv.Epoch, mv.To, now); !handed {
+			v = MoveAbandoned // StepMove said lapsed; MoveTo agrees by construction
+		}
+	}
+	delete(r.moving, repo)
+	r.ended[repo] = now
+	return d, MoveEnd{Move: mv, Verdict: v}, true
+}
+
+// Prewarms lists the repositories moving to node whose target has not
+// been told to prewarm them yet, sorted, and records that it now is: the
+// leader tells node in the answer to its heartbeat. A lost answer costs
+// the target a cold first request, no more.
+func (r *Rebalancer) Prewarms(node string) []names.Repo {
+	var out []names.Repo
+	for _, repo := range sortedMoves(r.moving) {
+		if mv := r.moving[repo]; mv.To == node && !mv.Warmed {
+			mv.Warmed = true
+			r.moving[repo] = mv
+			out = append(out, repo)
+		}
+	}
+	return out
+}
+
+// Releases lists the repositories node is to release now, sorted: the
+// moves from it under way whose target was told to prewarm. Repeating
+// one is harmless: a holder already draining it, or no longer holding
+// it, ignores it.
+func (r *Rebalancer) Releases(node string) []names.Repo {
+	var out []names.Repo
+	for _, repo := range sortedMoves(r.moving) {
+		if mv := r.moving[repo]; mv.From == node && mv.Warmed {
+			out = append(out, repo)
+		}
+	}
+	return out
+}
+
+// Moving reports whether repo is being moved away from node: its release
+// is the rebalancer's doing, not a node leaving placement.
+func (r *Rebalancer) Moving(repo names.Repo, node string) bool {
+	mv, ok := r.moving[repo]
+	return ok && mv.From == node
+}
+
+func sortedMoves(moving map[names.Repo]Move) []names.Repo {
+	out := make([]names.Repo, 0, len(moving))
+	for r := range moving {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, names.Compare)
+	return out
+}
