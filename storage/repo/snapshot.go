@@ -232,7 +232,16 @@ func (r *Repo) Snapshot(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	set := r.set
-	if set == nil || set.key != st.setKey || set.failed() {
+	if set != nil && set.failed() {
+		// Let go of a pack whose download failed now, not once a new set
+		// opens: its file, deleted from the cache directory, stays open
+		// (and its space used) while anything holds it, and opening again
+		// may fail for as long as that space is missing.
+		r.set = nil
+		set.release()
+		set = nil
+	}
+	if set == nil || set.key != st.setKey {
 		var err error
 		if set, err = openSet(ctx, r.d, r.name, st); err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", r.name, err)
