@@ -18,8 +18,8 @@ import (
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/testkit/faultstore"
-	"github.com/rgit/rgit/testkit/tmpfs"
 	"github.com/rgit/rgit/testkit/gitrun"
+	"github.com/rgit/rgit/testkit/tmpfs"
 )
 
 // countingStore counts Gets and can hold them until released.
