@@ -135,6 +135,7 @@ type Cache struct {
 	// meanwhile hold.
 	diskFull error
 	memUsed  int64
+	uncached map[*pack.Pack]bool // the packs served from memory, open
 
 	// Downloads outlive the Get that started them (a pack is read while
 	// it arrives); Close cancels them and waits.
@@ -183,15 +184,16 @@ func Open(dir string, store objstore.Store, log *zap.Logger, opts ...Option) (*C
 		log = zap.NewNop()
 	}
 	c := &Cache{
-		dir:     dir,
-		packDir: filepath.Join(dir, "packs"),
-		tmpDir:  filepath.Join(dir, "tmp"),
-		store:   store,
-		log:     log,
-		opt:     options{now: time.Now, verifyExisting: true, memFallback: DefaultMemoryFallback},
-		entries: make(map[string]*entry),
-		flights: make(map[string]*flight),
-		bases:   pack.NewBaseCache(0, 0),
+		dir:      dir,
+		packDir:  filepath.Join(dir, "packs"),
+		tmpDir:   filepath.Join(dir, "tmp"),
+		store:    store,
+		log:      log,
+		opt:      options{now: time.Now, verifyExisting: true, memFallback: DefaultMemoryFallback},
+		entries:  make(map[string]*entry),
+		flights:  make(map[string]*flight),
+		uncached: make(map[*pack.Pack]bool),
+		bases:    pack.NewBaseCache(0, 0),
 	}
 	c.bg, c.bgCancel = context.WithCancel(context.Background())
 	for _, o := range opts {
@@ -440,6 +442,7 @@ func (c *Cache) get(ctx context.Context, packKey, idxKey, name string) (*pack.Pa
 		var ne *entry
 		if direct {
 			ne = &entry{name: name, p: p, verified: true, detached: true, mem: size}
+			c.uncached[p] = true
 		} else {
 			ne = c.publish(name, p, size, f.stale)
 		}
@@ -515,8 +518,11 @@ func (c *Cache) releaser(e *entry) func() {
 			e.lastUsed = c.opt.now()
 			var toClose []*pack.Pack
 			if e.detached && e.refs == 0 && e.p != nil {
+				if e.mem > 0 {
+					delete(c.uncached, e.p)
+					c.memUsed -= e.mem
+				}
 				toClose, e.p, e.bm = append(toClose, e.p), nil, nil
-				c.memUsed -= e.mem
 			}
 			var idle *pack.Pack
 			if e.refs == 0 {

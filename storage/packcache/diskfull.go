@@ -88,6 +88,15 @@ func (c *Cache) DiskFull() error {
 	return c.diskFull
 }
 
+// Uncached reports whether p is served from memory because the cache disk
+// had no room for it: it is meant for the requests at hand only, and whoever
+// holds it across requests should let it go and Get it again.
+func (c *Cache) Uncached(p *pack.Pack) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.uncached[p]
+}
+
 // noteDiskFull records a pack the disk had no room for: counted every
 // time, logged when the disk becomes full.
 func (c *Cache) noteDiskFull(err error) {

@@ -32,18 +32,27 @@ func TestFullDiskServesFromStore(t *testing.T) {
 	fx := makePack(t, "full")
 	c, dir, filler := fullCache(t, fx)
 	release := get(t, c, fx)
+	pk, ik := keys(fx)
+	p, release2, err := c.Get(context.Background(), pk, ik, fx.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Uncached(p) {
+		t.Fatal("a pack served around a full disk is not reported Uncached")
+	}
+	release2()
 	if err := c.DiskFull(); !NoSpace(err) {
 		t.Fatalf("DiskFull() = %v, want the cause (no space)", err)
 	}
-	if st := c.Stats(); st.WriteErrors != 1 || st.Packs != 0 || st.Misses != 1 {
-		t.Fatalf("stats = %+v, want 1 write error, 1 miss and nothing cached", st)
+	if st := c.Stats(); st.WriteErrors != 2 || st.Packs != 0 || st.Misses != 2 {
+		t.Fatalf("stats = %+v, want 2 write errors, 2 misses (each Get its own copy) and nothing cached", st)
 	}
 	if fds := tmpfs.OpenUnder(t, filepath.Join(dir, "tmp")); len(fds) != 0 {
 		t.Fatalf("descriptors left open in the cache's temp dir: %v", fds)
 	}
 	release()
-	if c.memUsed != 0 {
-		t.Fatalf("memory fallback holds %d bytes after the last release", c.memUsed)
+	if c.memUsed != 0 || c.Uncached(p) {
+		t.Fatalf("memory fallback holds %d bytes (pack still uncached: %v) after the last release", c.memUsed, c.Uncached(p))
 	}
 	for _, sub := range []string{"tmp", "packs"} {
 		if n := dirNames(t, filepath.Join(dir, sub)); len(n) != 0 {

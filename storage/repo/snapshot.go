@@ -200,11 +200,13 @@ func openSet(ctx context.Context, d Deps, r names.Repo, st *state) (*sharedSet, 
 	return s, nil
 }
 
-// failed reports whether a pack of the set stopped arriving (its download
-// failed): reads of it fail, so the set must be opened again.
+// failed reports whether the set must be opened again: a pack of it
+// stopped arriving (its download failed: reads of it fail), or is served
+// from memory around a full cache disk, which is for the requests at hand
+// only (the next open caches it if the disk has room again).
 func (s *sharedSet) failed() bool {
 	for _, p := range s.set.Packs() {
-		if a := p.Arrival(); a != nil && a.Err() != nil {
+		if a := p.Arrival(); a != nil && a.Err() != nil || s.cache.Uncached(p) {
 			return true
 		}
 	}
