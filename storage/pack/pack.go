@@ -95,6 +95,20 @@ func OpenWith(packPath, idxPath string, opts OpenOptions) (*Pack, error) {
 	return p, nil
 }
 
+// OpenFile opens a pack whose data is f, with its index already parsed
+// (ParseIndex): a pack with no path to reopen it by, such as one held in
+// memory. The pack owns f and closes it; opts.Files must be nil.
+func OpenFile(f *os.File, idx *Index, opts OpenOptions) (*Pack, error) {
+	if opts.Files != nil {
+		return nil, errors.New("pack: OpenFile with a file budget: nothing to reopen the file by")
+	}
+	p, err := newPack(f.Name(), f, idx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("pack %s: %w", f.Name(), err)
+	}
+	return p, nil
+}
+
 // OpenIndexed opens the pack and index IndexPack wrote, keeping the type and
 // size of every object it resolved, so ReadHeader answers from memory
 // instead of inflating delta headers along each chain (a push's

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rgit/rgit/testkit/faultstore"
+	"github.com/rgit/rgit/testkit/tmpfs"
 )
 
 // TestGetArrivingReadsWhileDownloading holds every ranged read of the
@@ -82,6 +83,9 @@ func TestGetArrivingFailureMidPack(t *testing.T) {
 	for _, sub := range []string{"tmp", "packs"} {
 		if n := dirNames(t, filepath.Join(dir, sub)); len(n) != 0 {
 			t.Fatalf("files left in %s by failed downloads: %v", sub, n)
+		}
+		if fds := tmpfs.OpenUnder(t, filepath.Join(dir, sub)); len(fds) != 0 {
+			t.Fatalf("descriptors left open in %s by failed downloads: %v", sub, fds)
 		}
 	}
 	if st := c.Stats(); st.Packs != 0 || st.Bytes != 0 || st.InUse != 0 {

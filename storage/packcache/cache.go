@@ -42,11 +42,15 @@ type Metrics interface {
 	Evict(bytes int64)
 	// Corrupt: a cached or downloaded file failed verification.
 	Corrupt()
+	// WriteError: the cache disk had no room for a pack (or failed to
+	// take it); the pack was served from memory or not at all.
+	WriteError()
 }
 
 // Stats is a point-in-time view of the cache.
 type Stats struct {
 	Hits, Misses, Evictions, Corrupt uint64
+	WriteErrors                      uint64 // packs the disk had no room for
 	DownloadedBytes                  int64
 	Bytes                            int64 // on disk, pack + idx
 	Packs                            int   // cached pairs
@@ -67,6 +71,7 @@ type options struct {
 	verifyExisting bool
 	parallel       objstore.ParallelOptions
 	onWait         func()
+	memFallback    int64
 }
 
 // WithMaxBytes sets the size budget (pack + idx bytes on disk). Zero, the
@@ -125,6 +130,12 @@ type Cache struct {
 	// releases counts the releases since trimOpenLocked last scanned.
 	releases int
 	stats    Stats
+	// diskFull is why the last pack that had to be stored was not, until
+	// one is (DiskFull); memUsed is what packs served from memory
+	// meanwhile hold.
+	diskFull error
+	memUsed  int64
+	uncached map[*pack.Pack]bool // the packs served from memory, open
 
 	// Downloads outlive the Get that started them (a pack is read while
 	// it arrives); Close cancels them and waits.
@@ -153,6 +164,8 @@ type entry struct {
 	bmSize  int64 // counted in size while the bitmap is loaded
 
 	dl *arriving // while p's file is still arriving (GetArriving); guarded by Cache.mu
+
+	mem int64 // bytes of memory p holds: a pack served around a full disk, never cached
 }
 
 // flight is one in-progress download or open of a pack; concurrent Gets for
@@ -171,15 +184,16 @@ func Open(dir string, store objstore.Store, log *zap.Logger, opts ...Option) (*C
 		log = zap.NewNop()
 	}
 	c := &Cache{
-		dir:     dir,
-		packDir: filepath.Join(dir, "packs"),
-		tmpDir:  filepath.Join(dir, "tmp"),
-		store:   store,
-		log:     log,
-		opt:     options{now: time.Now, verifyExisting: true},
-		entries: make(map[string]*entry),
-		flights: make(map[string]*flight),
-		bases:   pack.NewBaseCache(0, 0),
+		dir:      dir,
+		packDir:  filepath.Join(dir, "packs"),
+		tmpDir:   filepath.Join(dir, "tmp"),
+		store:    store,
+		log:      log,
+		opt:      options{now: time.Now, verifyExisting: true, memFallback: DefaultMemoryFallback},
+		entries:  make(map[string]*entry),
+		flights:  make(map[string]*flight),
+		uncached: make(map[*pack.Pack]bool),
+		bases:    pack.NewBaseCache(0, 0),
 	}
 	c.bg, c.bgCancel = context.WithCancel(context.Background())
 	for _, o := range opts {
@@ -408,6 +422,10 @@ func (c *Cache) get(ctx context.Context, packKey, idxKey, name string) (*pack.Pa
 		c.mu.Unlock()
 
 		p, size, dl, err := c.load(ctx, packKey, idxKey, name, want, onDisk, verified)
+		direct := false
+		if full := (*noRoom)(nil); errors.As(err, &full) {
+			p, size, dl, direct, err = c.loadWithoutRoom(ctx, packKey, idxKey, name, want, full)
+		}
 		f.err = err
 		c.mu.Lock()
 		delete(c.flights, name)
@@ -421,24 +439,32 @@ func (c *Cache) get(ctx context.Context, packKey, idxKey, name string) (*pack.Pa
 			close(f.done)
 			return nil, nil, nil, err
 		}
-		ne := c.publish(name, p, size, f.stale)
+		var ne *entry
+		if direct {
+			ne = &entry{name: name, p: p, verified: true, detached: true, mem: size}
+			c.uncached[p] = true
+		} else {
+			ne = c.publish(name, p, size, f.stale)
+		}
 		ne.refs++
 		ne.lastUsed = c.opt.now()
-		if dl != nil {
+		if dl != nil || direct {
 			c.stats.Misses++
 			c.stats.DownloadedBytes += size
+		}
+		if dl != nil {
 			// The download holds the pack until it has arrived, so it is
 			// neither evicted nor closed meanwhile.
 			ne.refs++
 			ne.dl = dl
 			c.bgWG.Add(1)
 			go c.arrive(ne, dl)
-		} else {
+		} else if !direct {
 			c.stats.Hits++
 		}
 		c.mu.Unlock()
 		close(f.done)
-		if dl != nil {
+		if dl != nil || direct {
 			c.metricMiss(size)
 		} else {
 			c.metricHit()
@@ -492,6 +518,10 @@ func (c *Cache) releaser(e *entry) func() {
 			e.lastUsed = c.opt.now()
 			var toClose []*pack.Pack
 			if e.detached && e.refs == 0 && e.p != nil {
+				if e.mem > 0 {
+					delete(c.uncached, e.p)
+					c.memUsed -= e.mem
+				}
 				toClose, e.p, e.bm = append(toClose, e.p), nil, nil
 			}
 			var idle *pack.Pack
@@ -692,10 +722,10 @@ func (c *Cache) download(ctx context.Context, packKey, idxKey, pp string, want o
 		rc.Close()
 		return fail(fmt.Errorf("%w: %s is %d bytes, too short", ErrCorrupt, packKey, info.Size), false)
 	}
-	tmp, err := os.CreateTemp(c.tmpDir, "dl-*")
+	tmp, err := c.createTemp(packKey, info.Size)
 	if err != nil {
 		rc.Close()
-		return fail(fmt.Errorf("create temp for %s: %w", packKey, err), false)
+		return fail(err, false)
 	}
 	dl.tmpPack = tmp.Name()
 	a := pack.NewArrival(info.Size)
@@ -779,6 +809,7 @@ func (c *Cache) arrive(e *entry, dl *arriving) {
 	e.dl = nil
 	c.mu.Unlock()
 	if published {
+		c.noteStored()
 		e.p.Settle(pp)
 	} else {
 		// Failed, or the entry was removed meanwhile: its readers keep the
@@ -809,10 +840,10 @@ func (c *Cache) fetch(ctx context.Context, key string, tee io.Writer) (path stri
 	if err != nil {
 		return "", 0, fmt.Errorf("get %s: %w", key, err)
 	}
-	f, err := os.CreateTemp(c.tmpDir, "dl-*")
+	f, err := c.createTemp(key, info.Size)
 	if err != nil {
 		rc.Close()
-		return "", 0, fmt.Errorf("create temp for %s: %w", key, err)
+		return "", 0, err
 	}
 	return c.save(key, rc, info, f, tee)
 }
@@ -1016,6 +1047,15 @@ func (c *Cache) evict() int64 {
 		return 0
 	}
 	victims := pickVictims(c.entries, c.bytes, c.opt.maxBytes, c.opt.now().Add(-c.opt.minIdle))
+	freed := c.evictLocked(victims)
+	c.mu.Unlock()
+	c.metricEvict(victims)
+	return freed
+}
+
+// evictLocked drops victims and deletes their files, and returns the
+// bytes freed. Called with c.mu held.
+func (c *Cache) evictLocked(victims []*entry) int64 {
 	var freed int64
 	for _, e := range victims {
 		c.dropLocked(e)
@@ -1025,13 +1065,15 @@ func (c *Cache) evict() int64 {
 		freed += e.size
 		c.stats.Evictions++
 	}
-	c.mu.Unlock()
+	return freed
+}
+
+func (c *Cache) metricEvict(victims []*entry) {
 	if c.opt.metrics != nil {
 		for _, e := range victims {
 			c.opt.metrics.Evict(e.size)
 		}
 	}
-	return freed
 }
 
 // pickVictims chooses, oldest use first, unreferenced entries idle since

@@ -19,6 +19,7 @@ import (
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/testkit/faultstore"
 	"github.com/rgit/rgit/testkit/gitrun"
+	"github.com/rgit/rgit/testkit/tmpfs"
 )
 
 // countingStore counts Gets and can hold them until released.
@@ -536,21 +537,11 @@ func TestMaxOpenBoundsHeldPacks(t *testing.T) {
 	}
 }
 
-// openFilesUnder counts this process's descriptors open on files under dir.
+// openFilesUnder counts this process's descriptors open on cached pack
+// files under dir.
 func openFilesUnder(t *testing.T, dir string) int {
 	t.Helper()
-	des, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
-	n := 0
-	for _, de := range des {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", de.Name()))
-		if err == nil && strings.HasPrefix(target, dir+"/packs/") {
-			n++
-		}
-	}
-	return n
+	return len(tmpfs.OpenUnder(t, filepath.Join(dir, "packs")))
 }
 
 // dirNames lists a directory's entries.

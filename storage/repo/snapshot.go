@@ -200,11 +200,13 @@ func openSet(ctx context.Context, d Deps, r names.Repo, st *state) (*sharedSet, 
 	return s, nil
 }
 
-// failed reports whether a pack of the set stopped arriving (its download
-// failed): reads of it fail, so the set must be opened again.
+// failed reports whether the set must be opened again: a pack of it
+// stopped arriving (its download failed: reads of it fail), or is served
+// from memory around a full cache disk, which is for the requests at hand
+// only (the next open caches it if the disk has room again).
 func (s *sharedSet) failed() bool {
 	for _, p := range s.set.Packs() {
-		if a := p.Arrival(); a != nil && a.Err() != nil {
+		if a := p.Arrival(); a != nil && a.Err() != nil || s.cache.Uncached(p) {
 			return true
 		}
 	}
@@ -232,7 +234,16 @@ func (r *Repo) Snapshot(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	set := r.set
-	if set == nil || set.key != st.setKey || set.failed() {
+	if set != nil && set.failed() {
+		// Let go of a pack whose download failed now, not once a new set
+		// opens: its file, deleted from the cache directory, stays open
+		// (and its space used) while anything holds it, and opening again
+		// may fail for as long as that space is missing.
+		r.set = nil
+		set.release()
+		set = nil
+	}
+	if set == nil || set.key != st.setKey {
 		var err error
 		if set, err = openSet(ctx, r.d, r.name, st); err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", r.name, err)

@@ -838,21 +838,22 @@ func peerSecret(cfg *config.Config) (string, error) {
 // repositories the node still serves.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	open, _ := s.node.OpenRepos(r.Context())
-	fmt.Fprintf(w, "ok\n%s\nopen_repos %d\n", s.storeLine(), len(open))
+	fmt.Fprintf(w, "ok\n%s\n%s\nopen_repos %d\n", s.storeLine(), s.cacheLine(), len(open))
 }
 
 // ready is readiness: 200 only while serving; the body names the
-// traffic state and the store's health. A store outage leaves a serving
+// traffic state, the store's health and the cache disk's. A full cache
+// disk leaves the node serving too: reads come from the store meanwhile. A store outage leaves a serving
 // node serving: every node shares the store, so taking them out of the
 // load balancer would only stop the warm repositories they still serve
 // (cold ones answer 503 with Retry-After on their own).
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	st := s.traffic()
 	if st != Serving {
-		http.Error(w, st.String()+"\n"+s.storeLine(), http.StatusServiceUnavailable)
+		http.Error(w, st.String()+"\n"+s.storeLine()+"\n"+s.cacheLine(), http.StatusServiceUnavailable)
 		return
 	}
-	fmt.Fprintf(w, "%s\n%s\n", st, s.storeLine())
+	fmt.Fprintf(w, "%s\n%s\n%s\n", st, s.storeLine(), s.cacheLine())
 }
 
 // downProbe is how often the store is probed while it is down.
@@ -946,7 +947,7 @@ func commitMetric(reg prometheus.Registerer) func(time.Duration, error) {
 // cacheMetrics adapts pack cache events to Prometheus.
 type cacheMetrics struct {
 	hits, misses, evictions, corrupt prometheus.Counter
-	fetched                          prometheus.Counter
+	fetched, writeErrs               prometheus.Counter
 }
 
 func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
@@ -961,6 +962,7 @@ func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 		evictions: c("rgit_pack_cache_evictions_total", "Packs evicted from the local cache."),
 		corrupt:   c("rgit_pack_cache_corrupt_total", "Cached or downloaded packs that failed verification."),
 		fetched:   c("rgit_pack_cache_fetched_bytes_total", "Bytes downloaded into the pack cache."),
+		writeErrs: c("rgit_pack_cache_write_errors_total", "Packs the cache disk had no room for (full, over quota or failing): served from memory, uncached, or refused."),
 	}
 }
 
@@ -968,6 +970,7 @@ func (m *cacheMetrics) Hit()              { m.hits.Inc() }
 func (m *cacheMetrics) Miss(bytes int64)  { m.misses.Inc(); m.fetched.Add(float64(bytes)) }
 func (m *cacheMetrics) Evict(bytes int64) { m.evictions.Inc() }
 func (m *cacheMetrics) Corrupt()          { m.corrupt.Inc() }
+func (m *cacheMetrics) WriteError()       { m.writeErrs.Inc() }
 
 // maintSlots maps RGIT_MAINTENANCE_SLOTS (0: off) to the node's setting
 // (negative: off).

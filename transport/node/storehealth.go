@@ -63,6 +63,16 @@ func (s *Server) storeLine() string {
 	return line
 }
 
+// cacheLine is the pack cache disk's state for /healthz and /ready:
+// "cache disk ok", or full and why (packs that do not fit are served from
+// the store through memory meanwhile; pushes fail).
+func (s *Server) cacheLine() string {
+	if err := s.cache.DiskFull(); err != nil {
+		return "cache disk full: " + err.Error()
+	}
+	return "cache disk ok"
+}
+
 // storeDown reports whether the store is down or failing its probe.
 func (s *Server) storeDown() bool {
 	return s.guard.Status().State == guard.Down || s.storeFault.Load() != nil
@@ -72,6 +82,9 @@ func (s *Server) storeDown() bool {
 type nodeStatus struct {
 	State string      `json:"state"` // traffic state: joining, serving, draining
 	Store storeStatus `json:"store"`
+	// CacheDisk is "ok" or "full": full while the pack cache's disk has
+	// no room for the packs asked for.
+	CacheDisk string `json:"cache_disk"`
 }
 
 type storeStatus struct {
@@ -96,6 +109,10 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	cacheDisk := "ok"
+	if s.cache.DiskFull() != nil {
+		cacheDisk = "full"
+	}
 	_ = json.NewEncoder(w).Encode(nodeStatus{State: s.traffic().String(),
-		Store: storeStatus{State: state, Since: st.Since.UTC(), Probe: probe}})
+		Store: storeStatus{State: state, Since: st.Since.UTC(), Probe: probe}, CacheDisk: cacheDisk})
 }

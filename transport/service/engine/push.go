@@ -16,10 +16,12 @@ import (
 	"github.com/rgit/rgit/storage/object"
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/storage/walk"
 	"github.com/rgit/rgit/transport/service/admission"
+	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
@@ -57,6 +59,11 @@ func (b *backend) Push(ctx context.Context, req gitproto.PushRequest) (gitproto.
 				b.log().Warn("push rejected by fsck", zap.Error(err))
 			case errors.Is(err, gitproto.ErrBusy):
 				b.log().Warn("push refused by memory admission", zap.Error(err))
+			case packcache.NoSpace(err):
+				// The client is told which disk, not its path: nothing
+				// was stored, and the push passes once space is freed.
+				b.log().Warn("push refused: local disk full", zap.String("dir", b.e.IncomingDir), zap.Error(err))
+				err = errIncomingDiskFull
 			default:
 				b.log().Warn("push rejected: bad pack", zap.Error(err))
 			}
@@ -247,6 +254,10 @@ func (b *backend) index(ctx context.Context, r io.Reader, progress io.Writer, c 
 		},
 	})
 }
+
+// errIncomingDiskFull is the unpack error of a push whose pack the node's
+// disk had no room for.
+var errIncomingDiskFull = errors.New(gitserve.CacheDiskFull)
 
 // limitError turns a pack refused for a configured limit into the
 // *gitproto.LimitError the client sees in its unpack line; other errors

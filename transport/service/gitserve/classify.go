@@ -7,6 +7,7 @@ import (
 
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
@@ -67,7 +68,8 @@ func Classify(err error) Class {
 		return TooLarge
 	case errors.Is(err, gitproto.ErrProtocol):
 		return BadRequest
-	case errors.Is(err, ErrUnavailable), errors.Is(err, gitproto.ErrBusy), errors.Is(err, objstore.ErrUnavailable):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, gitproto.ErrBusy), errors.Is(err, objstore.ErrUnavailable),
+		errors.Is(err, packcache.ErrDiskFull):
 		return Unavailable
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return Canceled
@@ -106,8 +108,11 @@ func (c Class) Message() string {
 // repository is missing), or what limits the token or deploy key whose
 // push was refused.
 func ClientMessage(err error) string {
-	if errors.Is(err, objstore.ErrUnavailable) {
+	switch {
+	case errors.Is(err, objstore.ErrUnavailable):
 		return StoreUnavailable
+	case errors.Is(err, packcache.ErrDiskFull):
+		return CacheDiskFull
 	}
 	var denied *DeniedError
 	if errors.As(err, &denied) {
@@ -144,6 +149,10 @@ func (e *DeniedError) clientMessage() string {
 // StoreUnavailable is what a client is told when the object store
 // failed its request: the cause, and that retrying later helps.
 const StoreUnavailable = "object store unavailable (not answering in time, refusing or throttling); try again later"
+
+// CacheDiskFull is what a client is told when a node's local pack cache
+// disk had no room for what its request needed.
+const CacheDiskFull = "the server's local disk (pack cache) is full; try again later"
 
 // ParseClass is the inverse of Class.String; unknown labels are Internal.
 func ParseClass(s string) Class {
