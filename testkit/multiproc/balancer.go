@@ -7,13 +7,14 @@ import (
 	"time"
 )
 
-// balancer is the tests' load balancer in front of the nodes: each
+// Balancer is a load balancer in front of the nodes, for tests and
+// `rgit-bench soak`: each
 // operation goes to a random node in rotation whose /ready answers 200,
-// and the operations in flight at each node are counted. takeOut removes
+// and the operations in flight at each node are counted. TakeOut removes
 // a node (what Kubernetes does before a SIGTERM, or the test before a
 // kill) and waits until its operations have finished; the node rejoins
 // once a new process of it answers /ready.
-type balancer struct {
+type Balancer struct {
 	nodes []*Node
 	mu    sync.Mutex
 	cond  *sync.Cond // an operation ended
@@ -22,8 +23,9 @@ type balancer struct {
 	busy  map[*Node]int // operations in flight
 }
 
-func newBalancer(nodes []*Node) *balancer {
-	b := &balancer{nodes: nodes, rng: rand.New(rand.NewPCG(1, 16)), out: map[*Node]int{}, busy: map[*Node]int{}}
+// NewBalancer balances over nodes, all in rotation.
+func NewBalancer(nodes []*Node) *Balancer {
+	b := &Balancer{nodes: nodes, rng: rand.New(rand.NewPCG(1, 16)), out: map[*Node]int{}, busy: map[*Node]int{}}
 	b.cond = sync.NewCond(&b.mu)
 	return b
 }
@@ -40,8 +42,8 @@ func ready(n *Node) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// pick chooses a node for one operation; call done when it has ended.
-func (b *balancer) pick() (n *Node, done func()) {
+// Pick chooses a node for one operation; call done when it has ended.
+func (b *Balancer) Pick() (n *Node, done func()) {
 	for {
 		b.mu.Lock()
 		var cand []*Node
@@ -76,8 +78,8 @@ func (b *balancer) pick() (n *Node, done func()) {
 	}
 }
 
-// takeOut removes n from rotation and waits for its operations in flight.
-func (b *balancer) takeOut(n *Node) {
+// TakeOut removes n from rotation and waits for its operations in flight.
+func (b *Balancer) TakeOut(n *Node) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.out[n] = n.Pid()
