@@ -51,6 +51,8 @@ import (
 // stretch was under a minute, not judged). The verdict
 // passes with 0 errors, 0 lost, every fault carried out and every node
 // within 1.2×; otherwise the command fails and keeps the nodes' logs.
+// A node not running at the end of an interval (no fault holds it down
+// then) ends the run with an error.
 func runSoak(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("soak", flag.ExitOnError)
 	var o soakOptions
@@ -528,6 +530,14 @@ func (s *soak) run(ctx context.Context) (soakVerdict, error) {
 			return soakVerdict{}, err
 		}
 		fmt.Println(s.minuteLine(m, plan, took, t0, time.Now()))
+		// Between faults every node runs: one that exited was not the
+		// soak's doing (a crash, or a signal from outside), and the rest
+		// of the run would measure something else.
+		for _, n := range s.cl.Nodes {
+			if !n.Running() {
+				return soakVerdict{}, fmt.Errorf("%s exited outside a fault; its log ends:\n%s", n.Name, n.LogTail(10))
+			}
+		}
 	}
 	stopLoad()
 	wg.Wait()
@@ -563,7 +573,10 @@ func (s *soak) client(ctx context.Context, op soakOp, w int, dir string) {
 		node, done := "api-serve", func() {}
 		var n *multiproc.Node
 		if op != soakAPI {
-			n, done = s.lb.Pick()
+			var err error
+			if n, done, err = s.lb.PickContext(ctx); err != nil {
+				return // the load stopped
+			}
 			node = n.Name
 		}
 		opCtx, cancel := context.WithTimeout(context.Background(), s.o.opTimeout)

@@ -1,6 +1,7 @@
 package multiproc
 
 import (
+	"context"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -43,7 +44,15 @@ func ready(n *Node) bool {
 }
 
 // Pick chooses a node for one operation; call done when it has ended.
+// It waits for a node to be ready as long as it takes.
 func (b *Balancer) Pick() (n *Node, done func()) {
+	n, done, _ = b.PickContext(context.Background())
+	return n, done
+}
+
+// PickContext is Pick until ctx ends (a load that stops, or nodes that
+// will not come back).
+func (b *Balancer) PickContext(ctx context.Context) (n *Node, done func(), err error) {
 	for {
 		b.mu.Lock()
 		var cand []*Node
@@ -70,11 +79,15 @@ func (b *Balancer) Pick() (n *Node, done func()) {
 					b.busy[n]--
 					b.cond.Broadcast()
 					b.mu.Unlock()
-				}
+				}, nil
 			}
 			b.mu.Unlock()
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 
