@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -234,15 +232,9 @@ func handoff(ctx context.Context, cl *multiproc.Cluster, runs int, token, repo s
 
 // prewarmed reads node n's prewarm counter from /metrics.
 func prewarmed(n *multiproc.Node) string {
-	resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
+	v, err := nodeMetrics(context.Background(), n, "rgit_prewarm_bytes_total")
 	if err != nil {
-		return "metrics: " + err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	v, ok, err := metricValue(string(b), "rgit_prewarm_bytes_total")
-	if !ok || err != nil {
 		return "prewarm_bytes=?"
 	}
-	return fmt.Sprintf("prewarm_bytes=%.0f", v)
+	return fmt.Sprintf("prewarm_bytes=%.0f", v[0])
 }

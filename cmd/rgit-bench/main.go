@@ -39,6 +39,8 @@
 //	          presigned transfers and cp of the same bytes (see lfs.go)
 //	web       the browse page's views against cgit (CGI, cache off) on
 //	          the same repository, p50 and p99 (see web.go)
+//	soak      three nodes on versitygw under a mixed load for -duration,
+//	          one fault a minute: a line a minute and a verdict (soak.go)
 //
 // The engine's headline lines, op=index, op=clone and op=fetch, are a
 // fresh process per request on both sides (rgit=process ref=git-process):
@@ -122,6 +124,8 @@ func main() {
 		err = runLFS(ctx, args)
 	case "web":
 		err = runWeb(ctx, args)
+	case "soak":
+		err = runSoak(ctx, args)
 	default:
 		usage()
 		os.Exit(2)
@@ -133,7 +137,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|packuris|cluster|maint|api|load|cold|cold-open|outage|memory|hostile|lfs|web [flags]   (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: rgit-bench fixtures|engine|http|packuris|cluster|maint|api|load|cold|cold-open|outage|memory|hostile|lfs|web|soak [flags]   (-h for flags)")
 }
 
 // commonFlags are shared by the subcommands that use fixtures.

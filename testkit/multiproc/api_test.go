@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +50,7 @@ func TestClusterReadAPI(t *testing.T) {
 	via := c.others(owner)[0]
 
 	vars := map[string]string{
-		"RGIT_STORE_URL":   "file://" + filepath.Join(c.Dir, "store"),
+		"RGIT_STORE_URL":   c.StoreURL,
 		"RGIT_UPSTREAM":    "http://" + via.PeerAddr,
 		"RGIT_API_ADDR":    "127.0.0.1:0",
 		"RGIT_PEER_SECRET": "",

@@ -1,71 +1,31 @@
 package multiproc
 
 import (
-	"fmt"
+	"context"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rgit/rgit/storage/repo"
-	"github.com/rgit/rgit/testkit/freeport"
 	"github.com/rgit/rgit/testkit/redistest"
 )
 
-// startAPIServe runs `rgit api-serve` as its own process in front of c's
-// peer service at via, with env added, until the test ends, and returns
-// its address once it serves.
+// startAPIServe runs `rgit api-serve` (Cluster.StartAPIServe) until the
+// test ends and returns its address; a failed test logs its log.
 func startAPIServe(t *testing.T, c *Cluster, via *Node, env ...string) string {
 	t.Helper()
-	port, err := freeport.Run(1)
+	a, err := c.StartAPIServe(context.Background(), rgitBin(t), via, env...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	logPath := filepath.Join(c.Dir, "api-serve.log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(rgitBin(t), "api-serve")
-	cmd.Env = append(os.Environ(), "RGIT_STORE_URL=file://"+filepath.Join(c.Dir, "store"), "RGIT_PEER_SECRET="+c.Secret,
-		"RGIT_UPSTREAM=http://"+via.PeerAddr, "RGIT_API_ADDR="+addr)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); f.Close(); close(done) }()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
+		a.Stop()
 		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("--- api-serve log:\n%s", b)
+			t.Logf("--- api-serve log:\n%s", a.Log())
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(logPath)
-		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && strings.Contains(string(b), "rgit api-serve serving") {
-				return addr
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("api-serve exited at start:\n%s", b)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("api-serve not serving within 30 s:\n%s", b)
-		}
-	}
+	return a.Addr
 }
 
 // TestAPICacheWithoutNodeInvalidation is the cluster laid out as the

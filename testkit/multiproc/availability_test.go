@@ -42,7 +42,7 @@ type load struct {
 	hist  linearize.History
 	c     *Cluster
 	env   *gitenv.Env
-	lb    *balancer
+	lb    *Balancer
 	tok   string
 	repos []string
 	ok    atomic.Int64 // successful operations so far
@@ -56,7 +56,7 @@ type load struct {
 // workers on them.
 func startLoad(t *testing.T, c *Cluster, env *gitenv.Env, prefix string, workers, repos int) *load {
 	t.Helper()
-	l := &load{c: c, env: env, lb: newBalancer(c.Nodes), tok: c.token(t, c.Nodes[0], "alice"), stop: make(chan struct{})}
+	l := &load{c: c, env: env, lb: NewBalancer(c.Nodes), tok: c.token(t, c.Nodes[0], "alice"), stop: make(chan struct{})}
 	for i := range repos {
 		r := fmt.Sprintf("alice/%s-%d", prefix, i)
 		c.mustAdmin(t, c.Nodes[0], "create-repo", r)
@@ -96,7 +96,7 @@ func (l *load) work(w int, dir string) {
 		}
 		sha := strings.TrimSpace(l.env.Try(dir, "rev-parse", "HEAD").Out())
 		repo := l.repos[rng.IntN(len(l.repos))]
-		n, done := l.lb.pick()
+		n, done := l.lb.Pick()
 		call := time.Now()
 		r := l.env.Try(dir, "push", "-q", n.HTTPURL(l.tok, repo), "HEAD:refs/heads/"+branch)
 		done()
@@ -105,7 +105,7 @@ func (l *load) work(w int, dir string) {
 		if !r.OK() {
 			continue
 		}
-		n, done = l.lb.pick()
+		n, done = l.lb.Pick()
 		call = time.Now()
 		r = l.env.Try(dir, "fetch", "-q", n.HTTPURL(l.tok, repo), "refs/heads/"+branch)
 		ret := time.Now()
@@ -131,7 +131,7 @@ const sharedRef = "refs/heads/shared"
 // shared reads repo's shared branch through one pick and swaps it from
 // what it read to sha through another.
 func (l *load) shared(w int, dir, repo, sha string) {
-	n, done := l.lb.pick()
+	n, done := l.lb.Pick()
 	call := time.Now()
 	r := l.env.Try(dir, "ls-remote", n.HTTPURL(l.tok, repo), sharedRef)
 	ret := time.Now()
@@ -142,7 +142,7 @@ func (l *load) shared(w int, dir, repo, sha string) {
 	}
 	old, _, _ := strings.Cut(strings.TrimSpace(r.Out()), "\t")
 	l.hist.Add(linearize.Op{Client: w, Key: repo + " " + sharedRef, Kind: linearize.Read, Value: old, Call: call, Return: ret, Note: "ls-remote via " + n.Name})
-	n, done = l.lb.pick()
+	n, done = l.lb.Pick()
 	call = time.Now()
 	r = l.env.Try(dir, "push", "-q", "--force-with-lease="+sharedRef+":"+old, n.HTTPURL(l.tok, repo), "HEAD:"+sharedRef)
 	done()
@@ -172,6 +172,16 @@ func (l *load) cas(w int, repo, ref, old, sha, node string, call time.Time, r gi
 	l.hist.Add(o)
 }
 
+// heads lists every repository's branches through node 0.
+func (l *load) heads(t *testing.T) map[string]map[string]string {
+	t.Helper()
+	heads := map[string]map[string]string{}
+	for _, r := range l.repos {
+		heads[r] = ParseLsRemote(l.env.Run(t, "", "ls-remote", l.c.Nodes[0].HTTPURL(l.tok, r), "refs/heads/*"))
+	}
+	return heads
+}
+
 // checkHistory adds the final state of every register, read through
 // node 0 once the load has stopped, and checks the history for
 // linearizability; a failure prints the shortest non-linearizable part
@@ -182,17 +192,8 @@ func (l *load) checkHistory(t *testing.T) {
 	for _, o := range l.hist.Ops() {
 		keys[o.Key] = true
 	}
-	final := map[string]map[string]string{}
 	call := time.Now()
-	for _, r := range l.repos {
-		out := l.env.Run(t, "", "ls-remote", l.c.Nodes[0].HTTPURL(l.tok, r), "refs/heads/*")
-		final[r] = map[string]string{}
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			if sha, ref, ok := strings.Cut(line, "\t"); ok {
-				final[r][ref] = sha
-			}
-		}
-	}
+	final := l.heads(t)
 	ret := time.Now()
 	for k := range keys {
 		repo, ref, _ := strings.Cut(k, " ")
@@ -287,22 +288,20 @@ func (l *load) checkAcked(t *testing.T, ops []op) int { return len(l.lostPushes(
 // their commit in the repository now, reporting each as an error.
 func (l *load) lostPushes(t *testing.T, ops []op) []op {
 	t.Helper()
-	refs := map[string]map[string]string{}
-	for _, r := range l.repos {
-		out := l.env.Run(t, "", "ls-remote", l.c.Nodes[0].HTTPURL(l.tok, r), "refs/heads/*")
-		refs[r] = map[string]string{}
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			if sha, ref, ok := strings.Cut(line, "\t"); ok {
-				refs[r][strings.TrimPrefix(ref, "refs/heads/")] = sha
-			}
+	heads := l.heads(t)
+	var acked []Ack
+	pushes := map[Ack]op{}
+	for _, o := range ops {
+		if o.push && o.shared == "" && o.ok {
+			a := Ack{Repo: o.repo, Ref: "refs/heads/" + o.branch, Want: o.want, Node: o.node}
+			acked = append(acked, a)
+			pushes[a] = o
 		}
 	}
 	var lost []op
-	for _, o := range ops {
-		if o.push && o.shared == "" && o.ok && refs[o.repo][o.branch] != o.want {
-			lost = append(lost, o)
-			t.Errorf("acknowledged push of %s to %s (via %s) lost: the server has %q", o.branch, o.repo, o.node, refs[o.repo][o.branch])
-		}
+	for _, a := range Lost(acked, heads) {
+		t.Errorf("acknowledged push of %s to %s (via %s) lost: the server has %q", a.Ref, a.Repo, a.Node, heads[a.Repo][a.Ref])
+		lost = append(lost, pushes[a])
 	}
 	return lost
 }
@@ -322,7 +321,7 @@ func TestClusterRollingRestartNoFailures(t *testing.T) {
 	for round := range rounds {
 		for _, i := range []int{2, 1, 0} {
 			n := c.Nodes[i]
-			l.lb.takeOut(n) // the preStop sleep: in-flight requests finish
+			l.lb.TakeOut(n) // the preStop sleep: in-flight requests finish
 			if err := n.Term(20 * time.Second); err != nil {
 				t.Errorf("round %d: %v\n%s", round, err, n.LogTail(20))
 			}
@@ -377,7 +376,7 @@ func TestClusterKillNineAvailability(t *testing.T) {
 	for range kills {
 		n := c.Nodes[rng.IntN(len(c.Nodes))]
 		victims = append(victims, n.Name)
-		l.lb.takeOut(n)
+		l.lb.TakeOut(n)
 		killed = append(killed, time.Now())
 		if err := n.Kill(); err != nil {
 			t.Fatal(err)

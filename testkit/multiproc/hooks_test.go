@@ -22,7 +22,7 @@ type update struct{ before, after string }
 // one commit a push, and records which pushes were acknowledged.
 type hookPusher struct {
 	env   *gitenv.Env
-	lb    *balancer
+	lb    *Balancer
 	tok   string
 	repo  string
 	dir   string
@@ -50,7 +50,7 @@ func (p *hookPusher) run() {
 			return
 		}
 		sha := strings.TrimSpace(p.env.Try(p.dir, "rev-parse", "HEAD").Out())
-		n, done := p.lb.pick()
+		n, done := p.lb.Pick()
 		r := p.env.Try(p.dir, "push", "-q", n.HTTPURL(p.tok, p.repo), "HEAD:refs/heads/main")
 		done()
 		p.mu.Lock()
@@ -69,7 +69,7 @@ func (p *hookPusher) run() {
 		// Unacknowledged: it may have landed or not. Go on from what the
 		// repository has now.
 		for {
-			n, done := p.lb.pick()
+			n, done := p.lb.Pick()
 			out := p.env.Try("", "ls-remote", n.HTTPURL(p.tok, p.repo), "refs/heads/main")
 			done()
 			if out.OK() {
@@ -128,7 +128,7 @@ func TestClusterWebhooksAtLeastOnce(t *testing.T) {
 	c.mustAdmin(t, c.Nodes[0], "create-repo", repo)
 	c.mustAdmin(t, c.Nodes[2], "add-hook", repo, rcv.URL, "--secret", secret, "--events", "push")
 	dir := env.Scratch(t)
-	p := &hookPusher{env: env, lb: newBalancer(c.Nodes), tok: c.token(t, c.Nodes[0], "alice"), repo: repo, dir: dir,
+	p := &hookPusher{env: env, lb: NewBalancer(c.Nodes), tok: c.token(t, c.Nodes[0], "alice"), repo: repo, dir: dir,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	defer func() {
@@ -161,7 +161,7 @@ func TestClusterWebhooksAtLeastOnce(t *testing.T) {
 	}
 	for _, i := range []int{2, 1, 0} {
 		n := c.Nodes[i]
-		p.lb.takeOut(n)
+		p.lb.TakeOut(n)
 		if err := n.Term(20 * time.Second); err != nil {
 			t.Errorf("rolling restart: %v\n%s", err, n.LogTail(20))
 		}

@@ -1,6 +1,6 @@
 // Package multiproc runs a cluster of real `rgit serve` processes on
-// loopback for multi-process tests and benchmarks: one shared file://
-// store, a separate cache directory per node, the static peer map
+// loopback for multi-process tests and benchmarks: one shared store
+// (file:// unless Options.StoreURL says otherwise), a separate cache directory per node, the static peer map
 // (RGIT_PEERS) and RGIT_SELF=rgit-0..N-1. Nodes can be killed with SIGKILL,
 // stopped with SIGTERM and restarted on the same ports, with another
 // binary for upgrade tests (BuildRelease builds an earlier release from
@@ -110,6 +110,8 @@ type Cluster struct {
 	Nodes  []*Node
 	Secret string
 	Dir    string
+	// StoreURL is the nodes' RGIT_STORE_URL.
+	StoreURL string
 	// TLS is the peer TLS Admin uses (Options.PeerTLS); nil: plaintext.
 	TLS *peertls.Config
 }
@@ -124,6 +126,9 @@ type Options struct {
 	// (Node.Start), as a fleet scaling out.
 	Running int
 	Env     []string // extra KEY=value for every node
+	// StoreURL is the store every node uses (the credentials, if any, in
+	// Env); default: a file store under Dir.
+	StoreURL string
 	// PeerTLS, when set, turns on peer TLS on every node with these files.
 	PeerTLS peertls.Files
 }
@@ -131,7 +136,10 @@ type Options struct {
 // Start launches the nodes (the first o.Running) and waits until each
 // answers /ready.
 func Start(ctx context.Context, o Options) (*Cluster, error) {
-	c := &Cluster{Secret: "multiproc-secret-0123456789", Dir: o.Dir}
+	c := &Cluster{Secret: "multiproc-secret-0123456789", Dir: o.Dir, StoreURL: o.StoreURL}
+	if c.StoreURL == "" {
+		c.StoreURL = "file://" + filepath.Join(o.Dir, "store")
+	}
 	var err error
 	if c.TLS, err = peertls.Load(o.PeerTLS); err != nil {
 		return nil, err
@@ -155,7 +163,6 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		peers = append(peers, n.Name+"="+n.PeerAddr)
 		c.Nodes = append(c.Nodes, n)
 	}
-	store := "file://" + filepath.Join(o.Dir, "store")
 	for _, n := range c.Nodes {
 		nd := filepath.Join(o.Dir, n.Name)
 		if err := os.MkdirAll(filepath.Join(nd, "cache"), 0o755); err != nil {
@@ -163,7 +170,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		}
 		n.LogPath = filepath.Join(nd, "rgit.log")
 		n.env = append(os.Environ(),
-			"RGIT_STORE_URL="+store,
+			"RGIT_STORE_URL="+c.StoreURL,
 			"RGIT_CACHE_DIR="+filepath.Join(nd, "cache"),
 			"RGIT_HOST_KEY="+filepath.Join(nd, "host_key"),
 			"RGIT_HTTP_ADDR="+n.HTTPAddr,
@@ -416,4 +423,98 @@ func (f *Fleet) Update(_ context.Context, i int) error {
 // Status reads node i's rollout status from its peer HTTP port.
 func (f *Fleet) Status(ctx context.Context, i int) (admin.RolloutStatus, error) {
 	return admin.FetchRollout(ctx, f.C.Nodes[i].PeerAddr, f.C.Secret)
+}
+
+// APIServe is an `rgit api-serve` process in front of a cluster's peer
+// service.
+type APIServe struct {
+	Addr    string
+	LogPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+}
+
+// StartAPIServe runs bin's `api-serve` on c's store in front of via's
+// peer service, with env added (the store's credentials, RGIT_REDIS_URL),
+// and returns once it serves. Its log is api-serve.log under c.Dir.
+func (c *Cluster) StartAPIServe(ctx context.Context, bin string, via *Node, env ...string) (*APIServe, error) {
+	port, err := freeport.Run(1)
+	if err != nil {
+		return nil, err
+	}
+	a := &APIServe{Addr: fmt.Sprintf("127.0.0.1:%d", port), LogPath: filepath.Join(c.Dir, "api-serve.log"), done: make(chan struct{})}
+	f, err := os.Create(a.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	a.cmd = exec.Command(bin, "api-serve")
+	a.cmd.Env = append(os.Environ(), "RGIT_STORE_URL="+c.StoreURL, "RGIT_PEER_SECRET="+c.Secret,
+		"RGIT_UPSTREAM=http://"+via.PeerAddr, "RGIT_API_ADDR="+a.Addr)
+	a.cmd.Env = append(a.cmd.Env, env...)
+	a.cmd.Stdout, a.cmd.Stderr = f, f
+	if err := a.cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start api-serve: %w", err)
+	}
+	go func() { a.cmd.Wait(); f.Close(); close(a.done) }()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if resp, err := http.Get("http://" + a.Addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(a.Log(), "rgit api-serve serving") {
+				return a, nil
+			}
+		}
+		select {
+		case <-a.done:
+			return nil, fmt.Errorf("api-serve exited at start:\n%s", a.Log())
+		case <-ctx.Done():
+			a.Stop()
+			return nil, fmt.Errorf("api-serve not serving: %w\n%s", ctx.Err(), a.Log())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Log returns api-serve's log so far.
+func (a *APIServe) Log() string {
+	b, _ := os.ReadFile(a.LogPath)
+	return string(b)
+}
+
+// Stop kills api-serve and waits for it to exit.
+func (a *APIServe) Stop() {
+	_ = a.cmd.Process.Kill()
+	<-a.done
+}
+
+// Ack is a push the cluster acknowledged: Ref of Repo set to Want.
+type Ack struct {
+	Repo, Ref, Want string
+	Node            string // the node it went through
+}
+
+// Lost returns the acknowledged pushes that heads (repository → ref →
+// object id, as ParseLsRemote reads them after the load) does not show.
+// Each ack must name a ref no other push moves.
+func Lost(acked []Ack, heads map[string]map[string]string) []Ack {
+	var lost []Ack
+	for _, a := range acked {
+		if heads[a.Repo][a.Ref] != a.Want {
+			lost = append(lost, a)
+		}
+	}
+	return lost
+}
+
+// ParseLsRemote reads `git ls-remote` output into ref → object id.
+func ParseLsRemote(out string) map[string]string {
+	refs := map[string]string{}
+	for line := range strings.Lines(out) {
+		if sha, ref, ok := strings.Cut(strings.TrimSpace(line), "\t"); ok {
+			refs[ref] = sha
+		}
+	}
+	return refs
 }

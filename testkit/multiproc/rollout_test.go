@@ -53,7 +53,7 @@ func TestRollingRestartGate(t *testing.T) {
 		workers[i] = w
 	}
 
-	lb := newBalancer(c.Nodes)
+	lb := NewBalancer(c.Nodes)
 	stop := make(chan struct{})
 	var cycles atomic.Int64
 	var wg sync.WaitGroup
@@ -62,7 +62,7 @@ func TestRollingRestartGate(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			do := func(what string, run func(n *Node) gitenv.Result) gitenv.Result {
-				n, done := lb.pick()
+				n, done := lb.Pick()
 				r := run(n)
 				done()
 				op := rollOp{what: what, node: n.Name, at: time.Now()}
@@ -117,7 +117,7 @@ func TestRollingRestartGate(t *testing.T) {
 	}
 	waitCycles(int64(len(workers)))
 
-	fleet := &Fleet{C: c, BeforeTerm: func(i int) { lb.takeOut(c.Nodes[i]) }}
+	fleet := &Fleet{C: c, BeforeTerm: func(i int) { lb.TakeOut(c.Nodes[i]) }}
 	ctx, cancel := context.WithTimeout(context.Background(), 75*time.Second)
 	defer cancel()
 	start := time.Now()

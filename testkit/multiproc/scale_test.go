@@ -81,7 +81,7 @@ func TestScaleOutIn(t *testing.T) {
 	scaleIn := time.Now()
 	for _, i := range []int{2, 1} {
 		n := c.Nodes[i]
-		l.lb.takeOut(n) // the preStop sleep: in-flight requests finish
+		l.lb.TakeOut(n) // the preStop sleep: in-flight requests finish
 		if err := n.Term(20 * time.Second); err != nil {
 			t.Errorf("scale-in: %v\n%s", err, n.LogTail(20))
 		}
@@ -143,7 +143,7 @@ func (l *load) clones(w int, dir string) {
 		default:
 		}
 		repo := l.repos[rng.IntN(len(l.repos))]
-		n, done := l.lb.pick()
+		n, done := l.lb.Pick()
 		to := filepath.Join(dir, fmt.Sprint(i))
 		r := l.env.Try("", "clone", "-q", n.HTTPURL(l.tok, repo), to)
 		done()

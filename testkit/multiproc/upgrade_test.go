@@ -91,7 +91,7 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	// Before each step the mixed fleet serves operations of its own.
 	fleet.BeforeTerm = func(i int) {
 		l.progress(t, 6)
-		l.lb.takeOut(c.Nodes[i])
+		l.lb.TakeOut(c.Nodes[i])
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

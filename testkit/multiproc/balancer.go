@@ -1,19 +1,21 @@
 package multiproc
 
 import (
+	"context"
 	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
 )
 
-// balancer is the tests' load balancer in front of the nodes: each
+// Balancer is a load balancer in front of the nodes, for tests and
+// `rgit-bench soak`: each
 // operation goes to a random node in rotation whose /ready answers 200,
-// and the operations in flight at each node are counted. takeOut removes
+// and the operations in flight at each node are counted. TakeOut removes
 // a node (what Kubernetes does before a SIGTERM, or the test before a
 // kill) and waits until its operations have finished; the node rejoins
 // once a new process of it answers /ready.
-type balancer struct {
+type Balancer struct {
 	nodes []*Node
 	mu    sync.Mutex
 	cond  *sync.Cond // an operation ended
@@ -22,8 +24,9 @@ type balancer struct {
 	busy  map[*Node]int // operations in flight
 }
 
-func newBalancer(nodes []*Node) *balancer {
-	b := &balancer{nodes: nodes, rng: rand.New(rand.NewPCG(1, 16)), out: map[*Node]int{}, busy: map[*Node]int{}}
+// NewBalancer balances over nodes, all in rotation.
+func NewBalancer(nodes []*Node) *Balancer {
+	b := &Balancer{nodes: nodes, rng: rand.New(rand.NewPCG(1, 16)), out: map[*Node]int{}, busy: map[*Node]int{}}
 	b.cond = sync.NewCond(&b.mu)
 	return b
 }
@@ -40,8 +43,16 @@ func ready(n *Node) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// pick chooses a node for one operation; call done when it has ended.
-func (b *balancer) pick() (n *Node, done func()) {
+// Pick chooses a node for one operation; call done when it has ended.
+// It waits for a node to be ready as long as it takes.
+func (b *Balancer) Pick() (n *Node, done func()) {
+	n, done, _ = b.PickContext(context.Background())
+	return n, done
+}
+
+// PickContext is Pick until ctx ends (a load that stops, or nodes that
+// will not come back).
+func (b *Balancer) PickContext(ctx context.Context) (n *Node, done func(), err error) {
 	for {
 		b.mu.Lock()
 		var cand []*Node
@@ -68,16 +79,20 @@ func (b *balancer) pick() (n *Node, done func()) {
 					b.busy[n]--
 					b.cond.Broadcast()
 					b.mu.Unlock()
-				}
+				}, nil
 			}
 			b.mu.Unlock()
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 
-// takeOut removes n from rotation and waits for its operations in flight.
-func (b *balancer) takeOut(n *Node) {
+// TakeOut removes n from rotation and waits for its operations in flight.
+func (b *Balancer) TakeOut(n *Node) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.out[n] = n.Pid()
