@@ -198,9 +198,16 @@ func (l *Local) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, gitproto.ErrBusy):
 		w.Header().Set("Retry-After", httpgit.RetryAfter)
 		writeError(w, http.StatusServiceUnavailable, "server busy, try again")
-	case errors.Is(err, gitserve.ErrUnavailable), errors.Is(err, gitserve.ErrHopLimit):
+	case gitserve.Classify(err) == gitserve.Unavailable, errors.Is(err, gitserve.ErrHopLimit):
+		// The node's conditions (store down, cache disk full) as git
+		// clients are told them, and like them to try again.
 		l.logger().Warn("read API request unavailable", zap.String("path", r.URL.Path), zap.Error(err))
-		writeError(w, http.StatusServiceUnavailable, "repository temporarily unavailable")
+		w.Header().Set("Retry-After", httpgit.RetryAfter)
+		msg := gitserve.ClientMessage(err)
+		if msg == gitserve.Unavailable.Message() {
+			msg = "repository temporarily unavailable"
+		}
+		writeError(w, http.StatusServiceUnavailable, msg)
 	case r.Context().Err() != nil:
 		// The client is gone; nobody reads the answer.
 	default:

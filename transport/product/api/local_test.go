@@ -16,7 +16,9 @@ import (
 	"github.com/rgit/rgit/storage/bitmap"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/object"
+	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/pack"
+	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/walk"
 	"github.com/rgit/rgit/testkit/gitrun"
 	"github.com/rgit/rgit/testkit/redistest"
@@ -219,6 +221,31 @@ func TestLocalReadErrorNotStored(t *testing.T) {
 		t.Logf("request %d: %d of %s bytes", i, len(body), h.Get("Content-Length"))
 		if x := h.Get("X-Cache"); x != "miss" {
 			t.Fatalf("request %d: X-Cache %q: the cut answer was cached", i, x)
+		}
+	}
+}
+
+// TestFailStatus: the node's conditions reach read-API callers as git
+// clients get them — 503 with Retry-After and the same words (a store
+// outage through api-serve answered 500) — and only what nobody
+// classified is a 500.
+func TestFailStatus(t *testing.T) {
+	for _, c := range []struct {
+		err        error
+		code       int
+		body       string
+		retryAfter bool
+	}{
+		{fmt.Errorf("open: %w", objstore.ErrUnavailable), http.StatusServiceUnavailable, gitserve.StoreUnavailable, true},
+		{fmt.Errorf("fetch: %w", packcache.ErrDiskFull), http.StatusServiceUnavailable, gitserve.CacheDiskFull, true},
+		{fmt.Errorf("claim: %w", gitserve.ErrUnavailable), http.StatusServiceUnavailable, "repository temporarily unavailable", true},
+		{fmt.Errorf("x: %w", ErrNotFound), http.StatusNotFound, "not found", false},
+		{fmt.Errorf("something else"), http.StatusInternalServerError, "internal error", false},
+	} {
+		w := httptest.NewRecorder()
+		(&Local{}).fail(w, httptest.NewRequest(http.MethodGet, "/api/alice/site/refs", nil), c.err)
+		if w.Code != c.code || !strings.Contains(w.Body.String(), c.body) || (w.Header().Get("Retry-After") != "") != c.retryAfter {
+			t.Errorf("%v: %d %q Retry-After %q; want %d with %q", c.err, w.Code, w.Body.String(), w.Header().Get("Retry-After"), c.code, c.body)
 		}
 	}
 }
