@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -103,6 +104,10 @@ type Node struct {
 	cmd                  *exec.Cmd
 	done                 chan struct{}
 	exitErr              error
+	// reserved holds the ports of a node not started yet, so that no
+	// connection of the meantime takes one as its local port (they are in
+	// the ephemeral range); the first Start lets them go.
+	reserved []net.Listener
 }
 
 // Cluster is N nodes on one store.
@@ -191,6 +196,12 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	running := c.Nodes
 	if o.Running > 0 {
 		running = c.Nodes[:o.Running]
+		for _, n := range c.Nodes[o.Running:] {
+			if err := n.reserve(); err != nil {
+				c.Stop()
+				return nil, err
+			}
+		}
 	}
 	for _, n := range running {
 		if err := n.Start(); err != nil {
@@ -207,10 +218,26 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	return c, nil
 }
 
+// reserve listens on the node's ports until its first Start.
+func (n *Node) reserve() error {
+	for _, a := range []string{n.HTTPAddr, n.SSHAddr, n.PeerAddr, n.StreamAddr, n.MetricsAddr} {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			return fmt.Errorf("reserve %s's port %s: %w", n.Name, a, err)
+		}
+		n.reserved = append(n.reserved, l)
+	}
+	return nil
+}
+
 // Start (re)starts the node's process on its ports; logs append.
 func (n *Node) Start() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	for _, l := range n.reserved {
+		l.Close()
+	}
+	n.reserved = nil
 	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -371,6 +398,12 @@ func (c *Cluster) Stop() {
 		if n.Running() {
 			_ = n.Kill()
 		}
+		n.mu.Lock()
+		for _, l := range n.reserved {
+			l.Close()
+		}
+		n.reserved = nil
+		n.mu.Unlock()
 	}
 }
 
