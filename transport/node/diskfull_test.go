@@ -3,8 +3,6 @@ package node_test
 import (
 	"crypto/rand"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +57,7 @@ func TestCacheDiskFull(t *testing.T) {
 	if n, _ := gitenv.Metric(t, srv.MetricsAddr, "rgit_pack_cache_write_errors_total"); n < 2 {
 		t.Errorf("rgit_pack_cache_write_errors_total = %v, want the full disk counted", n)
 	}
-	if body := httpGet(t, "http://"+srv.HTTPAddr+"/status"); !strings.Contains(body, `"cache_disk":"full"`) {
+	if _, body := get(t, "http://"+srv.HTTPAddr+"/status"); !strings.Contains(body, `"cache_disk":"full"`) {
 		t.Errorf("/status = %s, want cache_disk full", body)
 	}
 
@@ -84,7 +82,7 @@ func TestCacheDiskFull(t *testing.T) {
 	clone2 := filepath.Join(t.TempDir(), "c2")
 	env.Run(t, "", "clone", "-q", "--bare", url, clone2)
 	env.Fsck(t, clone2)
-	if body := httpGet(t, "http://"+srv.HTTPAddr+"/status"); !strings.Contains(body, `"cache_disk":"ok"`) {
+	if _, body := get(t, "http://"+srv.HTTPAddr+"/status"); !strings.Contains(body, `"cache_disk":"ok"`) {
 		t.Errorf("/status once space is back = %s, want cache_disk ok", body)
 	}
 	if packs := dirFiles(t, filepath.Join(mnt, "packs")); len(packs) < 4 {
@@ -106,20 +104,6 @@ func dirFiles(t *testing.T, dir string) []string {
 		out = append(out, filepath.Join(dir, de.Name()))
 	}
 	return out
-}
-
-func httpGet(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 func lsRemote(t *testing.T, env *gitenv.Env, url string) string {
