@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -61,8 +62,8 @@ type refRow struct {
 
 type refsPage struct {
 	page
-	Kind     string // "branches" or "tags"
-	Rows     []refRow
+	Kind     string        // "branches" or "tags"
+	RowsHTML template.HTML // refRowsHTML
 	Total    int
 	ByName   bool // too many to sort by date
 	MaxDated int
@@ -123,7 +124,7 @@ func (h *Handler) refList(w http.ResponseWriter, r *http.Request, kind string) {
 		h.fail(w, r, err, 0, "")
 		return
 	}
-	p.Rows = rows
+	p.RowsHTML = refRowsHTML(rows, kind == "branches")
 	self := q.base() + "/" + kind
 	if pageNo > 1 {
 		p.Prev = self + "?" + url.Values{"page": {strconv.Itoa(pageNo - 1)}}.Encode()

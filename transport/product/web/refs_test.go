@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -205,5 +206,23 @@ func (a *countingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, ab)
 	default:
 		writeJSONError(w, 404, "not found")
+	}
+}
+
+// BenchmarkBranchesPage: the branches page of 18 branches (the bench's
+// medium fixture) over a fake API: the page's own cost, template and
+// JSON, without git.
+func BenchmarkBranchesPage(b *testing.B) {
+	h, err := New(Config{API: &countingAPI{kind: "branches", n: 18}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		r := httptest.NewRequest("GET", "/o/r/branches", nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 200 {
+			b.Fatal(w.Code)
+		}
 	}
 }

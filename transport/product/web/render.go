@@ -37,7 +37,7 @@ var views = mustParseViews()
 
 var funcs = template.FuncMap{
 	"short": shortOID,
-	"when":  func(w When) string { return w.UTC().Format("2006-01-02 15:04 MST") },
+	"when":  formatWhen,
 	"ago":   func(w When) string { return w.UTC().Format(time.DateOnly) },
 	"size":  humanSize,
 }
@@ -58,6 +58,8 @@ func mustParseViews() map[string]*template.Template {
 	}
 	return out
 }
+
+func formatWhen(w When) string { return w.UTC().Format("2006-01-02 15:04 MST") }
 
 func shortOID(s string) string {
 	if len(s) > 10 {
@@ -209,7 +211,7 @@ func formatCode(tokens []chroma.Token, hl lineRange) template.HTML {
 				b.WriteString(cls)
 				b.WriteString(`">`)
 			}
-			escapeHTML(&b, part)
+			chromaEscapes.write(&b, part)
 			if cls != "" {
 				b.WriteString(`</span>`)
 			}
@@ -236,32 +238,6 @@ func tokenClass(t chroma.TokenType) string {
 		t = t.Parent()
 	}
 	return chroma.StandardTypes[t]
-}
-
-// escapeHTML writes s escaped as html.EscapeString escapes it.
-func escapeHTML(b *strings.Builder, s string) {
-	last := 0
-	for i := 0; i < len(s); i++ {
-		var esc string
-		switch s[i] {
-		case '<':
-			esc = "&lt;"
-		case '>':
-			esc = "&gt;"
-		case '&':
-			esc = "&amp;"
-		case '\'':
-			esc = "&#39;"
-		case '"':
-			esc = "&#34;"
-		default:
-			continue
-		}
-		b.WriteString(s[last:i])
-		b.WriteString(esc)
-		last = i + 1
-	}
-	b.WriteString(s[last:])
 }
 
 // codeTokens lexes src: the languages fastLang knows in one linear pass

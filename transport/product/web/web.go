@@ -175,10 +175,10 @@ type repoHead struct {
 	Home, Log, Cmp   string
 	CloneHTTP        string
 	CloneSSH         string
-	Current          string // the ref (or short id) being shown
-	Permalink        string // the view at the commit id, when shown by name
-	Picker           []pick
-	PickerCut        bool // more refs than maxPicker: the branches page lists them
+	Current          string        // the ref (or short id) being shown
+	Permalink        string        // the view at the commit id, when shown by name
+	PickerHTML       template.HTML // the picker's items (pickerHTML)
+	PickerCut        bool          // more refs than maxPicker: the branches page lists them
 	Archive, ArchZip string
 	HasCommit        bool
 }
@@ -461,17 +461,19 @@ func (h *Handler) head(r *http.Request, q *repoReq, kind, path string) *repoHead
 	if cur == "" || cur == "HEAD" {
 		cur = q.currentRef(oid)
 	}
+	var picks []pick
 	for _, ref := range q.refs {
 		tag := ref.Kind == "tag"
 		if ref.Kind != "branch" && !tag {
 			continue
 		}
-		if len(rh.Picker) == maxPicker {
+		if len(picks) == maxPicker {
 			rh.PickerCut = true
 			break
 		}
-		rh.Picker = append(rh.Picker, pick{Name: ref.Short(), Tag: tag, Href: q.linkRef(kind, ref, path), Current: ref.Name == cur})
+		picks = append(picks, pick{Name: ref.Short(), Tag: tag, Href: q.linkRef(kind, ref, path), Current: ref.Name == cur})
 	}
+	rh.PickerHTML = pickerHTML(picks)
 	return rh
 }
 
