@@ -11,7 +11,7 @@ import (
 // The markup pickerHTML and refRowsHTML replaced, as the templates had
 // it: the hand-written HTML must be what these write.
 const (
-	pickerTemplate = `{{range .}}<li{{if .Current}} class="current"{{end}}><a href="{{.Href}}">{{if .Tag}}tag: {{end}}{{.Name}}</a></li>{{else}}<li class="muted">no branches or tags</li>{{end}}`
+	pickerTemplate  = `{{range .}}<li{{if .Current}} class="current"{{end}}><a href="{{.Href}}">{{if .Tag}}tag: {{end}}{{.Name}}</a></li>{{else}}<li class="muted">no branches or tags</li>{{end}}`
 	refRowsTemplate = `{{range .Rows}}<tr>
 <td><a class="refname" href="{{.Href}}">{{.Name}}</a>{{if .Default}} <span class="badge" id="default">default</span>{{end}}
 {{with .Tag}}<div class="annotation">{{.Message}}</div>{{end}}</td>
