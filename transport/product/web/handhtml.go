@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"html/template"
 	"strings"
 )
@@ -25,7 +26,7 @@ var (
 )
 
 // write writes s to b with its bytes escaped.
-func (e *escapes) write(b *strings.Builder, s string) {
+func (e *escapes) write(b *bytes.Buffer, s string) {
 	last := 0
 	for i := 0; i < len(s); i++ {
 		if esc := e[s[i]]; esc != "" {
@@ -39,7 +40,7 @@ func (e *escapes) write(b *strings.Builder, s string) {
 
 // writeText writes s as html/template writes a string in text or a quoted
 // attribute.
-func writeText(b *strings.Builder, s string) { templateEscapes.write(b, s) }
+func writeText(b *bytes.Buffer, s string) { templateEscapes.write(b, s) }
 
 // writeURLAttr writes s as html/template writes a string in a quoted URL
 // attribute (href): a scheme other than http, https or mailto becomes
@@ -47,7 +48,7 @@ func writeText(b *strings.Builder, s string) { templateEscapes.write(b, s) }
 // starting an escape, is percent-encoded (urlNormalizer); "&" and "+",
 // the only bytes left that a quoted attribute escapes, are escaped
 // (attrEscaper).
-func writeURLAttr(b *strings.Builder, s string) {
+func writeURLAttr(b *bytes.Buffer, s string) {
 	if scheme, _, ok := strings.Cut(s, ":"); ok && !strings.Contains(scheme, "/") &&
 		!strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") && !strings.EqualFold(scheme, "mailto") {
 		s = "#ZgotmplZ"
@@ -71,7 +72,9 @@ func writeURLAttr(b *strings.Builder, s string) {
 		if esc != "" {
 			b.WriteString(esc)
 		} else {
-			b.Write([]byte{'%', hex[c>>4], hex[c&15]})
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
 		}
 		last = i + 1
 	}
@@ -86,7 +89,7 @@ func pickerHTML(picks []pick) template.HTML {
 	if len(picks) == 0 {
 		return `<li class="muted">no branches or tags</li>`
 	}
-	var b strings.Builder
+	var b bytes.Buffer
 	b.Grow(len(picks) * 96)
 	for _, p := range picks {
 		b.WriteString(`<li`)
@@ -111,7 +114,7 @@ func refRowsHTML(rows []refRow, branches bool) template.HTML {
 	if len(rows) == 0 {
 		return `<tr><td class="muted">none</td></tr>`
 	}
-	var b strings.Builder
+	var b bytes.Buffer
 	b.Grow(len(rows) * 640)
 	for _, r := range rows {
 		b.WriteString("<tr>\n<td><a class=\"refname\" href=\"")

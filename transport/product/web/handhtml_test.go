@@ -1,8 +1,11 @@
 package web
 
 import (
+	"bytes"
 	"html/template"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +72,7 @@ func TestHandHTMLAsTemplate(t *testing.T) {
 	textT := mustTemplate(t, `<p title="{{.}}">{{.}}</p>`)
 	urlT := mustTemplate(t, `<a href="{{.}}">`)
 	for _, s := range values {
-		var b strings.Builder
+		var b bytes.Buffer
 		b.WriteString(`<p title="`)
 		writeText(&b, s)
 		b.WriteString(`">`)
@@ -119,5 +122,27 @@ func TestHandHTMLAsTemplate(t *testing.T) {
 				t.Errorf("rows %d (branches %v):\n got %q\nwant %q", n, branches, got, want)
 			}
 		}
+	}
+}
+
+// TestBulkInItsPlace: a file's numbered source lands where the template
+// wrote bulkMark, even when the repository's names and the request spell
+// the mark: every value the template escapes writes its NUL as U+FFFD.
+func TestBulkInItsPlace(t *testing.T) {
+	h := mustNew(t, newStubAPI())
+	mark := string(bulkMark)
+	p := blobPage{page: page{Title: mark, Repo: &repoHead{Owner: mark, Name: mark, HasCommit: true, Current: mark,
+		PickerHTML: pickerHTML([]pick{{Name: mark, Href: "/" + mark}})}},
+		Path: mark, Crumbs: []crumb{{Name: mark, Href: "/" + mark}, {Name: mark}}, Raw: "/" + mark,
+		File: fileView{Kind: "code", HTML: bulkMark, Code: []byte("<pre>the source</pre>")}}
+	w := httptest.NewRecorder()
+	h.renderAround(w, httptest.NewRequest("GET", "/", nil), http.StatusOK, "blob", p, p.File.Code)
+	body := w.Body.String()
+	if w.Code != http.StatusOK || strings.Contains(body, "\x00") || strings.Count(body, "the source") != 1 ||
+		!strings.Contains(body, `<div class="code" id="code"><pre>the source</pre></div>`) {
+		t.Errorf("%d\n%s", w.Code, body)
+	}
+	if n := strings.Count(body, "\uFFFDbulk\uFFFD"); n < 5 {
+		t.Errorf("the mark in escaped values: %d times, want them all written as U+FFFD", n)
 	}
 }

@@ -146,10 +146,21 @@ func parseLines(s string) (lineRange, error) {
 
 // highlight renders src as escaped, classed HTML with numbered, linkable
 // lines, choosing the lexer by file name and marking the lines of hl.
-func highlight(name, src string, hl lineRange, deadline time.Time) (template.HTML, error) {
+func highlight(name, src string, hl lineRange, deadline time.Time) ([]byte, error) {
+	if l := fastLang(name); l != nil && len(src) <= maxHighlight {
+		// Lexed straight into the HTML, no tokens kept: the concatenated
+		// tokens are src, so its lines are theirs.
+		lines := strings.Count(src, "\n")
+		if src != "" && !strings.HasSuffix(src, "\n") {
+			lines++
+		}
+		w := newCodeWriter(lines, len(src), hl)
+		l.lex(src, w.token)
+		return w.done(), nil
+	}
 	tokens, err := codeTokens(name, src, deadline)
 	if err != nil {
-		return "", fmt.Errorf("highlight %s: %w", name, err)
+		return nil, fmt.Errorf("highlight %s: %w", name, err)
 	}
 	return formatCode(tokens, hl), nil
 }
@@ -159,7 +170,7 @@ func highlight(name, src string, hl lineRange, deadline time.Time) (template.HTM
 // fraction of its cost: chroma formats every line and token with
 // fmt.Sprintf and copies each token to escape it, most of the file
 // view's time once lexing is linear. Every token is escaped.
-func formatCode(tokens []chroma.Token, hl lineRange) template.HTML {
+func formatCode(tokens []chroma.Token, hl lineRange) []byte {
 	lines := 0
 	size := 0
 	for _, t := range tokens {
@@ -169,63 +180,97 @@ func formatCode(tokens []chroma.Token, hl lineRange) template.HTML {
 	if n := len(tokens); n > 0 && !strings.HasSuffix(tokens[n-1].Value, "\n") {
 		lines++
 	}
-	digits := len(strconv.Itoa(lines))
-	var b strings.Builder
-	b.Grow(2*size + lines*80 + 64)
-	b.WriteString(`<pre class="chroma"><code>`)
-	line := 0
-	startLine := func() {
-		line++
-		if hl.From > 0 && line >= hl.From && line <= hl.To {
-			b.WriteString(`<span class="line hl">`)
-		} else {
-			b.WriteString(`<span class="line">`)
-		}
-		num := strconv.Itoa(line)
-		b.WriteString(`<span class="ln" id="L`)
-		b.WriteString(num)
-		b.WriteString(`"><a class="lnlinks" href="#L`)
-		b.WriteString(num)
-		b.WriteString(`">`)
-		for range digits - len(num) {
-			b.WriteByte(' ')
-		}
-		b.WriteString(num)
-		b.WriteString(`</a></span><span class="cl">`)
-	}
-	open := false
+	w := newCodeWriter(lines, size, hl)
 	for _, t := range tokens {
-		cls := tokenClass(t.Type)
-		for v := t.Value; v != ""; {
-			part := v
-			if i := strings.IndexByte(v, '\n'); i >= 0 {
-				part = v[:i+1]
-			}
-			v = v[len(part):]
-			if !open {
-				startLine()
-				open = true
-			}
-			if cls != "" {
-				b.WriteString(`<span class="`)
-				b.WriteString(cls)
-				b.WriteString(`">`)
-			}
-			chromaEscapes.write(&b, part)
-			if cls != "" {
-				b.WriteString(`</span>`)
-			}
-			if strings.HasSuffix(part, "\n") {
-				b.WriteString(`</span></span>`)
-				open = false
-			}
+		w.token(t.Type, t.Value)
+	}
+	return w.done()
+}
+
+// codeWriter is formatCode's writer, token by token.
+type codeWriter struct {
+	b      bytes.Buffer
+	hl     lineRange
+	digits int // of the last line's number: every number is padded to it
+	line   int
+	open   bool // a line is started
+	// The last token's type and its class: a type's class is looked up
+	// once a run.
+	typ    chroma.TokenType
+	cls    string
+	looked bool
+}
+
+// newCodeWriter starts the HTML of size bytes of source in lines lines.
+func newCodeWriter(lines, size int, hl lineRange) *codeWriter {
+	w := &codeWriter{hl: hl, digits: len(strconv.Itoa(lines))}
+	// About what a line's markup and a token's span take (a 64 KiB Go
+	// file is 550 KiB of HTML), so the buffer grows once at most.
+	w.b.Grow(4*size + lines*(128+3*w.digits) + 64)
+	w.b.WriteString(`<pre class="chroma"><code>`)
+	return w
+}
+
+func (w *codeWriter) startLine() {
+	w.line++
+	if w.hl.From > 0 && w.line >= w.hl.From && w.line <= w.hl.To {
+		w.b.WriteString(`<span class="line hl">`)
+	} else {
+		w.b.WriteString(`<span class="line">`)
+	}
+	var buf [20]byte
+	num := strconv.AppendInt(buf[:0], int64(w.line), 10)
+	w.b.WriteString(`<span class="ln" id="L`)
+	w.b.Write(num)
+	w.b.WriteString(`"><a class="lnlinks" href="#L`)
+	w.b.Write(num)
+	w.b.WriteString(`">`)
+	for range w.digits - len(num) {
+		w.b.WriteByte(' ')
+	}
+	w.b.Write(num)
+	w.b.WriteString(`</a></span><span class="cl">`)
+}
+
+// token writes one token of type t, starting and ending lines at its
+// newlines.
+func (w *codeWriter) token(t chroma.TokenType, v string) {
+	if !w.looked || t != w.typ {
+		w.typ, w.cls, w.looked = t, tokenClass(t), true
+	}
+	for v != "" {
+		part := v
+		if i := strings.IndexByte(v, '\n'); i >= 0 {
+			part = v[:i+1]
+		}
+		v = v[len(part):]
+		if !w.open {
+			w.startLine()
+			w.open = true
+		}
+		if w.cls != "" {
+			w.b.WriteString(`<span class="`)
+			w.b.WriteString(w.cls)
+			w.b.WriteString(`">`)
+		}
+		chromaEscapes.write(&w.b, part)
+		if w.cls != "" {
+			w.b.WriteString(`</span>`)
+		}
+		if part[len(part)-1] == '\n' {
+			w.b.WriteString(`</span></span>`)
+			w.open = false
 		}
 	}
-	if open {
-		b.WriteString(`</span></span>`)
+}
+
+// done ends the HTML and returns it.
+func (w *codeWriter) done() []byte {
+	if w.open {
+		w.b.WriteString(`</span></span>`)
 	}
-	b.WriteString(`</code></pre>`)
-	return template.HTML(b.String())
+	w.b.WriteString(`</code></pre>`)
+	return w.b.Bytes()
 }
 
 // tokenClass is the class chroma's formatter gives a token type: its
@@ -240,15 +285,13 @@ func tokenClass(t chroma.TokenType) string {
 	return chroma.StandardTypes[t]
 }
 
-// codeTokens lexes src: the languages fastLang knows in one linear pass
-// (no budget needed), the others with chroma's lexer for the name under
-// the deadline, anything larger than maxHighlight plain.
+// codeTokens lexes src for a language fastLang does not know (highlight
+// lexes those in one linear pass, no budget needed): with chroma's lexer
+// for the name under the deadline, anything larger than maxHighlight
+// plain.
 func codeTokens(name, src string, deadline time.Time) ([]chroma.Token, error) {
 	if len(src) > maxHighlight {
 		return lexTokens(lexers.Fallback, src, time.Time{})
-	}
-	if l := fastLang(name); l != nil {
-		return l.tokens(src), nil
 	}
 	lexer := lexers.Match(name)
 	if lexer == nil {
@@ -317,7 +360,8 @@ func coalesce(it chroma.Iterator, deadline time.Time) (out []chroma.Token, done 
 // fileView is how the blob page shows a file.
 type fileView struct {
 	Kind     string        // see fileKind
-	HTML     template.HTML // the rendered Markdown, or the numbered source
+	HTML     template.HTML // the rendered Markdown, or bulkMark standing for Code
+	Code     []byte        // the numbered source's HTML, written in the page around the template (renderAround)
 	Source   string        // on rendered Markdown, a link to its source
 	Rendered string        // on a Markdown file's source, a link to its rendering
 	Lines    lineRange     // the lines highlighted
@@ -387,10 +431,11 @@ func (h *Handler) fileView(q *repoReq, p string, b Blob, query url.Values) (file
 		v.Rendered = self
 	}
 	v.Lines = lines
-	if v.HTML, err = highlight(p, b.Content, lines, time.Now().Add(highlightBudget)); err != nil {
+	if v.Code, err = highlight(p, b.Content, lines, time.Now().Add(highlightBudget)); err != nil {
 		h.log.Warn("web: highlighting failed; shown plain", zap.String("path", p), zap.Error(err))
-		v.HTML, _ = highlight("", b.Content, lines, time.Time{})
+		v.Code, _ = highlight("", b.Content, lines, time.Time{})
 	}
+	v.HTML = bulkMark
 	return v, nil
 }
 

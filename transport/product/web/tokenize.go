@@ -140,12 +140,12 @@ func fastLang(name string) *langSpec {
 	return fastLangs[strings.ToLower(path.Ext(name))]
 }
 
-// tokenSink collects tokens, joining adjacent ones of one type (as
+// tokenSink passes tokens on, joining adjacent ones of one type (as
 // chroma.Coalesce does, up to maxRun bytes) so that a run of plain text
 // is one span-less token.
 type tokenSink struct {
 	src   string
-	out   []chroma.Token
+	out   func(chroma.TokenType, string)
 	typ   chroma.TokenType
 	start int // of the pending run; -1: none
 	end   int
@@ -165,7 +165,7 @@ func (s *tokenSink) emit(t chroma.TokenType, from, to int) {
 
 func (s *tokenSink) flush() {
 	if s.start >= 0 {
-		s.out = append(s.out, chroma.Token{Type: s.typ, Value: s.src[s.start:s.end]})
+		s.out(s.typ, s.src[s.start:s.end])
 	}
 	s.start = -1
 }
@@ -188,9 +188,10 @@ func lineEnd(src string, i int) int {
 	return len(src)
 }
 
-// tokens lexes src by l's rules.
-func (l *langSpec) tokens(src string) []chroma.Token {
-	s := &tokenSink{src: src, start: -1}
+// lex lexes src by l's rules, passing each token to out in order: they
+// spell src.
+func (l *langSpec) lex(src string, out func(chroma.TokenType, string)) {
+	s := &tokenSink{src: src, out: out, start: -1}
 	lineStart := true // only spaces since the last newline
 	declNext := false
 	n := len(src)
@@ -319,7 +320,6 @@ func (l *langSpec) tokens(src string) []chroma.Token {
 		declNext = false
 	}
 	s.flush()
-	return s.out
 }
 
 // comment is the end of a comment starting at i, if one does.
