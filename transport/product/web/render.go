@@ -193,12 +193,31 @@ type codeWriter struct {
 	hl     lineRange
 	digits int // of the last line's number: every number is padded to it
 	line   int
-	open   bool // a line is started
-	// The last token's type and its class: a type's class is looked up
-	// once a run.
-	typ    chroma.TokenType
-	cls    string
-	looked bool
+	inLine bool // a line is started
+	// The span opening each token type seen, "" for none: a source has
+	// a dozen types, and a look along these beats a map's hashing.
+	types []chroma.TokenType
+	opens []string
+}
+
+// maxTypes bounds the token types a codeWriter keeps the spans of.
+const maxTypes = 32
+
+// open is the span opening a token of type t ("" for plain text).
+func (w *codeWriter) open(t chroma.TokenType) string {
+	for i, have := range w.types {
+		if have == t {
+			return w.opens[i]
+		}
+	}
+	open := ""
+	if cls := tokenClass(t); cls != "" {
+		open = `<span class="` + cls + `">`
+	}
+	if len(w.types) < maxTypes {
+		w.types, w.opens = append(w.types, t), append(w.opens, open)
+	}
+	return open
 }
 
 // newCodeWriter starts the HTML of size bytes of source in lines lines.
@@ -235,38 +254,32 @@ func (w *codeWriter) startLine() {
 // token writes one token of type t, starting and ending lines at its
 // newlines.
 func (w *codeWriter) token(t chroma.TokenType, v string) {
-	if !w.looked || t != w.typ {
-		w.typ, w.cls, w.looked = t, tokenClass(t), true
-	}
+	open := w.open(t)
 	for v != "" {
 		part := v
 		if i := strings.IndexByte(v, '\n'); i >= 0 {
 			part = v[:i+1]
 		}
 		v = v[len(part):]
-		if !w.open {
+		if !w.inLine {
 			w.startLine()
-			w.open = true
+			w.inLine = true
 		}
-		if w.cls != "" {
-			w.b.WriteString(`<span class="`)
-			w.b.WriteString(w.cls)
-			w.b.WriteString(`">`)
-		}
+		w.b.WriteString(open)
 		chromaEscapes.write(&w.b, part)
-		if w.cls != "" {
+		if open != "" {
 			w.b.WriteString(`</span>`)
 		}
 		if part[len(part)-1] == '\n' {
 			w.b.WriteString(`</span></span>`)
-			w.open = false
+			w.inLine = false
 		}
 	}
 }
 
 // done ends the HTML and returns it.
 func (w *codeWriter) done() []byte {
-	if w.open {
+	if w.inLine {
 		w.b.WriteString(`</span></span>`)
 	}
 	w.b.WriteString(`</code></pre>`)
