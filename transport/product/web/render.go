@@ -11,6 +11,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alecthomas/chroma/v2"
@@ -220,9 +221,28 @@ func (w *codeWriter) open(t chroma.TokenType) string {
 	return open
 }
 
+// codeBufs keeps code writers' buffers from one file view to the next
+// (releaseCode): a 64 KiB file's HTML is half a megabyte, most of the
+// garbage the view made.
+var codeBufs sync.Pool
+
+// maxPooledCode is the largest buffer codeBufs keeps.
+const maxPooledCode = 4 << 20
+
+// releaseCode gives code, a highlight's HTML no longer used, back to
+// codeBufs.
+func releaseCode(code []byte) {
+	if cap(code) <= maxPooledCode {
+		codeBufs.Put(&code)
+	}
+}
+
 // newCodeWriter starts the HTML of size bytes of source in lines lines.
 func newCodeWriter(lines, size int, hl lineRange) *codeWriter {
 	w := &codeWriter{hl: hl, digits: len(strconv.Itoa(lines))}
+	if b, ok := codeBufs.Get().(*[]byte); ok {
+		w.b = *bytes.NewBuffer((*b)[:0])
+	}
 	// About what a line's markup and a token's span take (a 64 KiB Go
 	// file is 550 KiB of HTML), so the buffer grows once at most.
 	w.b.Grow(4*size + lines*(128+3*w.digits) + 64)

@@ -691,6 +691,9 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.renderAround(w, r, http.StatusOK, "blob", p, p.File.Code)
+	if p.File.Code != nil {
+		releaseCode(p.File.Code)
+	}
 }
 
 // raw streams a file's bytes from the API, sandboxed. An id needs no
