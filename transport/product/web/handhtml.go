@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"html/template"
 	"strings"
 )
@@ -25,30 +24,30 @@ var (
 	chromaEscapes = escapes{'<': "&lt;", '>': "&gt;", '&': "&amp;", '\'': "&#39;", '"': "&#34;"}
 )
 
-// write writes s to b with its bytes escaped.
-func (e *escapes) write(b *bytes.Buffer, s string) {
+// append appends s to b with its bytes escaped.
+func (e *escapes) append(b []byte, s string) []byte {
 	last := 0
 	for i := 0; i < len(s); i++ {
 		if esc := e[s[i]]; esc != "" {
-			b.WriteString(s[last:i])
-			b.WriteString(esc)
+			b = append(b, s[last:i]...)
+			b = append(b, esc...)
 			last = i + 1
 		}
 	}
-	b.WriteString(s[last:])
+	return append(b, s[last:]...)
 }
 
-// writeText writes s as html/template writes a string in text or a quoted
-// attribute.
-func writeText(b *bytes.Buffer, s string) { templateEscapes.write(b, s) }
+// appendText appends s as html/template writes a string in text or a
+// quoted attribute.
+func appendText(b []byte, s string) []byte { return templateEscapes.append(b, s) }
 
-// writeURLAttr writes s as html/template writes a string in a quoted URL
+// appendURLAttr appends s as html/template writes a string in a quoted URL
 // attribute (href): a scheme other than http, https or mailto becomes
 // "#ZgotmplZ" (urlFilter); a byte outside URL syntax, or a "%" not
 // starting an escape, is percent-encoded (urlNormalizer); "&" and "+",
 // the only bytes left that a quoted attribute escapes, are escaped
 // (attrEscaper).
-func writeURLAttr(b *bytes.Buffer, s string) {
+func appendURLAttr(b []byte, s string) []byte {
 	if scheme, _, ok := strings.Cut(s, ":"); ok && !strings.Contains(scheme, "/") &&
 		!strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") && !strings.EqualFold(scheme, "mailto") {
 		s = "#ZgotmplZ"
@@ -68,17 +67,15 @@ func writeURLAttr(b *bytes.Buffer, s string) {
 			strings.IndexByte("!#$*,/:;=?@[]-._~", c) >= 0:
 			continue
 		}
-		b.WriteString(s[last:i])
+		b = append(b, s[last:i]...)
 		if esc != "" {
-			b.WriteString(esc)
+			b = append(b, esc...)
 		} else {
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
+			b = append(b, '%', hex[c>>4], hex[c&15])
 		}
 		last = i + 1
 	}
-	b.WriteString(s[last:])
+	return append(b, s[last:]...)
 }
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
@@ -89,23 +86,22 @@ func pickerHTML(picks []pick) template.HTML {
 	if len(picks) == 0 {
 		return `<li class="muted">no branches or tags</li>`
 	}
-	var b bytes.Buffer
-	b.Grow(len(picks) * 96)
+	b := make([]byte, 0, len(picks)*96)
 	for _, p := range picks {
-		b.WriteString(`<li`)
+		b = append(b, `<li`...)
 		if p.Current {
-			b.WriteString(` class="current"`)
+			b = append(b, ` class="current"`...)
 		}
-		b.WriteString(`><a href="`)
-		writeURLAttr(&b, p.Href)
-		b.WriteString(`">`)
+		b = append(b, `><a href="`...)
+		b = appendURLAttr(b, p.Href)
+		b = append(b, `">`...)
 		if p.Tag {
-			b.WriteString(`tag: `)
+			b = append(b, `tag: `...)
 		}
-		writeText(&b, p.Name)
-		b.WriteString(`</a></li>`)
+		b = appendText(b, p.Name)
+		b = append(b, `</a></li>`...)
 	}
-	return template.HTML(b.String())
+	return template.HTML(b)
 }
 
 // refRowsHTML is the rows of a branches (with their divergence column)
@@ -114,58 +110,57 @@ func refRowsHTML(rows []refRow, branches bool) template.HTML {
 	if len(rows) == 0 {
 		return `<tr><td class="muted">none</td></tr>`
 	}
-	var b bytes.Buffer
-	b.Grow(len(rows) * 640)
+	b := make([]byte, 0, len(rows)*640)
 	for _, r := range rows {
-		b.WriteString("<tr>\n<td><a class=\"refname\" href=\"")
-		writeURLAttr(&b, r.Href)
-		b.WriteString(`">`)
-		writeText(&b, r.Name)
-		b.WriteString(`</a>`)
+		b = append(b, "<tr>\n<td><a class=\"refname\" href=\""...)
+		b = appendURLAttr(b, r.Href)
+		b = append(b, `">`...)
+		b = appendText(b, r.Name)
+		b = append(b, `</a>`...)
 		if r.Default {
-			b.WriteString(` <span class="badge" id="default">default</span>`)
+			b = append(b, ` <span class="badge" id="default">default</span>`...)
 		}
-		b.WriteString("\n")
+		b = append(b, "\n"...)
 		if r.Tag != nil {
-			b.WriteString(`<div class="annotation">`)
-			writeText(&b, r.Tag.Message)
-			b.WriteString(`</div>`)
+			b = append(b, `<div class="annotation">`...)
+			b = appendText(b, r.Tag.Message)
+			b = append(b, `</div>`...)
 		}
-		b.WriteString("</td>\n<td>")
+		b = append(b, "</td>\n<td>"...)
 		if c := r.Commit; c != nil {
-			b.WriteString(`<a class="subject" href="`)
-			writeURLAttr(&b, c.Href)
-			b.WriteString(`">`)
-			writeText(&b, c.Subject())
-			b.WriteString(`</a> <span class="muted">`)
-			writeText(&b, c.Author.Name)
-			b.WriteString(`</span>`)
+			b = append(b, `<a class="subject" href="`...)
+			b = appendURLAttr(b, c.Href)
+			b = append(b, `">`...)
+			b = appendText(b, c.Subject())
+			b = append(b, `</a> <span class="muted">`...)
+			b = appendText(b, c.Author.Name)
+			b = append(b, `</span>`...)
 		}
-		b.WriteString("</td>\n<td class=\"muted\">")
+		b = append(b, "</td>\n<td class=\"muted\">"...)
 		if !r.Date.IsZero() {
-			writeText(&b, formatWhen(r.Date))
+			b = appendText(b, formatWhen(r.Date))
 		}
-		b.WriteString("</td>\n")
+		b = append(b, "</td>\n"...)
 		if branches {
-			b.WriteString(`<td class="divergence">`)
+			b = append(b, `<td class="divergence">`...)
 			if r.Ahead != "" {
-				b.WriteString(`<span title="commits not in the default branch">`)
-				writeText(&b, r.Ahead)
-				b.WriteString(` ahead</span> · <span title="commits of the default branch not here">`)
-				writeText(&b, r.Behind)
-				b.WriteString(` behind</span>`)
+				b = append(b, `<span title="commits not in the default branch">`...)
+				b = appendText(b, r.Ahead)
+				b = append(b, ` ahead</span> · <span title="commits of the default branch not here">`...)
+				b = appendText(b, r.Behind)
+				b = append(b, ` behind</span>`...)
 			}
-			b.WriteString(`</td>`)
+			b = append(b, `</td>`...)
 		}
-		b.WriteString("\n<td>")
+		b = append(b, "\n<td>"...)
 		if c := r.Commit; c != nil {
-			b.WriteString(`<a href="`)
-			writeURLAttr(&b, c.Href)
-			b.WriteString(`"><code>`)
-			writeText(&b, shortOID(c.OID))
-			b.WriteString(`</code></a>`)
+			b = append(b, `<a href="`...)
+			b = appendURLAttr(b, c.Href)
+			b = append(b, `"><code>`...)
+			b = appendText(b, shortOID(c.OID))
+			b = append(b, `</code></a>`...)
 		}
-		b.WriteString("</td>\n</tr>")
+		b = append(b, "</td>\n</tr>"...)
 	}
-	return template.HTML(b.String())
+	return template.HTML(b)
 }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"html/template"
 	"math/rand/v2"
 	"net/http"
@@ -72,21 +71,12 @@ func TestHandHTMLAsTemplate(t *testing.T) {
 	textT := mustTemplate(t, `<p title="{{.}}">{{.}}</p>`)
 	urlT := mustTemplate(t, `<a href="{{.}}">`)
 	for _, s := range values {
-		var b bytes.Buffer
-		b.WriteString(`<p title="`)
-		writeText(&b, s)
-		b.WriteString(`">`)
-		writeText(&b, s)
-		b.WriteString(`</p>`)
-		if want := execute(t, textT, s); b.String() != want {
-			t.Errorf("text %q:\n got %q\nwant %q", s, b.String(), want)
+		b := appendText(append(appendText([]byte(`<p title="`), s), `">`...), s)
+		if got, want := string(b)+`</p>`, execute(t, textT, s); got != want {
+			t.Errorf("text %q:\n got %q\nwant %q", s, got, want)
 		}
-		b.Reset()
-		b.WriteString(`<a href="`)
-		writeURLAttr(&b, s)
-		b.WriteString(`">`)
-		if want := execute(t, urlT, s); b.String() != want {
-			t.Errorf("href %q:\n got %q\nwant %q", s, b.String(), want)
+		if got, want := string(appendURLAttr([]byte(`<a href="`), s))+`">`, execute(t, urlT, s); got != want {
+			t.Errorf("href %q:\n got %q\nwant %q", s, got, want)
 		}
 	}
 

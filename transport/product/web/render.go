@@ -190,7 +190,7 @@ func formatCode(tokens []chroma.Token, hl lineRange) []byte {
 
 // codeWriter is formatCode's writer, token by token.
 type codeWriter struct {
-	b      bytes.Buffer
+	b      []byte
 	hl     lineRange
 	digits int // of the last line's number: every number is padded to it
 	line   int
@@ -240,41 +240,46 @@ func releaseCode(code []byte) {
 // newCodeWriter starts the HTML of size bytes of source in lines lines.
 func newCodeWriter(lines, size int, hl lineRange) *codeWriter {
 	w := &codeWriter{hl: hl, digits: len(strconv.Itoa(lines))}
-	if b, ok := codeBufs.Get().(*[]byte); ok {
-		w.b = *bytes.NewBuffer((*b)[:0])
-	}
 	// About what a line's markup and a token's span take (a 64 KiB Go
 	// file is 550 KiB of HTML), so the buffer grows once at most.
-	w.b.Grow(4*size + lines*(128+3*w.digits) + 64)
-	w.b.WriteString(`<pre class="chroma"><code>`)
+	want := 4*size + lines*(128+3*w.digits) + 64
+	if b, ok := codeBufs.Get().(*[]byte); ok && cap(*b) >= want {
+		w.b = (*b)[:0]
+	} else {
+		w.b = make([]byte, 0, want)
+	}
+	w.b = append(w.b, `<pre class="chroma"><code>`...)
 	return w
 }
 
-func (w *codeWriter) startLine() {
+// startLine appends the opening of the next line to b, w.b's contents.
+func (w *codeWriter) startLine(b []byte) []byte {
 	w.line++
 	if w.hl.From > 0 && w.line >= w.hl.From && w.line <= w.hl.To {
-		w.b.WriteString(`<span class="line hl">`)
+		b = append(b, `<span class="line hl">`...)
 	} else {
-		w.b.WriteString(`<span class="line">`)
+		b = append(b, `<span class="line">`...)
 	}
 	var buf [20]byte
 	num := strconv.AppendInt(buf[:0], int64(w.line), 10)
-	w.b.WriteString(`<span class="ln" id="L`)
-	w.b.Write(num)
-	w.b.WriteString(`"><a class="lnlinks" href="#L`)
-	w.b.Write(num)
-	w.b.WriteString(`">`)
+	b = append(b, `<span class="ln" id="L`...)
+	b = append(b, num...)
+	b = append(b, `"><a class="lnlinks" href="#L`...)
+	b = append(b, num...)
+	b = append(b, `">`...)
 	for range w.digits - len(num) {
-		w.b.WriteByte(' ')
+		b = append(b, ' ')
 	}
-	w.b.Write(num)
-	w.b.WriteString(`</a></span><span class="cl">`)
+	b = append(b, num...)
+	return append(b, `</a></span><span class="cl">`...)
 }
 
 // token writes one token of type t, starting and ending lines at its
-// newlines.
+// newlines. The HTML grows in a local slice, stored back once: every
+// store of w.b would be a write barrier while the GC marks.
 func (w *codeWriter) token(t chroma.TokenType, v string) {
 	open := w.open(t)
+	b := w.b
 	for v != "" {
 		part := v
 		if i := strings.IndexByte(v, '\n'); i >= 0 {
@@ -282,28 +287,29 @@ func (w *codeWriter) token(t chroma.TokenType, v string) {
 		}
 		v = v[len(part):]
 		if !w.inLine {
-			w.startLine()
+			b = w.startLine(b)
 			w.inLine = true
 		}
-		w.b.WriteString(open)
-		chromaEscapes.write(&w.b, part)
+		b = append(b, open...)
+		b = chromaEscapes.append(b, part)
 		if open != "" {
-			w.b.WriteString(`</span>`)
+			b = append(b, `</span>`...)
 		}
 		if part[len(part)-1] == '\n' {
-			w.b.WriteString(`</span></span>`)
+			b = append(b, `</span></span>`...)
 			w.inLine = false
 		}
 	}
+	w.b = b
 }
 
 // done ends the HTML and returns it.
 func (w *codeWriter) done() []byte {
 	if w.inLine {
-		w.b.WriteString(`</span></span>`)
+		w.b = append(w.b, `</span></span>`...)
 	}
-	w.b.WriteString(`</code></pre>`)
-	return w.b.Bytes()
+	w.b = append(w.b, `</code></pre>`...)
+	return w.b
 }
 
 // tokenClass is the class chroma's formatter gives a token type: its
