@@ -159,11 +159,11 @@ func BenchmarkHighlightGo(b *testing.B) {
 	})
 }
 
-// TestFormatCodeAsChroma: formatCode writes what chroma's formatter
-// writes for the same tokens, with and without highlighted lines: text
-// with and without a last newline, tokens spanning lines, characters to
-// escape, a thousand lines (padded numbers), chroma's own tokens and the
-// linear lexer's.
+// TestFormatCodeAsChroma: formatCode (and highlight, lexing as it
+// writes) writes what chroma's formatter writes for the same tokens,
+// with and without highlighted lines: text with and without a last
+// newline, tokens spanning lines, characters to escape, a thousand lines
+// (padded numbers), chroma's own tokens and the linear lexer's.
 func TestFormatCodeAsChroma(t *testing.T) {
 	goSrc := "package p\n\n/* a\n   <b> & 'c' \"d\"\n*/\nfunc f() string { return `x\ny` }\n" + strings.Repeat("// filler\n", 1000) + "var last = 1"
 	var cases [][]chroma.Token
@@ -187,6 +187,16 @@ func TestFormatCodeAsChroma(t *testing.T) {
 			}
 			if got := string(formatCode(tokens, hl)); got != want.String() {
 				t.Errorf("case %d, lines %v: formatCode differs from chroma's formatter:\n got %.300q\nwant %.300q", i, hl, got, want.String())
+			}
+			if i%2 == 0 {
+				// The linear lexer's tokens: highlight writes them as it lexes.
+				var src strings.Builder
+				for _, tok := range tokens {
+					src.WriteString(tok.Value)
+				}
+				if got, err := highlight("f.go", src.String(), hl, time.Time{}); err != nil || string(got) != want.String() {
+					t.Errorf("case %d, lines %v: highlight differs from chroma's formatter (%v):\n got %.300q\nwant %.300q", i, hl, err, got, want.String())
+				}
 			}
 		}
 	}
