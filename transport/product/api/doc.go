@@ -1,7 +1,7 @@
 // Package api is rgit's read API: JSON over HTTP under
 // /api/{owner}/{name}/… (refs, tree, blob, raw, log, commit, compare,
-// tag, ahead-behind, search, archive, blame, lastcommit; docs/read-api.md
-// has the reference) and its optional Redis cache.
+// commits, tag, ahead-behind, search, archive, blame, lastcommit;
+// docs/read-api.md has the reference) and its optional Redis cache.
 //
 // The one idea: only refs takes names; every other endpoint takes an
 // object id, so its answer can never change and may be cached forever by

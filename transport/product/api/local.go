@@ -451,6 +451,12 @@ func (s *serving) serve(b gitproto.Backend) error {
 			return err
 		}
 		return s.json(ab)
+	case Commits:
+		cs, err := rd.commits(q.heads())
+		if err != nil {
+			return err
+		}
+		return s.json(cs)
 	case Search:
 		return s.search()
 	case LastCommit:

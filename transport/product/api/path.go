@@ -38,6 +38,8 @@ const (
 	// LastCommit answers each entry of a directory with the newest
 	// commit that changed it (lastcommit.go).
 	LastCommit Endpoint = "lastcommit"
+	// Commits answers several commits at once (refinfo.go).
+	Commits Endpoint = "commits"
 )
 
 // Limits of log paging (the n clamp).
@@ -58,7 +60,8 @@ type Request struct {
 	// Base is compare's and ahead-behind's base.
 	Base object.ID
 	// Heads are ahead-behind's heads after the first (OID), at most
-	// MaxAheadBehindHeads in all.
+	// MaxAheadBehindHeads in all; commits' ids after the first, at most
+	// MaxCommits in all.
 	Heads []object.ID
 	// Sub is the path inside the tree (tree, blob, raw, blame) or log's
 	// path filter, as validated segments.
@@ -169,22 +172,19 @@ func ParseRequest(escapedPath string, query url.Values) (*Request, error) {
 		if q.Base, err = parseOID(b); err != nil {
 			return nil, err
 		}
-		heads := []string{h}
+		most := 1
 		if q.Endpoint == AheadBehind {
-			if heads = strings.Split(h, ","); len(heads) > MaxAheadBehindHeads {
-				return nil, bad("ahead-behind takes at most %d heads", MaxAheadBehindHeads)
-			}
+			most = MaxAheadBehindHeads
 		}
-		for i, h := range heads {
-			id, err := parseOID(h)
-			if err != nil {
-				return nil, err
-			}
-			if i == 0 {
-				q.OID = id
-			} else {
-				q.Heads = append(q.Heads, id)
-			}
+		if err := q.parseIDs(h, most); err != nil {
+			return nil, err
+		}
+	case Commits:
+		if len(args) != 1 {
+			return nil, bad("commits takes {oid}[,{oid}…]")
+		}
+		if err := q.parseIDs(args[0], MaxCommits); err != nil {
+			return nil, err
 		}
 	case Archive:
 		if len(args) != 1 {
@@ -212,6 +212,30 @@ func ParseRequest(escapedPath string, query url.Values) (*Request, error) {
 		return nil, bad("unknown endpoint %q", segs[2])
 	}
 	return q, nil
+}
+
+// parseIDs reads a comma-separated list of at most most ids into OID
+// (the first) and Heads (the rest).
+func (q *Request) parseIDs(s string, most int) error {
+	ids := strings.Split(s, ",")
+	if len(ids) > most {
+		if most == 1 {
+			return bad("%s takes {base}...{head}", q.Endpoint)
+		}
+		return bad("%s takes at most %d ids", q.Endpoint, most)
+	}
+	for i, s := range ids {
+		id, err := parseOID(s)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			q.OID = id
+		} else {
+			q.Heads = append(q.Heads, id)
+		}
+	}
+	return nil
 }
 
 // segment unescapes one path segment and refuses the dangerous ones.
@@ -291,7 +315,8 @@ func parseTimeout(s string) (time.Duration, error) {
 	return time.Duration(n) * time.Millisecond, nil
 }
 
-// heads is ahead-behind's heads in the order asked (compare's one head).
+// heads is ahead-behind's heads in the order asked (compare's one head,
+// commits' ids).
 func (q *Request) heads() []object.ID { return append([]object.ID{q.OID}, q.Heads...) }
 
 // Path is the request's canonical escaped path, as sent upstream and as
@@ -303,8 +328,12 @@ func (q *Request) Path() string {
 	switch q.Endpoint {
 	case Tree, Blob, Raw, Log, Commit, Blame, Tag, Search, LastCommit:
 		b.WriteString("/" + q.OID.String())
-	case Compare, AheadBehind:
-		b.WriteString("/" + q.Base.String() + "..." + q.OID.String())
+	case Compare, AheadBehind, Commits:
+		b.WriteString("/")
+		if q.Endpoint != Commits {
+			b.WriteString(q.Base.String() + "...")
+		}
+		b.WriteString(q.OID.String())
 		for _, h := range q.Heads {
 			b.WriteString("," + h.String())
 		}

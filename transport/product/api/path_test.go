@@ -37,6 +37,9 @@ func TestParseRequest(t *testing.T) {
 		{"/api/alice/site/ahead-behind/" + oidA + "..." + oidB + "," + oidA, "", "ahead-behind/" + oidA + "..." + oidB + "," + oidA},
 		{"/api/alice/site/ahead-behind/" + oidA + "..." + strings.Repeat(oidB+",", MaxAheadBehindHeads-1) + oidB, "",
 			"ahead-behind/" + oidA + "..." + strings.Repeat(oidB+",", MaxAheadBehindHeads-1) + oidB},
+		{"/api/alice/site/commits/" + oidA, "", "commits/" + oidA},
+		{"/api/alice/site/commits/" + oidA + "%2C" + oidB, "", "commits/" + oidA + "," + oidB},
+		{"/api/alice/site/commits/" + strings.Repeat(oidB+",", MaxCommits-1) + oidB, "", "commits/" + strings.Repeat(oidB+",", MaxCommits-1) + oidB},
 	}
 	for _, c := range ok {
 		v, _ := url.ParseQuery(c.query)
@@ -67,6 +70,10 @@ func TestParseRequest(t *testing.T) {
 		{"/api/alice/site/ahead-behind/" + oidA, ""},
 		{"/api/alice/site/ahead-behind/" + oidA + "..." + oidB + ",", ""},
 		{"/api/alice/site/ahead-behind/" + oidA + "..." + strings.Repeat(oidB+",", MaxAheadBehindHeads) + oidB, ""},
+		{"/api/alice/site/commits", ""},
+		{"/api/alice/site/commits/" + oidA + ",", ""},
+		{"/api/alice/site/commits/" + oidA + "/x", ""},
+		{"/api/alice/site/commits/" + strings.Repeat(oidB+",", MaxCommits) + oidB, ""},
 		{"/api/alice/site/compare/" + oidA + "..." + oidB + "," + oidA, ""},
 		{"/api/alice/site/tag/" + oidA + "/x", ""},
 		{"/api/alice/site/tree/" + oidA[:39], ""},

@@ -10,8 +10,34 @@ import (
 	"github.com/rgit/rgit/storage/object"
 )
 
-// What a branches or tags page needs beyond refs, by id: a tag's
-// annotation, and how far two commits have diverged.
+// What a branches or tags page needs beyond refs, by id: its refs'
+// commits, a tag's annotation, and how far two commits have diverged.
+
+// MaxCommits is the most ids one commits answer reads: a branches page
+// asks once for every branch it dates (at most 100).
+const MaxCommits = 100
+
+// commits reads each id (peeling tags) as a commit, in the order asked:
+// nil for one that is missing or not a commit, as log would answer 404
+// for it alone, so one ref gone since the refs were read does not fail
+// the others.
+func (rd reader) commits(ids []object.ID) ([]*commitAnswer, error) {
+	out := make([]*commitAnswer, len(ids))
+	for i, id := range ids {
+		if err := rd.w.ctx.Err(); err != nil {
+			return nil, err
+		}
+		c, _, err := rd.commit(id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		out[i] = &c
+	}
+	return out, nil
+}
 
 // tagAnswer is tag's JSON: an annotated tag object.
 type tagAnswer struct {

@@ -157,3 +157,45 @@ func TestAheadBehindServed(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitsAnswer: each id read as a commit in the order asked, a tag
+// peeled to its commit, a tree or a missing object answered as null.
+func TestCommitsAnswer(t *testing.T) {
+	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("Tagger", "tag@x", "1700000000 +0000")})
+	g.Write("a", "a\n")
+	g.Run("add", "-A")
+	g.Run("commit", "-q", "-m", "one")
+	g.Run("tag", "-a", "v1.0", "-m", "Release 1.0")
+	rd := newReader(context.Background(), (&bombRepo{g: g}).objects(t), Limits{})
+	main := g.Run("rev-parse", "main")
+	ids := []object.ID{object.MustID(g.Run("rev-parse", "v1.0")), object.MustID(g.Run("rev-parse", "main^{tree}")),
+		object.MustID(strings.Repeat("ab", 20)), object.MustID(main)}
+	cs, err := rd.commits(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 4 || cs[0] == nil || cs[0].OID != main || cs[0].Message != "one\n" || cs[1] != nil || cs[2] != nil ||
+		cs[3] == nil || cs[3].OID != main {
+		t.Errorf("commits answer %+v", cs)
+	}
+}
+
+// TestCommitsServed: several ids answer in the order asked; one the refs
+// do not reach (a deleted branch's commit) is a 404 wherever it stands,
+// as for ahead-behind; more than MaxCommits is refused.
+func TestCommitsServed(t *testing.T) {
+	r := newLocalRepo(t)
+	srv := newTestHandler(t, nil, newLocal(t, r.open(t)))
+	main := r.main.String()
+	code, _, body := get(t, srv, "/api/alice/site/commits/"+main+","+main)
+	if code != http.StatusOK || strings.Count(body, `"oid":"`+main+`"`) != 2 || !strings.HasPrefix(body, "[") {
+		t.Errorf("two ids: %d %s", code, body)
+	}
+	if code, _, body := get(t, srv, "/api/alice/site/commits/"+main+","+r.gone.String()); code != http.StatusNotFound {
+		t.Errorf("an unreachable id: %d %s, want 404", code, body)
+	}
+	many := strings.TrimSuffix(strings.Repeat(main+",", MaxCommits+1), ",")
+	if code, _, body := get(t, srv, "/api/alice/site/commits/"+many); code != http.StatusBadRequest {
+		t.Errorf("%d ids: %d %s, want 400", MaxCommits+1, code, body)
+	}
+}

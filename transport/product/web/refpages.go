@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -12,8 +13,9 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// The branches and tags pages. Newest first needs each ref's date, one
-// read per ref, so the order is bounded: with at most maxDated branches
+// The branches and tags pages. Newest first needs each ref's date (its
+// commit's, all in one read, and an annotated tag's own, a read each),
+// so the order is bounded: with at most maxDated branches
 // (tags) every one is read and the list is sorted by date; past that
 // the list is sorted by name, says so, and only the page's refs are
 // read. A repository with 10,000 branches costs a page's reads, not
@@ -55,13 +57,13 @@ type refRow struct {
 	// walk cut short shows "N+".
 	Ahead, Behind string
 	Tag           *tagObject // an annotated tag
-	read          bool       // its date and details were read
+	read          bool       // its date and details were read (readRows)
 }
 
 type refsPage struct {
 	page
-	Kind     string // "branches" or "tags"
-	Rows     []refRow
+	Kind     string        // "branches" or "tags"
+	RowsHTML template.HTML // refRowsHTML
 	Total    int
 	ByName   bool // too many to sort by date
 	MaxDated int
@@ -122,7 +124,7 @@ func (h *Handler) refList(w http.ResponseWriter, r *http.Request, kind string) {
 		h.fail(w, r, err, 0, "")
 		return
 	}
-	p.Rows = rows
+	p.RowsHTML = refRowsHTML(rows, kind == "branches")
 	self := q.base() + "/" + kind
 	if pageNo > 1 {
 		p.Prev = self + "?" + url.Values{"page": {strconv.Itoa(pageNo - 1)}}.Encode()
@@ -157,19 +159,41 @@ func sortRows(rows []refRow, kind string, byName bool) {
 	})
 }
 
-// readsInFlight bounds the API reads one list page makes at once.
+// readsInFlight bounds the tag reads one list page makes at once.
 const readsInFlight = 4
 
-// readRows reads the rows' details (readRow) a few at a time, then,
-// with a default branch def, every other branch's divergence from it.
+// commitsPerRead is the most ids one commits read asks for: the API's
+// limit (api.MaxCommits), no fewer than maxDated, so a page is one read.
+const commitsPerRead = 100
+
+// readRows reads the details of the rows not read yet: each annotated
+// tag's object (a few at a time), then every row's commit in one
+// commits answer, then, with a default branch def, every other branch's
+// divergence from it.
 func (h *Handler) readRows(ctx context.Context, q *repoReq, rows []refRow, def Ref) error {
+	var todo []*refRow
+	for i := range rows {
+		if r := &rows[i]; !r.read {
+			r.read = true
+			todo = append(todo, r)
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(readsInFlight)
-	for i := range rows {
-		g.Go(func() error { return h.readRow(gctx, q, &rows[i]) })
+	for _, row := range todo {
+		if row.Ref.Peeled != "" {
+			g.Go(func() error { return h.readTag(gctx, q, row) })
+		}
 	}
 	if err := g.Wait(); err != nil {
 		return err
+	}
+	for len(todo) > 0 {
+		n := min(len(todo), commitsPerRead)
+		if err := h.readCommits(ctx, q, todo[:n]); err != nil {
+			return err
+		}
+		todo = todo[n:]
 	}
 	if def.Name == "" {
 		return nil
@@ -177,32 +201,42 @@ func (h *Handler) readRows(ctx context.Context, q *repoReq, rows []refRow, def R
 	return h.divergence(ctx, q, def, rows)
 }
 
-// readRow reads a row's commit (and an annotated tag's object) once. A
-// ref whose object is gone or not a commit shows without them.
-func (h *Handler) readRow(ctx context.Context, q *repoReq, row *refRow) error {
-	if row.read {
-		return nil
-	}
-	row.read = true
-	if row.Ref.Peeled != "" {
-		var t tagObject
-		if _, err := getJSON(ctx, h.api, apiPath(q.owner, q.name, "tag", row.Ref.OID), q.token, &t); err != nil {
-			return tolerate(err)
-		}
-		row.Tag = &t
-		if t.Tagger != nil {
-			row.Date = t.Tagger.Time
-		}
-	}
-	var cs []Commit
-	if _, err := getJSON(ctx, h.api, apiPath(q.owner, q.name, "log", row.Ref.Commit())+"?n=1", q.token, &cs); err != nil {
+// readTag reads an annotated tag's object; one gone or not a tag shows
+// without it.
+func (h *Handler) readTag(ctx context.Context, q *repoReq, row *refRow) error {
+	var t tagObject
+	if _, err := getJSON(ctx, h.api, apiPath(q.owner, q.name, "tag", row.Ref.OID), q.token, &t); err != nil {
 		return tolerate(err)
 	}
-	if len(cs) == 1 {
-		cv := q.commitViews(cs)[0]
-		row.Commit = &cv
+	row.Tag = &t
+	if t.Tagger != nil {
+		row.Date = t.Tagger.Time
+	}
+	return nil
+}
+
+// readCommits reads the rows' commits in one answer; a ref whose object
+// is gone or not a commit shows without one.
+func (h *Handler) readCommits(ctx context.Context, q *repoReq, rows []*refRow) error {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.Ref.Commit()
+	}
+	var cs []*Commit
+	if _, err := getJSON(ctx, h.api, apiPath(q.owner, q.name, "commits", strings.Join(ids, ",")), q.token, &cs); err != nil {
+		return tolerate(err)
+	}
+	if len(cs) != len(rows) {
+		return fmt.Errorf("commits answered %d commits for %d", len(cs), len(rows))
+	}
+	for i, c := range cs {
+		if c == nil {
+			continue
+		}
+		row := rows[i]
+		row.Commit = &commitView{Commit: *c, Href: q.href("commit", c.OID, "")}
 		if row.Date.IsZero() {
-			row.Date = cs[0].Committer.Time
+			row.Date = c.Committer.Time
 		}
 	}
 	return nil
@@ -268,10 +302,10 @@ func (h *Handler) summary(ctx context.Context, q *repoReq) (*repoSummary, error)
 			s.Tags++
 		}
 	}
-	row := refRow{Ref: q.at.Ref}
-	if err := h.readRow(ctx, q, &row); err != nil {
+	rows := []refRow{{Ref: q.at.Ref}}
+	if err := h.readRows(ctx, q, rows, Ref{}); err != nil {
 		return nil, err
 	}
-	s.Latest = row.Commit
+	s.Latest = rows[0].Commit
 	return s, nil
 }

@@ -11,6 +11,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alecthomas/chroma/v2"
@@ -37,7 +38,7 @@ var views = mustParseViews()
 
 var funcs = template.FuncMap{
 	"short": shortOID,
-	"when":  func(w When) string { return w.UTC().Format("2006-01-02 15:04 MST") },
+	"when":  formatWhen,
 	"ago":   func(w When) string { return w.UTC().Format(time.DateOnly) },
 	"size":  humanSize,
 }
@@ -58,6 +59,8 @@ func mustParseViews() map[string]*template.Template {
 	}
 	return out
 }
+
+func formatWhen(w When) string { return w.UTC().Format("2006-01-02 15:04 MST") }
 
 func shortOID(s string) string {
 	if len(s) > 10 {
@@ -144,10 +147,21 @@ func parseLines(s string) (lineRange, error) {
 
 // highlight renders src as escaped, classed HTML with numbered, linkable
 // lines, choosing the lexer by file name and marking the lines of hl.
-func highlight(name, src string, hl lineRange, deadline time.Time) (template.HTML, error) {
+func highlight(name, src string, hl lineRange, deadline time.Time) ([]byte, error) {
+	if l := fastLang(name); l != nil && len(src) <= maxHighlight {
+		// Lexed straight into the HTML, no tokens kept: the concatenated
+		// tokens are src, so its lines are theirs.
+		lines := strings.Count(src, "\n")
+		if src != "" && !strings.HasSuffix(src, "\n") {
+			lines++
+		}
+		w := newCodeWriter(lines, len(src), hl)
+		l.lex(src, w.token)
+		return w.done(), nil
+	}
 	tokens, err := codeTokens(name, src, deadline)
 	if err != nil {
-		return "", fmt.Errorf("highlight %s: %w", name, err)
+		return nil, fmt.Errorf("highlight %s: %w", name, err)
 	}
 	return formatCode(tokens, hl), nil
 }
@@ -157,7 +171,7 @@ func highlight(name, src string, hl lineRange, deadline time.Time) (template.HTM
 // fraction of its cost: chroma formats every line and token with
 // fmt.Sprintf and copies each token to escape it, most of the file
 // view's time once lexing is linear. Every token is escaped.
-func formatCode(tokens []chroma.Token, hl lineRange) template.HTML {
+func formatCode(tokens []chroma.Token, hl lineRange) []byte {
 	lines := 0
 	size := 0
 	for _, t := range tokens {
@@ -167,63 +181,135 @@ func formatCode(tokens []chroma.Token, hl lineRange) template.HTML {
 	if n := len(tokens); n > 0 && !strings.HasSuffix(tokens[n-1].Value, "\n") {
 		lines++
 	}
-	digits := len(strconv.Itoa(lines))
-	var b strings.Builder
-	b.Grow(2*size + lines*80 + 64)
-	b.WriteString(`<pre class="chroma"><code>`)
-	line := 0
-	startLine := func() {
-		line++
-		if hl.From > 0 && line >= hl.From && line <= hl.To {
-			b.WriteString(`<span class="line hl">`)
-		} else {
-			b.WriteString(`<span class="line">`)
-		}
-		num := strconv.Itoa(line)
-		b.WriteString(`<span class="ln" id="L`)
-		b.WriteString(num)
-		b.WriteString(`"><a class="lnlinks" href="#L`)
-		b.WriteString(num)
-		b.WriteString(`">`)
-		for range digits - len(num) {
-			b.WriteByte(' ')
-		}
-		b.WriteString(num)
-		b.WriteString(`</a></span><span class="cl">`)
-	}
-	open := false
+	w := newCodeWriter(lines, size, hl)
 	for _, t := range tokens {
-		cls := tokenClass(t.Type)
-		for v := t.Value; v != ""; {
-			part := v
-			if i := strings.IndexByte(v, '\n'); i >= 0 {
-				part = v[:i+1]
-			}
-			v = v[len(part):]
-			if !open {
-				startLine()
-				open = true
-			}
-			if cls != "" {
-				b.WriteString(`<span class="`)
-				b.WriteString(cls)
-				b.WriteString(`">`)
-			}
-			escapeHTML(&b, part)
-			if cls != "" {
-				b.WriteString(`</span>`)
-			}
-			if strings.HasSuffix(part, "\n") {
-				b.WriteString(`</span></span>`)
-				open = false
-			}
+		w.token(t.Type, t.Value)
+	}
+	return w.done()
+}
+
+// codeWriter is formatCode's writer, token by token.
+type codeWriter struct {
+	b      []byte
+	hl     lineRange
+	digits int // of the last line's number: every number is padded to it
+	line   int
+	inLine bool // a line is started
+	// The span opening each token type seen, "" for none: a source has
+	// a dozen types, and a look along these beats a map's hashing.
+	types []chroma.TokenType
+	opens []string
+}
+
+// maxTypes bounds the token types a codeWriter keeps the spans of.
+const maxTypes = 32
+
+// open is the span opening a token of type t ("" for plain text).
+func (w *codeWriter) open(t chroma.TokenType) string {
+	for i, have := range w.types {
+		if have == t {
+			return w.opens[i]
 		}
 	}
-	if open {
-		b.WriteString(`</span></span>`)
+	open := ""
+	if cls := tokenClass(t); cls != "" {
+		open = `<span class="` + cls + `">`
 	}
-	b.WriteString(`</code></pre>`)
-	return template.HTML(b.String())
+	if len(w.types) < maxTypes {
+		w.types, w.opens = append(w.types, t), append(w.opens, open)
+	}
+	return open
+}
+
+// codeBufs keeps code writers' buffers from one file view to the next
+// (releaseCode): a 64 KiB file's HTML is half a megabyte, most of the
+// garbage the view made.
+var codeBufs sync.Pool
+
+// maxPooledCode is the largest buffer codeBufs keeps.
+const maxPooledCode = 4 << 20
+
+// releaseCode gives code, a highlight's HTML no longer used, back to
+// codeBufs.
+func releaseCode(code []byte) {
+	if cap(code) <= maxPooledCode {
+		codeBufs.Put(&code)
+	}
+}
+
+// newCodeWriter starts the HTML of size bytes of source in lines lines.
+func newCodeWriter(lines, size int, hl lineRange) *codeWriter {
+	w := &codeWriter{hl: hl, digits: len(strconv.Itoa(lines))}
+	// About what a line's markup and a token's span take (a 64 KiB Go
+	// file is 550 KiB of HTML), so the buffer grows once at most.
+	want := 4*size + lines*(128+3*w.digits) + 64
+	if b, ok := codeBufs.Get().(*[]byte); ok && cap(*b) >= want {
+		w.b = (*b)[:0]
+	} else {
+		w.b = make([]byte, 0, want)
+	}
+	w.b = append(w.b, `<pre class="chroma"><code>`...)
+	return w
+}
+
+// startLine appends the opening of the next line to b, w.b's contents.
+func (w *codeWriter) startLine(b []byte) []byte {
+	w.line++
+	if w.hl.From > 0 && w.line >= w.hl.From && w.line <= w.hl.To {
+		b = append(b, `<span class="line hl">`...)
+	} else {
+		b = append(b, `<span class="line">`...)
+	}
+	var buf [20]byte
+	num := strconv.AppendInt(buf[:0], int64(w.line), 10)
+	b = append(b, `<span class="ln" id="L`...)
+	b = append(b, num...)
+	b = append(b, `"><a class="lnlinks" href="#L`...)
+	b = append(b, num...)
+	b = append(b, `">`...)
+	for range w.digits - len(num) {
+		b = append(b, ' ')
+	}
+	b = append(b, num...)
+	return append(b, `</a></span><span class="cl">`...)
+}
+
+// token writes one token of type t, starting and ending lines at its
+// newlines. The HTML grows in a local slice, stored back once: every
+// store of w.b would be a write barrier while the GC marks.
+func (w *codeWriter) token(t chroma.TokenType, v string) {
+	open := w.open(t)
+	b := w.b
+	for v != "" {
+		part := v
+		if i := strings.IndexByte(v, '\n'); i >= 0 {
+			part = v[:i+1]
+		}
+		v = v[len(part):]
+		if !w.inLine {
+			b = w.startLine(b)
+			w.inLine = true
+		}
+		b = append(b, open...)
+		b = chromaEscapes.append(b, part)
+		if open != "" {
+			b = append(b, `</span>`...)
+		}
+		if part[len(part)-1] == '\n' {
+			b = append(b, `</span></span>`...)
+			w.inLine = false
+		}
+	}
+	w.b = b
+}
+
+// done ends the HTML and returns it.
+func (w *codeWriter) done() []byte {
+	if w.inLine {
+		w.b = append(w.b, `</span></span>`...)
+	}
+	w.b = append(w.b, `</code></pre>`...)
+	return w.b
 }
 
 // tokenClass is the class chroma's formatter gives a token type: its
@@ -238,41 +324,13 @@ func tokenClass(t chroma.TokenType) string {
 	return chroma.StandardTypes[t]
 }
 
-// escapeHTML writes s escaped as html.EscapeString escapes it.
-func escapeHTML(b *strings.Builder, s string) {
-	last := 0
-	for i := 0; i < len(s); i++ {
-		var esc string
-		switch s[i] {
-		case '<':
-			esc = "&lt;"
-		case '>':
-			esc = "&gt;"
-		case '&':
-			esc = "&amp;"
-		case '\'':
-			esc = "&#39;"
-		case '"':
-			esc = "&#34;"
-		default:
-			continue
-		}
-		b.WriteString(s[last:i])
-		b.WriteString(esc)
-		last = i + 1
-	}
-	b.WriteString(s[last:])
-}
-
-// codeTokens lexes src: the languages fastLang knows in one linear pass
-// (no budget needed), the others with chroma's lexer for the name under
-// the deadline, anything larger than maxHighlight plain.
+// codeTokens lexes src for a language fastLang does not know (highlight
+// lexes those in one linear pass, no budget needed): with chroma's lexer
+// for the name under the deadline, anything larger than maxHighlight
+// plain.
 func codeTokens(name, src string, deadline time.Time) ([]chroma.Token, error) {
 	if len(src) > maxHighlight {
 		return lexTokens(lexers.Fallback, src, time.Time{})
-	}
-	if l := fastLang(name); l != nil {
-		return l.tokens(src), nil
 	}
 	lexer := lexers.Match(name)
 	if lexer == nil {
@@ -341,7 +399,8 @@ func coalesce(it chroma.Iterator, deadline time.Time) (out []chroma.Token, done 
 // fileView is how the blob page shows a file.
 type fileView struct {
 	Kind     string        // see fileKind
-	HTML     template.HTML // the rendered Markdown, or the numbered source
+	HTML     template.HTML // the rendered Markdown, or bulkMark standing for Code
+	Code     []byte        // the numbered source's HTML, written in the page around the template (renderAround)
 	Source   string        // on rendered Markdown, a link to its source
 	Rendered string        // on a Markdown file's source, a link to its rendering
 	Lines    lineRange     // the lines highlighted
@@ -411,10 +470,11 @@ func (h *Handler) fileView(q *repoReq, p string, b Blob, query url.Values) (file
 		v.Rendered = self
 	}
 	v.Lines = lines
-	if v.HTML, err = highlight(p, b.Content, lines, time.Now().Add(highlightBudget)); err != nil {
+	if v.Code, err = highlight(p, b.Content, lines, time.Now().Add(highlightBudget)); err != nil {
 		h.log.Warn("web: highlighting failed; shown plain", zap.String("path", p), zap.Error(err))
-		v.HTML, _ = highlight("", b.Content, lines, time.Time{})
+		v.Code, _ = highlight("", b.Content, lines, time.Time{})
 	}
+	v.HTML = bulkMark
 	return v, nil
 }
 

@@ -113,6 +113,19 @@ func (s *stubAPI) answer(w http.ResponseWriter, r *http.Request, op, rest string
 			return
 		}
 		writeJSON(w, []Commit{c1})
+	case op == "commits":
+		var cs []*Commit
+		for id := range strings.SplitSeq(rest, ",") {
+			switch id {
+			case oidC1:
+				cs = append(cs, &c1)
+			case oidC2:
+				cs = append(cs, &c2)
+			default:
+				cs = append(cs, nil)
+			}
+		}
+		writeJSON(w, cs)
 	case op == "commit" && rest == oidC1:
 		writeJSON(w, CommitDetail{Commit: c1, Files: []FileChange{{Path: hostile, Status: "added", Additions: 1}},
 			Diff: "diff --git a/" + hostile + " b/" + hostile + "\nnew file mode 100644\n--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+" + hostile + "\n"})

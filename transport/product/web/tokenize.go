@@ -19,6 +19,10 @@ import (
 // rescans, so a hostile file (unterminated strings or comments, a
 // megabyte line) costs what an ordinary one of its size costs.
 
+// quoteTable is the rule of each byte that opens a string (nil: none),
+// looked up at most bytes of a source.
+type quoteTable [256]*quoteRule
+
 // quoteRule is how a string opened by one quote byte ends.
 type quoteRule struct {
 	multiline bool // the string may span lines (else a newline ends it)
@@ -38,15 +42,15 @@ type langSpec struct {
 	block        [2]string
 	nested       bool // block comments nest (Rust)
 	hashAfterGap bool // "#" opens a comment only at a word's start (shell, YAML)
-	quotes       map[byte]quoteRule
+	quotes       quoteTable
 	triple       bool // """ and ''' strings (Python)
 	vars         bool // $name, ${…} are variables (shell)
 	keys         bool // a name or string before ":" is a key (JSON, YAML)
 	preproc      bool // a line starting with "#" is a preprocessor line (C)
 	words        map[string]chroma.TokenType
-	// decl are the keywords after which the next name is declared as a
+	// decl is the keyword after which the next name is declared as a
 	// function (func, def, fn).
-	decl map[string]bool
+	decl string
 }
 
 // words builds a keyword table: each space-separated word in s has type t.
@@ -60,20 +64,12 @@ func words(m map[string]chroma.TokenType, t chroma.TokenType, s string) map[stri
 	return m
 }
 
-func set(s string) map[string]bool {
-	m := map[string]bool{}
-	for _, w := range strings.Fields(s) {
-		m[w] = true
-	}
-	return m
-}
-
 var (
-	cQuotes = map[byte]quoteRule{'"': {escapes: true}, '\'': {escapes: true, char: true}}
+	cQuotes = quoteTable{'"': {escapes: true}, '\'': {escapes: true, char: true}}
 	// Go's and JavaScript's backquoted strings span lines; Go's have no
 	// escapes.
-	goQuotes = map[byte]quoteRule{'"': {escapes: true}, '\'': {escapes: true, char: true}, '`': {multiline: true}}
-	jsQuotes = map[byte]quoteRule{'"': {escapes: true}, '\'': {escapes: true}, '`': {multiline: true, escapes: true}}
+	goQuotes = quoteTable{'"': {escapes: true}, '\'': {escapes: true, char: true}, '`': {multiline: true}}
+	jsQuotes = quoteTable{'"': {escapes: true}, '\'': {escapes: true}, '`': {multiline: true, escapes: true}}
 
 	goLang = &langSpec{line: []string{"//"}, block: [2]string{"/*", "*/"}, quotes: goQuotes,
 		words: words(words(words(words(nil, chroma.Keyword,
@@ -81,7 +77,7 @@ var (
 			chroma.KeywordType, "any bool byte comparable complex64 complex128 error float32 float64 int int8 int16 int32 int64 rune string uint uint8 uint16 uint32 uint64 uintptr"),
 			chroma.KeywordConstant, "true false nil iota"),
 			chroma.NameBuiltin, "append cap clear close complex copy delete imag len make max min new panic print println real recover"),
-		decl: set("func")}
+		decl: "func"}
 	cLang = &langSpec{line: []string{"//"}, block: [2]string{"/*", "*/"}, quotes: cQuotes, preproc: true,
 		words: words(words(words(nil, chroma.Keyword,
 			"alignas alignof asm auto break case catch class const constexpr consteval constinit const_cast continue co_await co_return co_yield decltype default delete do dynamic_cast else enum explicit export extern final for friend goto if inline mutable namespace new noexcept operator override private protected public register reinterpret_cast requires return sizeof static static_assert static_cast struct switch template this thread_local throw try typedef typeid typename union using virtual volatile while"),
@@ -97,28 +93,28 @@ var (
 			"as async await break case catch class const continue debugger declare default delete do else enum export extends finally for from function get if implements import in instanceof interface let new of package private protected public readonly return set static super switch this throw try type typeof var void while with yield"),
 			chroma.KeywordType, "any bigint boolean never number object string symbol unknown"),
 			chroma.KeywordConstant, "true false null undefined NaN Infinity"),
-		decl: set("function")}
+		decl: "function"}
 	rustLang = &langSpec{line: []string{"//"}, block: [2]string{"/*", "*/"}, nested: true, quotes: cQuotes,
 		words: words(words(words(nil, chroma.Keyword,
 			"as async await break const continue crate dyn else enum extern fn for if impl in let loop match mod move mut pub ref return self Self static struct super trait type unsafe use where while"),
 			chroma.KeywordType, "bool char f32 f64 i8 i16 i32 i64 i128 isize str u8 u16 u32 u64 u128 usize String Vec Option Result Box"),
 			chroma.KeywordConstant, "true false None Some Ok Err"),
-		decl: set("fn")}
-	pyLang = &langSpec{line: []string{"#"}, quotes: map[byte]quoteRule{'"': {escapes: true}, '\'': {escapes: true}}, triple: true,
+		decl: "fn"}
+	pyLang = &langSpec{line: []string{"#"}, quotes: quoteTable{'"': {escapes: true}, '\'': {escapes: true}}, triple: true,
 		words: words(words(words(nil, chroma.Keyword,
 			"and as assert async await break class continue def del elif else except finally for from global if import in is lambda match nonlocal not or pass raise return try while with yield"),
 			chroma.KeywordConstant, "True False None"),
 			chroma.NameBuiltin, "abs all any bool bytes dict enumerate float int isinstance len list map max min object open print range repr set sorted str sum super tuple type zip self cls"),
-		decl: set("def")}
+		decl: "def"}
 	shLang = &langSpec{line: []string{"#"}, hashAfterGap: true, vars: true,
-		quotes: map[byte]quoteRule{'"': {multiline: true, escapes: true}, '\'': {multiline: true}},
+		quotes: quoteTable{'"': {multiline: true, escapes: true}, '\'': {multiline: true}},
 		words: words(words(nil, chroma.Keyword,
 			"case do done elif else esac fi for function if in return select then until while"),
 			chroma.NameBuiltin, "alias break cd continue declare echo eval exec exit export local printf read readonly set shift source test trap unset")}
-	jsonLang = &langSpec{quotes: map[byte]quoteRule{'"': {escapes: true}}, keys: true,
+	jsonLang = &langSpec{quotes: quoteTable{'"': {escapes: true}}, keys: true,
 		words: words(nil, chroma.KeywordConstant, "true false null")}
 	yamlLang = &langSpec{line: []string{"#"}, hashAfterGap: true, keys: true,
-		quotes: map[byte]quoteRule{'"': {multiline: true, escapes: true}, '\'': {multiline: true}},
+		quotes: quoteTable{'"': {multiline: true, escapes: true}, '\'': {multiline: true}},
 		words:  words(nil, chroma.KeywordConstant, "true false null yes no on off True False Null")}
 )
 
@@ -140,12 +136,12 @@ func fastLang(name string) *langSpec {
 	return fastLangs[strings.ToLower(path.Ext(name))]
 }
 
-// tokenSink collects tokens, joining adjacent ones of one type (as
+// tokenSink passes tokens on, joining adjacent ones of one type (as
 // chroma.Coalesce does, up to maxRun bytes) so that a run of plain text
 // is one span-less token.
 type tokenSink struct {
 	src   string
-	out   []chroma.Token
+	out   func(chroma.TokenType, string)
 	typ   chroma.TokenType
 	start int // of the pending run; -1: none
 	end   int
@@ -165,7 +161,7 @@ func (s *tokenSink) emit(t chroma.TokenType, from, to int) {
 
 func (s *tokenSink) flush() {
 	if s.start >= 0 {
-		s.out = append(s.out, chroma.Token{Type: s.typ, Value: s.src[s.start:s.end]})
+		s.out(s.typ, s.src[s.start:s.end])
 	}
 	s.start = -1
 }
@@ -188,9 +184,10 @@ func lineEnd(src string, i int) int {
 	return len(src)
 }
 
-// tokens lexes src by l's rules.
-func (l *langSpec) tokens(src string) []chroma.Token {
-	s := &tokenSink{src: src, start: -1}
+// lex lexes src by l's rules, passing each token to out in order: they
+// spell src.
+func (l *langSpec) lex(src string, out func(chroma.TokenType, string)) {
+	s := &tokenSink{src: src, out: out, start: -1}
 	lineStart := true // only spaces since the last newline
 	declNext := false
 	n := len(src)
@@ -237,8 +234,8 @@ func (l *langSpec) tokens(src string) []chroma.Token {
 			i = j
 			continue
 		}
-		if q, ok := l.quotes[c]; ok {
-			if j, ok := quoted(src, i, q); ok {
+		if q := l.quotes[c]; q != nil {
+			if j, ok := quoted(src, i, *q); ok {
 				t := chroma.LiteralString
 				if q.char {
 					t = chroma.LiteralStringChar
@@ -302,7 +299,7 @@ func (l *langSpec) tokens(src string) []chroma.Token {
 				t = chroma.Text
 			}
 			s.emit(t, i, j)
-			declNext = l.decl[w]
+			declNext = kw && w == l.decl
 			i = j
 			continue
 		}
@@ -319,21 +316,20 @@ func (l *langSpec) tokens(src string) []chroma.Token {
 		declNext = false
 	}
 	s.flush()
-	return s.out
 }
 
 // comment is the end of a comment starting at i, if one does.
 func (l *langSpec) comment(src string, i int) (int, bool) {
 	rest := src[i:]
 	for _, p := range l.line {
-		if strings.HasPrefix(rest, p) {
+		if rest[0] == p[0] && strings.HasPrefix(rest, p) {
 			if l.hashAfterGap && i > 0 && !isSpace(src[i-1]) {
 				return 0, false
 			}
 			return lineEnd(src, i), true
 		}
 	}
-	if l.block[0] == "" || !strings.HasPrefix(rest, l.block[0]) {
+	if l.block[0] == "" || rest[0] != l.block[0][0] || !strings.HasPrefix(rest, l.block[0]) {
 		return 0, false
 	}
 	open, closing := l.block[0], l.block[1]

@@ -60,7 +60,7 @@ func TestFastTokens(t *testing.T) {
 		{"x.ts", "const s = `a ${b}\n` // c\n", "k:const|o:=|s:`a ${b}\n`|c:// c|"},
 		{"ü.go", "é := \"ü\" // ß\n", "o::=|s:\"ü\"|c:// ß|"},
 	} {
-		ts := fastLang(tc.name).tokens(tc.src)
+		ts := lexed(fastLang(tc.name), tc.src)
 		if got := tokenString(ts); got != tc.want {
 			t.Errorf("%s %q:\n got %s\nwant %s", tc.name, tc.src, got, tc.want)
 		}
@@ -90,7 +90,7 @@ func TestFastTokensLinear(t *testing.T) {
 		best := time.Duration(1 << 62)
 		for range 3 {
 			start := time.Now()
-			l.tokens(src)
+			l.lex(src, func(chroma.TokenType, string) {})
 			best = min(best, time.Since(start))
 		}
 		return best
@@ -149,7 +149,7 @@ func BenchmarkHighlightGo(b *testing.B) {
 		}
 	})
 	b.Run("chroma-format", func(b *testing.B) {
-		tokens := goLang.tokens(src)
+		tokens := lexed(goLang, src)
 		for b.Loop() {
 			var out bytes.Buffer
 			if err := codeFormatter.Format(&out, codeStyle, chroma.Literator(tokens...)); err != nil {
@@ -159,16 +159,16 @@ func BenchmarkHighlightGo(b *testing.B) {
 	})
 }
 
-// TestFormatCodeAsChroma: formatCode writes what chroma's formatter
-// writes for the same tokens, with and without highlighted lines: text
-// with and without a last newline, tokens spanning lines, characters to
-// escape, a thousand lines (padded numbers), chroma's own tokens and the
-// linear lexer's.
+// TestFormatCodeAsChroma: formatCode (and highlight, lexing as it
+// writes) writes what chroma's formatter writes for the same tokens,
+// with and without highlighted lines: text with and without a last
+// newline, tokens spanning lines, characters to escape, a thousand lines
+// (padded numbers), chroma's own tokens and the linear lexer's.
 func TestFormatCodeAsChroma(t *testing.T) {
 	goSrc := "package p\n\n/* a\n   <b> & 'c' \"d\"\n*/\nfunc f() string { return `x\ny` }\n" + strings.Repeat("// filler\n", 1000) + "var last = 1"
 	var cases [][]chroma.Token
 	for _, src := range []string{goSrc, goSrc + "\n", "", "\n\n\n", "one line"} {
-		cases = append(cases, goLang.tokens(src))
+		cases = append(cases, lexed(goLang, src))
 		tokens, err := lexTokens(lexers.Get("go"), src, time.Time{})
 		if err != nil {
 			t.Fatal(err)
@@ -188,6 +188,23 @@ func TestFormatCodeAsChroma(t *testing.T) {
 			if got := string(formatCode(tokens, hl)); got != want.String() {
 				t.Errorf("case %d, lines %v: formatCode differs from chroma's formatter:\n got %.300q\nwant %.300q", i, hl, got, want.String())
 			}
+			if i%2 == 0 {
+				// The linear lexer's tokens: highlight writes them as it lexes.
+				var src strings.Builder
+				for _, tok := range tokens {
+					src.WriteString(tok.Value)
+				}
+				if got, err := highlight("f.go", src.String(), hl, time.Time{}); err != nil || string(got) != want.String() {
+					t.Errorf("case %d, lines %v: highlight differs from chroma's formatter (%v):\n got %.300q\nwant %.300q", i, hl, err, got, want.String())
+				}
+			}
 		}
 	}
+}
+
+// lexed is the tokens l lexes src into.
+func lexed(l *langSpec, src string) []chroma.Token {
+	var ts []chroma.Token
+	l.lex(src, func(t chroma.TokenType, v string) { ts = append(ts, chroma.Token{Type: t, Value: v}) })
+	return ts
 }

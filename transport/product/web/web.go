@@ -175,10 +175,10 @@ type repoHead struct {
 	Home, Log, Cmp   string
 	CloneHTTP        string
 	CloneSSH         string
-	Current          string // the ref (or short id) being shown
-	Permalink        string // the view at the commit id, when shown by name
-	Picker           []pick
-	PickerCut        bool // more refs than maxPicker: the branches page lists them
+	Current          string        // the ref (or short id) being shown
+	Permalink        string        // the view at the commit id, when shown by name
+	PickerHTML       template.HTML // the picker's items (pickerHTML)
+	PickerCut        bool          // more refs than maxPicker: the branches page lists them
 	Archive, ArchZip string
 	HasCommit        bool
 }
@@ -190,8 +190,31 @@ type pick struct {
 }
 
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, view string, data any) {
+	h.renderAround(w, r, status, view, data, nil)
+}
+
+// bulkMark stands in a page for its bulk (a file's numbered source, up to
+// megabytes of HTML) while the template runs, and renderAround writes the
+// bulk in its place: html/template prints a value through fmt, a copy
+// of it in a buffer of its own, then in the page's. The mark holds a
+// NUL, which html/template writes as U+FFFD from every value it escapes
+// (writeText too), so the first one in a page is the template's own.
+const bulkMark template.HTML = "\x00bulk\x00"
+
+// renderAround renders view with bulk written where the template wrote
+// bulkMark (nil: no bulk).
+func (h *Handler) renderAround(w http.ResponseWriter, r *http.Request, status int, view string, data any, bulk []byte) {
 	var b bytes.Buffer
-	if err := views[view].ExecuteTemplate(&b, "layout", data); err != nil {
+	err := views[view].ExecuteTemplate(&b, "layout", data)
+	page, tail := b.Bytes(), []byte(nil)
+	if err == nil && bulk != nil {
+		if i := bytes.Index(page, []byte(bulkMark)); i >= 0 {
+			page, tail = page[:i], page[i+len(bulkMark):]
+		} else {
+			err = errors.New("no place for the bulk")
+		}
+	}
+	if err != nil {
 		h.log.Error("web: render failed", zap.String("view", view), zap.String("path", r.URL.Path), zap.Error(err))
 		http.Error(w, "page could not be rendered", http.StatusInternalServerError)
 		return
@@ -199,7 +222,11 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, vie
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "private, no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(b.Bytes())
+	for _, part := range [][]byte{page, bulk, tail} {
+		if _, err := w.Write(part); err != nil {
+			return
+		}
+	}
 }
 
 // fail answers an error page. err is the API failure, if any: a 401 to a
@@ -461,17 +488,19 @@ func (h *Handler) head(r *http.Request, q *repoReq, kind, path string) *repoHead
 	if cur == "" || cur == "HEAD" {
 		cur = q.currentRef(oid)
 	}
+	var picks []pick
 	for _, ref := range q.refs {
 		tag := ref.Kind == "tag"
 		if ref.Kind != "branch" && !tag {
 			continue
 		}
-		if len(rh.Picker) == maxPicker {
+		if len(picks) == maxPicker {
 			rh.PickerCut = true
 			break
 		}
-		rh.Picker = append(rh.Picker, pick{Name: ref.Short(), Tag: tag, Href: q.linkRef(kind, ref, path), Current: ref.Name == cur})
+		picks = append(picks, pick{Name: ref.Short(), Tag: tag, Href: q.linkRef(kind, ref, path), Current: ref.Name == cur})
 	}
+	rh.PickerHTML = pickerHTML(picks)
 	return rh
 }
 
@@ -661,7 +690,10 @@ func (h *Handler) blob(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, nil, http.StatusBadRequest, err.Error())
 		return
 	}
-	h.render(w, r, http.StatusOK, "blob", p)
+	h.renderAround(w, r, http.StatusOK, "blob", p, p.File.Code)
+	if p.File.Code != nil {
+		releaseCode(p.File.Code)
+	}
 }
 
 // raw streams a file's bytes from the API, sandboxed. An id needs no
