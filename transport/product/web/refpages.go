@@ -216,30 +216,64 @@ func (h *Handler) readTag(ctx context.Context, q *repoReq, row *refRow) error {
 }
 
 // readCommits reads the rows' commits in one answer; a ref whose object
-// is gone or not a commit shows without one.
+// is gone or not a commit shows without one. When that answer is refused
+// as a whole (an id no ref reaches any more: a branch deleted since the
+// refs were read; or a read API of the release before, which has no
+// commits answer: 400), each row's commit is read alone, as that release
+// did.
 func (h *Handler) readCommits(ctx context.Context, q *repoReq, rows []*refRow) error {
 	ids := make([]string, len(rows))
 	for i, r := range rows {
 		ids[i] = r.Ref.Commit()
 	}
 	var cs []*Commit
-	if _, err := getJSON(ctx, h.api, apiPath(q.owner, q.name, "commits", strings.Join(ids, ",")), q.token, &cs); err != nil {
+	_, err := getJSON(ctx, h.api, apiPath(q.owner, q.name, "commits", strings.Join(ids, ",")), q.token, &cs)
+	switch code := statusOf(err); {
+	case err == nil:
+	case code == http.StatusNotFound, code == http.StatusBadRequest:
+		return h.readCommitsOneByOne(ctx, q, rows)
+	default:
 		return tolerate(err)
 	}
 	if len(cs) != len(rows) {
 		return fmt.Errorf("commits answered %d commits for %d", len(cs), len(rows))
 	}
 	for i, c := range cs {
-		if c == nil {
-			continue
-		}
-		row := rows[i]
-		row.Commit = &commitView{Commit: *c, Href: q.href("commit", c.OID, "")}
-		if row.Date.IsZero() {
-			row.Date = c.Committer.Time
-		}
+		rows[i].setCommit(q, c)
 	}
 	return nil
+}
+
+// readCommitsOneByOne reads each row's commit by a log of one, a few at
+// a time.
+func (h *Handler) readCommitsOneByOne(ctx context.Context, q *repoReq, rows []*refRow) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(readsInFlight)
+	for _, row := range rows {
+		g.Go(func() error {
+			var cs []*Commit
+			if _, err := getJSON(gctx, h.api, apiPath(q.owner, q.name, "log", row.Ref.Commit())+"?n=1", q.token, &cs); err != nil {
+				return tolerate(err)
+			}
+			if len(cs) == 1 {
+				row.setCommit(q, cs[0])
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// setCommit shows c (nil: none) as the row's commit, its date the row's
+// unless a tag gave one.
+func (row *refRow) setCommit(q *repoReq, c *Commit) {
+	if c == nil {
+		return
+	}
+	row.Commit = &commitView{Commit: *c, Href: q.href("commit", c.OID, "")}
+	if row.Date.IsZero() {
+		row.Date = c.Committer.Time
+	}
 }
 
 // divergence fills the ahead and behind counts against def of the rows

@@ -159,6 +159,11 @@ type countingAPI struct {
 	kind  string
 	n     int
 	reads atomic.Int32 // the page reads rows concurrently
+	// commitsStatus, when set, refuses every commits read with it (400:
+	// a read API of the release before; 404: an id no ref reaches), and
+	// gone is a commit id that log answers 404 for.
+	commitsStatus int
+	gone          string
 }
 
 func fakeID(c byte, i int) string { return fmt.Sprintf("%c%039d", c, i) }
@@ -184,11 +189,21 @@ func (a *countingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch parts[0] {
 	case "commits":
+		if a.commitsStatus != 0 {
+			writeJSONError(w, a.commitsStatus, "refused")
+			return
+		}
 		var cs []Commit
 		for id := range strings.SplitSeq(parts[1], ",") {
 			cs = append(cs, Commit{OID: id, Committer: Person{Time: when(id)}, Message: "m"})
 		}
 		writeJSON(w, cs)
+	case "log":
+		if parts[1] == a.gone {
+			writeJSONError(w, 404, "not found")
+			return
+		}
+		writeJSON(w, []Commit{{OID: parts[1], Committer: Person{Time: when(parts[1])}, Message: "m"}})
 	case "tag":
 		writeJSON(w, tagObject{Object: "c" + parts[1][1:], Type: "commit", Tagger: &Person{Time: when(parts[1])}, Message: "note"})
 	case "ahead-behind":
@@ -223,6 +238,33 @@ func BenchmarkBranchesPage(b *testing.B) {
 		h.ServeHTTP(w, r)
 		if w.Code != 200 {
 			b.Fatal(w.Code)
+		}
+	}
+}
+
+// TestBranchesCommitsRefused: when the page's commits answer is refused
+// as a whole — by a read API of the release before (400) or for a branch
+// deleted since the refs were read (404) — each row's commit is read
+// alone: the page still lists newest first, and only the deleted
+// branch's row is without its commit.
+func TestBranchesCommitsRefused(t *testing.T) {
+	for _, code := range []int{http.StatusBadRequest, http.StatusNotFound} {
+		api := &countingAPI{kind: "branches", n: 20, commitsStatus: code, gone: fakeID('c', 15)}
+		resp, body := get(t, mustNew(t, api), "/o/r/branches", "")
+		if resp.StatusCode != 200 {
+			t.Fatalf("commits refused with %d: page %d\n%s", code, resp.StatusCode, body)
+		}
+		_, list, _ := strings.Cut(body, `id="branches"`)
+		if i, j := strings.Index(list, ">b0019<"), strings.Index(list, ">b0018<"); i < 0 || j < 0 || i > j {
+			t.Errorf("commits refused with %d: not newest first (b0019 at %d, b0018 at %d)", code, i, j)
+		}
+		for _, id := range []string{fakeID('c', 19), fakeID('c', 16)} {
+			if !strings.Contains(list, "/commit/"+id) {
+				t.Errorf("commits refused with %d: no commit link for %s", code, id)
+			}
+		}
+		if strings.Contains(list, "/commit/"+fakeID('c', 15)) || !strings.Contains(list, ">b0015<") {
+			t.Errorf("commits refused with %d: the deleted branch's row links its commit", code)
 		}
 	}
 }
