@@ -245,3 +245,32 @@ func TestMembersAndHolders(t *testing.T) {
 		t.Fatalf("holders after the sessions lapsed: %v", got)
 	}
 }
+
+// BenchmarkHolders is the scan a rebalancing round makes of the whole map
+// (Holders: every live bound entry, sorted), which the leader actor runs
+// every RebalanceEvery while moves are under way (docs/capacity.md):
+//
+//	go test ./cluster -run '^$' -bench Holders -benchtime 3x
+func BenchmarkHolders(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			now := time.Now()
+			m := NewMap(DefaultTimings())
+			if err := m.PutSession("rgit-1", NodeSession{ID: 1, Expires: now.Add(time.Hour), Renewed: now, Started: now}); err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				r := names.MustParse(fmt.Sprintf("o%d/r%d", i%1000, i))
+				if err := m.Put(r, Entry{Node: "rgit-1", Written: now, Epoch: 1, Session: 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if got := len(m.Holders(now)); got != n {
+					b.Fatalf("%d holders, want %d", got, n)
+				}
+			}
+		})
+	}
+}
