@@ -178,13 +178,14 @@ func MeasureCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, e
 	res.ServeAll = time.Since(start)
 	done("served")
 
-	was := make([]string, len(repos))
+	was, winner := make([]string, len(repos)), make([]string, len(repos))
 	all := liveSet(c.names)
 	for i, r := range repos {
 		if e, ok := c.Node(c.Leader()).OwnershipView().Get(r); ok {
 			was[i] = e.Node
 		}
-		if was[i] != rc.Rendezvous(r, all) {
+		winner[i] = rc.Rendezvous(r, all)
+		if was[i] != winner[i] {
 			res.Misplaced++
 		}
 	}
@@ -199,10 +200,12 @@ func MeasureCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, e
 		if time.Since(start) > limit {
 			return res, fmt.Errorf("scale out: %d repositories still away from their winner after %s", misplaced, limit)
 		}
+		// Looked at every second of fake time: a look costs a map
+		// lookup per repository.
 		time.Sleep(rc.RebalanceEvery)
 		misplaced = 0
-		for _, r := range repos {
-			if e, ok := c.Node(c.Leader()).OwnershipView().Get(r); !ok || e.Node != rc.Rendezvous(r, all) {
+		for i, r := range repos {
+			if e, ok := c.Node(c.Leader()).OwnershipView().Get(r); !ok || e.Node != winner[i] {
 				misplaced++
 			}
 		}
