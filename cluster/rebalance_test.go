@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 
@@ -244,4 +245,44 @@ func TestMembersAndHolders(t *testing.T) {
 	if got := m.Holders(at(TTL)); len(got) != 0 {
 		t.Fatalf("holders after the sessions lapsed: %v", got)
 	}
+}
+
+// BenchmarkHolders is the scan a rebalancing round makes of the whole map
+// (Holders: every live bound entry, sorted), which the leader actor runs
+// every RebalanceEvery while moves are under way (docs/capacity.md):
+//
+//	go test ./cluster -run '^$' -bench Holders -benchtime 3x
+func BenchmarkHolders(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			now := time.Now()
+			m := NewMap(DefaultTimings())
+			if err := m.PutSession("rgit-1", NodeSession{ID: 1, Expires: now.Add(time.Hour), Renewed: now, Started: now}); err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				r := names.MustParse(fmt.Sprintf("o%d/r%d", i%1000, i))
+				if err := m.Put(r, Entry{Node: "rgit-1", Written: now, Epoch: 1, Session: 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// CPU time, beside the wall time a shared machine stretches.
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				if got := len(m.Holders(now)); got != n {
+					b.Fatalf("%d holders, want %d", got, n)
+				}
+			}
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
+
+// cpuTime is the process's CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

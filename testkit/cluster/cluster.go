@@ -66,6 +66,9 @@ type Options struct {
 	// Rebalance is the leader's moves at once (actors.ClusterConfig);
 	// 0: off.
 	Rebalance int
+	// Spare nodes are named after the Nodes but not started: a scale-out
+	// starts them (Restart), as a static map may name more nodes than run.
+	Spare int
 }
 
 // Cluster is the in-process cluster.
@@ -93,7 +96,8 @@ type epochKey struct {
 	epoch uint64
 }
 
-// New starts opts.Nodes nodes named rgit-0 … rgit-{N-1}.
+// New starts opts.Nodes nodes named rgit-0 … rgit-{N-1}, and names
+// opts.Spare more after them.
 func New(opts Options) (*Cluster, error) {
 	if opts.Nodes <= 0 {
 		return nil, fmt.Errorf("cluster: %d nodes", opts.Nodes)
@@ -114,10 +118,13 @@ func New(opts Options) (*Cluster, error) {
 
 		lastRenewal: map[string]rc.RenewLeases{},
 	}
-	for i := range opts.Nodes {
+	for i := range opts.Nodes + opts.Spare {
 		c.names = append(c.names, fmt.Sprintf("rgit-%d", i))
 	}
-	for i, n := range c.names {
+	for _, n := range c.names[opts.Nodes:] {
+		c.Net.setDown(n, true)
+	}
+	for i, n := range c.names[:opts.Nodes] {
 		if i > 0 && opts.Stagger > 0 {
 			time.Sleep(opts.Stagger)
 		}
@@ -176,7 +183,8 @@ func (c *Cluster) Kill(name string) error {
 	return n.Shutdown(context.Background())
 }
 
-// Restart starts a killed node again with empty memory.
+// Restart starts a killed node again with empty memory, or a spare one
+// for the first time.
 func (c *Cluster) Restart(name string) error {
 	if c.Node(name) != nil {
 		return fmt.Errorf("restart %s: already running", name)
