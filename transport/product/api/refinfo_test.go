@@ -117,15 +117,22 @@ func aheadBehindMatchesGit(t *testing.T, growing bool) {
 	}
 }
 
-// TestTagAnswer: an annotated tag's target, tagger and message; a
-// commit is not a tag.
-func TestTagAnswer(t *testing.T) {
+// taggedRepo is a repository of one commit on main, tagged v1.0 with an
+// annotated tag of message msg, and a reader over its objects.
+func taggedRepo(t *testing.T, msg string) (*gitrun.Repo, reader) {
+	t.Helper()
 	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("Tagger", "tag@x", "1700000000 +0000")})
 	g.Write("a", "a\n")
 	g.Run("add", "-A")
 	g.Run("commit", "-q", "-m", "one")
-	g.Run("tag", "-a", "v1.0", "-m", "Release 1.0\n\nNotes.")
-	rd := newReader(context.Background(), (&bombRepo{g: g}).objects(t), Limits{})
+	g.Run("tag", "-a", "v1.0", "-m", msg)
+	return g, newReader(context.Background(), (&bombRepo{g: g}).objects(t), Limits{})
+}
+
+// TestTagAnswer: an annotated tag's target, tagger and message; a
+// commit is not a tag.
+func TestTagAnswer(t *testing.T) {
+	g, rd := taggedRepo(t, "Release 1.0\n\nNotes.")
 	tag, err := rd.tag(object.MustID(g.Run("rev-parse", "v1.0")))
 	if err != nil {
 		t.Fatal(err)
@@ -161,12 +168,7 @@ func TestAheadBehindServed(t *testing.T) {
 // TestCommitsAnswer: each id read as a commit in the order asked, a tag
 // peeled to its commit, a tree or a missing object answered as null.
 func TestCommitsAnswer(t *testing.T) {
-	g := gitrun.Scratch(t, gitrun.Env{Ident: gitrun.Fixed("Tagger", "tag@x", "1700000000 +0000")})
-	g.Write("a", "a\n")
-	g.Run("add", "-A")
-	g.Run("commit", "-q", "-m", "one")
-	g.Run("tag", "-a", "v1.0", "-m", "Release 1.0")
-	rd := newReader(context.Background(), (&bombRepo{g: g}).objects(t), Limits{})
+	g, rd := taggedRepo(t, "Release 1.0")
 	main := g.Run("rev-parse", "main")
 	ids := []object.ID{object.MustID(g.Run("rev-parse", "v1.0")), object.MustID(g.Run("rev-parse", "main^{tree}")),
 		object.MustID(strings.Repeat("ab", 20)), object.MustID(main)}
