@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/testkit/faultstore"
 )
 
@@ -220,6 +223,22 @@ func TestOpenChasesBusyWriter(t *testing.T) {
 	}
 }
 
+// gotten is a store that closes done once a Get of key has returned.
+type gotten struct {
+	objstore.Store
+	key  string
+	once sync.Once
+	done chan struct{}
+}
+
+func (g *gotten) Get(ctx context.Context, key string) (io.ReadCloser, objstore.ObjectInfo, error) {
+	rc, info, err := g.Store.Get(ctx, key)
+	if key == g.key {
+		g.once.Do(func() { close(g.done) })
+	}
+	return rc, info, err
+}
+
 // The trim race: the old writer snapshots and trims the very record the
 // new writer's fence then re-creates. The new writer must notice before it
 // acknowledges anything.
@@ -230,7 +249,12 @@ func TestFenceOverTrimmedRecordStandsDown(t *testing.T) {
 	mustCommit(t, ctx, a, Set("a0", nil)) // seq 2 (fence is 1); snapshot at 2
 	waitFor(t, "snapshot at 2", func() bool { return countKeys(t, mem, testPrefix+"/snap/") == 1 && !a.snapping.Load() })
 
-	fsB := faultstore.New(mem, 2)
+	// B reads snapshot 2 while its fence waits; only once that read is
+	// done may A trim the snapshot, or B would list again and fence after
+	// A's newest record: a legitimate open, but not the race under test.
+	snap2 := seqKey(testPrefix+"/", snapDir, 2)
+	read := &gotten{Store: mem, key: snap2, done: make(chan struct{})}
+	fsB := faultstore.New(read, 2)
 	gate := fsB.Hold(faultstore.OpPutIfAbsent, "")
 	res := make(chan *DB, 1)
 	errc := make(chan error, 1)
@@ -241,6 +265,11 @@ func TestFenceOverTrimmedRecordStandsDown(t *testing.T) {
 	}()
 	if err := gate.Wait(ctx); err != nil { // B listed up to 2, will fence at 3
 		t.Fatal(err)
+	}
+	select {
+	case <-read.done:
+	case <-ctx.Done():
+		t.Fatal("B never read snapshot 2")
 	}
 	// Commit until a snapshot trims record 3 (trimming lags one interval).
 	want := map[string]string{"a0": ""}
@@ -262,6 +291,9 @@ func TestFenceOverTrimmedRecordStandsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close(ctx)
+	if b.fenceSeq != 3 {
+		t.Fatalf("B fenced at %d, not at the trimmed record 3: the race was not set up", b.fenceSeq)
+	}
 	if _, err := b.Commit(ctx, Txn{Set("b", nil)}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("writer whose fence re-created a trimmed record: %v, want ErrFenced", err)
 	}
