@@ -125,8 +125,14 @@ func TestScaleOutIn(t *testing.T) {
 		}
 	}
 	for _, n := range c.Nodes {
-		if strings.Contains(n.Log(), "fenced") {
-			t.Errorf("%s logged fencing: a move let a second writer open a repository", n.Name)
+		var fenced []string
+		for _, line := range strings.Split(n.Log(), "\n") {
+			if strings.Contains(line, "fenced") {
+				fenced = append(fenced, line)
+			}
+		}
+		if len(fenced) > 0 {
+			t.Errorf("%s logged fencing: a move let a second writer open a repository:\n%s", n.Name, strings.Join(fenced, "\n"))
 		}
 	}
 }
