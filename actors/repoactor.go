@@ -153,6 +153,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 			a.stepLease(ctx, cluster.Event{Kind: cluster.EvRenewDeclined}, whyLeaseEnded)
 		}
 	case *acquire:
+		a.endDueDrain(ctx)
 		if onSession(a.lingering) == retryElsewhere {
 			ctx.Respond(&errRetry{})
 			return
@@ -198,6 +199,13 @@ func (a *repoActor) receive(ctx actor.Context) {
 			a.write(ctx, func(c context.Context) error { return a.repo.SetHead(c, m.target) }, writtenReply)
 		}
 	case *commitRepack:
+		// Background work does not write to a repository whose lease
+		// ended: the next owner may have opened it (its pack is garbage
+		// for GC).
+		if a.endDueDrain(ctx); a.lingering {
+			ctx.Respond(&errRetry{})
+			return
+		}
 		if !a.ready(ctx) {
 			return
 		}
@@ -207,6 +215,10 @@ func (a *repoActor) receive(ctx actor.Context) {
 			return err
 		}, func(err error) repoReply { return &repackCommitted{pack: pack, err: err} })
 	case *planGC:
+		if a.endDueDrain(ctx); a.lingering {
+			ctx.Respond(&errRetry{})
+			return
+		}
 		if !a.ready(ctx) {
 			return
 		}
@@ -384,6 +396,17 @@ func (a *repoActor) ready(ctx actor.Context) bool {
 		return false
 	}
 	return true
+}
+
+// endDueDrain ends a drain whose end (DrainUntil) has passed by this
+// node's clock, when the leader may grant the repository to another node,
+// even if the drain's timer message is still queued behind others: a
+// session asked for after it must not start here (it would read a state
+// the next owner may already have moved past).
+func (a *repoActor) endDueDrain(ctx actor.Context) {
+	if a.lease != nil {
+		a.stepLease(ctx, cluster.Event{Kind: cluster.EvTick}, whyLeaseEnded)
+	}
 }
 
 // fail answers a request with err; a fenced database stops the actor.

@@ -139,7 +139,9 @@ func (h Holder) Renews() bool { return h.State == Serving }
 //
 // The drain starts before the release is sent, so the node's drain ends no
 // later than the leader's shortened expiry and the database is closed
-// before anyone else can be granted it.
+// before anyone else can be granted it. The node ticks at DrainUntil and
+// also before each new session and background write, so a late timer
+// message does not stretch the drain.
 func Step(h Holder, ev Event, now time.Time) (Holder, []Action) {
 	closed := func(acts ...Action) (Holder, []Action) {
 		return Holder{State: Closed, drain: h.drain}, acts
