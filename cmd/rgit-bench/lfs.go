@@ -3,13 +3,16 @@ package main
 // rgit-bench lfs: Git LFS transfers through a node against the store's
 // own speed, one line per store and direction:
 //
-//	lfs op=upload store=s3 objects=5 object_mb=20 rounds=3 concurrency=8 rgit_s=… direct_s=… ratio=… rgit_mbps=… direct_mbps=… payload_mb=300 node_io_mb=… control_ms=… rgit=lfs-presigned ref=presigned-direct
+//	lfs op=upload store=s3 objects=5 object_mb=20 rounds=3 concurrency=8 rgit_s=… direct_s=… ratio=… round_ratio_median=… round_ratio_range=…-… rgit_mbps=… direct_mbps=… payload_mb=300 node_io_mb=… control_ms=… rgit=lfs-presigned ref=presigned-direct
 //	lfs op=upload store=file … rgit_s=… cp_sync_s=… ratio=… cp_s=… rgit_mbps=… cp_sync_mbps=… … rgit=lfs-node-served ref=cp-sync
 //	lfs op=download store=file … rgit_s=… cp_s=… ratio=… … rgit=lfs-node-served ref=cp
 //
 // ratio is time, rgit over the reference, as on every bench line (a
 // throughput of at least 0.9 times the store's is a ratio of at most
-// 1.11).
+// 1.11), over all rounds; round_ratio_median and _range are the same
+// ratio per round (nearest-rank median), whose sides ran back to back, so
+// that a slow moment of a shared machine spoils one round, not the
+// figure.
 //
 // The rgit side is what git-lfs does, from a Go client so that only the
 // server is measured: one batch request per operation for a round's
@@ -176,7 +179,11 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 		}
 		return presignedGet(ctx, direct, "direct/warm", size)
 	}
+	// Each round's time on both sides of each operation, for the paired
+	// per-round ratios (lfsResult.perRound).
+	var rounds [2][]pairedRound
 	for round := range c.rounds {
+		before := [2]pairedRound{{rg.up, refUp(store, base, baseSync)}, {rg.down, base.down}}
 		objs := make([]lfsObject, c.objects)
 		for i := range objs {
 			data := make([]byte, size)
@@ -276,10 +283,14 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 				}
 			}
 		}
+		after := [2]pairedRound{{rg.up, refUp(store, base, baseSync)}, {rg.down, base.down}}
+		for k := range after {
+			rounds[k] = append(rounds[k], pairedRound{after[k].rgit - before[k].rgit, after[k].ref - before[k].ref})
+		}
 	}
 	n := c.rounds * c.objects
 	for k, op := range []string{"upload", "download"} {
-		r := lfsResult{op: op, store: store, objects: c.objects, mb: c.mb, rounds: c.rounds, concurrency: c.concurrency,
+		r := lfsResult{op: op, store: store, objects: c.objects, mb: c.mb, rounds: c.rounds, concurrency: c.concurrency, perRound: rounds[k],
 			payloadMB: float64(int64(n)*size) / 1e6, nodeIO: rg.io[k], control: time.Duration(cl.control[k].Load()) / time.Duration(n)}
 		switch {
 		case op == "upload" && store == "s3":
@@ -317,13 +328,45 @@ type lfsResult struct {
 	nodeIO              int64         // bytes
 	control             time.Duration // per object
 	cmp                 comparison
+	// perRound: each round's times on both sides, which ran one after
+	// the other: a ratio per round pairs them, so a slow moment of a
+	// shared machine spoils one round's ratio, not the total's.
+	perRound []pairedRound
+}
+
+// pairedRound is one round of one operation: rgit's time and the
+// reference's.
+type pairedRound struct{ rgit, ref time.Duration }
+
+// refUp is the reference an upload is compared with: the presigned PUT
+// on S3, cp and sync on the file store.
+func refUp(store string, base, baseSync lfsSide) time.Duration {
+	if store == "s3" {
+		return base.up
+	}
+	return baseSync.up
+}
+
+// roundRatios returns the per-round ratios' median, lowest and highest.
+func (r lfsResult) roundRatios() (med, lo, hi float64) {
+	var rs []float64
+	for _, p := range r.perRound {
+		if p.ref > 0 {
+			rs = append(rs, p.rgit.Seconds()/p.ref.Seconds())
+		}
+	}
+	if len(rs) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(rs)
+	return percentile(rs, 50), rs[0], rs[len(rs)-1]
 }
 
 // line formats r as the bench's other lines are: times, ratio rgit over
 // the reference (below 1: rgit faster), then throughput and the lfs
 // figures, and rgit= ref=:
 //
-//	lfs op=<op> store=<s> objects=<n> object_mb=<m> rounds=<r> rgit_s=<X> <ref>_s=<Y> ratio=<X/Y> [cp_s=<Z>] rgit_mbps=… <ref>_mbps=… payload_mb=… node_io_mb=… control_ms=… rgit=<how> ref=<what>
+//	lfs op=<op> store=<s> objects=<n> object_mb=<m> rounds=<r> rgit_s=<X> <ref>_s=<Y> ratio=<X/Y> round_ratio_median=… round_ratio_range=<lo>-<hi> [cp_s=<Z>] rgit_mbps=… <ref>_mbps=… payload_mb=… node_io_mb=… control_ms=… rgit=<how> ref=<what>
 func (r lfsResult) line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lfs op=%s store=%s objects=%d object_mb=%d rounds=%d concurrency=%d", r.op, r.store, r.objects, r.mb, r.rounds, r.concurrency)
@@ -333,7 +376,8 @@ func (r lfsResult) line() string {
 		ratio = rg / ref
 	}
 	f := r.cmp.field()
-	fmt.Fprintf(&b, " rgit_s=%.3f %s_s=%.3f ratio=%.2f", rg, f, ref, ratio)
+	med, lo, hi := r.roundRatios()
+	fmt.Fprintf(&b, " rgit_s=%.3f %s_s=%.3f ratio=%.2f round_ratio_median=%.2f round_ratio_range=%.2f-%.2f", rg, f, ref, ratio, med, lo, hi)
 	if r.noSync > 0 {
 		fmt.Fprintf(&b, " cp_s=%.3f", r.noSync.Seconds())
 	}
