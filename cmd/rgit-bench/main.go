@@ -148,7 +148,7 @@ type commonFlags struct {
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet, defFixtures string) {
-	fs.StringVar(&c.fixtures, "fixtures", defFixtures, "comma-separated fixture sizes: "+strings.Join(fixture.Names, ","))
+	fs.StringVar(&c.fixtures, "fixtures", defFixtures, "comma-separated fixture sizes ("+strings.Join(fixture.Names, ",")+", big) or repo=<path> of an existing bare repository with one pack and a refs/heads/main")
 	fs.StringVar(&c.dir, "dir", fixture.DefaultDir(), "fixture cache directory (default $RGIT_BENCH_DIR or ./bench/fixtures)")
 	fs.IntVar(&c.runs, "runs", 3, "repetitions of each measurement (the median is reported)")
 }
@@ -211,6 +211,14 @@ func (c *commonFlags) build(ctx context.Context) ([]*fixture.Fixture, error) {
 	}
 	var out []*fixture.Fixture
 	for _, name := range strings.Split(c.fixtures, ",") {
+		if path, ok := strings.CutPrefix(strings.TrimSpace(name), "repo="); ok {
+			f, err := fixture.Open(ctx, path)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, f)
+			continue
+		}
 		spec, err := fixture.SpecFor(strings.TrimSpace(name))
 		if err != nil {
 			return nil, err
