@@ -129,12 +129,20 @@ func TestObjectsMatchWalkAndRevList(t *testing.T) {
 			"topic":            {r.id("topic")},
 			"side~1 and v1":    {r.id("side~1"), r.id("v1")},
 			"a tree":           {r.id("main~1^{tree}")},
+			"an older tree":    {r.id("main~2^{tree}")},
 			"unknown and main": {unknown, r.id("main~1")},
 		}
 		filters := []walk.Filter{{}, {Kind: walk.FilterBlobNone}, {Kind: walk.FilterTreeDepth}}
+		// Trees and blobs wanted (or tagged) are answered without a
+		// filter; under one the walk sends them whole (TestObjectsUnsupported).
+		wants["tree"] = []object.ID{r.id("main~1^{tree}")}
+		wants["tag of a blob and main"] = []object.ID{r.id("blobtag"), r.id("main")}
 		for wn, w := range wants {
 			for hn, h := range haves {
 				for _, f := range filters {
+					if (wn == "tree" || wn == "tag of a blob and main") && f.Kind != walk.FilterNone {
+						continue
+					}
 					for _, tags := range [][]walk.TagRef{nil, tagRefs(r)} {
 						name := wn + "/" + hn + "/" + f.String()
 						if tags != nil {
@@ -185,14 +193,14 @@ func TestObjectsUnsupported(t *testing.T) {
 	g := walk.NewGraph(pack.NewSet(p), 0)
 	main := []object.ID{r.id("main")}
 	for name, req := range map[string]walk.Request{
-		"depth":         {Wants: main, Depth: 1},
-		"deepen-since":  {Wants: main, DeepenSince: 1},
-		"deepen-not":    {Wants: main, DeepenNot: []object.ID{r.id("main~2")}},
-		"shallow":       {Wants: main, ClientShallow: []object.ID{r.id("main~2")}},
-		"blob:limit":    {Wants: main, Filter: walk.Filter{Kind: walk.FilterBlobLimit, BlobLimit: 10}},
-		"tree:1":        {Wants: main, Filter: walk.Filter{Kind: walk.FilterTreeDepth, TreeDepth: 1}},
-		"tree want":     {Wants: []object.ID{r.id("main^{tree}")}},
-		"tag of a blob": {Wants: []object.ID{r.id("blobtag")}},
+		"depth":                 {Wants: main, Depth: 1},
+		"deepen-since":          {Wants: main, DeepenSince: 1},
+		"deepen-not":            {Wants: main, DeepenNot: []object.ID{r.id("main~2")}},
+		"shallow":               {Wants: main, ClientShallow: []object.ID{r.id("main~2")}},
+		"blob:limit":            {Wants: main, Filter: walk.Filter{Kind: walk.FilterBlobLimit, BlobLimit: 10}},
+		"tree:1":                {Wants: main, Filter: walk.Filter{Kind: walk.FilterTreeDepth, TreeDepth: 1}},
+		"tree want, blob:none":  {Wants: []object.ID{r.id("main^{tree}")}, Filter: walk.Filter{Kind: walk.FilterBlobNone}},
+		"tag of a blob, tree:0": {Wants: []object.ID{r.id("blobtag")}, Filter: walk.Filter{Kind: walk.FilterTreeDepth}},
 	} {
 		if _, err := Single(x).Objects(context.Background(), g, req); !errors.Is(err, ErrUnsupported) {
 			t.Errorf("%s: err = %v, want ErrUnsupported", name, err)

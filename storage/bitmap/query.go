@@ -248,7 +248,10 @@ func (q *query) tree(b *bitset, id object.ID) error {
 // g must read the repository's objects (the stack's packs and any packs
 // pushed since). ErrUnsupported means the request needs the walk:
 // shallow and deepen requests, blob:limit and tree:<n> filters other than
-// tree:0, and wants that are (or peel to) trees or blobs. Any other error
+// tree:0, and filtered requests with wants that are (or peel to) trees or
+// blobs. Without a filter such a want is a fill's root like any other
+// (git's own history has a tag of a tree, v2.6.11-tree: its clone would
+// otherwise walk every object). Any other error
 // (a corrupt mask, a missing object) also means the caller should walk,
 // which reports real repository errors itself.
 func (s *Stack) Objects(ctx context.Context, g *walk.Graph, req walk.Request) (*walk.Result, error) {
@@ -269,9 +272,21 @@ func (s *Stack) Objects(ctx context.Context, g *walk.Graph, req walk.Request) (*
 	if err != nil {
 		return nil, err
 	}
+	// Wanted trees and blobs (or tags of them) are sent whole, whatever
+	// the client has, as by the walk and git; under a filter the walk
+	// treats them specially too, so a filtered request with one walks.
+	var wanted, whole []object.ID
 	for _, id := range req.Wants {
-		if err := q.checkWant(id); err != nil {
+		commit, err := q.peelsToCommit(id)
+		switch {
+		case err != nil:
 			return nil, err
+		case commit:
+			wanted = append(wanted, id)
+		case len(drop) > 0:
+			return nil, fmt.Errorf("want %s is a tree or blob (or a tag of one) and the request is filtered: %w", id, ErrUnsupported)
+		default:
+			whole = append(whole, id)
 		}
 	}
 	haves := newBitset(s.span)
@@ -285,11 +300,37 @@ func (s *Stack) Objects(ctx context.Context, g *walk.Graph, req walk.Request) (*
 		}
 	}
 	wants := newBitset(s.span)
-	if err := q.fill(&wants, req.Wants); err != nil {
+	if err := q.fill(&wants, wanted); err != nil {
 		return nil, fmt.Errorf("wants: %w", err)
 	}
 	out := wants
 	out.andNot(haves)
+	if len(whole) > 0 {
+		w := newBitset(s.span)
+		if err := q.fill(&w, whole); err != nil {
+			return nil, fmt.Errorf("wants: %w", err)
+		}
+		// Only trees and blobs the client names (or tags of them) take
+		// their contents out: a commit it has says nothing of a tree
+		// wanted on its own, in git's rev-list as in the walk.
+		for _, id := range req.Haves {
+			if !q.exists(id) {
+				continue
+			}
+			commit, err := q.peelsToCommit(id)
+			if err != nil {
+				return nil, fmt.Errorf("have %s: %w", id, err)
+			}
+			if !commit {
+				h := newBitset(s.span)
+				if err := q.fill(&h, []object.ID{id}); err != nil {
+					return nil, fmt.Errorf("have %s: %w", id, err)
+				}
+				w.andNot(h)
+			}
+		}
+		out.or(w)
+	}
 	for _, s := range drop {
 		out.andNot(q.types[s])
 	}
@@ -311,32 +352,33 @@ func (q *query) exists(id object.ID) bool {
 	return err == nil
 }
 
-// checkWant refuses wants the walk treats specially: a tree or blob (or a
-// tag of one) is sent whole even under a filter.
-func (q *query) checkWant(id object.ID) error {
+// peelsToCommit reports whether want id is a commit or a tag of one
+// (false: a tree or blob, or a tag of one, which the walk sends whole).
+func (q *query) peelsToCommit(id object.ID) (bool, error) {
+	want := id
 	if q.s.hasMask(id) {
-		return nil // the builder stores masks only for commits and their tags
+		return true, nil // the builder stores masks only for commits and their tags
 	}
 	for range maxTagChain + 1 {
 		if c, err := q.g.Commit(id); err == nil && c != nil {
-			return nil
+			return true, nil
 		} else if !errors.Is(err, walk.ErrNotCommit) {
-			return fmt.Errorf("want %s: %w", id, err)
+			return false, fmt.Errorf("want %s: %w", want, err)
 		}
 		typ, data, err := q.r.ReadObject(id)
 		if err != nil {
-			return fmt.Errorf("want %s: %w", id, err)
+			return false, fmt.Errorf("want %s: %w", want, err)
 		}
 		if typ != object.Tag {
-			return fmt.Errorf("want %s is a %s: %w", id, typ, ErrUnsupported)
+			return false, nil
 		}
 		t, err := object.ParseTag(data)
 		if err != nil {
-			return fmt.Errorf("want %s: parse tag: %w", id, err)
+			return false, fmt.Errorf("want %s: parse tag: %w", want, err)
 		}
 		id = t.Object
 	}
-	return fmt.Errorf("want %s: tag chain too long: %w", id, ErrUnsupported)
+	return false, fmt.Errorf("want %s: tag chain too long: %w", want, ErrUnsupported)
 }
 
 // includeTags adds the chain of every annotated tag whose peeled object is
