@@ -55,11 +55,17 @@ type pendingLine struct{ final, line int }
 // blameStep is the file in one commit of the walk.
 type blameStep struct {
 	commit object.ID
-	info   object.CommitInfo
 	sub    []string
-	trees  []object.ID // the trees on the way to the file, root first
 	blob   object.ID
-	mode   uint32
+}
+
+// blameWalk is one blame's walk down first-parent history.
+type blameWalk struct {
+	rd reader
+	// path reads the commits' facts at the file's path (pathWalk): a
+	// commit costs a look at its root tree, and nothing when a blame of
+	// the path saw it before. After a rename it is the older path's.
+	path *pathWalk
 }
 
 // blame attributes each line of the file at sub in commit id to the
@@ -76,7 +82,9 @@ type blameStep struct {
 func (rd reader) blame(id object.ID, sub []string) (blameAnswer, error) {
 	lim := rd.w.lim
 	deadline := time.Now().Add(lim.BlameTimeout)
-	cur, content, err := rd.blameTarget(id, sub)
+	w := &blameWalk{rd: rd, path: rd.pathWalk(sub)}
+	defer func() { w.path.done() }()
+	cur, content, err := w.target(id)
 	if err != nil {
 		return blameAnswer{}, err
 	}
@@ -109,7 +117,7 @@ func (rd reader) blame(id object.ID, sub []string) (blameAnswer, error) {
 			out.timedOut = true
 			break
 		}
-		parent, found, err := rd.blameParent(cur)
+		parent, found, err := w.parent(cur)
 		if le, ok := asLimit(err); ok {
 			out.truncate(le) // looking for a rename met a diff limit
 			break
@@ -146,27 +154,43 @@ func (rd reader) blame(id object.ID, sub []string) (blameAnswer, error) {
 	return out, rd.blameRuns(&out, paths)
 }
 
-// blameTarget reads the commit id (a tag is peeled) and its file at sub,
-// refusing what blame cannot answer: no such file, a directory or
-// submodule (404), a binary file or one over MaxBlameFileBytes (422).
-func (rd reader) blameTarget(id object.ID, sub []string) (blameStep, []byte, error) {
-	cid, data, err := rd.peelTo(id, object.Commit)
+// blameTarget is what blame's target answers, for a HEAD request.
+func (rd reader) blameTarget(id object.ID, sub []string) error {
+	w := &blameWalk{rd: rd, path: rd.pathWalk(sub)}
+	defer w.path.done()
+	_, _, err := w.target(id)
+	return err
+}
+
+// target reads the commit id (a tag is peeled) and its file at the
+// walk's path, refusing what blame cannot answer: no such file, a
+// directory or submodule (404), a binary file or one over
+// MaxBlameFileBytes (422).
+func (w *blameWalk) target(id object.ID) (blameStep, []byte, error) {
+	cid, _, err := w.rd.peelTo(id, object.Commit)
 	if err != nil {
 		return blameStep{}, nil, err
 	}
-	info, err := object.ParseCommit(data)
+	f, err := w.path.commit(cid)
 	if err != nil {
-		return blameStep{}, nil, fmt.Errorf("commit %s: %w", cid, err)
+		return blameStep{}, nil, err
 	}
-	st := blameStep{commit: cid, info: info, sub: sub}
-	if err := rd.fileAt(&st, nil); err != nil {
-		return st, nil, err
-	}
+	st := blameStep{commit: cid, sub: w.path.sub, blob: blobAt(f.at)}
 	if st.blob.IsZero() {
-		return st, nil, notFound("no file %s in %s", strings.Join(sub, "/"), cid)
+		return st, nil, notFound("no file %s in %s", strings.Join(st.sub, "/"), cid)
 	}
-	content, err := rd.blameContent(st.blob, sub, true)
+	content, err := w.rd.blameContent(st.blob, st.sub, true)
 	return st, content, err
+}
+
+// blobAt is the blob of a path's entry; zero for none, a directory or a
+// submodule.
+func blobAt(e pathEntry) object.ID {
+	switch e.mode & 0o170000 {
+	case object.ModeTree, object.ModeGitlink:
+		return object.ID{}
+	}
+	return e.id
 }
 
 // blameContent reads a version of the file within MaxBlameFileBytes;
@@ -193,86 +217,59 @@ func (rd reader) blameContent(id object.ID, sub []string, asked bool) ([]byte, e
 	return data, nil
 }
 
-// blameParent is the file in cur's first parent: at the same path, else
-// where a rename in cur moved it from. found is false when there is no
-// parent (a root, or a shallow boundary) or the file is new in cur.
-func (rd reader) blameParent(cur blameStep) (blameStep, bool, error) {
-	if len(cur.info.Parents) == 0 {
-		return blameStep{}, false, nil
+// parent is the file in cur's first parent: at the same path, else
+// where a rename in cur moved it from (the walk then follows that path).
+// found is false when there is no parent (a root, or a shallow boundary)
+// or the file is new in cur.
+func (w *blameWalk) parent(cur blameStep) (blameStep, bool, error) {
+	f, err := w.path.commit(cur.commit)
+	if err != nil || len(f.parents) == 0 {
+		return blameStep{}, false, err
 	}
-	pid := cur.info.Parents[0]
-	t, data, err := rd.objs.ReadObject(pid)
-	if errors.Is(err, object.ErrNotFound) {
+	pid := f.parents[0]
+	pf, err := w.path.commit(pid)
+	if errors.Is(err, ErrNotFound) {
 		return blameStep{}, false, nil
 	}
 	if err != nil {
 		return blameStep{}, false, fmt.Errorf("parent of %s: %w", cur.commit, err)
 	}
-	if t != object.Commit {
-		return blameStep{}, false, fmt.Errorf("parent %s of %s is a %s", pid, cur.commit, t)
+	p := blameStep{commit: pid, sub: cur.sub, blob: blobAt(pf.at)}
+	if !p.blob.IsZero() {
+		return p, true, nil
 	}
-	info, err := object.ParseCommit(data)
-	if err != nil {
-		return blameStep{}, false, fmt.Errorf("commit %s: %w", pid, err)
-	}
-	p := blameStep{commit: pid, info: info, sub: cur.sub}
-	if err := rd.fileAt(&p, &cur); err != nil || !p.blob.IsZero() {
-		return p, err == nil, err
-	}
-	from, err := rd.renamedFrom(info.Tree, cur.info.Tree, strings.Join(cur.sub, "/"))
+	from, err := w.rd.renamedFrom(pid, cur.commit, strings.Join(cur.sub, "/"))
 	if err != nil || from == "" {
 		return p, false, err
 	}
-	p.sub = strings.Split(from, "/")
-	if err := rd.fileAt(&p, nil); err != nil {
+	w.path.done()
+	w.path = w.rd.pathWalk(strings.Split(from, "/"))
+	if pf, err = w.path.commit(pid); err != nil {
 		return p, false, err
 	}
+	p.sub, p.blob = w.path.sub, blobAt(pf.at)
 	return p, !p.blob.IsZero(), nil
 }
 
-// fileAt sets st's blob (zero for none: absent, a directory or a
-// submodule) at st.sub in its commit's tree. Where a tree on the way is
-// newer's (the same path in a newer commit), the rest of the way is
-// newer's: most commits cost a look at their root tree.
-func (rd reader) fileAt(st *blameStep, newer *blameStep) error {
-	id, mode := st.info.Tree, uint32(object.ModeTree)
-	st.trees = make([]object.ID, 0, len(st.sub))
-	for i, name := range st.sub {
-		if newer != nil && i < len(newer.trees) && newer.trees[i] == id {
-			st.trees = append(st.trees, newer.trees[i:]...)
-			st.blob, st.mode = newer.blob, newer.mode
-			return nil
-		}
-		st.trees = append(st.trees, id)
-		var err error
-		if id, mode, err = rd.child(id, mode, name); err != nil {
-			return err
-		}
+// renamedFrom is the path in commit from that a rename between from and
+// to (its child) moved path from ("" for none), found as a diff finds
+// renames but for path alone, as git blame looks (every deleted file a
+// candidate source, no other added file competing for one).
+func (rd reader) renamedFrom(fromCommit, toCommit object.ID, path string) (string, error) {
+	from, _, err := rd.peelTo(fromCommit, object.Tree)
+	if err != nil {
+		return "", err
 	}
-	switch mode & 0o170000 {
-	case object.ModeTree, object.ModeGitlink:
-		id = object.ID{}
+	to, _, err := rd.peelTo(toCommit, object.Tree)
+	if err != nil {
+		return "", err
 	}
-	st.blob, st.mode = id, mode
-	return nil
-}
-
-// renamedFrom is the path in tree from that a rename between from and
-// to moved path from ("" for none), found as a diff finds renames but
-// for path alone, as git blame looks (every deleted file a candidate
-// source, no other added file competing for one).
-func (rd reader) renamedFrom(from, to object.ID, path string) (string, error) {
 	walk := rd.newDiffWalk()
+	walk.onlyAdded = path
 	if err := walk.trees(from, to, ""); err != nil {
 		return "", fmt.Errorf("renames %s..%s: %w", from, to, err)
 	}
-	candidates := walk.out[:0]
-	for _, c := range walk.out {
-		if c.To.Name == "" || c.From.Name == "" && c.To.Name == path {
-			candidates = append(candidates, c)
-		}
-	}
-	changes, err := rd.detectRenames(candidates)
+	changes, err := rd.detectRenames(walk.out)
 	if err != nil {
 		return "", fmt.Errorf("renames %s..%s: %w", from, to, err)
 	}

@@ -132,13 +132,15 @@ func gitBlame(t *testing.T, g *gitrun.Repo, rev, path string) []lineOrigin {
 // TestBlameMatchesGit: on histories of many authors with moved,
 // deleted and re-added lines, a rename and a merge, every line's commit
 // and its line there are git blame --first-parent's, at every commit of
-// main; the runs cover the file and each commit named is described.
+// main, cold and with a walk memo the blames before filled (at both
+// paths); the runs cover the file and each commit named is described.
 func TestBlameMatchesGit(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			g, path := blameHistory(t, seed, 60)
 			objs := (&bombRepo{g: g}).objects(t)
 			revs := strings.Fields(g.Run("rev-list", "--first-parent", "main"))
+			memo := NewWalkMemo(WalkMemoBytes)
 			checked := 0
 			for _, rev := range revs {
 				file := path
@@ -146,22 +148,32 @@ func TestBlameMatchesGit(t *testing.T) {
 					file = "src/file.go" // before the rename
 				}
 				want := gitBlame(t, g, rev, file)
-				rd := newReader(context.Background(), objs, Limits{})
-				got, err := rd.blame(object.MustID(rev), strings.Split(file, "/"))
-				if err != nil {
-					t.Fatal(err)
-				}
 				checked++
-				if got.Truncated || got.Lines != len(want) {
-					t.Fatalf("%s: %d lines (truncated %v), git blames %d", rev, got.Lines, got.Truncated, len(want))
-				}
-				for j, w := range want {
-					if got.origins[j] != w {
-						t.Fatalf("%s line %d: commit %s line %d, git says %s line %d", rev[:8], j+1,
-							got.origins[j].commit, got.origins[j].line+1, w.commit, w.line+1)
+				// Cold, and with what the blames of newer commits learnt
+				// (walkmemo.go): the memo must not change an answer.
+				for _, memo := range []*WalkMemo{nil, memo} {
+					rd := newReader(context.Background(), objs, Limits{})
+					rd.memo = memo
+					got, err := rd.blame(object.MustID(rev), strings.Split(file, "/"))
+					if err != nil {
+						t.Fatal(err)
 					}
+					if got.Truncated || got.Lines != len(want) {
+						t.Fatalf("%s: %d lines (truncated %v), git blames %d", rev, got.Lines, got.Truncated, len(want))
+					}
+					for j, w := range want {
+						if got.origins[j] != w {
+							t.Fatalf("%s line %d (memo %v): commit %s line %d, git says %s line %d", rev[:8], j+1, memo != nil,
+								got.origins[j].commit, got.origins[j].line+1, w.commit, w.line+1)
+						}
+					}
+					checkRuns(t, got)
 				}
-				checkRuns(t, got)
+			}
+			for _, p := range []string{path, "src/file.go"} {
+				if f := memo.take(memoKey{objs.ID(), p}); len(f) < 20 {
+					t.Errorf("the memo holds %d commits' facts at %s", len(f), p)
+				}
 			}
 			if checked < 50 {
 				t.Errorf("only %d commits checked", checked)

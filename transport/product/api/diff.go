@@ -137,6 +137,11 @@ type diffWalk struct {
 	// (the same entries written differently, e.g. zero-padded modes), so
 	// that repeated pairs are not expanded again.
 	same map[[2]object.ID]bool
+	// onlyAdded, when set, is the one added file the walk collects, and
+	// files changed in place are left out too: blame's rename search
+	// needs only deletions and its file, and need not read the
+	// directories a commit added elsewhere.
+	onlyAdded string
 }
 
 func (rd reader) newDiffWalk() *diffWalk {
@@ -248,7 +253,7 @@ func (d *diffWalk) trees(a, b object.ID, dir string) error {
 			return d.side(*e, dir, false)
 		case o.IsTree():
 			return d.trees(o.ID, e.ID, path.Join(dir, string(e.Name)))
-		case o.ID != e.ID || o.Mode != e.Mode:
+		case (o.ID != e.ID || o.Mode != e.Mode) && d.onlyAdded == "":
 			return d.add(&gogit.Change{From: changeEntry(*o, dir, d.carrier), To: changeEntry(*e, dir, d.carrier)})
 		}
 		return nil
@@ -290,6 +295,11 @@ func orderKey(e object.TreeEntry) []byte {
 
 // side records e (recursively, for a tree) as deleted or added.
 func (d *diffWalk) side(e object.TreeEntry, dir string, deleted bool) error {
+	if !deleted && d.onlyAdded != "" {
+		if p := path.Join(dir, string(e.Name)); p != d.onlyAdded && !(e.IsTree() && strings.HasPrefix(d.onlyAdded, p+"/")) {
+			return nil
+		}
+	}
 	if e.IsTree() {
 		if deleted {
 			return d.trees(e.ID, object.ID{}, path.Join(dir, string(e.Name)))

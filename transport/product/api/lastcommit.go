@@ -88,18 +88,10 @@ func (q *lcQueue) Pop() any {
 
 // lastCommitWalk is one lastcommit answer's history walk.
 type lastCommitWalk struct {
-	rd   reader
-	sub  []string
-	seen map[object.ID]*lcCommit
-	// facts are what walks of this path learnt of commits (walkmemo.go),
-	// this one's included.
-	facts map[object.ID]commitFacts
-	// dirs[k] maps a tree at depth k of the path (0: the root) to the
-	// directory at sub below it (zero: none). Most commits change a few
-	// files: the subtree one level down is often one seen already, so a
-	// commit costs one tree read, not one per level.
-	dirs    []map[object.ID]object.ID
-	decoded map[object.ID]map[string]lcEntry // see dirEntries
+	rd      reader
+	path    *pathWalk // the commits' facts at the directory
+	seen    map[object.ID]*lcCommit
+	decoded map[object.ID]map[string]pathEntry // see dirEntries
 	queue   lcQueue
 	seq     int
 	names   []string
@@ -138,11 +130,10 @@ func (rd reader) lastCommits(id object.ID, sub []string, timeout time.Duration) 
 		timeout = lim.LastCommitTimeout
 	}
 	deadline := time.Now().Add(timeout)
-	facts, done := rd.facts(strings.Join(sub, "/"))
-	defer done()
-	w := &lastCommitWalk{rd: rd, sub: sub, seen: map[object.ID]*lcCommit{}, facts: facts, dirs: make([]map[object.ID]object.ID, len(sub)),
-		decoded: map[object.ID]map[string]lcEntry{},
-		names:   make([]string, 0, n), found: make([]object.ID, n), left: n}
+	path := rd.pathWalk(sub)
+	defer path.done()
+	w := &lastCommitWalk{rd: rd, path: path, seen: map[object.ID]*lcCommit{}, decoded: map[object.ID]map[string]pathEntry{},
+		names: make([]string, 0, n), found: make([]object.ID, n), left: n}
 	all := make([]int32, 0, n)
 	it := object.NewTreeIter(data)
 	for e, ok := it.Next(); ok; e, ok = it.Next() {
@@ -236,7 +227,7 @@ func (w *lastCommitWalk) step(c *lcCommit, pending []int32) error {
 	if err != nil {
 		return err
 	}
-	dirs := make([]map[string]lcEntry, len(parents))
+	dirs := make([]map[string]pathEntry, len(parents))
 	for i, p := range parents {
 		if dirs[i], err = w.dirEntries(p.dir); err != nil {
 			return err
@@ -308,76 +299,21 @@ func union(a, b []int32) []int32 {
 	return out
 }
 
-// commit reads id once: its parents, time and directory at sub, unless
-// a walk of sub learnt them before.
+// commit is commit id of the walk, its facts read once (pathWalk).
 func (w *lastCommitWalk) commit(id object.ID) (*lcCommit, error) {
 	if c, ok := w.seen[id]; ok {
 		return c, nil
 	}
-	f, ok := w.facts[id]
-	if !ok {
-		_, data, err := w.rd.readShared(id)
-		if err != nil {
-			return nil, err
-		}
-		info, err := object.ParseCommit(data)
-		if err != nil {
-			return nil, fmt.Errorf("commit %s: %w", id, err)
-		}
-		dir, err := w.dirAt(info.Tree)
-		if err != nil {
-			return nil, err
-		}
-		f = commitFacts{parents: info.Parents, time: info.CommitterTime, dir: dir}
-		w.facts[id] = f
+	f, err := w.path.commit(id)
+	if err != nil {
+		return nil, err
 	}
-	c := &lcCommit{id: id, parents: f.parents, time: f.time, dir: f.dir}
+	c := &lcCommit{id: id, parents: f.parents, time: f.time}
+	if f.at.mode&0o170000 == object.ModeTree {
+		c.dir = f.at.id
+	}
 	w.seen[id] = c
 	return c, nil
-}
-
-// dirAt is the directory at sub in tree root; zero when there is none.
-// It descends until it meets a tree whose answer is known (dirs), and
-// remembers the answer for every tree it passed.
-func (w *lastCommitWalk) dirAt(root object.ID) (object.ID, error) {
-	if len(w.sub) == 0 {
-		return root, nil
-	}
-	var passed [8]object.ID
-	trees := passed[:0]
-	id, mode := root, uint32(object.ModeTree)
-	var dir object.ID
-	for k, name := range w.sub {
-		if d, ok := w.dirs[k][id]; ok {
-			dir = d
-			break
-		}
-		trees = append(trees, id)
-		var err error
-		if id, mode, err = w.rd.child(id, mode, name); err != nil {
-			return object.ID{}, err
-		}
-		if id.IsZero() {
-			break
-		}
-		if k == len(w.sub)-1 && mode&0o170000 == object.ModeTree {
-			dir = id
-		}
-	}
-	for k, t := range trees {
-		if w.dirs[k] == nil {
-			w.dirs[k] = map[object.ID]object.ID{}
-		}
-		w.dirs[k][t] = dir
-	}
-	return dir, nil
-}
-
-// lcEntry is a directory entry as the walk compares it: an entry is the
-// same when its id and mode are.
-type lcEntry struct {
-	id   object.ID
-	mode uint32
 }
 
 // maxDecodedDirs bounds the directories a walk keeps decoded: a commit's
@@ -388,7 +324,7 @@ const maxDecodedDirs = 16
 // dirEntries is directory id's entries by name (none for zero), decoded
 // once while it stays among the last maxDecodedDirs: each step compares
 // only the entries still pending, not whole listings.
-func (w *lastCommitWalk) dirEntries(id object.ID) (map[string]lcEntry, error) {
+func (w *lastCommitWalk) dirEntries(id object.ID) (map[string]pathEntry, error) {
 	if id.IsZero() {
 		return nil, nil
 	}
@@ -402,13 +338,13 @@ func (w *lastCommitWalk) dirEntries(id object.ID) (map[string]lcEntry, error) {
 	if t != object.Tree {
 		return nil, notFound("%s is a %s, not a tree", id, t)
 	}
-	m := map[string]lcEntry{}
+	m := map[string]pathEntry{}
 	it := object.NewTreeIter(data)
 	for e, ok := it.Next(); ok; e, ok = it.Next() {
 		if err := w.rd.w.visit(1); err != nil {
 			return nil, err
 		}
-		m[string(e.Name)] = lcEntry{e.ID, e.Mode}
+		m[string(e.Name)] = pathEntry{e.ID, e.Mode}
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("tree %s: %w", id, err)

@@ -596,7 +596,7 @@ func (s *serving) head() error {
 	case Log, Commit:
 		_, _, err = rd.commit(q.OID)
 	case Blame:
-		_, _, err = rd.blameTarget(q.OID, q.Sub)
+		err = rd.blameTarget(q.OID, q.Sub)
 	case Tag:
 		_, err = rd.tag(q.OID)
 	case Search:

@@ -22,7 +22,28 @@ const (
 {{if $.Branches}}<td class="divergence">{{if .Ahead}}<span title="commits not in the default branch">{{.Ahead}} ahead</span> · <span title="commits of the default branch not here">{{.Behind}} behind</span>{{end}}</td>{{end}}
 <td>{{with .Commit}}<a href="{{.Href}}"><code>{{short .OID}}</code></a>{{end}}</td>
 </tr>{{else}}<tr><td class="muted">none</td></tr>{{end}}`
+	blameRowsTemplate = `{{range .Runs}}<tbody class="run">
+<tr class="who"><td colspan="2"><a href="{{.Href}}"><code>{{short .OID}}</code></a> <b class="author">{{.C.Author.Name}}</b> <span class="muted">{{when .C.Author.Time}}</span> <span class="summary">{{.C.Summary}}</span>{{if .C.Path}}{{if ne .C.Path $.Path}} <span class="muted">(as {{.C.Path}})</span>{{end}}{{end}}</td></tr>
+{{range .Lines}}<tr><td class="ln"><a id="L{{.N}}" href="#L{{.N}}">{{.N}}</a></td><td class="code">{{.Text}}</td></tr>
+{{end}}</tbody>{{end}}`
 )
+
+// blameRowsData is what blameRowsTemplate ranged over.
+type blameRowsData struct {
+	Path string
+	Runs []blameRunData
+}
+
+type blameRunData struct {
+	OID, Href string
+	C         BlameCommit
+	Lines     []blameLineData
+}
+
+type blameLineData struct {
+	N    int
+	Text string
+}
 
 // hostileStrings are what names, messages and links may hold: every
 // byte html/template escapes or percent-encodes, schemes it refuses,
@@ -61,7 +82,7 @@ func execute(t *testing.T, tmpl *template.Template, data any) string {
 
 // TestHandHTMLAsTemplate: text and URL attributes escaped as
 // html/template escapes them, for hostile and random strings; the
-// picker and the ref rows as their templates wrote them.
+// picker, the ref rows and the blame rows as their templates wrote them.
 func TestHandHTMLAsTemplate(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	values := append([]string(nil), hostileStrings...)
@@ -80,7 +101,7 @@ func TestHandHTMLAsTemplate(t *testing.T) {
 		}
 	}
 
-	pickerT, rowsT := mustTemplate(t, pickerTemplate), mustTemplate(t, refRowsTemplate)
+	pickerT, rowsT, blameT := mustTemplate(t, pickerTemplate), mustTemplate(t, refRowsTemplate), mustTemplate(t, blameRowsTemplate)
 	some := func() string { return values[r.IntN(len(values))] }
 	for n := range 40 {
 		var picks []pick
@@ -100,6 +121,7 @@ func TestHandHTMLAsTemplate(t *testing.T) {
 			}
 			rows = append(rows, row)
 		}
+		checkBlameRows(t, blameT, r, some, n)
 		if got, want := string(pickerHTML(picks)), execute(t, pickerT, picks); got != want {
 			t.Errorf("picker %d:\n got %q\nwant %q", n, got, want)
 		}
@@ -112,6 +134,48 @@ func TestHandHTMLAsTemplate(t *testing.T) {
 				t.Errorf("rows %d (branches %v):\n got %q\nwant %q", n, branches, got, want)
 			}
 		}
+	}
+}
+
+// checkBlameRows compares blameRowsHTML with blameRowsTemplate on n%7
+// runs of random values over a file of random lines, runs reaching past
+// its end among them.
+func checkBlameRows(t *testing.T, tmpl *template.Template, r *rand.Rand, some func() string, n int) {
+	t.Helper()
+	var text []string
+	for range r.IntN(12) {
+		text = append(text, some()+"\n")
+	}
+	if len(text) > 0 && n%2 == 0 {
+		text[len(text)-1] = strings.TrimSuffix(text[len(text)-1], "\n")
+	}
+	path := some()
+	var runs []blameRunView
+	data := blameRowsData{Path: path}
+	line := 1
+	for i := range n % 7 {
+		run := blameRunView{OID: some(), Href: some(), Start: line, Count: 1 + r.IntN(4),
+			C: BlameCommit{Path: some(), Summary: some(), Author: Person{Name: some(), Time: When{time.Unix(r.Int64N(1<<32), 0)}}}}
+		switch i % 3 {
+		case 1:
+			run.C.Path = ""
+		case 2:
+			run.C.Path = path
+		}
+		line += run.Count
+		runs = append(runs, run)
+		v := blameRunData{OID: run.OID, Href: run.Href, C: run.C}
+		for l := run.Start; l < run.Start+run.Count; l++ {
+			lt := ""
+			if l-1 < len(text) {
+				lt = strings.TrimSuffix(text[l-1], "\n")
+			}
+			v.Lines = append(v.Lines, blameLineData{l, lt})
+		}
+		data.Runs = append(data.Runs, v)
+	}
+	if got, want := string(blameRowsHTML(nil, runs, text, path)), execute(t, tmpl, data); got != want {
+		t.Errorf("blame rows %d:\n got %q\nwant %q", n, got, want)
 	}
 }
 

@@ -221,9 +221,9 @@ func (w *codeWriter) open(t chroma.TokenType) string {
 	return open
 }
 
-// codeBufs keeps code writers' buffers from one file view to the next
-// (releaseCode): a 64 KiB file's HTML is half a megabyte, most of the
-// garbage the view made.
+// codeBufs keeps code writers' buffers (and the blame table's) from one
+// view to the next (releaseCode): a 64 KiB file's HTML is half a
+// megabyte, most of the garbage the view made.
 var codeBufs sync.Pool
 
 // maxPooledCode is the largest buffer codeBufs keeps.
@@ -242,14 +242,17 @@ func newCodeWriter(lines, size int, hl lineRange) *codeWriter {
 	w := &codeWriter{hl: hl, digits: len(strconv.Itoa(lines))}
 	// About what a line's markup and a token's span take (a 64 KiB Go
 	// file is 550 KiB of HTML), so the buffer grows once at most.
-	want := 4*size + lines*(128+3*w.digits) + 64
-	if b, ok := codeBufs.Get().(*[]byte); ok && cap(*b) >= want {
-		w.b = (*b)[:0]
-	} else {
-		w.b = make([]byte, 0, want)
-	}
-	w.b = append(w.b, `<pre class="chroma"><code>`...)
+	w.b = append(codeBuf(4*size+lines*(128+3*w.digits)+64), `<pre class="chroma"><code>`...)
 	return w
+}
+
+// codeBuf is an empty buffer of capacity want or more, from codeBufs
+// when it has one that large.
+func codeBuf(want int) []byte {
+	if b, ok := codeBufs.Get().(*[]byte); ok && cap(*b) >= want {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, want)
 }
 
 // startLine appends the opening of the next line to b, w.b's contents.
