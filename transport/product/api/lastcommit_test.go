@@ -213,7 +213,10 @@ func TestLastCommitWideDeep(t *testing.T) {
 	var first lastCommitAnswer
 	memo := NewWalkMemo(WalkMemoBytes)
 	for round := range 2 {
-		rd := newReader(context.Background(), objs, Limits{})
+		// The budgets under test are commits and entries; the time budget
+		// (2 s by default) is TestLastCommitBudget's, and a loaded machine
+		// (CI's -race stage) could reach it here.
+		rd := newReader(context.Background(), objs, Limits{LastCommitTimeout: time.Minute})
 		rd.memo = memo
 		a, err := rd.lastCommits(head, wide, 0)
 		if err != nil {
@@ -247,8 +250,8 @@ func TestLastCommitWideDeep(t *testing.T) {
 		lim     Limits
 		setting string
 	}{
-		{Limits{MaxLastCommitScan: 50}, SettingMaxLastCommitScan},
-		{Limits{MaxEntries: 20 * width}, SettingMaxEntries},
+		{Limits{MaxLastCommitScan: 50, LastCommitTimeout: time.Minute}, SettingMaxLastCommitScan},
+		{Limits{MaxEntries: 20 * width, LastCommitTimeout: time.Minute}, SettingMaxEntries},
 	} {
 		rd := newReader(context.Background(), objs, c.lim)
 		a, err := rd.lastCommits(head, wide, 0)
