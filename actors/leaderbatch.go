@@ -103,8 +103,14 @@ func (a *leaderActor) written(ctx actor.Context, m *batchWritten) {
 			failed++
 		}
 	}
-	a.node.log.Warn("ownership map write failed; failing the requests of its batch and those queued on it, map reloaded",
-		zap.Int("requests", failed), zap.Int("renewals_acknowledged_from_memory", len(a.unpersisted)), zap.Error(err))
+	log := a.node.log.Warn
+	if failed == 0 {
+		// Renewals answered from memory: said once per outage
+		// (ackFromMemory), not at every batch.
+		log = a.node.log.Debug
+	}
+	log("ownership map write failed; failing the requests of its batch and those queued on it, map reloaded",
+		zap.Int("requests", failed), zap.Int("sessions_renewed_from_memory", len(a.unpersisted)), zap.Error(err))
 	a.carry(ctx, step, fmt.Errorf("persist ownership map: %w", err))
 }
 
