@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/names"
 	"github.com/rgit/rgit/storage/objstore/memstore"
+	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/faultstore"
 )
 
@@ -25,7 +28,11 @@ func TestLeaderRenewsFromMemoryWhileTheStoreFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		fs := faultstore.New(memstore.New(), 1)
-		n := newLeader(t, fs)
+		core, logs := observer.New(zap.InfoLevel)
+		n, err := NewNode(Config{Deps: repo.Deps{Store: fs}, Log: zap.New(core), Cluster: &ClusterConfig{Self: "rgit-0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		svc := n.LeaderService()
 		open, err := svc.Renew(ctx, cluster.RenewLeases{Node: "rgit-1", Open: true})
 		if err != nil {
@@ -86,6 +93,11 @@ func TestLeaderRenewsFromMemoryWhileTheStoreFails(t *testing.T) {
 		gate.Release()
 		if err := renew(); err != nil {
 			t.Fatalf("renewal once the store is back: %v", err)
+		}
+		for _, msg := range []string{"store unavailable: acknowledging session renewals from memory until", "ownership map persisted again"} {
+			if logs.FilterMessageSnippet(msg).Len() != 1 {
+				t.Errorf("logged %q %d times, want once", msg, logs.FilterMessageSnippet(msg).Len())
+			}
 		}
 		// Killed right after a commit: the next process holds the session
 		// until that commit's horizon plus a TTL.
