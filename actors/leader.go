@@ -47,7 +47,7 @@ type (
 // from the database; a fenced database (another leader process opened
 // it) stops the actor, and every later request then fails as unreachable.
 // Session renewals alone are still acknowledged while the store fails,
-// up to the horizon of the last landed commit (outage, leaderbatch.go).
+// up to the horizon of the last landed commit (leaderoutage.go).
 type leaderActor struct {
 	node *Node
 	db   *refdb.DB
@@ -112,14 +112,13 @@ func (n *Node) startLeader(cfg ClusterConfig) (*localLeader, *refdb.DB, error) {
 // loadMap returns a Map over the ownership entries of view (the current
 // one each time it is called: the leader's database, which commits the
 // map's decisions), with the sessions (read as h makes them:
-// cluster.Horizon.Floor, except self's: a zero h changes nothing) and the
-// floor loaded. The leader node's own session is not held: the renewals
-// of it acknowledged from memory went to the previous process of this
-// node, which is gone (rule 2 of the cluster package doc).
-// The entries
-// stay in the database's state, not copied (cluster.NewMapOver), but every
-// one is decoded once here: a corrupt entry fails the load, as granting
-// from a map missing an entry could reuse epochs.
+// cluster.Horizon.Floor; a zero h changes nothing) and the floor loaded.
+// The leader node's own session, self's, is not held: the renewals of it
+// acknowledged from memory went to this node's previous process, which is
+// gone (rule 2 of the cluster package doc). The entries stay in the
+// database's state, not copied (cluster.NewMapOver), but every one is
+// decoded once here: a corrupt entry fails the load, as granting from a
+// map missing an entry could reuse epochs.
 func loadMap(view func() *refdb.View, t cluster.Timings, h cluster.Horizon, self string) (*cluster.Map, error) {
 	v := view()
 	for k, b := range v.Scan(cluster.KeyPrefix) {
