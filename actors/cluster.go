@@ -115,7 +115,10 @@ type clusterState struct {
 	leaderDB  *refdb.DB             // leader node: the map's writer handle (its view routes)
 	leaderPID *actor.PID
 	follower  atomic.Pointer[refdb.Follower]
-	draining  atomic.Bool
+	// leaderStale: on the leader node, since when its database's view
+	// lags the leader's memory (Unix ns; 0: current), the store failing.
+	leaderStale atomic.Int64
+	draining    atomic.Bool
 	// releases counts release calls in flight, so that a drain returns
 	// (and the process may exit) only once they are sent.
 	releases sync.WaitGroup
@@ -422,19 +425,32 @@ func (n *Node) awaitServing(ctx context.Context) error {
 // MapAge is how old the node's view of the ownership map is at now: how
 // long since the store last confirmed it. ok is false while the node has
 // no view (a follower not opened yet, or a single node). The leader's
-// view is its writer's own, current by construction.
+// view is its writer's own, current unless its writes fail (viewFresh).
 func (n *Node) MapAge(now time.Time) (age time.Duration, ok bool) {
 	switch {
 	case n.cl == nil:
 		return 0, false
-	case n.cl.leaderDB != nil:
-		return 0, true
-	}
-	f := n.cl.follower.Load()
-	if f == nil {
+	case n.cl.leaderDB == nil && n.cl.follower.Load() == nil:
 		return 0, false
 	}
-	return max(now.Sub(f.Fresh()), 0), true
+	return max(now.Sub(n.viewFresh(now)), 0), true
+}
+
+// viewFresh is when the node's view of the ownership map was last known
+// current (cluster.Locate): now on the leader node unless the leader
+// could not persist its decisions since (renewals acknowledged from
+// memory), else when the store last confirmed the follower's view.
+func (n *Node) viewFresh(now time.Time) time.Time {
+	if n.cl.leaderDB != nil {
+		if ns := n.cl.leaderStale.Load(); ns != 0 {
+			return time.Unix(0, ns)
+		}
+		return now
+	}
+	if f := n.cl.follower.Load(); f != nil {
+		return f.Fresh()
+	}
+	return now
 }
 
 // LeaderReachable reports whether the ownership leader answered this

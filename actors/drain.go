@@ -54,6 +54,7 @@ func (n *Node) Drain(ctx context.Context) error {
 		if repos = append(repos, unheld...); len(repos) > 0 {
 			l.handOver(ctx, repos)
 		}
+		l.drained(ctx)
 		return nil
 	}
 	for _, r := range unheld {

@@ -46,11 +46,14 @@ type (
 // it, and reloads the in-memory map (it holds those unpersisted decisions)
 // from the database; a fenced database (another leader process opened
 // it) stops the actor, and every later request then fails as unreachable.
+// Session renewals alone are still acknowledged while the store fails,
+// up to the horizon of the last landed commit (leaderoutage.go).
 type leaderActor struct {
 	node *Node
 	db   *refdb.DB
 	m    *cluster.Map
 	q    cluster.WriteQueue[*leaderWrite]
+	outage
 
 	// Placement: liveness heard by this actor, or cfg.Live when set.
 	steer    bool
@@ -69,14 +72,27 @@ func (n *Node) startLeader(cfg ClusterConfig) (*localLeader, *refdb.DB, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("open ownership map: %w", err)
 	}
-	m, err := loadMap(db.View, cfg.Timings)
+	h, err := loadHorizon(db.View())
 	if err != nil {
 		db.Close(ctx)
 		return nil, nil, err
 	}
+	// The previous leader process may have acknowledged renewals it never
+	// persisted, up to its horizon: no entry bound to a session live then
+	// is granted elsewhere before they have run out.
+	m, err := loadMap(db.View, cfg.Timings, h, cfg.Self)
+	if err != nil {
+		db.Close(ctx)
+		return nil, nil, err
+	}
+	if h.Until.After(h.Since) {
+		n.log.Info("previous leader process's renewal horizon: sessions live at its last commit are held at least until the horizon plus a TTL",
+			zap.Time("last_commit", h.Since), zap.Time("horizon", h.Until))
+	}
 	props := actor.PropsFromProducer(func() actor.Actor {
 		a := &leaderActor{node: n, db: db, m: m, steer: cfg.Steer.steers(), live: cfg.Live,
-			liveness: cluster.NewLiveness(cfg.Self, cfg.Timings.TTL, cfg.Weights, time.Now())}
+			liveness: cluster.NewLiveness(cfg.Self, cfg.Timings.TTL, cfg.Weights, time.Now()),
+			outage:   outage{unpersisted: cluster.Unpersisted{}}}
 		if a.live == nil {
 			a.live = func() cluster.LiveSet { return a.liveness.Live(time.Now()) }
 		}
@@ -95,11 +111,15 @@ func (n *Node) startLeader(cfg ClusterConfig) (*localLeader, *refdb.DB, error) {
 
 // loadMap returns a Map over the ownership entries of view (the current
 // one each time it is called: the leader's database, which commits the
-// map's decisions), with the sessions and the floor loaded. The entries
-// stay in the database's state, not copied (cluster.NewMapOver), but every
-// one is decoded once here: a corrupt entry fails the load, as granting
-// from a map missing an entry could reuse epochs.
-func loadMap(view func() *refdb.View, t cluster.Timings) (*cluster.Map, error) {
+// map's decisions), with the sessions (read as h makes them:
+// cluster.Horizon.Floor; a zero h changes nothing) and the floor loaded.
+// The leader node's own session, self's, is not held: the renewals of it
+// acknowledged from memory went to this node's previous process, which is
+// gone (rule 2 of the cluster package doc). The entries stay in the
+// database's state, not copied (cluster.NewMapOver), but every one is
+// decoded once here: a corrupt entry fails the load, as granting from a
+// map missing an entry could reuse epochs.
+func loadMap(view func() *refdb.View, t cluster.Timings, h cluster.Horizon, self string) (*cluster.Map, error) {
 	v := view()
 	for k, b := range v.Scan(cluster.KeyPrefix) {
 		repo, err := cluster.RepoOfKey(k)
@@ -121,6 +141,9 @@ func loadMap(view func() *refdb.View, t cluster.Timings) (*cluster.Map, error) {
 		if err := s.UnmarshalBinary(b); err != nil {
 			return nil, fmt.Errorf("load ownership map: session of %s: %w", node, err)
 		}
+		if node != self {
+			s = h.Floor(s, t.TTL)
+		}
 		if err := m.PutSession(node, s); err != nil {
 			return nil, fmt.Errorf("load ownership map: %w", err)
 		}
@@ -139,6 +162,9 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 	case *batchWritten:
 		a.written(ctx, m)
 		return
+	case *batchSlow:
+		a.slow(m)
+		return
 	case *flushBatch:
 		a.carry(ctx, a.q.Flush(), nil)
 		return
@@ -149,6 +175,9 @@ func (a *leaderActor) Receive(ctx actor.Context) {
 	}
 	w.to = ctx.Sender()
 	a.submit(ctx, w)
+	if a.flight.slow {
+		a.ackFromMemory(w)
+	}
 }
 
 // decide applies the pure decision for a request to the in-memory map and
@@ -200,6 +229,8 @@ func (a *leaderActor) decide(msg any, now time.Time) (*leaderWrite, bool) {
 		a.prune(w, m, now)
 	case *leaderRebalance:
 		a.rebalance(w, now)
+	case *leaderDrained:
+		a.drain(w, now)
 	default:
 		return nil, false
 	}
@@ -231,6 +262,10 @@ func (a *leaderActor) heartbeat(w *leaderWrite, m *cluster.RenewLeases, now time
 			return
 		}
 		w.txn = append(w.txn, op)
+		w.sess = &sessionWrite{node: m.Node, s: s}
+		if !m.Open {
+			w.renewal = &renewal{node: m.Node, id: m.Session, at: now, repos: m.Repos}
+		}
 	}
 	ops, err := a.entriesTxn(h.Reply.Renewed)
 	if err != nil {
@@ -304,7 +339,7 @@ func (b viewBase) Range(yield func(repo names.Repo, e cluster.Entry) bool) {
 
 // reload replaces the map with the database's committed state.
 func (a *leaderActor) reload() {
-	m, err := loadMap(a.db.View, a.m.Timings())
+	m, err := loadMap(a.db.View, a.m.Timings(), cluster.Horizon{}, "")
 	if err != nil {
 		// The view only holds what this writer committed, so this means a
 		// bug; keep the old map rather than serving from nothing.
@@ -312,6 +347,7 @@ func (a *leaderActor) reload() {
 		return
 	}
 	a.m = m
+	a.unpersisted.Reapply(m)
 }
 
 // localLeader is the leader node's cluster.LeaderService: the messages go
@@ -327,7 +363,7 @@ type localLeader struct {
 // each with a *leaderReply.
 type leaderMessage interface {
 	*cluster.ClaimLease | *cluster.RenewLeases | *cluster.ReleaseLease | *cluster.ForceGrantLease |
-		*leaderHandOver | *leaderPrune
+		*leaderHandOver | *leaderPrune | *leaderDrained
 }
 
 // askLeader sends msg to the leader actor at pid and waits for its reply.

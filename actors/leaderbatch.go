@@ -33,6 +33,11 @@ type leaderWrite struct {
 	// metric counts n once the decision is durable (nil: none).
 	metric prometheus.Counter
 	n      float64
+	// sess is the session record txn writes (an open or a renewal), and
+	// renewal what the leader needs to acknowledge a renewal from memory
+	// (leaderoutage.go); nil otherwise.
+	sess    *sessionWrite
+	renewal *renewal
 }
 
 // decided adds decision d's entry to w's transaction if d changed it.
@@ -57,6 +62,9 @@ type (
 	batchWritten struct {
 		err  error
 		took time.Duration
+		// local: the batch failed before its write (a decision that
+		// could not be encoded), not in the store.
+		local bool
 	}
 	// flushBatch ends a hold of the next batch (cluster.QueueStep.HoldFor).
 	flushBatch struct{}
@@ -69,21 +77,40 @@ func (a *leaderActor) submit(ctx actor.Context, w *leaderWrite) {
 
 // written ends the batch in flight. A failed batch reloads the map: it
 // may hold that batch's decisions and those made on top of them, which
-// the queue fails with it.
+// the queue fails with it, except the session renewals it may still
+// acknowledge from memory when the store failed (leaderoutage.go).
 func (a *leaderActor) written(ctx actor.Context, m *batchWritten) {
 	err := m.err
 	if err == nil {
+		a.landed()
 		a.carry(ctx, a.q.Done(true, m.took), nil)
 		return
 	}
-	if errors.Is(err, refdb.ErrFenced) {
+	a.flight = flight{}
+	fenced := errors.Is(err, refdb.ErrFenced)
+	if fenced {
 		a.node.log.Error("ownership map fenced by another leader; stopping the leader actor")
 		ctx.Stop(ctx.Self())
 	}
 	a.reload()
 	step := a.q.Done(false, m.took)
-	a.node.log.Warn("ownership map write failed; failing the requests of its batch and those queued on it, map reloaded",
-		zap.Int("requests", len(step.Fail)), zap.Error(err))
+	failed := 0
+	for _, w := range step.Fail {
+		if !fenced && !m.local {
+			a.ackFromMemory(w)
+		}
+		if w.to != nil {
+			failed++
+		}
+	}
+	log := a.node.log.Warn
+	if failed == 0 {
+		// Renewals answered from memory: said once per outage
+		// (ackFromMemory), not at every batch.
+		log = a.node.log.Debug
+	}
+	log("ownership map write failed; failing the requests of its batch and those queued on it, map reloaded",
+		zap.Int("requests", failed), zap.Int("sessions_renewed_from_memory", len(a.unpersisted)), zap.Error(err))
 	a.carry(ctx, step, fmt.Errorf("persist ownership map: %w", err))
 }
 
@@ -108,17 +135,28 @@ func (a *leaderActor) carry(ctx actor.Context, step cluster.QueueStep[*leaderWri
 }
 
 // write persists batch in one commit on its own goroutine and reports the
-// outcome to the actor.
+// outcome to the actor. The commit also persists every renewal
+// acknowledged from memory so far and the horizon it starts
+// (leaderoutage.go).
 func (a *leaderActor) write(ctx actor.Context, batch []*leaderWrite) {
 	var txn refdb.Txn
 	for _, w := range batch {
 		if w.err != nil {
-			ctx.Send(ctx.Self(), &batchWritten{err: w.err})
+			ctx.Send(ctx.Self(), &batchWritten{err: w.err, local: true})
 			return
 		}
 		txn = append(txn, w.txn...)
 	}
+	more, err := a.compose(batch, time.Now())
+	if err != nil {
+		ctx.Send(ctx.Self(), &batchWritten{err: err, local: true})
+		return
+	}
+	txn = append(txn, more...)
 	self, root, db := ctx.Self(), a.node.system.Root, a.db
+	if seq := a.flight.seq; a.grace() > 0 {
+		time.AfterFunc(leaderSlowWrite, func() { root.Send(self, &batchSlow{seq: seq}) })
+	}
 	go func() {
 		cctx, cancel := context.WithTimeout(context.Background(), leaderCommitTimeout)
 		defer cancel()

@@ -124,6 +124,9 @@ type metrics struct {
 	sessions    *prometheus.GaugeVec // live git sessions by kind
 	// The leader's lease decisions (zero on other nodes).
 	grants, renewals, forceGrants prometheus.Counter
+	// unpersisted counts session renewals the leader acknowledged without
+	// a durable write, the store failing.
+	unpersisted prometheus.Counter
 	// rebalanceMoves counts the leader's moves by result (moveResults).
 	rebalanceMoves *prometheus.CounterVec
 }
@@ -219,6 +222,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rgit_lease_grants_total", Help: "Leases the ownership leader granted or re-granted on a claim (leader node only)."}),
 		renewals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rgit_lease_renewals_total", Help: "Leases the ownership leader renewed (leader node only)."}),
+		unpersisted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rgit_lease_renewals_unpersisted_total",
+			Help: "Session renewals the ownership leader acknowledged from memory while its writes to the store failed or hung, before they were persisted (leader node only)."}),
 		forceGrants: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rgit_lease_force_grants_total", Help: "Leases the ownership leader moved from an unreachable owner (leader node only)."}),
 		sessions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -236,7 +242,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.openRepos, m.openLatency, m.fenced, m.leaseEnded, m.sessions, m.grants, m.renewals, m.forceGrants,
-			m.rebalanceMoves)
+			m.unpersisted, m.rebalanceMoves)
 	}
 	return m
 }

@@ -76,7 +76,7 @@ func (n *Node) pruneLoop(c *clusterState) {
 // period removes it later.
 func (n *Node) pruneOnce(c *clusterState, since, now time.Time) error {
 	view := c.leaderDB.View()
-	m, err := loadMap(func() *refdb.View { return view }, c.cfg.Timings)
+	m, err := loadMap(func() *refdb.View { return view }, c.cfg.Timings, cluster.Horizon{}, "")
 	if err != nil {
 		return err
 	}

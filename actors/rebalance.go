@@ -34,7 +34,9 @@ func moveResult(v cluster.MoveVerdict) string {
 // rebalance runs one round once the leader's liveness has settled: the
 // hand-overs it grants are persisted with w.
 func (a *leaderActor) rebalance(w *leaderWrite, now time.Time) {
-	if a.rebal == nil || !a.liveness.Settled(now) {
+	// While the store fails the moves could not be persisted: the
+	// rebalancer pauses until a commit lands.
+	if a.rebal == nil || !a.liveness.Settled(now) || a.outage.on {
 		return
 	}
 	live := a.live()

@@ -40,7 +40,8 @@ func (n *Node) route(ctx context.Context, key names.Repo) (Route, error) {
 	if r, decided := routeHeld(view, key, n.cl.cfg.Self, l); decided {
 		return r, nil
 	}
-	d := cluster.Locate(view, key, n.cl.cfg.Self, time.Now())
+	now := time.Now()
+	d := cluster.Locate(view, key, n.cl.cfg.Self, now, n.viewFresh(now))
 	if d.Kind == cluster.Forward {
 		return Route{Node: d.Node}, nil
 	}
@@ -160,7 +161,8 @@ func (n *Node) OwnedElsewhere(key names.Repo) bool {
 	if n.cl == nil {
 		return false
 	}
-	return cluster.Locate(n.OwnershipView(), key, n.cl.cfg.Self, time.Now()).Kind == cluster.Forward
+	now := time.Now()
+	return cluster.Locate(n.OwnershipView(), key, n.cl.cfg.Self, now, n.viewFresh(now)).Kind == cluster.Forward
 }
 
 // routeHeld decides for a repository this node holds a lease on: serve

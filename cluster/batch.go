@@ -1,6 +1,9 @@
 package cluster
 
-import "time"
+import (
+	"iter"
+	"time"
+)
 
 // WriteQueue group-commits the leader's decisions. The leader decides
 // every request at once, in arrival order, on its in-memory Map, so a
@@ -135,6 +138,23 @@ func (q *WriteQueue[T]) Done(ok bool, took time.Duration) QueueStep[T] {
 	}
 	q.writing, q.inflight = true, p
 	return QueueStep[T]{Answer: b, Write: p}
+}
+
+// Queued yields every decision not answered yet, the batch being
+// written first, in arrival order.
+func (q *WriteQueue[T]) Queued() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for _, w := range q.inflight {
+			if !yield(w) {
+				return
+			}
+		}
+		for _, w := range q.pending {
+			if !yield(w) {
+				return
+			}
+		}
+	}
 }
 
 // Drop empties the queue (the leader is stopping) and returns every

@@ -118,6 +118,59 @@
 // wall-clock time to within the margin as well, since a session's expiry
 // is stored as a wall time and read by the next leader.
 //
+// # Store outages (renewals acknowledged from memory)
+//
+// The map lives in the store, so while the store hangs or fails the
+// leader cannot persist renewals, and under the rules above every owner
+// would stop serving TTL-ServeMargin after its last persisted one. The
+// leader instead acknowledges a session renewal whose write failed or has
+// not landed within a second (actors/leaderoutage.go), and only that:
+// claims, releases, grants, force-grants and moves still need a durable
+// write (cold repositories answer 503, pushes fail, the rebalancer
+// pauses). The argument keeps every rule above:
+//
+//  7. Only a renewal of a session that is current and live at its
+//     decision, in the leader's memory, is acknowledged (RenewUnpersisted
+//     runs RenewSession: rules 2 and 3), and the renewed expiry is kept in
+//     memory (Unpersisted) across the reloads of the map that failed
+//     writes cause, so claims, force-grants and the rebalancer on this
+//     leader see the session live until the acknowledged expiry (rule 4).
+//     Every commit persists those sessions, and they leave memory once
+//     one has.
+//  8. A leader process acknowledges from memory only renewals it decided
+//     before its Horizon: the composition time of its last landed commit
+//     plus Timings.StoreGrace (RGIT_LEASE_STORE_GRACE_SECS, 60 s). Every
+//     commit writes its horizon (HorizonKey). So after its last commit,
+//     at Since, the process acknowledged from memory only renewals
+//     decided in [Since, Until), each giving at most Until+TTL, and only
+//     of sessions live at Since in the database (a session renewed from
+//     memory was live at its first such renewal, decided after Since, by
+//     a record that commit left).
+//  9. A new leader process (rgit-0 restarted: it opens the database and
+//     so fences its predecessor) reads the horizon and holds every
+//     session live at Since until at least Until+TTL (Horizon.Floor)
+//     before granting an entry bound to it elsewhere. A session lapsed at
+//     Since stays lapsed: the predecessor may have granted its entries to
+//     others since. The leader node's own session is not held: its
+//     acknowledgements went to the predecessor process, gone (rule 2).
+//     A drained leader (SIGTERM) writes a horizon ending at once, so a
+//     clean restart holds nothing.
+//
+// The cost is after a leader process dies without draining (kill -9, a
+// crash, the node lost), outage or not, since every commit moves the
+// horizon: a node that died with it (its session still live at the
+// leader's last commit) has its repositories force-granted up to
+// StoreGrace+TTL (70 s) after that commit instead of a TTL after its own
+// last heartbeat;
+// requests for them wait (LeaderWait) or answer 503 meanwhile. A node
+// still running renews with the new leader as before. With StoreGrace 0
+// the horizon allows nothing and the floor holds nothing: the behaviour
+// before. A store outage longer than StoreGrace ends the acknowledgements
+// at the horizon, and nodes stop serving TTL-ServeMargin later, as
+// without it. Routing follows: a node's view of the map stops with the
+// store, so an entry naming another node that was live when the view was
+// last current is forwarded to even once it looks lapsed (Locate).
+//
 // Within these timing assumptions no two nodes are granted one repository
 // under overlapping leases; and no acknowledged write is lost in any
 // case, because acknowledgement requires a durable commit under the

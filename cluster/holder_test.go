@@ -89,11 +89,11 @@ func TestRoute(t *testing.T) {
 		rn("a/none"):    {Kind: Claim},
 	}
 	for repo, want := range cases {
-		if got := Locate(m, repo, "rgit-1", at(time.Second)); got != want {
+		if got := Locate(m, repo, "rgit-1", at(time.Second), at(time.Second)); got != want {
 			t.Errorf("%s: %v, want %v", repo, got, want)
 		}
 	}
-	if got := Locate(m, rn("a/mine"), "rgit-1", at(10*time.Second)); got.Kind != Claim {
+	if got := Locate(m, rn("a/mine"), "rgit-1", at(10*time.Second), at(10*time.Second)); got.Kind != Claim {
 		t.Errorf("own expired lease routes %v, want claim", got)
 	}
 }

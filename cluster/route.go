@@ -54,10 +54,28 @@ type View interface {
 // ServeLease holds (the leader takes a bound entry only after its
 // session lapsed). Only the leader grants, so staleness never makes a
 // second owner.
-func Locate(view View, repo names.Repo, self string, now time.Time) RouteDecision {
+//
+// fresh is when the view was last known current. A view that stopped
+// (the store failing: the leader renews sessions from memory then, and
+// cannot persist them) shows entries lapsing that may well be live: one
+// naming another node that was live when the view was last current is
+// forwarded to once the view is StaleView old. The owner serves it only
+// under its ServeLease, and routes it again otherwise; a dead owner is
+// met as any unreachable one.
+//
+//	entry at now                              → route
+//	none                                      → claim
+//	live, names self                          → serve
+//	live, names other                         → forward
+//	lapsed, names other, live at fresh,
+//	  now − fresh ≥ StaleView                 → forward
+//	lapsed, otherwise                         → claim
+func Locate(view View, repo names.Repo, self string, now, fresh time.Time) RouteDecision {
 	e, ok := view.Get(repo)
 	switch {
-	case !ok || !e.Live(now):
+	case !ok:
+		return RouteDecision{Kind: Claim}
+	case !e.Live(now) && (e.Node == self || !e.Live(fresh) || now.Sub(fresh) < StaleView):
 		return RouteDecision{Kind: Claim}
 	case e.Node == self:
 		return RouteDecision{Kind: Serve, Node: self}
@@ -65,3 +83,7 @@ func Locate(view View, repo names.Repo, self string, now time.Time) RouteDecisio
 		return RouteDecision{Kind: Forward, Node: e.Node}
 	}
 }
+
+// StaleView is how old a view must be for Locate to take it as stopped:
+// a renewal period, fifteen polls.
+const StaleView = RenewEvery

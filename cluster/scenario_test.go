@@ -287,7 +287,7 @@ func (c *call) fence() error {
 }
 
 func (c *call) route() error {
-	c.say("%s", Locate(c.w.m, c.r, c.node, c.now))
+	c.say("%s", Locate(c.w.m, c.r, c.node, c.now, c.now))
 	return nil
 }
 

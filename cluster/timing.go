@@ -36,6 +36,13 @@ const (
 	// LeaderRetry is how often a node with requests waiting for an
 	// unreachable leader asks it again (one heartbeat for all of them).
 	LeaderRetry = 100 * time.Millisecond
+	// StoreGrace is how long after its last landed commit the leader
+	// still acknowledges session renewals it could not persist, the store
+	// failing (RGIT_LEASE_STORE_GRACE_SECS; Horizon): warm repositories
+	// keep being served through a store outage that long, and a new
+	// leader process holds the sessions live at that commit until
+	// StoreGrace+TTL after it.
+	StoreGrace = time.Minute
 )
 
 // Timings parameterises the leader's map; DefaultTimings gives the
@@ -50,9 +57,13 @@ type Timings struct {
 	// LeaderWait is the nodes' bound on waiting out an unreachable leader;
 	// zero answers at once.
 	LeaderWait time.Duration
+	// StoreGrace bounds the renewals acknowledged without a durable write
+	// (Horizon); zero: none.
+	StoreGrace time.Duration
 }
 
 // DefaultTimings returns the production timings.
 func DefaultTimings() Timings {
-	return Timings{TTL: TTL, Drain: Drain, QuietPeriod: ForceGrantQuietPeriod, PruneGrace: PruneGrace, LeaderWait: LeaderWait}
+	return Timings{TTL: TTL, Drain: Drain, QuietPeriod: ForceGrantQuietPeriod, PruneGrace: PruneGrace, LeaderWait: LeaderWait,
+		StoreGrace: StoreGrace}
 }

@@ -190,7 +190,11 @@ func (c *Cluster) Restart(name string) error {
 		return fmt.Errorf("restart %s: already running", name)
 	}
 	c.Net.setDown(name, false)
-	return c.start(name)
+	if err := c.start(name); err != nil {
+		c.Net.setDown(name, true) // as before: it is not running
+		return err
+	}
+	return nil
 }
 
 // Close shuts every running node down.

@@ -256,6 +256,44 @@ func value(v uint64, ok bool) string {
 	return strconv.FormatUint(v, 10)
 }
 
+// storeFault is the randomized run's object store outage (every call
+// fails at once), one at a time, for up to 20 s. The leader acknowledges
+// session renewals from memory meanwhile (actors/leaderoutage.go): owners
+// keep serving warm reads, and kills and restarts of the leader during or
+// after it must still never let two nodes serve one repository. A hang
+// (a faultstore gate) is not drawn: a call parked at it may hold a lock
+// (the map follower's) that another goroutine then waits for, and fake
+// time stands still while a goroutine waits on a lock (testing/synctest),
+// so the run would never end; testdata/store_hang.txt and the leader's
+// unit test cover the hang.
+type storeFault struct {
+	kind  string
+	until time.Time
+}
+
+// step ends the fault once it has lasted its time, and starts one at a
+// quarter of the chaos steps without one.
+func (f *storeFault) step(c *Cluster, tr *trace, rng *rand.Rand) {
+	switch {
+	case f.kind != "" && !time.Now().Before(f.until):
+		f.stop(c, tr)
+	case f.kind == "" && rng.IntN(4) == 0:
+		f.kind, f.until = "outage", time.Now().Add(time.Duration(2000+rng.IntN(18000))*time.Millisecond)
+		tr.add("chaos: store %s until +%s", f.kind, time.Until(f.until).Round(time.Millisecond))
+		c.Store.SetOutage(true)
+	}
+}
+
+// stop ends the fault, if any.
+func (f *storeFault) stop(c *Cluster, tr *trace) {
+	if f.kind == "" {
+		return
+	}
+	tr.add("chaos: store %s ends", f.kind)
+	c.Store.SetOutage(false)
+	*f = storeFault{}
+}
+
 // checkHistory checks the run's history for linearizability: reads and
 // CAS pushes refused as stale (observations) as well as writes and the
 // final durable state. Any history that is not
@@ -315,11 +353,17 @@ func randomRun(t *testing.T, seed uint64, ro runOpts) *trace {
 			t.Fatal(err)
 		}
 	}
+	var store storeFault // read by restart, changed by the chaos goroutine alone
 	restart := func(name string) {
 		i := slices.Index(c.Names(), name)
 		wake(time.Now(), time.Duration(i)*time.Microsecond)
 		tr.add("chaos: restart %s", name)
-		if err := c.Restart(name); err != nil {
+		switch err := c.Restart(name); {
+		case err != nil && store.kind != "":
+			// A node cannot start without the store (a pod would be
+			// restarted until it can); it stays down.
+			tr.add("chaos: restart %s failed, the store down: %v", name, err)
+		case err != nil:
 			t.Errorf("restart %s: %v", name, err)
 		}
 	}
@@ -407,12 +451,14 @@ func randomRun(t *testing.T, seed uint64, ro runOpts) *trace {
 		})
 	}
 	rng := rand.New(rand.NewPCG(seed, 0))
-	// Late renewals draw from their own stream, so the chaos below stays
-	// what each seed always did.
+	// Late renewals and store faults draw from their own streams, so the
+	// chaos below stays what each seed always did.
 	late := rand.New(rand.NewPCG(seed, 1<<32))
+	storeFaults := rand.New(rand.NewPCG(seed, 2<<32))
 	wg.Go(func() {
 		next := time.Now()
 		for j := range chaos {
+			store.step(c, tr, storeFaults)
 			next = next.Add(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
 			if late.IntN(3) == 0 {
 				name := c.Names()[late.IntN(nodes)]
@@ -426,7 +472,12 @@ func randomRun(t *testing.T, seed uint64, ro runOpts) *trace {
 			switch op := rng.IntN(4); {
 			case op == 0 && c.Node(name) != nil:
 				tr.add("chaos: kill %s", name)
-				if err := c.Kill(name); err != nil {
+				switch err := c.Kill(name); {
+				case err != nil && store.kind != "":
+					// A repository busy on the store does not close in
+					// time; the node is down all the same.
+					tr.add("chaos: kill %s: %v", name, err)
+				case err != nil:
 					t.Errorf("kill %s: %v", name, err)
 				}
 			case op <= 1 && c.Node(name) == nil:
@@ -441,6 +492,7 @@ func randomRun(t *testing.T, seed uint64, ro runOpts) *trace {
 		}
 		// Bring everything back, for the liveness check and the final reads.
 		tr.add("chaos: heal all, restart every killed node")
+		store.stop(c, tr)
 		c.Net.HealAll()
 		for _, name := range c.Names() {
 			if c.Node(name) == nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/rgit/rgit/storage/refdb"
 	"github.com/rgit/rgit/storage/repo"
 	"github.com/rgit/rgit/testkit/datadriven"
+	"github.com/rgit/rgit/testkit/faultstore"
 )
 
 // Scenario files (testdata/*.txt) drive a Cluster in fake time. Nodes are
@@ -39,6 +40,9 @@ import (
 //	partition nX / heal nX / kill nX / restart nX
 //	drop nX nY [N]         fail the next N connects nX → nY
 //	drain nX               Node.Drain at nX
+//	store hang|outage|up   the object store hangs (every call waits for
+//	                       its deadline or the end), fails every call at
+//	                       once, or answers again
 //	delay DUR              latency of every simulated connect (and so of
 //	                       every forward and leader call); 0 turns it off
 //	go CMD…                run CMD in the background; "wait" prints results
@@ -74,11 +78,15 @@ type world struct {
 	bg       []chan string
 	bgCmds   []string
 	cmds     datadriven.Commands // go runs its command through them
+	hang     *faultstore.Gate    // the store hangs while set
 }
 
 func (w *world) close() {
 	for _, s := range w.sessions {
 		s.Release()
+	}
+	if w.hang != nil {
+		w.hang.Release()
 	}
 	for _, ch := range w.bg {
 		<-ch
@@ -154,6 +162,7 @@ func (w *world) commands() datadriven.Commands {
 		"restart":   w.restart,
 		"drop":      w.drop,
 		"delay":     w.delay,
+		"store":     w.store,
 		"drain":     w.drain,
 		"go":        w.goCmd,
 		"wait":      w.wait,
@@ -324,6 +333,26 @@ func (w *world) connects(a datadriven.Args) (string, error) {
 func (w *world) partition(a datadriven.Args) (string, error) {
 	w.c.Net.Partition(node(a.At(1)), a[0] == "partition")
 	return a[0] + " " + a.At(1), nil
+}
+
+func (w *world) store(a datadriven.Args) (string, error) {
+	switch a.At(1) {
+	case "hang":
+		if w.hang == nil {
+			w.hang = w.c.Store.Hold(faultstore.AllOps, "")
+		}
+	case "outage":
+		w.c.Store.SetOutage(true)
+	case "up":
+		w.c.Store.SetOutage(false)
+		if w.hang != nil {
+			w.hang.Release()
+			w.hang = nil
+		}
+	default:
+		return "", fmt.Errorf("store: want hang, outage or up, got %q", a.At(1))
+	}
+	return "store " + a.At(1), nil
 }
 
 func (w *world) kill(a datadriven.Args) (string, error) {

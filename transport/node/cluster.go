@@ -50,7 +50,7 @@ func newClusterSetup(cfg *config.Config, secret string, log *zap.Logger) (*clust
 	cs := &clusterSetup{dir: dir, httpFwd: peer.NewHTTPForwarder(dir, secret, log).WithTLS(cfg.PeerTLS),
 		sessions: peer.NewSessionClient(dir, secret).WithTLS(cfg.PeerTLS), hostKeys: newFleetHostKeys(log)}
 	cc := &actors.ClusterConfig{Self: cfg.Self, Timings: cluster.DefaultTimings()}
-	cc.Timings.LeaderWait = cfg.LeaderWait
+	cc.Timings.LeaderWait, cc.Timings.StoreGrace = cfg.LeaderWait, cfg.StoreGrace
 	if cfg.Rebalance {
 		cc.Rebalance = cfg.RebalanceMoves
 	}

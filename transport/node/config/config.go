@@ -51,6 +51,7 @@ type Config struct {
 	LogLevel        string            // RGIT_LOG_LEVEL
 	DrainTimeout    time.Duration     // RGIT_DRAIN_SECS
 	LeaderWait      time.Duration     // RGIT_LEADER_WAIT_SECS
+	StoreGrace      time.Duration     // RGIT_LEASE_STORE_GRACE_SECS
 	Rebalance       bool              // RGIT_REBALANCE
 	RebalanceMoves  int               // RGIT_REBALANCE_MOVES
 	MaxPushRefs     int               // RGIT_MAX_PUSH_REFS
@@ -162,6 +163,7 @@ var Vars = []Var{
 	{"RGIT_LOG_FORMAT", "auto", "json or console; auto: console when stderr is a terminal, json otherwise"},
 	{"RGIT_DRAIN_SECS", "25", "how long SIGTERM waits for in-flight requests and SSH sessions"},
 	{"RGIT_LEADER_WAIT_SECS", "30", "cluster: how long a request that needs the ownership leader (a repository nobody holds, or one whose owner died) waits for an unreachable leader, such as one restarting, before answering 503; it holds only its connection meanwhile; 0: answer at once"},
+	{"RGIT_LEASE_STORE_GRACE_SECS", "60", "cluster (the leader's setting): how long after its last write to the store the ownership leader still acknowledges the nodes' session renewals when the store fails or hangs, so that warm repositories keep being served through a store outage that long (cold ones and pushes fail as without it); a leader restarted after such an outage holds the repositories of nodes live before it up to this long plus the 10 s lease before moving them; 0: renewals need a write, warm reads on a cluster stop after 10 s of outage"},
 	{"RGIT_REBALANCE", "1", "cluster (the leader's setting): move warm repositories toward their rendezvous placement among the live nodes, so that nodes that join take a share of the load (each move prewarms the new owner, releases the repository through the holder's drain, then hands it over); 0: only repositories claimed cold are placed"},
 	{"RGIT_REBALANCE_MOVES", "4", "cluster (the leader's setting): the rebalancer's pace, repositories being moved at once (a move waits for the new owner's heartbeat, then the holder's, then a drain: up to about 7 s); a repository moved stays put for 2 minutes"},
 	{"RGIT_MAX_PUSH_REFS", "100000", "maximum ref updates of one push (a mirror push sends one per ref)"},
@@ -345,6 +347,7 @@ func Parse(getenv func(string) string) (*Config, error) {
 		LogLevel:        p.oneOf("RGIT_LOG_LEVEL", "debug", "info", "warn", "error"),
 		DrainTimeout:    p.seconds("RGIT_DRAIN_SECS", 0),
 		LeaderWait:      p.seconds("RGIT_LEADER_WAIT_SECS", 0),
+		StoreGrace:      p.seconds("RGIT_LEASE_STORE_GRACE_SECS", 0),
 		Rebalance:       p.bool("RGIT_REBALANCE"),
 		RebalanceMoves:  int(p.int("RGIT_REBALANCE_MOVES", 1)),
 		MaxPushRefs:     int(p.int("RGIT_MAX_PUSH_REFS", 1)),

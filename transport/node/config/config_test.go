@@ -32,6 +32,9 @@ func TestDefaults(t *testing.T) {
 	if c.LeaderWait != 30*time.Second {
 		t.Fatalf("RGIT_LEADER_WAIT_SECS defaults to %s, want 30s", c.LeaderWait)
 	}
+	if c.StoreGrace != 60*time.Second {
+		t.Fatalf("RGIT_LEASE_STORE_GRACE_SECS defaults to %s, want 60s", c.StoreGrace)
+	}
 	// Large hosts refuse single files over 100 MiB; "no limit" would let a
 	// delta of a few bytes declare gigabytes.
 	if c.MaxObjectSize != 100<<20 {
@@ -69,34 +72,35 @@ func TestPeerStreamAddr(t *testing.T) {
 
 func TestBadValuesNameTheVariable(t *testing.T) {
 	cases := map[string]map[string]string{
-		"RGIT_MAX_WARM":             {"RGIT_MAX_WARM": "many"},
-		"RGIT_MEMORY_LIMIT":         {"RGIT_MEMORY_LIMIT": "4GB"},
-		"RGIT_PREWARM_BYTES":        {"RGIT_PREWARM_BYTES": "-1"},
-		"RGIT_GC_INTERVAL_SECS":     {"RGIT_GC_INTERVAL_SECS": "-1"},
-		"RGIT_WARM_TTL_SECS":        {"RGIT_WARM_TTL_SECS": "0"},
-		"RGIT_LEADER_WAIT_SECS":     {"RGIT_LEADER_WAIT_SECS": "-5"},
-		"RGIT_HTTP_ADDR":            {"RGIT_HTTP_ADDR": "8080"},
-		"RGIT_SELF":                 {"RGIT_PEER_SVC": "rgit.ns.svc", "RGIT_PEER_SECRET": "0123456789abcdef"},
-		"RGIT_PEER_SECRET":          {"RGIT_PEER_SECRET": "short"},
-		"RGIT_LOG_LEVEL":            {"RGIT_LOG_LEVEL": "loud"},
-		"RGIT_FLUSH_INTERVAL_MS":    {"RGIT_FLUSH_INTERVAL_MS": "-1"},
-		"RGIT_MAX_WANTS":            {"RGIT_MAX_WANTS": "0"},
-		"RGIT_MAX_HAVES":            {"RGIT_MAX_HAVES": "lots"},
-		"RGIT_MAX_ARG_BYTES":        {"RGIT_MAX_ARG_BYTES": "10"},
-		"RGIT_MAX_NEGOTIATIONS":     {"RGIT_MAX_NEGOTIATIONS": "0"},
-		"RGIT_HTTP_IDLE_SECS":       {"RGIT_HTTP_IDLE_SECS": "0"},
-		"RGIT_HTTP_BODY_STALL_SECS": {"RGIT_HTTP_BODY_STALL_SECS": "soon"},
-		"RGIT_SSH_IDLE_SECS":        {"RGIT_SSH_IDLE_SECS": "-5"},
-		"RGIT_SSH_STALL_SECS":       {"RGIT_SSH_STALL_SECS": "0"},
-		"RGIT_LOG_FORMAT":           {"RGIT_LOG_FORMAT": "xml"},
-		"RGIT_PACK_URIS":            {"RGIT_PACK_URIS": "sometimes"},
-		"RGIT_PACK_URI_SECS":        {"RGIT_PACK_URI_SECS": "604801"},
-		"RGIT_PACK_URI_MIN_BYTES":   {"RGIT_PACK_URI_MIN_BYTES": "-1"},
-		"RGIT_STORE_OP_TIMEOUT_MS":  {"RGIT_STORE_OP_TIMEOUT_MS": "20", "RGIT_STORE_TIMEOUT_SECS": "5"},
-		"RGIT_STORE_OP_TIMEOUT_MS ": {"RGIT_STORE_OP_TIMEOUT_MS": "6000", "RGIT_STORE_TIMEOUT_SECS": "5"},
-		"RGIT_PEER_TLS_KEY":         {"RGIT_PEER_TLS_CERT": "/x/peer.pem", "RGIT_PEER_TLS_CA": "/x/ca.pem"},
-		"RGIT_PEER_TLS_CA":          {"RGIT_PEER_TLS_CERT": "/x/peer.pem", "RGIT_PEER_TLS_KEY": "/x/peer-key.pem"},
-		"RGIT_PEER_TLS_CERT":        {"RGIT_PEER_TLS_CERT": "/nonexistent/peer.pem", "RGIT_PEER_TLS_KEY": "/x/k", "RGIT_PEER_TLS_CA": "/x/ca"},
+		"RGIT_MAX_WARM":               {"RGIT_MAX_WARM": "many"},
+		"RGIT_MEMORY_LIMIT":           {"RGIT_MEMORY_LIMIT": "4GB"},
+		"RGIT_PREWARM_BYTES":          {"RGIT_PREWARM_BYTES": "-1"},
+		"RGIT_GC_INTERVAL_SECS":       {"RGIT_GC_INTERVAL_SECS": "-1"},
+		"RGIT_WARM_TTL_SECS":          {"RGIT_WARM_TTL_SECS": "0"},
+		"RGIT_LEADER_WAIT_SECS":       {"RGIT_LEADER_WAIT_SECS": "-5"},
+		"RGIT_LEASE_STORE_GRACE_SECS": {"RGIT_LEASE_STORE_GRACE_SECS": "-1"},
+		"RGIT_HTTP_ADDR":              {"RGIT_HTTP_ADDR": "8080"},
+		"RGIT_SELF":                   {"RGIT_PEER_SVC": "rgit.ns.svc", "RGIT_PEER_SECRET": "0123456789abcdef"},
+		"RGIT_PEER_SECRET":            {"RGIT_PEER_SECRET": "short"},
+		"RGIT_LOG_LEVEL":              {"RGIT_LOG_LEVEL": "loud"},
+		"RGIT_FLUSH_INTERVAL_MS":      {"RGIT_FLUSH_INTERVAL_MS": "-1"},
+		"RGIT_MAX_WANTS":              {"RGIT_MAX_WANTS": "0"},
+		"RGIT_MAX_HAVES":              {"RGIT_MAX_HAVES": "lots"},
+		"RGIT_MAX_ARG_BYTES":          {"RGIT_MAX_ARG_BYTES": "10"},
+		"RGIT_MAX_NEGOTIATIONS":       {"RGIT_MAX_NEGOTIATIONS": "0"},
+		"RGIT_HTTP_IDLE_SECS":         {"RGIT_HTTP_IDLE_SECS": "0"},
+		"RGIT_HTTP_BODY_STALL_SECS":   {"RGIT_HTTP_BODY_STALL_SECS": "soon"},
+		"RGIT_SSH_IDLE_SECS":          {"RGIT_SSH_IDLE_SECS": "-5"},
+		"RGIT_SSH_STALL_SECS":         {"RGIT_SSH_STALL_SECS": "0"},
+		"RGIT_LOG_FORMAT":             {"RGIT_LOG_FORMAT": "xml"},
+		"RGIT_PACK_URIS":              {"RGIT_PACK_URIS": "sometimes"},
+		"RGIT_PACK_URI_SECS":          {"RGIT_PACK_URI_SECS": "604801"},
+		"RGIT_PACK_URI_MIN_BYTES":     {"RGIT_PACK_URI_MIN_BYTES": "-1"},
+		"RGIT_STORE_OP_TIMEOUT_MS":    {"RGIT_STORE_OP_TIMEOUT_MS": "20", "RGIT_STORE_TIMEOUT_SECS": "5"},
+		"RGIT_STORE_OP_TIMEOUT_MS ":   {"RGIT_STORE_OP_TIMEOUT_MS": "6000", "RGIT_STORE_TIMEOUT_SECS": "5"},
+		"RGIT_PEER_TLS_KEY":           {"RGIT_PEER_TLS_CERT": "/x/peer.pem", "RGIT_PEER_TLS_CA": "/x/ca.pem"},
+		"RGIT_PEER_TLS_CA":            {"RGIT_PEER_TLS_CERT": "/x/peer.pem", "RGIT_PEER_TLS_KEY": "/x/peer-key.pem"},
+		"RGIT_PEER_TLS_CERT":          {"RGIT_PEER_TLS_CERT": "/nonexistent/peer.pem", "RGIT_PEER_TLS_KEY": "/x/k", "RGIT_PEER_TLS_CA": "/x/ca"},
 	}
 	for name, m := range cases {
 		_, err := Parse(env(m))
