@@ -40,8 +40,7 @@ func (a *leaderActor) rebalance(w *leaderWrite, now time.Time) {
 		return
 	}
 	live := a.live()
-	held := func() []cluster.Held { return a.m.Holders(now) }
-	r := a.rebal.Round(a.m, held, live, a.liveness.Weighted(a.m.Members(now)), now)
+	r := a.rebal.Round(a.m, live, a.liveness.Weighted(a.m.Members(now)), now)
 	for _, d := range r.Handed {
 		w.decided(d)
 	}

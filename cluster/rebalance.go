@@ -37,10 +37,10 @@ const (
 	MoveCooldown = 2 * time.Minute
 	// RebalanceEvery is the period of the leader's rebalancing round.
 	RebalanceEvery = time.Second
-	// RescanEvery: a round that found nothing to move looks at the map
-	// again only once the live nodes change, or after this long (a claim
-	// may have placed a repository away from its winner meanwhile), so
-	// that an idle leader does not read a large map every second.
+	// RescanEvery: rounds read the whole map again only once the live
+	// nodes change, or after this long (a claim may have placed a
+	// repository away from its winner meanwhile), so that the leader does
+	// not read a large map every second (Rebalancer.Round).
 	RescanEvery = time.Minute
 )
 
@@ -66,22 +66,18 @@ type Held struct {
 	Epoch uint64
 }
 
-// Holders lists the repositories whose entry is live at now and bound to
-// a session (a per-repository lease is a steered grant its node never
-// claimed, which lapses within the TTL unless it does), sorted by
-// repository.
-func (m *Map) Holders(now time.Time) []Held {
-	var out []Held
-	m.each(func(r names.Repo, e Entry) bool {
-		if e.Session != 0 {
-			if e = m.bind(e); e.Live(now) {
-				out = append(out, Held{Repo: r, Node: e.Node, Epoch: e.Epoch})
-			}
-		}
-		return true
-	})
-	slices.SortFunc(out, func(a, b Held) int { return names.Compare(a.Repo, b.Repo) })
-	return out
+// held returns repo's entry e as the rebalancer reads it, if it is live
+// at now and bound to a session (a per-repository lease is a steered
+// grant its node never claimed, which lapses within the TTL unless it
+// does).
+func (m *Map) held(repo names.Repo, e Entry, now time.Time) (Held, bool) {
+	if e.Session == 0 {
+		return Held{}, false
+	}
+	if e = m.bind(e); !e.Live(now) {
+		return Held{}, false
+	}
+	return Held{Repo: repo, Node: e.Node, Epoch: e.Epoch}, true
 }
 
 // Members lists the nodes whose session is live at now, sorted: those
@@ -115,16 +111,16 @@ func (m Move) String() string {
 	return fmt.Sprintf("%s %s→%s (epoch %d)", m.Repo, m.From, m.To, m.Epoch)
 }
 
-// NextMoves chooses the moves to start at now: repositories held by a
-// live node that is not their rendezvous winner among live, in
-// repository order, as many as lim.InFlight leaves room for beside
-// moving. A repository already moving, or whose last move ended within
-// the cooldown (ended), stays. So does one whose winner would differ
-// among known, the nodes whose session is live (live's superset): a node
-// that left placement for a moment (it released a lease and was not heard
-// since) or is draining must not send its repositories' neighbours to
-// their second choice, only for them to come back. The holder and the
-// target are therefore both live; a draining or lapsed node is neither.
+// NextMove decides whether to start moving h's repository at now: held
+// by a live node that is not its rendezvous winner among live. A
+// repository already moving, or whose last move ended within the cooldown
+// (ended), stays. So does one whose winner would differ among all, live
+// and known (the nodes whose session is live, live's superset; see
+// Rebalancer.Round): a node that left placement for a moment (it
+// released a lease and was not heard since) or is draining must not send
+// its repositories' neighbours to their second choice, only for them to
+// come back. The holder and the target are therefore both live; a
+// draining or lapsed node is neither.
 //
 //	holder live   winner(live)   winner(known)   cooldown/moving   → move
 //	no            any            any             any               → no (drain, lapse: claims place it)
@@ -132,30 +128,27 @@ func (m Move) String() string {
 //	yes           ≠ holder       ≠ winner(live)  any               → no (live set unsettled)
 //	yes           ≠ holder       = winner(live)  yes               → no
 //	yes           ≠ holder       = winner(live)  no                → to winner(live)
-func NextMoves(held []Held, live, known LiveSet, moving map[names.Repo]Move, ended map[names.Repo]time.Time, now time.Time, lim RebalanceLimits) []Move {
-	room := lim.InFlight - len(moving)
-	all := append(slices.Clip(live), known...)
-	var out []Move
-	for _, h := range held {
-		if len(out) >= room {
-			break
-		}
-		if _, busy := moving[h.Repo]; busy {
-			continue
-		}
-		if at, ok := ended[h.Repo]; ok && now.Before(at.Add(lim.Cooldown)) {
-			continue
-		}
-		if !live.Has(h.Node) {
-			continue
-		}
-		to := Rendezvous(h.Repo, live)
-		if to == "" || to == h.Node || Rendezvous(h.Repo, all) != to {
-			continue
-		}
-		out = append(out, Move{Repo: h.Repo, From: h.Node, To: to, Epoch: h.Epoch, Started: now})
+//
+// The checks run cheapest and most often decisive first: a scan asks it
+// of every entry, most of them at their winner.
+func NextMove(h Held, live, all LiveSet, moving map[names.Repo]Move, ended map[names.Repo]time.Time, now time.Time, lim RebalanceLimits) (Move, bool) {
+	if !live.Has(h.Node) {
+		return Move{}, false
 	}
-	return out
+	to := Rendezvous(h.Repo, live)
+	if to == "" || to == h.Node {
+		return Move{}, false
+	}
+	if _, busy := moving[h.Repo]; busy {
+		return Move{}, false
+	}
+	if at, ok := ended[h.Repo]; ok && now.Before(at.Add(lim.Cooldown)) {
+		return Move{}, false
+	}
+	if Rendezvous(h.Repo, all) != to {
+		return Move{}, false
+	}
+	return Move{Repo: h.Repo, From: h.Node, To: to, Epoch: h.Epoch, Started: now}, true
 }
 
 // MoveVerdict is what becomes of a move under way.
@@ -228,8 +221,9 @@ func (m *Map) MoveTo(repo names.Repo, from string, epoch uint64, to string, now 
 	return m.grant(repo, to, now, true), true
 }
 
-// Rebalancer is the leader's record of the moves under way and of when
-// recent ones ended (the cooldown). It lives in memory only: a new leader
+// Rebalancer is the leader's record of the moves under way, of when
+// recent ones ended (the cooldown) and of the repositories its last scan
+// of the map found misplaced. It lives in memory only: a new leader
 // starts with none, and a holder told to release by the old one has
 // drained into a lapsed entry, which claims place. Not safe for
 // concurrent use; the leader actor owns it.
@@ -237,10 +231,13 @@ type Rebalancer struct {
 	lim    RebalanceLimits
 	moving map[names.Repo]Move
 	ended  map[names.Repo]time.Time
-	// quiet is the last look at the map that found nothing to move.
-	quiet struct {
+	// scan is the last look at the map: when, with which nodes, and the
+	// repositories it found to move (NextMove), in repository order, that
+	// rounds have not taken yet.
+	scan struct {
 		at          time.Time
 		live, known LiveSet
+		queue       []Held
 	}
 }
 
@@ -262,13 +259,26 @@ type Round struct {
 	Handed  []Decision
 	Ended   []MoveEnd
 	Started []Move
+	// Scanned: the round read the whole map (Rebalancer.Round).
+	Scanned bool
 }
 
 // Round steps every move under way at now (StepMove; hand-overs are
-// granted on m), forgets cooldowns that are over, and starts new moves
-// (NextMoves) among held(), Map.Holders at now, when there is room and
-// the map is worth a look (RescanEvery).
-func (r *Rebalancer) Round(m *Map, held func() []Held, live, known LiveSet, now time.Time) Round {
+// granted on m), forgets cooldowns that are over, and, while there is
+// room, starts the moves its last scan of m found, each decided again
+// (NextMove) on the repository's entry as it is now: it may have moved,
+// lapsed or been claimed since.
+//
+// A round scans m (every entry, no sort: a million of them cost a scan,
+// not a sort of names) only when it has room and the scan is stale: the
+// live or known nodes changed since, which changes the winners, or
+// RescanEvery passed, for entries placed away from their winner after it
+// (a claim sticky to the requester's warm cache). The queue the scan
+// leaves is sorted, so that moves start in repository order and the
+// in-process cluster's traces are the same run to run. Known holds the
+// nodes whose session is live (Map.Members, weighted); live, the ones
+// placement uses.
+func (r *Rebalancer) Round(m *Map, live, known LiveSet, now time.Time) Round {
 	var out Round
 	for _, repo := range sortedMoves(r.moving) {
 		if d, end, ok := r.step(m, repo, live, now); ok {
@@ -283,25 +293,54 @@ func (r *Rebalancer) Round(m *Map, held func() []Held, live, known LiveSet, now 
 			delete(r.ended, repo)
 		}
 	}
-	if len(r.moving) >= r.lim.InFlight || !r.scanDue(live, known, now) {
+	if len(r.moving) >= r.lim.InFlight {
 		return out
 	}
-	out.Started = NextMoves(held(), live, known, r.moving, r.ended, now, r.lim)
-	for _, mv := range out.Started {
-		r.moving[mv.Repo] = mv
+	all := append(slices.Clip(live), known...)
+	if r.scanDue(live, known, now) {
+		r.rescan(m, live, all, now)
+		r.scan.live, r.scan.known = slices.Clone(live), slices.Clone(known)
+		out.Scanned = true
 	}
-	r.quiet.at, r.quiet.live, r.quiet.known = time.Time{}, nil, nil
-	if len(out.Started) == 0 {
-		r.quiet.at, r.quiet.live, r.quiet.known = now, slices.Clone(live), slices.Clone(known)
+	for len(r.scan.queue) > 0 && len(r.moving) < r.lim.InFlight {
+		repo := r.scan.queue[0].Repo
+		r.scan.queue = r.scan.queue[1:]
+		e, ok := m.stored(repo)
+		if !ok {
+			continue
+		}
+		h, ok := m.held(repo, e, now)
+		if !ok {
+			continue
+		}
+		if mv, ok := NextMove(h, live, all, r.moving, r.ended, now, r.lim); ok {
+			r.moving[mv.Repo] = mv
+			out.Started = append(out.Started, mv)
+		}
 	}
 	return out
 }
 
-// scanDue reports whether a round at now looks at the map: always after
-// one that started moves (there may be more), else once the live nodes
-// changed or RescanEvery passed since the last look found nothing.
+// rescan replaces the queue with the repositories of m to move at now.
+func (r *Rebalancer) rescan(m *Map, live, all LiveSet, now time.Time) {
+	queue := r.scan.queue[:0]
+	m.each(func(repo names.Repo, e Entry) bool {
+		if h, ok := m.held(repo, e, now); ok {
+			if _, ok := NextMove(h, live, all, r.moving, r.ended, now, r.lim); ok {
+				queue = append(queue, h)
+			}
+		}
+		return true
+	})
+	slices.SortFunc(queue, func(a, b Held) int { return names.Compare(a.Repo, b.Repo) })
+	r.scan.queue, r.scan.at = queue, now
+}
+
+// scanDue reports whether a round at now reads the map again: the first
+// time, once the live or known nodes changed, and RescanEvery after the
+// last read.
 func (r *Rebalancer) scanDue(live, known LiveSet, now time.Time) bool {
-	q := r.quiet
+	q := r.scan
 	return q.at.IsZero() || !now.Before(q.at.Add(RescanEvery)) || !slices.Equal(live, q.live) || !slices.Equal(known, q.known)
 }
 

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -38,16 +39,13 @@ func repoWhere(t *testing.T, prefix string, ok func(names.Repo) bool) names.Repo
 	return names.Repo{}
 }
 
-func TestNextMoves(t *testing.T) {
+func TestNextMove(t *testing.T) {
 	now := at(time.Hour)
 	lim := DefaultRebalanceLimits(2)
-	// won: placed on rgit-1 among three nodes, on rgit-3 among five.
-	won := func(prefix string) names.Repo {
-		return repoWhere(t, prefix, func(r names.Repo) bool {
-			return Rendezvous(r, three) == "rgit-1" && Rendezvous(r, five) == "rgit-3"
-		})
-	}
-	joined, joined2, joined3 := won("j"), won("k"), won("l")
+	// joined: placed on rgit-1 among three nodes, on rgit-3 among five.
+	joined := repoWhere(t, "j", func(r names.Repo) bool {
+		return Rendezvous(r, three) == "rgit-1" && Rendezvous(r, five) == "rgit-3"
+	})
 	// unsettled: rgit-4 would win it, rgit-3 wins without rgit-4.
 	unsettled := repoWhere(t, "u", func(r names.Repo) bool {
 		return Rendezvous(r, five) == "rgit-4" && Rendezvous(r, without(five, "rgit-4")) == "rgit-3"
@@ -59,39 +57,34 @@ func TestNextMoves(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		held   []Held
+		held   Held
 		live   LiveSet
 		known  LiveSet
 		moving map[names.Repo]Move
 		ended  map[names.Repo]time.Time
-		want   []Move
+		want   *Move
 	}{
-		{"held by its winner: stays", []Held{held(home)}, five, five, nil, nil, nil},
-		{"a node joined and wins it: moves there", []Held{held(joined)}, five, five, nil, nil,
-			[]Move{move(joined, "rgit-3")}},
-		{"holder draining (not live): the drain moves it", []Held{held(joined)}, without(five, "rgit-1"), five, nil, nil, nil},
-		{"target known but not live yet: nothing", []Held{held(joined)}, three, five, nil, nil, nil},
-		{"a node that left for a moment would win it: stays", []Held{held(unsettled)}, without(five, "rgit-4"), five, nil, nil, nil},
-		{"the node is gone for good (session lapsed): moves to the next", []Held{held(unsettled)},
-			without(five, "rgit-4"), without(five, "rgit-4"), nil, nil, []Move{move(unsettled, "rgit-3")}},
-		{"moved within the cooldown: stays", []Held{held(joined)}, five, five, nil,
+		{"held by its winner: stays", held(home), five, five, nil, nil, nil},
+		{"a node joined and wins it: moves there", held(joined), five, five, nil, nil, new(move(joined, "rgit-3"))},
+		{"holder draining (not live): the drain moves it", held(joined), without(five, "rgit-1"), five, nil, nil, nil},
+		{"target known but not live yet: nothing", held(joined), three, five, nil, nil, nil},
+		{"a node that left for a moment would win it: stays", held(unsettled), without(five, "rgit-4"), five, nil, nil, nil},
+		{"the node is gone for good (session lapsed): moves to the next", held(unsettled),
+			without(five, "rgit-4"), without(five, "rgit-4"), nil, nil, new(move(unsettled, "rgit-3"))},
+		{"moved within the cooldown: stays", held(joined), five, five, nil,
 			map[names.Repo]time.Time{joined: now.Add(-MoveCooldown + time.Nanosecond)}, nil},
-		{"cooldown over: moves", []Held{held(joined)}, five, five, nil,
-			map[names.Repo]time.Time{joined: now.Add(-MoveCooldown)}, []Move{move(joined, "rgit-3")}},
-		{"already moving: not twice", []Held{held(joined)}, five, five,
+		{"cooldown over: moves", held(joined), five, five, nil,
+			map[names.Repo]time.Time{joined: now.Add(-MoveCooldown)}, new(move(joined, "rgit-3"))},
+		{"already moving: not twice", held(joined), five, five,
 			map[names.Repo]Move{joined: move(joined, "rgit-3")}, nil, nil},
-		{"bounded in flight, in repository order", []Held{held(joined), held(joined2), held(joined3)}, five, five, nil, nil,
-			[]Move{move(joined, "rgit-3"), move(joined2, "rgit-3")}},
-		{"bounded counting the moves under way", []Held{held(joined), held(joined2), held(joined3)}, five, five,
-			map[names.Repo]Move{home: move(home, "rgit-0")}, nil, []Move{move(joined, "rgit-3")}},
-		{"zero weight target: never placed there", []Held{held(joined)},
+		{"zero weight target: never placed there", held(joined),
 			LiveSet{{"rgit-0", 1}, {"rgit-1", 1}, {"rgit-2", 1}, {"rgit-3", 0}, {"rgit-4", 1}}, five, nil, nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := NextMoves(c.held, c.live, c.known, c.moving, c.ended, now, lim)
-			if !reflect.DeepEqual(got, c.want) {
-				t.Fatalf("got %v, want %v", got, c.want)
+			got, ok := NextMove(c.held, c.live, append(slices.Clip(c.live), c.known...), c.moving, c.ended, now, lim)
+			if c.want == nil && ok || c.want != nil && (!ok || !reflect.DeepEqual(got, *c.want)) {
+				t.Fatalf("got %v %v, want %v", got, ok, c.want)
 			}
 		})
 	}
@@ -150,7 +143,7 @@ func TestRebalancerMove(t *testing.T) {
 	}
 	r := NewRebalancer(DefaultRebalanceLimits(4))
 	now := at(time.Second)
-	round := r.Round(m, func() []Held { return m.Holders(now) }, five, five, now)
+	round := r.Round(m, five, five, now)
 	want := Move{Repo: repo, From: "rgit-1", To: "rgit-3", Epoch: 1, Started: now}
 	if !reflect.DeepEqual(round.Started, []Move{want}) || len(round.Handed)+len(round.Ended) != 0 {
 		t.Fatalf("first round %+v, want %v started", round, want)
@@ -191,35 +184,101 @@ func TestRebalancerMove(t *testing.T) {
 		t.Fatal("move still under way after its hand-over")
 	}
 	// Claimed back on rgit-0 (say rgit-3 went away): the winner among
-	// the three is rgit-1, but the repository just moved. The look finds
-	// nothing, and later rounds skip the map until the live nodes change,
-	// a round started moves, or RescanEvery passed.
-	looked := 0
-	back := func() []Held { looked++; return []Held{{Repo: repo, Node: "rgit-0", Epoch: 2}} }
+	// the three is rgit-1, but the repository just moved. The scan finds
+	// nothing, and later rounds read the map only once the live nodes
+	// change or RescanEvery passed.
+	if err := m.PutSession("rgit-0", NodeSession{ID: 1, Expires: at(time.Hour), Started: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Put(repo, Entry{Node: "rgit-0", Epoch: 3, Session: 1, Written: drained}); err != nil {
+		t.Fatal(err)
+	}
 	four := LiveSet{{"rgit-0", 1}, {"rgit-1", 1}, {"rgit-2", 1}, {"rgit-4", 1}}
 	after := drained.Add(MoveCooldown)
 	for _, c := range []struct {
-		at           time.Time
-		live         LiveSet
-		looks, moves int
+		at      time.Time
+		live    LiveSet
+		scanned bool
+		moves   int
 	}{
-		{after.Add(-time.Second), three, 1, 0}, // within the cooldown
-		{after.Add(-time.Second / 2), three, 1, 0},
-		{after, three, 1, 0}, // the cooldown ended, but nothing says so
-		{after, four, 2, 1},  // the live nodes changed
-		{after.Add(time.Second), four, 3, 0},
-		{after.Add(2 * time.Second), four, 3, 0},
-		{after.Add(time.Second + RescanEvery), four, 4, 0},
+		{after.Add(-time.Second), three, true, 0}, // within the cooldown
+		{after.Add(-time.Second / 2), three, false, 0},
+		{after, three, false, 0}, // the cooldown ended, but nothing says so
+		{after, four, true, 1},   // the live nodes changed
+		{after.Add(time.Second), four, false, 0},
+		{after.Add(2 * time.Second), four, false, 0},
+		{after.Add(RescanEvery), four, true, 0}, // the move was abandoned at its timeout: on cooldown
 	} {
-		round := r.Round(m, back, c.live, c.live, c.at)
-		if looked != c.looks || len(round.Started) != c.moves {
-			t.Fatalf("round at %v with %v: looked %d times and started %v, want %d looks and %d moves",
-				c.at.Sub(t0), c.live, looked, round.Started, c.looks, c.moves)
+		round := r.Round(m, c.live, c.live, c.at)
+		if round.Scanned != c.scanned || len(round.Started) != c.moves {
+			t.Fatalf("round at %v with %v: scanned %v and started %v, want %v and %d moves",
+				c.at.Sub(t0), c.live, round.Scanned, round.Started, c.scanned, c.moves)
 		}
 	}
 }
 
-func TestMembersAndHolders(t *testing.T) {
+// TestRebalancerQueue: a round takes the moves its last scan found, in
+// repository order, as many as there is room for; each is decided again
+// on the entry as it is then; a misplaced entry made after the scan waits
+// for the next one (RescanEvery, or the live nodes changing).
+func TestRebalancerQueue(t *testing.T) {
+	m := NewMap(DefaultTimings())
+	for _, nw := range five {
+		if err := m.PutSession(nw.Node, NodeSession{ID: 1, Expires: at(time.Hour), Started: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// misplaced: held by rgit-1, the winner among three, rgit-3 among five.
+	misplaced := func(prefix string) names.Repo {
+		repo := repoWhere(t, prefix, func(r names.Repo) bool {
+			return Rendezvous(r, three) == "rgit-1" && Rendezvous(r, five) == "rgit-3"
+		})
+		if err := m.Put(repo, Entry{Node: "rgit-1", Epoch: 1, Session: 1, Written: t0}); err != nil {
+			t.Fatal(err)
+		}
+		return repo
+	}
+	a, b, c := misplaced("qa"), misplaced("qb"), misplaced("qc")
+	home := repoWhere(t, "h", func(r names.Repo) bool { return Rendezvous(r, five) == "rgit-1" })
+	if err := m.Put(home, Entry{Node: "rgit-1", Epoch: 1, Session: 1, Written: t0}); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRebalancer(DefaultRebalanceLimits(2))
+	type want struct {
+		scanned bool
+		started []names.Repo
+	}
+	round := func(now time.Time, live LiveSet, w want) {
+		t.Helper()
+		got := r.Round(m, live, live, now)
+		var started []names.Repo
+		for _, mv := range got.Started {
+			started = append(started, mv.Repo)
+		}
+		if got.Scanned != w.scanned || !reflect.DeepEqual(started, w.started) {
+			t.Fatalf("round at %v: scanned %v, started %v; want %v, %v", now.Sub(t0), got.Scanned, started, w.scanned, w.started)
+		}
+	}
+	now := at(time.Second)
+	round(now, five, want{true, []names.Repo{a, b}})
+	round(now.Add(time.Second), five, want{false, nil}) // no room
+	// a's move ends; c was claimed by its winner since the scan, and d is
+	// placed away from its winner after it.
+	if _, err := m.Release("rgit-1", a, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Put(c, Entry{Node: "rgit-3", Epoch: 2, Session: 1, Written: now}); err != nil {
+		t.Fatal(err)
+	}
+	d := misplaced("qd")
+	round(now.Add(Drain), five, want{false, nil})
+	round(now.Add(RescanEvery-time.Nanosecond), five, want{false, nil})
+	round(now.Add(RescanEvery), five, want{true, []names.Repo{d}})
+	// The live nodes change: a new scan at once, whatever the queue held.
+	round(now.Add(RescanEvery+time.Second), three, want{true, nil})
+}
+
+func TestMembersAndHeld(t *testing.T) {
 	m := NewMap(DefaultTimings())
 	for _, n := range []string{"rgit-2", "rgit-0"} {
 		if _, err := m.OpenSession(n, at(0)); err != nil {
@@ -236,46 +295,29 @@ func TestMembersAndHolders(t *testing.T) {
 	if got := m.Members(at(time.Second)); !reflect.DeepEqual(got, []string{"rgit-0", "rgit-2"}) {
 		t.Fatalf("members %v", got)
 	}
-	if got, want := m.Holders(at(time.Second)), []Held{{Repo: rn("a/x"), Node: "rgit-2", Epoch: 1}}; !reflect.DeepEqual(got, want) {
+	if got, want := holders(m, at(time.Second)), []Held{{Repo: rn("a/x"), Node: "rgit-2", Epoch: 1}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("holders %v, want %v", got, want)
 	}
 	if got := m.Members(at(TTL)); len(got) != 0 {
 		t.Fatalf("members after the sessions lapsed: %v", got)
 	}
-	if got := m.Holders(at(TTL)); len(got) != 0 {
+	if got := holders(m, at(TTL)); len(got) != 0 {
 		t.Fatalf("holders after the sessions lapsed: %v", got)
 	}
 }
 
-// BenchmarkHolders is the scan a rebalancing round makes of the whole map
-// (Holders: every live bound entry, sorted), which the leader actor runs
-// every RebalanceEvery while moves are under way (docs/capacity.md):
-//
-//	go test ./cluster -run '^$' -bench Holders -benchtime 3x
-func BenchmarkHolders(b *testing.B) {
-	for _, n := range []int{10_000, 100_000, 1_000_000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			now := time.Now()
-			m := NewMap(DefaultTimings())
-			if err := m.PutSession("rgit-1", NodeSession{ID: 1, Expires: now.Add(time.Hour), Renewed: now, Started: now}); err != nil {
-				b.Fatal(err)
-			}
-			for i := range n {
-				r := names.MustParse(fmt.Sprintf("o%d/r%d", i%1000, i))
-				if err := m.Put(r, Entry{Node: "rgit-1", Written: now, Epoch: 1, Session: 1}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			// CPU time, beside the wall time a shared machine stretches.
-			cpu0 := cpuTime(b)
-			for b.Loop() {
-				if got := len(m.Holders(now)); got != n {
-					b.Fatalf("%d holders, want %d", got, n)
-				}
-			}
-			b.ReportMetric(float64((cpuTime(b)-cpu0).Milliseconds())/float64(b.N), "cpu-ms/op")
-		})
-	}
+// holders lists the entries of m that Map.held reads as held at now,
+// sorted.
+func holders(m *Map, now time.Time) []Held {
+	var out []Held
+	m.each(func(r names.Repo, e Entry) bool {
+		if h, ok := m.held(r, e, now); ok {
+			out = append(out, h)
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b Held) int { return names.Compare(a.Repo, b.Repo) })
+	return out
 }
 
 // cpuTime is the process's CPU time so far.

@@ -10,6 +10,7 @@
 package names
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -111,8 +112,23 @@ func (r Repo) Key() string { return Fold(r.owner) + "/" + Fold(r.name) }
 func (r Repo) Same(o Repo) bool { return Same(r.owner, o.owner) && Same(r.name, o.name) }
 
 // Compare orders repositories by String (as sorted "owner/name" strings
-// are), for slices.SortFunc.
-func Compare(a, b Repo) int { return strings.Compare(a.String(), b.String()) }
+// are), for slices.SortFunc, without building those strings: sorting a
+// million repositories would otherwise allocate two per comparison.
+func Compare(a, b Repo) int {
+	if a.owner == b.owner {
+		return strings.Compare(a.name, b.name)
+	}
+	n := min(len(a.owner), len(b.owner))
+	if c := strings.Compare(a.owner[:n], b.owner[:n]); c != 0 {
+		return c
+	}
+	// One owner is a prefix of the other (neither holds a '/'): the
+	// shorter one's '/' meets the longer one's next byte.
+	if len(a.owner) < len(b.owner) {
+		return cmp.Compare('/', b.owner[n])
+	}
+	return cmp.Compare(a.owner[n], '/')
+}
 
 // IsZero reports whether r names nothing (the zero value).
 func (r Repo) IsZero() bool { return r == Repo{} }

@@ -121,3 +121,18 @@ func TestRepo(t *testing.T) {
 		t.Error("the zero Repo marshalled")
 	}
 }
+
+// TestCompare: Compare orders as the "owner/name" strings do, including
+// owners one of which is a prefix of the other ('-' and '.' sort before
+// '/', letters and digits after it).
+func TestCompare(t *testing.T) {
+	spell := []string{"a/b", "a/a", "a-b/a", "a.b/z", "ab/a", "a0/a", "A/b", "a/b-c", "a/b.c", "abc/d", "ab/c", "b/a", "a_/a", "a/-"}
+	for _, x := range spell {
+		for _, y := range spell {
+			a, b := MustParse(x), MustParse(y)
+			if got, want := Compare(a, b), strings.Compare(a.String(), b.String()); got != want {
+				t.Errorf("Compare(%s, %s) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}
