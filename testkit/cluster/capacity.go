@@ -249,7 +249,7 @@ func (r CapacityResult) compare(f Figures) []compared {
 		{"claim", fmt.Sprintf("concurrency=%d unit=claims_per_s", cfg.Concurrency),
 			float64(cfg.Repos) / f.ClaimTime(cfg.Repos, cfg.Concurrency).Seconds(), r.ClaimsPerSec, tol, false},
 		{"renew-writes", "unit=map_writes_per_round", f.RenewWrites(cfg.Nodes), r.RenewWrites, tol, false},
-		{"renew-bytes", "unit=log_bytes_per_round", float64(f.RenewBytesPerRound(cfg.Nodes)), r.RenewBytes, tol, true},
+		{"renew-bytes", "unit=log_bytes_per_round", f.RenewBytesPerRound(cfg.Nodes), r.RenewBytes, tol, true},
 		{"serve-all", fmt.Sprintf("concurrency=%d one_s=%.3f unit=s", cfg.Concurrency, r.One.Seconds()),
 			f.ServeAll(cfg.Repos-probes, cfg.Concurrency, cfg.Nodes, r.One).Seconds(), r.ServeAll.Seconds(), tol, false},
 		// Which repositories move is drawn by the hash: within 4σ.

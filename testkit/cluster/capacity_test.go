@@ -15,10 +15,10 @@ import (
 // benchFigures are the model's inputs measured by `rgit-bench cluster
 // -lease-only` (docs/capacity.md), with the leader's CPU at zero: in fake
 // time deciding costs nothing.
-var benchFigures = Figures{Write: 100 * time.Millisecond, RenewBytes: 72}
+var benchFigures = Figures{Write: 100 * time.Millisecond, RenewBytes: 72, HorizonBytes: 60}
 
 func TestCapacityModel(t *testing.T) {
-	loaded := Figures{Write: 100 * time.Millisecond, ClaimCPU: 88 * time.Microsecond, RenewBytes: 72}
+	loaded := Figures{Write: 100 * time.Millisecond, ClaimCPU: 88 * time.Microsecond, RenewBytes: 72, HorizonBytes: 60}
 	for _, tc := range []struct {
 		name      string
 		got, want float64
@@ -29,7 +29,7 @@ func TestCapacityModel(t *testing.T) {
 		{"claims/s saturates at 1/cpu", loaded.ClaimsPerSec(1 << 30), 1 / 88e-6},
 		{"renew writes, 10 nodes: one each", benchFigures.RenewWrites(10), 10},
 		{"renew writes, 50 nodes: one in flight", benchFigures.RenewWrites(50), 30},
-		{"renew bytes, 50 nodes", float64(benchFigures.RenewBytesPerRound(50)), 3600},
+		{"renew bytes, 50 nodes: 50 sessions, 30 horizons", benchFigures.RenewBytesPerRound(50), 50*72 + 30*60},
 		{"claim time, 1000 by 512: 1, 511, 488", benchFigures.ClaimTime(1000, 512).Seconds(), 0.3},
 		{"claim time, 1 by 512", benchFigures.ClaimTime(1, 512).Seconds(), 0.1},
 		{"claims per request, 1 node", ClaimsPerRequest(1), 1},

@@ -20,8 +20,12 @@ type Figures struct {
 	// ClaimCPU is the leader's CPU time per claim, from op=claim at
 	// concurrency 512 (zero in fake time, where CPU costs nothing).
 	ClaimCPU time.Duration
-	// RenewBytes is what one heartbeat writes (op=renew bytes_written).
+	// RenewBytes is what one heartbeat's session record adds to the map's
+	// log (op=renew bytes_written before the horizon record).
 	RenewBytes int
+	// HorizonBytes is what the renewal horizon (cluster.HorizonKey),
+	// written with every commit of the leader, adds to it.
+	HorizonBytes int
 }
 
 // ClaimsPerSec is the leader's claim rate with c claims always waiting:
@@ -49,8 +53,11 @@ func (f Figures) RenewWrites(n int) float64 {
 }
 
 // RenewBytesPerRound is what one renewal round of n nodes writes to the
-// map's log: a session record each, whatever they hold.
-func (f Figures) RenewBytesPerRound(n int) int { return n * f.RenewBytes }
+// map's log: a session record each, whatever they hold, and the horizon
+// once a write (RenewWrites).
+func (f Figures) RenewBytesPerRound(n int) float64 {
+	return float64(n*f.RenewBytes) + f.RenewWrites(n)*float64(f.HorizonBytes)
+}
 
 // ServeAll is how long c requesters, each serving one cold repository
 // after another, take to serve repos of them when one alone takes one on
