@@ -14,6 +14,7 @@ import (
 
 	"github.com/rgit/rgit/cluster"
 	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -65,6 +66,9 @@ func (n *Node) route(ctx context.Context, key names.Repo) (Route, error) {
 	// Claim only repositories that exist, so requests for made-up names
 	// cannot grow the ownership map. It costs cold repositories one list.
 	if ok, err := repo.Exists(ctx, n.cfg.Deps, key); err != nil {
+		if node, fwd := cluster.OnClaimStoreDown(view, key, n.cl.cfg.Self); fwd && errors.Is(err, objstore.ErrUnavailable) {
+			return Route{Node: node}, nil
+		}
 		return Route{}, fmt.Errorf("route %s: %w", key, err)
 	} else if !ok {
 		return Route{}, fmt.Errorf("route %s: %w", key, repo.ErrNotFound)

@@ -98,6 +98,28 @@ func TestRoute(t *testing.T) {
 	}
 }
 
+func TestOnClaimStoreDown(t *testing.T) {
+	m := mapWith(map[names.Repo]Entry{
+		rn("a/mine"):    {Node: "rgit-1", Expires: at(10 * time.Second), Written: t0, Epoch: 1},
+		rn("a/expired"): {Node: "rgit-2", Expires: at(time.Second), Written: t0, Epoch: 1},
+		rn("a/theirs"):  {Node: "rgit-2", Expires: at(10 * time.Second), Written: t0, Epoch: 1},
+	})
+	for _, c := range []struct {
+		repo string
+		node string
+		ok   bool
+	}{
+		{"a/none", "", false},
+		{"a/mine", "", false},
+		{"a/expired", "rgit-2", true},
+		{"a/theirs", "rgit-2", true},
+	} {
+		if node, ok := OnClaimStoreDown(m, rn(c.repo), "rgit-1"); node != c.node || ok != c.ok {
+			t.Errorf("%s: %q %v, want %q %v", c.repo, node, ok, c.node, c.ok)
+		}
+	}
+}
+
 func TestOnConnectFailure(t *testing.T) {
 	s := make(Suspicions)
 	d := OnConnectFailure(s, rn("a/b"), "rgit-2", t0)

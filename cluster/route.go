@@ -84,6 +84,27 @@ func Locate(view View, repo names.Repo, self string, now, fresh time.Time) Route
 	}
 }
 
+// OnClaimStoreDown is where a request goes that Locate sent to claim
+// when the claim cannot start because the store is unavailable (the
+// repository's existence cannot be checked): to the node the view last
+// named for it, if another, whether or not its entry looks live. The view
+// shows entries lapsing whenever the leader renews sessions from memory
+// and cannot persist them, also when a poll got through between two
+// outages and made the view look current; the named node serves only
+// under its own lease and routes again otherwise (under the hop limit).
+//
+//	entry in view          → route
+//	none                   → fail (503)
+//	names self             → fail (503: a claim it is, and it cannot start)
+//	names another node     → forward there
+func OnClaimStoreDown(view View, repo names.Repo, self string) (string, bool) {
+	e, ok := view.Get(repo)
+	if !ok || e.Node == "" || e.Node == self {
+		return "", false
+	}
+	return e.Node, true
+}
+
 // StaleView is how old a view must be for Locate to take it as stopped:
 // a renewal period, fifteen polls.
 const StaleView = RenewEvery

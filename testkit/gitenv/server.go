@@ -1,10 +1,10 @@
 package gitenv
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -250,23 +250,30 @@ func (s *Server) LogTail(n int) string {
 // node whose metrics listen on addr, and whether the series is there.
 func Metric(t testing.TB, addr, series string) (float64, bool) {
 	t.Helper()
+	for _, l := range strings.Split(MetricsPage(t, addr), "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+// MetricsPage is the /metrics page of the node whose metrics listen on
+// addr.
+func MetricsPage(t testing.TB, addr string) string {
+	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", sc.Text(), err)
-			}
-			return f, true
-		}
-	}
-	if err := sc.Err(); err != nil {
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return 0, false
+	return string(b)
 }

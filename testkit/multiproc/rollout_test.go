@@ -3,10 +3,7 @@ package multiproc
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -220,24 +217,9 @@ func prewarmBytes(t *testing.T, n *Node) float64 {
 // from n's /metrics.
 func metricValue(t *testing.T, n *Node, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + n.MetricsAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	v, ok := gitenv.Metric(t, n.MetricsAddr, series)
+	if !ok {
+		t.Fatalf("%s exposes no %s", n.Name, series)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s %q: %v", series, v, err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("%s exposes no %s", n.Name, series)
-	return 0
+	return v
 }
