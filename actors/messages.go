@@ -285,11 +285,11 @@ type (
 		r       cluster.LeasesRenewed
 		err     error
 	}
-	// renewAnswer hands a repo actor the leader's answer to the renewal
-	// of its lease under epoch.
+	// renewAnswer tells a repo actor the renewal of its lease under
+	// epoch was declined. A renewed lease gets no message: a heartbeat
+	// then costs the supervisor no send per repository held.
 	renewAnswer struct {
-		epoch    uint64
-		declined bool
+		epoch uint64
 	}
 	// drainAll releases every lease; *drainWait answers.
 	drainAll  struct{ toSupervisor[*drainWait] }

@@ -148,7 +148,7 @@ func (a *repoActor) receive(ctx actor.Context) {
 			}
 		}
 	case *renewAnswer:
-		if a.lease != nil && m.declined && m.epoch == a.lease.epoch {
+		if a.lease != nil && m.epoch == a.lease.epoch {
 			a.node.log.Warn("lease renewal declined; closing repository", zap.Stringer("repo", a.key))
 			a.stepLease(ctx, cluster.Event{Kind: cluster.EvRenewDeclined}, whyLeaseEnded)
 		}

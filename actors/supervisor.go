@@ -24,9 +24,9 @@ import (
 // timer; see repoActor). The supervisor keeps only what the renewal needs:
 // every RenewEvery it renews the node's session, which renews every entry
 // bound to it (cluster.NodeSession: one small write, whatever the node
-// holds), and hands each child still renewing the answer: declined when
-// the session was, or when the node's map view shows its repository
-// granted again elsewhere (cluster.Lost).
+// holds), and tells each child still renewing whose lease was declined:
+// all when the session was, or one whose repository the node's map view
+// shows granted again elsewhere (cluster.Lost).
 type supervisor struct {
 	node     *Node
 	children map[names.Repo]*child
@@ -281,17 +281,20 @@ func (s *supervisor) renew(ctx actor.Context, probe bool) {
 	if s.renewing {
 		return
 	}
-	sent := make(map[names.Repo]uint64)
+	sent := make(map[names.Repo]uint64, len(s.children))
 	var repos []names.Repo
 	view := s.node.OwnershipView()
-	for _, k := range sortedKeys(s.children) {
-		if c := s.children[k]; c.renews {
+	for k, c := range s.children {
+		if c.renews {
 			sent[k] = c.epoch
 			if e, ok := view.Get(k); ok && e.Session == 0 {
 				repos = append(repos, k)
 			}
 		}
 	}
+	// Sorted for a deterministic request; only the unbound leases, which
+	// are few, not every child on every heartbeat.
+	slices.SortFunc(repos, names.Compare)
 	if len(sent) == 0 && (s.draining || s.node.cl.joining()) {
 		return
 	}
@@ -310,8 +313,8 @@ func (s *supervisor) renew(ctx actor.Context, probe bool) {
 	}()
 }
 
-// renewed hands each child of the heartbeat the leader's answer; a
-// declined lease closes its repository at once. A declined session loses
+// renewed tells each child of the heartbeat whose lease was declined,
+// which closes its repository at once; a renewed one hears nothing. A declined session loses
 // every lease, and the node opens a new one. An accepted one extends the
 // node's ServeLease from when the heartbeat was sent. A failed heartbeat
 // changes nothing: a node cut off from the leader keeps serving until
@@ -343,14 +346,15 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 	}
 	view := s.node.OwnershipView()
 	for k, epoch := range m.sent {
-		e, ok := view.Get(k)
-		if m.r.SessionDeclined || cluster.Lost(e, ok, cl.cfg.Self, m.r.Session, epoch) {
-			declined[k] = true
+		if !m.r.SessionDeclined && !declined[k] {
+			if e, ok := view.Get(k); !cluster.Lost(e, ok, cl.cfg.Self, m.r.Session, epoch) {
+				continue // renewed: nothing to tell the actor
+			}
 		}
 		if c, ok := s.children[k]; ok {
 			// The actor compares the epoch: a lease granted again since
 			// the batch left is not the one declined.
-			ctx.Send(c.pid, &renewAnswer{epoch: epoch, declined: declined[k]})
+			ctx.Send(c.pid, &renewAnswer{epoch: epoch})
 		}
 	}
 	if f := cl.cfg.OnGrant; f != nil {
