@@ -313,6 +313,7 @@ func (s *Stack) Objects(ctx context.Context, g *walk.Graph, req walk.Request) (*
 		// Only trees and blobs the client names (or tags of them) take
 		// their contents out: a commit it has says nothing of a tree
 		// wanted on its own, in git's rev-list as in the walk.
+		var named []object.ID
 		for _, id := range req.Haves {
 			if !q.exists(id) {
 				continue
@@ -322,12 +323,15 @@ func (s *Stack) Objects(ctx context.Context, g *walk.Graph, req walk.Request) (*
 				return nil, fmt.Errorf("have %s: %w", id, err)
 			}
 			if !commit {
-				h := newBitset(s.span)
-				if err := q.fill(&h, []object.ID{id}); err != nil {
-					return nil, fmt.Errorf("have %s: %w", id, err)
-				}
-				w.andNot(h)
+				named = append(named, id)
 			}
+		}
+		if len(named) > 0 {
+			h := newBitset(s.span)
+			if err := q.fill(&h, named); err != nil {
+				return nil, fmt.Errorf("haves: %w", err)
+			}
+			w.andNot(h)
 		}
 		out.or(w)
 	}
