@@ -46,11 +46,12 @@ package main
 //
 // cp to /dev/null moves each byte once, with no socket and no client. The
 // file store's downloads have a third side, the floor: a minimal net/http
-// server in the bench's process that opens the stored file and io.Copy's
-// it to the answer (sendfile(2)), GET by the same client on as many
-// workers: what serving the bytes over HTTP costs on this machine at
-// best. floor_s is its time, floor_ratio rgit's over it and
-// floor_round_ratio_median the same per round; ratio stays against cp.
+// server in a process of its own (lfs-floor, as the node is one) that
+// opens the stored file and io.Copy's it to the answer (sendfile(2)), GET
+// by the same client on as many workers: what serving the bytes over
+// HTTP costs on this machine at best. floor_s is its time, floor_ratio
+// rgit's over it and floor_round_ratio_median the same per round; ratio
+// stays against cp.
 
 import (
 	"bytes"
@@ -168,7 +169,7 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 	var rg, base, baseSync, floor lfsSide
 	var floorURL string
 	if store == "file" {
-		stop, url, err := floorServer(filepath.Join(work, "store", "objects", benchOwner, "lfs", "lfs"))
+		stop, url, err := startFloor(ctx, filepath.Join(work, "store", "objects", benchOwner, "lfs", "lfs"))
 		if err != nil {
 			return err
 		}
@@ -706,14 +707,43 @@ func (t tracedBody) Close() error {
 	return err
 }
 
-// floorServer serves the files of dir at /<name> as a minimal net/http
-// server does, io.Copy of the open file to the answer (which net/http
-// sends with sendfile(2)), on a loopback port, and returns its stop and
-// its URL: the lfs bench's floor for downloads from the file store.
-func floorServer(dir string) (stop func(), url string, err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// startFloor starts the lfs bench's floor for downloads from the file
+// store, an lfs-floor child serving the files of dir, and returns its
+// stop and its URL.
+func startFloor(ctx context.Context, dir string) (stop func(), url string, err error) {
+	self, err := os.Executable()
 	if err != nil {
 		return nil, "", err
+	}
+	cmd := exec.CommandContext(ctx, self, "lfs-floor", dir)
+	var log bytes.Buffer
+	in, out, err := startPiped(cmd, &log)
+	if err != nil {
+		return nil, "", err
+	}
+	stop = func() {
+		in.Close()
+		cmd.Wait()
+	}
+	if !out.Scan() {
+		stop()
+		return nil, "", fmt.Errorf("lfs-floor did not start: %s", lastLines(log.Bytes(), 10))
+	}
+	return stop, "http://" + out.Text(), nil
+}
+
+// runLFSFloor is the lfs-floor child: it serves the files of the
+// directory args[0] at /<name> as a minimal net/http server does, io.Copy
+// of the open file to the answer (which net/http sends with
+// sendfile(2)), on a loopback port it prints, until its input closes.
+func runLFSFloor(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: rgit-bench lfs-floor DIR")
+	}
+	dir := args[0]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, err := os.Open(filepath.Join(dir, filepath.Base(r.URL.Path)))
@@ -732,5 +762,7 @@ func floorServer(dir string) (stop func(), url string, err error) {
 		io.Copy(w, f)
 	})}
 	go srv.Serve(ln)
-	return func() { srv.Close() }, "http://" + ln.Addr().String(), nil
+	fmt.Println(ln.Addr().String())
+	io.Copy(io.Discard, os.Stdin)
+	return srv.Close()
 }
