@@ -8,6 +8,9 @@
 // across processes without stat-then-act races). Directories created or
 // changed on the way are fsynced so a published object survives a crash.
 //
+// Get and GetRange bodies are objstore.FileBody: objstore.Send hands the
+// file to a writer's ReadFrom (net/http's sendfile(2)).
+//
 // A directory tree cannot hold both "a" and "a/b", so a key that is a
 // directory prefix of another key (or the reverse) is refused with an error.
 //
