@@ -144,11 +144,15 @@ func TestLFSLine(t *testing.T) {
 	}{
 		{lfsResult{op: "upload", store: "s3", objects: 5, mb: 20, rounds: 3, concurrency: 8, payloadMB: 300, rgit: 4 * time.Second, ref: 3 * time.Second,
 			nodeIO: 101_000, control: 36900 * time.Microsecond, cmp: lfsPresigned,
-			perRound: []pairedRound{{2 * time.Second, time.Second}, {time.Second, time.Second}, {time.Second, time.Second}}},
+			perRound: []pairedRound{{2 * time.Second, time.Second, 0}, {time.Second, time.Second, 0}, {time.Second, time.Second, 0}}},
 			"lfs op=upload store=s3 objects=5 object_mb=20 rounds=3 concurrency=8 rgit_s=4.000 direct_s=3.000 ratio=1.33 round_ratio_median=1.00 round_ratio_range=1.00-2.00 rgit_mbps=75.0 direct_mbps=100.0 payload_mb=300 node_io_mb=0.101 control_ms=36.9 rgit=lfs-presigned ref=presigned-direct"},
 		{lfsResult{op: "upload", store: "file", objects: 1, mb: 10, rounds: 1, concurrency: 1, payloadMB: 10, rgit: time.Second, ref: 500 * time.Millisecond, noSync: 100 * time.Millisecond,
 			nodeIO: 20_000_000, control: 2 * time.Millisecond, cmp: lfsNodeUp},
 			"lfs op=upload store=file objects=1 object_mb=10 rounds=1 concurrency=1 rgit_s=1.000 cp_sync_s=0.500 ratio=2.00 round_ratio_median=0.00 round_ratio_range=0.00-0.00 cp_s=0.100 rgit_mbps=10.0 cp_sync_mbps=20.0 payload_mb=10 node_io_mb=20.000 control_ms=2.0 rgit=lfs-node-served ref=cp-sync"},
+		{lfsResult{op: "download", store: "file", objects: 5, mb: 20, rounds: 2, concurrency: 8, payloadMB: 200, rgit: 3 * time.Second, ref: time.Second, floor: 2 * time.Second,
+			nodeIO: 400_000_000, control: 300 * time.Microsecond, cmp: lfsNodeDown,
+			perRound: []pairedRound{{time.Second, 500 * time.Millisecond, time.Second}, {2 * time.Second, 500 * time.Millisecond, time.Second}}},
+			"lfs op=download store=file objects=5 object_mb=20 rounds=2 concurrency=8 rgit_s=3.000 cp_s=1.000 ratio=3.00 round_ratio_median=2.00 round_ratio_range=2.00-4.00 floor_s=2.000 floor_ratio=1.50 floor_round_ratio_median=1.00 rgit_mbps=66.7 cp_mbps=200.0 payload_mb=200 node_io_mb=400.000 control_ms=0.3 rgit=lfs-node-served ref=cp"},
 		{lfsResult{op: "download", store: "file", cmp: lfsNodeDown},
 			"lfs op=download store=file objects=0 object_mb=0 rounds=0 concurrency=0 rgit_s=0.000 cp_s=0.000 ratio=0.00 round_ratio_median=0.00 round_ratio_range=0.00-0.00 rgit_mbps=0.0 cp_mbps=0.0 payload_mb=0 node_io_mb=0.000 control_ms=0.0 rgit=lfs-node-served ref=cp"},
 	} {

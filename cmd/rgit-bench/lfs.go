@@ -5,7 +5,7 @@ package main
 //
 //	lfs op=upload store=s3 objects=5 object_mb=20 rounds=3 concurrency=8 rgit_s=… direct_s=… ratio=… round_ratio_median=… round_ratio_range=…-… rgit_mbps=… direct_mbps=… payload_mb=300 node_io_mb=… control_ms=… rgit=lfs-presigned ref=presigned-direct
 //	lfs op=upload store=file … rgit_s=… cp_sync_s=… ratio=… cp_s=… rgit_mbps=… cp_sync_mbps=… … rgit=lfs-node-served ref=cp-sync
-//	lfs op=download store=file … rgit_s=… cp_s=… ratio=… … rgit=lfs-node-served ref=cp
+//	lfs op=download store=file … rgit_s=… cp_s=… ratio=… … floor_s=… floor_ratio=… floor_round_ratio_median=… … rgit=lfs-node-served ref=cp
 //
 // ratio is time, rgit over the reference, as on every bench line (a
 // throughput of at least 0.9 times the store's is a ratio of at most
@@ -40,9 +40,18 @@ package main
 // more objects than workers; otherwise the batch and the slowest
 // upload's verify are on the clock in full, as for git-lfs.
 // node_io_mb is what the rgit process read and wrote through system
-// calls (sockets and files, /proc/<pid>/io rchar+wchar) during the rgit
-// side's transfers: on S3 a few requests' worth, on the file store a
-// multiple of the payload.
+// calls (sockets and files, /proc/<pid>/io rchar+wchar, sendfile(2)
+// counted as both) during the rgit side's transfers: on S3 a few
+// requests' worth, on the file store a multiple of the payload.
+//
+// cp to /dev/null moves each byte once, with no socket and no client. The
+// file store's downloads have a third side, the floor: a minimal net/http
+// server in a process of its own (lfs-floor, as the node is one) that
+// opens the stored file and io.Copy's it to the answer (sendfile(2)), GET
+// by the same client on as many workers: what serving the bytes over
+// HTTP costs on this machine at best. floor_s is its time, floor_ratio
+// rgit's over it and floor_round_ratio_median the same per round; ratio
+// stays against cp.
 
 import (
 	"bytes"
@@ -56,6 +65,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"os"
@@ -156,7 +166,16 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 	pid := strconv.Itoa(srv.cmd.Process.Pid)
 	lfsNodePID = pid
 
-	var rg, base, baseSync lfsSide
+	var rg, base, baseSync, floor lfsSide
+	var floorURL string
+	if store == "file" {
+		stop, url, err := startFloor(ctx, filepath.Join(work, "store", "objects", benchOwner, "lfs", "lfs"))
+		if err != nil {
+			return err
+		}
+		defer stop()
+		floorURL = url
+	}
 	size := int64(c.mb) * 1e6
 	// timedIO runs f, the rgit side of one operation, adding its time to
 	// *d and the node's I/O to *io.
@@ -183,7 +202,7 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 	// per-round ratios (lfsResult.perRound).
 	var rounds [2][]pairedRound
 	for round := range c.rounds {
-		before := [2]pairedRound{{rg.up, refUp(store, base, baseSync)}, {rg.down, base.down}}
+		before := [2]pairedRound{{rg.up, refUp(store, base, baseSync), 0}, {rg.down, base.down, floor.down}}
 		objs := make([]lfsObject, c.objects)
 		for i := range objs {
 			data := make([]byte, size)
@@ -248,14 +267,20 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 				func() error {
 					return c.timed(&base.up, func() error { return c.each(func(i int) error { return cp(i, false) }) })
 				})
-			download = append(download, func() error {
-				return c.timed(&base.down, func() error {
-					return c.each(func(i int) error {
-						stored := filepath.Join(work, "store", "objects", benchOwner, "lfs", "lfs", objs[i].oid)
-						return exec.CommandContext(ctx, "cp", stored, "/dev/null").Run()
+			download = append(download,
+				func() error {
+					return c.timed(&base.down, func() error {
+						return c.each(func(i int) error {
+							stored := filepath.Join(work, "store", "objects", benchOwner, "lfs", "lfs", objs[i].oid)
+							return exec.CommandContext(ctx, "cp", stored, "/dev/null").Run()
+						})
+					})
+				},
+				func() error {
+					return c.timed(&floor.down, func() error {
+						return c.each(func(i int) error { return getWhole(ctx, floorURL+"/"+objs[i].oid, nil, size) })
 					})
 				})
-			})
 		}
 		// The sides run one after the other, each on its own clock, rgit
 		// first in even rounds' uploads and odd rounds' downloads and
@@ -283,9 +308,9 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 				}
 			}
 		}
-		after := [2]pairedRound{{rg.up, refUp(store, base, baseSync)}, {rg.down, base.down}}
+		after := [2]pairedRound{{rg.up, refUp(store, base, baseSync), 0}, {rg.down, base.down, floor.down}}
 		for k := range after {
-			rounds[k] = append(rounds[k], pairedRound{after[k].rgit - before[k].rgit, after[k].ref - before[k].ref})
+			rounds[k] = append(rounds[k], pairedRound{after[k].rgit - before[k].rgit, after[k].ref - before[k].ref, after[k].floor - before[k].floor})
 		}
 	}
 	n := c.rounds * c.objects
@@ -301,7 +326,7 @@ func (c *lfsFlags) run(ctx context.Context, bin, work, store string) error {
 		case store == "s3":
 			r.rgit, r.ref, r.cmp = rg.down, base.down, lfsPresigned
 		default:
-			r.rgit, r.ref, r.cmp = rg.down, base.down, lfsNodeDown
+			r.rgit, r.ref, r.floor, r.cmp = rg.down, base.down, floor.down, lfsNodeDown
 		}
 		fmt.Println(r.line())
 	}
@@ -325,6 +350,7 @@ type lfsResult struct {
 	payloadMB           float64
 	rgit, ref           time.Duration
 	noSync              time.Duration // uploads to the file store: cp without sync
+	floor               time.Duration // downloads from the file store: the floor server
 	nodeIO              int64         // bytes
 	control             time.Duration // per object
 	cmp                 comparison
@@ -334,9 +360,9 @@ type lfsResult struct {
 	perRound []pairedRound
 }
 
-// pairedRound is one round of one operation: rgit's time and the
-// reference's.
-type pairedRound struct{ rgit, ref time.Duration }
+// pairedRound is one round of one operation: rgit's time, the
+// reference's and the floor's (file store downloads).
+type pairedRound struct{ rgit, ref, floor time.Duration }
 
 // refUp is the reference an upload is compared with: the presigned PUT
 // on S3, cp and sync on the file store.
@@ -347,12 +373,13 @@ func refUp(store string, base, baseSync lfsSide) time.Duration {
 	return baseSync.up
 }
 
-// roundRatios returns the per-round ratios' median, lowest and highest.
-func (r lfsResult) roundRatios() (med, lo, hi float64) {
+// roundRatios returns the per-round ratios of rgit's time over of's:
+// their median, lowest and highest.
+func (r lfsResult) roundRatios(of func(pairedRound) time.Duration) (med, lo, hi float64) {
 	var rs []float64
 	for _, p := range r.perRound {
-		if p.ref > 0 {
-			rs = append(rs, p.rgit.Seconds()/p.ref.Seconds())
+		if of(p) > 0 {
+			rs = append(rs, p.rgit.Seconds()/of(p).Seconds())
 		}
 	}
 	if len(rs) == 0 {
@@ -366,7 +393,7 @@ func (r lfsResult) roundRatios() (med, lo, hi float64) {
 // the reference (below 1: rgit faster), then throughput and the lfs
 // figures, and rgit= ref=:
 //
-//	lfs op=<op> store=<s> objects=<n> object_mb=<m> rounds=<r> rgit_s=<X> <ref>_s=<Y> ratio=<X/Y> round_ratio_median=… round_ratio_range=<lo>-<hi> [cp_s=<Z>] rgit_mbps=… <ref>_mbps=… payload_mb=… node_io_mb=… control_ms=… rgit=<how> ref=<what>
+//	lfs op=<op> store=<s> objects=<n> object_mb=<m> rounds=<r> rgit_s=<X> <ref>_s=<Y> ratio=<X/Y> round_ratio_median=… round_ratio_range=<lo>-<hi> [cp_s=<Z>] [floor_s=<F> floor_ratio=<X/F> floor_round_ratio_median=…] rgit_mbps=… <ref>_mbps=… payload_mb=… node_io_mb=… control_ms=… rgit=<how> ref=<what>
 func (r lfsResult) line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lfs op=%s store=%s objects=%d object_mb=%d rounds=%d concurrency=%d", r.op, r.store, r.objects, r.mb, r.rounds, r.concurrency)
@@ -376,10 +403,15 @@ func (r lfsResult) line() string {
 		ratio = rg / ref
 	}
 	f := r.cmp.field()
-	med, lo, hi := r.roundRatios()
+	med, lo, hi := r.roundRatios(func(p pairedRound) time.Duration { return p.ref })
 	fmt.Fprintf(&b, " rgit_s=%.3f %s_s=%.3f ratio=%.2f round_ratio_median=%.2f round_ratio_range=%.2f-%.2f", rg, f, ref, ratio, med, lo, hi)
 	if r.noSync > 0 {
 		fmt.Fprintf(&b, " cp_s=%.3f", r.noSync.Seconds())
+	}
+	if r.floor > 0 {
+		fmt.Fprintf(&b, " floor_s=%.3f floor_ratio=%.2f", r.floor.Seconds(), rg/r.floor.Seconds())
+		fmed, _, _ := r.roundRatios(func(p pairedRound) time.Duration { return p.floor })
+		fmt.Fprintf(&b, " floor_round_ratio_median=%.2f", fmed)
 	}
 	mbps := func(s float64) float64 {
 		if s <= 0 {
@@ -673,4 +705,64 @@ func (t tracedBody) Close() error {
 	err := t.ReadCloser.Close()
 	t.done()
 	return err
+}
+
+// startFloor starts the lfs bench's floor for downloads from the file
+// store, an lfs-floor child serving the files of dir, and returns its
+// stop and its URL.
+func startFloor(ctx context.Context, dir string) (stop func(), url string, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.CommandContext(ctx, self, "lfs-floor", dir)
+	var log bytes.Buffer
+	in, out, err := startPiped(cmd, &log)
+	if err != nil {
+		return nil, "", err
+	}
+	stop = func() {
+		in.Close()
+		cmd.Wait()
+	}
+	if !out.Scan() {
+		stop()
+		return nil, "", fmt.Errorf("lfs-floor did not start: %s", lastLines(log.Bytes(), 10))
+	}
+	return stop, "http://" + out.Text(), nil
+}
+
+// runLFSFloor is the lfs-floor child: it serves the files of the
+// directory args[0] at /<name> as a minimal net/http server does, io.Copy
+// of the open file to the answer (which net/http sends with
+// sendfile(2)), on a loopback port it prints, until its input closes.
+func runLFSFloor(args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: rgit-bench lfs-floor DIR")
+	}
+	dir := args[0]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, err := os.Open(filepath.Join(dir, filepath.Base(r.URL.Path)))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+		io.Copy(w, f)
+	})}
+	go srv.Serve(ln)
+	fmt.Println(ln.Addr().String())
+	io.Copy(io.Discard, os.Stdin)
+	return srv.Close()
 }

@@ -122,6 +122,8 @@ func main() {
 		err = runHooks(ctx, args)
 	case "lfs":
 		err = runLFS(ctx, args)
+	case "lfs-floor":
+		err = runLFSFloor(args)
 	case "web":
 		err = runWeb(ctx, args)
 	case "soak":

@@ -4,10 +4,11 @@
 // Backends live in sub-packages (filestore, memstore, s3store) and the
 // RGIT_STORE_URL opener in storeurl, because they import this package; this
 // package holds only the interface, the optional Presigner interface
-// (stores a client can reach directly), the sentinel errors, key
-// validation, the WithTimeout wrapper and Verify (the start-up and health
-// check of a store). It imports the standard library and its own
-// internal/ctxio only.
+// (stores a client can reach directly), the optional FileBody of a body
+// kept in a local file and Send, which hands such a body to sendfile(2)
+// past the wrappers, the sentinel errors, key validation, the WithTimeout
+// wrapper and Verify (the start-up and health check of a store). It
+// imports the standard library and its own internal/ctxio only.
 package objstore
 
 import (

@@ -8,6 +8,9 @@
 // across processes without stat-then-act races). Directories created or
 // changed on the way are fsynced so a published object survives a crash.
 //
+// Get and GetRange bodies are objstore.FileBody: objstore.Send hands the
+// file to a writer's ReadFrom (net/http's sendfile(2)).
+//
 // A directory tree cannot hold both "a" and "a/b", so a key that is a
 // directory prefix of another key (or the reverse) is refused with an error.
 //
@@ -155,7 +158,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, objstore.Ob
 	if err != nil {
 		return nil, objstore.ObjectInfo{}, fmt.Errorf("get %q: %w", key, err)
 	}
-	return ctxio.ReadCloser(ctx, f, nil), info(key, fi), nil
+	return &body{ctx: ctx, f: f, left: fi.Size()}, info(key, fi), nil
 }
 
 // GetRange implements objstore.Store with objstore.ClampRange semantics.
@@ -173,12 +176,68 @@ func (s *Store) GetRange(ctx context.Context, key string, off, length int64) (io
 		f.Close()
 		return nil, fmt.Errorf("get range %q: %w", key, err)
 	}
-	sr := io.NewSectionReader(f, start, end-start)
-	return ctxio.ReadCloser(ctx, struct {
-		io.Reader
-		io.Closer
-	}{sr, f}, nil), nil
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("get range %q: %w", key, err)
+	}
+	return &body{ctx: ctx, f: f, left: end - start}, nil
 }
+
+// sendChunk is the most of a body SendTo hands its writer at once: the
+// body's context is checked between chunks.
+const sendChunk = 8 << 20
+
+// body is a Get or GetRange body: left bytes of f from its offset on. It
+// is an objstore.FileBody.
+type body struct {
+	ctx  context.Context
+	f    *os.File
+	left int64
+}
+
+var _ objstore.FileBody = (*body)(nil)
+
+// Read fails with ctx's error once ctx is done, checking between reads.
+func (b *body) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.f.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// SendTo implements objstore.FileBody: each chunk is an io.LimitedReader
+// of the file itself, which net.TCPConn's ReadFrom (under net/http's
+// response) sends with sendfile(2).
+func (b *body) SendTo(w io.Writer) (int64, error) {
+	var sent int64
+	for b.left > 0 {
+		if err := b.ctx.Err(); err != nil {
+			return sent, err
+		}
+		chunk := &io.LimitedReader{R: b.f, N: min(b.left, sendChunk)}
+		want := chunk.N
+		n, err := io.Copy(w, chunk)
+		sent += n
+		b.left -= n
+		switch {
+		case err != nil:
+			return sent, err
+		case n < want:
+			return sent, fmt.Errorf("send %s: %w", b.f.Name(), io.ErrUnexpectedEOF)
+		}
+	}
+	return sent, nil
+}
+
+func (b *body) Close() error { return b.f.Close() }
 
 // Head implements objstore.Store.
 func (s *Store) Head(ctx context.Context, key string) (objstore.ObjectInfo, error) {

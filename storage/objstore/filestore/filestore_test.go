@@ -3,6 +3,8 @@ package filestore_test
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/rgit/rgit/storage/objstore"
 	"github.com/rgit/rgit/storage/objstore/filestore"
+	"github.com/rgit/rgit/storage/objstore/guard"
 	"github.com/rgit/rgit/storage/objstore/storetest"
 )
 
@@ -207,4 +210,90 @@ func TestCrossProcessCreateIfAbsent(t *testing.T) {
 			t.Errorf("round %d: stored %q, winner wrote %q", round, got, winners[0])
 		}
 	}
+}
+
+// fileSink is a writer whose ReadFrom, like net/http's response's, can
+// take a file: it counts the calls that got an io.LimitedReader of an
+// *os.File (what net.TCPConn's ReadFrom sends with sendfile(2)).
+type fileSink struct {
+	bytes.Buffer
+	files, others int
+}
+
+func (s *fileSink) ReadFrom(r io.Reader) (int64, error) {
+	if lr, ok := r.(*io.LimitedReader); ok {
+		if _, ok := lr.R.(*os.File); ok {
+			s.files++
+			return s.Buffer.ReadFrom(r)
+		}
+	}
+	s.others++
+	return s.Buffer.ReadFrom(r)
+}
+
+// TestSendHandsOverTheFile: objstore.Send of a body, straight from the
+// store and through the wrappers a node puts around it (WithTimeout, the
+// guard), gives a ReadFrom the file itself, in chunks, and the same bytes
+// as reading it: whole, ranged, after a partial Read; a writer without
+// ReadFrom gets them copied; a body whose context ended sends nothing.
+func TestSendHandsOverTheFile(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	data := make([]byte, 9<<20+12345) // more than one chunk
+	rand.Read(data)
+	if err := s.Put(ctx, "lfs/o", bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	stores := map[string]objstore.Store{"file store": s,
+		"guarded with a timeout": guard.New(objstore.WithTimeout(s, time.Minute), guard.Options{OpTimeout: time.Minute})}
+	for name, st := range stores {
+		for _, c := range []struct {
+			off, length int64
+			read        int // bytes Read before Send
+		}{{0, -1, 0}, {1000, -1, 0}, {1000, 4 << 20, 0}, {0, -1, 777}, {int64(len(data)) - 1, -1, 0}} {
+			t.Run(fmt.Sprintf("%s off=%d length=%d read=%d", name, c.off, c.length, c.read), func(t *testing.T) {
+				want := data[c.off:]
+				if c.length >= 0 {
+					want = want[:c.length]
+				}
+				for _, sink := range []string{"ReadFrom", "Write only"} {
+					rc, err := st.GetRange(ctx, "lfs/o", c.off, c.length)
+					if err != nil {
+						t.Fatal(err)
+					}
+					head := make([]byte, c.read)
+					if _, err := io.ReadFull(rc, head); err != nil {
+						t.Fatal(err)
+					}
+					var fs fileSink
+					var w io.Writer = &fs
+					if sink == "Write only" {
+						w = struct{ io.Writer }{&fs}
+					}
+					n, err := objstore.Send(w, rc)
+					rc.Close()
+					got := append(head, fs.Bytes()...)
+					switch {
+					case err != nil || n != int64(len(want)-c.read) || !bytes.Equal(got, want):
+						t.Fatalf("%s: sent %d, %v; same bytes %t", sink, n, err, bytes.Equal(got, want))
+					case sink == "ReadFrom" && (fs.files == 0 || fs.others != 0):
+						t.Fatalf("ReadFrom got the file %d times and something else %d times", fs.files, fs.others)
+					}
+				}
+			})
+		}
+	}
+	t.Run("context ended", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		rc, _, err := s.Get(cctx, "lfs/o")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		cancel()
+		var fs fileSink
+		if n, err := objstore.Send(&fs, rc); !errors.Is(err, context.Canceled) || n != 0 {
+			t.Fatalf("Send after the context ended: %d, %v", n, err)
+		}
+	})
 }

@@ -245,6 +245,12 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// UnwrapBody lets objstore.Send hand a local file's body to sendfile(2)
+// past Read: the operation deadline stays paused, which it is while the
+// caller holds the body up, and the errors of such a copy, which mix in
+// the destination's (a client gone), are not the store's health.
+func (b *body) UnwrapBody() io.Reader { return b.rc }
+
 func (b *body) Close() error {
 	err := b.rc.Close()
 	b.c.finish()

@@ -718,39 +718,147 @@ func TestPace(t *testing.T) {
 // TestPaceAnswer: a client that does not read the answer is cut off after
 // the grace once the connection's buffers are full: the handler's write
 // fails with clientlimit.ErrTooSlow instead of blocking for as long as the
-// client likes.
+// client likes, whether it writes or sends a file (ReadFrom, sendfile).
 func TestPaceAnswer(t *testing.T) {
 	const stall = 300 * time.Millisecond
-	wrote := make(chan error, 1)
-	srv := httptest.NewServer(Pace(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		chunk := bytes.Repeat([]byte("x"), 64<<10)
-		rc := http.NewResponseController(w)
-		for range 4096 { // 256 MiB: more than any socket buffers
-			if _, err := w.Write(chunk); err != nil {
-				wrote <- err
-				return
-			}
-			if err := rc.Flush(); err != nil {
-				wrote <- err
-				return
-			}
-		}
-		wrote <- nil
-	}), clientlimit.Rate{Grace: stall, BytesPerSec: 64 << 10}))
-	defer srv.Close()
-	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
+	big := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(big, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	io.WriteString(c, "GET /archive HTTP/1.1\r\nHost: x\r\n\r\n")
-	select {
-	case err := <-wrote:
-		if !errors.Is(err, clientlimit.ErrTooSlow) {
-			t.Fatalf("write to a client that reads nothing: %v, want ErrTooSlow", err)
+	if err := os.Truncate(big, 256<<20); err != nil { // more than any socket buffers
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		// A file is sent paceChunk bytes under each deadline, which
+		// earns their time at the rate: a faster rate keeps it short.
+		rate   int64
+		answer func(w http.ResponseWriter) error
+	}{
+		{"writes", 64 << 10, func(w http.ResponseWriter) error {
+			chunk := bytes.Repeat([]byte("x"), 64<<10)
+			rc := http.NewResponseController(w)
+			for range 4096 { // 256 MiB
+				if _, err := w.Write(chunk); err != nil {
+					return err
+				}
+				if err := rc.Flush(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"a file", 4 << 20, func(w http.ResponseWriter) error {
+			f, err := os.Open(big)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(w, &io.LimitedReader{R: f, N: 256 << 20})
+			return err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wrote := make(chan error, 1)
+			srv := httptest.NewServer(Pace(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				wrote <- c.answer(w)
+			}), clientlimit.Rate{Grace: stall, BytesPerSec: c.rate}))
+			defer srv.Close()
+			conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			io.WriteString(conn, "GET /archive HTTP/1.1\r\nHost: x\r\n\r\n")
+			select {
+			case err := <-wrote:
+				if !errors.Is(err, clientlimit.ErrTooSlow) {
+					t.Fatalf("answer to a client that reads nothing: %v, want ErrTooSlow", err)
+				}
+			case <-time.After(30 * time.Second): // a bound for a broken server
+				t.Fatal("the handler is still writing to a client that reads nothing")
+			}
+		})
+	}
+}
+
+// fileWriter is a ResponseWriter whose ReadFrom, like net/http's, can take
+// a file: it records the size of each io.LimitedReader of an *os.File it
+// gets (what net.TCPConn's ReadFrom sends with sendfile(2)).
+type fileWriter struct {
+	*httptest.ResponseRecorder
+	files, others []int64
+}
+
+func (w *fileWriter) ReadFrom(r io.Reader) (int64, error) {
+	if lr, ok := r.(*io.LimitedReader); ok {
+		if _, ok := lr.R.(*os.File); ok {
+			w.files = append(w.files, lr.N)
+			return w.Body.ReadFrom(r)
 		}
-	case <-time.After(30 * time.Second): // a bound for a broken server
-		t.Fatal("the handler is still writing to a client that reads nothing")
+	}
+	w.others = append(w.others, 0)
+	return w.Body.ReadFrom(r)
+}
+
+// TestPaceSendsFiles: under Pace, a regular file copied to the answer
+// (whole, or a range as an io.LimitedReader) reaches the connection's
+// ReadFrom as the file itself, paceChunk bytes at a time, each under its
+// own deadline; a pipe, whose reads may wait, is written as before. The
+// answer has the same bytes either way.
+func TestPaceSendsFiles(t *testing.T) {
+	data := make([]byte, 3*paceChunk+1234)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name       string
+		off, n     int64
+		pipe       bool
+		wantChunks []int64
+	}{
+		{"whole file", 0, int64(len(data)), false, []int64{paceChunk, paceChunk, paceChunk, 1234}},
+		{"range", 1000, paceChunk + 10, false, []int64{paceChunk, 10}},
+		{"pipe", 0, int64(len(data)), true, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var src *os.File
+			if c.pipe {
+				r, w, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() { w.Write(data); w.Close() }()
+				src = r
+			} else {
+				f, err := os.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Seek(c.off, io.SeekStart)
+				src = f
+			}
+			defer src.Close()
+			fw := &fileWriter{ResponseRecorder: httptest.NewRecorder()}
+			var sent int64
+			var err error
+			Pace(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				sent, err = io.Copy(w, &io.LimitedReader{R: src, N: c.n})
+			}), clientlimit.Rate{Grace: time.Minute, BytesPerSec: 1}).ServeHTTP(fw, httptest.NewRequest(http.MethodGet, "/f", nil))
+			want := data[c.off : c.off+c.n]
+			switch {
+			case err != nil || sent != c.n || !bytes.Equal(fw.Body.Bytes(), want):
+				t.Fatalf("sent %d of %d, %v; same bytes %t", sent, c.n, err, bytes.Equal(fw.Body.Bytes(), want))
+			case fw.Code != http.StatusOK:
+				t.Fatalf("status %d", fw.Code)
+			case fmt.Sprint(fw.files) != fmt.Sprint(c.wantChunks) || len(fw.others) != 0:
+				t.Fatalf("ReadFrom got file chunks %v (want %v) and other readers %d times", fw.files, c.wantChunks, len(fw.others))
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@
 package httpmetrics
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -76,6 +77,18 @@ func (s *StatusWriter) Write(p []byte) (int, error) {
 		s.Status = http.StatusOK
 	}
 	return s.ResponseWriter.Write(p)
+}
+
+// ReadFrom passes io.Copy on to the writer's own ReadFrom, which sends a
+// file with sendfile(2) (objstore.Send's Git LFS objects).
+func (s *StatusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if s.Status == 0 {
+		s.Status = http.StatusOK
+	}
+	if rf, ok := s.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{s.ResponseWriter}, r)
 }
 
 // Unwrap lets http.ResponseController reach the connection's writer.

@@ -73,7 +73,7 @@ func (c *Content) ServeRaw(w http.ResponseWriter, r *http.Request, rp names.Repo
 	h.Set("Content-Length", strconv.FormatInt(size, 10))
 	w.WriteHeader(http.StatusOK)
 	n, _ := w.Write(head)
-	m, err := io.Copy(w, rc)
+	m, err := objstore.Send(w, rc)
 	c.metrics.nodeBytes(opDownload, int64(n)+m)
 	if err != nil && r.Context().Err() == nil {
 		c.log.Warn("raw answer of a Git LFS file cut short", zap.String("oid", p.OID), zap.Error(err))

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rgit/rgit/storage/auth"
 	"github.com/rgit/rgit/storage/names"
@@ -18,8 +19,10 @@ import (
 	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/packcache"
 	"github.com/rgit/rgit/storage/repo"
+	"github.com/rgit/rgit/transport/frontend/httpgit"
 	"github.com/rgit/rgit/transport/service/gitserve"
 	"github.com/rgit/rgit/transport/service/gitserve/gitservetest"
+	"github.com/rgit/rgit/transport/wire/clientlimit"
 	"github.com/rgit/rgit/transport/wire/gitproto"
 )
 
@@ -136,7 +139,9 @@ func newFixture(t *testing.T, st objstore.Store, limits Limits, set ...func(*Con
 	}
 	mux := http.NewServeMux()
 	srv.Register(mux)
-	ts := httptest.NewServer(mux)
+	// Paced as a node's listeners are (httpgit.Pace, RGIT_MIN_RATE's
+	// default), which sends files with sendfile(2).
+	ts := httptest.NewServer(httpgit.Pace(mux, clientlimit.Rate{Grace: time.Minute, BytesPerSec: 4096}))
 	t.Cleanup(ts.Close)
 	return &fixture{srv: srv, ts: ts, store: st, locks: locks, tokens: tk}
 }

@@ -603,7 +603,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, size-1, size))
 		w.WriteHeader(http.StatusPartialContent)
 	}
-	n, err := io.Copy(w, rc)
+	n, err := objstore.Send(w, rc)
 	s.metrics.nodeBytes(opDownload, n)
 	if err != nil && r.Context().Err() == nil {
 		s.log.Warn("git lfs download cut short", zap.String("oid", t.OID), zap.Int64("sent", n), zap.Error(err), reqid.Field(r.Context()))

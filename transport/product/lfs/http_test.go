@@ -7,11 +7,17 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rgit/rgit/storage/names"
+	"github.com/rgit/rgit/storage/objstore"
+	"github.com/rgit/rgit/storage/objstore/filestore"
+	"github.com/rgit/rgit/storage/objstore/guard"
+	"github.com/rgit/rgit/storage/objstore/memstore"
 	"github.com/rgit/rgit/storage/repo"
 )
 
@@ -28,12 +34,40 @@ func (f *fixture) present(t *testing.T, repoName string, o object) bool {
 // TestNodeServedUploadChecksBeforeTheObjectAppears: on a store without
 // presigning, the node serves the actions under signed paths; an upload
 // whose bytes have another SHA-256, or that is cut off mid-body, stores
-// nothing, so the object is still missing for the next batch; the right
-// bytes are stored, verify confirms them, a second upload batch skips
-// the object, and downloads (whole, and resumed with a Range) read it.
+// nothing (on the file store, not even a temp file), so the object is
+// still missing for the next batch; the right bytes are stored, verify
+// confirms them, a second upload batch skips the object, and downloads
+// (whole, and resumed with a Range) read it. The file store is wrapped as
+// a node wraps it (WithTimeout, the guard), whose downloads are sent with
+// sendfile(2) (objstore.Send).
 func TestNodeServedUploadChecksBeforeTheObjectAppears(t *testing.T) {
-	f := newFixture(t, nil, Limits{})
-	o := newObject(strings.Repeat("the large file's content\n", 4000))
+	fs, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, st := range map[string]objstore.Store{"memory": memstore.New(),
+		"file": guard.New(objstore.WithTimeout(fs, time.Minute), guard.Options{OpTimeout: time.Minute})} {
+		t.Run(name, func(t *testing.T) {
+			testNodeServed(t, st, func() []os.DirEntry {
+				if name != "file" {
+					return nil
+				}
+				temps, err := os.ReadDir(filepath.Join(fs.Root(), ".rgit-tmp"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return temps
+			})
+		})
+	}
+}
+
+// testNodeServed is TestNodeServedUploadChecksBeforeTheObjectAppears on
+// st, whose temp files temps lists.
+func testNodeServed(t *testing.T, st objstore.Store, temps func() []os.DirEntry) {
+	f := newFixture(t, st, Limits{})
+	// More than a chunk of what Pace sends of a file at once.
+	o := newObject(strings.Repeat("the large file's content\n", 40000))
 	code, resp := f.batch(t, "alice/priv", "bob", "upload", o.spec)
 	if code != http.StatusOK || len(resp.Objects) != 1 || resp.Objects[0].Error != nil {
 		t.Fatalf("upload batch: %d %+v", code, resp)
@@ -56,6 +90,9 @@ func TestNodeServedUploadChecksBeforeTheObjectAppears(t *testing.T) {
 	cutUpload(t, up.Href, o.data)
 	if f.present(t, "priv", o) {
 		t.Fatal("a refused or interrupted upload left the object in the store")
+	}
+	if left := temps(); len(left) != 0 {
+		t.Fatalf("refused uploads left %d temp files", len(left))
 	}
 	if code, _ := f.do(t, http.MethodPost, verify.Href, "", o.spec, nil); code != http.StatusNotFound {
 		t.Fatalf("verify before any good upload: %d, want 404", code)

@@ -38,6 +38,11 @@ type readCloser struct {
 	onClose func()
 }
 
+// UnwrapBody returns the reader r wraps (objstore.Send looks through it
+// to a file store's body, which answers for ctx itself: the store it came
+// from was handed ctx).
+func (r *readCloser) UnwrapBody() io.Reader { return r.r }
+
 func (r *readCloser) Close() error {
 	err := r.c.Close()
 	if r.onClose != nil {
