@@ -241,6 +241,9 @@ type (
 		epoch   uint64
 		session uint64 // the node session the entry is bound to (cluster.ServeLease)
 		holder  cluster.Holder
+		// release: claimed only to be let go through the drain (a move
+		// of a repository never opened here; supervisor.releaseMoved).
+		release bool
 	}
 	// regranted tells a repo actor the lease it holds was granted again
 	// under epoch; revive is the new lease of a lingering actor.

@@ -184,8 +184,8 @@ func (s *supervisor) spawn(ctx actor.Context, key names.Repo, lease *actorLease)
 
 // granted spawns the repo actor of a newly granted lease (spawning opens
 // the database), or tells the actor holding it of the new epoch. A grant
-// that was in flight when the drain began is served through the drain
-// and then let go.
+// that was in flight when the drain began, or claimed only to be let go
+// (release), is served through the drain and then let go.
 func (s *supervisor) granted(ctx actor.Context, m *granted) {
 	c, ok := s.children[m.key]
 	switch l, lingers := s.lingererOf(m.key); {
@@ -208,7 +208,7 @@ func (s *supervisor) granted(ctx actor.Context, m *granted) {
 		}
 	}
 	ctx.Respond(&leaseInfo{held: true, epoch: c.epoch})
-	if s.draining {
+	if s.draining || m.release {
 		ctx.Send(c.pid, &startRelease{})
 	}
 }
@@ -367,14 +367,28 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 
 // releaseMoved starts the release, through the drain, of the repositories
 // the leader moves elsewhere (cluster.LeasesRenewed.Release) that this
-// node serves; the leader hands each to its target once the entry lapsed.
-// One already draining, lingering or not held is left as it is: the move
-// times out if the holder never lets go.
+// node holds (cluster.OnHolderRelease); the leader hands each to its
+// target once the entry lapsed. One the map names here that no actor
+// ever opened is claimed first, as a request would, and released once
+// granted (granted.release). One already draining, lingering or not held
+// is left as it is: the move times out if the holder never lets go.
 func (s *supervisor) releaseMoved(ctx actor.Context, repos []names.Repo) {
+	if s.draining || len(repos) == 0 {
+		return
+	}
+	cl, view, now := s.node.cl, s.node.OwnershipView(), time.Now()
 	for _, k := range repos {
-		if c, ok := s.children[k]; ok && c.renews {
+		c, held := s.children[k]
+		_, lingers := s.lingererOf(k)
+		e, ok := view.Get(k)
+		switch cluster.OnHolderRelease(held || lingers, held && c.renews, e, ok, cl.cfg.Self, cl.session.Load(), now) {
+		case cluster.ReleaseDrain:
 			s.node.log.Info("releasing a repository the leader moves to another node", zap.Stringer("repo", k))
 			ctx.Send(c.pid, &startRelease{})
+		case cluster.ReleaseClaim:
+			s.node.log.Info("releasing a repository the leader moves to another node, never opened here: claiming it first",
+				zap.Stringer("repo", k))
+			go s.node.claimToRelease(k)
 		}
 	}
 }
