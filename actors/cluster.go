@@ -503,13 +503,11 @@ type MapMark struct {
 // map view names it now (granted, steered or handed over to it) but did
 // not at mark; the zero mark lists every one. It returns the mark for
 // the next call. It decodes only the entries written since mark
-// (refdb.Diff), so a node watching the map pays for its changes, not for
+// (mapChanges), so a node watching the map pays for its changes, not for
 // its size.
 func (n *Node) NewlyNamedHere(mark MapMark) ([]names.Repo, MapMark) {
-	cur, _ := n.OwnershipView().(refView)
-	now := time.Now()
-	next := MapMark{v: cur, at: now}
-	if n.cl == nil || cur.v == nil {
+	changed, next := n.mapChanges(mark)
+	if n.cl == nil {
 		return nil, next
 	}
 	self := n.cl.cfg.Self
@@ -518,9 +516,27 @@ func (n *Node) NewlyNamedHere(mark MapMark) ([]names.Repo, MapMark) {
 		return ok && e.Node == self && e.Live(at)
 	}
 	var out []names.Repo
+	for _, repo := range changed {
+		if named(next.v, repo, next.at) && !named(mark.v, repo, mark.at) {
+			out = append(out, repo)
+		}
+	}
+	return out, next
+}
+
+// mapChanges lists the repositories whose entry in this node's map view
+// changed since mark (added, changed or removed; the zero mark: every
+// one), and returns the view now as the next mark. It costs what
+// changed (refdb.Diff), not the map's size.
+func (n *Node) mapChanges(mark MapMark) ([]names.Repo, MapMark) {
+	cur, _ := n.OwnershipView().(refView)
+	next := MapMark{v: cur, at: time.Now()}
+	if n.cl == nil || cur.v == nil {
+		return nil, next
+	}
+	var out []names.Repo
 	for k := range refdb.Diff(mark.v.v, cur.v, cluster.KeyPrefix) {
-		repo, err := cluster.RepoOfKey(k)
-		if err == nil && named(cur, repo, now) && !named(mark.v, repo, mark.at) {
+		if repo, err := cluster.RepoOfKey(k); err == nil {
 			out = append(out, repo)
 		}
 	}

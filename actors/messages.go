@@ -281,7 +281,7 @@ type (
 	// repo the node held when it left to its epoch, session is the session
 	// the heartbeat renewed (0: it opened one).
 	renewResult struct {
-		sent    map[names.Repo]uint64
+		listed  map[names.Repo]uint64 // the repositories listed, by epoch
 		session uint64
 		at      time.Time // when it was sent: the ServeLease it acknowledges starts there
 		probe   bool      // sent as a probeLeader
