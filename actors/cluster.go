@@ -499,6 +499,12 @@ type MapMark struct {
 	at time.Time
 }
 
+// mapMark is the node's map view now.
+func (n *Node) mapMark() MapMark {
+	cur, _ := n.OwnershipView().(refView)
+	return MapMark{v: cur, at: time.Now()}
+}
+
 // NewlyNamedHere lists the repositories whose live entry in this node's
 // map view names it now (granted, steered or handed over to it) but did
 // not at mark; the zero mark lists every one. It returns the mark for
@@ -529,13 +535,12 @@ func (n *Node) NewlyNamedHere(mark MapMark) ([]names.Repo, MapMark) {
 // one), and returns the view now as the next mark. It costs what
 // changed (refdb.Diff), not the map's size.
 func (n *Node) mapChanges(mark MapMark) ([]names.Repo, MapMark) {
-	cur, _ := n.OwnershipView().(refView)
-	next := MapMark{v: cur, at: time.Now()}
-	if n.cl == nil || cur.v == nil {
+	next := n.mapMark()
+	if n.cl == nil || next.v.v == nil {
 		return nil, next
 	}
 	var out []names.Repo
-	for k := range refdb.Diff(mark.v.v, cur.v, cluster.KeyPrefix) {
+	for k := range refdb.Diff(mark.v.v, next.v.v, cluster.KeyPrefix) {
 		if repo, err := cluster.RepoOfKey(k); err == nil {
 			out = append(out, repo)
 		}

@@ -350,7 +350,11 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 			zap.Uint64("session", m.session), zap.Uint64("current", m.r.Session))
 		cl.dropSession(m.session)
 	}
-	changed, mark := s.node.mapChanges(s.checked)
+	// A node holding nothing skips the Diff: nothing it could tell.
+	changed, mark := []names.Repo(nil), s.node.mapMark()
+	if len(s.children) > 0 {
+		changed, mark = s.node.mapChanges(s.checked)
+	}
 	for k := range s.recheck {
 		changed = append(changed, k)
 	}

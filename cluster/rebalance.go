@@ -27,9 +27,10 @@ import (
 // and how long a repository stays put after a move ended.
 const (
 	// MoveTimeout ends a move whose holder has not let go (a release lost
-	// with its heartbeat answer, sessions lingering after the drain, or a
-	// repository the holder names but never opened). It has done no harm:
-	// the entry still names the holder.
+	// with its heartbeat answer, sessions lingering after the drain, a
+	// holder that could not claim the repository it never opened to let
+	// it go: OnHolderRelease). It has done no harm: the entry still names
+	// the holder.
 	MoveTimeout = 30 * time.Second
 	// MoveCooldown keeps a repository where a move (finished or not) left
 	// it, so that no repository ping-pongs between nodes while the live
