@@ -122,6 +122,9 @@ type clusterState struct {
 	// releases counts release calls in flight, so that a drain returns
 	// (and the process may exit) only once they are sent.
 	releases sync.WaitGroup
+	// leaderLoops are the leader node's periodic loops (pruning,
+	// rebalancing), waited for on close.
+	leaderLoops sync.WaitGroup
 	// serving is closed when the node stops joining (at once unless
 	// cfg.Joining); renewedAt is the last renewal the leader answered
 	// (unix nanoseconds).
@@ -266,9 +269,9 @@ func (n *Node) startCluster(cfg ClusterConfig) error {
 			return err
 		}
 		c.service, c.leader, c.leaderDB, c.leaderPID = svc, svc, db, svc.pid
-		go n.pruneLoop(c)
+		c.leaderLoops.Go(func() { n.pruneLoop(c) })
 		if cfg.Rebalance > 0 {
-			go n.rebalanceLoop(c)
+			c.leaderLoops.Go(func() { n.rebalanceLoop(c) })
 		}
 		return nil
 	}
@@ -319,6 +322,9 @@ func (c *clusterState) stopped() bool {
 
 func (c *clusterState) close() {
 	close(c.stop)
+	// A pruning pass in flight asks the leader actor, which stops next:
+	// it must have its answer first, or it waits out its timeout.
+	c.leaderLoops.Wait()
 	<-c.followDone
 	if f := c.follower.Load(); f != nil {
 		f.Close()
