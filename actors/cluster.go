@@ -122,6 +122,9 @@ type clusterState struct {
 	// releases counts release calls in flight, so that a drain returns
 	// (and the process may exit) only once they are sent.
 	releases sync.WaitGroup
+	// leaderLoops are the leader node's periodic loops (pruning,
+	// rebalancing), waited for on close.
+	leaderLoops sync.WaitGroup
 	// serving is closed when the node stops joining (at once unless
 	// cfg.Joining); renewedAt is the last renewal the leader answered
 	// (unix nanoseconds).
@@ -266,9 +269,9 @@ func (n *Node) startCluster(cfg ClusterConfig) error {
 			return err
 		}
 		c.service, c.leader, c.leaderDB, c.leaderPID = svc, svc, db, svc.pid
-		go n.pruneLoop(c)
+		c.leaderLoops.Go(func() { n.pruneLoop(c) })
 		if cfg.Rebalance > 0 {
-			go n.rebalanceLoop(c)
+			c.leaderLoops.Go(func() { n.rebalanceLoop(c) })
 		}
 		return nil
 	}
@@ -319,6 +322,9 @@ func (c *clusterState) stopped() bool {
 
 func (c *clusterState) close() {
 	close(c.stop)
+	// A pruning pass in flight asks the leader actor, which stops next:
+	// it must have its answer first, or it waits out its timeout.
+	c.leaderLoops.Wait()
 	<-c.followDone
 	if f := c.follower.Load(); f != nil {
 		f.Close()
@@ -499,17 +505,21 @@ type MapMark struct {
 	at time.Time
 }
 
+// mapMark is the node's map view now.
+func (n *Node) mapMark() MapMark {
+	cur, _ := n.OwnershipView().(refView)
+	return MapMark{v: cur, at: time.Now()}
+}
+
 // NewlyNamedHere lists the repositories whose live entry in this node's
 // map view names it now (granted, steered or handed over to it) but did
 // not at mark; the zero mark lists every one. It returns the mark for
 // the next call. It decodes only the entries written since mark
-// (refdb.Diff), so a node watching the map pays for its changes, not for
+// (mapChanges), so a node watching the map pays for its changes, not for
 // its size.
 func (n *Node) NewlyNamedHere(mark MapMark) ([]names.Repo, MapMark) {
-	cur, _ := n.OwnershipView().(refView)
-	now := time.Now()
-	next := MapMark{v: cur, at: now}
-	if n.cl == nil || cur.v == nil {
+	changed, next := n.mapChanges(mark)
+	if n.cl == nil {
 		return nil, next
 	}
 	self := n.cl.cfg.Self
@@ -518,9 +528,26 @@ func (n *Node) NewlyNamedHere(mark MapMark) ([]names.Repo, MapMark) {
 		return ok && e.Node == self && e.Live(at)
 	}
 	var out []names.Repo
-	for k := range refdb.Diff(mark.v.v, cur.v, cluster.KeyPrefix) {
-		repo, err := cluster.RepoOfKey(k)
-		if err == nil && named(cur, repo, now) && !named(mark.v, repo, mark.at) {
+	for _, repo := range changed {
+		if named(next.v, repo, next.at) && !named(mark.v, repo, mark.at) {
+			out = append(out, repo)
+		}
+	}
+	return out, next
+}
+
+// mapChanges lists the repositories whose entry in this node's map view
+// changed since mark (added, changed or removed; the zero mark: every
+// one), and returns the view now as the next mark. It costs what
+// changed (refdb.Diff), not the map's size.
+func (n *Node) mapChanges(mark MapMark) ([]names.Repo, MapMark) {
+	next := n.mapMark()
+	if n.cl == nil || next.v.v == nil {
+		return nil, next
+	}
+	var out []names.Repo
+	for k := range refdb.Diff(mark.v.v, next.v.v, cluster.KeyPrefix) {
+		if repo, err := cluster.RepoOfKey(k); err == nil {
 			out = append(out, repo)
 		}
 	}

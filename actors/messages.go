@@ -241,6 +241,9 @@ type (
 		epoch   uint64
 		session uint64 // the node session the entry is bound to (cluster.ServeLease)
 		holder  cluster.Holder
+		// release: claimed only to be let go through the drain (a move
+		// of a repository never opened here; supervisor.releaseMoved).
+		release bool
 	}
 	// regranted tells a repo actor the lease it holds was granted again
 	// under epoch; revive is the new lease of a lingering actor.
@@ -278,7 +281,7 @@ type (
 	// repo the node held when it left to its epoch, session is the session
 	// the heartbeat renewed (0: it opened one).
 	renewResult struct {
-		sent    map[names.Repo]uint64
+		listed  map[names.Repo]uint64 // the repositories listed, by epoch
 		session uint64
 		at      time.Time // when it was sent: the ServeLease it acknowledges starts there
 		probe   bool      // sent as a probeLeader

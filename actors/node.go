@@ -181,7 +181,7 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return &supervisor{node: n, children: map[names.Repo]*child{}, lingering: map[string]lingerer{}}
+		return &supervisor{node: n, children: map[names.Repo]*child{}, lingering: map[string]lingerer{}, recheck: map[names.Repo]bool{}}
 	})
 	pid, err := n.system.Root.SpawnNamed(props, "repos")
 	if err != nil {

@@ -191,11 +191,18 @@ func routeHeld(view cluster.View, repo names.Repo, self string, l leaseInfo) (Ro
 // here (open the database: spawn the repo actor, which owns the lease from
 // then on; forward; or answer 503).
 func (n *Node) apply(ctx context.Context, key names.Repo, d cluster.Decision) (Route, error) {
+	return n.applyGrant(ctx, key, d, false)
+}
+
+// applyGrant is apply; with release, the repo actor a grant spawns lets
+// the lease go through the drain at once.
+func (n *Node) applyGrant(ctx context.Context, key names.Repo, d cluster.Decision, release bool) (Route, error) {
 	h, acts := cluster.Step(cluster.NewHolder(n.cl.drain()), cluster.EventOf(d, n.cl.cfg.Self), time.Now())
 	for _, act := range acts {
 		switch act.Kind {
 		case cluster.OpenDB:
-			if _, err := askSupervisor(ctx, n, &granted{key: key, epoch: d.Entry.Epoch, session: d.Entry.Session, holder: h}, 10*time.Second); err != nil {
+			g := &granted{key: key, epoch: d.Entry.Epoch, session: d.Entry.Session, holder: h, release: release}
+			if _, err := askSupervisor(ctx, n, g, 10*time.Second); err != nil {
 				return Route{}, fmt.Errorf("record lease on %s: %w", key, err)
 			}
 			return Route{Local: true}, nil
@@ -204,6 +211,22 @@ func (n *Node) apply(ctx context.Context, key names.Repo, d cluster.Decision) (R
 		}
 	}
 	return Route{}, fmt.Errorf("claim %s: %s without an owner: %w", key, d.Outcome, ErrLeaderUnreachable)
+}
+
+// claimToRelease claims key, which the map names this node for but no
+// repo actor holds, and lets it go through the drain once granted
+// (cluster.ReleaseClaim). Best effort: if the leader refuses or does not
+// answer, the move waits, and the next heartbeat's answer asks again.
+func (n *Node) claimToRelease(key names.Repo) {
+	ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
+	defer cancel()
+	d, err := n.cl.leader.Claim(ctx, cluster.ClaimLease{Repo: key, Node: n.cl.cfg.Self})
+	if err == nil {
+		_, err = n.applyGrant(ctx, key, d, true)
+	}
+	if err != nil {
+		n.log.Warn("claim a repository to release it", zap.Stringer("repo", key), zap.Error(err))
+	}
 }
 
 func unreachable(err error) error {

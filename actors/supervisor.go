@@ -24,9 +24,10 @@ import (
 // timer; see repoActor). The supervisor keeps only what the renewal needs:
 // every RenewEvery it renews the node's session, which renews every entry
 // bound to it (cluster.NodeSession: one small write, whatever the node
-// holds), and tells each child still renewing whose lease was declined:
-// all when the session was, or one whose repository the node's map view
-// shows granted again elsewhere (cluster.Lost).
+// holds), and tells each child whose lease was declined: all when the
+// session was, or one whose repository the node's map view shows granted
+// again elsewhere (cluster.Lost), which it checks only for the entries
+// that changed since the last heartbeat (heartbeatLosses).
 type supervisor struct {
 	node     *Node
 	children map[names.Repo]*child
@@ -43,6 +44,12 @@ type supervisor struct {
 	started    time.Time // the probes' grid: started + LeaderRetry/2 + k·LeaderRetry
 	draining   bool
 	drainDone  chan struct{}
+	// checked is the map view the last answered heartbeat was checked
+	// against, under session checkedSession; recheck are the children
+	// granted since, checked at the next answer whatever the view shows.
+	checked        MapMark
+	checkedSession uint64
+	recheck        map[names.Repo]bool
 }
 
 // lingerer is a lingering repo actor.
@@ -54,10 +61,12 @@ type lingerer struct {
 type child struct {
 	pid      *actor.PID
 	lastUsed time.Time
-	// Cluster mode: the lease's epoch (the supervisor records every grant)
-	// and whether the actor reports it in the renewal batch.
-	epoch  uint64
-	renews bool
+	// Cluster mode: the lease's epoch and session (the supervisor records
+	// every grant), whether the actor renews it (not draining), and
+	// whether the map view last showed it as a per-repository lease
+	// (granted before the node had a session), which the heartbeat lists.
+	epoch, session  uint64
+	renews, unbound bool
 }
 
 func (s *supervisor) Receive(ctx actor.Context) {
@@ -171,12 +180,10 @@ func (s *supervisor) spawn(ctx actor.Context, key names.Repo, lease *actorLease)
 		return &repoActor{node: s.node, key: key, lease: lease}
 	}, actor.WithSupervisor(repoStrategy))
 	c := &child{pid: ctx.Spawn(props), lastUsed: time.Now()}
-	if lease != nil {
-		c.epoch, c.renews = lease.epoch, lease.h.Renews()
-	}
 	s.children[key] = c
 	if lease != nil {
-		s.holdLease(key, c.epoch)
+		c.renews = lease.h.Renews()
+		s.holdLease(key, c, lease.epoch, lease.session)
 	}
 	s.enforceMaxWarm(ctx, key)
 	return c
@@ -184,22 +191,21 @@ func (s *supervisor) spawn(ctx actor.Context, key names.Repo, lease *actorLease)
 
 // granted spawns the repo actor of a newly granted lease (spawning opens
 // the database), or tells the actor holding it of the new epoch. A grant
-// that was in flight when the drain began is served through the drain
-// and then let go.
+// that was in flight when the drain began, or claimed only to be let go
+// (release), is served through the drain and then let go.
 func (s *supervisor) granted(ctx actor.Context, m *granted) {
 	c, ok := s.children[m.key]
 	switch l, lingers := s.lingererOf(m.key); {
 	case ok:
-		c.epoch = m.epoch
-		s.holdLease(m.key, c.epoch)
+		s.holdLease(m.key, c, m.epoch, m.session)
 		ctx.Send(c.pid, &regranted{epoch: m.epoch, session: m.session})
 	case lingers:
 		// Granted again while its sessions finish: the same actor (and
 		// open database) serves on, rather than a second one fencing it.
 		delete(s.lingering, l.pid.Id)
-		c = &child{pid: l.pid, lastUsed: time.Now(), epoch: m.epoch, renews: m.holder.Renews()}
+		c = &child{pid: l.pid, lastUsed: time.Now(), renews: m.holder.Renews()}
 		s.children[m.key] = c
-		s.holdLease(m.key, c.epoch)
+		s.holdLease(m.key, c, m.epoch, m.session)
 		ctx.Send(c.pid, &regranted{epoch: m.epoch, session: m.session, revive: &m.holder})
 	default:
 		c = s.spawn(ctx, m.key, &actorLease{h: m.holder, epoch: m.epoch, session: m.session})
@@ -208,15 +214,18 @@ func (s *supervisor) granted(ctx actor.Context, m *granted) {
 		}
 	}
 	ctx.Respond(&leaseInfo{held: true, epoch: c.epoch})
-	if s.draining {
+	if s.draining || m.release {
 		ctx.Send(c.pid, &startRelease{})
 	}
 }
 
-// holdLease and dropLease publish the children's leases
-// (clusterState.leases) as they change.
-func (s *supervisor) holdLease(key names.Repo, epoch uint64) {
+// holdLease records c's grant of key under epoch and session, checked at
+// the next heartbeat's answer (recheck), and with dropLease publishes the
+// children's leases (clusterState.leases) as they change.
+func (s *supervisor) holdLease(key names.Repo, c *child, epoch, session uint64) {
+	c.epoch, c.session, c.unbound = epoch, session, session == 0
 	if s.node.cl != nil {
+		s.recheck[key] = true
 		s.node.cl.leases.Store(key, epoch)
 	}
 }
@@ -271,9 +280,9 @@ func (s *supervisor) probe(ctx actor.Context, m *probeLeader) {
 }
 
 // renew sends the node's heartbeat: the renewal of its session (opening
-// one if it has none), listing only the leases its map view shows as
-// per-repository ones (granted before the node had a session), which the
-// leader then binds to the session. A heartbeat still in flight (slow
+// one if it has none), listing only the leases its map view showed as
+// per-repository ones (child.unbound: granted before the node had a
+// session), which the leader then binds to the session. A heartbeat still in flight (slow
 // leader) is not doubled up. It is sent with nothing held too, to keep an
 // idle node live for placement, except while joining or draining: such a
 // node must stay out of placement.
@@ -281,13 +290,14 @@ func (s *supervisor) renew(ctx actor.Context, probe bool) {
 	if s.renewing {
 		return
 	}
-	sent := make(map[names.Repo]uint64, len(s.children))
+	listed := map[names.Repo]uint64{}
 	var repos []names.Repo
-	view := s.node.OwnershipView()
+	renewing := false
 	for k, c := range s.children {
 		if c.renews {
-			sent[k] = c.epoch
-			if e, ok := view.Get(k); ok && e.Session == 0 {
+			renewing = true
+			if c.unbound {
+				listed[k] = c.epoch
 				repos = append(repos, k)
 			}
 		}
@@ -295,7 +305,7 @@ func (s *supervisor) renew(ctx actor.Context, probe bool) {
 	// Sorted for a deterministic request; only the unbound leases, which
 	// are few, not every child on every heartbeat.
 	slices.SortFunc(repos, names.Compare)
-	if len(sent) == 0 && (s.draining || s.node.cl.joining()) {
+	if !renewing && (s.draining || s.node.cl.joining()) {
 		return
 	}
 	s.renewing, s.lastRenew = true, time.Now()
@@ -303,7 +313,7 @@ func (s *supervisor) renew(ctx actor.Context, probe bool) {
 	go func() {
 		rctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 		defer cancel()
-		res := &renewResult{sent: sent, session: cl.session.Load(), probe: probe, at: time.Now()}
+		res := &renewResult{listed: listed, session: cl.session.Load(), probe: probe, at: time.Now()}
 		if res.session == 0 {
 			res.r.Session, res.err = cl.ensureSession(rctx)
 		} else {
@@ -340,22 +350,24 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 			zap.Uint64("session", m.session), zap.Uint64("current", m.r.Session))
 		cl.dropSession(m.session)
 	}
-	declined := make(map[names.Repo]bool, len(m.r.Declined))
-	for _, r := range m.r.Declined {
-		declined[r] = true
+	// A node holding nothing skips the Diff: nothing it could tell.
+	changed, mark := []names.Repo(nil), s.node.mapMark()
+	if len(s.children) > 0 {
+		changed, mark = s.node.mapChanges(s.checked)
 	}
-	view := s.node.OwnershipView()
-	for k, epoch := range m.sent {
-		if !m.r.SessionDeclined && !declined[k] {
-			if e, ok := view.Get(k); !cluster.Lost(e, ok, cl.cfg.Self, m.r.Session, epoch) {
-				continue // renewed: nothing to tell the actor
-			}
-		}
-		if c, ok := s.children[k]; ok {
-			// The actor compares the epoch: a lease granted again since
-			// the batch left is not the one declined.
-			ctx.Send(c.pid, &renewAnswer{epoch: epoch})
-		}
+	for k := range s.recheck {
+		changed = append(changed, k)
+	}
+	told := heartbeatLosses(s.children, heartbeatCheck{self: cl.cfg.Self, session: m.session, reply: m.r, listed: m.listed,
+		changed: changed, all: m.r.Session != s.checkedSession, view: mark.v})
+	for _, t := range told {
+		// The actor compares the epoch: a lease granted again since
+		// is not the one declined.
+		ctx.Send(s.children[t.key].pid, &renewAnswer{epoch: t.epoch})
+	}
+	if !m.r.SessionDeclined {
+		s.checked, s.checkedSession = mark, m.r.Session
+		clear(s.recheck)
 	}
 	if f := cl.cfg.OnGrant; f != nil {
 		for _, k := range m.r.Prewarm {
@@ -367,14 +379,28 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 
 // releaseMoved starts the release, through the drain, of the repositories
 // the leader moves elsewhere (cluster.LeasesRenewed.Release) that this
-// node serves; the leader hands each to its target once the entry lapsed.
-// One already draining, lingering or not held is left as it is: the move
-// times out if the holder never lets go.
+// node holds (cluster.OnHolderRelease); the leader hands each to its
+// target once the entry lapsed. One the map names here that no actor
+// ever opened is claimed first, as a request would, and released once
+// granted (granted.release). One already draining, lingering or not held
+// is left as it is: the move times out if the holder never lets go.
 func (s *supervisor) releaseMoved(ctx actor.Context, repos []names.Repo) {
+	if s.draining || len(repos) == 0 {
+		return
+	}
+	cl, view, now := s.node.cl, s.node.OwnershipView(), time.Now()
 	for _, k := range repos {
-		if c, ok := s.children[k]; ok && c.renews {
+		c, held := s.children[k]
+		_, lingers := s.lingererOf(k)
+		e, ok := view.Get(k)
+		switch cluster.OnHolderRelease(held || lingers, held && c.renews, e, ok, cl.cfg.Self, cl.session.Load(), now) {
+		case cluster.ReleaseDrain:
 			s.node.log.Info("releasing a repository the leader moves to another node", zap.Stringer("repo", k))
 			ctx.Send(c.pid, &startRelease{})
+		case cluster.ReleaseClaim:
+			s.node.log.Info("releasing a repository the leader moves to another node, never opened here: claiming it first",
+				zap.Stringer("repo", k))
+			go s.node.claimToRelease(k)
 		}
 	}
 }

@@ -27,9 +27,10 @@ import (
 // and how long a repository stays put after a move ended.
 const (
 	// MoveTimeout ends a move whose holder has not let go (a release lost
-	// with its heartbeat answer, sessions lingering after the drain, or a
-	// repository the holder names but never opened). It has done no harm:
-	// the entry still names the holder.
+	// with its heartbeat answer, sessions lingering after the drain, a
+	// holder that could not claim the repository it never opened to let
+	// it go: OnHolderRelease). It has done no harm: the entry still names
+	// the holder.
 	MoveTimeout = 30 * time.Second
 	// MoveCooldown keeps a repository where a move (finished or not) left
 	// it, so that no repository ping-pongs between nodes while the live
@@ -206,6 +207,50 @@ func StepMove(mv Move, e Entry, ok bool, live LiveSet, now time.Time, lim Rebala
 		return MoveAbandoned
 	}
 	return MoveWait
+}
+
+// HolderRelease is what a holder does with a repository the leader
+// moves elsewhere (LeasesRenewed.Release).
+type HolderRelease uint8
+
+const (
+	// ReleaseIgnore: not held here (the map names another node, another
+	// session of this one, or nothing live), or already let go (the
+	// actor drains, or lingers under running sessions); a move the
+	// leader still waits on times out, harmlessly.
+	ReleaseIgnore HolderRelease = iota
+	// ReleaseDrain: the node serves it; release it through the drain.
+	ReleaseDrain
+	// ReleaseClaim: the map names the node for it under its session, but
+	// the node never opened it (a hand-over, a move here, unrequested
+	// since). Ignoring the release would keep it where it is for good:
+	// the move would time out, and so would every later one. The node
+	// claims it, as a request would (the leader extends the entry), and
+	// releases it through the drain once granted.
+	ReleaseClaim
+)
+
+// OnHolderRelease decides for a release of a repository: actor, whether
+// a repo actor of the node holds it (serving, draining or lingering),
+// renews, whether that actor serves it (its lease is in the heartbeat),
+// e the node's view of the entry (ok false: none), bound to its node's
+// session, self the node and session its current session.
+//
+//	actor   renews   entry at now                            → action
+//	yes     yes      any                                     → drain
+//	yes     no       any                                     → ignore (letting go already)
+//	no      -        names self, live, under session         → claim, then drain
+//	no      -        otherwise                               → ignore
+func OnHolderRelease(actor, renews bool, e Entry, ok bool, self string, session uint64, now time.Time) HolderRelease {
+	switch {
+	case actor && renews:
+		return ReleaseDrain
+	case actor:
+		return ReleaseIgnore
+	case ok && session != 0 && e.Node == self && e.Session == session && e.Live(now):
+		return ReleaseClaim
+	}
+	return ReleaseIgnore
 }
 
 // MoveTo grants repo to node to, the target of a move, if its entry still

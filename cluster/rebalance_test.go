@@ -328,3 +328,32 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+func TestOnHolderRelease(t *testing.T) {
+	now := at(time.Hour)
+	mine := Entry{Node: "rgit-1", Epoch: 4, Session: 3, Expires: now.Add(TTL)}
+	with := func(f func(e *Entry)) Entry { e := mine; f(&e); return e }
+	for _, tc := range []struct {
+		name          string
+		actor, renews bool
+		e             Entry
+		ok            bool
+		want          HolderRelease
+	}{
+		{"served here", true, true, mine, true, ReleaseDrain},
+		{"served, view lagging", true, true, Entry{}, false, ReleaseDrain},
+		{"draining or lingering", true, false, mine, true, ReleaseIgnore},
+		// A hand-over (or a move here) never opened: released all the
+		// same, or it could never move (the move times out, for good).
+		{"named here, never opened", false, false, mine, true, ReleaseClaim},
+		{"no entry", false, false, Entry{}, false, ReleaseIgnore},
+		{"named elsewhere", false, false, with(func(e *Entry) { e.Node = "rgit-2" }), true, ReleaseIgnore},
+		{"another session of this node", false, false, with(func(e *Entry) { e.Session = 2 }), true, ReleaseIgnore},
+		{"per-repository lease", false, false, with(func(e *Entry) { e.Session = 0 }), true, ReleaseIgnore},
+		{"lapsed", false, false, with(func(e *Entry) { e.Expires = now }), true, ReleaseIgnore},
+	} {
+		if got := OnHolderRelease(tc.actor, tc.renews, tc.e, tc.ok, "rgit-1", 3, now); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -207,7 +207,7 @@ func MeasureCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, e
 	}
 	for len(away) > 0 {
 		if time.Since(start) > limit {
-			return res, fmt.Errorf("scale out: %d repositories still away from their winner after %s", len(away), limit)
+			return res, fmt.Errorf("scale out: %d repositories still away from their winner after %s: %s", len(away), limit, c.describeAway(repos, winner, away))
 		}
 		time.Sleep(rc.RebalanceEvery)
 		view := c.Node(c.Leader()).OwnershipView()
@@ -426,4 +426,28 @@ func (m mapFiles) since(before mapFiles) (wal, snap tally) {
 		t.bytes += size
 	}
 	return wal, snap
+}
+
+// describeAway tells what the leader's map says of the first few
+// repositories still away from their winner, for a failed scale-out.
+func (c *Cluster) describeAway(repos []names.Repo, winner []string, away []int) string {
+	view, now := c.Node(c.Leader()).OwnershipView(), time.Now()
+	var b strings.Builder
+	for n, i := range away {
+		if n == 10 {
+			b.WriteString("; …")
+			break
+		}
+		if n > 0 {
+			b.WriteString("; ")
+		}
+		e, ok := view.Get(repos[i])
+		fmt.Fprintf(&b, "%s (winner %s): ", repos[i], winner[i])
+		if !ok {
+			b.WriteString("no entry")
+			continue
+		}
+		fmt.Fprintf(&b, "%s epoch %d session %d live %t written %s ago", e.Node, e.Epoch, e.Session, e.Live(now), now.Sub(e.Written))
+	}
+	return b.String()
 }

@@ -78,3 +78,53 @@ func TestRebalanceUnderTraffic(t *testing.T) {
 		t.Logf("rebalance: %d of %d repositories moved off rgit-0 under traffic", misplaced, len(repos))
 	})
 }
+
+// TestRebalanceHandedOverBack: a leader that drains hands its
+// repositories to the other nodes, which hold them without ever opening
+// them. Once it is back, the rebalancer moves them to it, their winner,
+// with no request for them in between: a holder told to release a
+// repository it never opened lets it go all the same.
+func TestRebalanceHandedOverBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer settle()
+		c, err := New(Options{Nodes: 4, Steer: actors.SteerOn, Rebalance: 2, Stagger: 7 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctx := context.Background()
+		time.Sleep(rc.SettleTime)
+		live := liveSet(c.Names())
+		var repos []string
+		leaders := 0
+		for i := range 16 {
+			r := fmt.Sprintf("a/h-%d", i)
+			if err := repo.Create(ctx, c.Deps(), names.MustParse(r)); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := c.Push(ctx, "rgit-1", r, "refs/heads/main", 1); err != nil {
+				t.Fatal(err)
+			}
+			if rc.Rendezvous(names.MustParse(r), live) == c.Leader() {
+				leaders++
+			}
+			repos = append(repos, r)
+		}
+		if leaders == 0 {
+			t.Fatal("no repository's winner is the leader: nothing handed over")
+		}
+		if err := c.rollingRestart(ctx, []string{c.Leader()}, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		for _, r := range repos {
+			want := rc.Rendezvous(names.MustParse(r), live)
+			if e, ok := c.Entry(c.Leader(), r); !ok || e.Node != want || !e.Live(time.Now()) {
+				t.Errorf("%s held by %q (live %t), want its winner %s", r, e.Node, e.Live(time.Now()), want)
+			}
+		}
+		for _, v := range c.Violations() {
+			t.Error(v)
+		}
+	})
+}
