@@ -15,11 +15,15 @@ export PATH := $(BIN):$(PATH)
 # half drives the same server code and doubles the slowest package of the
 # race run. Of testkit/multiproc (real nodes as child processes, built
 # without -race) only the harness runs there: one rolling restart under
-# its concurrent push-and-fetch load (RACE_MULTIPROC).
+# its concurrent push-and-fetch load (RACE_MULTIPROC). TestCapacity, the
+# capacity model's fake-time measurement, runs in the plain test stage
+# only: under -race it once crashed the race runtime itself (SIGSEGV in
+# its StackDepot, 2026-12-06, not a race report), and the cluster code
+# it drives runs under -race in the package's other tests.
 RACE_PKGS := ./storage/refdb/... ./storage/objstore/... ./storage/packcache/... ./storage/repo/... ./storage/clonecache/... \
 	./storage/pack/... ./storage/bitmap/... ./storage/walk/... ./storage/fsck/... ./storage/ttlcache/... \
 	./actors/... ./cluster/... ./transport/... ./testkit/faultstore/... ./testkit/cluster/...
-RACE_SKIP := -skip 'TestE2E/s3'
+RACE_SKIP := -skip 'TestE2E/s3|TestCapacity$$'
 RACE_MULTIPROC := -run 'TestClusterRollingRestartNoFailures' ./testkit/multiproc/
 FUZZTIME  ?= 5s
 
