@@ -61,7 +61,15 @@ func TestLimitUnauthenticated(t *testing.T) {
 		t.Fatal(err)
 	}
 	anon := clientlimit.NewPerAddr(1, "RGIT_MAX_ANON_PER_ADDR")
-	srv := httptest.NewServer(LimitUnauthenticated(anon, h))
+	// returned is sent to once the limiter's handler has returned (its
+	// unit is released then, after the client may already have read the
+	// answer).
+	returned := make(chan struct{}, 4)
+	limited := LimitUnauthenticated(anon, h)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limited.ServeHTTP(w, r)
+		returned <- struct{}{}
+	}))
 	t.Cleanup(srv.Close)
 	get := func(authz string) (int, http.Header, errorBody) {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+treePath, nil)
@@ -98,6 +106,9 @@ func TestLimitUnauthenticated(t *testing.T) {
 	o.gate <- struct{}{}
 	if code := <-done; code != http.StatusOK {
 		t.Fatalf("first anonymous request: %d", code)
+	}
+	for range 3 { // the three requests' handlers
+		<-returned
 	}
 	if n := anon.Held("127.0.0.1"); n != 0 {
 		t.Errorf("%d units held after the request ended", n)
