@@ -357,6 +357,91 @@ func (s *Server) reverseProxy() (*httputil.ReverseProxy, error) {
 	return httputil.NewSingleHostReverseProxy(target), nil
 }
 
+// HoldProxy is a proxy in front of a Server that forwards every request
+// but can keep back the answer to one: the store carries that request
+// out and its client never hears so. A test kills the client then, at
+// the moment the store holds more than the client has acted on. Its URL
+// replaces Endpoint (AWS_ENDPOINT).
+type HoldProxy struct {
+	URL  string
+	rp   *httputil.ReverseProxy
+	stop chan struct{}
+	mu   sync.Mutex
+	pick func(*http.Request) bool
+	held chan int
+}
+
+// StartHoldProxy starts a HoldProxy that holds nothing yet; it stops with
+// the test.
+func (s *Server) StartHoldProxy(t testing.TB) *HoldProxy {
+	t.Helper()
+	rp, err := s.reverseProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &HoldProxy{rp: rp, stop: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(p.serve))
+	t.Cleanup(func() {
+		close(p.stop) // let a held request go, so that Close returns
+		srv.Close()
+	})
+	p.URL = srv.URL
+	return p
+}
+
+// Hold arms the proxy for the next request pick chooses: it is forwarded,
+// the store's answer is read and dropped, and its status is sent on the
+// returned channel; the request then waits until its client goes away.
+// Requests after it are forwarded as usual.
+func (p *HoldProxy) Hold(pick func(*http.Request) bool) <-chan int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pick, p.held = pick, make(chan int, 1)
+	return p.held
+}
+
+func (p *HoldProxy) serve(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	held := p.held
+	picked := p.pick != nil && p.pick(r)
+	if picked {
+		p.pick = nil
+	}
+	p.mu.Unlock()
+	if !picked {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	rec := &finalStatus{ResponseRecorder: httptest.NewRecorder()}
+	p.rp.ServeHTTP(rec, r)
+	held <- rec.code
+	select {
+	case <-r.Context().Done():
+	case <-p.stop:
+	}
+}
+
+// finalStatus records the final status of an answer; a 100 Continue
+// the store sends first (to a PUT with Expect) is not it.
+type finalStatus struct {
+	*httptest.ResponseRecorder
+	code int
+}
+
+func (f *finalStatus) WriteHeader(code int) {
+	if code >= 200 && f.code == 0 {
+		f.code = code
+	}
+	f.ResponseRecorder.WriteHeader(code)
+}
+
+func (f *finalStatus) Write(b []byte) (int, error) {
+	if f.code == 0 {
+		f.code = http.StatusOK
+	}
+	return f.ResponseRecorder.Write(b)
+}
+
 // SlowProxy is a proxy in front of a Server that holds every request for
 // its current delay before forwarding it: a store that answers, slowly.
 // Its URL replaces Endpoint (AWS_ENDPOINT).
