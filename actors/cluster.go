@@ -122,6 +122,10 @@ type clusterState struct {
 	// releases counts release calls in flight, so that a drain returns
 	// (and the process may exit) only once they are sent.
 	releases sync.WaitGroup
+	// claiming holds the repositories with a claimToRelease in flight
+	// (names.Repo → struct{}), so heartbeat answers that repeat a
+	// release while it runs start no second one.
+	claiming sync.Map
 	// leaderLoops are the leader node's periodic loops (pruning,
 	// rebalancing), waited for on close.
 	leaderLoops sync.WaitGroup
@@ -542,14 +546,20 @@ func (n *Node) NewlyNamedHere(mark MapMark) ([]names.Repo, MapMark) {
 // changed (refdb.Diff), not the map's size.
 func (n *Node) mapChanges(mark MapMark) ([]names.Repo, MapMark) {
 	next := n.mapMark()
-	if n.cl == nil || next.v.v == nil {
-		return nil, next
+	return n.changedBetween(mark, next), next
+}
+
+// changedBetween lists the repositories whose entry differs between the
+// views of two marks.
+func (n *Node) changedBetween(from, to MapMark) []names.Repo {
+	if n.cl == nil || to.v.v == nil {
+		return nil
 	}
 	var out []names.Repo
-	for k := range refdb.Diff(mark.v.v, next.v.v, cluster.KeyPrefix) {
+	for k := range refdb.Diff(from.v.v, to.v.v, cluster.KeyPrefix) {
 		if repo, err := cluster.RepoOfKey(k); err == nil {
 			out = append(out, repo)
 		}
 	}
-	return out, next
+	return out
 }

@@ -218,6 +218,9 @@ func (n *Node) applyGrant(ctx context.Context, key names.Repo, d cluster.Decisio
 // (cluster.ReleaseClaim). Best effort: if the leader refuses or does not
 // answer, the move waits, and the next heartbeat's answer asks again.
 func (n *Node) claimToRelease(key names.Repo) {
+	if n.cl.draining.Load() {
+		return // the drain hands over what the map names here (Drain)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), cluster.RenewEvery)
 	defer cancel()
 	d, err := n.cl.leader.Claim(ctx, cluster.ClaimLease{Repo: key, Node: n.cl.cfg.Self})

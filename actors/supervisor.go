@@ -351,9 +351,10 @@ func (s *supervisor) renewed(ctx actor.Context, m *renewResult) {
 		cl.dropSession(m.session)
 	}
 	// A node holding nothing skips the Diff: nothing it could tell.
-	changed, mark := []names.Repo(nil), s.node.mapMark()
+	var changed []names.Repo
+	mark := s.node.mapMark()
 	if len(s.children) > 0 {
-		changed, mark = s.node.mapChanges(s.checked)
+		changed = s.node.changedBetween(s.checked, mark)
 	}
 	for k := range s.recheck {
 		changed = append(changed, k)
@@ -398,9 +399,17 @@ func (s *supervisor) releaseMoved(ctx actor.Context, repos []names.Repo) {
 			s.node.log.Info("releasing a repository the leader moves to another node", zap.Stringer("repo", k))
 			ctx.Send(c.pid, &startRelease{})
 		case cluster.ReleaseClaim:
+			if _, busy := cl.claiming.LoadOrStore(k, struct{}{}); busy {
+				continue
+			}
 			s.node.log.Info("releasing a repository the leader moves to another node, never opened here: claiming it first",
 				zap.Stringer("repo", k))
-			go s.node.claimToRelease(k)
+			// Counted with the releases: a drain that starts meanwhile
+			// waits for it, as for every release in flight.
+			cl.releases.Go(func() {
+				defer cl.claiming.Delete(k)
+				s.node.claimToRelease(k)
+			})
 		}
 	}
 }
