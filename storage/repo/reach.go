@@ -85,6 +85,11 @@ func (s *Snapshot) Reachable(ctx context.Context) (*bitmap.Reach, error) {
 		}()
 	}
 	set.reachMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		// Given up already: the computation goes on for later callers,
+		// but this one gets its error even if the set is ready.
+		return nil, err
+	}
 	select {
 	case <-e.done:
 		if e.err != nil {
