@@ -39,10 +39,14 @@ func Delete(ctx context.Context, d Deps, r names.Repo) error {
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", r, err)
 	}
-	// Its writer is stopped: any upload left is a dead one, whatever its age.
+	// Its writer is stopped: any upload left is a dead one, whatever its
+	// age. Failing to abort them (a credential without
+	// s3:ListBucketMultipartUploads) does not stop the delete: they are
+	// invisible, and a bucket lifecycle rule can still take them.
 	aborted, err := sweepUploads(ctx, d, r, time.Now())
 	if err != nil {
-		return fmt.Errorf("delete %s: %w", r, err)
+		d.log().Warn("delete: unfinished uploads not aborted; they stay until a bucket lifecycle rule removes them",
+			zap.Stringer("repo", r), zap.Error(err))
 	}
 	// Its webhook deliveries went with the database.
 	if err := ClearMarkers(ctx, d, r); err != nil {
