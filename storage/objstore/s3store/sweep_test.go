@@ -3,7 +3,10 @@ package s3store_test
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,5 +114,47 @@ func TestSweepUploadsPages(t *testing.T) {
 	n, err := st.SweepUploads(ctx, "p/", time.Now().Add(time.Minute))
 	if err != nil || n != uploads {
 		t.Fatalf("sweep: %d aborted, %v; want %d", n, err, uploads)
+	}
+}
+
+// TestSweepUploadsRace: an upload aborted by another sweeper between the
+// listing and the abort is skipped, not counted and not an error; an
+// abort the store fails is the sweep's error.
+func TestSweepUploadsRace(t *testing.T) {
+	srv := s3local.Start(t)
+	direct := stageStore(t, srv, "race", srv.Endpoint)
+	ctx := t.Context()
+	start := func(key string) {
+		t.Helper()
+		k := "race/" + key
+		if _, err := direct.Client().CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &srv.Bucket, Key: &k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	isAbort := func(r *http.Request) bool { return r.Method == http.MethodDelete && r.URL.Query().Has("uploadId") }
+	var raced atomic.Bool
+	st := stageStore(t, srv, "race", srv.FaultProxy(t, func(r *http.Request) bool {
+		if isAbort(r) && raced.CompareAndSwap(false, true) {
+			// Another sweeper aborts this upload first.
+			key := strings.TrimPrefix(r.URL.Path, "/"+srv.Bucket+"/")
+			id := r.URL.Query().Get("uploadId")
+			if _, err := direct.Client().AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &srv.Bucket, Key: &key, UploadId: &id}); err != nil {
+				t.Errorf("abort %s ahead of the sweep: %v", key, err)
+			}
+		}
+		return false
+	}))
+	start("a")
+	start("b")
+	n, err := st.SweepUploads(ctx, "", time.Now().Add(time.Minute))
+	if err != nil || n != 1 || !raced.Load() {
+		t.Fatalf("sweep racing another: %d aborted, %v (raced %v); want 1, no error", n, err, raced.Load())
+	}
+	checkAbsent(t, direct, srv, "a")
+
+	start("c")
+	failing := stageStore(t, srv, "race", srv.FaultProxy(t, isAbort))
+	if n, err := failing.SweepUploads(ctx, "", time.Now().Add(time.Minute)); err == nil || n != 0 {
+		t.Fatalf("sweep whose aborts fail: %d aborted, %v; want 0 and an error", n, err)
 	}
 }
