@@ -25,9 +25,11 @@ func (s *Store) SweepUploads(ctx context.Context, prefix string, cutoff time.Tim
 	for {
 		page, err := s.client.ListMultipartUploads(ctx, in)
 		if err != nil && in.UploadIdMarker != nil && errorCode(err) == "InvalidArgument" {
-			// versitygw refuses every upload-id marker, its own included
-			// (versity/versitygw#2149): resume after the key instead,
-			// leaving that key's further uploads to a later sweep.
+			// A server may refuse a marker naming an upload its writer
+			// finished since the last page, and versitygw refuses every
+			// one, its own included (versity/versitygw#2149): resume
+			// after the key instead, leaving that key's further uploads
+			// to a later sweep.
 			in.UploadIdMarker = nil
 			page, err = s.client.ListMultipartUploads(ctx, in)
 		}
@@ -35,7 +37,7 @@ func (s *Store) SweepUploads(ctx context.Context, prefix string, cutoff time.Tim
 			return 0, fmt.Errorf("sweep uploads under %q: list: %w", prefix, err)
 		}
 		for _, u := range page.Uploads {
-			// Young, or of unknown age: maybe a live writer's.
+			// One of unknown age may be a live writer's: it stays.
 			if u.Initiated != nil && u.Initiated.Before(cutoff) {
 				stale = append(stale, u)
 			}
