@@ -22,7 +22,8 @@ import (
 
 // CollectGarbage runs one garbage collection of key: the database
 // half in its repo actor, the store half here. Packs unreferenced for
-// less than minAge are kept (a push may be staging them). When packs were
+// less than minAge are kept (a push may be staging them); unfinished
+// uploads under the repository older than a day are aborted. When packs were
 // deleted, the read API's cached answers of the repository are purged:
 // they may show objects that are gone (a deleted branch's commits, which
 // the last repack left out). A failed purge is the error, with the
@@ -49,6 +50,7 @@ func (n *Node) CollectGarbage(ctx context.Context, key names.Repo, minAge time.D
 type gcMetrics struct {
 	runs    *prometheus.CounterVec
 	deleted prometheus.Counter
+	aborted prometheus.Counter
 }
 
 func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
@@ -58,12 +60,15 @@ func newGCMetrics(reg prometheus.Registerer) *gcMetrics {
 			Help: "Automatic garbage collections of owned repositories, by result (ok, error)."}, []string{"result"}),
 		deleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rgit_gc_deleted_bytes_total", Help: "Pack bytes deleted by automatic garbage collection."}),
+		aborted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rgit_gc_aborted_uploads_total",
+			Help: "Unfinished uploads (S3 multipart uploads of nodes killed mid-write) aborted by automatic garbage collection."}),
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.runs.WithLabelValues(r) // exported as 0 before the first run
 	}
 	if reg != nil {
-		reg.MustRegister(m.runs, m.deleted)
+		reg.MustRegister(m.runs, m.deleted, m.aborted)
 	}
 	return m
 }
@@ -95,9 +100,11 @@ func (m *maintainer) collect(key names.Repo, minAge time.Duration) bool {
 	case err == nil:
 		m.gc.runs.WithLabelValues("ok").Inc()
 		m.gc.deleted.Add(float64(st.DeletedBytes))
-		if st.DeletedKeys > 0 || st.Retired > 0 {
+		m.gc.aborted.Add(float64(st.AbortedUploads))
+		if st.DeletedKeys > 0 || st.Retired > 0 || st.AbortedUploads > 0 {
 			m.node.log.Info("automatic gc", zap.Stringer("repo", key), zap.Int("deleted_objects", st.DeletedKeys),
-				zap.Int64("deleted_bytes", st.DeletedBytes), zap.Int("retired_dropped", st.Retired))
+				zap.Int64("deleted_bytes", st.DeletedBytes), zap.Int("retired_dropped", st.Retired),
+				zap.Int("aborted_uploads", st.AbortedUploads))
 		}
 	}
 	return true

@@ -16,7 +16,9 @@ import (
 )
 
 // Delete destroys the repository: its database, every object under
-// objects/{owner}/{name}/, and its packs in the local cache. It is
+// objects/{owner}/{name}/ and every unfinished upload there (a killed
+// node's: no garbage collection visits a deleted repository), and its
+// packs in the local cache. It is
 // retryable: a repeat finishes a half-done delete. ErrNotFound only when
 // nothing at all was left. The caller must have stopped the repository's
 // writer (the database is destroyed underneath it).
@@ -37,6 +39,15 @@ func Delete(ctx context.Context, d Deps, r names.Repo) error {
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", r, err)
 	}
+	// Its writer is stopped: any upload left is a dead one, whatever its
+	// age. Failing to abort them (a credential without
+	// s3:ListBucketMultipartUploads) does not stop the delete: they are
+	// invisible, and a bucket lifecycle rule can still take them.
+	aborted, err := sweepUploads(ctx, d, r, time.Now())
+	if err != nil {
+		d.log().Warn("delete: unfinished uploads not aborted; they stay until a bucket lifecycle rule removes them",
+			zap.Stringer("repo", r), zap.Error(err))
+	}
 	// Its webhook deliveries went with the database.
 	if err := ClearMarkers(ctx, d, r); err != nil {
 		return fmt.Errorf("delete %s: %w", r, err)
@@ -45,10 +56,10 @@ func Delete(ctx context.Context, d Deps, r names.Repo) error {
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", r, err)
 	}
-	if !exists && n == 0 && !indexed {
+	if !exists && n == 0 && aborted == 0 && !indexed {
 		return fmt.Errorf("delete %s: %w", r, ErrNotFound)
 	}
-	d.log().Info("repository deleted", zap.Stringer("repo", r), zap.Int("objects", n))
+	d.log().Info("repository deleted", zap.Stringer("repo", r), zap.Int("objects", n), zap.Int("aborted_uploads", aborted))
 	return nil
 }
 

@@ -305,7 +305,18 @@ type GCStats struct {
 	DeletedBytes int64 // their size
 	KeptYoung    int   // unlisted objects kept because they are younger than minAge
 	Retired      int   // retired packs whose grace period ended (entries removed)
+	// AbortedUploads counts unfinished uploads aborted: S3 multipart
+	// uploads of writers killed mid-write, older than staleUploadAge.
+	AbortedUploads int
 }
+
+// staleUploadAge is how long ago an unfinished upload under a
+// repository's objects must have started for garbage collection to abort
+// it: longer than any push, repack or LFS upload takes to send its bytes,
+// so only a dead writer's is taken (not minAge: an hour is too short for
+// a huge push). The file store removes its crashed writers' temporary
+// files at the same age.
+const staleUploadAge = 24 * time.Hour
 
 // GCPlan is the database half of a garbage collection, handed to its
 // store half (Collect): which packs to keep.
@@ -380,7 +391,9 @@ func PlanOrphanGC(ctx context.Context, d Deps, r names.Repo, now time.Time, minA
 // grace period; MinAge must exceed the longest push so a staged pack is
 // never taken). It needs no database handle: run it outside the repo
 // actor. Packs listed after the plan was made are younger than MinAge
-// (they were just uploaded), so they are kept too.
+// (they were just uploaded), so they are kept too. It then aborts the
+// unfinished uploads under the repository's objects started more than
+// staleUploadAge before p.Now (sweepUploads).
 func Collect(ctx context.Context, d Deps, p GCPlan) (GCStats, error) {
 	keep := make(map[string]bool, len(p.Keep))
 	for _, name := range p.Keep {
@@ -388,7 +401,28 @@ func Collect(ctx context.Context, d Deps, p GCPlan) (GCStats, error) {
 	}
 	s, err := collect(ctx, d, p.Repo, p.Now, p.MinAge, keep)
 	s.Listed, s.Retired = p.Listed, p.Retired
-	return s, err
+	if err != nil {
+		return s, err
+	}
+	s.AbortedUploads, err = sweepUploads(ctx, d, p.Repo, p.Now.Add(-staleUploadAge))
+	if err != nil {
+		return s, fmt.Errorf("gc %s: %w", p.Repo, err)
+	}
+	return s, nil
+}
+
+// sweepUploads aborts, on a store whose writers leave unfinished uploads
+// behind when killed (objstore.UploadSweeper: S3), those under r's objects
+// prefix started before cutoff. The prefix holds everything of r that is
+// written in parts: packs (a push's staged pack, a repack's Put), clone
+// packs, and LFS objects a node receives (a client's presigned upload is
+// one PUT and leaves no parts).
+func sweepUploads(ctx context.Context, d Deps, r names.Repo, cutoff time.Time) (int, error) {
+	sw, ok := objstore.UploadSweeperOf(d.Store)
+	if !ok {
+		return 0, nil
+	}
+	return sw.SweepUploads(ctx, objectsPrefix(r), cutoff)
 }
 
 // collect deletes objects under the repo's pack prefix whose pack is not

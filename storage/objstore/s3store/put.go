@@ -201,7 +201,7 @@ func (s *Store) abort(ctx context.Context, k string, uploadID *string) {
 	defer cancel()
 	_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &k, UploadId: uploadID})
 	if err != nil {
-		s.log.Warn("abort multipart upload failed; parts stay until a bucket lifecycle rule removes them",
+		s.log.Warn("abort multipart upload failed; parts stay until garbage collection (a day on) or a bucket lifecycle rule removes them",
 			zap.String("bucket", s.bucket), zap.String("key", k), zap.Error(err))
 	}
 }

@@ -204,7 +204,7 @@ var commands = map[string]struct {
 		func(a []string, _ flagSet) Msg { return Fork{From: a[0], To: a[1]} }},
 	"repack": {1, "<owner>/<name>", "rewrite everything reachable into one pack, while the repository keeps serving", nil,
 		func(a []string, _ flagSet) Msg { return Repack{Repo: a[0]} }},
-	"gc": {1, "<owner>/<name>", "delete packs nothing references (older than an hour) and retired packs past their grace period", nil,
+	"gc": {1, "<owner>/<name>", "delete packs nothing references (older than an hour) and retired packs past their grace period; abort uploads a killed node left unfinished (older than a day)", nil,
 		func(a []string, _ flagSet) Msg { return GC{Repo: a[0]} }},
 	"add-token": {1, "<owner> [--scope read|write] [--repo <owner>/<name>]... [--expires 30d] [--name <name>]",
 		"print a new access token for owner (a new user if it has nothing yet); only its hash is stored",
