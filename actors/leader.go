@@ -61,6 +61,7 @@ type leaderActor struct {
 	live     func() cluster.LiveSet
 	// rebal moves warm repositories toward their placement; nil: off.
 	rebal *cluster.Rebalancer
+	scans leaderScans
 }
 
 // startLeader opens (creating if needed) the map's database, loads it and
@@ -156,8 +157,14 @@ func loadMap(view func() *refdb.View, t cluster.Timings, h cluster.Horizon, self
 
 func (a *leaderActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.scans.self = ctx.Self()
+		return
 	case *actor.Stopping:
 		a.stopping()
+		return
+	case *leaderScanned:
+		a.scanned(m)
 		return
 	case *batchWritten:
 		a.written(ctx, m)
@@ -314,6 +321,12 @@ func entryOp(repo names.Repo, e cluster.Entry) (refdb.Op, error) {
 // each call). An entry that does not decode reads as absent; loadMap
 // checked them all, and only the leader writes them.
 type viewBase func() *refdb.View
+
+// Fixed pins the view current now: a refdb view is immutable.
+func (b viewBase) Fixed() cluster.Base {
+	v := b()
+	return viewBase(func() *refdb.View { return v })
+}
 
 func (b viewBase) Get(repo names.Repo) (cluster.Entry, bool) {
 	v, ok := b().Get(cluster.Key(repo))

@@ -166,10 +166,11 @@ func (a *leaderActor) write(ctx actor.Context, batch []*leaderWrite) {
 	}()
 }
 
-// stopping closes the map's database and fails every request still
-// waiting for a write: whether the write in flight lands is unknown to
-// them, so they must not act on it.
+// stopping ends the rebalancer's scan, closes the map's database and
+// fails every request still waiting for a write: whether the write in
+// flight lands is unknown to them, so they must not act on it.
 func (a *leaderActor) stopping() {
+	a.scans.stop()
 	cctx, cancel := context.WithTimeout(context.Background(), leaderCommitTimeout)
 	defer cancel()
 	if err := a.db.Close(cctx); err != nil && !errors.Is(err, refdb.ErrFenced) {

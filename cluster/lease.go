@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -121,6 +122,10 @@ type Base interface {
 	Get(repo names.Repo) (Entry, bool)
 	// Range yields every entry, in any order, until yield returns false.
 	Range(yield func(repo names.Repo, e Entry) bool)
+	// Fixed returns the base as it is now, unchanging from then on and
+	// safe to read on any goroutine (Map.Snapshot). It is to cost far
+	// less than a Range: the leader's pins its database's current view.
+	Fixed() Base
 }
 
 // NewMap returns an empty map using timings t.
@@ -299,16 +304,19 @@ func (m *Map) Repos() []names.Repo {
 
 // Clone returns an independent copy (sharing the base).
 func (m *Map) Clone() *Map {
-	c := NewMapOver(m.t, m.base)
-	c.floor = m.floor
-	for r, e := range m.entries {
-		c.entries[r] = e
-	}
-	for r := range m.removed {
-		c.removed[r] = struct{}{}
-	}
-	for n, s := range m.sessions {
-		c.sessions[n] = s
+	return &Map{t: m.t, base: m.base, entries: maps.Clone(m.entries), removed: maps.Clone(m.removed),
+		sessions: maps.Clone(m.sessions), floor: m.floor}
+}
+
+// Snapshot returns a copy of m that reads its base as it is now
+// (Base.Fixed): it no longer changes, whatever m decides next, and may be
+// read on another goroutine while m's owner goes on deciding (the
+// rebalancer's Scan). It copies m's own entries and sessions, not the
+// base's.
+func (m *Map) Snapshot() *Map {
+	c := m.Clone()
+	if c.base != nil {
+		c.base = c.base.Fixed()
 	}
 	return c
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -322,6 +323,9 @@ func (b fakeBase) Range(yield func(names.Repo, Entry) bool) {
 		}
 	}
 }
+
+// Fixed copies b: tests change a fakeBase under the maps over it.
+func (b fakeBase) Fixed() Base { return maps.Clone(b) }
 
 // A map over a base reads the base's entries, keeps only its own
 // decisions on top, and forgets them once the base holds them.

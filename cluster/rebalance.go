@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -271,18 +273,21 @@ func (m *Map) MoveTo(repo names.Repo, from string, epoch uint64, to string, now 
 // of the map found misplaced. It lives in memory only: a new leader
 // starts with none, and a holder told to release by the old one has
 // drained into a lapsed entry, which claims place. Not safe for
-// concurrent use; the leader actor owns it.
+// concurrent use; the leader actor owns it. The scans it gives out (Scan)
+// are the part that runs elsewhere.
 type Rebalancer struct {
 	lim    RebalanceLimits
 	moving map[names.Repo]Move
 	ended  map[names.Repo]time.Time
 	// scan is the last look at the map: when, with which nodes, and the
 	// repositories it found to move (NextMove), in repository order, that
-	// rounds have not taken yet.
+	// rounds have not taken yet; and the scan given out and not yet
+	// taken back (Scanned), if any.
 	scan struct {
 		at          time.Time
 		live, known LiveSet
 		queue       []Held
+		running     *Scan
 	}
 }
 
@@ -304,8 +309,10 @@ type Round struct {
 	Handed  []Decision
 	Ended   []MoveEnd
 	Started []Move
-	// Scanned: the round read the whole map (Rebalancer.Round).
-	Scanned bool
+	// Scan, if not nil, is a scan of the whole map the round found due:
+	// the caller runs it (Scan.Run, off the map's owner) and gives its
+	// result to Scanned.
+	Scan *Scan
 }
 
 // Round steps every move under way at now (StepMove; hand-overs are
@@ -314,15 +321,21 @@ type Round struct {
 // (NextMove) on the repository's entry as it is now: it may have moved,
 // lapsed or been claimed since.
 //
-// A round scans m (every entry, no sort: a million of them cost a scan,
-// not a sort of names) only when it has room and the scan is stale: the
-// live or known nodes changed since, which changes the winners, or
-// RescanEvery passed, for entries placed away from their winner after it
-// (a claim sticky to the requester's warm cache). The queue the scan
-// leaves is sorted, so that moves start in repository order and the
-// in-process cluster's traces are the same run to run. Known holds the
-// nodes whose session is live (Map.Members, weighted); live, the ones
-// placement uses.
+// A round does not read the whole map itself: a million entries cost
+// seconds, during which the map's owner would decide nothing. When it
+// has room and the last scan is stale (the live or known nodes changed
+// since, which changes the winners, or RescanEvery passed, for entries
+// placed away from their winner after it: a claim sticky to the
+// requester's warm cache) it gives out a Scan of a snapshot of m instead,
+// unless one is running already. Until its result is in (Scanned), rounds
+// go on taking moves from the last queue. Known holds the nodes whose
+// session is live (Map.Members, weighted); live, the ones placement uses.
+//
+//	room   scan due   scan running   → round
+//	no     any        any            → steps moves only
+//	yes    no         any            → starts moves from the queue
+//	yes    yes        no             → gives out a Scan; starts moves from the queue
+//	yes    yes        yes            → starts moves from the queue
 func (r *Rebalancer) Round(m *Map, live, known LiveSet, now time.Time) Round {
 	var out Round
 	for _, repo := range sortedMoves(r.moving) {
@@ -342,10 +355,10 @@ func (r *Rebalancer) Round(m *Map, live, known LiveSet, now time.Time) Round {
 		return out
 	}
 	all := append(slices.Clip(live), known...)
-	if r.scanDue(live, known, now) {
-		r.rescan(m, live, all, now)
-		r.scan.live, r.scan.known = slices.Clone(live), slices.Clone(known)
-		out.Scanned = true
+	if r.scan.running == nil && r.scanDue(live, known, now) {
+		r.scan.running = &Scan{m: m.Snapshot(), live: slices.Clone(live), known: slices.Clone(known), all: slices.Clone(all),
+			moving: maps.Clone(r.moving), ended: maps.Clone(r.ended), lim: r.lim, at: now}
+		out.Scan = r.scan.running
 	}
 	for len(r.scan.queue) > 0 && len(r.moving) < r.lim.InFlight {
 		repo := r.scan.queue[0].Repo
@@ -366,19 +379,80 @@ func (r *Rebalancer) Round(m *Map, live, known LiveSet, now time.Time) Round {
 	return out
 }
 
-// rescan replaces the queue with the repositories of m to move at now.
-func (r *Rebalancer) rescan(m *Map, live, all LiveSet, now time.Time) {
-	queue := r.scan.queue[:0]
-	m.each(func(repo names.Repo, e Entry) bool {
-		if h, ok := m.held(repo, e, now); ok {
-			if _, ok := NextMove(h, live, all, r.moving, r.ended, now, r.lim); ok {
+// Scan is one read of the whole map for the repositories to move
+// (Rebalancer.Round gives it out). It holds a snapshot of the map
+// (Map.Snapshot) and copies of the rebalancer's state as of its round,
+// and nothing its owner changes, so Run may go on any goroutine while the
+// owner keeps deciding.
+type Scan struct {
+	m                *Map
+	live, known, all LiveSet
+	moving           map[names.Repo]Move
+	ended            map[names.Repo]time.Time
+	lim              RebalanceLimits
+	at               time.Time
+}
+
+// ScanResult is what a Scan found, for Rebalancer.Scanned.
+type ScanResult struct {
+	scan *Scan
+	// queue: the repositories held away from their placement (NextMove
+	// as of the scan's round), sorted, so that moves start in repository
+	// order and the in-process cluster's traces are the same run to run.
+	queue []Held
+}
+
+// Found is how many repositories the scan found to move.
+func (r ScanResult) Found() int { return len(r.queue) }
+
+// scanCheckEvery is how many entries a scan reads between looks at its
+// context.
+const scanCheckEvery = 4096
+
+// Run reads every entry of the snapshot (no sort but of the misplaced
+// ones: a million entries cost a scan, not a sort of names). It is pure
+// CPU; once ctx is done it stops within scanCheckEvery entries and
+// returns ctx's error.
+func (s *Scan) Run(ctx context.Context) (ScanResult, error) {
+	var queue []Held
+	n := 0
+	s.m.each(func(repo names.Repo, e Entry) bool {
+		if n++; n%scanCheckEvery == 0 && ctx.Err() != nil {
+			return false
+		}
+		if h, ok := s.m.held(repo, e, s.at); ok {
+			if _, ok := NextMove(h, s.live, s.all, s.moving, s.ended, s.at, s.lim); ok {
 				queue = append(queue, h)
 			}
 		}
 		return true
 	})
+	if err := ctx.Err(); err != nil {
+		return ScanResult{}, fmt.Errorf("rebalance scan: %w", err)
+	}
 	slices.SortFunc(queue, func(a, b Held) int { return names.Compare(a.Repo, b.Repo) })
-	r.scan.queue, r.scan.at = queue, now
+	return ScanResult{scan: s, queue: queue}, nil
+}
+
+// Scanned takes back the result of the scan r gave out last, which
+// replaces the queue, as of the scan's round: its time and nodes are what
+// the next scan is due after (Round); the next round starts the moves.
+// It reports whether it did: any other result (a scan of another
+// rebalancer, an earlier incarnation of the map's owner, or one taken
+// back already) changes nothing.
+//
+// A result whose nodes are no longer the live or known ones is installed
+// all the same: the next round finds a scan due and gives out a new one,
+// and meanwhile each move it takes from the queue is decided again on
+// the entry and nodes as they are then (NextMove), as every one is.
+func (r *Rebalancer) Scanned(res ScanResult) bool {
+	s := res.scan
+	if s == nil || s != r.scan.running {
+		return false
+	}
+	r.scan.running = nil
+	r.scan.queue, r.scan.at, r.scan.live, r.scan.known = res.queue, s.at, s.live, s.known
+	return true
 }
 
 // scanDue reports whether a round at now reads the map again: the first

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -10,11 +11,14 @@ import (
 
 // BenchmarkRebalanceRound is the leader's rebalancer on a map of n
 // entries, each held by its winner among k nodes (5 or 50): k/5 more join
-// (the live set changes: the round that looks for the repositories they
-// now win, hashing every entry against every node), then rebalanceRounds
-// rounds, each handing over the 4 moves under way (their holders released
-// them a drain ago) and starting 4 more. CPU time per round of each kind,
-// beside the wall time a shared machine stretches:
+// (the live set changes: a scan looks for the repositories they now win,
+// hashing every entry against every node), then rebalanceRounds rounds,
+// each handing over the 4 moves under way (their holders released them a
+// drain ago) and starting 4 more. CPU time of each part, beside the wall
+// time a shared machine stretches: on the leader actor, the change
+// (actor-ms/change: the round that gives out the scan, taking its result
+// back, the round that starts the first moves) and each later round
+// (cpu-ms/round); off the actor, the scan itself (scan-cpu-ms/change):
 //
 //	go test ./cluster -run '^$' -bench RebalanceRound -benchmem
 func BenchmarkRebalanceRound(b *testing.B) {
@@ -26,12 +30,12 @@ func BenchmarkRebalanceRound(b *testing.B) {
 		}
 		before = after[:c.nodes]
 		b.Run(fmt.Sprintf("%dto%d/%d", len(before), len(after), c.n), func(b *testing.B) {
-			base := make(fakeBase, c.n) // the leader's database view
+			base := frozenBase{make(fakeBase, c.n)} // the leader's database view
 			for i := range c.n {
 				r := names.MustParse(fmt.Sprintf("o%d/r%d", i%1000, i))
-				base[r] = Entry{Node: Rendezvous(r, before), Written: t0, Epoch: 1, Session: 1}
+				base.fakeBase[r] = Entry{Node: Rendezvous(r, before), Written: t0, Epoch: 1, Session: 1}
 			}
-			var change, rounds time.Duration
+			var change, scan, rounds time.Duration
 			for b.Loop() {
 				m := NewMapOver(DefaultTimings(), base)
 				for _, nw := range after {
@@ -42,8 +46,23 @@ func BenchmarkRebalanceRound(b *testing.B) {
 				r := NewRebalancer(DefaultRebalanceLimits(4))
 				now := t0
 				cpu0 := cpuTime(b)
+				given := r.Round(m, after, after, now).Scan
+				cpu1 := cpuTime(b)
+				if given == nil {
+					b.Fatal("the live set's change gave out no scan")
+				}
+				res, err := given.Run(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				cpu2 := cpuTime(b)
+				if !r.Scanned(res) {
+					b.Fatal("the scan's result was not taken back")
+				}
 				started := r.Round(m, after, after, now).Started
-				change += cpuTime(b) - cpu0
+				cpu3 := cpuTime(b)
+				change += cpu1 - cpu0 + cpu3 - cpu2
+				scan += cpu2 - cpu1
 				if len(started) != 4 {
 					b.Fatalf("the live set's change started %d moves, want 4", len(started))
 				}
@@ -57,14 +76,44 @@ func BenchmarkRebalanceRound(b *testing.B) {
 					cpu0 := cpuTime(b)
 					round := r.Round(m, after, after, now)
 					rounds += cpuTime(b) - cpu0
-					if len(round.Handed) != 4 || len(round.Started) != 4 {
-						b.Fatalf("round handed over %d and started %d, want 4 and 4", len(round.Handed), len(round.Started))
+					if len(round.Handed) != 4 || len(round.Started) != 4 || round.Scan != nil {
+						b.Fatalf("round handed over %d, started %d and gave out a scan: %v; want 4, 4 and none",
+							len(round.Handed), len(round.Started), round.Scan != nil)
 					}
 					started = round.Started
 				}
 			}
-			b.ReportMetric(float64(change.Microseconds())/1e3/float64(b.N), "cpu-ms/change")
+			b.ReportMetric(float64(change.Microseconds())/1e3/float64(b.N), "actor-ms/change")
+			b.ReportMetric(float64(scan.Microseconds())/1e3/float64(b.N), "scan-cpu-ms/change")
 			b.ReportMetric(float64(rounds.Microseconds())/1e3/float64(b.N*rebalanceRounds), "cpu-ms/round")
+		})
+	}
+}
+
+// BenchmarkMapSnapshot is what a scan costs the leader actor beyond its
+// rounds: a snapshot of the map (Map.Snapshot), which copies the
+// decisions not yet settled into the base (those of up to a PruneEvery)
+// and the sessions, for 1,000 to 100,000 of them, over a base of 1M:
+//
+//	go test ./cluster -run '^$' -bench MapSnapshot -benchmem
+func BenchmarkMapSnapshot(b *testing.B) {
+	base := frozenBase{make(fakeBase, 1_000_000)}
+	for i := range len(base.fakeBase) {
+		base.fakeBase[names.MustParse(fmt.Sprintf("o%d/r%d", i%1000, i))] = Entry{Node: "rgit-0", Written: t0, Epoch: 1, Session: 1}
+	}
+	for _, own := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("own=%d", own), func(b *testing.B) {
+			m := NewMapOver(DefaultTimings(), base)
+			for i := range own {
+				r := names.MustParse(fmt.Sprintf("o%d/r%d", i%1000, i))
+				if _, err := m.Claim(r, "rgit-1", t0.Add(TTL), nil, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				m.Snapshot()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*own), "ns/own-entry")
 		})
 	}
 }

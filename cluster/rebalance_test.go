@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rgit/rgit/storage/names"
@@ -143,9 +146,9 @@ func TestRebalancerMove(t *testing.T) {
 	}
 	r := NewRebalancer(DefaultRebalanceLimits(4))
 	now := at(time.Second)
-	round := r.Round(m, five, five, now)
+	round := scanRound(t, r, m, five, five, now)
 	want := Move{Repo: repo, From: "rgit-1", To: "rgit-3", Epoch: 1, Started: now}
-	if !reflect.DeepEqual(round.Started, []Move{want}) || len(round.Handed)+len(round.Ended) != 0 {
+	if !reflect.DeepEqual(round.Started, []Move{want}) || len(round.Handed)+len(round.Ended) != 0 || round.Scan == nil {
 		t.Fatalf("first round %+v, want %v started", round, want)
 	}
 	if got := r.Releases("rgit-1"); len(got) != 0 {
@@ -209,10 +212,10 @@ func TestRebalancerMove(t *testing.T) {
 		{after.Add(2 * time.Second), four, false, 0},
 		{after.Add(RescanEvery), four, true, 0}, // the move was abandoned at its timeout: on cooldown
 	} {
-		round := r.Round(m, c.live, c.live, c.at)
-		if round.Scanned != c.scanned || len(round.Started) != c.moves {
+		round := scanRound(t, r, m, c.live, c.live, c.at)
+		if (round.Scan != nil) != c.scanned || len(round.Started) != c.moves {
 			t.Fatalf("round at %v with %v: scanned %v and started %v, want %v and %d moves",
-				c.at.Sub(t0), c.live, round.Scanned, round.Started, c.scanned, c.moves)
+				c.at.Sub(t0), c.live, round.Scan != nil, round.Started, c.scanned, c.moves)
 		}
 	}
 }
@@ -223,22 +226,8 @@ func TestRebalancerMove(t *testing.T) {
 // for the next one (RescanEvery, or the live nodes changing).
 func TestRebalancerQueue(t *testing.T) {
 	m := NewMap(DefaultTimings())
-	for _, nw := range five {
-		if err := m.PutSession(nw.Node, NodeSession{ID: 1, Expires: at(time.Hour), Started: t0}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// misplaced: held by rgit-1, the winner among three, rgit-3 among five.
-	misplaced := func(prefix string) names.Repo {
-		repo := repoWhere(t, prefix, func(r names.Repo) bool {
-			return Rendezvous(r, three) == "rgit-1" && Rendezvous(r, five) == "rgit-3"
-		})
-		if err := m.Put(repo, Entry{Node: "rgit-1", Epoch: 1, Session: 1, Written: t0}); err != nil {
-			t.Fatal(err)
-		}
-		return repo
-	}
-	a, b, c := misplaced("qa"), misplaced("qb"), misplaced("qc")
+	openFive(t, m)
+	a, b, c := heldMisplaced(t, m, "qa"), heldMisplaced(t, m, "qb"), heldMisplaced(t, m, "qc")
 	home := repoWhere(t, "h", func(r names.Repo) bool { return Rendezvous(r, five) == "rgit-1" })
 	if err := m.Put(home, Entry{Node: "rgit-1", Epoch: 1, Session: 1, Written: t0}); err != nil {
 		t.Fatal(err)
@@ -250,13 +239,13 @@ func TestRebalancerQueue(t *testing.T) {
 	}
 	round := func(now time.Time, live LiveSet, w want) {
 		t.Helper()
-		got := r.Round(m, live, live, now)
+		got := scanRound(t, r, m, live, live, now)
 		var started []names.Repo
 		for _, mv := range got.Started {
 			started = append(started, mv.Repo)
 		}
-		if got.Scanned != w.scanned || !reflect.DeepEqual(started, w.started) {
-			t.Fatalf("round at %v: scanned %v, started %v; want %v, %v", now.Sub(t0), got.Scanned, started, w.scanned, w.started)
+		if (got.Scan != nil) != w.scanned || !reflect.DeepEqual(started, w.started) {
+			t.Fatalf("round at %v: scanned %v, started %v; want %v, %v", now.Sub(t0), got.Scan != nil, started, w.scanned, w.started)
 		}
 	}
 	now := at(time.Second)
@@ -270,12 +259,221 @@ func TestRebalancerQueue(t *testing.T) {
 	if err := m.Put(c, Entry{Node: "rgit-3", Epoch: 2, Session: 1, Written: now}); err != nil {
 		t.Fatal(err)
 	}
-	d := misplaced("qd")
+	d := heldMisplaced(t, m, "qd")
 	round(now.Add(Drain), five, want{false, nil})
 	round(now.Add(RescanEvery-time.Nanosecond), five, want{false, nil})
 	round(now.Add(RescanEvery), five, want{true, []names.Repo{d}})
 	// The live nodes change: a new scan at once, whatever the queue held.
 	round(now.Add(RescanEvery+time.Second), three, want{true, nil})
+}
+
+// TestRebalancerScan: a round gives out a scan when one is due and none
+// is running; rounds meanwhile take moves from the last queue; the result
+// replaces the queue, as of the scan's round, and only the result of the
+// scan given out is taken back. Each step is a round, or the result of
+// the scan given out at step scan (run when given out) taken back.
+func TestRebalancerScan(t *testing.T) {
+	m := NewMap(DefaultTimings())
+	openFive(t, m)
+	a, _ := heldMisplaced(t, m, "sa"), heldMisplaced(t, m, "sb")
+	// One move at a time, never timed out.
+	r := NewRebalancer(RebalanceLimits{InFlight: 1, Timeout: time.Hour, Cooldown: MoveCooldown})
+	const round = -1
+	steps := []struct {
+		name string
+		// take: the index of the scan whose result is taken back (the
+		// scans given out so far, from 0); round: a round at at with live.
+		take    int
+		at      time.Duration
+		live    LiveSet
+		scan    bool // the round gave out a scan
+		started []names.Repo
+		taken   bool
+	}{
+		{name: "first round: gives out a scan, nothing queued yet", take: round, at: time.Second, live: five, scan: true},
+		{name: "scan running: no second one", take: round, at: 2 * time.Second, live: five},
+		{name: "nodes changed, scan running: no second one", take: round, at: 3 * time.Second, live: three},
+		{name: "the scan's result is taken back", take: 0, taken: true},
+		{name: "its nodes are not the live ones: a new scan; the queue checked against live: nothing moves",
+			take: round, at: 4 * time.Second, live: three, scan: true},
+		{name: "a result taken back already is refused", take: 0},
+		{name: "the new scan's result (nothing to move under three)", take: 1, taken: true},
+		{name: "scan current: nothing", take: round, at: 5 * time.Second, live: three},
+		{name: "nodes changed: a scan", take: round, at: 6 * time.Second, live: five, scan: true},
+		{name: "its result is taken back", take: 2, taken: true},
+		{name: "moves start from it, as many as there is room for", take: round, at: 7 * time.Second, live: five, started: []names.Repo{a}},
+		{name: "no room: no scan, though one is due", take: round, at: 6*time.Second + RescanEvery, live: five},
+	}
+	var results []ScanResult
+	for _, s := range steps {
+		if s.take != round {
+			if got := r.Scanned(results[s.take]); got != s.taken {
+				t.Fatalf("%s: taken back %v, want %v", s.name, got, s.taken)
+			}
+			continue
+		}
+		got := r.Round(m, s.live, s.live, at(s.at))
+		var started []names.Repo
+		for _, mv := range got.Started {
+			started = append(started, mv.Repo)
+		}
+		if (got.Scan != nil) != s.scan || !reflect.DeepEqual(started, s.started) {
+			t.Fatalf("%s: scan given out %v, started %v; want %v, %v", s.name, got.Scan != nil, started, s.scan, s.started)
+		}
+		if got.Scan != nil {
+			res, err := got.Scan.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			results = append(results, res)
+		}
+	}
+	// Found: both at five nodes, none at three (rgit-1 wins them there).
+	var found []int
+	for _, res := range results {
+		found = append(found, res.Found())
+	}
+	if want := []int{2, 0, 2}; !reflect.DeepEqual(found, want) {
+		t.Errorf("the scans found %v, want %v", found, want)
+	}
+	if other := NewRebalancer(DefaultRebalanceLimits(1)); other.Scanned(results[2]) {
+		t.Error("a rebalancer took back another one's scan")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := (&Scan{m: m.Snapshot()}).Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled scan: %v, want context.Canceled", err)
+	}
+}
+
+// TestScanOffTheOwner: a scan reads a snapshot of the map taken by its
+// round, which does not read the base; while it runs (here held inside
+// the base's Range), the map's owner keeps deciding on the live map, and
+// what it decides meanwhile is not in the result, which the rounds check
+// again. In a synctest bubble, a round that read the base itself would
+// block on the gate with nothing left to run, a deadlock that fails the
+// test.
+func TestScanOffTheOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := gatedBase{frozenBase: frozenBase{fakeBase{}}, entered: make(chan struct{}), release: make(chan struct{})}
+		a, b, c := misplacedRepo(t, "oa"), misplacedRepo(t, "ob"), misplacedRepo(t, "oc")
+		for _, repo := range []names.Repo{a, b} {
+			base.fakeBase[repo] = Entry{Node: "rgit-1", Epoch: 1, Session: 1, Written: t0}
+		}
+		m := NewMapOver(DefaultTimings(), base)
+		openFive(t, m)
+		r := NewRebalancer(DefaultRebalanceLimits(2))
+		now := at(time.Second)
+		scan := r.Round(m, five, five, now).Scan
+		if scan == nil {
+			t.Fatal("no scan given out")
+		}
+		done := make(chan ScanResult)
+		go func() {
+			res, err := scan.Run(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			done <- res
+		}()
+		<-base.entered
+		// The scan is under way. a is claimed by its winner, c placed
+		// away from its winner, and the rebalancer goes on.
+		if err := m.Put(a, Entry{Node: "rgit-3", Epoch: 2, Session: 1, Written: now}); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := m.Claim(c, "rgit-1", now, five, Options{}); err != nil || d.Outcome != Granted {
+			t.Fatalf("claim during the scan: %+v, %v", d, err)
+		}
+		if got := r.Round(m, five, five, now.Add(time.Second)); got.Scan != nil || len(got.Started) != 0 {
+			t.Fatalf("a round during the scan: %+v, want nothing", got)
+		}
+		close(base.release)
+		res := <-done
+		if res.Found() != 2 || !r.Scanned(res) {
+			t.Fatalf("the scan found %d (want a and b, as of its round), taken back: %v", res.Found(), r.Scanned(res))
+		}
+		got := r.Round(m, five, five, now.Add(2*time.Second))
+		if len(got.Started) != 1 || got.Started[0].Repo != b || got.Scan != nil {
+			t.Fatalf("the round after the scan: %+v, want only %s started (a is home, c came after the scan)", got, b)
+		}
+	})
+}
+
+// openFive gives each node of five session 1, live for an hour.
+func openFive(t *testing.T, m *Map) {
+	t.Helper()
+	for _, nw := range five {
+		if err := m.PutSession(nw.Node, NodeSession{ID: 1, Expires: at(time.Hour), Started: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// misplacedRepo returns the first a/<prefix>-<i> whose winner is rgit-1
+// among three and rgit-3 among five.
+func misplacedRepo(t *testing.T, prefix string) names.Repo {
+	t.Helper()
+	return repoWhere(t, prefix, func(r names.Repo) bool {
+		return Rendezvous(r, three) == "rgit-1" && Rendezvous(r, five) == "rgit-3"
+	})
+}
+
+// heldMisplaced stores misplacedRepo(prefix) in m, held by rgit-1 under
+// session 1: misplaced once rgit-3 is live.
+func heldMisplaced(t *testing.T, m *Map, prefix string) names.Repo {
+	t.Helper()
+	repo := misplacedRepo(t, prefix)
+	if err := m.Put(repo, Entry{Node: "rgit-1", Epoch: 1, Session: 1, Written: t0}); err != nil {
+		t.Fatal(err)
+	}
+	return repo
+}
+
+// frozenBase is a fakeBase that nothing changes once a map reads it:
+// pinning it is free, as pinning the leader's database view is.
+type frozenBase struct{ fakeBase }
+
+func (b frozenBase) Fixed() Base { return b }
+
+// gatedBase is a frozenBase whose Range tells entered (once: a second
+// Range panics) and waits for release.
+type gatedBase struct {
+	frozenBase
+	entered, release chan struct{}
+}
+
+func (b gatedBase) Fixed() Base { return b }
+
+func (b gatedBase) Range(yield func(names.Repo, Entry) bool) {
+	close(b.entered)
+	<-b.release
+	b.frozenBase.Range(yield)
+}
+
+// scanRound is a round whose scan, if it gives one out (in the returned
+// round's Scan), runs at once and is taken back, and the next round, at
+// the same time, starts the moves the scan found: the leader actor's
+// next round comes a RebalanceEvery later.
+func scanRound(t testing.TB, r *Rebalancer, m *Map, live, known LiveSet, now time.Time) Round {
+	t.Helper()
+	out := r.Round(m, live, known, now)
+	if out.Scan == nil {
+		return out
+	}
+	res, err := out.Scan.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Scanned(res) {
+		t.Fatal("the rebalancer did not take back the result of its own scan")
+	}
+	next := r.Round(m, live, known, now)
+	if next.Scan != nil || len(next.Handed)+len(next.Ended) != 0 {
+		t.Fatalf("the round after a scan's result %+v, want moves started only", next)
+	}
+	out.Started = append(out.Started, next.Started...)
+	return out
 }
 
 func TestMembersAndHeld(t *testing.T) {
