@@ -129,6 +129,8 @@ type metrics struct {
 	unpersisted prometheus.Counter
 	// rebalanceMoves counts the leader's moves by result (moveResults).
 	rebalanceMoves *prometheus.CounterVec
+	// rebalanceScan times the rebalancer's scans of the whole map.
+	rebalanceScan prometheus.Histogram
 }
 
 // ErrBusy reports that a repository could not be reached in time.
@@ -233,6 +235,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "rgit_rebalance_moves_total",
 			Help: "Repositories the ownership leader moved toward their placement, by result: started, handed (the holder let go and the target was granted it), claimed (a claim placed it on the target first), abandoned (leader node only)."},
 			[]string{"result"}),
+		rebalanceScan: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rgit_rebalance_scan_seconds",
+			Help:    "Time of each of the ownership leader's scans of the whole map for repositories to move, run off the leader actor: moves after a change of the live nodes start once it ends (leader node only).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 	}
 	for _, k := range sessionKinds {
 		m.sessions.WithLabelValues(string(k)) // exported as 0 before the first
@@ -242,7 +248,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.openRepos, m.openLatency, m.fenced, m.leaseEnded, m.sessions, m.grants, m.renewals, m.forceGrants,
-			m.unpersisted, m.rebalanceMoves)
+			m.unpersisted, m.rebalanceMoves, m.rebalanceScan)
 	}
 	return m
 }

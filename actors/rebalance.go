@@ -111,6 +111,7 @@ func (a *leaderActor) rebalance(w *leaderWrite, now time.Time) {
 // so where the result lands among them in the mailbox does not matter.
 func (a *leaderActor) scanned(m *leaderScanned) {
 	if a.rebal != nil && a.rebal.Scanned(m.res) {
+		a.node.metrics.rebalanceScan.Observe(m.took.Seconds())
 		a.node.log.Debug("rebalance: scanned the ownership map", zap.Int("to_move", m.res.Found()), zap.Duration("took", m.took))
 	}
 }
